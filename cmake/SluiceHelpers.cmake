@@ -1,0 +1,42 @@
+# sluice_cc_library(NAME <n> [HDRS ...] [SRCS ...] [DEPS ...] [PUBLIC_DEPS ...])
+# Creates target sluice_<n> with alias sluice::<n>. Always link the alias form.
+# Include paths of src/ stay PRIVATE to the target that owns them, so a layer
+# that reaches into another's internals fails to build.
+function(sluice_cc_library)
+  cmake_parse_arguments(ARG "" "NAME" "HDRS;SRCS;DEPS;PUBLIC_DEPS" ${ARGN})
+  set(target sluice_${ARG_NAME})
+  if(ARG_SRCS)
+    add_library(${target} STATIC ${ARG_SRCS} ${ARG_HDRS})
+    target_link_libraries(${target} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_DEPS})
+    target_compile_options(${target} PRIVATE ${SLUICE_WARNING_FLAGS})
+    target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/include
+                                         PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  else()  # Header-only.
+    add_library(${target} INTERFACE)
+    target_link_libraries(${target} INTERFACE ${ARG_PUBLIC_DEPS} ${ARG_DEPS})
+    target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR}/include)
+  endif()
+  add_library(sluice::${ARG_NAME} ALIAS ${target})
+endfunction()
+
+# sluice_cc_test(NAME <n> SRCS ... DEPS ... [LABELS gpu|rdma|slow] [TIMEOUT s])
+# Tests see src/ so they can exercise internals of the layer they sit beside.
+# Labels let CPU-only CI run `ctest -LE "gpu|rdma"`.
+function(sluice_cc_test)
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  if(NOT SLUICE_BUILD_TESTS)
+    return()
+  endif()
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest_main GTest::gmock)
+  target_include_directories(${ARG_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(${ARG_NAME} PRIVATE ${SLUICE_WARNING_FLAGS})
+  add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  set_tests_properties(${ARG_NAME} PROPERTIES TIMEOUT ${ARG_TIMEOUT})
+  if(ARG_LABELS)
+    set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
+endfunction()

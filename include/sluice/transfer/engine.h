@@ -1,0 +1,246 @@
+// sluice/transfer/engine.h
+//
+// TransferEngine moves bytes between registered memory of processes with
+// one-sided reads and writes. A process runs one engine; its endpoint
+// "host:port" names its segment. Peers find each other by a direct handshake
+// on that port (no metadata service): OpenSegment() fetches the peer's region
+// table, and the peer pushes a new table whenever it changes.
+//
+// Transports: "tcp" (a per-peer pool of persistent connections, ops cut into
+// slices striped over the pool, payload read straight into the destination)
+// and "shm" (same host: memory from AllocateShared() is mapped by the peer and
+// moved with one memcpy; other memory with process_vm_readv/writev). The
+// engine picks shm for a peer on the same host when the kernel allows it, tcp
+// otherwise; a per-op hint forces one.
+//
+// Safety: a target checks every tcp op against its region table (key, bounds,
+// access) before touching memory. shm ops are checked by the initiator
+// against the table the target published; the kernel's same-user rule is the
+// boundary there (a shared allocation is mapped whole by peers).
+//
+// Ownership: the engine never owns registered memory; the caller keeps it
+// allocated until UnregisterMemory() succeeds. SharedBuffer owns its mapping.
+//
+// Thread safety: every method may be called from any thread concurrently.
+// Completion callbacks and notify handlers run on engine I/O threads; they
+// must not block and must not destroy the engine.
+
+#ifndef SLUICE_TRANSFER_ENGINE_H_
+#define SLUICE_TRANSFER_ENGINE_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/memory.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+namespace internal {
+class EngineImpl;
+class BatchState;
+struct SharedAllocation;
+}  // namespace internal
+
+struct EngineConfig {
+  // Endpoint to listen on; port 0 lets the kernel pick (read endpoint()).
+  std::string listen = "127.0.0.1:0";
+  // Subset of {"tcp", "shm"}; at least one.
+  std::vector<std::string> transports = {"tcp", "shm"};
+  // Event-loop threads for tcp and copy threads for shm (each), 1..64.
+  int io_threads = 2;
+  // Persistent tcp connections per peer, 1..64.
+  int connections_per_peer = 4;
+  // Ops longer than this are cut into slices striped over the pool.
+  std::size_t slice_size = std::size_t{1} << 20;
+  // Largest payload one incoming frame may carry; larger frames are malformed.
+  std::size_t max_frame_payload = std::size_t{64} << 20;
+  // Largest Notify() message.
+  std::size_t max_notify_bytes = std::size_t{64} << 10;
+  // Shared secret; empty disables authentication. Both sides must agree.
+  std::string secret;
+  // A peer with work outstanding that makes no progress for this long is
+  // declared dead and every pending op to it fails.
+  std::chrono::milliseconds op_timeout{10000};
+  // Bound on connecting and handshaking in OpenSegment().
+  std::chrono::milliseconds connect_timeout{5000};
+};
+
+enum class OpKind : std::uint8_t { kRead, kWrite };  // Seen from the initiator.
+
+// kAuto: shm for a same-host peer that allows it, else tcp.
+enum class TransportHint : std::uint8_t { kAuto, kTcp, kShm };
+
+// A peer segment opened by OpenSegment(); valid for the engine's lifetime.
+struct SegmentId {
+  std::uint64_t value = 0;
+  friend bool operator==(SegmentId, SegmentId) = default;
+};
+
+// Unguessable key naming a registered region. 0 is never valid.
+struct RegionKey {
+  std::uint64_t value = 0;
+  friend bool operator==(RegionKey, RegionKey) = default;
+};
+
+struct TransferRequest {
+  OpKind kind = OpKind::kWrite;
+  // Inside a region registered with this engine (any access).
+  void* local = nullptr;
+  SegmentId segment;
+  RegionKey remote_key;
+  std::uint64_t remote_offset = 0;
+  std::uint64_t length = 0;
+  TransportHint hint = TransportHint::kAuto;
+};
+
+// A region as published in a segment's table.
+struct RegionInfo {
+  RegionKey key;
+  std::uint64_t addr = 0;  // In the owner's address space; informational.
+  std::uint64_t length = 0;
+  MemoryKind kind = MemoryKind::kHost;
+  Access access = Access::kLocalOnly;
+  bool shared = false;  // Backed by AllocateShared(): same-host peers map it.
+};
+
+// Handle to a submitted batch. Shared by the caller and the engine; dropping
+// the caller's copy does not cancel the batch.
+class TransferBatch {
+ public:
+  // True once every op has finished (landed or failed). Never blocks.
+  bool done() const;
+  // The batch's outcome: OK, or the first op error. REQUIRES: done().
+  Status status() const;
+  // Blocks until done or `timeout` passes. Returns status() when done,
+  // kDeadlineExceeded (scope kRequest) if still running; the batch continues
+  // and may be waited on again.
+  Status Wait(std::chrono::milliseconds timeout) const;
+
+ private:
+  friend class internal::BatchState;
+  TransferBatch() = default;
+};
+
+using BatchCallback = std::function<void(const Status&)>;
+
+struct NotifyMessage {
+  std::string sender;               // The sending engine's endpoint.
+  std::span<const std::byte> data;  // Valid only during the handler call.
+};
+using NotifyHandler = std::function<void(const NotifyMessage&)>;
+
+// Memory from AllocateShared(): pre-faulted, memfd-backed, hugepage-advised.
+// Moving it keeps the mapping; destroying it unmaps once no registration
+// still uses it (registrations keep the mapping alive until unregistered).
+class SharedBuffer {
+ public:
+  SharedBuffer() = default;
+  SharedBuffer(SharedBuffer&&) noexcept = default;
+  SharedBuffer& operator=(SharedBuffer&&) noexcept = default;
+  ~SharedBuffer();
+
+  void* data() const;
+  std::size_t size() const;
+  explicit operator bool() const { return alloc_ != nullptr; }
+
+ private:
+  friend class internal::EngineImpl;
+  explicit SharedBuffer(std::shared_ptr<internal::SharedAllocation> alloc);
+  std::shared_ptr<internal::SharedAllocation> alloc_;
+};
+
+class TransferEngine {
+ public:
+  // Starts the listener and I/O threads.
+  // Errors: kInvalidArgument naming the bad config field; kUnavailable
+  // (scope kTransport) if the endpoint cannot be bound.
+  static Result<std::unique_ptr<TransferEngine>> Create(const EngineConfig& config);
+
+  // Stops I/O threads; batches still pending fail with kCancelled, their
+  // callbacks run before the destructor returns.
+  ~TransferEngine();
+  TransferEngine(const TransferEngine&) = delete;
+  TransferEngine& operator=(const TransferEngine&) = delete;
+
+  // "host:port" peers pass to OpenSegment(); the real port when 0 was asked.
+  const std::string& endpoint() const;
+
+  // Registers [addr, addr+len) for use in ops. Regions may not overlap.
+  // Regions with remote access appear in the table peers see, and the new
+  // table is pushed to connected peers. REQUIRES: the memory stays allocated
+  // until UnregisterMemory() succeeds.
+  // Errors: kInvalidArgument (null, zero length); kAlreadyExists (overlaps a
+  // registered region); kUnimplemented (kDevice without a device transport).
+  Result<RegionKey> RegisterMemory(void* addr, std::size_t len, MemoryKind kind, Access access);
+
+  // Removes a registration. Errors: kNotFound (unknown key, e.g. already
+  // unregistered); kFailedPrecondition if ops using it are in flight: wait for
+  // them and retry. Peers doing shm ops are not tracked: a target must know
+  // its peers are done before it frees memory.
+  Status UnregisterMemory(RegionKey key);
+
+  // Allocates `len` bytes (rounded up to 2 MiB) of memfd-backed memory,
+  // pre-faulted so first use costs no page faults. Register it to use it.
+  // Errors: kInvalidArgument (0 bytes); kResourceExhausted (no memory).
+  Result<SharedBuffer> AllocateShared(std::size_t len);
+
+  // Connects to the peer at `endpoint` ("host:port"), authenticates, fetches
+  // its region table and keeps the connections open. Cached: a second call
+  // for a live peer returns the same id at once; for a dead peer it
+  // reconnects under the same id. Blocks up to connect_timeout.
+  // Errors: kInvalidArgument (malformed endpoint); kUnavailable /
+  // kDeadlineExceeded (scope kEndpoint) when unreachable; kPermissionDenied
+  // (wrong secret); kFailedPrecondition (protocol version mismatch).
+  Result<SegmentId> OpenSegment(std::string_view endpoint);
+
+  // The peer's region table as last fetched or pushed.
+  // Errors: kNotFound (unknown id).
+  Result<std::vector<RegionInfo>> SegmentRegions(SegmentId segment) const;
+
+  // Starts `ops` and returns at once. `ops` is copied. REQUIRES: each op's
+  // local memory stays registered and allocated until the batch is done
+  // (the engine pins the registration, so UnregisterMemory fails meanwhile).
+  // On OK, `callback` (if set) runs exactly once on an I/O thread when every
+  // op has finished, after which done() is true.
+  // Up-front errors (nothing sent, callback never called): kInvalidArgument
+  // (empty batch, zero length, local memory not registered, unknown
+  // segment); kFailedPrecondition (hint names a transport that cannot reach
+  // the peer); kUnavailable (scope kEndpoint) if the peer is known dead.
+  // Op errors, reported by the batch: kNotFound / kInvalidArgument /
+  // kPermissionDenied (target rejected key, bounds or access; scope
+  // kRequest), kUnavailable / kDeadlineExceeded (scope kEndpoint: the peer
+  // died or stalled for op_timeout; reopen the segment and retry).
+  Result<std::shared_ptr<TransferBatch>> Submit(std::span<const TransferRequest> ops,
+                                                BatchCallback callback = nullptr);
+
+  // Submit() then Wait(timeout): the batch's status, or kDeadlineExceeded.
+  Status TransferSync(std::span<const TransferRequest> ops,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+  // Sends a small message to the peer's notify handler, delivered after
+  // every write this engine submitted to that peer before this call has
+  // landed (or failed). Returns once queued; delivery is not acknowledged.
+  // Errors: kInvalidArgument (empty, or longer than max_notify_bytes;
+  // unknown segment); kUnavailable (scope kEndpoint) if the peer is dead.
+  Status Notify(SegmentId segment, std::span<const std::byte> data);
+
+  // Installs the handler for incoming notifies (replacing any previous one).
+  // Runs on an I/O thread; without a handler, messages are dropped.
+  void SetNotifyHandler(NotifyHandler handler);
+
+ private:
+  explicit TransferEngine(std::unique_ptr<internal::EngineImpl> impl);
+  std::unique_ptr<internal::EngineImpl> impl_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_TRANSFER_ENGINE_H_

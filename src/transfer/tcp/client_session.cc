@@ -1,0 +1,200 @@
+#include "transfer/tcp/client_session.h"
+
+#include <sys/epoll.h>
+
+namespace sluice::internal {
+
+ClientSession::ClientSession(UniqueFd fd, EventLoop* loop, std::string peer,
+                             std::chrono::milliseconds timeout, Callbacks callbacks)
+    : FrameConn(std::move(fd), loop, std::move(peer), timeout),
+      callbacks_(std::move(callbacks)) {}
+
+void ClientSession::Begin() { Watch(EPOLLIN); }
+
+void ClientSession::ScheduleDrainLocked() {
+  if (drain_scheduled_) {
+    return;
+  }
+  drain_scheduled_ = true;
+  loop()->Post([w = std::weak_ptr<FrameConn>(shared_from_this())] {
+    if (auto s = w.lock()) {
+      static_cast<ClientSession*>(s.get())->Drain();
+    }
+  });
+}
+
+Status ClientSession::Enqueue(const Slice& slice) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_flag_) {
+    return close_status_;
+  }
+  incoming_.push_back(Item{slice, {}});
+  ScheduleDrainLocked();
+  return Status::Ok();
+}
+
+Status ClientSession::EnqueueNotify(std::string message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_flag_) {
+    return close_status_;
+  }
+  incoming_.push_back(Item{Slice{}, std::move(message)});
+  ScheduleDrainLocked();
+  return Status::Ok();
+}
+
+void ClientSession::CloseAsync(const Status& why) {
+  loop()->Post([w = std::weak_ptr<FrameConn>(shared_from_this()), why] {
+    if (auto s = w.lock()) {
+      static_cast<ClientSession*>(s.get())->Close(why);
+    }
+  });
+}
+
+void ClientSession::Drain() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    drain_scheduled_ = false;
+    draining_.swap(incoming_);
+  }
+  if (closed()) {  // OnClosed already failed everything queued before it.
+    for (Item& item : draining_) {
+      if (item.notify.empty()) {
+        item.slice.batch->UnitDone(item.slice.op_index, close_status_);
+      }
+    }
+    draining_.clear();
+    return;
+  }
+  for (Item& item : draining_) {
+    if (!item.notify.empty()) {
+      OutFrame f;
+      f.hdr = MakeHeader(FrameType::kNotify, 0, item.notify.size());
+      f.body = std::move(item.notify);
+      Queue(std::move(f));
+      continue;
+    }
+    const Slice& s = item.slice;
+    const std::uint64_t id = next_id_++;
+    OutFrame f;
+    if (s.kind == OpKind::kWrite) {
+      f.hdr = MakeHeader(FrameType::kWriteReq, id, s.length);
+      f.payload = s.local;
+      f.payload_len = s.length;
+    } else {
+      f.hdr = MakeHeader(FrameType::kReadReq, id, s.length);
+    }
+    f.hdr.key = s.key;
+    f.hdr.offset = s.offset;
+    pending_.emplace_back(id, s);
+    Queue(std::move(f));
+  }
+  draining_.clear();
+  Flush();
+}
+
+Status ClientSession::OnHeader(const WireHeader& h, Sink* sink, std::uint64_t* follow) {
+  if (h.version != kWireVersion) {
+    return InvalidArgumentError("peer " + peer() + " sent protocol version " +
+                                std::to_string(h.version));
+  }
+  const auto type = static_cast<FrameType>(h.type);
+  if (type == FrameType::kTableUpdate || type == FrameType::kError) {
+    if (h.length > kMaxControlBody) {
+      return InvalidArgumentError("oversized control frame from " + peer());
+    }
+    *follow = h.length;
+    return Status::Ok();
+  }
+  if (type != FrameType::kWriteAck && type != FrameType::kReadResp) {
+    return InvalidArgumentError("unexpected frame type " + std::to_string(h.type) + " from " +
+                                peer());
+  }
+  if (pending_.empty() || pending_.front().first != h.request_id) {
+    return InvalidArgumentError("response from " + peer() + " matches no pending request");
+  }
+  const Slice& s = pending_.front().second;
+  const bool want_read = s.kind == OpKind::kRead;
+  if (want_read != (type == FrameType::kReadResp)) {
+    return InvalidArgumentError("response type from " + peer() + " does not match the request");
+  }
+  if (h.status != 0) {  // Error message follows.
+    if (h.length > kMaxControlBody) {
+      return InvalidArgumentError("oversized error message from " + peer());
+    }
+    *follow = h.length;
+    return Status::Ok();
+  }
+  if (type == FrameType::kReadResp) {
+    if (h.length != s.length) {
+      return InvalidArgumentError("read response from " + peer() + " has the wrong length");
+    }
+    sink->kind = Sink::Kind::kMemory;
+    sink->dst = s.local;
+    *follow = h.length;
+    return Status::Ok();
+  }
+  *follow = 0;
+  return h.length == 0 ? Status::Ok()
+                       : InvalidArgumentError("write ack from " + peer() + " carries bytes");
+}
+
+Status ClientSession::PeerError(const WireHeader& h, std::string_view body) const {
+  auto code = static_cast<StatusCode>(h.status);
+  if (h.status > static_cast<std::uint16_t>(StatusCode::kInternal)) {
+    code = StatusCode::kInternal;
+  }
+  return Status(code, "target " + peer() + ": " + std::string(body), FailureScope::kRequest);
+}
+
+Status ClientSession::OnFrame(const WireHeader& h, std::string_view body) {
+  const auto type = static_cast<FrameType>(h.type);
+  if (type == FrameType::kTableUpdate) {
+    Result<RegionTable> t = DecodeTable(body);
+    if (!t.ok()) {
+      return t.status().WithContext("table update from " + peer());
+    }
+    if (callbacks_.on_table) {
+      callbacks_.on_table(std::move(*t));
+    }
+    return Status::Ok();
+  }
+  if (type == FrameType::kError) {
+    return PeerError(h, body);
+  }
+  Slice s = pending_.front().second;
+  pending_.pop_front();
+  s.batch->UnitDone(s.op_index, h.status == 0 ? Status::Ok() : PeerError(h, body));
+  return Status::Ok();
+}
+
+void ClientSession::OnClosed(const Status& why) {
+  Status failure = why;
+  if (why.scope() != FailureScope::kEndpoint && why.code() != StatusCode::kCancelled) {
+    failure = Status(why.code() == StatusCode::kInvalidArgument ? StatusCode::kUnavailable
+                                                                : why.code(),
+                     "connection to " + peer() + " closed: " + std::string(why.message()),
+                     FailureScope::kEndpoint);
+  }
+  std::vector<Item> queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_flag_ = true;
+    close_status_ = failure;
+    queued.swap(incoming_);
+  }
+  for (auto& [id, s] : pending_) {
+    s.batch->UnitDone(s.op_index, failure);
+  }
+  pending_.clear();
+  for (Item& item : queued) {
+    if (item.notify.empty()) {
+      item.slice.batch->UnitDone(item.slice.op_index, failure);
+    }
+  }
+  if (callbacks_.on_closed) {
+    callbacks_.on_closed(failure);
+  }
+}
+
+}  // namespace sluice::internal

@@ -1,0 +1,282 @@
+#include "transfer/tcp/frame_conn.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace sluice::internal {
+
+FrameConn::FrameConn(UniqueFd fd, EventLoop* loop, std::string peer,
+                     std::chrono::milliseconds timeout)
+    : fd_(std::move(fd)),
+      loop_(loop),
+      peer_(std::move(peer)),
+      timeout_(timeout),
+      last_progress_(Clock::now()),
+      in_(new char[kInBufSize]) {}
+
+FrameConn::~FrameConn() = default;
+
+void FrameConn::Watch(std::uint32_t events) { loop_->Add(shared_from_this(), events); }
+
+void FrameConn::OnEvents(std::uint32_t events) {
+  if (closed_) {
+    return;
+  }
+  if ((events & EPOLLIN) != 0) {
+    OnReadable();
+  }
+  if (!closed_ && (events & EPOLLOUT) != 0) {
+    Flush();
+  }
+  if (!closed_ && (events & (EPOLLERR | EPOLLHUP)) != 0 && (events & EPOLLIN) == 0) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    Close(ErrnoStatus("connection to " + peer_ + " failed", err != 0 ? err : ECONNRESET));
+  }
+}
+
+void FrameConn::OnTick(Clock::time_point now) {
+  if (closed_) {
+    return;
+  }
+  const bool waiting = in_frame_ || !out_.empty() || AwaitingPeer();
+  if (!waiting) {
+    last_progress_ = now;
+    return;
+  }
+  if (now - last_progress_ > timeout_) {
+    Close(DeadlineExceededError("peer " + peer_ + " made no progress for " +
+                                    std::to_string(timeout_.count()) + " ms",
+                                FailureScope::kEndpoint));
+  }
+}
+
+void FrameConn::OnLoopStop() {
+  Close(Status(StatusCode::kCancelled, "transfer engine is shutting down"));
+}
+
+bool FrameConn::TakeBytes(const char* src, std::size_t n) {
+  switch (sink_.kind) {
+    case Sink::Kind::kBody:
+      body_.append(src, n);
+      break;
+    case Sink::Kind::kMemory:
+      std::memcpy(sink_.dst, src, n);
+      sink_.dst += n;
+      break;
+    case Sink::Kind::kDrain:
+      break;
+  }
+  follow_left_ -= n;
+  return follow_left_ > 0 || EndFrame();
+}
+
+bool FrameConn::BeginFrame() {
+  std::memcpy(&cur_, in_.get() + in_pos_, sizeof(WireHeader));
+  in_pos_ += sizeof(WireHeader);
+  if (cur_.magic != kWireMagic) {
+    Close(InvalidArgumentError("malformed frame from " + peer_ + ": bad magic"));
+    return false;
+  }
+  sink_ = Sink{};
+  body_.clear();
+  std::uint64_t follow = 0;
+  Status s = OnHeader(cur_, &sink_, &follow);
+  if (!s.ok()) {
+    Close(s);
+    return false;
+  }
+  if (closed_) {
+    return false;
+  }
+  follow_left_ = follow;
+  in_frame_ = true;
+  return follow > 0 || EndFrame();
+}
+
+bool FrameConn::EndFrame() {
+  in_frame_ = false;
+  Status s = OnFrame(cur_, body_);
+  if (!s.ok()) {
+    Close(s);
+  }
+  return !closed_;
+}
+
+bool FrameConn::ConsumeBuffered() {
+  while (!closed_) {
+    const std::size_t avail = in_len_ - in_pos_;
+    if (!in_frame_) {
+      if (avail < sizeof(WireHeader)) {
+        break;
+      }
+      if (!BeginFrame()) {
+        return false;
+      }
+      continue;
+    }
+    if (avail == 0) {
+      break;
+    }
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(avail, follow_left_));
+    const char* src = in_.get() + in_pos_;
+    in_pos_ += n;
+    if (!TakeBytes(src, n)) {
+      return false;
+    }
+  }
+  if (in_pos_ == in_len_) {
+    in_pos_ = in_len_ = 0;
+  } else if (in_pos_ > 0 && in_len_ > kInBufSize / 2) {
+    std::memmove(in_.get(), in_.get() + in_pos_, in_len_ - in_pos_);
+    in_len_ -= in_pos_;
+    in_pos_ = 0;
+  }
+  return !closed_;
+}
+
+void FrameConn::OnReadable() {
+  // Bounded so one busy connection cannot starve others on this loop.
+  for (int round = 0; round < 64 && !closed_; ++round) {
+    if (!ConsumeBuffered()) {
+      return;
+    }
+    ssize_t n;
+    std::uint64_t direct = 0;
+    if (in_frame_ && sink_.kind == Sink::Kind::kMemory && in_pos_ == in_len_) {
+      // Payload straight into registered memory; any excess into the buffer.
+      direct = follow_left_;
+      iovec iov[2] = {{sink_.dst, static_cast<std::size_t>(direct)}, {in_.get(), kInBufSize}};
+      in_pos_ = in_len_ = 0;
+      n = ::readv(fd_.get(), iov, 2);
+    } else {
+      n = ::recv(fd_.get(), in_.get() + in_len_, kInBufSize - in_len_, 0);
+    }
+    if (n == 0) {
+      Close(UnavailableError("peer " + peer_ + " closed the connection", FailureScope::kEndpoint));
+      return;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return;
+      }
+      if (errno == EINTR) {
+        continue;
+      }
+      Close(ErrnoStatus("read from " + peer_, errno));
+      return;
+    }
+    last_progress_ = Clock::now();
+    auto got = static_cast<std::uint64_t>(n);
+    if (direct > 0) {
+      const std::uint64_t into_dst = std::min(got, direct);
+      sink_.dst += into_dst;
+      follow_left_ -= into_dst;
+      in_len_ = static_cast<std::size_t>(got - into_dst);
+      if (follow_left_ == 0 && !EndFrame()) {
+        return;
+      }
+    } else {
+      in_len_ += static_cast<std::size_t>(got);
+    }
+  }
+}
+
+void FrameConn::Flush() {
+  while (!closed_ && !out_.empty()) {
+    iovec iov[64];
+    int cnt = 0;
+    std::uint64_t skip = out_sent_;
+    for (auto it = out_.begin(); it != out_.end() && cnt + 3 <= 64; ++it) {
+      const std::pair<const void*, std::uint64_t> parts[3] = {
+          {&it->hdr, sizeof(WireHeader)},
+          {it->body.data(), it->body.size()},
+          {it->payload, it->payload_len}};
+      for (const auto& [p, len] : parts) {
+        if (len <= skip) {
+          skip -= len;
+          continue;
+        }
+        iov[cnt++] = {const_cast<char*>(static_cast<const char*>(p)) + skip,
+                      static_cast<std::size_t>(len - skip)};
+        skip = 0;
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(cnt);
+    const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (!want_out_) {
+          want_out_ = true;
+          loop_->Modify(this, EPOLLIN | EPOLLOUT);
+        }
+        return;
+      }
+      if (errno == EINTR) {
+        continue;
+      }
+      Close(ErrnoStatus("write to " + peer_, errno));
+      return;
+    }
+    last_progress_ = Clock::now();
+    std::uint64_t done = out_sent_ + static_cast<std::uint64_t>(n);
+    while (!out_.empty()) {
+      const OutFrame& f = out_.front();
+      const std::uint64_t total = sizeof(WireHeader) + f.body.size() + f.payload_len;
+      if (done < total) {
+        break;
+      }
+      done -= total;
+      void* cookie = f.cookie;
+      out_.pop_front();
+      if (cookie != nullptr) {
+        OnFrameReleased(cookie);
+      }
+    }
+    out_sent_ = done;
+  }
+  if (closed_) {
+    return;
+  }
+  if (want_out_) {
+    want_out_ = false;
+    loop_->Modify(this, EPOLLIN);
+  }
+  if (close_after_flush_) {
+    Close(close_reason_);
+  }
+}
+
+void FrameConn::CloseAfterFlush(Status why) {
+  close_after_flush_ = true;
+  close_reason_ = std::move(why);
+  Flush();
+}
+
+void FrameConn::Close(const Status& why) {
+  if (closed_) {
+    return;
+  }
+  closed_ = true;
+  loop_->Remove(this);
+  ::shutdown(fd_.get(), SHUT_RDWR);
+  for (OutFrame& f : out_) {
+    if (f.cookie != nullptr) {
+      OnFrameReleased(f.cookie);
+    }
+  }
+  out_.clear();
+  OnClosed(why);
+}
+
+}  // namespace sluice::internal

@@ -1,0 +1,115 @@
+// A framed, non-blocking TCP connection owned by one EventLoop. Reads are
+// buffered for headers and small bodies; a payload bound for registered
+// memory is read straight into it with readv (the tail of the read lands in
+// the header buffer, so the next frame costs no extra syscall). Writes are
+// gathered with sendmsg over up to 64 iovecs: header, body and payload of
+// several frames in one call, payloads sent from where they live.
+//
+// Subclasses (client and server sessions) decide per header where the
+// following bytes go, and act on whole frames. Everything runs on the loop
+// thread.
+#ifndef SLUICE_TRANSFER_TCP_FRAME_CONN_H_
+#define SLUICE_TRANSFER_TCP_FRAME_CONN_H_
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/net.h"
+#include "transfer/tcp/event_loop.h"
+#include "transfer/wire.h"
+
+namespace sluice::internal {
+
+class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameConn> {
+ public:
+  FrameConn(UniqueFd fd, EventLoop* loop, std::string peer, std::chrono::milliseconds timeout);
+  ~FrameConn() override;
+
+  int fd() const override { return fd_.get(); }
+  void OnEvents(std::uint32_t events) override;
+  void OnTick(Clock::time_point now) override;
+  void OnLoopStop() override;
+
+  EventLoop* loop() const { return loop_; }
+  const std::string& peer() const { return peer_; }
+
+ protected:
+  // Where the bytes that follow a header go.
+  struct Sink {
+    enum class Kind : std::uint8_t { kBody, kMemory, kDrain };
+    Kind kind = Kind::kBody;
+    char* dst = nullptr;  // kMemory: advanced as bytes land.
+  };
+  struct OutFrame {
+    WireHeader hdr;
+    std::string body;
+    const char* payload = nullptr;
+    std::uint64_t payload_len = 0;
+    void* cookie = nullptr;  // Handed to OnFrameReleased once sent or dropped.
+  };
+
+  // Validates `h` and says how many bytes follow it (`*follow`) and where
+  // they go. A non-OK status closes the connection with that reason.
+  virtual Status OnHeader(const WireHeader& h, Sink* sink, std::uint64_t* follow) = 0;
+  // The whole frame has arrived; `body` holds kBody bytes (else empty).
+  virtual Status OnFrame(const WireHeader& h, std::string_view body) = 0;
+  // The connection closed (once). Fail pending work with `why`.
+  virtual void OnClosed(const Status& why) = 0;
+  // Work is outstanding that the peer must answer (for the stall timeout).
+  virtual bool AwaitingPeer() const = 0;
+  virtual void OnFrameReleased(void* /*cookie*/) {}
+
+  // Queues a frame; Flush() writes what the socket takes.
+  void Queue(OutFrame frame) { out_.push_back(std::move(frame)); }
+  void Flush();
+  void Send(OutFrame frame) {
+    Queue(std::move(frame));
+    Flush();
+  }
+  // Closes once every queued frame is written (handshake rejections).
+  void CloseAfterFlush(Status why);
+  void Close(const Status& why);
+  bool closed() const { return closed_; }
+  void Watch(std::uint32_t events);  // First registration with the loop.
+
+ private:
+  bool ConsumeBuffered();
+  bool BeginFrame();
+  bool EndFrame();
+  void OnReadable();
+  bool TakeBytes(const char* src, std::size_t n);
+
+  static constexpr std::size_t kInBufSize = 64 * 1024;
+
+  UniqueFd fd_;
+  EventLoop* loop_;
+  std::string peer_;
+  std::chrono::milliseconds timeout_;
+  bool closed_ = false;
+  bool want_out_ = false;
+  bool close_after_flush_ = false;
+  Status close_reason_;
+  Clock::time_point last_progress_;
+
+  // Read side.
+  std::unique_ptr<char[]> in_;
+  std::size_t in_pos_ = 0;
+  std::size_t in_len_ = 0;
+  bool in_frame_ = false;  // Header parsed, following bytes pending.
+  WireHeader cur_;
+  Sink sink_;
+  std::uint64_t follow_left_ = 0;
+  std::string body_;
+
+  // Write side.
+  std::deque<OutFrame> out_;
+  std::uint64_t out_sent_ = 0;  // Bytes of out_.front() already written.
+};
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_TRANSFER_TCP_FRAME_CONN_H_

@@ -1,0 +1,75 @@
+#include "transfer/tcp/handshake.h"
+
+#include "transfer/tcp/server_session.h"
+
+namespace sluice::internal {
+namespace {
+
+Status ReadFrame(int fd, WireHeader* h, std::string* body, const std::string& peer) {
+  SLUICE_RETURN_IF_ERROR(RecvAll(fd, h, sizeof(*h)));
+  if (h->magic != kWireMagic) {
+    return UnavailableError(peer + " is not a sluice transfer engine (bad magic)",
+                            FailureScope::kEndpoint);
+  }
+  if (h->length > kMaxControlBody) {
+    return UnavailableError(peer + " sent an oversized handshake frame", FailureScope::kEndpoint);
+  }
+  body->resize(h->length);
+  return RecvAll(fd, body->data(), body->size());
+}
+
+}  // namespace
+
+Result<HandshakeResult> ClientHandshake(const HostPort& peer, const std::string& secret,
+                                        const std::string& self_endpoint, bool wants_table,
+                                        std::chrono::milliseconds timeout) {
+  const std::string name = peer.ToString();
+  SLUICE_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(peer, timeout));
+  SLUICE_RETURN_IF_ERROR(SetIoTimeout(fd.get(), timeout));
+  WireHeader h;
+  std::string body;
+  Status s = ReadFrame(fd.get(), &h, &body, name);
+  if (!s.ok()) {
+    return s.WithContext("handshake with " + name);
+  }
+  if (h.version != kWireVersion) {
+    return FailedPreconditionError(name + " speaks protocol version " + std::to_string(h.version) +
+                                   ", this engine speaks " + std::to_string(kWireVersion));
+  }
+  if (static_cast<FrameType>(h.type) != FrameType::kServerHello || body.size() != kNonceBytes) {
+    return UnavailableError("handshake with " + name + ": malformed server hello",
+                            FailureScope::kEndpoint);
+  }
+  std::array<std::uint8_t, kNonceBytes> nonce;
+  std::memcpy(nonce.data(), body.data(), nonce.size());
+  ClientHello hello;
+  hello.mac = HelloMac(secret, nonce);
+  hello.endpoint = self_endpoint;
+  hello.host = HostInfo::Self();
+  const std::string out = EncodeClientHello(hello);
+  WireHeader oh = MakeHeader(FrameType::kClientHello, 0, out.size());
+  oh.key = wants_table ? kHelloWantsTable : 0;
+  SLUICE_RETURN_IF_ERROR(SendAll(fd.get(), &oh, sizeof(oh)));
+  SLUICE_RETURN_IF_ERROR(SendAll(fd.get(), out.data(), out.size()));
+  s = ReadFrame(fd.get(), &h, &body, name);
+  if (!s.ok()) {
+    return s.WithContext("handshake with " + name);
+  }
+  if (static_cast<FrameType>(h.type) == FrameType::kError) {
+    auto code = static_cast<StatusCode>(h.status);
+    if (h.status == 0 || h.status > static_cast<std::uint16_t>(StatusCode::kInternal)) {
+      code = StatusCode::kUnavailable;
+    }
+    return Status(code, name + " rejected the handshake: " + body, FailureScope::kEndpoint);
+  }
+  if (static_cast<FrameType>(h.type) != FrameType::kHelloOk) {
+    return UnavailableError("handshake with " + name + ": unexpected reply",
+                            FailureScope::kEndpoint);
+  }
+  SLUICE_ASSIGN_OR_RETURN(HelloOk ok, DecodeHelloOk(body));
+  SLUICE_RETURN_IF_ERROR(SetIoTimeout(fd.get(), std::chrono::milliseconds(0)));
+  SLUICE_RETURN_IF_ERROR(SetNonBlocking(fd.get(), true));
+  return HandshakeResult{std::move(fd), std::move(ok)};
+}
+
+}  // namespace sluice::internal

@@ -1,0 +1,30 @@
+// The initiator's half of the handshake, done with blocking I/O on a fresh
+// socket before the socket joins an event loop (see wire.h for the frames).
+#ifndef SLUICE_TRANSFER_TCP_HANDSHAKE_H_
+#define SLUICE_TRANSFER_TCP_HANDSHAKE_H_
+
+#include <chrono>
+#include <string>
+
+#include "common/net.h"
+#include "transfer/wire.h"
+
+namespace sluice::internal {
+
+struct HandshakeResult {
+  UniqueFd fd;  // Non-blocking, ready for a ClientSession.
+  HelloOk hello;
+};
+
+// Connects to `peer`, proves knowledge of `secret`, and returns the peer's
+// host info and region table. `wants_table` subscribes this connection to
+// table pushes. Errors: kUnavailable / kDeadlineExceeded (scope kEndpoint);
+// the peer's rejection code (kPermissionDenied for a wrong secret,
+// kFailedPrecondition for a protocol version mismatch) with its reason.
+Result<HandshakeResult> ClientHandshake(const HostPort& peer, const std::string& secret,
+                                        const std::string& self_endpoint, bool wants_table,
+                                        std::chrono::milliseconds timeout);
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_TRANSFER_TCP_HANDSHAKE_H_

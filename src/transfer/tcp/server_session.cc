@@ -1,0 +1,211 @@
+#include "transfer/tcp/server_session.h"
+
+#include <sys/epoll.h>
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace sluice::internal {
+
+ServerSession::ServerSession(UniqueFd fd, EventLoop* loop, std::string peer,
+                             std::chrono::milliseconds timeout, ServerHost* host)
+    : FrameConn(std::move(fd), loop, std::move(peer), timeout), host_(host) {}
+
+void ServerSession::Start(UniqueFd fd, EventLoop* loop, std::string peer,
+                          std::chrono::milliseconds timeout, ServerHost* host) {
+  auto s = std::make_shared<ServerSession>(std::move(fd), loop, std::move(peer), timeout, host);
+  s->Watch(EPOLLIN);
+  loop->Post([s] { s->SendHello(); });
+}
+
+void ServerSession::SendHello() {
+  if (closed()) {
+    return;
+  }
+  RandomBytes(nonce_.data(), nonce_.size());
+  OutFrame f;
+  f.hdr = MakeHeader(FrameType::kServerHello, 0, nonce_.size());
+  f.body.assign(reinterpret_cast<const char*>(nonce_.data()), nonce_.size());
+  Send(std::move(f));
+}
+
+void ServerSession::PushTable(std::shared_ptr<const std::string> encoded) {
+  loop()->Post([w = std::weak_ptr<FrameConn>(shared_from_this()), encoded] {
+    auto s = w.lock();
+    if (s == nullptr || static_cast<ServerSession*>(s.get())->closed()) {
+      return;
+    }
+    OutFrame f;
+    f.hdr = MakeHeader(FrameType::kTableUpdate, 0, encoded->size());
+    f.body = *encoded;
+    static_cast<ServerSession*>(s.get())->Send(std::move(f));
+  });
+}
+
+void ServerSession::Reject(StatusCode code, const std::string& reason) {
+  SLUICE_LOG(warn, "rejecting connection from {}: {}", peer(), reason);
+  rejected_ = true;
+  OutFrame f;
+  f.hdr = MakeHeader(FrameType::kError, 0, reason.size());
+  f.hdr.status = static_cast<std::uint16_t>(code);
+  f.body = reason;
+  Queue(std::move(f));
+  CloseAfterFlush(Status(code, reason));
+}
+
+Status ServerSession::OnHeader(const WireHeader& h, Sink* sink, std::uint64_t* follow) {
+  const auto type = static_cast<FrameType>(h.type);
+  if (rejected_) {  // Closing once the rejection is written; ignore the rest.
+    sink->kind = Sink::Kind::kDrain;
+    *follow = std::min<std::uint64_t>(h.length, kMaxControlBody);
+    return Status::Ok();
+  }
+  if (!ready_) {
+    if (h.version != kWireVersion) {
+      Reject(StatusCode::kFailedPrecondition,
+             "unsupported protocol version " + std::to_string(h.version) + " (this engine speaks " +
+                 std::to_string(kWireVersion) + ")");
+      return Status::Ok();
+    }
+    if (type != FrameType::kClientHello || h.length > 4096) {
+      return InvalidArgumentError("malformed handshake from " + peer());
+    }
+    *follow = h.length;
+    return Status::Ok();
+  }
+  if (h.version != kWireVersion) {
+    return InvalidArgumentError("frame with protocol version " + std::to_string(h.version) +
+                                " from " + peer());
+  }
+  switch (type) {
+    case FrameType::kWriteReq: {
+      if (h.length == 0 || h.length > host_->max_frame_payload()) {
+        return InvalidArgumentError("write of " + std::to_string(h.length) + " bytes from " +
+                                    peer() + " exceeds the frame limit");
+      }
+      Result<char*> dst = host_->regions().PinRemote(h.key, h.offset, h.length, true,
+                                                     &write_region_);
+      *follow = h.length;
+      if (dst.ok()) {
+        sink->kind = Sink::Kind::kMemory;
+        sink->dst = *dst;
+      } else {
+        write_region_ = nullptr;
+        write_error_ = dst.status();
+        sink->kind = Sink::Kind::kDrain;
+      }
+      return Status::Ok();
+    }
+    case FrameType::kReadReq:
+      if (h.length == 0 || h.length > host_->max_frame_payload()) {
+        return InvalidArgumentError("read of " + std::to_string(h.length) + " bytes from " +
+                                    peer() + " exceeds the frame limit");
+      }
+      *follow = 0;
+      return Status::Ok();
+    case FrameType::kNotify:
+      if (h.length == 0 || h.length > host_->max_notify_bytes()) {
+        return InvalidArgumentError("notify of " + std::to_string(h.length) + " bytes from " +
+                                    peer() + " exceeds the notify limit");
+      }
+      *follow = h.length;
+      return Status::Ok();
+    default:
+      return InvalidArgumentError("unexpected frame type " + std::to_string(h.type) + " from " +
+                                  peer());
+  }
+}
+
+Status ServerSession::OnClientHello(const WireHeader& h, std::string_view body) {
+  Result<ClientHello> hello = DecodeClientHello(body);
+  if (!hello.ok()) {
+    return hello.status().WithContext("handshake from " + peer());
+  }
+  if (!MacEquals(hello->mac, HelloMac(host_->secret(), nonce_))) {
+    Reject(StatusCode::kPermissionDenied, "authentication failed: wrong or missing secret");
+    return Status::Ok();
+  }
+  sender_ = hello->endpoint;
+  ready_ = true;
+  const std::string ok = EncodeHelloOk(host_->MakeHelloOk());
+  OutFrame f;
+  f.hdr = MakeHeader(FrameType::kHelloOk, 0, ok.size());
+  f.body = ok;
+  Send(std::move(f));
+  if ((h.key & kHelloWantsTable) != 0) {
+    subscribed_ = true;
+    host_->Subscribe(std::static_pointer_cast<ServerSession>(shared_from_this()));
+  }
+  return Status::Ok();
+}
+
+void ServerSession::SendStatus(FrameType type, std::uint64_t id, const Status& s) {
+  OutFrame f;
+  f.hdr = MakeHeader(type, id, s.message().size());
+  f.hdr.status = static_cast<std::uint16_t>(s.code());
+  f.body = std::string(s.message());
+  Send(std::move(f));
+}
+
+Status ServerSession::OnFrame(const WireHeader& h, std::string_view body) {
+  if (rejected_) {
+    return Status::Ok();
+  }
+  switch (static_cast<FrameType>(h.type)) {
+    case FrameType::kClientHello:
+      return OnClientHello(h, body);
+    case FrameType::kWriteReq:
+      if (write_region_ != nullptr) {
+        RegionTableLocal::Unpin(write_region_);
+        write_region_ = nullptr;
+        SendStatus(FrameType::kWriteAck, h.request_id, Status::Ok());
+      } else {
+        SendStatus(FrameType::kWriteAck, h.request_id, write_error_);
+      }
+      return Status::Ok();
+    case FrameType::kReadReq: {
+      LocalRegion* region = nullptr;
+      Result<char*> src = host_->regions().PinRemote(h.key, h.offset, h.length, false, &region);
+      if (!src.ok()) {
+        SendStatus(FrameType::kReadResp, h.request_id, src.status());
+        return Status::Ok();
+      }
+      OutFrame f;
+      f.hdr = MakeHeader(FrameType::kReadResp, h.request_id, h.length);
+      f.payload = *src;
+      f.payload_len = h.length;
+      f.cookie = region;  // Unpinned once sent (or dropped).
+      Send(std::move(f));
+      return Status::Ok();
+    }
+    case FrameType::kNotify:
+      host_->DeliverNotify(sender_, std::as_bytes(std::span(body.data(), body.size())));
+      return Status::Ok();
+    default:
+      return InternalError("frame type passed header checks but has no handler");
+  }
+}
+
+void ServerSession::OnFrameReleased(void* cookie) {
+  RegionTableLocal::Unpin(static_cast<LocalRegion*>(cookie));
+}
+
+void ServerSession::OnClosed(const Status& why) {
+  if (write_region_ != nullptr) {  // Closed mid-payload.
+    RegionTableLocal::Unpin(write_region_);
+    write_region_ = nullptr;
+  }
+  if (subscribed_) {
+    host_->Unsubscribe(this);
+  }
+  const bool normal = why.code() == StatusCode::kCancelled ||
+                      (why.code() == StatusCode::kUnavailable && ready_);
+  if (normal) {
+    SLUICE_LOG(debug, "connection from {} closed: {}", peer(), why.ToString());
+  } else {
+    SLUICE_LOG(warn, "closed connection from {}: {}", peer(), why.ToString());
+  }
+}
+
+}  // namespace sluice::internal

@@ -1,0 +1,74 @@
+// The target's side of one accepted connection: authenticates the initiator,
+// then serves its reads and writes against this engine's region table. Every
+// op is validated (key, bounds, access) before memory is touched; a write's
+// payload is read straight into the region. Malformed input closes the
+// connection with a logged reason; the engine goes on serving others.
+#ifndef SLUICE_TRANSFER_TCP_SERVER_SESSION_H_
+#define SLUICE_TRANSFER_TCP_SERVER_SESSION_H_
+
+#include <array>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "transfer/region_table.h"
+#include "transfer/tcp/frame_conn.h"
+
+namespace sluice::internal {
+
+class ServerSession;
+
+// What a server session needs from its engine. Called on the loop thread.
+class ServerHost {
+ public:
+  virtual ~ServerHost() = default;
+  virtual RegionTableLocal& regions() = 0;
+  virtual const std::string& secret() const = 0;
+  virtual std::uint64_t max_frame_payload() const = 0;
+  virtual std::uint64_t max_notify_bytes() const = 0;
+  virtual HelloOk MakeHelloOk() = 0;
+  virtual void DeliverNotify(const std::string& sender, std::span<const std::byte> data) = 0;
+  // Table pushes go to sessions that asked for them in their hello.
+  virtual void Subscribe(const std::shared_ptr<ServerSession>& s) = 0;
+  virtual void Unsubscribe(ServerSession* s) = 0;
+};
+
+inline constexpr std::uint64_t kHelloWantsTable = 1;  // ClientHello header `key` flag.
+
+class ServerSession final : public FrameConn {
+ public:
+  static void Start(UniqueFd fd, EventLoop* loop, std::string peer,
+                    std::chrono::milliseconds timeout, ServerHost* host);
+  ServerSession(UniqueFd fd, EventLoop* loop, std::string peer, std::chrono::milliseconds timeout,
+                ServerHost* host);
+
+  // Thread-safe: queues a table push on the loop thread.
+  void PushTable(std::shared_ptr<const std::string> encoded);
+
+ protected:
+  Status OnHeader(const WireHeader& h, Sink* sink, std::uint64_t* follow) override;
+  Status OnFrame(const WireHeader& h, std::string_view body) override;
+  void OnClosed(const Status& why) override;
+  bool AwaitingPeer() const override { return false; }
+  void OnFrameReleased(void* cookie) override;
+
+ private:
+  void SendHello();
+  Status OnClientHello(const WireHeader& h, std::string_view body);
+  void Reject(StatusCode code, const std::string& reason);
+  void SendStatus(FrameType type, std::uint64_t id, const Status& s);
+
+  ServerHost* host_;
+  bool ready_ = false;
+  bool rejected_ = false;
+  bool subscribed_ = false;
+  std::array<std::uint8_t, kNonceBytes> nonce_{};
+  std::string sender_;  // The initiator's endpoint, from its hello.
+  // The write being received: its pinned region, or the reason it was refused.
+  LocalRegion* write_region_ = nullptr;
+  Status write_error_;
+};
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_TRANSFER_TCP_SERVER_SESSION_H_

@@ -1,0 +1,72 @@
+// Test scaffolding: a target and an initiator engine in one process, joined
+// over loopback, configured for one transport mode. Used by the conformance
+// suite every transport passes and by the benchmarks' self-checks.
+#ifndef SLUICE_TRANSFER_TESTING_ENGINE_PAIR_H_
+#define SLUICE_TRANSFER_TESTING_ENGINE_PAIR_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "sluice/transfer/engine.h"
+
+namespace sluice::testing {
+
+// kTcp: the initiator may only use tcp. kShmMapped / kShmVm: it may only use
+// shm, with target memory from AllocateShared (mapped) or plain memory
+// (process_vm_readv/writev).
+enum class Mode { kTcp, kShmMapped, kShmVm };
+std::string ModeName(Mode m);
+
+// Pre-faulted anonymous memory, or a SharedBuffer. Owns what it holds.
+class TestBuffer {
+ public:
+  TestBuffer() = default;
+  static TestBuffer Anonymous(std::size_t size);
+  static TestBuffer Shared(TransferEngine& engine, std::size_t size);
+  TestBuffer(TestBuffer&& o) noexcept;
+  TestBuffer& operator=(TestBuffer&& o) noexcept;
+  ~TestBuffer();
+
+  char* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  void Fill(std::uint64_t seed);  // Deterministic pattern from `seed`.
+  // True if [off, off+len) holds the pattern `seed` would put at `pattern_off`.
+  bool Holds(std::size_t off, std::size_t len, std::uint64_t seed, std::size_t pattern_off) const;
+
+ private:
+  char* data_ = nullptr;
+  std::size_t size_ = 0;
+  bool anonymous_ = false;
+  SharedBuffer shared_;
+};
+
+// Byte `i` of the pattern for `seed`.
+inline char PatternByte(std::uint64_t seed, std::size_t i) {
+  return static_cast<char>((i * 131 + seed * 7 + (i >> 12)) & 0xff);
+}
+
+EngineConfig ConfigFor(Mode mode, bool initiator);
+
+struct EnginePair {
+  Mode mode;
+  std::unique_ptr<TransferEngine> target;
+  std::unique_ptr<TransferEngine> initiator;
+  SegmentId segment;
+
+  // Creates both engines and opens the target's segment; aborts the test on
+  // failure (ASSERT semantics via GTEST_FAIL in the .cc).
+  static std::unique_ptr<EnginePair> Make(Mode mode, EngineConfig initiator_config);
+  static std::unique_ptr<EnginePair> Make(Mode mode) { return Make(mode, ConfigFor(mode, true)); }
+
+  // Target memory in the form the mode needs, registered with `access`.
+  TestBuffer TargetBuffer(std::size_t size, Access access, RegionKey* key);
+  // Initiator memory registered local-only.
+  TestBuffer LocalBuffer(std::size_t size, RegionKey* key);
+  // Waits (bounded) until the initiator's copy of the target table has `key`.
+  bool AwaitRemoteKey(RegionKey key);
+};
+
+}  // namespace sluice::testing
+
+#endif  // SLUICE_TRANSFER_TESTING_ENGINE_PAIR_H_

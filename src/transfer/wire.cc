@@ -1,0 +1,218 @@
+#include "transfer/wire.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace sluice::internal {
+namespace {
+
+class Writer {
+ public:
+  template <typename T>
+  void Put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    out_.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  void PutString(std::string_view s) {
+    Put<std::uint32_t>(static_cast<std::uint32_t>(s.size()));
+    out_.append(s);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (in_.size() < sizeof(T)) {
+      return false;
+    }
+    std::memcpy(v, in_.data(), sizeof(T));
+    in_.remove_prefix(sizeof(T));
+    return true;
+  }
+  bool GetString(std::string* s, std::size_t max) {
+    std::uint32_t n = 0;
+    if (!Get(&n) || n > max || in_.size() < n) {
+      return false;
+    }
+    s->assign(in_.data(), n);
+    in_.remove_prefix(n);
+    return true;
+  }
+  bool empty() const { return in_.empty(); }
+
+ private:
+  std::string_view in_;
+};
+
+void PutHost(Writer& w, const HostInfo& h) {
+  w.PutString(h.boot_id);
+  w.Put(h.pid_ns);
+  w.Put(h.pid);
+  w.Put(h.probe_addr);
+  w.Put(h.probe);
+}
+
+bool GetHost(Reader& r, HostInfo* h) {
+  return r.GetString(&h->boot_id, 64) && r.Get(&h->pid_ns) && r.Get(&h->pid) &&
+         r.Get(&h->probe_addr) && r.Get(&h->probe);
+}
+
+void PutTable(Writer& w, const RegionTable& t) {
+  w.Put(t.version);
+  w.Put<std::uint32_t>(static_cast<std::uint32_t>(t.regions.size()));
+  for (const WireRegion& r : t.regions) {
+    w.Put(r.info.key.value);
+    w.Put(r.info.addr);
+    w.Put(r.info.length);
+    w.Put(static_cast<std::uint8_t>(r.info.kind));
+    w.Put(static_cast<std::uint8_t>(r.info.access));
+    w.Put(static_cast<std::uint8_t>(r.info.shared));
+    w.Put(r.memfd);
+    w.Put(r.memfd_offset);
+    w.Put(r.memfd_size);
+    w.Put(r.memfd_inode);
+  }
+}
+
+bool GetTable(Reader& r, RegionTable* t) {
+  std::uint32_t n = 0;
+  if (!r.Get(&t->version) || !r.Get(&n) || n > 65536) {
+    return false;
+  }
+  t->regions.resize(n);
+  for (WireRegion& reg : t->regions) {
+    std::uint8_t kind = 0, access = 0, shared = 0;
+    if (!r.Get(&reg.info.key.value) || !r.Get(&reg.info.addr) || !r.Get(&reg.info.length) ||
+        !r.Get(&kind) || !r.Get(&access) || !r.Get(&shared) || !r.Get(&reg.memfd) ||
+        !r.Get(&reg.memfd_offset) || !r.Get(&reg.memfd_size) || !r.Get(&reg.memfd_inode)) {
+      return false;
+    }
+    if (kind > 1 || access > 3 || shared > 1) {
+      return false;
+    }
+    reg.info.kind = static_cast<MemoryKind>(kind);
+    reg.info.access = static_cast<Access>(access);
+    reg.info.shared = shared != 0;
+  }
+  return true;
+}
+
+Status Malformed(std::string_view what) {
+  return InvalidArgumentError("malformed " + std::string(what) + " body");
+}
+
+HostInfo ReadSelf() {
+  HostInfo h;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::getline(boot, h.boot_id);
+  struct stat st {};
+  if (::stat("/proc/self/ns/pid", &st) == 0) {
+    h.pid_ns = st.st_ino;
+  }
+  h.pid = static_cast<std::int32_t>(::getpid());
+  return h;
+}
+
+}  // namespace
+
+const HostInfo& HostInfo::Self() {
+  // The probe lives in this static, so its address is stable for the process.
+  static HostInfo self = [] {
+    HostInfo h = ReadSelf();
+    RandomBytes(h.probe.data(), h.probe.size());
+    return h;
+  }();
+  static const bool addr_set = [] {
+    self.probe_addr = reinterpret_cast<std::uint64_t>(self.probe.data());
+    return true;
+  }();
+  (void)addr_set;
+  return self;
+}
+
+std::string EncodeClientHello(const ClientHello& hello) {
+  Writer w;
+  w.Put(hello.mac);
+  w.PutString(hello.endpoint);
+  PutHost(w, hello.host);
+  return w.Take();
+}
+
+Result<ClientHello> DecodeClientHello(std::string_view body) {
+  Reader r(body);
+  ClientHello h;
+  if (!r.Get(&h.mac) || !r.GetString(&h.endpoint, 512) || !GetHost(r, &h.host) || !r.empty()) {
+    return Malformed("client hello");
+  }
+  return h;
+}
+
+std::string EncodeHelloOk(const HelloOk& ok) {
+  Writer w;
+  PutHost(w, ok.host);
+  PutTable(w, ok.table);
+  return w.Take();
+}
+
+Result<HelloOk> DecodeHelloOk(std::string_view body) {
+  Reader r(body);
+  HelloOk ok;
+  if (!GetHost(r, &ok.host) || !GetTable(r, &ok.table) || !r.empty()) {
+    return Malformed("hello-ok");
+  }
+  return ok;
+}
+
+std::string EncodeTable(const RegionTable& table) {
+  Writer w;
+  PutTable(w, table);
+  return w.Take();
+}
+
+Result<RegionTable> DecodeTable(std::string_view body) {
+  Reader r(body);
+  RegionTable t;
+  if (!GetTable(r, &t) || !r.empty()) {
+    return Malformed("region table");
+  }
+  return t;
+}
+
+std::array<std::uint8_t, 32> HelloMac(std::string_view secret,
+                                      const std::array<std::uint8_t, kNonceBytes>& nonce) {
+  std::array<std::uint8_t, 32> mac{};
+  if (secret.empty()) {
+    return mac;
+  }
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), nonce.data(), nonce.size(),
+       mac.data(), &len);
+  return mac;
+}
+
+bool MacEquals(const std::array<std::uint8_t, 32>& a, const std::array<std::uint8_t, 32>& b) {
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+void RandomBytes(void* out, std::size_t len) {
+  if (RAND_bytes(static_cast<unsigned char*>(out), static_cast<int>(len)) != 1) {
+    // RAND_bytes only fails when the OS entropy source is broken; fall back
+    // to the kernel directly rather than hand out predictable keys.
+    std::ifstream urandom("/dev/urandom", std::ios::binary);
+    urandom.read(static_cast<char*>(out), static_cast<std::streamsize>(len));
+  }
+}
+
+}  // namespace sluice::internal

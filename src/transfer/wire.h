@@ -1,0 +1,123 @@
+// The engine's wire protocol (see docs/wire-protocol.md). Every frame starts
+// with a fixed 40-byte header in little-endian byte order; `length` says how
+// many bytes follow it (payload or body, by type). Handshake:
+//   server -> kServerHello (body: 32-byte nonce)
+//   client -> kClientHello (body: HMAC-SHA256(secret, nonce), flags, endpoint, host info)
+//   server -> kHelloOk (body: host info + region table) | kError (body: reason), then close
+// Data (client = initiator, server = target; responses come back in order):
+//   kWriteReq (key, offset, length + payload)  -> kWriteAck (status [+ message])
+//   kReadReq  (key, offset, length)            -> kReadResp (status, payload | message)
+//   kNotify   (length + payload), no reply
+//   server -> kTableUpdate (body: region table) whenever the table changes.
+#ifndef SLUICE_TRANSFER_WIRE_H_
+#define SLUICE_TRANSFER_WIRE_H_
+
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/status.h"
+#include "sluice/transfer/engine.h"
+
+namespace sluice::internal {
+
+static_assert(std::endian::native == std::endian::little,
+              "the wire format is little-endian; add byte swaps for this target");
+
+inline constexpr std::uint32_t kWireMagic = 0x31554C53;  // "SLU1"
+inline constexpr std::uint8_t kWireVersion = 1;
+inline constexpr std::size_t kMaxControlBody = 1 << 20;  // Hello, table, error.
+inline constexpr std::size_t kNonceBytes = 32;
+
+enum class FrameType : std::uint8_t {
+  kServerHello = 1,
+  kClientHello = 2,
+  kHelloOk = 3,
+  kError = 4,
+  kWriteReq = 5,
+  kWriteAck = 6,
+  kReadReq = 7,
+  kReadResp = 8,
+  kNotify = 9,
+  kTableUpdate = 10,
+};
+
+struct WireHeader {
+  std::uint32_t magic = kWireMagic;
+  std::uint8_t version = kWireVersion;
+  std::uint8_t type = 0;
+  std::uint16_t status = 0;  // StatusCode of a response.
+  std::uint64_t request_id = 0;
+  std::uint64_t key = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;  // Bytes following (for kReadReq: bytes asked).
+};
+static_assert(sizeof(WireHeader) == 40);
+
+// Identity of a host/process, used to decide whether shm can reach a peer.
+struct HostInfo {
+  std::string boot_id;          // /proc/sys/kernel/random/boot_id
+  std::uint64_t pid_ns = 0;     // inode of /proc/self/ns/pid
+  std::int32_t pid = 0;
+  std::uint64_t probe_addr = 0;  // Address of `probe` in the owner's memory.
+  std::array<std::uint8_t, 16> probe{};
+
+  static const HostInfo& Self();
+};
+
+// A published region, with what a same-host peer needs to map it.
+struct WireRegion {
+  RegionInfo info;
+  std::int32_t memfd = -1;         // fd number in the owner (shared regions).
+  std::uint64_t memfd_offset = 0;  // Region start within the memfd.
+  std::uint64_t memfd_size = 0;
+  std::uint64_t memfd_inode = 0;   // Lets the peer check it opened the right file.
+};
+
+struct RegionTable {
+  std::uint64_t version = 0;
+  std::vector<WireRegion> regions;
+};
+
+struct ClientHello {
+  std::array<std::uint8_t, 32> mac{};
+  std::string endpoint;  // The initiator's own endpoint, for notify senders.
+  HostInfo host;
+};
+
+struct HelloOk {
+  HostInfo host;
+  RegionTable table;
+};
+
+std::string EncodeClientHello(const ClientHello& hello);
+Result<ClientHello> DecodeClientHello(std::string_view body);
+std::string EncodeHelloOk(const HelloOk& ok);
+Result<HelloOk> DecodeHelloOk(std::string_view body);
+std::string EncodeTable(const RegionTable& table);
+Result<RegionTable> DecodeTable(std::string_view body);
+
+// HMAC-SHA256(secret, nonce); all zeros when `secret` is empty.
+std::array<std::uint8_t, 32> HelloMac(std::string_view secret,
+                                      const std::array<std::uint8_t, kNonceBytes>& nonce);
+// Constant-time comparison of two MACs.
+bool MacEquals(const std::array<std::uint8_t, 32>& a, const std::array<std::uint8_t, 32>& b);
+
+// Fills `out` with cryptographically random bytes.
+void RandomBytes(void* out, std::size_t len);
+
+inline WireHeader MakeHeader(FrameType type, std::uint64_t request_id, std::uint64_t length) {
+  WireHeader h;
+  h.type = static_cast<std::uint8_t>(type);
+  h.request_id = request_id;
+  h.length = length;
+  return h;
+}
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_TRANSFER_WIRE_H_
