@@ -1,0 +1,57 @@
+// `sluice bench transfer`: throughput and batch latency of the transfer
+// engine between two processes on loopback, against a baseline measured in
+// the same run on the same bytes (shm: one-thread memcpy between warm
+// buffers; tcp: one plain blocking socket streaming over loopback).
+#ifndef SLUICE_BENCH_TRANSFER_BENCH_H_
+#define SLUICE_BENCH_TRANSFER_BENCH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sluice/status.h"
+#include "sluice/transfer/engine.h"
+
+namespace sluice::bench {
+
+struct TransferBenchOptions {
+  std::string transport = "tcp";  // "tcp" or "shm".
+  OpKind op = OpKind::kWrite;
+  std::uint64_t block_size = std::uint64_t{16} << 20;
+  int batch = 8;
+  int threads = 1;
+  double duration_s = 3;
+  int io_threads = 2;
+  int connections = 4;
+  std::uint64_t slice_size = std::uint64_t{1} << 20;
+};
+
+struct TransferBenchResult {
+  TransferBenchOptions options;
+  double gbps = 0;           // Engine throughput, 10^9 bytes per second.
+  double baseline_gbps = 0;  // Baseline throughput, same unit.
+  double batch_p50_us = 0;
+  double batch_p99_us = 0;
+  std::uint64_t batches = 0;
+  std::uint64_t bytes = 0;
+};
+
+// Checks ranges and the memory the run needs. Errors: kInvalidArgument.
+Status ValidateOptions(const TransferBenchOptions& o);
+
+// Spawns the target (`self_exe bench transfer-target ...`), measures the
+// baseline, then the engine. Errors from the engine or the target process.
+Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
+                                             const std::string& self_exe);
+
+// The target process: registers `region_size` bytes (from AllocateShared
+// when `shared`), serves the baseline socket, prints
+// "READY <endpoint> <key> <baseline_port>" and runs until stdin closes.
+int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads);
+
+std::string ToJson(const TransferBenchResult& r);
+std::string ToText(const TransferBenchResult& r);
+
+}  // namespace sluice::bench
+
+#endif  // SLUICE_BENCH_TRANSFER_BENCH_H_

@@ -1,0 +1,108 @@
+// The `sluice` command: one binary, one subcommand per role or tool.
+#include <unistd.h>
+
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "bench/transfer_bench.h"
+#include "sluice/logging.h"
+#include "sluice/units.h"
+
+namespace {
+
+std::string SelfExe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("sluice");
+}
+
+// CLI11 validator for byte sizes ("16MiB").
+struct ByteSizeValidator : CLI::Validator {
+  ByteSizeValidator() {
+    name_ = "SIZE";
+    func_ = [](std::string& s) -> std::string {
+      auto r = sluice::ParseByteSize(s);
+      return r.ok() ? std::string() : std::string(r.status().message());
+    };
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sluice: disaggregated diffusion serving (encode / denoise / decode)"};
+  app.require_subcommand(1);
+  std::string log_level = "warn";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str();
+
+  app.add_subcommand("version", "print the version")->callback([] {
+    std::cout << "sluice 0.1.0\n";
+  });
+
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks that print figures");
+  bench->require_subcommand(1);
+
+  sluice::bench::TransferBenchOptions opts;
+  std::string op = "write", block = "16MiB", slice = "1MiB";
+  bool json = false;
+  CLI::App* transfer = bench->add_subcommand(
+      "transfer", "transfer engine throughput between two processes on loopback");
+  transfer->add_option("--transport", opts.transport, "tcp or shm")
+      ->check(CLI::IsMember({"tcp", "shm"}))
+      ->capture_default_str();
+  transfer->add_option("--op", op, "read or write")
+      ->check(CLI::IsMember({"read", "write"}))
+      ->capture_default_str();
+  transfer->add_option("--block-size", block, "bytes per op")->check(ByteSizeValidator())
+      ->capture_default_str();
+  transfer->add_option("--batch", opts.batch, "ops per batch")->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  transfer->add_option("--threads", opts.threads, "initiator threads, each with its own batches")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  transfer->add_option("--duration", opts.duration_s, "seconds per measurement")
+      ->check(CLI::Range(0.01, 600.0))
+      ->capture_default_str();
+  transfer->add_option("--io-threads", opts.io_threads, "engine I/O threads per process")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  transfer->add_option("--connections", opts.connections, "tcp connections per peer")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  transfer->add_option("--slice-size", slice, "tcp slice size")->check(ByteSizeValidator())
+      ->capture_default_str();
+  transfer->add_flag("--json", json, "print one JSON object");
+
+  std::uint64_t region_size = 0;
+  bool shared = false;
+  int target_io = 2;
+  CLI::App* target = bench->add_subcommand("transfer-target", "internal: the benchmark's target");
+  target->group("");  // Hidden from --help.
+  target->add_option("--region-size", region_size)->required();
+  target->add_option("--io-threads", target_io);
+  target->add_flag("--shared", shared);
+
+  CLI11_PARSE(app, argc, argv);
+  if (sluice::Status s = sluice::SetLogLevel(log_level); !s.ok()) {
+    std::cerr << "sluice: " << s.message() << "\n";
+    return 2;
+  }
+  if (*target) {
+    return sluice::bench::RunTransferTarget(region_size, shared, target_io);
+  }
+  if (*transfer) {
+    opts.op = op == "read" ? sluice::OpKind::kRead : sluice::OpKind::kWrite;
+    opts.block_size = *sluice::ParseByteSize(block);
+    opts.slice_size = *sluice::ParseByteSize(slice);
+    auto r = sluice::bench::RunTransferBench(opts, SelfExe());
+    if (!r.ok()) {
+      std::cerr << "sluice bench transfer: " << r.status().ToString() << "\n";
+      return 1;
+    }
+    std::cout << (json ? sluice::bench::ToJson(*r) : sluice::bench::ToText(*r)) << std::endl;
+  }
+  return 0;
+}
