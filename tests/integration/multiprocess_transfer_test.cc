@@ -1,0 +1,171 @@
+// Two real processes on loopback: round trips over every transport, and a
+// peer killed or stopped mid-batch.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <sstream>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+#include "transfer/testing/engine_pair.h"
+
+extern char** environ;
+
+namespace sluice::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A transfer_peer child process; killed and reaped on destruction.
+class PeerProcess {
+ public:
+  PeerProcess(const std::string& mode, std::size_t size) {
+    int in[2], out[2];
+    EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    std::string exe = SLUICE_TRANSFER_PEER_BIN, m = mode, s = std::to_string(size);
+    char* argv[] = {exe.data(), m.data(), s.data(), nullptr};
+    EXPECT_EQ(posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(in[0]);
+    ::close(out[1]);
+    stdin_ = in[1];
+    stdout_ = out[0];
+    std::string line;
+    char c;
+    while (::read(stdout_, &c, 1) == 1 && c != '\n') {
+      line.push_back(c);
+    }
+    std::istringstream is(line);
+    std::string ready;
+    is >> ready >> endpoint_ >> key_.value;
+    EXPECT_EQ(ready, "READY") << line;
+  }
+  ~PeerProcess() {
+    ::close(stdin_);
+    ::close(stdout_);
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  void Signal(int sig) { ::kill(pid_, sig); }
+  void Reap() {
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  RegionKey key() const { return key_; }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1, stdout_ = -1;
+  std::string endpoint_;
+  RegionKey key_;
+};
+
+struct Case {
+  Mode mode;
+  const char* peer_memory;
+};
+
+class MultiProcessTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MultiProcessTest, RoundTripBetweenTwoProcesses) {
+  constexpr std::size_t kSize = 64 << 20;
+  PeerProcess peer(GetParam().peer_memory, kSize);
+  auto e = TransferEngine::Create(ConfigFor(GetParam().mode, true));
+  ASSERT_TRUE(e.ok());
+  auto seg = (*e)->OpenSegment(peer.endpoint());
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  TestBuffer local = TestBuffer::Anonymous(kSize);
+  ASSERT_TRUE(
+      (*e)->RegisterMemory(local.data(), kSize, MemoryKind::kHost, Access::kLocalOnly).ok());
+  TransferRequest read{OpKind::kRead, local.data(), *seg, peer.key(), 0, kSize,
+                       TransportHint::kAuto};
+  ASSERT_TRUE((*e)->TransferSync({&read, 1}, 30s).ok());
+  EXPECT_TRUE(local.Holds(0, kSize, 77, 0)) << "read did not return the peer's bytes";
+  local.Fill(5);
+  TransferRequest write = read;
+  write.kind = OpKind::kWrite;
+  ASSERT_TRUE((*e)->TransferSync({&write, 1}, 30s).ok());
+  local.Fill(0);
+  ASSERT_TRUE((*e)->TransferSync({&read, 1}, 30s).ok());
+  EXPECT_TRUE(local.Holds(0, kSize, 5, 0)) << "write did not land in the peer";
+}
+
+// The peer dies: every op then fails with an endpoint-scope error, nothing
+// hangs, and the local registration is free again (nothing leaked a pin).
+TEST_P(MultiProcessTest, KilledPeerFailsOpsWithEndpointScope) {
+  constexpr std::size_t kSize = 256 << 20;
+  PeerProcess peer(GetParam().peer_memory, kSize);
+  EngineConfig c = ConfigFor(GetParam().mode, true);
+  c.op_timeout = 30s;  // Death, not the stall timeout, must end the batch.
+  auto e = TransferEngine::Create(c);
+  ASSERT_TRUE(e.ok());
+  auto seg = (*e)->OpenSegment(peer.endpoint());
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  TestBuffer local = TestBuffer::Anonymous(kSize);
+  auto lkey = (*e)->RegisterMemory(local.data(), kSize, MemoryKind::kHost, Access::kLocalOnly);
+  ASSERT_TRUE(lkey.ok());
+  std::vector<TransferRequest> ops;
+  for (std::size_t off = 0; off < kSize; off += 4 << 20) {
+    ops.push_back({OpKind::kWrite, local.data() + off, *seg, peer.key(), off, 4 << 20,
+                   TransportHint::kAuto});
+  }
+  if (GetParam().mode == Mode::kTcp) {
+    // Stopped, the peer stops reading: the batch is certainly mid-flight.
+    peer.Signal(SIGSTOP);
+    auto batch = (*e)->Submit(ops);
+    ASSERT_TRUE(batch.ok());
+    std::this_thread::sleep_for(200ms);
+    EXPECT_FALSE((*batch)->done());
+    peer.Signal(SIGKILL);
+    peer.Reap();
+    const auto start = std::chrono::steady_clock::now();
+    Status s = (*batch)->Wait(10s);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+    EXPECT_EQ(s.scope(), FailureScope::kEndpoint);
+  } else {
+    peer.Signal(SIGKILL);
+    peer.Reap();
+  }
+  // Whatever the transport, the engine learns of the death promptly and
+  // fails new work up front with the same scope.
+  Status up_front;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto b = (*e)->Submit(ops);
+    if (!b.ok()) {
+      up_front = b.status();
+      break;
+    }
+    Status s = (*b)->Wait(10s);
+    if (!s.ok()) {
+      EXPECT_EQ(s.scope(), FailureScope::kEndpoint) << s.ToString();
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(up_front.code(), StatusCode::kUnavailable) << up_front.ToString();
+  EXPECT_EQ(up_front.scope(), FailureScope::kEndpoint);
+  EXPECT_TRUE((*e)->UnregisterMemory(*lkey).ok()) << "a failed op leaked its pin";
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, MultiProcessTest,
+                         ::testing::Values(Case{Mode::kTcp, "plain"},
+                                           Case{Mode::kShmMapped, "shared"},
+                                           Case{Mode::kShmVm, "plain"}),
+                         [](const auto& info) { return ModeName(info.param.mode); });
+
+}  // namespace
+}  // namespace sluice::testing
