@@ -12,11 +12,13 @@ std::shared_ptr<BatchState> BatchState::Create(std::size_t num_ops, BatchCallbac
   b->num_ops_ = num_ops;
   b->callback_ = std::move(callback);
   b->finisher_ = finisher;
-  b->self_ = b;
   return b;
 }
 
-void BatchState::Arm(std::uint64_t total) { remaining_.store(total + 1, std::memory_order_relaxed); }
+void BatchState::Arm(std::uint64_t total, std::shared_ptr<BatchState> self) {
+  self_ = std::move(self);
+  remaining_.store(total + 1, std::memory_order_relaxed);
+}
 
 void BatchState::Fail(const Status& s) {
   if (!failed_.exchange(true, std::memory_order_acq_rel)) {

@@ -36,8 +36,10 @@ class BatchState : public TransferBatch {
   Op& op(std::size_t i) { return ops_[i]; }
   std::size_t num_ops() const { return num_ops_; }
 
-  // Arms the batch with `total` units plus a guard held by the submitter.
-  void Arm(std::uint64_t total);
+  // Arms the batch with `total` units plus a guard held by the submitter;
+  // `self` keeps it alive until it finishes. A batch never armed is simply
+  // dropped (Submit rejected it up front).
+  void Arm(std::uint64_t total, std::shared_ptr<BatchState> self);
   // Reports one unit of op `op_index`; the first error becomes the status.
   void UnitDone(std::uint32_t op_index, const Status& s);
   // The submitter's guard: called once after every unit was dispatched.

@@ -375,7 +375,7 @@ Result<std::shared_ptr<TransferBatch>> EngineImpl::Submit(std::span<const Transf
     units += n;
   }
 
-  batch->Arm(units);
+  batch->Arm(units, batch);
   std::vector<CopyJob> jobs;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const TransferRequest& op = ops[i];
