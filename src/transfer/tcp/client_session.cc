@@ -183,6 +183,11 @@ void ClientSession::OnClosed(const Status& why) {
     close_status_ = failure;
     queued.swap(incoming_);
   }
+  // Mark the peer dead before failing ops, so a caller reacting to a failed
+  // batch already sees the peer as down.
+  if (callbacks_.on_closed) {
+    callbacks_.on_closed(failure);
+  }
   for (auto& [id, s] : pending_) {
     s.batch->UnitDone(s.op_index, failure);
   }
@@ -191,9 +196,6 @@ void ClientSession::OnClosed(const Status& why) {
     if (item.notify.empty()) {
       item.slice.batch->UnitDone(item.slice.op_index, failure);
     }
-  }
-  if (callbacks_.on_closed) {
-    callbacks_.on_closed(failure);
   }
 }
 
