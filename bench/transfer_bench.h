@@ -1,7 +1,9 @@
 // `sluice bench transfer`: throughput and batch latency of the transfer
 // engine between two processes on loopback, against a baseline measured in
 // the same run on the same bytes (shm: one-thread memcpy between warm
-// buffers; tcp: one plain blocking socket streaming over loopback).
+// buffers as large as the engine's; tcp: one plain blocking socket streaming
+// blocks of the same size over loopback). The baseline runs for half the
+// duration before the engine and half after; the better half is reported.
 #ifndef SLUICE_BENCH_TRANSFER_BENCH_H_
 #define SLUICE_BENCH_TRANSFER_BENCH_H_
 
