@@ -15,10 +15,9 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "sluice/units.h"
 
@@ -146,7 +145,8 @@ Result<double> SocketBaseline(std::uint16_t port, const TransferBenchOptions& o,
   const auto start = Clock::now();
   if (o.op == OpKind::kRead) {
     while (true) {
-      const ssize_t k = ::recv(fd, buf + bytes % o.block_size, o.block_size - bytes % o.block_size, 0);
+      const ssize_t k =
+          ::recv(fd, buf + bytes % o.block_size, o.block_size - bytes % o.block_size, 0);
       if (k <= 0) {
         break;
       }
@@ -166,7 +166,7 @@ Result<double> SocketBaseline(std::uint16_t port, const TransferBenchOptions& o,
 
 struct Child {
   pid_t pid = -1;
-  int in_fd = -1;   // Closing it tells the child to exit.
+  int in_fd = -1;  // Closing it tells the child to exit.
   int out_fd = -1;
   ~Child() {
     if (in_fd >= 0) {
@@ -200,8 +200,8 @@ Result<std::string> SpawnTarget(const std::string& exe, const TransferBenchOptio
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   const std::string size = std::to_string(area);
   const std::string io = std::to_string(o.io_threads);
-  std::vector<std::string> args = {exe, "bench", "transfer-target", "--region-size", size,
-                                   "--io-threads", io};
+  std::vector<std::string> args = {
+      exe, "bench", "transfer-target", "--region-size", size, "--io-threads", io};
   if (o.transport == "shm") {
     args.push_back("--shared");
   }
@@ -260,8 +260,8 @@ Status ValidateOptions(const TransferBenchOptions& o) {
   if (!(o.duration_s > 0 && o.duration_s <= 600)) {
     return InvalidArgumentError("--duration must be in (0, 600] seconds");
   }
-  const std::uint64_t area = o.block_size * static_cast<std::uint64_t>(o.batch) *
-                             static_cast<std::uint64_t>(o.threads);
+  const std::uint64_t area =
+      o.block_size * static_cast<std::uint64_t>(o.batch) * static_cast<std::uint64_t>(o.threads);
   if (area > kMaxArea) {
     return InvalidArgumentError("block-size x batch x threads = " + FormatByteSize(area) +
                                 " exceeds the " + FormatByteSize(kMaxArea) + " per side limit");
@@ -292,8 +292,8 @@ int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads) {
     plain = std::make_unique<WarmMemory>(region_size);
     region = plain->data;
   }
-  auto key = (*engine)->RegisterMemory(region, region_size, MemoryKind::kHost,
-                                       Access::kRemoteReadWrite);
+  auto key =
+      (*engine)->RegisterMemory(region, region_size, MemoryKind::kHost, Access::kRemoteReadWrite);
   if (region == nullptr || !key.ok()) {
     std::cerr << "target: cannot register " << region_size << " bytes\n";
     return 1;
@@ -363,11 +363,10 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
   auto make_ops = [&](int t) {
     std::vector<TransferRequest> ops(static_cast<std::size_t>(o.batch));
     for (int b = 0; b < o.batch; ++b) {
-      const std::uint64_t off = static_cast<std::uint64_t>(t) * per_thread +
-                                static_cast<std::uint64_t>(b) * o.block_size;
-      ops[static_cast<std::size_t>(b)] =
-          TransferRequest{o.op, local.data + off, seg, RegionKey{key}, off, o.block_size,
-                          TransportHint::kAuto};
+      const std::uint64_t off =
+          static_cast<std::uint64_t>(t) * per_thread + static_cast<std::uint64_t>(b) * o.block_size;
+      ops[static_cast<std::size_t>(b)] = TransferRequest{
+          o.op, local.data + off, seg, RegionKey{key}, off, o.block_size, TransportHint::kAuto};
     }
     return ops;
   };
@@ -448,10 +447,10 @@ std::string ToText(const TransferBenchResult& r) {
   std::ostringstream s;
   s.precision(3);
   s << r.options.transport << " " << (r.options.op == OpKind::kRead ? "read" : "write") << " "
-    << FormatByteSize(r.options.block_size) << " x" << r.options.batch << " threads="
-    << r.options.threads << ": " << r.gbps << " GB/s, baseline " << r.baseline_gbps
-    << " GB/s, ratio " << (r.baseline_gbps > 0 ? r.gbps / r.baseline_gbps : 0.0)
-    << ", batch p50 " << r.batch_p50_us << " us, p99 " << r.batch_p99_us << " us";
+    << FormatByteSize(r.options.block_size) << " x" << r.options.batch
+    << " threads=" << r.options.threads << ": " << r.gbps << " GB/s, baseline " << r.baseline_gbps
+    << " GB/s, ratio " << (r.baseline_gbps > 0 ? r.gbps / r.baseline_gbps : 0.0) << ", batch p50 "
+    << r.batch_p50_us << " us, p99 " << r.batch_p99_us << " us";
   return s.str();
 }
 

@@ -144,12 +144,12 @@ class [[nodiscard]] Result {
 #define SLUICE_CONCAT_(a, b) SLUICE_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` yields a non-OK Status.
-#define SLUICE_RETURN_IF_ERROR(expr)            \
-  do {                                          \
-    ::sluice::Status sluice_status_ = (expr);   \
-    if (!sluice_status_.ok()) {                 \
-      return sluice_status_;                    \
-    }                                           \
+#define SLUICE_RETURN_IF_ERROR(expr)          \
+  do {                                        \
+    ::sluice::Status sluice_status_ = (expr); \
+    if (!sluice_status_.ok()) {               \
+      return sluice_status_;                  \
+    }                                         \
   } while (false)
 
 // `lhs = value` if the Result<T> from `expr` is OK; otherwise returns its
@@ -157,10 +157,10 @@ class [[nodiscard]] Result {
 #define SLUICE_ASSIGN_OR_RETURN(lhs, expr) \
   SLUICE_ASSIGN_OR_RETURN_IMPL_(SLUICE_CONCAT_(sluice_result_, __LINE__), lhs, expr)
 #define SLUICE_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                               \
-  if (!tmp.ok()) {                                 \
-    return tmp.status();                           \
-  }                                                \
+  auto tmp = (expr);                                  \
+  if (!tmp.ok()) {                                    \
+    return tmp.status();                              \
+  }                                                   \
   lhs = std::move(tmp).value()
 
 #endif  // SLUICE_STATUS_H_

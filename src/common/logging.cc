@@ -1,9 +1,9 @@
 #include "sluice/logging.h"
 
-#include <string>
-
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+
+#include <string>
 
 #include "common/log.h"
 

@@ -71,8 +71,7 @@ Status SetIoTimeout(int fd, std::chrono::milliseconds timeout);
 Status SetNonBlocking(int fd, bool on);
 
 // Returns "Unavailable"-coded status from errno with `what` as context.
-Status ErrnoStatus(std::string_view what, int err,
-                   FailureScope scope = FailureScope::kEndpoint);
+Status ErrnoStatus(std::string_view what, int err, FailureScope scope = FailureScope::kEndpoint);
 
 }  // namespace sluice::internal
 

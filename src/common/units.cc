@@ -30,7 +30,8 @@ Result<std::uint64_t> ParseByteSize(std::string_view text) {
     shift = 40;
   }
   if (shift < 0) {
-    return InvalidArgumentError("size " + quoted + " has an unknown unit (want B, KiB, MiB, GiB, TiB)");
+    return InvalidArgumentError("size " + quoted +
+                                " has an unknown unit (want B, KiB, MiB, GiB, TiB)");
   }
   if (shift > 0 && value > (UINT64_MAX >> shift)) {
     return InvalidArgumentError("size " + quoted + " is too large");

@@ -89,8 +89,12 @@ Status BatchState::WaitFor(std::chrono::milliseconds timeout) const {
 
 namespace sluice {
 
-bool TransferBatch::done() const { return internal::BatchState::From(this)->IsDone(); }
-Status TransferBatch::status() const { return internal::BatchState::From(this)->FinalStatus(); }
+bool TransferBatch::done() const {
+  return internal::BatchState::From(this)->IsDone();
+}
+Status TransferBatch::status() const {
+  return internal::BatchState::From(this)->FinalStatus();
+}
 Status TransferBatch::Wait(std::chrono::milliseconds timeout) const {
   return internal::BatchState::From(this)->WaitFor(timeout);
 }

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "sluice/transfer/engine.h"
+
 #include "transfer/region_table.h"
 
 namespace sluice::internal {

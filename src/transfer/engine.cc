@@ -22,8 +22,12 @@ std::string_view AccessName(Access a) {
 SharedBuffer::SharedBuffer(std::shared_ptr<internal::SharedAllocation> alloc)
     : alloc_(std::move(alloc)) {}
 SharedBuffer::~SharedBuffer() = default;
-void* SharedBuffer::data() const { return alloc_ ? alloc_->addr : nullptr; }
-std::size_t SharedBuffer::size() const { return alloc_ ? alloc_->size : 0; }
+void* SharedBuffer::data() const {
+  return alloc_ ? alloc_->addr : nullptr;
+}
+std::size_t SharedBuffer::size() const {
+  return alloc_ ? alloc_->size : 0;
+}
 
 TransferEngine::TransferEngine(std::unique_ptr<internal::EngineImpl> impl)
     : impl_(std::move(impl)) {}
@@ -34,14 +38,18 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::Create(const EngineConfi
   return std::unique_ptr<TransferEngine>(new TransferEngine(std::move(impl)));
 }
 
-const std::string& TransferEngine::endpoint() const { return impl_->endpoint(); }
+const std::string& TransferEngine::endpoint() const {
+  return impl_->endpoint();
+}
 
 Result<RegionKey> TransferEngine::RegisterMemory(void* addr, std::size_t len, MemoryKind kind,
                                                  Access access) {
   return impl_->RegisterMemory(addr, len, kind, access);
 }
 
-Status TransferEngine::UnregisterMemory(RegionKey key) { return impl_->UnregisterMemory(key); }
+Status TransferEngine::UnregisterMemory(RegionKey key) {
+  return impl_->UnregisterMemory(key);
+}
 
 Result<SharedBuffer> TransferEngine::AllocateShared(std::size_t len) {
   return impl_->AllocateShared(len);

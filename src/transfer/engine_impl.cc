@@ -85,8 +85,8 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfig& confi
                                                  self->Accept(std::move(fd), std::move(peer));
                                                }),
                     EPOLLIN);
-  SLUICE_LOG(info, "transfer engine listening on {} (tcp={}, shm={}, io_threads={})",
-             e->endpoint_, e->tcp_enabled_, e->shm_enabled_, config.io_threads);
+  SLUICE_LOG(info, "transfer engine listening on {} (tcp={}, shm={}, io_threads={})", e->endpoint_,
+             e->tcp_enabled_, e->shm_enabled_, config.io_threads);
   return e;
 }
 
@@ -109,8 +109,8 @@ Result<RegionKey> EngineImpl::RegisterMemory(void* addr, std::size_t len, Memory
         "RegisterMemory: device memory needs a device-capable transport; this build has tcp "
         "and shm only");
   }
-  SLUICE_ASSIGN_OR_RETURN(RegionKey key, regions_.Add(addr, len, kind, access,
-                                                      allocator_.Find(addr, len)));
+  SLUICE_ASSIGN_OR_RETURN(RegionKey key,
+                          regions_.Add(addr, len, kind, access, allocator_.Find(addr, len)));
   if (access != Access::kLocalOnly) {
     PushTable();
   }
@@ -128,7 +128,9 @@ Result<SharedBuffer> EngineImpl::AllocateShared(std::size_t len) {
   return SharedBuffer(std::move(alloc));
 }
 
-HelloOk EngineImpl::MakeHelloOk() { return HelloOk{HostInfo::Self(), regions_.Snapshot()}; }
+HelloOk EngineImpl::MakeHelloOk() {
+  return HelloOk{HostInfo::Self(), regions_.Snapshot()};
+}
 
 void EngineImpl::PushTable() {
   auto encoded = std::make_shared<const std::string>(EncodeTable(regions_.Snapshot()));
@@ -234,9 +236,8 @@ Status EngineImpl::Connect(Peer* peer) {
       cb.on_table = [peer](RegionTable t) { peer->UpdateTable(std::move(t)); };
     }
     EventLoop* loop = loops_[(peer->id().value + i) % loops_.size()].get();
-    link->conns.push_back(std::make_shared<ClientSession>(std::move(fds[i]), loop,
-                                                          peer->endpoint(), config_.op_timeout,
-                                                          std::move(cb)));
+    link->conns.push_back(std::make_shared<ClientSession>(std::move(fds[i]), loop, peer->endpoint(),
+                                                          config_.op_timeout, std::move(cb)));
   }
   peer->SetLink(link, std::move(table));
   for (auto& c : link->conns) {
@@ -346,9 +347,9 @@ Result<std::shared_ptr<TransferBatch>> EngineImpl::Submit(std::span<const Transf
       }
     }
     if (s.ok() && (last_link == nullptr || !last_link->alive->load(std::memory_order_acquire))) {
-      s = UnavailableError("peer " + last_peer->endpoint() +
-                               " is down; reopen the segment to reconnect",
-                           FailureScope::kEndpoint);
+      s = UnavailableError(
+          "peer " + last_peer->endpoint() + " is down; reopen the segment to reconnect",
+          FailureScope::kEndpoint);
     }
     if (s.ok()) {
       plans[i].peer = last_peer;
@@ -367,9 +368,9 @@ Result<std::shared_ptr<TransferBatch>> EngineImpl::Submit(std::span<const Transf
       unpin_all();
       return s.WithContext("Submit op " + std::to_string(i));
     }
-    const std::uint64_t chunk = plans[i].route == Plan::Route::kShm ? kShmChunk
+    const std::uint64_t chunk = plans[i].route == Plan::Route::kShm   ? kShmChunk
                                 : plans[i].route == Plan::Route::kTcp ? config_.slice_size
-                                                                     : op.length;
+                                                                      : op.length;
     const std::uint64_t n = (op.length + chunk - 1) / chunk;
     batch->op(i).units.store(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
     units += n;
@@ -409,9 +410,12 @@ Result<std::shared_ptr<TransferBatch>> EngineImpl::Submit(std::span<const Transf
       case Plan::Route::kTcp: {
         const auto& conns = plan.link->conns;
         for (std::uint64_t off = 0; off < op.length; off += config_.slice_size) {
-          Slice s{batch.get(), idx,
-                  op.kind,     local + off,
-                  op.remote_key.value, op.remote_offset + off,
+          Slice s{batch.get(),
+                  idx,
+                  op.kind,
+                  local + off,
+                  op.remote_key.value,
+                  op.remote_offset + off,
                   std::min<std::uint64_t>(config_.slice_size, op.length - off)};
           Status st = conns[plan.peer->NextConn() % conns.size()]->Enqueue(s);
           if (!st.ok()) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sluice/transfer/engine.h"
+
 #include "transfer/peer.h"
 #include "transfer/region_table.h"
 #include "transfer/shm/copy_pool.h"
@@ -71,7 +72,7 @@ class EngineImpl final : public ServerHost {
   std::shared_ptr<NotifyHandler> notify_handler_;  // Guarded by handler_mu_.
 
   mutable std::shared_mutex peers_mu_;
-  std::vector<std::unique_ptr<Peer>> peers_;                  // Index = id - 1.
+  std::vector<std::unique_ptr<Peer>> peers_;                 // Index = id - 1.
   std::unordered_map<std::string, std::size_t> peer_index_;  // By endpoint.
 
   std::unique_ptr<CopyPool> copy_pool_;

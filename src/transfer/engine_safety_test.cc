@@ -83,8 +83,8 @@ class EngineSafetyTest : public ::testing::Test {
 
   // A good client still gets service.
   void ExpectEngineServes() {
-    TransferRequest op{OpKind::kWrite, local_.data(), pair_->segment, rkey_, 0, 1 << 20,
-                       TransportHint::kAuto};
+    TransferRequest op{OpKind::kWrite, local_.data(),       pair_->segment, rkey_, 0,
+                       1 << 20,        TransportHint::kAuto};
     Status s = pair_->initiator->TransferSync({&op, 1}, 10s);
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
@@ -220,10 +220,9 @@ TEST_F(EngineSafetyTest, RegistrationArgumentsAreChecked) {
                 .status()
                 .code(),
             StatusCode::kAlreadyExists);
-  EXPECT_EQ(e.RegisterMemory(local_.data(), 10, MemoryKind::kDevice, Access::kRemoteRead)
-                .status()
-                .code(),
-            StatusCode::kUnimplemented);
+  EXPECT_EQ(
+      e.RegisterMemory(local_.data(), 10, MemoryKind::kDevice, Access::kRemoteRead).status().code(),
+      StatusCode::kUnimplemented);
   EXPECT_EQ(e.UnregisterMemory(RegionKey{12345}).code(), StatusCode::kNotFound);
   EXPECT_EQ(e.AllocateShared(0).status().code(), StatusCode::kInvalidArgument);
 }
@@ -234,7 +233,7 @@ TEST_F(EngineSafetyTest, SubmitRejectsBadBatchesUpFrontWithoutCallingBack) {
   auto cb = [&](const Status&) { called = true; };
   EXPECT_EQ(e.Submit({}, cb).status().code(), StatusCode::kInvalidArgument);
   char unregistered[64];
-  TransferRequest op{OpKind::kWrite, unregistered, pair_->segment, rkey_, 0, 64,
+  TransferRequest op{OpKind::kWrite,      unregistered, pair_->segment, rkey_, 0, 64,
                      TransportHint::kAuto};
   EXPECT_EQ(e.Submit({&op, 1}, cb).status().code(), StatusCode::kInvalidArgument);
   op.local = local_.data();
@@ -271,8 +270,8 @@ TEST_F(EngineSafetyTest, NotifyAndOpenSegmentArgumentsAreChecked) {
 
 TEST_F(EngineSafetyTest, TableChangesArePushedToOpenSegments) {
   TestBuffer extra = TestBuffer::Anonymous(4096);
-  auto key = pair_->target->RegisterMemory(extra.data(), 4096, MemoryKind::kHost,
-                                           Access::kRemoteRead);
+  auto key =
+      pair_->target->RegisterMemory(extra.data(), 4096, MemoryKind::kHost, Access::kRemoteRead);
   ASSERT_TRUE(key.ok());
   EXPECT_TRUE(pair_->AwaitRemoteKey(*key));
   ASSERT_TRUE(pair_->target->UnregisterMemory(*key).ok());
@@ -315,10 +314,10 @@ TEST(EngineTimeoutTest, StalledPeerFailsPendingOpsWithinTheTimeout) {
   auto seg = (*e)->OpenSegment("127.0.0.1:" + std::to_string(port));
   ASSERT_TRUE(seg.ok()) << seg.status().ToString();
   TestBuffer buf = TestBuffer::Anonymous(64 << 20);
-  ASSERT_TRUE((*e)->RegisterMemory(buf.data(), buf.size(), MemoryKind::kHost, Access::kLocalOnly)
-                  .ok());
-  TransferRequest op{OpKind::kWrite, buf.data(), *seg, RegionKey{1}, 0, buf.size(),
-                     TransportHint::kAuto};
+  ASSERT_TRUE(
+      (*e)->RegisterMemory(buf.data(), buf.size(), MemoryKind::kHost, Access::kLocalOnly).ok());
+  TransferRequest op{OpKind::kWrite, buf.data(),          *seg, RegionKey{1}, 0,
+                     buf.size(),     TransportHint::kAuto};
   const auto start = std::chrono::steady_clock::now();
   Status s = (*e)->TransferSync({&op, 1}, 5s);
   const auto took = std::chrono::steady_clock::now() - start;

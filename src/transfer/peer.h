@@ -59,9 +59,9 @@ class Peer {
   const HostPort hp_;
   std::mutex open_mu_;  // Serializes (re)connecting.
   mutable std::mutex mu_;
-  std::shared_ptr<Link> link_;                               // Guarded by mu_.
-  std::uint64_t table_version_ = 0;                          // Guarded by mu_.
-  std::unordered_map<std::uint64_t, WireRegion> regions_;    // Guarded by mu_.
+  std::shared_ptr<Link> link_;                             // Guarded by mu_.
+  std::uint64_t table_version_ = 0;                        // Guarded by mu_.
+  std::unordered_map<std::uint64_t, WireRegion> regions_;  // Guarded by mu_.
   std::atomic<std::uint64_t> rr_{0};
   WriteOrder order_;
 };

@@ -5,8 +5,8 @@
 
 namespace sluice::internal {
 
-Result<RegionKey> RegionTableLocal::Add(void* addr, std::size_t len, MemoryKind kind,
-                                        Access access, std::shared_ptr<SharedAllocation> shared) {
+Result<RegionKey> RegionTableLocal::Add(void* addr, std::size_t len, MemoryKind kind, Access access,
+                                        std::shared_ptr<SharedAllocation> shared) {
   if (addr == nullptr || len == 0) {
     return InvalidArgumentError("RegisterMemory: address must be non-null and length > 0");
   }

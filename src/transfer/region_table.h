@@ -14,6 +14,7 @@
 
 #include "sluice/memory.h"
 #include "sluice/status.h"
+
 #include "transfer/shm/shared_alloc.h"
 #include "transfer/wire.h"
 

@@ -31,12 +31,10 @@ TEST(RegionTableTest, RemoteLookupChecksKeyBoundsAndAccess) {
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(*p, a.data() + 50);
   RegionTableLocal::Unpin(r);
-  EXPECT_EQ(t.PinRemote(k->value, 51, 50, false, &r).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.PinRemote(k->value, 51, 50, false, &r).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(t.PinRemote(k->value, UINT64_MAX, 2, false, &r).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(t.PinRemote(k->value, 0, 1, true, &r).status().code(),
-            StatusCode::kPermissionDenied);
+  EXPECT_EQ(t.PinRemote(k->value, 0, 1, true, &r).status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(t.PinRemote(kh->value, 0, 1, false, &r).status().code(), StatusCode::kNotFound)
       << "local-only regions are invisible to peers";
   EXPECT_EQ(t.PinRemote(k->value + 1, 0, 1, false, &r).status().code(), StatusCode::kNotFound);
@@ -49,10 +47,9 @@ TEST(RegionTableTest, OverlapIsRejectedAndPinsBlockRemoval) {
   ASSERT_TRUE(k.ok());
   EXPECT_EQ(t.Add(a.data(), 11, MemoryKind::kHost, Access::kLocalOnly, nullptr).status().code(),
             StatusCode::kAlreadyExists);
-  EXPECT_EQ(t.Add(a.data() + 59, 10, MemoryKind::kHost, Access::kLocalOnly, nullptr)
-                .status()
-                .code(),
-            StatusCode::kAlreadyExists);
+  EXPECT_EQ(
+      t.Add(a.data() + 59, 10, MemoryKind::kHost, Access::kLocalOnly, nullptr).status().code(),
+      StatusCode::kAlreadyExists);
   EXPECT_TRUE(t.Add(a.data(), 10, MemoryKind::kHost, Access::kLocalOnly, nullptr).ok());
   auto pinned = t.PinLocal(a.data() + 20, 5);
   ASSERT_TRUE(pinned.ok());

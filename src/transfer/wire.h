@@ -60,8 +60,8 @@ static_assert(sizeof(WireHeader) == 40);
 
 // Identity of a host/process, used to decide whether shm can reach a peer.
 struct HostInfo {
-  std::string boot_id;          // /proc/sys/kernel/random/boot_id
-  std::uint64_t pid_ns = 0;     // inode of /proc/self/ns/pid
+  std::string boot_id;       // /proc/sys/kernel/random/boot_id
+  std::uint64_t pid_ns = 0;  // inode of /proc/self/ns/pid
   std::int32_t pid = 0;
   std::uint64_t probe_addr = 0;  // Address of `probe` in the owner's memory.
   std::array<std::uint8_t, 16> probe{};
@@ -75,7 +75,7 @@ struct WireRegion {
   std::int32_t memfd = -1;         // fd number in the owner (shared regions).
   std::uint64_t memfd_offset = 0;  // Region start within the memfd.
   std::uint64_t memfd_size = 0;
-  std::uint64_t memfd_inode = 0;   // Lets the peer check it opened the right file.
+  std::uint64_t memfd_inode = 0;  // Lets the peer check it opened the right file.
 };
 
 struct RegionTable {

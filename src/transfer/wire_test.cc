@@ -34,8 +34,7 @@ TEST(WireTest, TruncatedOrPaddedBodiesAreMalformed) {
   const std::string body = EncodeClientHello(h);
   EXPECT_TRUE(DecodeClientHello(body).ok());
   for (std::size_t cut = 0; cut < body.size(); cut += 7) {
-    EXPECT_EQ(DecodeClientHello(body.substr(0, cut)).status().code(),
-              StatusCode::kInvalidArgument);
+    EXPECT_EQ(DecodeClientHello(body.substr(0, cut)).status().code(), StatusCode::kInvalidArgument);
   }
   EXPECT_EQ(DecodeClientHello(body + "x").status().code(), StatusCode::kInvalidArgument);
   RegionTable t;

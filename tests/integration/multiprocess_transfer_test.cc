@@ -90,8 +90,8 @@ TEST_P(MultiProcessTest, RoundTripBetweenTwoProcesses) {
   TestBuffer local = TestBuffer::Anonymous(kSize);
   ASSERT_TRUE(
       (*e)->RegisterMemory(local.data(), kSize, MemoryKind::kHost, Access::kLocalOnly).ok());
-  TransferRequest read{OpKind::kRead, local.data(), *seg, peer.key(), 0, kSize,
-                       TransportHint::kAuto};
+  TransferRequest read{OpKind::kRead, local.data(),        *seg, peer.key(), 0,
+                       kSize,         TransportHint::kAuto};
   ASSERT_TRUE((*e)->TransferSync({&read, 1}, 30s).ok());
   EXPECT_TRUE(local.Holds(0, kSize, 77, 0)) << "read did not return the peer's bytes";
   local.Fill(5);
@@ -119,8 +119,8 @@ TEST_P(MultiProcessTest, KilledPeerFailsOpsWithEndpointScope) {
   ASSERT_TRUE(lkey.ok());
   std::vector<TransferRequest> ops;
   for (std::size_t off = 0; off < kSize; off += 4 << 20) {
-    ops.push_back({OpKind::kWrite, local.data() + off, *seg, peer.key(), off, 4 << 20,
-                   TransportHint::kAuto});
+    ops.push_back(
+        {OpKind::kWrite, local.data() + off, *seg, peer.key(), off, 4 << 20, TransportHint::kAuto});
   }
   if (GetParam().mode == Mode::kTcp) {
     // Stopped, the peer stops reading: the batch is certainly mid-flight.

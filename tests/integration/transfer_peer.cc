@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sluice/transfer/engine.h"
+
 #include "transfer/testing/engine_pair.h"
 
 int main(int argc, char** argv) {

@@ -1,14 +1,14 @@
 // The `sluice` command: one binary, one subcommand per role or tool.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
-#include "bench/transfer_bench.h"
 #include "sluice/logging.h"
 #include "sluice/units.h"
+
+#include "bench/transfer_bench.h"
 
 namespace {
 
@@ -56,9 +56,11 @@ int main(int argc, char** argv) {
   transfer->add_option("--op", op, "read or write")
       ->check(CLI::IsMember({"read", "write"}))
       ->capture_default_str();
-  transfer->add_option("--block-size", block, "bytes per op")->check(ByteSizeValidator())
+  transfer->add_option("--block-size", block, "bytes per op")
+      ->check(ByteSizeValidator())
       ->capture_default_str();
-  transfer->add_option("--batch", opts.batch, "ops per batch")->check(CLI::Range(1, 4096))
+  transfer->add_option("--batch", opts.batch, "ops per batch")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   transfer->add_option("--threads", opts.threads, "initiator threads, each with its own batches")
       ->check(CLI::Range(1, 256))
@@ -72,7 +74,8 @@ int main(int argc, char** argv) {
   transfer->add_option("--connections", opts.connections, "tcp connections per peer")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  transfer->add_option("--slice-size", slice, "tcp slice size")->check(ByteSizeValidator())
+  transfer->add_option("--slice-size", slice, "tcp slice size")
+      ->check(ByteSizeValidator())
       ->capture_default_str();
   transfer->add_flag("--json", json, "print one JSON object");
 

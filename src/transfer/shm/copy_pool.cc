@@ -24,7 +24,8 @@ CopyPool::~CopyPool() {
     t.join();
   }
   for (CopyJob& j : jobs_) {
-    j.batch->UnitDone(j.op_index, Status(StatusCode::kCancelled, "transfer engine is shutting down"));
+    j.batch->UnitDone(j.op_index,
+                      Status(StatusCode::kCancelled, "transfer engine is shutting down"));
   }
 }
 

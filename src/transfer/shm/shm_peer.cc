@@ -55,8 +55,8 @@ Result<std::shared_ptr<PeerMapping>> ShmPeer::Map(const WireRegion& region) {
   }
   const std::string path = "/proc/" + std::to_string(pid_) + "/fd/" + std::to_string(region.memfd);
   auto fail = [&](std::string why) -> Status {
-    Status s = UnavailableError("cannot map peer memory " + path + ": " + why,
-                                FailureScope::kTransport);
+    Status s =
+        UnavailableError("cannot map peer memory " + path + ": " + why, FailureScope::kTransport);
     failed_[region.memfd_inode] = s;
     return s;
   };
@@ -69,8 +69,8 @@ Result<std::shared_ptr<PeerMapping>> ShmPeer::Map(const WireRegion& region) {
       static_cast<std::uint64_t>(st.st_size) < region.memfd_size) {
     return fail("file is not the peer's shared allocation");
   }
-  void* p = ::mmap(nullptr, region.memfd_size, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_POPULATE, fd.get(), 0);
+  void* p = ::mmap(nullptr, region.memfd_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                   fd.get(), 0);
   if (p == MAP_FAILED) {
     return fail(strerror(errno));
   }

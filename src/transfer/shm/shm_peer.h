@@ -12,6 +12,7 @@
 #include <string>
 
 #include "sluice/status.h"
+
 #include "transfer/wire.h"
 
 namespace sluice::internal {
@@ -42,7 +43,7 @@ class ShmPeer {
   bool vm_ok_ = false;
   std::mutex mu_;
   std::map<std::uint64_t, std::shared_ptr<PeerMapping>> maps_;  // By memfd inode.
-  std::map<std::uint64_t, Status> failed_;                       // Maps that did not work.
+  std::map<std::uint64_t, Status> failed_;                      // Maps that did not work.
 };
 
 // One copy between this process and a same-host peer: either through a

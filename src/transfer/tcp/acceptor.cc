@@ -30,8 +30,8 @@ void Acceptor::OnEvents(std::uint32_t /*events*/) {
   for (int i = 0; i < 64; ++i) {
     sockaddr_storage ss{};
     socklen_t len = sizeof(ss);
-    const int fd = ::accept4(fd_.get(), reinterpret_cast<sockaddr*>(&ss), &len,
-                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd =
+        ::accept4(fd_.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         SLUICE_LOG(warn, "accept failed: {}", strerror(errno));

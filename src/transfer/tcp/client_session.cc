@@ -6,10 +6,11 @@ namespace sluice::internal {
 
 ClientSession::ClientSession(UniqueFd fd, EventLoop* loop, std::string peer,
                              std::chrono::milliseconds timeout, Callbacks callbacks)
-    : FrameConn(std::move(fd), loop, std::move(peer), timeout),
-      callbacks_(std::move(callbacks)) {}
+    : FrameConn(std::move(fd), loop, std::move(peer), timeout), callbacks_(std::move(callbacks)) {}
 
-void ClientSession::Begin() { Watch(EPOLLIN); }
+void ClientSession::Begin() {
+  Watch(EPOLLIN);
+}
 
 void ClientSession::ScheduleDrainLocked() {
   if (drain_scheduled_) {
@@ -171,10 +172,10 @@ Status ClientSession::OnFrame(const WireHeader& h, std::string_view body) {
 void ClientSession::OnClosed(const Status& why) {
   Status failure = why;
   if (why.scope() != FailureScope::kEndpoint && why.code() != StatusCode::kCancelled) {
-    failure = Status(why.code() == StatusCode::kInvalidArgument ? StatusCode::kUnavailable
-                                                                : why.code(),
-                     "connection to " + peer() + " closed: " + std::string(why.message()),
-                     FailureScope::kEndpoint);
+    failure =
+        Status(why.code() == StatusCode::kInvalidArgument ? StatusCode::kUnavailable : why.code(),
+               "connection to " + peer() + " closed: " + std::string(why.message()),
+               FailureScope::kEndpoint);
   }
   std::vector<Item> queued;
   {

@@ -45,7 +45,6 @@ class ClientSession final : public FrameConn {
   // Thread-safe; closes from the loop thread.
   void CloseAsync(const Status& why);
 
-
  protected:
   Status OnHeader(const WireHeader& h, Sink* sink, std::uint64_t* follow) override;
   Status OnFrame(const WireHeader& h, std::string_view body) override;

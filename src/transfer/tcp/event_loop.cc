@@ -1,8 +1,8 @@
 #include "transfer/tcp/event_loop.h"
 
 #include <errno.h>
-#include <string.h>
 #include <pthread.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -26,8 +26,8 @@ Result<std::unique_ptr<EventLoop>> EventLoop::Create(std::string name) {
   if (::epoll_ctl(epfd.get(), EPOLL_CTL_ADD, wakefd.get(), &ev) != 0) {
     return ErrnoStatus("epoll_ctl", errno, FailureScope::kTransport);
   }
-  return std::unique_ptr<EventLoop>(new EventLoop(std::move(name), std::move(epfd),
-                                                  std::move(wakefd)));
+  return std::unique_ptr<EventLoop>(
+      new EventLoop(std::move(name), std::move(epfd), std::move(wakefd)));
 }
 
 EventLoop::EventLoop(std::string name, UniqueFd epfd, UniqueFd wakefd)
@@ -35,7 +35,9 @@ EventLoop::EventLoop(std::string name, UniqueFd epfd, UniqueFd wakefd)
   thread_ = std::thread([this] { Run(); });
 }
 
-EventLoop::~EventLoop() { Stop(); }
+EventLoop::~EventLoop() {
+  Stop();
+}
 
 void EventLoop::Post(std::function<void()> task) {
   {
@@ -109,7 +111,8 @@ void EventLoop::Run() {
     }
     const auto wait_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count();
-    const int n = ::epoll_wait(epfd_.get(), events, 64, wait_ms > 0 ? static_cast<int>(wait_ms) : 0);
+    const int n =
+        ::epoll_wait(epfd_.get(), events, 64, wait_ms > 0 ? static_cast<int>(wait_ms) : 0);
     for (int i = 0; i < n; ++i) {
       if (events[i].data.ptr == nullptr) {
         std::uint64_t v;

@@ -14,8 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/net.h"
 #include "sluice/status.h"
+
+#include "common/net.h"
 
 namespace sluice::internal {
 
@@ -65,9 +66,9 @@ class EventLoop {
   UniqueFd epfd_;
   UniqueFd wakefd_;
   std::mutex mu_;
-  std::vector<std::function<void()>> tasks_;  // Guarded by mu_.
-  bool stopped_ = false;                      // Guarded by mu_.
-  bool stopping_ = false;                     // Guarded by mu_.
+  std::vector<std::function<void()>> tasks_;                             // Guarded by mu_.
+  bool stopped_ = false;                                                 // Guarded by mu_.
+  bool stopping_ = false;                                                // Guarded by mu_.
   std::unordered_map<IoHandler*, std::shared_ptr<IoHandler>> handlers_;  // Loop thread.
   std::vector<std::shared_ptr<IoHandler>> graveyard_;                    // Loop thread.
   std::thread thread_;

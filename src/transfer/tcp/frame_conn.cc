@@ -23,7 +23,9 @@ FrameConn::FrameConn(UniqueFd fd, EventLoop* loop, std::string peer,
 
 FrameConn::~FrameConn() = default;
 
-void FrameConn::Watch(std::uint32_t events) { loop_->Add(shared_from_this(), events); }
+void FrameConn::Watch(std::uint32_t events) {
+  loop_->Add(shared_from_this(), events);
+}
 
 void FrameConn::OnEvents(std::uint32_t events) {
   if (closed_) {
@@ -53,9 +55,9 @@ void FrameConn::OnTick(Clock::time_point now) {
     return;
   }
   if (now - last_progress_ > timeout_) {
-    Close(DeadlineExceededError("peer " + peer_ + " made no progress for " +
-                                    std::to_string(timeout_.count()) + " ms",
-                                FailureScope::kEndpoint));
+    Close(DeadlineExceededError(
+        "peer " + peer_ + " made no progress for " + std::to_string(timeout_.count()) + " ms",
+        FailureScope::kEndpoint));
   }
 }
 
@@ -196,10 +198,9 @@ void FrameConn::Flush() {
     int cnt = 0;
     std::uint64_t skip = out_sent_;
     for (auto it = out_.begin(); it != out_.end() && cnt + 3 <= 64; ++it) {
-      const std::pair<const void*, std::uint64_t> parts[3] = {
-          {&it->hdr, sizeof(WireHeader)},
-          {it->body.data(), it->body.size()},
-          {it->payload, it->payload_len}};
+      const std::pair<const void*, std::uint64_t> parts[3] = {{&it->hdr, sizeof(WireHeader)},
+                                                              {it->body.data(), it->body.size()},
+                                                              {it->payload, it->payload_len}};
       for (const auto& [p, len] : parts) {
         if (len <= skip) {
           skip -= len;

@@ -84,8 +84,8 @@ Status ServerSession::OnHeader(const WireHeader& h, Sink* sink, std::uint64_t* f
         return InvalidArgumentError("write of " + std::to_string(h.length) + " bytes from " +
                                     peer() + " exceeds the frame limit");
       }
-      Result<char*> dst = host_->regions().PinRemote(h.key, h.offset, h.length, true,
-                                                     &write_region_);
+      Result<char*> dst =
+          host_->regions().PinRemote(h.key, h.offset, h.length, true, &write_region_);
       *follow = h.length;
       if (dst.ok()) {
         sink->kind = Sink::Kind::kMemory;
@@ -199,8 +199,8 @@ void ServerSession::OnClosed(const Status& why) {
   if (subscribed_) {
     host_->Unsubscribe(this);
   }
-  const bool normal = why.code() == StatusCode::kCancelled ||
-                      (why.code() == StatusCode::kUnavailable && ready_);
+  const bool normal =
+      why.code() == StatusCode::kCancelled || (why.code() == StatusCode::kUnavailable && ready_);
   if (normal) {
     SLUICE_LOG(debug, "connection from {} closed: {}", peer(), why.ToString());
   } else {

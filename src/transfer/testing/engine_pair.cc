@@ -23,8 +23,8 @@ std::string ModeName(Mode m) {
 
 TestBuffer TestBuffer::Anonymous(std::size_t size) {
   TestBuffer b;
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-                   -1, 0);
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED) {
     ADD_FAILURE() << "mmap of " << size << " bytes failed";
     return b;
@@ -48,7 +48,9 @@ TestBuffer TestBuffer::Shared(TransferEngine& engine, std::size_t size) {
   return b;
 }
 
-TestBuffer::TestBuffer(TestBuffer&& o) noexcept { *this = std::move(o); }
+TestBuffer::TestBuffer(TestBuffer&& o) noexcept {
+  *this = std::move(o);
+}
 
 TestBuffer& TestBuffer::operator=(TestBuffer&& o) noexcept {
   if (this != &o) {
@@ -90,8 +92,8 @@ EngineConfig ConfigFor(Mode mode, bool initiator) {
   c.listen = "127.0.0.1:0";
   c.op_timeout = std::chrono::milliseconds(10000);
   if (initiator) {
-    c.transports = mode == Mode::kTcp ? std::vector<std::string>{"tcp"}
-                                      : std::vector<std::string>{"shm"};
+    c.transports =
+        mode == Mode::kTcp ? std::vector<std::string>{"tcp"} : std::vector<std::string>{"shm"};
   }
   return c;
 }
@@ -117,8 +119,8 @@ std::unique_ptr<EnginePair> EnginePair::Make(Mode mode, EngineConfig initiator_c
 }
 
 TestBuffer EnginePair::TargetBuffer(std::size_t size, Access access, RegionKey* key) {
-  TestBuffer b = mode == Mode::kShmMapped ? TestBuffer::Shared(*target, size)
-                                          : TestBuffer::Anonymous(size);
+  TestBuffer b =
+      mode == Mode::kShmMapped ? TestBuffer::Shared(*target, size) : TestBuffer::Anonymous(size);
   Result<RegionKey> k = target->RegisterMemory(b.data(), size, MemoryKind::kHost, access);
   EXPECT_TRUE(k.ok()) << k.status().ToString();
   *key = k.ok() ? *k : RegionKey{};
@@ -128,8 +130,8 @@ TestBuffer EnginePair::TargetBuffer(std::size_t size, Access access, RegionKey* 
 
 TestBuffer EnginePair::LocalBuffer(std::size_t size, RegionKey* key) {
   TestBuffer b = TestBuffer::Anonymous(size);
-  Result<RegionKey> k = initiator->RegisterMemory(b.data(), size, MemoryKind::kHost,
-                                                  Access::kLocalOnly);
+  Result<RegionKey> k =
+      initiator->RegisterMemory(b.data(), size, MemoryKind::kHost, Access::kLocalOnly);
   EXPECT_TRUE(k.ok()) << k.status().ToString();
   *key = k.ok() ? *k : RegionKey{};
   return b;

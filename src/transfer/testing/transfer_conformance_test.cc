@@ -36,9 +36,7 @@ class TransferConformanceTest : public ::testing::TestWithParam<Mode> {
     return r;
   }
 
-  Status Run(std::vector<TransferRequest> ops) {
-    return pair_->initiator->TransferSync(ops, 60s);
-  }
+  Status Run(std::vector<TransferRequest> ops) { return pair_->initiator->TransferSync(ops, 60s); }
 
   std::unique_ptr<EnginePair> pair_;
 };
@@ -91,8 +89,8 @@ TEST_P(TransferConformanceTest, MixedReadsAndWritesInOneBatch) {
   for (std::size_t i = 0; i < 8; ++i) {
     const std::size_t chunk = half / 8;
     ops.push_back(Op(OpKind::kWrite, local.data() + i * chunk, rkey, i * chunk, chunk));
-    ops.push_back(Op(OpKind::kRead, local.data() + half + i * chunk, rkey, half + i * chunk,
-                     chunk));
+    ops.push_back(
+        Op(OpKind::kRead, local.data() + half + i * chunk, rkey, half + i * chunk, chunk));
   }
   ASSERT_TRUE(Run(ops).ok());
   EXPECT_TRUE(remote.Holds(0, half, 2, 0));
