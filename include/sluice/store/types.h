@@ -1,0 +1,63 @@
+// sluice/store/types.h
+//
+// Value types of the store: tensor metadata carried with an object, the
+// lease policy that decides its lifetime, and where its replicas live.
+
+#ifndef SLUICE_STORE_TYPES_H_
+#define SLUICE_STORE_TYPES_H_
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sluice {
+
+// Describes the bytes of an object as a tensor; the store never reads it,
+// it only round-trips it to readers.
+struct TensorMeta {
+  std::string dtype;                  // "bf16", "f32", "u8", ...
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;  // In elements; empty means contiguous.
+  std::string layout;                 // Free-form, e.g. "NCTHW".
+  friend bool operator==(const TensorMeta&, const TensorMeta&) = default;
+};
+
+enum class LeaseKind : std::uint8_t {
+  kCache,            // LRU-evictable under memory pressure.
+  kDeleteOnConsume,  // Deleted after `consume_count` completed reads; never evicted.
+  kTtl,              // Removed `ttl` after commit.
+  kSoftPin,          // Evicted only when no kCache object is left to evict.
+};
+
+struct LeasePolicy {
+  LeaseKind kind = LeaseKind::kCache;
+  std::uint32_t consume_count = 1;     // kDeleteOnConsume: reads before deletion.
+  std::chrono::milliseconds ttl{0};    // kTtl: lifetime after commit.
+
+  static LeasePolicy Cache() { return {}; }
+  static LeasePolicy DeleteOnConsume(std::uint32_t n) {
+    return {LeaseKind::kDeleteOnConsume, n, {}};
+  }
+  static LeasePolicy Ttl(std::chrono::milliseconds ttl) { return {LeaseKind::kTtl, 1, ttl}; }
+  static LeasePolicy SoftPin() { return {LeaseKind::kSoftPin, 1, {}}; }
+};
+
+// One copy of an object: a range of a store node's registered region.
+struct ReplicaLocation {
+  std::string node_id;
+  std::string endpoint;  // The node's transfer-engine endpoint.
+  std::uint64_t region_key = 0;
+  std::uint64_t offset = 0;
+};
+
+// What a reader learns about an object.
+struct ObjectMeta {
+  std::uint64_t size = 0;
+  std::optional<TensorMeta> tensor;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_STORE_TYPES_H_

@@ -1,0 +1,476 @@
+#include "store/master/master_state.h"
+
+#include <algorithm>
+#include <set>
+
+namespace sluice::internal {
+
+struct MasterState::Node {
+  struct Seg {
+    std::uint64_t region_key;
+    SegmentAllocator alloc;
+  };
+  std::string id;
+  std::string endpoint;
+  std::vector<Seg> segs;
+  TimePoint last_seen;
+
+  std::uint64_t FreeBytes() const {
+    std::uint64_t f = 0;
+    for (const Seg& s : segs) {
+      f += s.alloc.capacity() - s.alloc.used();
+    }
+    return f;
+  }
+};
+
+struct MasterState::Object {
+  struct Placement {
+    Node* node;
+    std::size_t seg;
+    std::uint64_t offset;
+  };
+  std::string key;
+  std::uint64_t size = 0;
+  std::optional<TensorMeta> tensor;
+  LeasePolicy policy;
+  bool complete = false;
+  bool removed = false;  // Invisible; erased when the last read lease ends.
+  std::uint64_t put_id = 0;
+  std::string request_id;
+  TimePoint put_deadline;
+  std::optional<TimePoint> expires_at;
+  std::vector<Placement> replicas;
+  std::uint32_t reads_done = 0;
+  std::map<std::uint64_t, TimePoint> leases;  // Read lease id -> deadline.
+  std::list<Object*>* lru = nullptr;
+  std::list<Object*>::iterator lru_it;
+};
+
+namespace {
+
+std::string HostOf(const std::string& endpoint) {
+  const std::size_t colon = endpoint.rfind(':');
+  return colon == std::string::npos ? endpoint : endpoint.substr(0, colon);
+}
+
+}  // namespace
+
+MasterState::MasterState(MasterOptions options) : options_(options) {}
+MasterState::~MasterState() = default;
+
+void MasterState::Emit(ObjectEventKind kind, const std::string& key) {
+  events_.push_back(ObjectEvent{kind, key});
+}
+
+std::vector<ObjectEvent> MasterState::TakeEvents() { return std::exchange(events_, {}); }
+
+Status MasterState::RegisterNode(const std::string& node_id, const std::string& endpoint,
+                                 const std::vector<SegmentDesc>& segments, TimePoint now) {
+  if (node_id.empty() || node_id.size() > 256 || endpoint.empty()) {
+    return InvalidArgumentError("RegisterNode: node id (1..256 bytes) and endpoint are required");
+  }
+  if (segments.empty()) {
+    return InvalidArgumentError("RegisterNode: a node must contribute at least one segment");
+  }
+  std::set<std::uint64_t> keys;
+  for (const SegmentDesc& s : segments) {
+    if (s.size < options_.min_segment_bytes) {
+      return InvalidArgumentError("RegisterNode: segment of " + std::to_string(s.size) +
+                                  " bytes is below the " +
+                                  std::to_string(options_.min_segment_bytes) + "-byte minimum");
+    }
+    if (!keys.insert(s.region_key).second) {
+      return InvalidArgumentError("RegisterNode: two segments share region key " +
+                                  std::to_string(s.region_key) + " (overlapping segments)");
+    }
+  }
+  auto it = nodes_.find(node_id);
+  if (it != nodes_.end()) {
+    Node& n = *it->second;
+    bool same = n.endpoint == endpoint && n.segs.size() == segments.size();
+    for (std::size_t i = 0; same && i < segments.size(); ++i) {
+      same = n.segs[i].region_key == segments[i].region_key &&
+             n.segs[i].alloc.capacity() == segments[i].size / SegmentAllocator::kAlign *
+                                                SegmentAllocator::kAlign;
+    }
+    if (same) {
+      n.last_seen = now;
+      return Status::Ok();
+    }
+    DropNode(node_id, true);  // Restarted with new memory: its objects are gone.
+  }
+  auto node = std::make_unique<Node>();
+  node->id = node_id;
+  node->endpoint = endpoint;
+  node->last_seen = now;
+  for (const SegmentDesc& s : segments) {
+    node->segs.push_back(Node::Seg{s.region_key, SegmentAllocator(s.size)});
+  }
+  nodes_[node_id] = std::move(node);
+  return Status::Ok();
+}
+
+bool MasterState::Heartbeat(const std::string& node_id, TimePoint now) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) {
+    return true;
+  }
+  it->second->last_seen = now;
+  return false;
+}
+
+Status MasterState::CheckKey(const std::string& key) const {
+  if (key.empty()) {
+    return InvalidArgumentError("empty key");
+  }
+  if (key.size() > options_.max_key_bytes) {
+    return InvalidArgumentError("key of " + std::to_string(key.size()) + " bytes exceeds the " +
+                                std::to_string(options_.max_key_bytes) + "-byte limit");
+  }
+  return Status::Ok();
+}
+
+Status MasterState::Allocate(Object& obj, const PutRequest& req) {
+  std::vector<Node*> order;
+  for (auto& [id, n] : nodes_) {
+    order.push_back(n.get());
+  }
+  std::stable_sort(order.begin(), order.end(), [&](const Node* a, const Node* b) {
+    const bool pa = !req.preferred_node.empty() &&
+                    (a->id == req.preferred_node || a->endpoint == req.preferred_node);
+    const bool pb = !req.preferred_node.empty() &&
+                    (b->id == req.preferred_node || b->endpoint == req.preferred_node);
+    if (pa != pb) {
+      return pa;
+    }
+    return a->FreeBytes() > b->FreeBytes();
+  });
+  while (true) {
+    for (Node* n : order) {
+      if (obj.replicas.size() == req.replica_num) {
+        break;
+      }
+      for (std::size_t s = 0; s < n->segs.size(); ++s) {
+        Result<std::uint64_t> off = n->segs[s].alloc.Allocate(req.size);
+        if (off.ok()) {
+          obj.replicas.push_back(Object::Placement{n, s, *off});
+          break;
+        }
+      }
+    }
+    if (obj.replicas.size() == req.replica_num) {
+      return Status::Ok();
+    }
+    for (const Object::Placement& p : obj.replicas) {
+      p.node->segs[p.seg].alloc.Free(p.offset, obj.size);
+    }
+    obj.replicas.clear();
+    if (!EvictOne(&obj)) {
+      return ResourceExhaustedError("store is full: no room for " + std::to_string(req.size) +
+                                    " bytes x " + std::to_string(req.replica_num) +
+                                    " replica(s) even after eviction; retry after objects are "
+                                    "consumed or removed");
+    }
+  }
+}
+
+Result<PutGrant> MasterState::PutStart(const PutRequest& req, TimePoint now) {
+  SLUICE_RETURN_IF_ERROR(CheckKey(req.key));
+  if (req.size == 0) {
+    return InvalidArgumentError("PutStart: size must be > 0");
+  }
+  if (req.policy.kind == LeaseKind::kDeleteOnConsume && req.policy.consume_count == 0) {
+    return InvalidArgumentError("PutStart: delete_on_consume needs consume_count >= 1");
+  }
+  if (req.policy.kind == LeaseKind::kTtl && req.policy.ttl.count() <= 0) {
+    return InvalidArgumentError("PutStart: ttl policy needs ttl > 0");
+  }
+  auto existing = objects_.find(req.key);
+  if (existing != objects_.end()) {
+    Object& o = *existing->second;
+    if (!o.complete && !req.request_id.empty() && o.request_id == req.request_id) {
+      PutGrant g{o.put_id, {}};
+      for (const auto& p : o.replicas) {
+        g.replicas.push_back(
+            {p.node->id, p.node->endpoint, p.node->segs[p.seg].region_key, p.offset});
+      }
+      return g;
+    }
+    return AlreadyExistsError("key '" + req.key + "' " +
+                              (o.complete ? "is already committed" : "is being written"));
+  }
+  std::uint64_t largest = 0;
+  for (auto& [id, n] : nodes_) {
+    for (auto& s : n->segs) {
+      largest = std::max(largest, s.alloc.capacity());
+    }
+  }
+  if (req.size > largest) {
+    return InvalidArgumentError("PutStart: " + std::to_string(req.size) +
+                                " bytes is larger than any segment (" + std::to_string(largest) +
+                                " bytes)");
+  }
+  PutRequest r = req;
+  r.replica_num = std::max<std::uint32_t>(1, req.replica_num);
+  if (r.replica_num > nodes_.size()) {
+    return FailedPreconditionError("PutStart: " + std::to_string(r.replica_num) +
+                                   " replicas asked, " + std::to_string(nodes_.size()) +
+                                   " store node(s) registered");
+  }
+  auto obj = std::make_unique<Object>();
+  obj->key = req.key;
+  obj->size = req.size;
+  obj->tensor = req.tensor;
+  obj->policy = req.policy;
+  obj->request_id = req.request_id;
+  obj->put_id = next_id_++;
+  obj->put_deadline = now + options_.put_timeout;
+  SLUICE_RETURN_IF_ERROR(Allocate(*obj, r));
+  PutGrant g{obj->put_id, {}};
+  for (const auto& p : obj->replicas) {
+    g.replicas.push_back({p.node->id, p.node->endpoint, p.node->segs[p.seg].region_key, p.offset});
+  }
+  objects_[req.key] = std::move(obj);
+  EvictToLowWatermark();
+  return g;
+}
+
+Status MasterState::PutEnd(const std::string& key, std::uint64_t put_id, TimePoint now) {
+  auto it = objects_.find(key);
+  if (it == objects_.end() || it->second->put_id != put_id) {
+    return NotFoundError("no open put " + std::to_string(put_id) + " for key '" + key +
+                         "' (revoked, timed out, or its node was lost)");
+  }
+  Object& o = *it->second;
+  if (o.complete) {
+    return Status::Ok();  // A retry of a PutEnd that succeeded.
+  }
+  o.complete = true;
+  if (o.policy.kind == LeaseKind::kTtl) {
+    o.expires_at = now + o.policy.ttl;
+  }
+  if (o.policy.kind == LeaseKind::kCache || o.policy.kind == LeaseKind::kSoftPin) {
+    o.lru = o.policy.kind == LeaseKind::kCache ? &lru_cache_ : &lru_soft_pin_;
+    o.lru_it = o.lru->insert(o.lru->end(), &o);
+  }
+  return Status::Ok();
+}
+
+Status MasterState::PutRevoke(const std::string& key, std::uint64_t put_id) {
+  auto it = objects_.find(key);
+  if (it == objects_.end() || it->second->put_id != put_id) {
+    return NotFoundError("no open put " + std::to_string(put_id) + " for key '" + key + "'");
+  }
+  if (it->second->complete) {
+    return FailedPreconditionError("put of '" + key + "' is already committed; use Remove");
+  }
+  Erase(it->second.get(), std::nullopt);
+  return Status::Ok();
+}
+
+Result<ReadGrant> MasterState::GetStart(const std::string& key, const std::string& client_endpoint,
+                                        TimePoint now) {
+  SLUICE_RETURN_IF_ERROR(CheckKey(key));
+  auto it = objects_.find(key);
+  if (it == objects_.end() || it->second->removed) {
+    return NotFoundError("no object '" + key + "'");
+  }
+  Object& o = *it->second;
+  if (!o.complete) {
+    return FailedPreconditionError("object '" + key +
+                                   "' is still being written; WaitFor it first");
+  }
+  const std::uint64_t lease = next_id_++;
+  o.leases[lease] = now + options_.read_lease_timeout;
+  Touch(&o);
+  ReadGrant g;
+  g.lease_id = lease;
+  g.meta = ObjectMeta{o.size, o.tensor};
+  const std::string host = HostOf(client_endpoint);
+  for (const auto& p : o.replicas) {
+    g.replicas.push_back({p.node->id, p.node->endpoint, p.node->segs[p.seg].region_key, p.offset});
+  }
+  std::stable_partition(g.replicas.begin(), g.replicas.end(), [&](const ReplicaLocation& r) {
+    return !host.empty() && HostOf(r.endpoint) == host;
+  });
+  return g;
+}
+
+Status MasterState::GetEnd(const std::string& key, std::uint64_t lease_id, bool completed) {
+  auto it = objects_.find(key);
+  if (it == objects_.end() || it->second->leases.erase(lease_id) == 0) {
+    return NotFoundError("no read lease " + std::to_string(lease_id) + " on '" + key +
+                         "' (already ended or expired)");
+  }
+  Object& o = *it->second;
+  if (completed) {
+    ++o.reads_done;
+  }
+  if (o.policy.kind == LeaseKind::kDeleteOnConsume && o.reads_done >= o.policy.consume_count) {
+    o.removed = true;
+  }
+  if (o.removed && o.leases.empty()) {
+    const bool consumed = o.policy.kind == LeaseKind::kDeleteOnConsume &&
+                          o.reads_done >= o.policy.consume_count;
+    Erase(&o, consumed ? std::optional(ObjectEventKind::kConsumed) : std::nullopt);
+  }
+  return Status::Ok();
+}
+
+Status MasterState::Remove(const std::string& key) {
+  SLUICE_RETURN_IF_ERROR(CheckKey(key));
+  auto it = objects_.find(key);
+  if (it == objects_.end() || it->second->removed) {
+    return NotFoundError("no object '" + key + "'");
+  }
+  Object& o = *it->second;
+  if (!o.complete) {
+    return FailedPreconditionError("object '" + key +
+                                   "' is being written; its writer must end or revoke the put");
+  }
+  if (!o.leases.empty()) {
+    o.removed = true;  // Readers in flight keep the bytes until they finish.
+    return Status::Ok();
+  }
+  Erase(&o, std::nullopt);
+  return Status::Ok();
+}
+
+bool MasterState::Exists(const std::string& key) const {
+  auto it = objects_.find(key);
+  return it != objects_.end() && it->second->complete && !it->second->removed;
+}
+
+void MasterState::Touch(Object* obj) {
+  if (obj->lru != nullptr) {
+    obj->lru->splice(obj->lru->end(), *obj->lru, obj->lru_it);
+  }
+}
+
+bool MasterState::EvictOne(const Object* protect) {
+  for (std::list<Object*>* lru : {&lru_cache_, &lru_soft_pin_}) {
+    for (Object* o : *lru) {
+      if (o != protect && o->leases.empty() && !o->removed) {
+        ++counters_.evictions;
+        Erase(o, ObjectEventKind::kEvicted);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+void MasterState::EvictToLowWatermark() {
+  auto usage = [this] {
+    std::uint64_t used = 0, cap = 0;
+    for (const auto& [id, n] : nodes_) {
+      for (const auto& seg : n->segs) {
+        cap += seg.alloc.capacity();
+        used += seg.alloc.used();
+      }
+    }
+    return std::pair<double, double>(static_cast<double>(used), static_cast<double>(cap));
+  };
+  auto [used, cap] = usage();
+  if (cap == 0 || used <= options_.high_watermark * cap) {
+    return;
+  }
+  while (used > options_.low_watermark * cap && EvictOne(nullptr)) {
+    used = usage().first;
+  }
+}
+
+void MasterState::Erase(Object* obj, std::optional<ObjectEventKind> event) {
+  for (const auto& p : obj->replicas) {
+    p.node->segs[p.seg].alloc.Free(p.offset, obj->size);
+  }
+  if (obj->lru != nullptr) {
+    obj->lru->erase(obj->lru_it);
+  }
+  if (event.has_value()) {
+    Emit(*event, obj->key);
+  }
+  objects_.erase(obj->key);
+}
+
+void MasterState::DropNode(const std::string& node_id, bool lost) {
+  auto nit = nodes_.find(node_id);
+  if (nit == nodes_.end()) {
+    return;
+  }
+  Node* node = nit->second.get();
+  std::vector<Object*> orphans;
+  for (auto& [key, o] : objects_) {
+    auto& reps = o->replicas;
+    reps.erase(std::remove_if(reps.begin(), reps.end(),
+                              [node](const Object::Placement& p) { return p.node == node; }),
+               reps.end());
+    if (reps.empty()) {
+      orphans.push_back(o.get());
+    }
+  }
+  for (Object* o : orphans) {
+    const bool report = lost && o->complete && !o->removed;
+    counters_.objects_lost += report ? 1 : 0;
+    Erase(o, report ? std::optional(ObjectEventKind::kLost) : std::nullopt);
+  }
+  nodes_.erase(nit);
+}
+
+void MasterState::Tick(TimePoint now) {
+  std::vector<std::string> dead;
+  for (auto& [id, n] : nodes_) {
+    if (now - n->last_seen > options_.node_timeout) {
+      dead.push_back(id);
+    }
+  }
+  for (const std::string& id : dead) {
+    DropNode(id, true);
+  }
+  std::vector<Object*> erase;
+  for (auto& [key, o] : objects_) {
+    if (!o->complete) {
+      if (now > o->put_deadline) {
+        ++counters_.lease_expiries;
+        erase.push_back(o.get());
+      }
+      continue;
+    }
+    for (auto l = o->leases.begin(); l != o->leases.end();) {
+      if (now > l->second) {
+        ++counters_.lease_expiries;
+        l = o->leases.erase(l);
+      } else {
+        ++l;
+      }
+    }
+    if (o->expires_at.has_value() && now > *o->expires_at && !o->removed) {
+      o->removed = true;
+      Emit(ObjectEventKind::kExpired, o->key);
+    }
+    if (o->removed && o->leases.empty()) {
+      erase.push_back(o.get());
+    }
+  }
+  for (Object* o : erase) {
+    Erase(o, std::nullopt);
+  }
+}
+
+MasterStats MasterState::Stats() const {
+  MasterStats s = counters_;
+  s.nodes = nodes_.size();
+  for (const auto& [key, o] : objects_) {
+    (o->complete ? s.objects : s.objects_writing) += 1;
+  }
+  for (const auto& [id, n] : nodes_) {
+    for (const auto& seg : n->segs) {
+      s.capacity_bytes += seg.alloc.capacity();
+      s.used_bytes += seg.alloc.used();
+    }
+  }
+  return s;
+}
+
+}  // namespace sluice::internal

@@ -1,0 +1,135 @@
+// The master's metadata: nodes and their segments, objects and their
+// replicas, put and read leases, lifetimes and eviction. Pure state: no I/O,
+// no threads, time passed in by the caller, so tests drive it directly and
+// deterministically. Not thread-safe: the service holds one mutex around it.
+#ifndef SLUICE_STORE_MASTER_MASTER_STATE_H_
+#define SLUICE_STORE_MASTER_MASTER_STATE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sluice/status.h"
+#include "sluice/store/types.h"
+#include "store/master/segment_allocator.h"
+
+namespace sluice::internal {
+
+using MasterClock = std::chrono::steady_clock;
+using TimePoint = MasterClock::time_point;
+
+struct MasterOptions {
+  std::chrono::milliseconds heartbeat_interval{500};
+  std::chrono::milliseconds node_timeout{3000};       // No heartbeat this long: node lost.
+  std::chrono::milliseconds put_timeout{60000};       // PutStart without PutEnd: revoked.
+  std::chrono::milliseconds read_lease_timeout{60000};  // GetStart without GetEnd: dropped.
+  double high_watermark = 0.95;  // Evict when usage passes this fraction...
+  double low_watermark = 0.85;   // ...down to this one.
+  std::uint64_t min_segment_bytes = std::uint64_t{1} << 20;
+  std::size_t max_key_bytes = 1024;
+};
+
+struct SegmentDesc {
+  std::uint64_t region_key = 0;
+  std::uint64_t size = 0;
+};
+
+struct PutRequest {
+  std::string key;
+  std::uint64_t size = 0;
+  std::optional<TensorMeta> tensor;
+  LeasePolicy policy;
+  std::uint32_t replica_num = 1;
+  std::string preferred_node;  // Node id or endpoint; empty = any.
+  std::string request_id;
+};
+
+struct PutGrant {
+  std::uint64_t put_id = 0;
+  std::vector<ReplicaLocation> replicas;
+};
+
+struct ReadGrant {
+  std::uint64_t lease_id = 0;
+  ObjectMeta meta;
+  std::vector<ReplicaLocation> replicas;  // Nearest first.
+};
+
+enum class ObjectEventKind : std::uint8_t { kLost, kExpired, kEvicted, kConsumed };
+struct ObjectEvent {
+  ObjectEventKind kind;
+  std::string key;
+};
+
+struct MasterStats {
+  std::uint64_t nodes = 0;
+  std::uint64_t objects = 0;          // Complete objects.
+  std::uint64_t objects_writing = 0;
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t used_bytes = 0;
+  std::uint64_t evictions = 0;
+  std::uint64_t lease_expiries = 0;   // Put and read leases that timed out.
+  std::uint64_t objects_lost = 0;
+};
+
+class MasterState {
+ public:
+  explicit MasterState(MasterOptions options);
+  ~MasterState();
+
+  // Adds a node, or replaces it if its segments changed (a restarted node:
+  // its old objects are dropped and reported lost). Idempotent for the same
+  // segments. Errors: kInvalidArgument (empty id/endpoint, no segments, a
+  // segment under min_segment_bytes, duplicate region keys).
+  Status RegisterNode(const std::string& node_id, const std::string& endpoint,
+                      const std::vector<SegmentDesc>& segments, TimePoint now);
+  // Returns true if the node must re-register (the master does not know it).
+  bool Heartbeat(const std::string& node_id, TimePoint now);
+
+  Result<PutGrant> PutStart(const PutRequest& req, TimePoint now);
+  Status PutEnd(const std::string& key, std::uint64_t put_id, TimePoint now);
+  Status PutRevoke(const std::string& key, std::uint64_t put_id);
+  Result<ReadGrant> GetStart(const std::string& key, const std::string& client_endpoint,
+                             TimePoint now);
+  Status GetEnd(const std::string& key, std::uint64_t lease_id, bool completed);
+  Status Remove(const std::string& key);
+  bool Exists(const std::string& key) const;
+
+  // Expires put and read leases, TTLs and silent nodes.
+  void Tick(TimePoint now);
+  // Events since the last call, oldest first.
+  std::vector<ObjectEvent> TakeEvents();
+  MasterStats Stats() const;
+  const MasterOptions& options() const { return options_; }
+
+ private:
+  struct Node;
+  struct Object;
+  Status CheckKey(const std::string& key) const;
+  Status Allocate(Object& obj, const PutRequest& req);
+  bool EvictOne(const Object* protect);
+  void EvictToLowWatermark();
+  void Erase(Object* obj, std::optional<ObjectEventKind> event);
+  void DropNode(const std::string& node_id, bool lost);
+  void Touch(Object* obj);
+  void Emit(ObjectEventKind kind, const std::string& key);
+
+  MasterOptions options_;
+  std::map<std::string, std::unique_ptr<Node>> nodes_;
+  std::unordered_map<std::string, std::unique_ptr<Object>> objects_;
+  std::list<Object*> lru_cache_;     // Complete kCache objects, least recent first.
+  std::list<Object*> lru_soft_pin_;  // Complete kSoftPin objects.
+  std::uint64_t next_id_ = 1;
+  std::vector<ObjectEvent> events_;
+  MasterStats counters_;
+};
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_STORE_MASTER_MASTER_STATE_H_

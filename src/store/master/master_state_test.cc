@@ -1,0 +1,234 @@
+#include "store/master/master_state.h"
+
+#include "gtest/gtest.h"
+
+namespace sluice::internal {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr std::uint64_t kMiB = 1 << 20;
+
+class MasterStateTest : public ::testing::Test {
+ protected:
+  MasterStateTest() : state_(Options()) {}
+  static MasterOptions Options() {
+    MasterOptions o;
+    o.high_watermark = 1.0;  // Eviction only on demand unless a test asks.
+    o.low_watermark = 1.0;
+    return o;
+  }
+  void AddNode(const std::string& id, std::uint64_t bytes, std::uint64_t key) {
+    ASSERT_TRUE(state_.RegisterNode(id, id + ":1", {{key, bytes}}, now_).ok());
+  }
+  Result<PutGrant> Put(const std::string& key, std::uint64_t size,
+                       LeasePolicy policy = LeasePolicy::Cache()) {
+    PutRequest r;
+    r.key = key;
+    r.size = size;
+    r.policy = policy;
+    auto g = state_.PutStart(r, now_);
+    if (g.ok()) {
+      EXPECT_TRUE(state_.PutEnd(key, g->put_id, now_).ok());
+    }
+    return g;
+  }
+  void Read(const std::string& key) {
+    auto g = state_.GetStart(key, "client:1", now_);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    ASSERT_TRUE(state_.GetEnd(key, g->lease_id, true).ok());
+  }
+
+  TimePoint now_ = MasterClock::now();
+  MasterState state_;
+};
+
+TEST_F(MasterStateTest, PutCommitsAndReadersSeeOnlyCompleteObjects) {
+  AddNode("n1", 8 * kMiB, 11);
+  PutRequest r;
+  r.key = "latent/1";
+  r.size = kMiB;
+  r.tensor = TensorMeta{"bf16", {16, 21, 60, 104}, {}, "CTHW"};
+  auto g = state_.PutStart(r, now_);
+  ASSERT_TRUE(g.ok());
+  ASSERT_EQ(g->replicas.size(), 1u);
+  EXPECT_EQ(g->replicas[0].region_key, 11u);
+  EXPECT_FALSE(state_.Exists("latent/1"));
+  EXPECT_EQ(state_.GetStart("latent/1", "", now_).status().code(),
+            StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(state_.PutEnd("latent/1", g->put_id, now_).ok());
+  EXPECT_TRUE(state_.PutEnd("latent/1", g->put_id, now_).ok()) << "PutEnd retry is OK";
+  auto read = state_.GetStart("latent/1", "", now_);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->meta.size, kMiB);
+  EXPECT_EQ(read->meta.tensor, r.tensor);
+}
+
+TEST_F(MasterStateTest, SecondPutOfAKeyFailsButARetryOfTheSameRequestIsGranted) {
+  AddNode("n1", 8 * kMiB, 11);
+  PutRequest r;
+  r.key = "k";
+  r.size = 100;
+  r.request_id = "req-a";
+  auto a = state_.PutStart(r, now_);
+  auto again = state_.PutStart(r, now_);
+  ASSERT_TRUE(a.ok() && again.ok());
+  EXPECT_EQ(a->put_id, again->put_id);
+  r.request_id = "req-b";
+  EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(state_.PutEnd("k", a->put_id, now_).ok());
+  EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kAlreadyExists);
+}
+
+TEST_F(MasterStateTest, BadInputGetsSpecificErrors) {
+  EXPECT_EQ(state_.RegisterNode("n", "n:1", {{1, 4096}}, now_).code(),
+            StatusCode::kInvalidArgument)
+      << "tiny segment";
+  EXPECT_EQ(state_.RegisterNode("n", "n:1", {{1, kMiB}, {1, kMiB}}, now_).code(),
+            StatusCode::kInvalidArgument)
+      << "overlapping segments";
+  AddNode("n1", 4 * kMiB, 11);
+  PutRequest r;
+  r.size = 10;
+  EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kInvalidArgument);
+  r.key = std::string(1025, 'k');
+  EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kInvalidArgument);
+  r.key = "k";
+  r.size = 0;
+  EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kInvalidArgument);
+  r.size = 5 * kMiB;
+  EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kInvalidArgument);
+  r.size = 10;
+  r.replica_num = 2;
+  EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state_.GetStart("nope", "", now_).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(state_.Remove("nope").code(), StatusCode::kNotFound);
+  EXPECT_EQ(state_.PutEnd("nope", 1, now_).code(), StatusCode::kNotFound);
+}
+
+TEST_F(MasterStateTest, DeleteOnConsumeAfterNReads) {
+  AddNode("n1", 8 * kMiB, 11);
+  ASSERT_TRUE(Put("cond", kMiB, LeasePolicy::DeleteOnConsume(2)).ok());
+  Read("cond");
+  EXPECT_TRUE(state_.Exists("cond"));
+  auto g = state_.GetStart("cond", "", now_);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(state_.GetEnd("cond", g->lease_id, false).ok()) << "a failed read does not count";
+  EXPECT_TRUE(state_.Exists("cond"));
+  Read("cond");
+  EXPECT_FALSE(state_.Exists("cond"));
+  EXPECT_EQ(state_.Stats().used_bytes, 0u);
+  auto ev = state_.TakeEvents();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, ObjectEventKind::kConsumed);
+}
+
+TEST_F(MasterStateTest, TtlExpiresAfterCommit) {
+  AddNode("n1", 8 * kMiB, 11);
+  ASSERT_TRUE(Put("t", 100, LeasePolicy::Ttl(500ms)).ok());
+  state_.Heartbeat("n1", now_ + 400ms);
+  state_.Tick(now_ + 400ms);
+  EXPECT_TRUE(state_.Exists("t"));
+  state_.Tick(now_ + 600ms);
+  EXPECT_FALSE(state_.Exists("t"));
+  auto ev = state_.TakeEvents();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, ObjectEventKind::kExpired);
+}
+
+TEST_F(MasterStateTest, EvictionIsLruOverCacheThenSoftPinAndNeverDeleteOnConsume) {
+  AddNode("n1", 4 * kMiB, 11);
+  ASSERT_TRUE(Put("pin", kMiB, LeasePolicy::SoftPin()).ok());
+  ASSERT_TRUE(Put("doc", kMiB, LeasePolicy::DeleteOnConsume(1)).ok());
+  ASSERT_TRUE(Put("a", kMiB).ok());
+  ASSERT_TRUE(Put("b", kMiB).ok());
+  Read("a");  // "b" is now least recently used.
+  ASSERT_TRUE(Put("c", kMiB).ok());
+  EXPECT_FALSE(state_.Exists("b"));
+  EXPECT_TRUE(state_.Exists("a"));
+  ASSERT_TRUE(Put("d", kMiB).ok());
+  EXPECT_FALSE(state_.Exists("a"));
+  // Unevictable payloads push out the remaining cache objects, then the pin.
+  ASSERT_TRUE(Put("e", kMiB, LeasePolicy::DeleteOnConsume(1)).ok());
+  EXPECT_FALSE(state_.Exists("c"));
+  ASSERT_TRUE(Put("f", kMiB, LeasePolicy::DeleteOnConsume(1)).ok());
+  EXPECT_FALSE(state_.Exists("d"));
+  EXPECT_TRUE(state_.Exists("pin"));
+  ASSERT_TRUE(Put("g", kMiB, LeasePolicy::DeleteOnConsume(1)).ok());
+  EXPECT_FALSE(state_.Exists("pin")) << "soft pins go once no cache object is left";
+  EXPECT_TRUE(state_.Exists("doc"));
+  EXPECT_EQ(state_.Stats().evictions, 5u);
+  EXPECT_EQ(Put("h", kMiB, LeasePolicy::DeleteOnConsume(1)).status().code(),
+            StatusCode::kResourceExhausted);
+}
+
+TEST_F(MasterStateTest, FullOfUnconsumedPayloadsIsResourceExhaustedUntilConsumed) {
+  AddNode("n1", 2 * kMiB, 11);
+  ASSERT_TRUE(Put("p1", kMiB, LeasePolicy::DeleteOnConsume(1)).ok());
+  ASSERT_TRUE(Put("p2", kMiB, LeasePolicy::DeleteOnConsume(1)).ok());
+  EXPECT_EQ(Put("p3", kMiB, LeasePolicy::DeleteOnConsume(1)).status().code(),
+            StatusCode::kResourceExhausted);
+  Read("p1");
+  EXPECT_TRUE(Put("p3", kMiB, LeasePolicy::DeleteOnConsume(1)).ok());
+}
+
+TEST_F(MasterStateTest, ReadersInFlightKeepRemovedObjectsAlive) {
+  AddNode("n1", 2 * kMiB, 11);
+  ASSERT_TRUE(Put("x", kMiB).ok());
+  auto g = state_.GetStart("x", "", now_);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(state_.Remove("x").ok());
+  EXPECT_FALSE(state_.Exists("x"));
+  EXPECT_EQ(state_.Stats().used_bytes, kMiB) << "bytes stay while a reader holds a lease";
+  ASSERT_TRUE(state_.GetEnd("x", g->lease_id, true).ok());
+  EXPECT_EQ(state_.Stats().used_bytes, 0u);
+}
+
+TEST_F(MasterStateTest, SilentNodeIsDroppedAndItsLastReplicasReportedLost) {
+  AddNode("n1", 4 * kMiB, 11);
+  AddNode("n2", 4 * kMiB, 22);
+  PutRequest r;
+  r.size = 100;
+  r.key = "both";
+  r.replica_num = 2;
+  auto g = state_.PutStart(r, now_);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(state_.PutEnd("both", g->put_id, now_).ok());
+  r.key = "only-n1";
+  r.replica_num = 1;
+  r.preferred_node = "n1";
+  g = state_.PutStart(r, now_);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->replicas[0].node_id, "n1") << "preferred node honoured";
+  ASSERT_TRUE(state_.PutEnd("only-n1", g->put_id, now_).ok());
+  const TimePoint later = now_ + 4s;
+  EXPECT_FALSE(state_.Heartbeat("n2", later));
+  state_.Tick(later);
+  EXPECT_TRUE(state_.Heartbeat("n1", later)) << "a dropped node is told to re-register";
+  EXPECT_TRUE(state_.Exists("both"));
+  EXPECT_FALSE(state_.Exists("only-n1"));
+  auto ev = state_.TakeEvents();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, ObjectEventKind::kLost);
+  EXPECT_EQ(ev[0].key, "only-n1");
+  auto read = state_.GetStart("both", "", later);
+  ASSERT_TRUE(read.ok());
+  ASSERT_EQ(read->replicas.size(), 1u);
+  EXPECT_EQ(read->replicas[0].node_id, "n2");
+}
+
+TEST_F(MasterStateTest, DeadWriterPutIsRevokedAfterThePutTimeout) {
+  AddNode("n1", kMiB, 11);
+  PutRequest r;
+  r.key = "w";
+  r.size = kMiB;
+  ASSERT_TRUE(state_.PutStart(r, now_).ok());
+  r.key = "w2";
+  EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kResourceExhausted);
+  const TimePoint later = now_ + state_.options().put_timeout + 1s;
+  state_.Heartbeat("n1", later);
+  state_.Tick(later);
+  EXPECT_TRUE(state_.PutStart(r, later).ok()) << "the dead writer's space was freed";
+}
+
+}  // namespace
+}  // namespace sluice::internal

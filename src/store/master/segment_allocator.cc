@@ -1,0 +1,73 @@
+#include "store/master/segment_allocator.h"
+
+namespace sluice::internal {
+
+SegmentAllocator::SegmentAllocator(std::uint64_t capacity)
+    : capacity_(capacity / kAlign * kAlign) {
+  if (capacity_ > 0) {
+    Insert(0, capacity_);
+  }
+}
+
+void SegmentAllocator::Insert(std::uint64_t offset, std::uint64_t len) {
+  by_size_.emplace(len, offset);
+  by_offset_.emplace(offset, len);
+}
+
+void SegmentAllocator::Erase(std::uint64_t offset, std::uint64_t len) {
+  by_size_.erase({len, offset});
+  by_offset_.erase(offset);
+}
+
+Result<std::uint64_t> SegmentAllocator::Allocate(std::uint64_t len) {
+  if (len == 0) {
+    return InvalidArgumentError("allocation of 0 bytes");
+  }
+  const std::uint64_t need = Rounded(len);
+  auto it = by_size_.lower_bound({need, 0});
+  if (it == by_size_.end()) {
+    return ResourceExhaustedError("no free extent of " + std::to_string(need) + " bytes");
+  }
+  const auto [extent_len, offset] = *it;
+  Erase(offset, extent_len);
+  if (extent_len > need) {
+    Insert(offset + need, extent_len - need);
+  }
+  used_ += need;
+  return offset;
+}
+
+void SegmentAllocator::Free(std::uint64_t offset, std::uint64_t len) {
+  std::uint64_t start = offset;
+  std::uint64_t size = Rounded(len);
+  used_ -= size;
+  auto next = by_offset_.lower_bound(start);
+  if (next != by_offset_.end() && start + size == next->first) {
+    size += next->second;
+    Erase(next->first, next->second);
+  }
+  auto prev = by_offset_.lower_bound(start);
+  if (prev != by_offset_.begin()) {
+    --prev;
+    if (prev->first + prev->second == start) {
+      start = prev->first;
+      size += prev->second;
+      Erase(prev->first, prev->second);
+    }
+  }
+  Insert(start, size);
+}
+
+AllocatorStats SegmentAllocator::Stats() const {
+  AllocatorStats s;
+  s.capacity = capacity_;
+  s.used = used_;
+  s.free_extents = by_size_.size();
+  s.largest_free = by_size_.empty() ? 0 : by_size_.rbegin()->first;
+  const std::uint64_t free_bytes = capacity_ - used_;
+  s.fragmentation =
+      free_bytes == 0 ? 0 : 1.0 - static_cast<double>(s.largest_free) / static_cast<double>(free_bytes);
+  return s;
+}
+
+}  // namespace sluice::internal
