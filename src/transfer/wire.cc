@@ -3,7 +3,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -204,15 +203,6 @@ std::array<std::uint8_t, 32> HelloMac(std::string_view secret,
 
 bool MacEquals(const std::array<std::uint8_t, 32>& a, const std::array<std::uint8_t, 32>& b) {
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
-void RandomBytes(void* out, std::size_t len) {
-  if (RAND_bytes(static_cast<unsigned char*>(out), static_cast<int>(len)) != 1) {
-    // RAND_bytes only fails when the OS entropy source is broken; fall back
-    // to the kernel directly rather than hand out predictable keys.
-    std::ifstream urandom("/dev/urandom", std::ios::binary);
-    urandom.read(static_cast<char*>(out), static_cast<std::streamsize>(len));
-  }
 }
 
 }  // namespace sluice::internal

@@ -23,6 +23,8 @@
 #include "sluice/status.h"
 #include "sluice/transfer/engine.h"
 
+#include "common/random.h"
+
 namespace sluice::internal {
 
 static_assert(std::endian::native == std::endian::little,
@@ -106,9 +108,6 @@ std::array<std::uint8_t, 32> HelloMac(std::string_view secret,
                                       const std::array<std::uint8_t, kNonceBytes>& nonce);
 // Constant-time comparison of two MACs.
 bool MacEquals(const std::array<std::uint8_t, 32>& a, const std::array<std::uint8_t, 32>& b);
-
-// Fills `out` with cryptographically random bytes.
-void RandomBytes(void* out, std::size_t len);
 
 inline WireHeader MakeHeader(FrameType type, std::uint64_t request_id, std::uint64_t length) {
   WireHeader h;

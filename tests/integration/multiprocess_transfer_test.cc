@@ -1,10 +1,6 @@
 // Two real processes on loopback: round trips over every transport, and a
 // peer killed or stopped mid-batch.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <sstream>
@@ -12,63 +8,28 @@
 
 #include "gtest/gtest.h"
 
+#include "child_process.h"
 #include "transfer/testing/engine_pair.h"
-
-extern char** environ;
 
 namespace sluice::testing {
 namespace {
 
 using namespace std::chrono_literals;
 
-// A transfer_peer child process; killed and reaped on destruction.
-class PeerProcess {
+// A transfer_peer child process: "READY <endpoint> <key>".
+class PeerProcess : public ChildProcess {
  public:
-  PeerProcess(const std::string& mode, std::size_t size) {
-    int in[2], out[2];
-    EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
-    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    std::string exe = SLUICE_TRANSFER_PEER_BIN, m = mode, s = std::to_string(size);
-    char* argv[] = {exe.data(), m.data(), s.data(), nullptr};
-    EXPECT_EQ(posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(in[0]);
-    ::close(out[1]);
-    stdin_ = in[1];
-    stdout_ = out[0];
-    std::string line;
-    char c;
-    while (::read(stdout_, &c, 1) == 1 && c != '\n') {
-      line.push_back(c);
-    }
-    std::istringstream is(line);
-    std::string ready;
-    is >> ready >> endpoint_ >> key_.value;
-    EXPECT_EQ(ready, "READY") << line;
+  PeerProcess(const std::string& mode, std::size_t size)
+      : ChildProcess({SLUICE_TRANSFER_PEER_BIN, mode, std::to_string(size)}) {
+    EXPECT_EQ(Word(0), "READY") << banner();
+    endpoint_ = Word(1);
+    key_.value = std::stoull("0" + Word(2));
   }
-  ~PeerProcess() {
-    ::close(stdin_);
-    ::close(stdout_);
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  void Signal(int sig) { ::kill(pid_, sig); }
-  void Reap() {
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  void Reap() { Kill(); }
   const std::string& endpoint() const { return endpoint_; }
   RegionKey key() const { return key_; }
 
  private:
-  pid_t pid_ = -1;
-  int stdin_ = -1, stdout_ = -1;
   std::string endpoint_;
   RegionKey key_;
 };

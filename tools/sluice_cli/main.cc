@@ -1,4 +1,6 @@
 // The `sluice` command: one binary, one subcommand per role or tool.
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -6,6 +8,8 @@
 #include <string>
 
 #include "sluice/logging.h"
+#include "sluice/store/master.h"
+#include "sluice/store/store_node.h"
 #include "sluice/units.h"
 
 #include "bench/transfer_bench.h"
@@ -29,6 +33,58 @@ struct ByteSizeValidator : CLI::Validator {
   }
 };
 
+// Blocks SIGINT/SIGTERM in every thread (call before starting any), so that
+// WaitForStopSignal() can take them synchronously.
+void BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int WaitForStopSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+int RunMaster(const sluice::MasterConfig& config) {
+  BlockStopSignals();
+  auto master = sluice::MasterServer::Start(config);
+  if (!master.ok()) {
+    std::cerr << "sluice master: " << master.status().ToString() << "\n";
+    return 1;
+  }
+  std::cout << "READY master " << (*master)->endpoint() << std::endl;
+  WaitForStopSignal();
+  return 0;
+}
+
+int RunStoreNode(const std::string& listen, const sluice::StoreNodeConfig& config) {
+  BlockStopSignals();
+  sluice::EngineConfig ec;
+  ec.listen = listen;
+  auto engine = sluice::TransferEngine::Create(ec);
+  if (!engine.ok()) {
+    std::cerr << "sluice store-node: " << engine.status().ToString() << "\n";
+    return 1;
+  }
+  auto node = sluice::StoreNode::Start(engine->get(), config);
+  if (!node.ok()) {
+    std::cerr << "sluice store-node: " << node.status().ToString() << "\n";
+    return 1;
+  }
+  std::cout << "READY store-node " << (*node)->node_id() << " " << (*engine)->endpoint()
+            << std::endl;
+  WaitForStopSignal();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,6 +100,26 @@ int main(int argc, char** argv) {
 
   CLI::App* bench = app.add_subcommand("bench", "benchmarks that print figures");
   bench->require_subcommand(1);
+
+  sluice::MasterConfig master_config;
+  CLI::App* master = app.add_subcommand("master", "run the store master (metadata, gRPC)");
+  master->add_option("--listen", master_config.listen, "gRPC endpoint host:port (port 0 picks one)")
+      ->capture_default_str();
+
+  sluice::StoreNodeConfig node_config;
+  std::string node_listen = "127.0.0.1:0", node_memory = "1GiB";
+  CLI::App* store_node =
+      app.add_subcommand("store-node", "contribute memory to the store (runs until stopped)");
+  store_node->add_option("--master", node_config.master, "master host:port")->required();
+  store_node->add_option("--memory", node_memory, "memory to contribute")
+      ->check(ByteSizeValidator())
+      ->capture_default_str();
+  store_node->add_option("--segments", node_config.segments, "split the memory into N segments")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  store_node->add_option("--listen", node_listen, "transfer-engine endpoint host:port")
+      ->capture_default_str();
+  store_node->add_option("--node-id", node_config.node_id, "default: the engine endpoint");
 
   sluice::bench::TransferBenchOptions opts;
   std::string op = "write", block = "16MiB", slice = "1MiB";
@@ -92,6 +168,13 @@ int main(int argc, char** argv) {
   if (sluice::Status s = sluice::SetLogLevel(log_level); !s.ok()) {
     std::cerr << "sluice: " << s.message() << "\n";
     return 2;
+  }
+  if (*master) {
+    return RunMaster(master_config);
+  }
+  if (*store_node) {
+    node_config.memory_bytes = *sluice::ParseByteSize(node_memory);
+    return RunStoreNode(node_listen, node_config);
   }
   if (*target) {
     return sluice::bench::RunTransferTarget(region_size, shared, target_io);

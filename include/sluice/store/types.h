@@ -17,7 +17,7 @@ namespace sluice {
 // Describes the bytes of an object as a tensor; the store never reads it,
 // it only round-trips it to readers.
 struct TensorMeta {
-  std::string dtype;                  // "bf16", "f32", "u8", ...
+  std::string dtype;  // "bf16", "f32", "u8", ...
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> strides;  // In elements; empty means contiguous.
   std::string layout;                 // Free-form, e.g. "NCTHW".
@@ -33,8 +33,8 @@ enum class LeaseKind : std::uint8_t {
 
 struct LeasePolicy {
   LeaseKind kind = LeaseKind::kCache;
-  std::uint32_t consume_count = 1;     // kDeleteOnConsume: reads before deletion.
-  std::chrono::milliseconds ttl{0};    // kTtl: lifetime after commit.
+  std::uint32_t consume_count = 1;   // kDeleteOnConsume: reads before deletion.
+  std::chrono::milliseconds ttl{0};  // kTtl: lifetime after commit.
 
   static LeasePolicy Cache() { return {}; }
   static LeasePolicy DeleteOnConsume(std::uint32_t n) {

@@ -63,7 +63,9 @@ void MasterState::Emit(ObjectEventKind kind, const std::string& key) {
   events_.push_back(ObjectEvent{kind, key});
 }
 
-std::vector<ObjectEvent> MasterState::TakeEvents() { return std::exchange(events_, {}); }
+std::vector<ObjectEvent> MasterState::TakeEvents() {
+  return std::exchange(events_, {});
+}
 
 Status MasterState::RegisterNode(const std::string& node_id, const std::string& endpoint,
                                  const std::vector<SegmentDesc>& segments, TimePoint now) {
@@ -91,8 +93,8 @@ Status MasterState::RegisterNode(const std::string& node_id, const std::string& 
     bool same = n.endpoint == endpoint && n.segs.size() == segments.size();
     for (std::size_t i = 0; same && i < segments.size(); ++i) {
       same = n.segs[i].region_key == segments[i].region_key &&
-             n.segs[i].alloc.capacity() == segments[i].size / SegmentAllocator::kAlign *
-                                                SegmentAllocator::kAlign;
+             n.segs[i].alloc.capacity() ==
+                 segments[i].size / SegmentAllocator::kAlign * SegmentAllocator::kAlign;
     }
     if (same) {
       n.last_seen = now;
@@ -278,8 +280,7 @@ Result<ReadGrant> MasterState::GetStart(const std::string& key, const std::strin
   }
   Object& o = *it->second;
   if (!o.complete) {
-    return FailedPreconditionError("object '" + key +
-                                   "' is still being written; WaitFor it first");
+    return FailedPreconditionError("object '" + key + "' is still being written; WaitFor it first");
   }
   const std::uint64_t lease = next_id_++;
   o.leases[lease] = now + options_.read_lease_timeout;
@@ -311,8 +312,8 @@ Status MasterState::GetEnd(const std::string& key, std::uint64_t lease_id, bool 
     o.removed = true;
   }
   if (o.removed && o.leases.empty()) {
-    const bool consumed = o.policy.kind == LeaseKind::kDeleteOnConsume &&
-                          o.reads_done >= o.policy.consume_count;
+    const bool consumed =
+        o.policy.kind == LeaseKind::kDeleteOnConsume && o.reads_done >= o.policy.consume_count;
     Erase(&o, consumed ? std::optional(ObjectEventKind::kConsumed) : std::nullopt);
   }
   return Status::Ok();

@@ -17,6 +17,7 @@
 
 #include "sluice/status.h"
 #include "sluice/store/types.h"
+
 #include "store/master/segment_allocator.h"
 
 namespace sluice::internal {
@@ -26,11 +27,11 @@ using TimePoint = MasterClock::time_point;
 
 struct MasterOptions {
   std::chrono::milliseconds heartbeat_interval{500};
-  std::chrono::milliseconds node_timeout{3000};       // No heartbeat this long: node lost.
-  std::chrono::milliseconds put_timeout{60000};       // PutStart without PutEnd: revoked.
+  std::chrono::milliseconds node_timeout{3000};         // No heartbeat this long: node lost.
+  std::chrono::milliseconds put_timeout{60000};         // PutStart without PutEnd: revoked.
   std::chrono::milliseconds read_lease_timeout{60000};  // GetStart without GetEnd: dropped.
-  double high_watermark = 0.95;  // Evict when usage passes this fraction...
-  double low_watermark = 0.85;   // ...down to this one.
+  double high_watermark = 0.95;                         // Evict when usage passes this fraction...
+  double low_watermark = 0.85;                          // ...down to this one.
   std::uint64_t min_segment_bytes = std::uint64_t{1} << 20;
   std::size_t max_key_bytes = 1024;
 };
@@ -69,12 +70,12 @@ struct ObjectEvent {
 
 struct MasterStats {
   std::uint64_t nodes = 0;
-  std::uint64_t objects = 0;          // Complete objects.
+  std::uint64_t objects = 0;  // Complete objects.
   std::uint64_t objects_writing = 0;
   std::uint64_t capacity_bytes = 0;
   std::uint64_t used_bytes = 0;
   std::uint64_t evictions = 0;
-  std::uint64_t lease_expiries = 0;   // Put and read leases that timed out.
+  std::uint64_t lease_expiries = 0;  // Put and read leases that timed out.
   std::uint64_t objects_lost = 0;
 };
 

@@ -53,8 +53,7 @@ TEST_F(MasterStateTest, PutCommitsAndReadersSeeOnlyCompleteObjects) {
   ASSERT_EQ(g->replicas.size(), 1u);
   EXPECT_EQ(g->replicas[0].region_key, 11u);
   EXPECT_FALSE(state_.Exists("latent/1"));
-  EXPECT_EQ(state_.GetStart("latent/1", "", now_).status().code(),
-            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state_.GetStart("latent/1", "", now_).status().code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(state_.PutEnd("latent/1", g->put_id, now_).ok());
   EXPECT_TRUE(state_.PutEnd("latent/1", g->put_id, now_).ok()) << "PutEnd retry is OK";
   auto read = state_.GetStart("latent/1", "", now_);
@@ -80,8 +79,7 @@ TEST_F(MasterStateTest, SecondPutOfAKeyFailsButARetryOfTheSameRequestIsGranted) 
 }
 
 TEST_F(MasterStateTest, BadInputGetsSpecificErrors) {
-  EXPECT_EQ(state_.RegisterNode("n", "n:1", {{1, 4096}}, now_).code(),
-            StatusCode::kInvalidArgument)
+  EXPECT_EQ(state_.RegisterNode("n", "n:1", {{1, 4096}}, now_).code(), StatusCode::kInvalidArgument)
       << "tiny segment";
   EXPECT_EQ(state_.RegisterNode("n", "n:1", {{1, kMiB}, {1, kMiB}}, now_).code(),
             StatusCode::kInvalidArgument)

@@ -2,8 +2,7 @@
 
 namespace sluice::internal {
 
-SegmentAllocator::SegmentAllocator(std::uint64_t capacity)
-    : capacity_(capacity / kAlign * kAlign) {
+SegmentAllocator::SegmentAllocator(std::uint64_t capacity) : capacity_(capacity / kAlign * kAlign) {
   if (capacity_ > 0) {
     Insert(0, capacity_);
   }
@@ -66,7 +65,8 @@ AllocatorStats SegmentAllocator::Stats() const {
   s.largest_free = by_size_.empty() ? 0 : by_size_.rbegin()->first;
   const std::uint64_t free_bytes = capacity_ - used_;
   s.fragmentation =
-      free_bytes == 0 ? 0 : 1.0 - static_cast<double>(s.largest_free) / static_cast<double>(free_bytes);
+      free_bytes == 0 ? 0
+                      : 1.0 - static_cast<double>(s.largest_free) / static_cast<double>(free_bytes);
   return s;
 }
 

@@ -1,0 +1,120 @@
+// sluice/store/client.h
+//
+// StoreClient puts and gets immutable objects in the cluster-wide store.
+// Metadata goes to the master over gRPC; bytes move between this process's
+// transfer engine and the store nodes' memory (shm on the same host, tcp
+// otherwise). Put is PutStart (the master places `replica_num` copies) ->
+// writes -> PutEnd; readers never see a partial object.
+//
+// Zero-copy forms (PutFrom, GetInto) move bytes straight between the
+// caller's registered buffer and the node; the others copy through one
+// internal registered staging buffer.
+//
+// Thread safety: every method may be called from any thread. Calls block
+// (they are the synchronous API); the staging forms serialize on the
+// staging buffer.
+
+#ifndef SLUICE_STORE_CLIENT_H_
+#define SLUICE_STORE_CLIENT_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/status.h"
+#include "sluice/store/types.h"
+#include "sluice/transfer/engine.h"
+
+namespace sluice {
+
+namespace internal {
+class StoreClientImpl;
+}
+
+struct StoreClientConfig {
+  std::string master;  // "host:port".
+  std::chrono::milliseconds rpc_timeout{10000};
+  std::chrono::milliseconds transfer_timeout{60000};
+  std::uint64_t staging_bytes = std::uint64_t{64} << 20;  // For Put / Get.
+};
+
+struct PutOptions {
+  std::uint32_t replica_num = 1;
+  LeasePolicy policy;
+  std::optional<TensorMeta> tensor;
+  std::string preferred_node;  // Node id or endpoint to place the first copy on.
+  // Makes PutStart idempotent across retries; empty: one is generated.
+  std::string request_id;
+};
+
+class StoreClient {
+ public:
+  // REQUIRES: `engine` outlives the client.
+  // Errors: kInvalidArgument (bad master endpoint); kResourceExhausted (no
+  // memory for the staging buffer).
+  static Result<std::unique_ptr<StoreClient>> Create(TransferEngine* engine,
+                                                     const StoreClientConfig& config);
+  ~StoreClient();
+
+  // Stores `len` bytes at `data` under `key`, written straight from `data`.
+  // REQUIRES: [data, data+len) lies in memory registered with the engine and
+  // is not modified until the call returns.
+  // Errors: kInvalidArgument (empty/over-long key, zero or oversized length,
+  // unregistered memory); kAlreadyExists (key committed or being written);
+  // kResourceExhausted (no room even after eviction: back off and retry);
+  // kUnavailable (master or node unreachable; retry with the same
+  // options.request_id). On a failed write the put is revoked.
+  Status PutFrom(std::string_view key, const void* data, std::size_t len,
+                 const PutOptions& options = {});
+  // As PutFrom, for any memory: copies through the staging buffer.
+  Status Put(std::string_view key, std::span<const std::byte> value,
+             const PutOptions& options = {});
+
+  // Reads the object into `dst` (registered memory of at least the object's
+  // size) from the nearest replica, trying the others if it fails. Holds a
+  // read lease for the duration. Returns its size and tensor metadata.
+  // Errors: kNotFound; kFailedPrecondition (still being written: WaitFor);
+  // kInvalidArgument (`capacity` smaller than the object; the error names
+  // the size needed); kUnavailable (every replica failed).
+  Result<ObjectMeta> GetInto(std::string_view key, void* dst, std::size_t capacity);
+  // As GetInto, into a new vector, through the staging buffer.
+  Result<std::vector<std::byte>> Get(std::string_view key, ObjectMeta* meta = nullptr);
+
+  // Errors: kNotFound; kFailedPrecondition (being written). Idempotent in
+  // effect: a retry after success answers kNotFound.
+  Status Remove(std::string_view key);
+  // True if `key` is committed. Idempotent.
+  Result<bool> Exists(std::string_view key);
+  // Returns once `key` is committed (at once if it is), or
+  // kDeadlineExceeded after `timeout`. Idempotent.
+  Status WaitFor(std::string_view key, std::chrono::milliseconds timeout);
+
+  // Batch forms: one status per item, items run concurrently.
+  struct PutItem {
+    std::string key;
+    const void* data = nullptr;
+    std::size_t len = 0;
+    PutOptions options;
+  };
+  std::vector<Status> BatchPutFrom(std::span<const PutItem> items);
+  struct GetItem {
+    std::string key;
+    void* dst = nullptr;
+    std::size_t capacity = 0;
+  };
+  std::vector<Result<ObjectMeta>> BatchGetInto(std::span<const GetItem> items);
+
+ private:
+  explicit StoreClient(std::unique_ptr<internal::StoreClientImpl> impl);
+  std::unique_ptr<internal::StoreClientImpl> impl_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_STORE_CLIENT_H_

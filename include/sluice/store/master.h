@@ -1,0 +1,66 @@
+// sluice/store/master.h
+//
+// The store master: metadata only (keys, sizes, tensor metadata, replica
+// locations, leases). Object bytes never pass through it. It runs as its own
+// process (`sluice master`) or embedded in another one (`sluice serve`).
+// It is soft state: after a restart, store nodes re-register.
+//
+// Thread safety: all methods may be called from any thread.
+
+#ifndef SLUICE_STORE_MASTER_H_
+#define SLUICE_STORE_MASTER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sluice/status.h"
+
+namespace sluice {
+
+namespace internal {
+class MasterServerImpl;
+}
+
+struct MasterConfig {
+  std::string listen = "127.0.0.1:0";  // gRPC endpoint; port 0 picks one.
+  std::chrono::milliseconds heartbeat_interval{500};
+  std::chrono::milliseconds node_timeout{3000};  // Silent this long: node lost.
+  std::chrono::milliseconds put_timeout{60000};  // Open put this long: revoked.
+  std::chrono::milliseconds read_lease_timeout{60000};
+  double high_watermark = 0.95;  // Evict LRU objects above this usage...
+  double low_watermark = 0.85;   // ...down to this.
+};
+
+struct MasterMetrics {
+  std::uint64_t nodes = 0;
+  std::uint64_t objects = 0;
+  std::uint64_t objects_writing = 0;
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t used_bytes = 0;
+  std::uint64_t evictions = 0;
+  std::uint64_t lease_expiries = 0;
+  std::uint64_t objects_lost = 0;
+};
+
+class MasterServer {
+ public:
+  // Starts serving. Errors: kInvalidArgument (bad endpoint or watermarks);
+  // kUnavailable (the port cannot be bound).
+  static Result<std::unique_ptr<MasterServer>> Start(const MasterConfig& config);
+  // Stops serving; pending WaitFor calls end with kCancelled.
+  ~MasterServer();
+
+  // "host:port" with the bound port.
+  const std::string& endpoint() const;
+  MasterMetrics Metrics() const;
+
+ private:
+  explicit MasterServer(std::unique_ptr<internal::MasterServerImpl> impl);
+  std::unique_ptr<internal::MasterServerImpl> impl_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_STORE_MASTER_H_

@@ -1,0 +1,63 @@
+// sluice/store/store_node.h
+//
+// A store node contributes memory to the store: it allocates shared
+// (memfd-backed, pre-faulted) segments, registers them with the process's
+// transfer engine for remote read/write, and announces them to the master,
+// then keeps a heartbeat. Clients read and write the segments directly over
+// the engine (shm from the same host, tcp otherwise); the node's CPU is not
+// on the data path. Embeddable in any process, or alone as
+// `sluice store-node`.
+//
+// Thread safety: the node runs one heartbeat thread; its methods may be
+// called from any thread.
+
+#ifndef SLUICE_STORE_STORE_NODE_H_
+#define SLUICE_STORE_STORE_NODE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sluice/status.h"
+#include "sluice/transfer/engine.h"
+
+namespace sluice {
+
+namespace internal {
+class StoreNodeImpl;
+}
+
+struct StoreNodeConfig {
+  std::string master;   // Master's "host:port".
+  std::string node_id;  // Empty: the engine's endpoint.
+  std::uint64_t memory_bytes = std::uint64_t{1} << 30;
+  int segments = 1;  // The memory is split into this many segments.
+  std::chrono::milliseconds rpc_timeout{5000};
+};
+
+class StoreNode {
+ public:
+  // Allocates and registers the memory, then registers with the master
+  // (retrying in the background if the master is not up yet).
+  // REQUIRES: `engine` outlives the node.
+  // Errors: kInvalidArgument (bad master endpoint, memory under 1 MiB per
+  // segment, segments outside 1..64); kResourceExhausted (no memory).
+  static Result<std::unique_ptr<StoreNode>> Start(TransferEngine* engine,
+                                                  const StoreNodeConfig& config);
+  // Stops heartbeats and unregisters the memory. Objects on this node are
+  // reported lost by the master once its heartbeat times out.
+  ~StoreNode();
+
+  const std::string& node_id() const;
+  // True once the master has accepted the node's registration.
+  bool registered() const;
+
+ private:
+  explicit StoreNode(std::unique_ptr<internal::StoreNodeImpl> impl);
+  std::unique_ptr<internal::StoreNodeImpl> impl_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_STORE_STORE_NODE_H_

@@ -1,0 +1,418 @@
+#include <grpcpp/grpcpp.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "sluice/store/client.h"
+
+#include "common/net.h"
+#include "common/random.h"
+#include "proto/master.grpc.pb.h"
+#include "store/proto_convert.h"
+#include "store/rpc_status.h"
+
+namespace sluice::internal {
+
+namespace pb = ::sluice::store::v1;
+
+class StoreClientImpl {
+ public:
+  StoreClientImpl(TransferEngine* engine, StoreClientConfig config)
+      : engine_(engine), config_(std::move(config)) {}
+
+  ~StoreClientImpl() {
+    if (staging_key_.value != 0) {
+      (void)engine_->UnregisterMemory(staging_key_);
+    }
+  }
+
+  Status Init() {
+    SLUICE_RETURN_IF_ERROR(ParseHostPort(config_.master, false).status());
+    if (config_.staging_bytes < 4096) {
+      return InvalidArgumentError("store client: staging_bytes must be at least 4 KiB");
+    }
+    SLUICE_ASSIGN_OR_RETURN(staging_, engine_->AllocateShared(config_.staging_bytes));
+    SLUICE_ASSIGN_OR_RETURN(
+        staging_key_, engine_->RegisterMemory(staging_.data(), staging_.size(), MemoryKind::kHost,
+                                              Access::kLocalOnly));
+    stub_ = pb::Master::NewStub(
+        grpc::CreateChannel(config_.master, grpc::InsecureChannelCredentials()));
+    return Status::Ok();
+  }
+
+  // An open put: where to write and how to commit.
+  struct OpenPut {
+    std::string key;
+    std::uint64_t put_id = 0;
+    std::vector<std::pair<SegmentId, ReplicaLocation>> replicas;
+  };
+
+  Result<OpenPut> PutStart(std::string_view key, std::size_t len, const PutOptions& o) {
+    pb::PutStartRequest req;
+    req.set_key(std::string(key));
+    req.set_size(len);
+    if (o.tensor.has_value()) {
+      ToProto(*o.tensor, req.mutable_tensor());
+    }
+    ToProto(o.policy, req.mutable_policy());
+    req.set_replica_num(o.replica_num);
+    req.set_preferred_node(o.preferred_node);
+    std::string request_id = o.request_id;
+    if (request_id.empty()) {
+      request_id = RandomId();
+    }
+    req.set_request_id(request_id);
+    pb::PutStartResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, config_.rpc_timeout);
+    SLUICE_RETURN_IF_ERROR(FromGrpc(stub_->PutStart(&ctx, req, &resp), "PutStart"));
+    OpenPut put{std::string(key), resp.put_id(), {}};
+    for (const pb::Replica& r : resp.replicas()) {
+      Result<SegmentId> seg = engine_->OpenSegment(r.endpoint());
+      if (!seg.ok()) {
+        Revoke(put);
+        return seg.status().WithContext("put '" + put.key + "': store node " + r.endpoint());
+      }
+      put.replicas.emplace_back(*seg, FromProto(r));
+    }
+    return put;
+  }
+
+  // Writes [local, local+len) at `object_offset` of every replica.
+  Status WriteRange(const OpenPut& put, const char* local, std::uint64_t object_offset,
+                    std::uint64_t len) {
+    std::vector<TransferRequest> ops;
+    for (const auto& [seg, loc] : put.replicas) {
+      ops.push_back(TransferRequest{OpKind::kWrite, const_cast<char*>(local), seg,
+                                    RegionKey{loc.region_key}, loc.offset + object_offset, len,
+                                    TransportHint::kAuto});
+    }
+    return engine_->TransferSync(ops, config_.transfer_timeout);
+  }
+
+  void Revoke(const OpenPut& put) {
+    pb::PutRevokeRequest req;
+    req.set_key(put.key);
+    req.set_put_id(put.put_id);
+    pb::PutRevokeResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, config_.rpc_timeout);
+    (void)stub_->PutRevoke(&ctx, req, &resp);  // Best effort: the put also times out.
+  }
+
+  Status PutEnd(const OpenPut& put) {
+    pb::PutEndRequest req;
+    req.set_key(put.key);
+    req.set_put_id(put.put_id);
+    pb::PutEndResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, config_.rpc_timeout);
+    return FromGrpc(stub_->PutEnd(&ctx, req, &resp), "PutEnd");
+  }
+
+  Status FinishPut(const OpenPut& put, Status written) {
+    if (!written.ok()) {
+      Revoke(put);
+      return written.WithContext("put '" + put.key + "'");
+    }
+    return PutEnd(put);
+  }
+
+  Status PutFrom(std::string_view key, const void* data, std::size_t len, const PutOptions& o) {
+    if (data == nullptr) {
+      return InvalidArgumentError("PutFrom: null data");
+    }
+    SLUICE_ASSIGN_OR_RETURN(OpenPut put, PutStart(key, len, o));
+    return FinishPut(put, WriteRange(put, static_cast<const char*>(data), 0, len));
+  }
+
+  Status Put(std::string_view key, std::span<const std::byte> value, const PutOptions& o) {
+    SLUICE_ASSIGN_OR_RETURN(OpenPut put, PutStart(key, value.size(), o));
+    std::lock_guard<std::mutex> lock(staging_mu_);
+    char* stage = static_cast<char*>(staging_.data());
+    Status s;
+    for (std::uint64_t off = 0; s.ok() && off < value.size(); off += staging_.size()) {
+      const std::uint64_t n = std::min<std::uint64_t>(staging_.size(), value.size() - off);
+      std::memcpy(stage, value.data() + off, n);
+      s = WriteRange(put, stage, off, n);
+    }
+    return FinishPut(put, s);
+  }
+
+  struct OpenGet {
+    std::string key;
+    std::uint64_t lease_id = 0;
+    ObjectMeta meta;
+    std::vector<ReplicaLocation> replicas;
+  };
+
+  Result<OpenGet> GetStart(std::string_view key) {
+    pb::GetStartRequest req;
+    req.set_key(std::string(key));
+    req.set_client_endpoint(engine_->endpoint());
+    pb::GetStartResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, config_.rpc_timeout);
+    SLUICE_RETURN_IF_ERROR(FromGrpc(stub_->GetStart(&ctx, req, &resp), "GetStart"));
+    OpenGet g{std::string(key), resp.lease_id(), {resp.size(), std::nullopt}, {}};
+    if (resp.has_tensor()) {
+      g.meta.tensor = FromProto(resp.tensor());
+    }
+    for (const pb::Replica& r : resp.replicas()) {
+      g.replicas.push_back(FromProto(r));
+    }
+    return g;
+  }
+
+  void GetEnd(const OpenGet& g, bool completed) {
+    pb::GetEndRequest req;
+    req.set_key(g.key);
+    req.set_lease_id(g.lease_id);
+    req.set_completed(completed);
+    pb::GetEndResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, config_.rpc_timeout);
+    (void)stub_->GetEnd(&ctx, req, &resp);  // Best effort: the lease also times out.
+  }
+
+  // Reads [object_offset, +len) into `local`, nearest replica first.
+  Status ReadRange(const OpenGet& g, char* local, std::uint64_t object_offset, std::uint64_t len) {
+    Status last =
+        UnavailableError("object '" + g.key + "' has no replica", FailureScope::kEndpoint);
+    for (const ReplicaLocation& r : g.replicas) {
+      Result<SegmentId> seg = engine_->OpenSegment(r.endpoint);
+      if (!seg.ok()) {
+        last = seg.status();
+        continue;
+      }
+      TransferRequest op{
+          OpKind::kRead,       local, *seg, RegionKey{r.region_key}, r.offset + object_offset, len,
+          TransportHint::kAuto};
+      last = engine_->TransferSync({&op, 1}, config_.transfer_timeout);
+      if (last.ok() || last.scope() == FailureScope::kRequest) {
+        return last;  // Done, or an error another replica would repeat.
+      }
+    }
+    return last.WithContext("get '" + g.key + "'");
+  }
+
+  Result<ObjectMeta> GetInto(std::string_view key, void* dst, std::size_t capacity) {
+    if (dst == nullptr) {
+      return InvalidArgumentError("GetInto: null destination");
+    }
+    SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key));
+    if (g.meta.size > capacity) {
+      GetEnd(g, false);
+      return InvalidArgumentError("GetInto: object '" + g.key + "' has " +
+                                  std::to_string(g.meta.size) + " bytes; the buffer holds " +
+                                  std::to_string(capacity));
+    }
+    Status s = ReadRange(g, static_cast<char*>(dst), 0, g.meta.size);
+    GetEnd(g, s.ok());
+    if (!s.ok()) {
+      return s;
+    }
+    return g.meta;
+  }
+
+  Result<std::vector<std::byte>> Get(std::string_view key, ObjectMeta* meta) {
+    SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key));
+    std::vector<std::byte> out(g.meta.size);
+    Status s;
+    {
+      std::lock_guard<std::mutex> lock(staging_mu_);
+      char* stage = static_cast<char*>(staging_.data());
+      for (std::uint64_t off = 0; s.ok() && off < out.size(); off += staging_.size()) {
+        const std::uint64_t n = std::min<std::uint64_t>(staging_.size(), out.size() - off);
+        s = ReadRange(g, stage, off, n);
+        if (s.ok()) {
+          std::memcpy(out.data() + off, stage, n);
+        }
+      }
+    }
+    GetEnd(g, s.ok());
+    if (!s.ok()) {
+      return s;
+    }
+    if (meta != nullptr) {
+      *meta = g.meta;
+    }
+    return out;
+  }
+
+  Status Remove(std::string_view key) {
+    pb::KeyRequest req;
+    req.set_key(std::string(key));
+    pb::RemoveResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, config_.rpc_timeout);
+    return FromGrpc(stub_->Remove(&ctx, req, &resp), "Remove");
+  }
+
+  Result<bool> Exists(std::string_view key) {
+    pb::KeyRequest req;
+    req.set_key(std::string(key));
+    pb::ExistsResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, config_.rpc_timeout);
+    SLUICE_RETURN_IF_ERROR(FromGrpc(stub_->Exists(&ctx, req, &resp), "Exists"));
+    return resp.exists();
+  }
+
+  Status WaitFor(std::string_view key, std::chrono::milliseconds timeout) {
+    pb::WaitForRequest req;
+    req.set_key(std::string(key));
+    req.set_timeout_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(0, timeout.count())));
+    pb::WaitForResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, timeout + config_.rpc_timeout);
+    return FromGrpc(stub_->WaitFor(&ctx, req, &resp), "WaitFor");
+  }
+
+  std::vector<Status> BatchPutFrom(std::span<const StoreClient::PutItem> items) {
+    std::vector<Status> out(items.size());
+    std::vector<std::optional<OpenPut>> puts(items.size());
+    std::vector<std::shared_ptr<TransferBatch>> batches(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& it = items[i];
+      Result<OpenPut> p = it.data == nullptr ? Result<OpenPut>(InvalidArgumentError("null data"))
+                                             : PutStart(it.key, it.len, it.options);
+      if (!p.ok()) {
+        out[i] = p.status();
+        continue;
+      }
+      puts[i] = std::move(*p);
+      std::vector<TransferRequest> ops;
+      for (const auto& [seg, loc] : puts[i]->replicas) {
+        ops.push_back(TransferRequest{OpKind::kWrite, const_cast<void*>(it.data), seg,
+                                      RegionKey{loc.region_key}, loc.offset, it.len,
+                                      TransportHint::kAuto});
+      }
+      auto b = engine_->Submit(ops);
+      if (b.ok()) {
+        batches[i] = *b;
+      } else {
+        out[i] = b.status();
+      }
+    }
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (!puts[i].has_value()) {
+        continue;
+      }
+      Status written = batches[i] ? batches[i]->Wait(config_.transfer_timeout) : out[i];
+      out[i] = FinishPut(*puts[i], written);
+    }
+    return out;
+  }
+
+  std::vector<Result<ObjectMeta>> BatchGetInto(std::span<const StoreClient::GetItem> items) {
+    std::vector<Result<ObjectMeta>> out;
+    out.reserve(items.size());
+    std::vector<std::optional<OpenGet>> gets(items.size());
+    std::vector<std::shared_ptr<TransferBatch>> batches(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      out.emplace_back(InternalError("not run"));
+      const auto& it = items[i];
+      Result<OpenGet> g = GetStart(it.key);
+      if (!g.ok()) {
+        out[i] = g.status();
+        continue;
+      }
+      if (g->meta.size > it.capacity || it.dst == nullptr || g->replicas.empty()) {
+        GetEnd(*g, false);
+        out[i] = InvalidArgumentError("GetInto '" + it.key + "': buffer of " +
+                                      std::to_string(it.capacity) + " bytes for " +
+                                      std::to_string(g->meta.size) + " (or no replica)");
+        continue;
+      }
+      gets[i] = std::move(*g);
+      const ReplicaLocation& r = gets[i]->replicas.front();
+      Result<SegmentId> seg = engine_->OpenSegment(r.endpoint);
+      if (seg.ok()) {
+        TransferRequest op{OpKind::kRead,           it.dst,   *seg,
+                           RegionKey{r.region_key}, r.offset, gets[i]->meta.size,
+                           TransportHint::kAuto};
+        auto b = engine_->Submit({&op, 1});
+        if (b.ok()) {
+          batches[i] = *b;
+        }
+      }
+    }
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (!gets[i].has_value()) {
+        continue;
+      }
+      Status s = batches[i]
+                     ? batches[i]->Wait(config_.transfer_timeout)
+                     : UnavailableError("first replica unreachable", FailureScope::kEndpoint);
+      if (!s.ok() && s.scope() != FailureScope::kRequest) {
+        s = ReadRange(*gets[i], static_cast<char*>(items[i].dst), 0, gets[i]->meta.size);
+      }
+      GetEnd(*gets[i], s.ok());
+      out[i] = s.ok() ? Result<ObjectMeta>(gets[i]->meta) : Result<ObjectMeta>(s);
+    }
+    return out;
+  }
+
+ private:
+  static void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
+    ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  }
+
+  TransferEngine* engine_;
+  StoreClientConfig config_;
+  std::unique_ptr<pb::Master::Stub> stub_;
+  SharedBuffer staging_;
+  RegionKey staging_key_;
+  std::mutex staging_mu_;
+};
+
+}  // namespace sluice::internal
+
+namespace sluice {
+
+StoreClient::StoreClient(std::unique_ptr<internal::StoreClientImpl> impl)
+    : impl_(std::move(impl)) {}
+StoreClient::~StoreClient() = default;
+
+Result<std::unique_ptr<StoreClient>> StoreClient::Create(TransferEngine* engine,
+                                                         const StoreClientConfig& config) {
+  if (engine == nullptr) {
+    return InvalidArgumentError("store client: engine is required");
+  }
+  auto impl = std::make_unique<internal::StoreClientImpl>(engine, config);
+  SLUICE_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<StoreClient>(new StoreClient(std::move(impl)));
+}
+
+Status StoreClient::PutFrom(std::string_view key, const void* data, std::size_t len,
+                            const PutOptions& options) {
+  return impl_->PutFrom(key, data, len, options);
+}
+Status StoreClient::Put(std::string_view key, std::span<const std::byte> value,
+                        const PutOptions& options) {
+  return impl_->Put(key, value, options);
+}
+Result<ObjectMeta> StoreClient::GetInto(std::string_view key, void* dst, std::size_t capacity) {
+  return impl_->GetInto(key, dst, capacity);
+}
+Result<std::vector<std::byte>> StoreClient::Get(std::string_view key, ObjectMeta* meta) {
+  return impl_->Get(key, meta);
+}
+Status StoreClient::Remove(std::string_view key) {
+  return impl_->Remove(key);
+}
+Result<bool> StoreClient::Exists(std::string_view key) {
+  return impl_->Exists(key);
+}
+Status StoreClient::WaitFor(std::string_view key, std::chrono::milliseconds timeout) {
+  return impl_->WaitFor(key, timeout);
+}
+std::vector<Status> StoreClient::BatchPutFrom(std::span<const PutItem> items) {
+  return impl_->BatchPutFrom(items);
+}
+std::vector<Result<ObjectMeta>> StoreClient::BatchGetInto(std::span<const GetItem> items) {
+  return impl_->BatchGetInto(items);
+}
+
+}  // namespace sluice

@@ -1,0 +1,304 @@
+// gRPC face of MasterState: one mutex around the state, a ticker thread for
+// timeouts, and WaitFor calls parked until their key commits or times out.
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "sluice/store/master.h"
+
+#include "common/log.h"
+#include "common/net.h"
+#include "proto/master.grpc.pb.h"
+#include "store/master/master_state.h"
+#include "store/proto_convert.h"
+#include "store/rpc_status.h"
+
+namespace sluice::internal {
+
+namespace pb = ::sluice::store::v1;
+
+class MasterServerImpl final : public pb::Master::CallbackService {
+ public:
+  explicit MasterServerImpl(const MasterConfig& c) : state_(ToOptions(c)) {}
+
+  static MasterOptions ToOptions(const MasterConfig& c) {
+    MasterOptions o;
+    o.heartbeat_interval = c.heartbeat_interval;
+    o.node_timeout = c.node_timeout;
+    o.put_timeout = c.put_timeout;
+    o.read_lease_timeout = c.read_lease_timeout;
+    o.high_watermark = c.high_watermark;
+    o.low_watermark = c.low_watermark;
+    return o;
+  }
+
+  Status Start(const std::string& listen) {
+    SLUICE_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(listen, true));
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(hp.ToString(), grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port == 0) {
+      return UnavailableError("master cannot listen on " + hp.ToString(), FailureScope::kTransport);
+    }
+    hp.port = static_cast<std::uint16_t>(port);
+    endpoint_ = hp.ToString();
+    ticker_ = std::thread([this] { TickLoop(); });
+    SLUICE_LOG(info, "store master listening on {}", endpoint_);
+    return Status::Ok();
+  }
+
+  ~MasterServerImpl() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      for (auto& [key, ws] : waiters_) {
+        for (Waiter& w : ws) {
+          w.reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "master is shutting down"));
+        }
+      }
+      waiters_.clear();
+    }
+    cv_.notify_all();
+    if (ticker_.joinable()) {
+      ticker_.join();
+    }
+    if (server_ != nullptr) {
+      server_->Shutdown();
+    }
+  }
+
+  const std::string& endpoint() const { return endpoint_; }
+
+  MasterMetrics Metrics() {
+    std::lock_guard<std::mutex> lock(mu_);
+    MasterStats s = state_.Stats();
+    return MasterMetrics{s.nodes,      s.objects,   s.objects_writing, s.capacity_bytes,
+                         s.used_bytes, s.evictions, s.lease_expiries,  s.objects_lost};
+  }
+
+  grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* ctx,
+                                         const pb::RegisterNodeRequest* req,
+                                         pb::RegisterNodeResponse* resp) override {
+    std::vector<SegmentDesc> segs;
+    for (const pb::Segment& s : req->segments()) {
+      segs.push_back({s.region_key(), s.size()});
+    }
+    Status st;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      st = state_.RegisterNode(req->node_id(), req->endpoint(), segs, MasterClock::now());
+    }
+    if (st.ok()) {
+      SLUICE_LOG(info, "store node {} at {} registered {} segment(s)", req->node_id(),
+                 req->endpoint(), segs.size());
+    }
+    resp->set_heartbeat_interval_ms(
+        static_cast<std::uint64_t>(state_.options().heartbeat_interval.count()));
+    return Done(ctx, st);
+  }
+
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
+                                      const pb::HeartbeatRequest* req,
+                                      pb::HeartbeatResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    resp->set_reregister(state_.Heartbeat(req->node_id(), MasterClock::now()));
+    return Done(ctx, Status::Ok());
+  }
+
+  grpc::ServerUnaryReactor* PutStart(grpc::CallbackServerContext* ctx,
+                                     const pb::PutStartRequest* req,
+                                     pb::PutStartResponse* resp) override {
+    PutRequest r;
+    r.key = req->key();
+    r.size = req->size();
+    if (req->has_tensor()) {
+      r.tensor = FromProto(req->tensor());
+    }
+    r.policy = FromProto(req->policy());
+    r.replica_num = req->replica_num();
+    r.preferred_node = req->preferred_node();
+    r.request_id = req->request_id();
+    Result<PutGrant> g = [&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return state_.PutStart(r, MasterClock::now());
+    }();
+    if (g.ok()) {
+      resp->set_put_id(g->put_id);
+      for (const ReplicaLocation& loc : g->replicas) {
+        ToProto(loc, resp->add_replicas());
+      }
+    }
+    return Done(ctx, g.status());
+  }
+
+  grpc::ServerUnaryReactor* PutEnd(grpc::CallbackServerContext* ctx, const pb::PutEndRequest* req,
+                                   pb::PutEndResponse*) override {
+    std::vector<Waiter> wake;
+    Status st;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      st = state_.PutEnd(req->key(), req->put_id(), MasterClock::now());
+      auto it = waiters_.find(req->key());
+      if (st.ok() && it != waiters_.end()) {
+        wake = std::move(it->second);
+        waiters_.erase(it);
+      }
+    }
+    for (Waiter& w : wake) {
+      w.reactor->Finish(grpc::Status::OK);
+    }
+    return Done(ctx, st);
+  }
+
+  grpc::ServerUnaryReactor* PutRevoke(grpc::CallbackServerContext* ctx,
+                                      const pb::PutRevokeRequest* req,
+                                      pb::PutRevokeResponse*) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Done(ctx, state_.PutRevoke(req->key(), req->put_id()));
+  }
+
+  grpc::ServerUnaryReactor* GetStart(grpc::CallbackServerContext* ctx,
+                                     const pb::GetStartRequest* req,
+                                     pb::GetStartResponse* resp) override {
+    Result<ReadGrant> g = [&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return state_.GetStart(req->key(), req->client_endpoint(), MasterClock::now());
+    }();
+    if (g.ok()) {
+      resp->set_lease_id(g->lease_id);
+      resp->set_size(g->meta.size);
+      if (g->meta.tensor.has_value()) {
+        ToProto(*g->meta.tensor, resp->mutable_tensor());
+      }
+      for (const ReplicaLocation& loc : g->replicas) {
+        ToProto(loc, resp->add_replicas());
+      }
+    }
+    return Done(ctx, g.status());
+  }
+
+  grpc::ServerUnaryReactor* GetEnd(grpc::CallbackServerContext* ctx, const pb::GetEndRequest* req,
+                                   pb::GetEndResponse*) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Done(ctx, state_.GetEnd(req->key(), req->lease_id(), req->completed()));
+  }
+
+  grpc::ServerUnaryReactor* Remove(grpc::CallbackServerContext* ctx, const pb::KeyRequest* req,
+                                   pb::RemoveResponse*) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Done(ctx, state_.Remove(req->key()));
+  }
+
+  grpc::ServerUnaryReactor* Exists(grpc::CallbackServerContext* ctx, const pb::KeyRequest* req,
+                                   pb::ExistsResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    resp->set_exists(state_.Exists(req->key()));
+    return Done(ctx, Status::Ok());
+  }
+
+  grpc::ServerUnaryReactor* WaitFor(grpc::CallbackServerContext* ctx, const pb::WaitForRequest* req,
+                                    pb::WaitForResponse*) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if (req->key().empty() || req->key().size() > 1024) {
+      reactor->Finish(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "key must be 1..1024 bytes"));
+      return reactor;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "master is shutting down"));
+      return reactor;
+    }
+    if (state_.Exists(req->key())) {
+      reactor->Finish(grpc::Status::OK);
+      return reactor;
+    }
+    const auto timeout =
+        std::chrono::milliseconds(std::min<std::uint64_t>(req->timeout_ms(), 3600000));
+    waiters_[req->key()].push_back(Waiter{reactor, MasterClock::now() + timeout});
+    return reactor;
+  }
+
+ private:
+  struct Waiter {
+    grpc::ServerUnaryReactor* reactor;
+    TimePoint deadline;
+  };
+
+  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const Status& s) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  }
+
+  void TickLoop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(100));
+      const TimePoint now = MasterClock::now();
+      state_.Tick(now);
+      for (const ObjectEvent& e : state_.TakeEvents()) {
+        if (e.kind == ObjectEventKind::kLost || e.kind == ObjectEventKind::kExpired) {
+          SLUICE_LOG(info, "object '{}' {}", e.key,
+                     e.kind == ObjectEventKind::kLost ? "lost" : "expired");
+        }
+      }
+      for (auto it = waiters_.begin(); it != waiters_.end();) {
+        auto& ws = it->second;
+        for (auto w = ws.begin(); w != ws.end();) {
+          if (now >= w->deadline) {
+            w->reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                            "key '" + it->first + "' not complete in time"));
+            w = ws.erase(w);
+          } else {
+            ++w;
+          }
+        }
+        it = ws.empty() ? waiters_.erase(it) : std::next(it);
+      }
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                               // Guarded by mu_.
+  MasterState state_;                                   // Guarded by mu_.
+  std::map<std::string, std::vector<Waiter>> waiters_;  // Guarded by mu_.
+  std::unique_ptr<grpc::Server> server_;
+  std::string endpoint_;
+  std::thread ticker_;
+};
+
+}  // namespace sluice::internal
+
+namespace sluice {
+
+MasterServer::MasterServer(std::unique_ptr<internal::MasterServerImpl> impl)
+    : impl_(std::move(impl)) {}
+MasterServer::~MasterServer() = default;
+
+Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& config) {
+  if (!(config.low_watermark > 0 && config.low_watermark <= config.high_watermark &&
+        config.high_watermark <= 1.0)) {
+    return InvalidArgumentError("master: need 0 < low_watermark <= high_watermark <= 1");
+  }
+  if (config.heartbeat_interval.count() <= 0 || config.node_timeout <= config.heartbeat_interval) {
+    return InvalidArgumentError("master: node_timeout must exceed heartbeat_interval > 0");
+  }
+  auto impl = std::make_unique<internal::MasterServerImpl>(config);
+  SLUICE_RETURN_IF_ERROR(impl->Start(config.listen));
+  return std::unique_ptr<MasterServer>(new MasterServer(std::move(impl)));
+}
+
+const std::string& MasterServer::endpoint() const {
+  return impl_->endpoint();
+}
+MasterMetrics MasterServer::Metrics() const {
+  return impl_->Metrics();
+}
+
+}  // namespace sluice

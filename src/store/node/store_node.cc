@@ -1,0 +1,164 @@
+#include "sluice/store/store_node.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "common/net.h"
+#include "proto/master.grpc.pb.h"
+#include "store/rpc_status.h"
+
+namespace sluice::internal {
+
+namespace pb = ::sluice::store::v1;
+
+class StoreNodeImpl {
+ public:
+  StoreNodeImpl(TransferEngine* engine, StoreNodeConfig config)
+      : engine_(engine), config_(std::move(config)) {}
+
+  ~StoreNodeImpl() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) {
+      thread_.join();
+    }
+    for (RegionKey key : keys_) {
+      Status s = engine_->UnregisterMemory(key);
+      if (!s.ok()) {
+        SLUICE_LOG(warn, "store node {}: unregister failed: {}", config_.node_id, s.ToString());
+      }
+    }
+  }
+
+  Status Init() {
+    SLUICE_RETURN_IF_ERROR(ParseHostPort(config_.master, false).status());
+    if (config_.segments < 1 || config_.segments > 64) {
+      return InvalidArgumentError("store node: segments must be in 1..64");
+    }
+    const std::uint64_t per = config_.memory_bytes / static_cast<std::uint64_t>(config_.segments);
+    if (per < (std::uint64_t{1} << 20)) {
+      return InvalidArgumentError("store node: each segment needs at least 1 MiB of memory");
+    }
+    if (config_.node_id.empty()) {
+      config_.node_id = engine_->endpoint();
+    }
+    for (int i = 0; i < config_.segments; ++i) {
+      SLUICE_ASSIGN_OR_RETURN(SharedBuffer buf, engine_->AllocateShared(per));
+      SLUICE_ASSIGN_OR_RETURN(
+          RegionKey key,
+          engine_->RegisterMemory(buf.data(), per, MemoryKind::kHost, Access::kRemoteReadWrite));
+      memory_.push_back(std::move(buf));
+      keys_.push_back(key);
+      sizes_.push_back(per);
+    }
+    stub_ = pb::Master::NewStub(
+        grpc::CreateChannel(config_.master, grpc::InsecureChannelCredentials()));
+    thread_ = std::thread([this] { Run(); });
+    return Status::Ok();
+  }
+
+  const std::string& node_id() const { return config_.node_id; }
+  bool registered() const { return registered_.load(); }
+
+ private:
+  Status Register() {
+    pb::RegisterNodeRequest req;
+    req.set_node_id(config_.node_id);
+    req.set_endpoint(engine_->endpoint());
+    for (std::size_t i = 0; i < keys_.size(); ++i) {
+      pb::Segment* s = req.add_segments();
+      s->set_region_key(keys_[i].value);
+      s->set_size(sizes_[i]);
+    }
+    pb::RegisterNodeResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + config_.rpc_timeout);
+    Status s = FromGrpc(stub_->RegisterNode(&ctx, req, &resp), "RegisterNode");
+    if (s.ok() && resp.heartbeat_interval_ms() > 0) {
+      interval_ = std::chrono::milliseconds(resp.heartbeat_interval_ms());
+    }
+    return s;
+  }
+
+  // Registers, then heartbeats; re-registers when the master forgot us.
+  void Run() {
+    bool need_register = true;
+    Status last_error;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      lock.unlock();
+      Status s;
+      if (need_register) {
+        s = Register();
+        need_register = !s.ok();
+        if (s.ok()) {
+          SLUICE_LOG(info, "store node {} registered with master {}", config_.node_id,
+                     config_.master);
+        }
+      } else {
+        pb::HeartbeatRequest req;
+        req.set_node_id(config_.node_id);
+        pb::HeartbeatResponse resp;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + config_.rpc_timeout);
+        s = FromGrpc(stub_->Heartbeat(&ctx, req, &resp), "Heartbeat");
+        need_register = !s.ok() || resp.reregister();
+      }
+      registered_ = !need_register;
+      if (!s.ok() && s.ToString() != last_error.ToString()) {
+        SLUICE_LOG(warn, "store node {}: {}", config_.node_id, s.ToString());
+      }
+      last_error = s;
+      lock.lock();
+      cv_.wait_for(lock, need_register ? std::chrono::milliseconds(200) : interval_);
+    }
+  }
+
+  TransferEngine* engine_;
+  StoreNodeConfig config_;
+  std::vector<SharedBuffer> memory_;
+  std::vector<RegionKey> keys_;
+  std::vector<std::uint64_t> sizes_;
+  std::unique_ptr<pb::Master::Stub> stub_;
+  std::chrono::milliseconds interval_{500};
+  std::atomic<bool> registered_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // Guarded by mu_.
+  std::thread thread_;
+};
+
+}  // namespace sluice::internal
+
+namespace sluice {
+
+StoreNode::StoreNode(std::unique_ptr<internal::StoreNodeImpl> impl) : impl_(std::move(impl)) {}
+StoreNode::~StoreNode() = default;
+
+Result<std::unique_ptr<StoreNode>> StoreNode::Start(TransferEngine* engine,
+                                                    const StoreNodeConfig& config) {
+  if (engine == nullptr) {
+    return InvalidArgumentError("store node: engine is required");
+  }
+  auto impl = std::make_unique<internal::StoreNodeImpl>(engine, config);
+  SLUICE_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<StoreNode>(new StoreNode(std::move(impl)));
+}
+
+const std::string& StoreNode::node_id() const {
+  return impl_->node_id();
+}
+bool StoreNode::registered() const {
+  return impl_->registered();
+}
+
+}  // namespace sluice

@@ -1,0 +1,92 @@
+// A child process for multi-process tests: started with posix_spawn, its
+// first stdout line read as a readiness banner, killed and reaped when the
+// object goes away.
+#ifndef SLUICE_TESTS_INTEGRATION_CHILD_PROCESS_H_
+#define SLUICE_TESTS_INTEGRATION_CHILD_PROCESS_H_
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace sluice::testing {
+
+class ChildProcess {
+ public:
+  // Starts `argv` and waits (up to 20 s) for its first stdout line.
+  explicit ChildProcess(std::vector<std::string> argv) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
+      return;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    std::vector<char*> args;
+    for (std::string& a : argv) {
+      args.push_back(a.data());
+    }
+    args.push_back(nullptr);
+    if (posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0) {
+      pid_ = -1;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(in[0]);
+    ::close(out[1]);
+    stdin_ = in[1];
+    stdout_ = out[0];
+    char c;
+    pollfd p{stdout_, POLLIN, 0};
+    while (::poll(&p, 1, 20000) == 1 && ::read(stdout_, &c, 1) == 1 && c != '\n') {
+      banner_.push_back(c);
+    }
+  }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess() {
+    ::close(stdin_);
+    ::close(stdout_);
+    Kill();
+  }
+
+  const std::string& banner() const { return banner_; }
+  // Word `i` of the banner (0-based).
+  std::string Word(int i) const {
+    std::istringstream is(banner_);
+    std::string w;
+    for (int k = 0; k <= i; ++k) {
+      is >> w;
+    }
+    return w;
+  }
+  void Signal(int sig) {
+    if (pid_ > 0) {
+      ::kill(pid_, sig);
+    }
+  }
+  void Kill() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1, stdout_ = -1;
+  std::string banner_;
+};
+
+}  // namespace sluice::testing
+
+#endif  // SLUICE_TESTS_INTEGRATION_CHILD_PROCESS_H_

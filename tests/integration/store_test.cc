@@ -1,0 +1,241 @@
+// The store across processes on loopback: a master and two store nodes run
+// as `sluice` child processes; clients run in this process.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+#include "sluice/store/client.h"
+
+#include "child_process.h"
+#include "transfer/testing/engine_pair.h"
+
+namespace sluice::testing {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr std::size_t kMiB = 1 << 20;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    master_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{SLUICE_BIN, "master", "--listen", "127.0.0.1:0"});
+    ASSERT_EQ(master_->Word(1), "master") << master_->banner();
+    master_ep_ = master_->Word(2);
+    for (int i = 0; i < 2; ++i) {
+      nodes_.push_back(std::make_unique<ChildProcess>(
+          std::vector<std::string>{SLUICE_BIN, "store-node", "--master", master_ep_, "--memory",
+                                   NodeMemory(), "--node-id", "node" + std::to_string(i)}));
+      ASSERT_EQ(nodes_.back()->Word(1), "store-node") << nodes_.back()->banner();
+    }
+    engine_ = MakeEngine({"tcp", "shm"});
+    client_ = MakeClient(*engine_);
+    // Wait until both nodes are registered: a 2-replica put then succeeds.
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    Status s;
+    do {
+      PutOptions o;
+      o.replica_num = 2;
+      s = client_->Put("probe", std::as_bytes(std::span("x", 1)), o);
+      if (!s.ok()) {
+        std::this_thread::sleep_for(50ms);
+      }
+    } while (!s.ok() && std::chrono::steady_clock::now() < deadline);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_TRUE(client_->Remove("probe").ok());
+  }
+
+  virtual std::string NodeMemory() const { return "320MiB"; }
+
+  static std::unique_ptr<TransferEngine> MakeEngine(std::vector<std::string> transports) {
+    EngineConfig c;
+    c.transports = std::move(transports);
+    auto e = TransferEngine::Create(c);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return std::move(*e);
+  }
+  std::unique_ptr<StoreClient> MakeClient(TransferEngine& engine) {
+    StoreClientConfig c;
+    c.master = master_ep_;
+    c.staging_bytes = 8 * kMiB;
+    auto cl = StoreClient::Create(&engine, c);
+    EXPECT_TRUE(cl.ok()) << cl.status().ToString();
+    return std::move(*cl);
+  }
+  // A registered, pre-faulted buffer on `engine`.
+  TestBuffer Registered(TransferEngine& engine, std::size_t size) {
+    TestBuffer b = TestBuffer::Anonymous(size);
+    EXPECT_TRUE(engine.RegisterMemory(b.data(), size, MemoryKind::kHost, Access::kLocalOnly).ok());
+    return b;
+  }
+
+  std::unique_ptr<ChildProcess> master_;
+  std::string master_ep_;
+  std::vector<std::unique_ptr<ChildProcess>> nodes_;
+  std::unique_ptr<TransferEngine> engine_;
+  std::unique_ptr<StoreClient> client_;
+};
+
+TEST_F(StoreTest, PutGetOneByteTo256MiBWithTensorMetadataOverShmAndTcp) {
+  auto tcp_engine = MakeEngine({"tcp"});
+  auto tcp_client = MakeClient(*tcp_engine);
+  TestBuffer src = Registered(*engine_, 256 * kMiB);
+  TestBuffer dst = Registered(*engine_, 256 * kMiB);
+  TestBuffer tcp_dst = Registered(*tcp_engine, 256 * kMiB);
+  for (std::size_t len : {std::size_t{1}, std::size_t{4097}, 16 * kMiB + 3, 256 * kMiB}) {
+    SCOPED_TRACE("length " + std::to_string(len));
+    const std::string key = "obj/" + std::to_string(len);
+    for (std::size_t i = 0; i < len; ++i) {
+      src.data()[i] = PatternByte(len, i);
+    }
+    PutOptions o;
+    o.tensor = TensorMeta{"bf16", {16, 21, 60, 104}, {}, "CTHW"};
+    ASSERT_TRUE(client_->PutFrom(key, src.data(), len, o).ok());
+    Result<ObjectMeta> m = client_->GetInto(key, dst.data(), dst.size());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ(m->size, len);
+    EXPECT_EQ(m->tensor, o.tensor);
+    EXPECT_TRUE(dst.Holds(0, len, len, 0));
+    Result<ObjectMeta> t = tcp_client->GetInto(key, tcp_dst.data(), tcp_dst.size());
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_TRUE(tcp_dst.Holds(0, len, len, 0));
+    ASSERT_TRUE(client_->Remove(key).ok());
+  }
+  // The copying forms, through the staging buffer (values larger than it).
+  std::vector<std::byte> value(20 * kMiB + 5);
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    value[i] = static_cast<std::byte>(PatternByte(3, i));
+  }
+  ASSERT_TRUE(tcp_client->Put("copied", value).ok());
+  Result<std::vector<std::byte>> back = client_->Get("copied");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == value);
+}
+
+TEST_F(StoreTest, ConcurrentPutsOfOneKeyExactlyOneWins) {
+  std::atomic<int> ok{0}, exists{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::string v(1000, static_cast<char>('a' + t));
+      Status s = client_->Put("contended", std::as_bytes(std::span(v.data(), v.size())));
+      (s.ok() ? ok : s.code() == StatusCode::kAlreadyExists ? exists : other).fetch_add(1);
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  EXPECT_EQ(ok.load(), 1);
+  EXPECT_EQ(exists.load(), 7);
+  EXPECT_EQ(other.load(), 0);
+  auto v = client_->Get("contended");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->size(), 1000u);
+}
+
+TEST_F(StoreTest, DeleteOnConsumeWithTwoConsumers) {
+  auto other_engine = MakeEngine({"tcp", "shm"});
+  auto other = MakeClient(*other_engine);
+  PutOptions o;
+  o.policy = LeasePolicy::DeleteOnConsume(2);
+  std::string v(kMiB, 'p');
+  ASSERT_TRUE(client_->Put("payload", std::as_bytes(std::span(v.data(), v.size())), o).ok());
+  ASSERT_TRUE(client_->Get("payload").ok());
+  EXPECT_TRUE(*client_->Exists("payload"));
+  ASSERT_TRUE(other->Get("payload").ok());
+  EXPECT_FALSE(*client_->Exists("payload"));
+  EXPECT_EQ(other->Get("payload").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, TtlExpiresAndWaitForSeesLateProducers) {
+  PutOptions o;
+  o.policy = LeasePolicy::Ttl(300ms);
+  ASSERT_TRUE(client_->Put("short", std::as_bytes(std::span("abc", 3)), o).ok());
+  EXPECT_TRUE(*client_->Exists("short"));
+  std::this_thread::sleep_for(700ms);
+  EXPECT_FALSE(*client_->Exists("short"));
+
+  EXPECT_EQ(client_->WaitFor("never", 200ms).code(), StatusCode::kDeadlineExceeded);
+  std::atomic<bool> woke{false};
+  std::thread consumer([&] { woke = client_->WaitFor("late", 10s).ok(); });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(woke.load());
+  ASSERT_TRUE(client_->Put("late", std::as_bytes(std::span("z", 1))).ok());
+  consumer.join();
+  EXPECT_TRUE(woke.load());
+}
+
+TEST_F(StoreTest, BadInputGetsSpecificErrors) {
+  std::byte b{1};
+  EXPECT_EQ(client_->Put("", {&b, 1}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Put(std::string(2048, 'k'), {&b, 1}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Put("empty", {}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Get("missing").status().code(), StatusCode::kNotFound);
+  TestBuffer small = Registered(*engine_, 4096);
+  // Larger than any segment: the master refuses before any byte moves.
+  Status huge = client_->PutFrom("huge", small.data(), 400 * kMiB);
+  EXPECT_EQ(huge.code(), StatusCode::kInvalidArgument) << huge.ToString();
+  EXPECT_NE(huge.message().find("larger than any segment"), std::string_view::npos);
+  ASSERT_TRUE(client_->Put("big", std::vector<std::byte>(8192)).ok());
+  Status s = client_->GetInto("big", small.data(), small.size()).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("8192"), std::string_view::npos) << s.ToString();
+  EXPECT_TRUE(client_->Get("big").ok()) << "a refused read leaves the object intact";
+  char unregistered[64] = {};
+  EXPECT_EQ(client_->PutFrom("unreg", unregistered, sizeof(unregistered)).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(*client_->Exists("unreg")) << "the failed put was revoked";
+}
+
+TEST_F(StoreTest, KilledNodeLosesOnlyItsObjects) {
+  PutOptions on0, on1;
+  on0.preferred_node = "node0";
+  on1.preferred_node = "node1";
+  std::string v(kMiB, 'n');
+  auto bytes = std::as_bytes(std::span(v.data(), v.size()));
+  ASSERT_TRUE(client_->Put("on-node0", bytes, on0).ok());
+  ASSERT_TRUE(client_->Put("on-node1", bytes, on1).ok());
+  PutOptions both;
+  both.replica_num = 2;
+  ASSERT_TRUE(client_->Put("on-both", bytes, both).ok());
+  nodes_[0]->Kill();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (*client_->Exists("on-node0") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_FALSE(*client_->Exists("on-node0"));
+  EXPECT_EQ(client_->Get("on-node0").status().code(), StatusCode::kNotFound);
+  auto b1 = client_->Get("on-node1");
+  ASSERT_TRUE(b1.ok()) << b1.status().ToString();
+  auto b2 = client_->Get("on-both");
+  ASSERT_TRUE(b2.ok()) << b2.status().ToString();
+  EXPECT_EQ(b2->size(), kMiB);
+}
+
+class SmallStoreTest : public StoreTest {
+ protected:
+  std::string NodeMemory() const override { return "4MiB"; }
+};
+
+TEST_F(SmallStoreTest, FullStoreIsResourceExhaustedUntilPayloadsAreConsumed) {
+  PutOptions o;
+  o.policy = LeasePolicy::DeleteOnConsume(1);
+  std::vector<std::byte> v(2 * kMiB);
+  int stored = 0;
+  Status s;
+  for (int i = 0; i < 10 && (s = client_->Put("p" + std::to_string(i), v, o)).ok(); ++i) {
+    ++stored;
+  }
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_EQ(stored, 4);
+  ASSERT_TRUE(client_->Get("p0").ok());
+  EXPECT_TRUE(client_->Put("after", v, o).ok()) << "space freed by consumption is reused";
+}
+
+}  // namespace
+}  // namespace sluice::testing
