@@ -21,7 +21,7 @@
 
 #include "sluice/units.h"
 
-extern char** environ;
+#include "bench/bench_util.h"
 
 namespace sluice::bench {
 namespace {
@@ -34,25 +34,6 @@ struct BaselineHello {
   std::uint32_t pad = 0;
   std::uint64_t block = 0;
   std::uint64_t duration_ms = 0;
-};
-
-// Anonymous memory, pre-faulted so no page fault lands inside a measurement.
-struct WarmMemory {
-  explicit WarmMemory(std::size_t n) : size(n) {
-    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-                     -1, 0);
-    data = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
-    if (data != nullptr) {
-      std::memset(data, 0x5a, n);
-    }
-  }
-  ~WarmMemory() {
-    if (data != nullptr) {
-      ::munmap(data, size);
-    }
-  }
-  char* data = nullptr;
-  std::size_t size = 0;
 };
 
 bool SendAllBlocking(int fd, const char* p, std::size_t n) {
@@ -164,84 +145,6 @@ Result<double> SocketBaseline(std::uint16_t port, const TransferBenchOptions& o,
   return static_cast<double>(bytes) / secs / 1e9;
 }
 
-struct Child {
-  pid_t pid = -1;
-  int in_fd = -1;  // Closing it tells the child to exit.
-  int out_fd = -1;
-  ~Child() {
-    if (in_fd >= 0) {
-      ::close(in_fd);
-    }
-    if (out_fd >= 0) {
-      ::close(out_fd);
-    }
-    if (pid > 0) {
-      int st = 0;
-      for (int i = 0; i < 100 && ::waitpid(pid, &st, WNOHANG) == 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      if (::waitpid(pid, &st, WNOHANG) == 0) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &st, 0);
-      }
-    }
-  }
-};
-
-Result<std::string> SpawnTarget(const std::string& exe, const TransferBenchOptions& o,
-                                std::uint64_t area, Child* child) {
-  int in[2], out[2];
-  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
-    return InternalError("pipe failed");
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  const std::string size = std::to_string(area);
-  const std::string io = std::to_string(o.io_threads);
-  std::vector<std::string> args = {
-      exe, "bench", "transfer-target", "--region-size", size, "--io-threads", io};
-  if (o.transport == "shm") {
-    args.push_back("--shared");
-  }
-  std::vector<char*> argv;
-  for (auto& a : args) {
-    argv.push_back(a.data());
-  }
-  argv.push_back(nullptr);
-  const int rc = posix_spawn(&child->pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(in[0]);
-  ::close(out[1]);
-  child->in_fd = in[1];
-  child->out_fd = out[0];
-  if (rc != 0) {
-    child->pid = -1;
-    return UnavailableError(std::string("cannot start the target: ") + strerror(rc),
-                            FailureScope::kTransport);
-  }
-  std::string line;
-  char c;
-  while (::read(child->out_fd, &c, 1) == 1 && c != '\n') {
-    line.push_back(c);
-  }
-  if (line.rfind("READY ", 0) != 0) {
-    return UnavailableError("the target process did not start (see its log above)",
-                            FailureScope::kTransport);
-  }
-  return line.substr(6);
-}
-
-double Percentile(std::vector<double>& v, double p) {
-  if (v.empty()) {
-    return 0;
-  }
-  const std::size_t k = std::min(v.size() - 1, static_cast<std::size_t>(p * v.size()));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-  return v[k];
-}
-
 }  // namespace
 
 Status ValidateOptions(const TransferBenchOptions& o) {
@@ -324,13 +227,20 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
   SLUICE_RETURN_IF_ERROR(ValidateOptions(o));
   const std::uint64_t per_thread = o.block_size * static_cast<std::uint64_t>(o.batch);
   const std::uint64_t area = per_thread * static_cast<std::uint64_t>(o.threads);
-  Child child;
-  SLUICE_ASSIGN_OR_RETURN(std::string ready, SpawnTarget(self_exe, o, area, &child));
-  std::istringstream in(ready);
-  std::string endpoint;
-  std::uint64_t key = 0;
-  std::uint16_t baseline_port = 0;
-  in >> endpoint >> key >> baseline_port;
+  std::vector<std::string> args = {self_exe,
+                                   "bench",
+                                   "transfer-target",
+                                   "--region-size",
+                                   std::to_string(area),
+                                   "--io-threads",
+                                   std::to_string(o.io_threads)};
+  if (o.transport == "shm") {
+    args.push_back("--shared");
+  }
+  SLUICE_ASSIGN_OR_RETURN(auto child, BenchChild::Spawn(args));
+  const std::string endpoint = child->Word(0);
+  const std::uint64_t key = std::stoull(child->Word(1));
+  const auto baseline_port = static_cast<std::uint16_t>(std::stoul(child->Word(2)));
 
   EngineConfig config;
   config.transports = {o.transport};

@@ -12,6 +12,7 @@
 #include "sluice/store/store_node.h"
 #include "sluice/units.h"
 
+#include "bench/store_bench.h"
 #include "bench/transfer_bench.h"
 
 namespace {
@@ -155,6 +156,28 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   transfer->add_flag("--json", json, "print one JSON object");
 
+  sluice::bench::StoreBenchOptions store_opts;
+  std::string value_size = "16MiB";
+  CLI::App* store_bench = bench->add_subcommand(
+      "store", "store put/get through a master and a store node, against raw engine batches");
+  store_bench->add_option("--value-size", value_size, "bytes per object")
+      ->check(ByteSizeValidator())
+      ->capture_default_str();
+  store_bench->add_option("--op", store_opts.op, "put or get")
+      ->check(CLI::IsMember({"put", "get"}))
+      ->capture_default_str();
+  store_bench->add_option("--transport", store_opts.transport, "the client's transport: shm or tcp")
+      ->check(CLI::IsMember({"tcp", "shm"}))
+      ->capture_default_str();
+  store_bench->add_option("--clients", store_opts.clients, "client threads")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  store_bench->add_option("--duration", store_opts.duration_s, "seconds")
+      ->check(CLI::Range(0.01, 600.0))
+      ->capture_default_str();
+  bool store_json = false;
+  store_bench->add_flag("--json", store_json, "print one JSON object");
+
   std::uint64_t region_size = 0;
   bool shared = false;
   int target_io = 2;
@@ -178,6 +201,16 @@ int main(int argc, char** argv) {
   }
   if (*target) {
     return sluice::bench::RunTransferTarget(region_size, shared, target_io);
+  }
+  if (*store_bench) {
+    store_opts.value_size = *sluice::ParseByteSize(value_size);
+    auto r = sluice::bench::RunStoreBench(store_opts, SelfExe());
+    if (!r.ok()) {
+      std::cerr << "sluice bench store: " << r.status().ToString() << "\n";
+      return 1;
+    }
+    std::cout << sluice::bench::ToJson(*r) << std::endl;
+    return 0;
   }
   if (*transfer) {
     opts.op = op == "read" ? sluice::OpKind::kRead : sluice::OpKind::kWrite;

@@ -164,15 +164,21 @@ class StoreClientImpl {
     return g;
   }
 
+  // Ends the read lease without waiting for the answer: the reader's bytes
+  // have landed, and a lost GetEnd only delays the lease's timeout.
   void GetEnd(const OpenGet& g, bool completed) {
-    pb::GetEndRequest req;
-    req.set_key(g.key);
-    req.set_lease_id(g.lease_id);
-    req.set_completed(completed);
-    pb::GetEndResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, config_.rpc_timeout);
-    (void)stub_->GetEnd(&ctx, req, &resp);  // Best effort: the lease also times out.
+    struct Call {
+      grpc::ClientContext ctx;
+      pb::GetEndRequest req;
+      pb::GetEndResponse resp;
+    };
+    auto* call = new Call;
+    call->req.set_key(g.key);
+    call->req.set_lease_id(g.lease_id);
+    call->req.set_completed(completed);
+    SetDeadline(&call->ctx, config_.rpc_timeout);
+    stub_->async()->GetEnd(&call->ctx, &call->req, &call->resp,
+                           [call](const grpc::Status&) { delete call; });
   }
 
   // Reads [object_offset, +len) into `local`, nearest replica first.

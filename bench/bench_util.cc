@@ -1,0 +1,121 @@
+#include "bench/bench_util.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace sluice::bench {
+
+Result<std::unique_ptr<BenchChild>> BenchChild::Spawn(std::vector<std::string> args) {
+  std::unique_ptr<BenchChild> child(new BenchChild());
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
+    return InternalError("pipe failed");
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  std::vector<char*> argv;
+  for (auto& a : args) {
+    argv.push_back(a.data());
+  }
+  argv.push_back(nullptr);
+  const int rc = posix_spawn(&child->pid_, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(in[0]);
+  ::close(out[1]);
+  child->in_fd_ = in[1];
+  child->out_fd_ = out[0];
+  if (rc != 0) {
+    child->pid_ = -1;
+    return UnavailableError("cannot start " + args[0] + ": " + strerror(rc),
+                            FailureScope::kTransport);
+  }
+  std::string line;
+  char c;
+  pollfd p{child->out_fd_, POLLIN, 0};
+  while (::poll(&p, 1, 30000) == 1 && ::read(child->out_fd_, &c, 1) == 1 && c != '\n') {
+    line.push_back(c);
+  }
+  if (line.rfind("READY ", 0) != 0) {
+    return UnavailableError(
+        "helper process '" + args[1] + " " + args[2] + "' did not start (see its log above)",
+        FailureScope::kTransport);
+  }
+  child->banner_ = line.substr(6);
+  return child;
+}
+
+std::string BenchChild::Word(int i) const {
+  std::istringstream is(banner_);
+  std::string w;
+  for (int k = 0; k <= i; ++k) {
+    is >> w;
+  }
+  return w;
+}
+
+BenchChild::~BenchChild() {
+  ::close(in_fd_);
+  ::close(out_fd_);
+  if (pid_ <= 0) {
+    return;
+  }
+  auto exited = [this](int tries) {
+    for (int i = 0; i < tries; ++i) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  };
+  if (exited(10)) {
+    return;
+  }
+  ::kill(pid_, SIGTERM);
+  if (!exited(100)) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+WarmMemory::WarmMemory(std::size_t n) : size(n) {
+  void* p =
+      ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  data = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+  if (data != nullptr) {
+    std::memset(data, 0x5a, n);
+  }
+}
+
+WarmMemory::~WarmMemory() {
+  if (data != nullptr) {
+    ::munmap(data, size);
+  }
+}
+
+double Percentile(std::vector<double>& v, double p) {
+  if (v.empty()) {
+    return 0;
+  }
+  const std::size_t k = std::min(v.size() - 1, static_cast<std::size_t>(p * v.size()));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,51 @@
+// Pieces shared by the `sluice bench` workloads: helper processes, warm
+// memory, percentiles.
+#ifndef SLUICE_BENCH_BENCH_UTIL_H_
+#define SLUICE_BENCH_BENCH_UTIL_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sluice/status.h"
+
+namespace sluice::bench {
+
+// A helper process (`sluice` itself in another role). Its first stdout line
+// must start with "READY "; the rest is returned by banner(). Destruction
+// closes its stdin, sends SIGTERM, and SIGKILLs it if it lingers.
+class BenchChild {
+ public:
+  static Result<std::unique_ptr<BenchChild>> Spawn(std::vector<std::string> args);
+  ~BenchChild();
+  const std::string& banner() const { return banner_; }
+  // Word `i` of the banner (after "READY").
+  std::string Word(int i) const;
+
+ private:
+  BenchChild() = default;
+  pid_t pid_ = -1;
+  int in_fd_ = -1;
+  int out_fd_ = -1;
+  std::string banner_;
+};
+
+// Anonymous memory, pre-faulted so no page fault lands inside a measurement.
+struct WarmMemory {
+  explicit WarmMemory(std::size_t n);
+  ~WarmMemory();
+  WarmMemory(const WarmMemory&) = delete;
+  WarmMemory& operator=(const WarmMemory&) = delete;
+  char* data = nullptr;
+  std::size_t size = 0;
+};
+
+// The p-quantile (0..1) of `v` (reorders it); 0 for an empty vector.
+double Percentile(std::vector<double>& v, double p);
+
+}  // namespace sluice::bench
+
+#endif  // SLUICE_BENCH_BENCH_UTIL_H_

@@ -1,0 +1,202 @@
+#include "bench/store_bench.h"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "sluice/store/client.h"
+#include "sluice/transfer/engine.h"
+#include "sluice/units.h"
+
+#include "bench/bench_util.h"
+
+namespace sluice::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Timed {
+  std::uint64_t ops = 0;
+  double seconds = 0;
+  std::vector<double> latencies_us;
+  Status error;
+};
+
+// Runs `op(client, iteration)` on `clients` threads for `seconds`.
+template <typename Op>
+Timed RunFor(int clients, double seconds, Op op) {
+  Timed t;
+  std::mutex mu;
+  std::atomic<bool> failed{false};
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration<double>(seconds);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      std::vector<double> lat;
+      std::uint64_t n = 0;
+      for (std::uint64_t i = 0; !failed && Clock::now() < end; ++i) {
+        const auto t0 = Clock::now();
+        Status s = op(c, i);
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          t.error = s;
+          failed = true;
+          break;
+        }
+        lat.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        ++n;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      t.ops += n;
+      t.latencies_us.insert(t.latencies_us.end(), lat.begin(), lat.end());
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return t;
+}
+
+}  // namespace
+
+Status ValidateStoreOptions(const StoreBenchOptions& o) {
+  if (o.op != "put" && o.op != "get") {
+    return InvalidArgumentError("--op must be put or get");
+  }
+  if (o.transport != "tcp" && o.transport != "shm") {
+    return InvalidArgumentError("--transport must be tcp or shm");
+  }
+  if (o.value_size == 0 || o.value_size > (std::uint64_t{256} << 20)) {
+    return InvalidArgumentError("--value-size must be in 1B..256MiB");
+  }
+  if (o.clients < 1 || o.clients > 64) {
+    return InvalidArgumentError("--clients must be in 1..64");
+  }
+  if (!(o.duration_s > 0 && o.duration_s <= 600)) {
+    return InvalidArgumentError("--duration must be in (0, 600] seconds");
+  }
+  return Status::Ok();
+}
+
+Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::string& exe) {
+  SLUICE_RETURN_IF_ERROR(ValidateStoreOptions(o));
+  const std::uint64_t per_client = o.value_size;
+  const std::uint64_t area = per_client * static_cast<std::uint64_t>(o.clients);
+  // Room for a few values per client (and more than a CPU cache): puts keep
+  // evicting the oldest.
+  const std::uint64_t node_memory = std::max<std::uint64_t>(area * 4, std::uint64_t{512} << 20);
+
+  SLUICE_ASSIGN_OR_RETURN(auto master,
+                          BenchChild::Spawn({exe, "master", "--listen", "127.0.0.1:0"}));
+  const std::string master_ep = master->Word(1);
+  SLUICE_ASSIGN_OR_RETURN(auto node, BenchChild::Spawn({exe, "store-node", "--master", master_ep,
+                                                        "--memory", std::to_string(node_memory)}));
+  // The raw target has the node's footprint, and raw puts cycle over it as
+  // store puts do, so both see the same cache behaviour.
+  std::vector<std::string> raw_args = {exe, "bench", "transfer-target", "--region-size",
+                                       std::to_string(node_memory)};
+  if (o.transport == "shm") {
+    raw_args.push_back("--shared");
+  }
+  SLUICE_ASSIGN_OR_RETURN(auto raw, BenchChild::Spawn(raw_args));
+
+  EngineConfig ec;
+  ec.transports = {o.transport};
+  SLUICE_ASSIGN_OR_RETURN(auto engine, TransferEngine::Create(ec));
+  WarmMemory local(area);
+  if (local.data == nullptr) {
+    return ResourceExhaustedError("cannot allocate " + FormatByteSize(area));
+  }
+  SLUICE_RETURN_IF_ERROR(
+      engine->RegisterMemory(local.data, area, MemoryKind::kHost, Access::kLocalOnly).status());
+  StoreClientConfig cc;
+  cc.master = master_ep;
+  cc.staging_bytes = 4096;
+  SLUICE_ASSIGN_OR_RETURN(auto client, StoreClient::Create(engine.get(), cc));
+  SLUICE_ASSIGN_OR_RETURN(SegmentId raw_seg, engine->OpenSegment(raw->Word(0)));
+  const RegionKey raw_key{std::stoull(raw->Word(1))};
+
+  // The node registers asynchronously: wait until a put goes through.
+  const auto ready_by = Clock::now() + std::chrono::seconds(10);
+  Status probe;
+  do {
+    probe = client->PutFrom("bench/probe", local.data, 1);
+    if (!probe.ok()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } while (!probe.ok() && Clock::now() < ready_by);
+  SLUICE_RETURN_IF_ERROR(probe.WithContext("store did not come up"));
+
+  const bool put = o.op == "put";
+  if (!put) {
+    for (int c = 0; c < o.clients; ++c) {
+      SLUICE_RETURN_IF_ERROR(client->PutFrom("bench/get/" + std::to_string(c),
+                                             local.data + c * per_client, per_client));
+    }
+  }
+  const std::uint64_t slots = node_memory / per_client;
+  auto raw_op = [&](int c, std::uint64_t i) {
+    const std::uint64_t slot =
+        put ? (static_cast<std::uint64_t>(c) + i * static_cast<std::uint64_t>(o.clients)) % slots
+            : static_cast<std::uint64_t>(c);
+    TransferRequest r{put ? OpKind::kWrite : OpKind::kRead,
+                      local.data + c * per_client,
+                      raw_seg,
+                      raw_key,
+                      slot * per_client,
+                      per_client,
+                      TransportHint::kAuto};
+    return engine->TransferSync({&r, 1});
+  };
+  auto store_op = [&](int c, std::uint64_t i) -> Status {
+    char* buf = local.data + c * per_client;
+    if (put) {
+      return client->PutFrom("bench/put/" + std::to_string(c) + "/" + std::to_string(i), buf,
+                             per_client);
+    }
+    return client->GetInto("bench/get/" + std::to_string(c), buf, per_client).status();
+  };
+  // Raw engine half before and half after; the better half counts.
+  const Timed raw_before = RunFor(o.clients, o.duration_s / 2, raw_op);
+  const Timed store = RunFor(o.clients, o.duration_s, store_op);
+  const Timed raw_after = RunFor(o.clients, o.duration_s / 2, raw_op);
+  for (const Timed* t : {&raw_before, &store, &raw_after}) {
+    SLUICE_RETURN_IF_ERROR(t->error);
+  }
+  StoreBenchResult r;
+  r.options = o;
+  r.ops_per_s = static_cast<double>(store.ops) / store.seconds;
+  r.gbps = r.ops_per_s * static_cast<double>(o.value_size) / 1e9;
+  auto gbps = [&](const Timed& t) {
+    return static_cast<double>(t.ops * o.value_size) / t.seconds / 1e9;
+  };
+  r.raw_gbps = std::max(gbps(raw_before), gbps(raw_after));
+  std::vector<double> lat = store.latencies_us;
+  r.p50_us = Percentile(lat, 0.5);
+  r.p99_us = Percentile(lat, 0.99);
+  return r;
+}
+
+std::string ToJson(const StoreBenchResult& r) {
+  nlohmann::json j;
+  j["value_size"] = r.options.value_size;
+  j["op"] = r.options.op;
+  j["transport"] = r.options.transport;
+  j["clients"] = r.options.clients;
+  j["duration_s"] = r.options.duration_s;
+  j["ops_per_s"] = r.ops_per_s;
+  j["gbps"] = r.gbps;
+  j["raw_gbps"] = r.raw_gbps;
+  j["ratio"] = r.raw_gbps > 0 ? r.gbps / r.raw_gbps : 0.0;
+  j["p50_us"] = r.p50_us;
+  j["p99_us"] = r.p99_us;
+  j["unit"] = "GB/s (1e9 bytes/s)";
+  return j.dump();
+}
+
+}  // namespace sluice::bench

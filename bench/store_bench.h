@@ -1,0 +1,38 @@
+// `sluice bench store`: put or get throughput and latency through the store
+// (master + one store node as helper processes), against the transfer engine
+// moving the same bytes with raw batches in the same run.
+#ifndef SLUICE_BENCH_STORE_BENCH_H_
+#define SLUICE_BENCH_STORE_BENCH_H_
+
+#include <cstdint>
+#include <string>
+
+#include "sluice/status.h"
+
+namespace sluice::bench {
+
+struct StoreBenchOptions {
+  std::uint64_t value_size = std::uint64_t{16} << 20;
+  std::string op = "put";         // "put" or "get".
+  std::string transport = "shm";  // The client's engine: "shm" (same host) or "tcp".
+  int clients = 1;                // Client threads.
+  double duration_s = 3;
+};
+
+struct StoreBenchResult {
+  StoreBenchOptions options;
+  double ops_per_s = 0;
+  double gbps = 0;      // 10^9 bytes per second through the store.
+  double raw_gbps = 0;  // The engine alone, same bytes, same transport.
+  double p50_us = 0;
+  double p99_us = 0;
+};
+
+// Errors: kInvalidArgument for out-of-range options.
+Status ValidateStoreOptions(const StoreBenchOptions& o);
+Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::string& self_exe);
+std::string ToJson(const StoreBenchResult& r);
+
+}  // namespace sluice::bench
+
+#endif  // SLUICE_BENCH_STORE_BENCH_H_
