@@ -5,6 +5,7 @@
 #include "sluice/store/types.h"
 
 #include "proto/master.pb.h"
+#include "store/master/master_state.h"
 
 namespace sluice::internal {
 
@@ -70,6 +71,26 @@ inline void ToProto(const ReplicaLocation& r, store::v1::Replica* p) {
 
 inline ReplicaLocation FromProto(const store::v1::Replica& p) {
   return ReplicaLocation{p.node_id(), p.endpoint(), p.region_key(), p.offset()};
+}
+
+inline void ToProto(const ObjectRecord& r, store::v1::ObjectRecord* p) {
+  p->set_key(r.key);
+  p->set_region_key(r.region_key);
+  p->set_offset(r.offset);
+  p->set_size(r.size);
+  if (r.tensor.has_value()) {
+    ToProto(*r.tensor, p->mutable_tensor());
+  }
+  ToProto(r.policy, p->mutable_policy());
+}
+
+inline ObjectRecord FromProto(const store::v1::ObjectRecord& p) {
+  ObjectRecord r{p.key(),  p.region_key(), p.offset(),
+                 p.size(), std::nullopt,   FromProto(p.policy())};
+  if (p.has_tensor()) {
+    r.tensor = FromProto(p.tensor());
+  }
+  return r;
 }
 
 }  // namespace sluice::internal

@@ -23,8 +23,7 @@ constexpr std::size_t kMiB = 1 << 20;
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    master_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{SLUICE_BIN, "master", "--listen", "127.0.0.1:0"});
+    StartMaster("127.0.0.1:0");
     ASSERT_EQ(master_->Word(1), "master") << master_->banner();
     master_ep_ = master_->Word(2);
     for (int i = 0; i < 2; ++i) {
@@ -51,6 +50,11 @@ class StoreTest : public ::testing::Test {
   }
 
   virtual std::string NodeMemory() const { return "320MiB"; }
+
+  void StartMaster(const std::string& listen) {
+    master_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{SLUICE_BIN, "master", "--listen", listen});
+  }
 
   static std::unique_ptr<TransferEngine> MakeEngine(std::vector<std::string> transports) {
     EngineConfig c;
@@ -215,6 +219,44 @@ TEST_F(StoreTest, KilledNodeLosesOnlyItsObjects) {
   auto b2 = client_->Get("on-both");
   ASSERT_TRUE(b2.ok()) << b2.status().ToString();
   EXPECT_EQ(b2->size(), kMiB);
+}
+
+TEST_F(StoreTest, RestartedMasterServesEveryObjectAgain) {
+  std::vector<std::byte> a(3 * kMiB), b(1000);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<std::byte>(PatternByte(1, i));
+  }
+  PutOptions doc;
+  doc.policy = LeasePolicy::DeleteOnConsume(1);
+  doc.tensor = TensorMeta{"u8", {1000}, {}, ""};
+  PutOptions two;
+  two.replica_num = 2;
+  ASSERT_TRUE(client_->Put("a", a, two).ok());
+  ASSERT_TRUE(client_->Put("b", b, doc).ok());
+  // Nodes learn what they hold with their next heartbeats (every 500 ms).
+  std::this_thread::sleep_for(1500ms);
+  master_->Kill();
+  EXPECT_EQ(client_->Exists("a").status().code(), StatusCode::kUnavailable);
+  StartMaster(master_ep_);
+  ASSERT_EQ(master_->Word(2), master_ep_) << master_->banner();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool back = false;
+  while (!back && std::chrono::steady_clock::now() < deadline) {
+    Result<bool> e = client_->Exists("b");
+    back = e.ok() && *e;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(back) << "nodes did not re-register their objects";
+  auto got_a = client_->Get("a");
+  ASSERT_TRUE(got_a.ok()) << got_a.status().ToString();
+  EXPECT_TRUE(*got_a == a);
+  ObjectMeta meta;
+  auto got_b = client_->Get("b", &meta);
+  ASSERT_TRUE(got_b.ok()) << got_b.status().ToString();
+  EXPECT_EQ(meta.tensor, doc.tensor);
+  EXPECT_FALSE(*client_->Exists("b")) << "delete-on-consume still applies after the restart";
+  EXPECT_EQ(client_->Put("a", b).code(), StatusCode::kAlreadyExists);
+  EXPECT_TRUE(client_->Put("c", b).ok());
 }
 
 class SmallStoreTest : public StoreTest {

@@ -87,15 +87,22 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     for (const pb::Segment& s : req->segments()) {
       segs.push_back({s.region_key(), s.size()});
     }
+    std::vector<ObjectRecord> objects;
+    for (const pb::ObjectRecord& o : req->objects()) {
+      objects.push_back(FromProto(o));
+    }
+    std::size_t skipped = 0;
     Status st;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      st = state_.RegisterNode(req->node_id(), req->endpoint(), segs, MasterClock::now());
+      st = state_.RegisterNode(req->node_id(), req->endpoint(), segs, objects, MasterClock::now(),
+                               &skipped);
     }
     if (st.ok()) {
-      SLUICE_LOG(info, "store node {} at {} registered {} segment(s)", req->node_id(),
-                 req->endpoint(), segs.size());
+      SLUICE_LOG(info, "store node {} at {} registered {} segment(s), {} object(s), {} skipped",
+                 req->node_id(), req->endpoint(), segs.size(), objects.size() - skipped, skipped);
     }
+    resp->set_skipped_objects(skipped);
     resp->set_heartbeat_interval_ms(
         static_cast<std::uint64_t>(state_.options().heartbeat_interval.count()));
     return Done(ctx, st);
@@ -104,8 +111,22 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const pb::HeartbeatRequest* req,
                                       pb::HeartbeatResponse* resp) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    resp->set_reregister(state_.Heartbeat(req->node_id(), MasterClock::now()));
+    HeartbeatReply reply;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reply = state_.Heartbeat(req->node_id(), req->acked_seq(), MasterClock::now());
+    }
+    resp->set_reregister(reply.reregister);
+    for (const NodeDelta& d : reply.deltas) {
+      pb::NodeDelta* p = resp->add_deltas();
+      p->set_seq(d.seq);
+      p->set_added(d.added);
+      if (d.added) {
+        ToProto(d.record, p->mutable_record());
+      } else {
+        p->mutable_record()->set_key(d.record.key);
+      }
+    }
     return Done(ctx, Status::Ok());
   }
 

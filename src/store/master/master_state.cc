@@ -1,6 +1,7 @@
 #include "store/master/master_state.h"
 
 #include <algorithm>
+#include <deque>
 #include <set>
 
 namespace sluice::internal {
@@ -14,6 +15,8 @@ struct MasterState::Node {
   std::string endpoint;
   std::vector<Seg> segs;
   TimePoint last_seen;
+  std::deque<NodeDelta> log;  // Directory changes not yet acknowledged.
+  std::uint64_t next_seq = 1;
 
   std::uint64_t FreeBytes() const {
     std::uint64_t f = 0;
@@ -68,7 +71,10 @@ std::vector<ObjectEvent> MasterState::TakeEvents() {
 }
 
 Status MasterState::RegisterNode(const std::string& node_id, const std::string& endpoint,
-                                 const std::vector<SegmentDesc>& segments, TimePoint now) {
+                                 const std::vector<SegmentDesc>& segments,
+                                 const std::vector<ObjectRecord>& objects, TimePoint now,
+                                 std::size_t* skipped) {
+  std::size_t skipped_count = 0;
   if (node_id.empty() || node_id.size() > 256 || endpoint.empty()) {
     return InvalidArgumentError("RegisterNode: node id (1..256 bytes) and endpoint are required");
   }
@@ -109,17 +115,91 @@ Status MasterState::RegisterNode(const std::string& node_id, const std::string& 
   for (const SegmentDesc& s : segments) {
     node->segs.push_back(Node::Seg{s.region_key, SegmentAllocator(s.size)});
   }
+  Node* n = node.get();
   nodes_[node_id] = std::move(node);
+  for (const ObjectRecord& rec : objects) {
+    if (!Restore(n, rec, now)) {
+      ++skipped_count;
+    }
+  }
+  if (skipped != nullptr) {
+    *skipped = skipped_count;
+  }
   return Status::Ok();
 }
 
-bool MasterState::Heartbeat(const std::string& node_id, TimePoint now) {
+bool MasterState::Restore(Node* node, const ObjectRecord& rec, TimePoint now) {
+  if (!CheckKey(rec.key).ok() || rec.size == 0) {
+    return false;
+  }
+  std::size_t seg = node->segs.size();
+  for (std::size_t i = 0; i < node->segs.size(); ++i) {
+    if (node->segs[i].region_key == rec.region_key) {
+      seg = i;
+    }
+  }
+  if (seg == node->segs.size()) {
+    return false;
+  }
+  auto it = objects_.find(rec.key);
+  if (it != objects_.end() && (!it->second->complete || it->second->size != rec.size)) {
+    return false;
+  }
+  if (!node->segs[seg].alloc.AllocateAt(rec.offset, rec.size).ok()) {
+    return false;
+  }
+  if (it == objects_.end()) {
+    auto obj = std::make_unique<Object>();
+    obj->key = rec.key;
+    obj->size = rec.size;
+    obj->tensor = rec.tensor;
+    obj->policy = rec.policy;
+    obj->complete = true;
+    obj->put_id = next_id_++;
+    if (obj->policy.kind == LeaseKind::kTtl) {
+      obj->expires_at = now + obj->policy.ttl;  // The clock restarts with the master.
+    }
+    if (obj->policy.kind == LeaseKind::kCache || obj->policy.kind == LeaseKind::kSoftPin) {
+      obj->lru = obj->policy.kind == LeaseKind::kCache ? &lru_cache_ : &lru_soft_pin_;
+      obj->lru_it = obj->lru->insert(obj->lru->end(), obj.get());
+    }
+    it = objects_.emplace(rec.key, std::move(obj)).first;
+  }
+  it->second->replicas.push_back(Object::Placement{node, seg, rec.offset});
+  return true;
+}
+
+HeartbeatReply MasterState::Heartbeat(const std::string& node_id, std::uint64_t acked_seq,
+                                      TimePoint now) {
+  HeartbeatReply reply;
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) {
-    return true;
+    reply.reregister = true;
+    return reply;
   }
-  it->second->last_seen = now;
-  return false;
+  Node& n = *it->second;
+  n.last_seen = now;
+  while (!n.log.empty() && n.log.front().seq <= acked_seq) {
+    n.log.pop_front();
+  }
+  for (std::size_t i = 0; i < n.log.size() && i < 4096; ++i) {
+    reply.deltas.push_back(n.log[i]);
+  }
+  return reply;
+}
+
+void MasterState::LogDelta(Object* obj, bool added) {
+  for (const auto& p : obj->replicas) {
+    NodeDelta d;
+    d.seq = p.node->next_seq++;
+    d.added = added;
+    d.record.key = obj->key;
+    if (added) {
+      d.record = ObjectRecord{
+          obj->key, p.node->segs[p.seg].region_key, p.offset, obj->size, obj->tensor, obj->policy};
+    }
+    p.node->log.push_back(std::move(d));
+  }
 }
 
 Status MasterState::CheckKey(const std::string& key) const {
@@ -249,6 +329,7 @@ Status MasterState::PutEnd(const std::string& key, std::uint64_t put_id, TimePoi
     return Status::Ok();  // A retry of a PutEnd that succeeded.
   }
   o.complete = true;
+  LogDelta(&o, true);
   if (o.policy.kind == LeaseKind::kTtl) {
     o.expires_at = now + o.policy.ttl;
   }
@@ -383,6 +464,9 @@ void MasterState::EvictToLowWatermark() {
 }
 
 void MasterState::Erase(Object* obj, std::optional<ObjectEventKind> event) {
+  if (obj->complete) {
+    LogDelta(obj, false);
+  }
   for (const auto& p : obj->replicas) {
     p.node->segs[p.seg].alloc.Free(p.offset, obj->size);
   }

@@ -41,6 +41,30 @@ struct SegmentDesc {
   std::uint64_t size = 0;
 };
 
+// What a store node keeps about each object it holds, so that a restarted
+// master can rebuild its table from the nodes' re-registrations.
+struct ObjectRecord {
+  std::string key;
+  std::uint64_t region_key = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  std::optional<TensorMeta> tensor;
+  LeasePolicy policy;
+};
+
+// One change to a node's directory, numbered per node; the node acknowledges
+// the highest number it applied with its next heartbeat.
+struct NodeDelta {
+  std::uint64_t seq = 0;
+  bool added = false;  // Else removed (only record.key is set).
+  ObjectRecord record;
+};
+
+struct HeartbeatReply {
+  bool reregister = false;  // The master does not know this node.
+  std::vector<NodeDelta> deltas;
+};
+
 struct PutRequest {
   std::string key;
   std::uint64_t size = 0;
@@ -86,12 +110,18 @@ class MasterState {
 
   // Adds a node, or replaces it if its segments changed (a restarted node:
   // its old objects are dropped and reported lost). Idempotent for the same
-  // segments. Errors: kInvalidArgument (empty id/endpoint, no segments, a
-  // segment under min_segment_bytes, duplicate region keys).
+  // segments. A new node's `objects` (its directory, after a master restart)
+  // become complete objects again; records that do not fit (unknown region,
+  // overlapping ranges, a key held elsewhere with another size) are skipped
+  // and counted in `*skipped`. Errors: kInvalidArgument (empty id/endpoint,
+  // no segments, a segment under min_segment_bytes, duplicate region keys).
   Status RegisterNode(const std::string& node_id, const std::string& endpoint,
-                      const std::vector<SegmentDesc>& segments, TimePoint now);
-  // Returns true if the node must re-register (the master does not know it).
-  bool Heartbeat(const std::string& node_id, TimePoint now);
+                      const std::vector<SegmentDesc>& segments,
+                      const std::vector<ObjectRecord>& objects, TimePoint now,
+                      std::size_t* skipped = nullptr);
+  // Records the node as alive, drops directory changes up to `acked_seq`
+  // and returns the rest (at most 4096).
+  HeartbeatReply Heartbeat(const std::string& node_id, std::uint64_t acked_seq, TimePoint now);
 
   Result<PutGrant> PutStart(const PutRequest& req, TimePoint now);
   Status PutEnd(const std::string& key, std::uint64_t put_id, TimePoint now);
@@ -113,6 +143,7 @@ class MasterState {
   struct Node;
   struct Object;
   Status CheckKey(const std::string& key) const;
+  bool Restore(Node* node, const ObjectRecord& rec, TimePoint now);
   Status Allocate(Object& obj, const PutRequest& req);
   bool EvictOne(const Object* protect);
   void EvictToLowWatermark();
@@ -120,6 +151,7 @@ class MasterState {
   void DropNode(const std::string& node_id, bool lost);
   void Touch(Object* obj);
   void Emit(ObjectEventKind kind, const std::string& key);
+  void LogDelta(Object* obj, bool added);
 
   MasterOptions options_;
   std::map<std::string, std::unique_ptr<Node>> nodes_;

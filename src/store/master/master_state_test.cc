@@ -18,7 +18,7 @@ class MasterStateTest : public ::testing::Test {
     return o;
   }
   void AddNode(const std::string& id, std::uint64_t bytes, std::uint64_t key) {
-    ASSERT_TRUE(state_.RegisterNode(id, id + ":1", {{key, bytes}}, now_).ok());
+    ASSERT_TRUE(state_.RegisterNode(id, id + ":1", {{key, bytes}}, {}, now_).ok());
   }
   Result<PutGrant> Put(const std::string& key, std::uint64_t size,
                        LeasePolicy policy = LeasePolicy::Cache()) {
@@ -79,9 +79,10 @@ TEST_F(MasterStateTest, SecondPutOfAKeyFailsButARetryOfTheSameRequestIsGranted) 
 }
 
 TEST_F(MasterStateTest, BadInputGetsSpecificErrors) {
-  EXPECT_EQ(state_.RegisterNode("n", "n:1", {{1, 4096}}, now_).code(), StatusCode::kInvalidArgument)
+  EXPECT_EQ(state_.RegisterNode("n", "n:1", {{1, 4096}}, {}, now_).code(),
+            StatusCode::kInvalidArgument)
       << "tiny segment";
-  EXPECT_EQ(state_.RegisterNode("n", "n:1", {{1, kMiB}, {1, kMiB}}, now_).code(),
+  EXPECT_EQ(state_.RegisterNode("n", "n:1", {{1, kMiB}, {1, kMiB}}, {}, now_).code(),
             StatusCode::kInvalidArgument)
       << "overlapping segments";
   AddNode("n1", 4 * kMiB, 11);
@@ -123,7 +124,7 @@ TEST_F(MasterStateTest, DeleteOnConsumeAfterNReads) {
 TEST_F(MasterStateTest, TtlExpiresAfterCommit) {
   AddNode("n1", 8 * kMiB, 11);
   ASSERT_TRUE(Put("t", 100, LeasePolicy::Ttl(500ms)).ok());
-  state_.Heartbeat("n1", now_ + 400ms);
+  state_.Heartbeat("n1", 0, now_ + 400ms);
   state_.Tick(now_ + 400ms);
   EXPECT_TRUE(state_.Exists("t"));
   state_.Tick(now_ + 600ms);
@@ -199,9 +200,10 @@ TEST_F(MasterStateTest, SilentNodeIsDroppedAndItsLastReplicasReportedLost) {
   EXPECT_EQ(g->replicas[0].node_id, "n1") << "preferred node honoured";
   ASSERT_TRUE(state_.PutEnd("only-n1", g->put_id, now_).ok());
   const TimePoint later = now_ + 4s;
-  EXPECT_FALSE(state_.Heartbeat("n2", later));
+  EXPECT_FALSE(state_.Heartbeat("n2", 0, later).reregister);
   state_.Tick(later);
-  EXPECT_TRUE(state_.Heartbeat("n1", later)) << "a dropped node is told to re-register";
+  EXPECT_TRUE(state_.Heartbeat("n1", 0, later).reregister)
+      << "a dropped node is told to re-register";
   EXPECT_TRUE(state_.Exists("both"));
   EXPECT_FALSE(state_.Exists("only-n1"));
   auto ev = state_.TakeEvents();
@@ -223,9 +225,52 @@ TEST_F(MasterStateTest, DeadWriterPutIsRevokedAfterThePutTimeout) {
   r.key = "w2";
   EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kResourceExhausted);
   const TimePoint later = now_ + state_.options().put_timeout + 1s;
-  state_.Heartbeat("n1", later);
+  state_.Heartbeat("n1", 0, later);
   state_.Tick(later);
   EXPECT_TRUE(state_.PutStart(r, later).ok()) << "the dead writer's space was freed";
+}
+
+TEST_F(MasterStateTest, NodeDirectoryFollowsCommitsAndRebuildsARestartedMaster) {
+  AddNode("n1", 8 * kMiB, 11);
+  PutRequest r;
+  r.key = "keep";
+  r.size = kMiB;
+  r.tensor = TensorMeta{"f32", {4}, {}, ""};
+  auto g = state_.PutStart(r, now_);
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(state_.Heartbeat("n1", 0, now_).deltas.empty()) << "uncommitted puts are not logged";
+  ASSERT_TRUE(state_.PutEnd("keep", g->put_id, now_).ok());
+  ASSERT_TRUE(Put("gone", 100).ok());
+  ASSERT_TRUE(state_.Remove("gone").ok());
+  HeartbeatReply hb = state_.Heartbeat("n1", 0, now_);
+  ASSERT_EQ(hb.deltas.size(), 3u);
+  EXPECT_TRUE(hb.deltas[0].added);
+  EXPECT_EQ(hb.deltas[0].record.offset, g->replicas[0].offset);
+  EXPECT_FALSE(hb.deltas[2].added);
+  EXPECT_EQ(hb.deltas[2].record.key, "gone");
+  EXPECT_EQ(state_.Heartbeat("n1", hb.deltas[1].seq, now_).deltas.size(), 1u)
+      << "acknowledged changes are dropped";
+
+  // A new master learns the object back from the node's directory.
+  MasterState fresh(Options());
+  EXPECT_TRUE(fresh.Heartbeat("n1", 0, now_).reregister);
+  std::size_t skipped = 0;
+  ObjectRecord bad = hb.deltas[0].record;
+  bad.key = "overlaps";
+  ASSERT_TRUE(
+      fresh.RegisterNode("n1", "n1:1", {{11, 8 * kMiB}}, {hb.deltas[0].record, bad}, now_, &skipped)
+          .ok());
+  EXPECT_EQ(skipped, 1u);
+  EXPECT_TRUE(fresh.Exists("keep"));
+  EXPECT_FALSE(fresh.Exists("overlaps"));
+  auto read = fresh.GetStart("keep", "", now_);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->meta.tensor, r.tensor);
+  EXPECT_EQ(read->replicas[0].offset, g->replicas[0].offset);
+  r.key = "new";
+  auto g2 = fresh.PutStart(r, now_);
+  ASSERT_TRUE(g2.ok());
+  EXPECT_NE(g2->replicas[0].offset, g->replicas[0].offset) << "restored space is not reused";
 }
 
 }  // namespace

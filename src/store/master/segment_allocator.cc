@@ -36,6 +36,31 @@ Result<std::uint64_t> SegmentAllocator::Allocate(std::uint64_t len) {
   return offset;
 }
 
+Status SegmentAllocator::AllocateAt(std::uint64_t offset, std::uint64_t len) {
+  if (len == 0 || offset % kAlign != 0) {
+    return InvalidArgumentError("AllocateAt: zero length or misaligned offset");
+  }
+  const std::uint64_t need = Rounded(len);
+  auto it = by_offset_.upper_bound(offset);
+  if (it == by_offset_.begin()) {
+    return AlreadyExistsError("AllocateAt: range is not free");
+  }
+  --it;
+  const auto [start, extent_len] = *it;
+  if (offset + need > start + extent_len) {
+    return AlreadyExistsError("AllocateAt: range is not free");
+  }
+  Erase(start, extent_len);
+  if (offset > start) {
+    Insert(start, offset - start);
+  }
+  if (start + extent_len > offset + need) {
+    Insert(offset + need, start + extent_len - offset - need);
+  }
+  used_ += need;
+  return Status::Ok();
+}
+
 void SegmentAllocator::Free(std::uint64_t offset, std::uint64_t len) {
   std::uint64_t start = offset;
   std::uint64_t size = Rounded(len);

@@ -32,6 +32,10 @@ class SegmentAllocator {
   // Returns the offset of `len` bytes (rounded up to kAlign).
   // Errors: kInvalidArgument (0 bytes); kResourceExhausted (no extent fits).
   Result<std::uint64_t> Allocate(std::uint64_t len);
+  // Claims exactly [offset, offset+len) (rounded up to kAlign), for rebuilding
+  // the table after a master restart. Errors: kInvalidArgument (misaligned),
+  // kAlreadyExists (any byte of the range is not free).
+  Status AllocateAt(std::uint64_t offset, std::uint64_t len);
   // Frees what Allocate(len) returned at `offset`. REQUIRES: it is allocated.
   void Free(std::uint64_t offset, std::uint64_t len);
 

@@ -43,6 +43,20 @@ TEST(SegmentAllocatorTest, ExhaustionAndFragmentationAreReported) {
   EXPECT_EQ(a.Allocate(0).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(SegmentAllocatorTest, AllocateAtClaimsExactRangesOnly) {
+  SegmentAllocator a(1024);
+  ASSERT_TRUE(a.AllocateAt(256, 100).ok());
+  EXPECT_EQ(a.AllocateAt(320, 10).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(a.AllocateAt(3, 10).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(a.AllocateAt(0, 64).ok());
+  EXPECT_EQ(a.used(), 64u + 128u);
+  EXPECT_EQ(*a.Allocate(64), 64u) << "the gap before the claimed range stays usable";
+  a.Free(256, 100);
+  a.Free(0, 64);
+  a.Free(64, 64);
+  EXPECT_EQ(a.Stats().free_extents, 1u);
+}
+
 TEST(SegmentAllocatorTest, RandomWorkloadKeepsAccountingExact) {
   SegmentAllocator a(1 << 20);
   std::mt19937_64 rng(1);

@@ -2,8 +2,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -79,12 +81,22 @@ class StoreNodeImpl {
       s->set_region_key(keys_[i].value);
       s->set_size(sizes_[i]);
     }
+    for (const auto& [key, rec] : directory_) {
+      *req.add_objects() = rec;
+    }
     pb::RegisterNodeResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + config_.rpc_timeout);
     Status s = FromGrpc(stub_->RegisterNode(&ctx, req, &resp), "RegisterNode");
     if (s.ok() && resp.heartbeat_interval_ms() > 0) {
       interval_ = std::chrono::milliseconds(resp.heartbeat_interval_ms());
+    }
+    if (s.ok()) {
+      acked_seq_ = 0;  // Change numbers restart with each registration.
+      if (resp.skipped_objects() > 0) {
+        SLUICE_LOG(warn, "store node {}: master could not take back {} object(s)", config_.node_id,
+                   resp.skipped_objects());
+      }
     }
     return s;
   }
@@ -107,11 +119,15 @@ class StoreNodeImpl {
       } else {
         pb::HeartbeatRequest req;
         req.set_node_id(config_.node_id);
+        req.set_acked_seq(acked_seq_);
         pb::HeartbeatResponse resp;
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + config_.rpc_timeout);
         s = FromGrpc(stub_->Heartbeat(&ctx, req, &resp), "Heartbeat");
         need_register = !s.ok() || resp.reregister();
+        if (s.ok()) {
+          Apply(resp);
+        }
       }
       registered_ = !need_register;
       if (!s.ok() && s.ToString() != last_error.ToString()) {
@@ -123,8 +139,24 @@ class StoreNodeImpl {
     }
   }
 
+  // Applies directory changes in order; a change seen twice (a lost
+  // heartbeat answer) is applied again harmlessly.
+  void Apply(const pb::HeartbeatResponse& resp) {
+    for (const pb::NodeDelta& d : resp.deltas()) {
+      if (d.added()) {
+        directory_[d.record().key()] = d.record();
+      } else {
+        directory_.erase(d.record().key());
+      }
+      acked_seq_ = std::max(acked_seq_, d.seq());
+    }
+  }
+
   TransferEngine* engine_;
   StoreNodeConfig config_;
+  // Objects this node holds, as the master reported them (heartbeat thread).
+  std::map<std::string, pb::ObjectRecord> directory_;
+  std::uint64_t acked_seq_ = 0;
   std::vector<SharedBuffer> memory_;
   std::vector<RegionKey> keys_;
   std::vector<std::uint64_t> sizes_;
