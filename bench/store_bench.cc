@@ -91,11 +91,12 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
   // evicting the oldest.
   const std::uint64_t node_memory = std::max<std::uint64_t>(area * 4, std::uint64_t{512} << 20);
 
-  SLUICE_ASSIGN_OR_RETURN(auto master,
-                          BenchChild::Spawn({exe, "master", "--listen", "127.0.0.1:0"}));
+  SLUICE_ASSIGN_OR_RETURN(auto master, BenchChild::Spawn({exe, "master", "--listen", "127.0.0.1:0",
+                                                          "--exit-on-stdin-eof"}));
   const std::string master_ep = master->Word(1);
-  SLUICE_ASSIGN_OR_RETURN(auto node, BenchChild::Spawn({exe, "store-node", "--master", master_ep,
-                                                        "--memory", std::to_string(node_memory)}));
+  SLUICE_ASSIGN_OR_RETURN(auto node,
+                          BenchChild::Spawn({exe, "store-node", "--master", master_ep, "--memory",
+                                             std::to_string(node_memory), "--exit-on-stdin-eof"}));
   // The raw target has the node's footprint, and raw puts cycle over it as
   // store puts do, so both see the same cache behaviour.
   std::vector<std::string> raw_args = {exe, "bench", "transfer-target", "--region-size",

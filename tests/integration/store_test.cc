@@ -27,9 +27,9 @@ class StoreTest : public ::testing::Test {
     ASSERT_EQ(master_->Word(1), "master") << master_->banner();
     master_ep_ = master_->Word(2);
     for (int i = 0; i < 2; ++i) {
-      nodes_.push_back(std::make_unique<ChildProcess>(
-          std::vector<std::string>{SLUICE_BIN, "store-node", "--master", master_ep_, "--memory",
-                                   NodeMemory(), "--node-id", "node" + std::to_string(i)}));
+      nodes_.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+          SLUICE_BIN, "store-node", "--master", master_ep_, "--memory", NodeMemory(), "--node-id",
+          "node" + std::to_string(i), "--exit-on-stdin-eof"}));
       ASSERT_EQ(nodes_.back()->Word(1), "store-node") << nodes_.back()->banner();
     }
     engine_ = MakeEngine({"tcp", "shm"});
@@ -53,7 +53,7 @@ class StoreTest : public ::testing::Test {
 
   void StartMaster(const std::string& listen) {
     master_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{SLUICE_BIN, "master", "--listen", listen});
+        std::vector<std::string>{SLUICE_BIN, "master", "--listen", listen, "--exit-on-stdin-eof"});
   }
 
   static std::unique_ptr<TransferEngine> MakeEngine(std::vector<std::string> transports) {
@@ -76,6 +76,19 @@ class StoreTest : public ::testing::Test {
     TestBuffer b = TestBuffer::Anonymous(size);
     EXPECT_TRUE(engine.RegisterMemory(b.data(), size, MemoryKind::kHost, Access::kLocalOnly).ok());
     return b;
+  }
+
+  // True once `key` no longer exists (bounded wait).
+  static bool EventuallyGone(StoreClient& c, const std::string& key) {
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      Result<bool> e = c.Exists(key);
+      if (e.ok() && !*e) {
+        return true;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return false;
   }
 
   std::unique_ptr<ChildProcess> master_;
@@ -152,7 +165,9 @@ TEST_F(StoreTest, DeleteOnConsumeWithTwoConsumers) {
   ASSERT_TRUE(client_->Get("payload").ok());
   EXPECT_TRUE(*client_->Exists("payload"));
   ASSERT_TRUE(other->Get("payload").ok());
-  EXPECT_FALSE(*client_->Exists("payload"));
+  // The read lease is released without waiting for the master's answer, so
+  // the deletion becomes visible a moment after the second Get returns.
+  EXPECT_TRUE(EventuallyGone(*client_, "payload"));
   EXPECT_EQ(other->Get("payload").status().code(), StatusCode::kNotFound);
 }
 
@@ -254,7 +269,7 @@ TEST_F(StoreTest, RestartedMasterServesEveryObjectAgain) {
   auto got_b = client_->Get("b", &meta);
   ASSERT_TRUE(got_b.ok()) << got_b.status().ToString();
   EXPECT_EQ(meta.tensor, doc.tensor);
-  EXPECT_FALSE(*client_->Exists("b")) << "delete-on-consume still applies after the restart";
+  EXPECT_TRUE(EventuallyGone(*client_, "b")) << "delete-on-consume still applies after restart";
   EXPECT_EQ(client_->Put("a", b).code(), StatusCode::kAlreadyExists);
   EXPECT_TRUE(client_->Put("c", b).ok());
 }
@@ -276,6 +291,7 @@ TEST_F(SmallStoreTest, FullStoreIsResourceExhaustedUntilPayloadsAreConsumed) {
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
   EXPECT_EQ(stored, 4);
   ASSERT_TRUE(client_->Get("p0").ok());
+  ASSERT_TRUE(EventuallyGone(*client_, "p0"));
   EXPECT_TRUE(client_->Put("after", v, o).ok()) << "space freed by consumption is reused";
 }
 

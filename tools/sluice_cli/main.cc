@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "sluice/logging.h"
 #include "sluice/store/master.h"
@@ -44,7 +45,17 @@ void BlockStopSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int WaitForStopSignal() {
+// With `exit_on_eof`, a thread turns EOF on stdin into SIGTERM: helper
+// processes started by tests and benchmarks then die with their parent.
+int WaitForStopSignal(bool exit_on_eof) {
+  if (exit_on_eof) {
+    std::thread([] {
+      char c;
+      while (::read(0, &c, 1) > 0) {
+      }
+      ::kill(::getpid(), SIGTERM);
+    }).detach();
+  }
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
@@ -54,7 +65,7 @@ int WaitForStopSignal() {
   return sig;
 }
 
-int RunMaster(const sluice::MasterConfig& config) {
+int RunMaster(const sluice::MasterConfig& config, bool exit_on_eof) {
   BlockStopSignals();
   auto master = sluice::MasterServer::Start(config);
   if (!master.ok()) {
@@ -62,11 +73,12 @@ int RunMaster(const sluice::MasterConfig& config) {
     return 1;
   }
   std::cout << "READY master " << (*master)->endpoint() << std::endl;
-  WaitForStopSignal();
+  WaitForStopSignal(exit_on_eof);
   return 0;
 }
 
-int RunStoreNode(const std::string& listen, const sluice::StoreNodeConfig& config) {
+int RunStoreNode(const std::string& listen, const sluice::StoreNodeConfig& config,
+                 bool exit_on_eof) {
   BlockStopSignals();
   sluice::EngineConfig ec;
   ec.listen = listen;
@@ -82,7 +94,7 @@ int RunStoreNode(const std::string& listen, const sluice::StoreNodeConfig& confi
   }
   std::cout << "READY store-node " << (*node)->node_id() << " " << (*engine)->endpoint()
             << std::endl;
-  WaitForStopSignal();
+  WaitForStopSignal(exit_on_eof);
   return 0;
 }
 
@@ -107,6 +119,9 @@ int main(int argc, char** argv) {
   master->add_option("--listen", master_config.listen, "gRPC endpoint host:port (port 0 picks one)")
       ->capture_default_str();
 
+  bool exit_on_eof = false;
+  master->add_flag("--exit-on-stdin-eof", exit_on_eof, "stop when stdin closes (for supervisors)");
+
   sluice::StoreNodeConfig node_config;
   std::string node_listen = "127.0.0.1:0", node_memory = "1GiB";
   CLI::App* store_node =
@@ -121,6 +136,8 @@ int main(int argc, char** argv) {
   store_node->add_option("--listen", node_listen, "transfer-engine endpoint host:port")
       ->capture_default_str();
   store_node->add_option("--node-id", node_config.node_id, "default: the engine endpoint");
+  store_node->add_flag("--exit-on-stdin-eof", exit_on_eof,
+                       "stop when stdin closes (for supervisors)");
 
   sluice::bench::TransferBenchOptions opts;
   std::string op = "write", block = "16MiB", slice = "1MiB";
@@ -193,11 +210,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*master) {
-    return RunMaster(master_config);
+    return RunMaster(master_config, exit_on_eof);
   }
   if (*store_node) {
     node_config.memory_bytes = *sluice::ParseByteSize(node_memory);
-    return RunStoreNode(node_listen, node_config);
+    return RunStoreNode(node_listen, node_config, exit_on_eof);
   }
   if (*target) {
     return sluice::bench::RunTransferTarget(region_size, shared, target_io);

@@ -78,7 +78,10 @@ class StoreClient {
 
   // Reads the object into `dst` (registered memory of at least the object's
   // size) from the nearest replica, trying the others if it fails. Holds a
-  // read lease for the duration. Returns its size and tensor metadata.
+  // read lease for the duration; the lease is released without waiting for
+  // the master's answer, so a delete-on-consume deletion becomes visible a
+  // moment after the call returns (the client's destructor waits for such
+  // releases). Returns the object's size and tensor metadata.
   // Errors: kNotFound; kFailedPrecondition (still being written: WaitFor);
   // kInvalidArgument (`capacity` smaller than the object; the error names
   // the size needed); kUnavailable (every replica failed).

@@ -1,5 +1,6 @@
 #include <grpcpp/grpcpp.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 
@@ -21,6 +22,12 @@ class StoreClientImpl {
       : engine_(engine), config_(std::move(config)) {}
 
   ~StoreClientImpl() {
+    {
+      // Lease releases still in flight finish first (each has a deadline),
+      // so a Get followed by exit still counts as a completed read.
+      std::unique_lock<std::mutex> lock(release_mu_);
+      release_cv_.wait(lock, [this] { return releases_in_flight_ == 0; });
+    }
     if (staging_key_.value != 0) {
       (void)engine_->UnregisterMemory(staging_key_);
     }
@@ -177,8 +184,17 @@ class StoreClientImpl {
     call->req.set_lease_id(g.lease_id);
     call->req.set_completed(completed);
     SetDeadline(&call->ctx, config_.rpc_timeout);
-    stub_->async()->GetEnd(&call->ctx, &call->req, &call->resp,
-                           [call](const grpc::Status&) { delete call; });
+    {
+      std::lock_guard<std::mutex> lock(release_mu_);
+      ++releases_in_flight_;
+    }
+    stub_->async()->GetEnd(&call->ctx, &call->req, &call->resp, [this, call](const grpc::Status&) {
+      delete call;
+      std::lock_guard<std::mutex> lock(release_mu_);
+      if (--releases_in_flight_ == 0) {
+        release_cv_.notify_all();
+      }
+    });
   }
 
   // Reads [object_offset, +len) into `local`, nearest replica first.
@@ -371,6 +387,9 @@ class StoreClientImpl {
   SharedBuffer staging_;
   RegionKey staging_key_;
   std::mutex staging_mu_;
+  std::mutex release_mu_;
+  std::condition_variable release_cv_;
+  int releases_in_flight_ = 0;  // Guarded by release_mu_.
 };
 
 }  // namespace sluice::internal
