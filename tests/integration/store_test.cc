@@ -1,5 +1,6 @@
 // The store across processes on loopback: a master and two store nodes run
 // as `sluice` child processes; clients run in this process.
+#include <httplib.h>
 #include <signal.h>
 
 #include <atomic>
@@ -52,8 +53,8 @@ class StoreTest : public ::testing::Test {
   virtual std::string NodeMemory() const { return "320MiB"; }
 
   void StartMaster(const std::string& listen) {
-    master_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{SLUICE_BIN, "master", "--listen", listen, "--exit-on-stdin-eof"});
+    master_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+        SLUICE_BIN, "master", "--listen", listen, "--metrics-port", "0", "--exit-on-stdin-eof"});
   }
 
   static std::unique_ptr<TransferEngine> MakeEngine(std::vector<std::string> transports) {
@@ -272,6 +273,24 @@ TEST_F(StoreTest, RestartedMasterServesEveryObjectAgain) {
   EXPECT_TRUE(EventuallyGone(*client_, "b")) << "delete-on-consume still applies after restart";
   EXPECT_EQ(client_->Put("a", b).code(), StatusCode::kAlreadyExists);
   EXPECT_TRUE(client_->Put("c", b).ok());
+}
+
+TEST_F(StoreTest, MasterExportsPrometheusMetrics) {
+  std::vector<std::byte> v(2 * kMiB);
+  ASSERT_TRUE(client_->Put("m1", v).ok());
+  ASSERT_TRUE(client_->Get("m1").ok());
+  httplib::Client http("http://" + master_->Word(3));
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << "no answer from " << master_->Word(3);
+  EXPECT_EQ(res->status, 200);
+  const std::string& body = res->body;
+  EXPECT_NE(body.find("sluice_store_nodes 2\n"), std::string::npos) << body;
+  EXPECT_NE(body.find("sluice_store_objects 1\n"), std::string::npos) << body;
+  EXPECT_NE(body.find("sluice_store_bytes{tier=\"memory\",state=\"capacity\"}"), std::string::npos);
+  EXPECT_NE(body.find("sluice_master_rpc_seconds_count{method=\"PutStart\"}"), std::string::npos);
+  EXPECT_EQ(body.find("sluice_master_rpc_seconds_count{method=\"GetStart\"} 0\n"),
+            std::string::npos)
+      << "the Get was counted";
 }
 
 class SmallStoreTest : public StoreTest {

@@ -72,7 +72,9 @@ int RunMaster(const sluice::MasterConfig& config, bool exit_on_eof) {
     std::cerr << "sluice master: " << master.status().ToString() << "\n";
     return 1;
   }
-  std::cout << "READY master " << (*master)->endpoint() << std::endl;
+  std::cout << "READY master " << (*master)->endpoint() << " "
+            << ((*master)->metrics_endpoint().empty() ? "-" : (*master)->metrics_endpoint())
+            << std::endl;
   WaitForStopSignal(exit_on_eof);
   return 0;
 }
@@ -118,6 +120,10 @@ int main(int argc, char** argv) {
   CLI::App* master = app.add_subcommand("master", "run the store master (metadata, gRPC)");
   master->add_option("--listen", master_config.listen, "gRPC endpoint host:port (port 0 picks one)")
       ->capture_default_str();
+  master
+      ->add_option("--metrics-port", master_config.metrics_port,
+                   "serve Prometheus /metrics on this port of the --listen host (0 picks one)")
+      ->check(CLI::Range(0, 65535));
 
   bool exit_on_eof = false;
   master->add_flag("--exit-on-stdin-eof", exit_on_eof, "stop when stdin closes (for supervisors)");

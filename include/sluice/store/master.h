@@ -25,6 +25,9 @@ class MasterServerImpl;
 
 struct MasterConfig {
   std::string listen = "127.0.0.1:0";  // gRPC endpoint; port 0 picks one.
+  // Prometheus text at GET /metrics on this port of the `listen` host
+  // (0 picks one); -1: no metrics endpoint.
+  int metrics_port = -1;
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds node_timeout{3000};  // Silent this long: node lost.
   std::chrono::milliseconds put_timeout{60000};  // Open put this long: revoked.
@@ -54,6 +57,8 @@ class MasterServer {
 
   // "host:port" with the bound port.
   const std::string& endpoint() const;
+  // The metrics endpoint's "host:port", or empty when disabled.
+  const std::string& metrics_endpoint() const;
   MasterMetrics Metrics() const;
 
  private:

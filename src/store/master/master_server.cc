@@ -1,9 +1,13 @@
 // gRPC face of MasterState: one mutex around the state, a ticker thread for
 // timeouts, and WaitFor calls parked until their key commits or times out.
+#include <httplib.h>
+
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "sluice/store/master.h"
@@ -18,6 +22,65 @@
 namespace sluice::internal {
 
 namespace pb = ::sluice::store::v1;
+
+// Per-method RPC latency, exported as Prometheus histograms.
+class RpcStats {
+ public:
+  enum Method {
+    kRegisterNode,
+    kHeartbeat,
+    kPutStart,
+    kPutEnd,
+    kPutRevoke,
+    kGetStart,
+    kGetEnd,
+    kRemove,
+    kExists,
+    kCount
+  };
+  static constexpr std::array<const char*, kCount> kNames = {
+      "RegisterNode", "Heartbeat", "PutStart", "PutEnd", "PutRevoke",
+      "GetStart",     "GetEnd",    "Remove",   "Exists"};
+  static constexpr std::array<double, 8> kBuckets = {25e-6,  50e-6, 100e-6, 250e-6,
+                                                     500e-6, 1e-3,  1e-2,   1e-1};
+
+  void Record(Method m, MasterClock::time_point start) {
+    const double s = std::chrono::duration<double>(MasterClock::now() - start).count();
+    std::lock_guard<std::mutex> lock(mu_);
+    Hist& h = hist_[m];
+    ++h.count;
+    h.sum += s;
+    for (std::size_t b = 0; b < kBuckets.size(); ++b) {
+      h.buckets[b] += s <= kBuckets[b] ? 1 : 0;
+    }
+  }
+
+  void Write(std::ostringstream& out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    out << "# HELP sluice_master_rpc_seconds Master RPC handling time.\n"
+        << "# TYPE sluice_master_rpc_seconds histogram\n";
+    for (int m = 0; m < kCount; ++m) {
+      const Hist& h = hist_[m];
+      for (std::size_t b = 0; b < kBuckets.size(); ++b) {
+        out << "sluice_master_rpc_seconds_bucket{method=\"" << kNames[m] << "\",le=\""
+            << kBuckets[b] << "\"} " << h.buckets[b] << "\n";
+      }
+      out << "sluice_master_rpc_seconds_bucket{method=\"" << kNames[m] << "\",le=\"+Inf\"} "
+          << h.count << "\n";
+      out << "sluice_master_rpc_seconds_sum{method=\"" << kNames[m] << "\"} " << h.sum << "\n";
+      out << "sluice_master_rpc_seconds_count{method=\"" << kNames[m] << "\"} " << h.count << "\n";
+    }
+  }
+
+ private:
+  struct Hist {
+    std::uint64_t count = 0;
+    double sum = 0;
+    std::array<std::uint64_t, kBuckets.size()> buckets{};
+  };
+  std::mutex mu_;
+  std::array<Hist, kCount> hist_{};
+};
 
 class MasterServerImpl final : public pb::Master::CallbackService {
  public:
@@ -52,6 +115,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   }
 
   ~MasterServerImpl() override {
+    StopMetrics();
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
@@ -83,6 +147,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* ctx,
                                          const pb::RegisterNodeRequest* req,
                                          pb::RegisterNodeResponse* resp) override {
+    const auto start = MasterClock::now();
     std::vector<SegmentDesc> segs;
     for (const pb::Segment& s : req->segments()) {
       segs.push_back({s.region_key(), s.size()});
@@ -105,12 +170,13 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     resp->set_skipped_objects(skipped);
     resp->set_heartbeat_interval_ms(
         static_cast<std::uint64_t>(state_.options().heartbeat_interval.count()));
-    return Done(ctx, st);
+    return Done(ctx, RpcStats::kRegisterNode, start, st);
   }
 
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const pb::HeartbeatRequest* req,
                                       pb::HeartbeatResponse* resp) override {
+    const auto start = MasterClock::now();
     HeartbeatReply reply;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -127,12 +193,13 @@ class MasterServerImpl final : public pb::Master::CallbackService {
         p->mutable_record()->set_key(d.record.key);
       }
     }
-    return Done(ctx, Status::Ok());
+    return Done(ctx, RpcStats::kHeartbeat, start, Status::Ok());
   }
 
   grpc::ServerUnaryReactor* PutStart(grpc::CallbackServerContext* ctx,
                                      const pb::PutStartRequest* req,
                                      pb::PutStartResponse* resp) override {
+    const auto start = MasterClock::now();
     PutRequest r;
     r.key = req->key();
     r.size = req->size();
@@ -153,11 +220,12 @@ class MasterServerImpl final : public pb::Master::CallbackService {
         ToProto(loc, resp->add_replicas());
       }
     }
-    return Done(ctx, g.status());
+    return Done(ctx, RpcStats::kPutStart, start, g.status());
   }
 
   grpc::ServerUnaryReactor* PutEnd(grpc::CallbackServerContext* ctx, const pb::PutEndRequest* req,
                                    pb::PutEndResponse*) override {
+    const auto start = MasterClock::now();
     std::vector<Waiter> wake;
     Status st;
     {
@@ -172,19 +240,21 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     for (Waiter& w : wake) {
       w.reactor->Finish(grpc::Status::OK);
     }
-    return Done(ctx, st);
+    return Done(ctx, RpcStats::kPutEnd, start, st);
   }
 
   grpc::ServerUnaryReactor* PutRevoke(grpc::CallbackServerContext* ctx,
                                       const pb::PutRevokeRequest* req,
                                       pb::PutRevokeResponse*) override {
+    const auto start = MasterClock::now();
     std::lock_guard<std::mutex> lock(mu_);
-    return Done(ctx, state_.PutRevoke(req->key(), req->put_id()));
+    return Done(ctx, RpcStats::kPutRevoke, start, state_.PutRevoke(req->key(), req->put_id()));
   }
 
   grpc::ServerUnaryReactor* GetStart(grpc::CallbackServerContext* ctx,
                                      const pb::GetStartRequest* req,
                                      pb::GetStartResponse* resp) override {
+    const auto start = MasterClock::now();
     Result<ReadGrant> g = [&] {
       std::lock_guard<std::mutex> lock(mu_);
       return state_.GetStart(req->key(), req->client_endpoint(), MasterClock::now());
@@ -199,26 +269,30 @@ class MasterServerImpl final : public pb::Master::CallbackService {
         ToProto(loc, resp->add_replicas());
       }
     }
-    return Done(ctx, g.status());
+    return Done(ctx, RpcStats::kGetStart, start, g.status());
   }
 
   grpc::ServerUnaryReactor* GetEnd(grpc::CallbackServerContext* ctx, const pb::GetEndRequest* req,
                                    pb::GetEndResponse*) override {
+    const auto start = MasterClock::now();
     std::lock_guard<std::mutex> lock(mu_);
-    return Done(ctx, state_.GetEnd(req->key(), req->lease_id(), req->completed()));
+    return Done(ctx, RpcStats::kGetEnd, start,
+                state_.GetEnd(req->key(), req->lease_id(), req->completed()));
   }
 
   grpc::ServerUnaryReactor* Remove(grpc::CallbackServerContext* ctx, const pb::KeyRequest* req,
                                    pb::RemoveResponse*) override {
+    const auto start = MasterClock::now();
     std::lock_guard<std::mutex> lock(mu_);
-    return Done(ctx, state_.Remove(req->key()));
+    return Done(ctx, RpcStats::kRemove, start, state_.Remove(req->key()));
   }
 
   grpc::ServerUnaryReactor* Exists(grpc::CallbackServerContext* ctx, const pb::KeyRequest* req,
                                    pb::ExistsResponse* resp) override {
+    const auto start = MasterClock::now();
     std::lock_guard<std::mutex> lock(mu_);
     resp->set_exists(state_.Exists(req->key()));
-    return Done(ctx, Status::Ok());
+    return Done(ctx, RpcStats::kExists, start, Status::Ok());
   }
 
   grpc::ServerUnaryReactor* WaitFor(grpc::CallbackServerContext* ctx, const pb::WaitForRequest* req,
@@ -250,7 +324,9 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     TimePoint deadline;
   };
 
-  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const Status& s) {
+  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, RpcStats::Method method,
+                                 MasterClock::time_point start, const Status& s) {
+    rpc_stats_.Record(method, start);
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpc(s));
     return reactor;
@@ -292,6 +368,65 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   std::unique_ptr<grpc::Server> server_;
   std::string endpoint_;
   std::thread ticker_;
+  RpcStats rpc_stats_;
+  httplib::Server http_;
+  std::thread http_thread_;
+  std::string metrics_endpoint_;
+
+ public:
+  Status StartMetrics(const std::string& listen, int metrics_port) {
+    if (metrics_port < 0) {
+      return Status::Ok();
+    }
+    if (metrics_port > 65535) {
+      return InvalidArgumentError("master: metrics_port must be in 0..65535");
+    }
+    SLUICE_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(listen, true));
+    hp.port = static_cast<std::uint16_t>(metrics_port);
+    http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(MetricsText(), "text/plain; version=0.0.4");
+    });
+    const int port = hp.port == 0 ? http_.bind_to_any_port(hp.host)
+                                  : (http_.bind_to_port(hp.host, hp.port) ? hp.port : -1);
+    if (port <= 0) {
+      return UnavailableError("metrics endpoint cannot listen on " + hp.ToString(),
+                              FailureScope::kTransport);
+    }
+    hp.port = static_cast<std::uint16_t>(port);
+    metrics_endpoint_ = hp.ToString();
+    http_thread_ = std::thread([this] { http_.listen_after_bind(); });
+    return Status::Ok();
+  }
+  void StopMetrics() {
+    if (http_thread_.joinable()) {
+      http_.stop();
+      http_thread_.join();
+    }
+  }
+  const std::string& metrics_endpoint() const { return metrics_endpoint_; }
+
+  std::string MetricsText() {
+    const MasterMetrics m = Metrics();
+    std::ostringstream out;
+    auto gauge = [&](const char* name, const char* help, const char* type, std::uint64_t v) {
+      out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+          << name << " " << v << "\n";
+    };
+    gauge("sluice_store_nodes", "Registered store nodes.", "gauge", m.nodes);
+    gauge("sluice_store_objects", "Committed objects.", "gauge", m.objects);
+    gauge("sluice_store_objects_writing", "Objects with an open put.", "gauge", m.objects_writing);
+    out << "# HELP sluice_store_bytes Store bytes per tier.\n# TYPE sluice_store_bytes gauge\n"
+        << "sluice_store_bytes{tier=\"memory\",state=\"capacity\"} " << m.capacity_bytes << "\n"
+        << "sluice_store_bytes{tier=\"memory\",state=\"used\"} " << m.used_bytes << "\n";
+    gauge("sluice_store_evictions_total", "Objects evicted under memory pressure.", "counter",
+          m.evictions);
+    gauge("sluice_store_lease_expiries_total", "Put and read leases that timed out.", "counter",
+          m.lease_expiries);
+    gauge("sluice_store_objects_lost_total", "Objects that lost their last replica.", "counter",
+          m.objects_lost);
+    rpc_stats_.Write(out);
+    return out.str();
+  }
 };
 
 }  // namespace sluice::internal
@@ -312,6 +447,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& co
   }
   auto impl = std::make_unique<internal::MasterServerImpl>(config);
   SLUICE_RETURN_IF_ERROR(impl->Start(config.listen));
+  SLUICE_RETURN_IF_ERROR(impl->StartMetrics(config.listen, config.metrics_port));
   return std::unique_ptr<MasterServer>(new MasterServer(std::move(impl)));
 }
 
@@ -320,6 +456,9 @@ const std::string& MasterServer::endpoint() const {
 }
 MasterMetrics MasterServer::Metrics() const {
   return impl_->Metrics();
+}
+const std::string& MasterServer::metrics_endpoint() const {
+  return impl_->metrics_endpoint();
 }
 
 }  // namespace sluice
