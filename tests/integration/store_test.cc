@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -213,6 +214,13 @@ TEST_F(StoreTest, BadInputGetsSpecificErrors) {
 }
 
 TEST_F(StoreTest, KilledNodeLosesOnlyItsObjects) {
+  std::mutex mu;
+  std::vector<StoreEvent> events;
+  client_->Subscribe([&](const StoreEvent& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back(e);
+  });
+  std::this_thread::sleep_for(100ms);  // Let the watch stream open.
   PutOptions on0, on1;
   on0.preferred_node = "node0";
   on1.preferred_node = "node1";
@@ -235,6 +243,17 @@ TEST_F(StoreTest, KilledNodeLosesOnlyItsObjects) {
   auto b2 = client_->Get("on-both");
   ASSERT_TRUE(b2.ok()) << b2.status().ToString();
   EXPECT_EQ(b2->size(), kMiB);
+  const auto by = std::chrono::steady_clock::now() + 2s;
+  bool lost = false;
+  while (!lost && std::chrono::steady_clock::now() < by) {
+    std::this_thread::sleep_for(10ms);
+    std::lock_guard<std::mutex> lock(mu);
+    for (const StoreEvent& e : events) {
+      lost = lost || (e.kind == StoreEventKind::kLost && e.key == "on-node0");
+      EXPECT_NE(e.key, "on-both") << "an object with a surviving replica is not lost";
+    }
+  }
+  EXPECT_TRUE(lost) << "no lost event for the dead node's object";
 }
 
 TEST_F(StoreTest, RestartedMasterServesEveryObjectAgain) {

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -97,6 +98,12 @@ class StoreClient {
   // Returns once `key` is committed (at once if it is), or
   // kDeadlineExceeded after `timeout`. Idempotent.
   Status WaitFor(std::string_view key, std::chrono::milliseconds timeout);
+
+  // Delivers object events (lost, expired, evicted, consumed) to `handler`
+  // on a client thread until the client is destroyed; reconnects when the
+  // master goes away. At most once: events while disconnected are missed.
+  // Replaces a previous handler. The handler must not block for long.
+  void Subscribe(std::function<void(const StoreEvent&)> handler);
 
   // Batch forms: one status per item, items run concurrently.
   struct PutItem {

@@ -58,6 +58,18 @@ struct ObjectMeta {
   std::optional<TensorMeta> tensor;
 };
 
+enum class StoreEventKind : std::uint8_t {
+  kLost,      // Its last replica's node died: re-run whatever produced it.
+  kExpired,   // Its TTL passed.
+  kEvicted,   // Evicted under memory pressure (cache and soft-pin objects only).
+  kConsumed,  // Deleted after its delete-on-consume reads.
+};
+
+struct StoreEvent {
+  StoreEventKind kind;
+  std::string key;
+};
+
 }  // namespace sluice
 
 #endif  // SLUICE_STORE_TYPES_H_

@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "sluice/store/client.h"
 
@@ -22,6 +23,7 @@ class StoreClientImpl {
       : engine_(engine), config_(std::move(config)) {}
 
   ~StoreClientImpl() {
+    StopWatching();
     {
       // Lease releases still in flight finish first (each has a deadline),
       // so a Get followed by exit still counts as a completed read.
@@ -376,7 +378,56 @@ class StoreClientImpl {
     return out;
   }
 
+  void Subscribe(std::function<void(const StoreEvent&)> handler) {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    handler_ = std::make_shared<std::function<void(const StoreEvent&)>>(std::move(handler));
+    if (!watch_thread_.joinable()) {
+      watch_thread_ = std::thread([this] { WatchLoop(); });
+    }
+  }
+
  private:
+  // Reads the event stream; reopens it (every 200 ms) while the master is away.
+  void WatchLoop() {
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(watch_mu_);
+        if (watch_stopping_) {
+          return;
+        }
+        watch_ctx_ = std::make_unique<grpc::ClientContext>();
+      }
+      pb::WatchRequest req;
+      auto reader = stub_->WatchEvents(watch_ctx_.get(), req);
+      pb::ObjectEvent e;
+      while (reader->Read(&e)) {
+        std::shared_ptr<std::function<void(const StoreEvent&)>> h;
+        {
+          std::lock_guard<std::mutex> lock(watch_mu_);
+          h = handler_;
+        }
+        (*h)(StoreEvent{static_cast<StoreEventKind>(e.kind()), e.key()});
+      }
+      (void)reader->Finish();
+      std::unique_lock<std::mutex> lock(watch_mu_);
+      watch_cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return watch_stopping_; });
+    }
+  }
+
+  void StopWatching() {
+    {
+      std::lock_guard<std::mutex> lock(watch_mu_);
+      watch_stopping_ = true;
+      if (watch_ctx_ != nullptr) {
+        watch_ctx_->TryCancel();
+      }
+    }
+    watch_cv_.notify_all();
+    if (watch_thread_.joinable()) {
+      watch_thread_.join();
+    }
+  }
+
   static void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
     ctx->set_deadline(std::chrono::system_clock::now() + timeout);
   }
@@ -390,6 +441,13 @@ class StoreClientImpl {
   std::mutex release_mu_;
   std::condition_variable release_cv_;
   int releases_in_flight_ = 0;  // Guarded by release_mu_.
+
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  std::shared_ptr<std::function<void(const StoreEvent&)>> handler_;  // Guarded by watch_mu_.
+  std::unique_ptr<grpc::ClientContext> watch_ctx_;                   // Guarded by watch_mu_.
+  bool watch_stopping_ = false;                                      // Guarded by watch_mu_.
+  std::thread watch_thread_;
 };
 
 }  // namespace sluice::internal
@@ -432,6 +490,9 @@ Result<bool> StoreClient::Exists(std::string_view key) {
 }
 Status StoreClient::WaitFor(std::string_view key, std::chrono::milliseconds timeout) {
   return impl_->WaitFor(key, timeout);
+}
+void StoreClient::Subscribe(std::function<void(const StoreEvent&)> handler) {
+  impl_->Subscribe(std::move(handler));
 }
 std::vector<Status> StoreClient::BatchPutFrom(std::span<const PutItem> items) {
   return impl_->BatchPutFrom(items);

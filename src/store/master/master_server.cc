@@ -5,8 +5,11 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -82,6 +85,63 @@ class RpcStats {
   std::array<Hist, kCount> hist_{};
 };
 
+// One WatchEvents stream: events queue up here and are written one at a
+// time. Lives until gRPC calls OnDone.
+class EventWatcher final : public grpc::ServerWriteReactor<pb::ObjectEvent> {
+ public:
+  using OnGone = std::function<void(EventWatcher*)>;
+  explicit EventWatcher(OnGone on_gone) : on_gone_(std::move(on_gone)) {}
+
+  void Push(const ObjectEvent& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_ || queue_.size() >= 65536) {
+      return;  // A watcher that cannot keep up loses events (at most once).
+    }
+    pb::ObjectEvent p;
+    p.set_kind(static_cast<pb::ObjectEvent::Kind>(e.kind));
+    p.set_key(e.key);
+    queue_.push_back(std::move(p));
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+    }
+  }
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.pop_front();
+    writing_ = false;
+    if (!ok) {
+      if (!finished_) {
+        finished_ = true;
+        Finish(grpc::Status::OK);
+      }
+      return;
+    }
+    if (!queue_.empty() && !finished_) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+    }
+  }
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!finished_) {
+      finished_ = true;
+      Finish(grpc::Status::CANCELLED);
+    }
+  }
+  void OnDone() override {
+    on_gone_(this);
+    delete this;
+  }
+
+ private:
+  OnGone on_gone_;
+  std::mutex mu_;
+  std::deque<pb::ObjectEvent> queue_;  // Front is being written when writing_.
+  bool writing_ = false;
+  bool finished_ = false;
+};
+
 class MasterServerImpl final : public pb::Master::CallbackService {
  public:
   explicit MasterServerImpl(const MasterConfig& c) : state_(ToOptions(c)) {}
@@ -131,7 +191,8 @@ class MasterServerImpl final : public pb::Master::CallbackService {
       ticker_.join();
     }
     if (server_ != nullptr) {
-      server_->Shutdown();
+      // Cancels what is still in flight (event streams) at once.
+      server_->Shutdown(std::chrono::system_clock::now());
     }
   }
 
@@ -318,6 +379,17 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     return reactor;
   }
 
+  grpc::ServerWriteReactor<pb::ObjectEvent>* WatchEvents(grpc::CallbackServerContext*,
+                                                         const pb::WatchRequest*) override {
+    auto* w = new EventWatcher([this](EventWatcher* gone) {
+      std::lock_guard<std::mutex> lock(watchers_mu_);
+      watchers_.erase(gone);
+    });
+    std::lock_guard<std::mutex> lock(watchers_mu_);
+    watchers_.insert(w);
+    return w;
+  }
+
  private:
   struct Waiter {
     grpc::ServerUnaryReactor* reactor;
@@ -338,10 +410,16 @@ class MasterServerImpl final : public pb::Master::CallbackService {
       cv_.wait_for(lock, std::chrono::milliseconds(100));
       const TimePoint now = MasterClock::now();
       state_.Tick(now);
-      for (const ObjectEvent& e : state_.TakeEvents()) {
-        if (e.kind == ObjectEventKind::kLost || e.kind == ObjectEventKind::kExpired) {
-          SLUICE_LOG(info, "object '{}' {}", e.key,
-                     e.kind == ObjectEventKind::kLost ? "lost" : "expired");
+      const std::vector<ObjectEvent> events = state_.TakeEvents();
+      if (!events.empty()) {
+        std::lock_guard<std::mutex> wl(watchers_mu_);
+        for (const ObjectEvent& e : events) {
+          if (e.kind == ObjectEventKind::kLost) {
+            SLUICE_LOG(warn, "object '{}' lost with its last replica", e.key);
+          }
+          for (EventWatcher* w : watchers_) {
+            w->Push(e);
+          }
         }
       }
       for (auto it = waiters_.begin(); it != waiters_.end();) {
@@ -369,6 +447,8 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   std::string endpoint_;
   std::thread ticker_;
   RpcStats rpc_stats_;
+  std::mutex watchers_mu_;            // Taken after mu_ when both are held.
+  std::set<EventWatcher*> watchers_;  // Guarded by watchers_mu_.
   httplib::Server http_;
   std::thread http_thread_;
   std::string metrics_endpoint_;
