@@ -82,6 +82,8 @@ inline void ToProto(const ObjectRecord& r, store::v1::ObjectRecord* p) {
     ToProto(*r.tensor, p->mutable_tensor());
   }
   ToProto(r.policy, p->mutable_policy());
+  p->set_on_disk(r.on_disk);
+  p->set_disk_offset(r.disk_offset);
 }
 
 inline ObjectRecord FromProto(const store::v1::ObjectRecord& p) {
@@ -90,6 +92,8 @@ inline ObjectRecord FromProto(const store::v1::ObjectRecord& p) {
   if (p.has_tensor()) {
     r.tensor = FromProto(p.tensor());
   }
+  r.on_disk = p.on_disk();
+  r.disk_offset = p.disk_offset();
   return r;
 }
 

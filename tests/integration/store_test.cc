@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -29,9 +30,14 @@ class StoreTest : public ::testing::Test {
     ASSERT_EQ(master_->Word(1), "master") << master_->banner();
     master_ep_ = master_->Word(2);
     for (int i = 0; i < 2; ++i) {
-      nodes_.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
-          SLUICE_BIN, "store-node", "--master", master_ep_, "--memory", NodeMemory(), "--node-id",
-          "node" + std::to_string(i), "--exit-on-stdin-eof"}));
+      std::vector<std::string> args = {
+          SLUICE_BIN,           "store-node", "--master",  master_ep_,
+          "--memory",           NodeMemory(), "--node-id", "node" + std::to_string(i),
+          "--exit-on-stdin-eof"};
+      for (const std::string& a : NodeExtraArgs()) {
+        args.push_back(a);
+      }
+      nodes_.push_back(std::make_unique<ChildProcess>(args));
       ASSERT_EQ(nodes_.back()->Word(1), "store-node") << nodes_.back()->banner();
     }
     engine_ = MakeEngine({"tcp", "shm"});
@@ -52,6 +58,7 @@ class StoreTest : public ::testing::Test {
   }
 
   virtual std::string NodeMemory() const { return "320MiB"; }
+  virtual std::vector<std::string> NodeExtraArgs() { return {}; }
 
   void StartMaster(const std::string& listen) {
     master_ = std::make_unique<ChildProcess>(std::vector<std::string>{
@@ -331,6 +338,61 @@ TEST_F(SmallStoreTest, FullStoreIsResourceExhaustedUntilPayloadsAreConsumed) {
   ASSERT_TRUE(client_->Get("p0").ok());
   ASSERT_TRUE(EventuallyGone(*client_, "p0"));
   EXPECT_TRUE(client_->Put("after", v, o).ok()) << "space freed by consumption is reused";
+}
+
+class DiskTierStoreTest : public StoreTest {
+ protected:
+  std::string NodeMemory() const override { return "4MiB"; }
+  std::vector<std::string> NodeExtraArgs() override {
+    if (dir_.empty()) {
+      char tmpl[] = "/tmp/sluice-disk-XXXXXX";
+      dir_ = ::mkdtemp(tmpl);
+    }
+    return {"--disk", dir_, "--disk-size", "64MiB"};
+  }
+  void TearDown() override {
+    nodes_.clear();
+    std::filesystem::remove_all(dir_);
+  }
+  std::string dir_;
+};
+
+TEST_F(DiskTierStoreTest, UnconsumedPayloadsSpillToDiskAndReadBackTransparently) {
+  PutOptions o;
+  o.policy = LeasePolicy::DeleteOnConsume(1);
+  constexpr int kObjects = 10;  // 20 MiB of payloads for 8 MiB of memory.
+  for (int i = 0; i < kObjects; ++i) {
+    std::vector<std::byte> v(2 * kMiB);
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      v[k] = static_cast<std::byte>(PatternByte(i, k));
+    }
+    // A full memory tier answers resource-exhausted while it spills: retry.
+    Status s;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!(s = client_->Put("spill/" + std::to_string(i), v, o)).ok() &&
+           s.code() == StatusCode::kResourceExhausted &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(50ms);
+    }
+    ASSERT_TRUE(s.ok()) << "object " << i << ": " << s.ToString();
+  }
+  httplib::Client http("http://" + master_->Word(3));
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_NE(res->body.find("sluice_store_bytes{tier=\"disk\",state=\"used\"}"), std::string::npos);
+  for (int i = 0; i < kObjects; ++i) {
+    auto v = client_->Get("spill/" + std::to_string(i));
+    ASSERT_TRUE(v.ok()) << "object " << i << ": " << v.status().ToString();
+    ASSERT_EQ(v->size(), 2 * kMiB);
+    bool same = true;
+    for (std::size_t k = 0; k < v->size() && same; ++k) {
+      same = (*v)[k] == static_cast<std::byte>(PatternByte(i, k));
+    }
+    EXPECT_TRUE(same) << "object " << i << " came back with different bytes";
+  }
+  for (int i = 0; i < kObjects; ++i) {
+    EXPECT_TRUE(EventuallyGone(*client_, "spill/" + std::to_string(i))) << "consumed";
+  }
 }
 
 }  // namespace

@@ -142,6 +142,11 @@ int main(int argc, char** argv) {
   store_node->add_option("--listen", node_listen, "transfer-engine endpoint host:port")
       ->capture_default_str();
   store_node->add_option("--node-id", node_config.node_id, "default: the engine endpoint");
+  std::string node_disk_size = "0";
+  store_node->add_option("--disk", node_config.disk_dir, "directory for the disk tier");
+  store_node->add_option("--disk-size", node_disk_size, "disk tier size (needs --disk)")
+      ->check(ByteSizeValidator())
+      ->capture_default_str();
   store_node->add_flag("--exit-on-stdin-eof", exit_on_eof,
                        "stop when stdin closes (for supervisors)");
 
@@ -220,6 +225,11 @@ int main(int argc, char** argv) {
   }
   if (*store_node) {
     node_config.memory_bytes = *sluice::ParseByteSize(node_memory);
+    node_config.disk_bytes = *sluice::ParseByteSize(node_disk_size);
+    if (node_config.disk_dir.empty() != (node_config.disk_bytes == 0)) {
+      std::cerr << "sluice store-node: --disk and --disk-size go together\n";
+      return 2;
+    }
     return RunStoreNode(node_listen, node_config, exit_on_eof);
   }
   if (*target) {

@@ -45,6 +45,10 @@ struct MasterMetrics {
   std::uint64_t evictions = 0;
   std::uint64_t lease_expiries = 0;
   std::uint64_t objects_lost = 0;
+  std::uint64_t disk_capacity_bytes = 0;
+  std::uint64_t disk_used_bytes = 0;
+  std::uint64_t spills = 0;
+  std::uint64_t loads = 0;
 };
 
 class MasterServer {

@@ -33,6 +33,10 @@ struct StoreNodeConfig {
   std::string node_id;  // Empty: the engine's endpoint.
   std::uint64_t memory_bytes = std::uint64_t{1} << 30;
   int segments = 1;  // The memory is split into this many segments.
+  // Disk tier: unconsumed delete-on-consume payloads spill here when memory
+  // runs short. The node reserves `disk_bytes` in one file in `disk_dir`.
+  std::string disk_dir;
+  std::uint64_t disk_bytes = 0;  // 0: no disk tier.
   std::chrono::milliseconds rpc_timeout{5000};
 };
 
@@ -42,7 +46,9 @@ class StoreNode {
   // (retrying in the background if the master is not up yet).
   // REQUIRES: `engine` outlives the node.
   // Errors: kInvalidArgument (bad master endpoint, memory under 1 MiB per
-  // segment, segments outside 1..64); kResourceExhausted (no memory).
+  // segment, segments outside 1..64, a disk size without a usable
+  // directory or under 1 MiB); kResourceExhausted (no memory, or the disk
+  // space cannot be reserved).
   static Result<std::unique_ptr<StoreNode>> Start(TransferEngine* engine,
                                                   const StoreNodeConfig& config);
   // Stops heartbeats and unregisters the memory. Objects on this node are

@@ -185,6 +185,12 @@ class MasterServerImpl final : public pb::Master::CallbackService {
         }
       }
       waiters_.clear();
+      for (auto& [key, ps] : parked_gets_) {
+        for (ParkedGet& p : ps) {
+          p.reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "master is shutting down"));
+        }
+      }
+      parked_gets_.clear();
     }
     cv_.notify_all();
     if (ticker_.joinable()) {
@@ -201,8 +207,10 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   MasterMetrics Metrics() {
     std::lock_guard<std::mutex> lock(mu_);
     MasterStats s = state_.Stats();
-    return MasterMetrics{s.nodes,      s.objects,   s.objects_writing, s.capacity_bytes,
-                         s.used_bytes, s.evictions, s.lease_expiries,  s.objects_lost};
+    return MasterMetrics{s.nodes,           s.objects,      s.objects_writing,
+                         s.capacity_bytes,  s.used_bytes,   s.evictions,
+                         s.lease_expiries,  s.objects_lost, s.disk_capacity_bytes,
+                         s.disk_used_bytes, s.spills,       s.loads};
   }
 
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* ctx,
@@ -221,7 +229,8 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     Status st;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      st = state_.RegisterNode(req->node_id(), req->endpoint(), segs, objects, MasterClock::now(),
+      st = state_.RegisterNode(req->node_id(), req->endpoint(),
+                               NodeResources{segs, req->disk_bytes()}, objects, MasterClock::now(),
                                &skipped);
     }
     if (st.ok()) {
@@ -238,10 +247,30 @@ class MasterServerImpl final : public pb::Master::CallbackService {
                                       const pb::HeartbeatRequest* req,
                                       pb::HeartbeatResponse* resp) override {
     const auto start = MasterClock::now();
+    std::vector<CommandResult> done;
+    for (const pb::CommandResult& r : req->done()) {
+      done.push_back({r.id(), r.ok(), r.error()});
+      if (!r.ok()) {
+        SLUICE_LOG(warn, "store node {}: disk-tier command {} failed: {}", req->node_id(), r.id(),
+                   r.error());
+      }
+    }
     HeartbeatReply reply;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      reply = state_.Heartbeat(req->node_id(), req->acked_seq(), MasterClock::now());
+      reply = state_.Heartbeat(req->node_id(), req->acked_seq(), done, MasterClock::now());
+      ResumeParkedGetsLocked(state_.TakeLoaded());
+    }
+    for (const NodeCommand& c : reply.commands) {
+      pb::NodeCommand* p = resp->add_commands();
+      p->set_id(c.id);
+      p->set_kind(c.kind == NodeCommand::Kind::kSpill ? pb::NodeCommand::SPILL
+                                                      : pb::NodeCommand::LOAD);
+      p->set_key(c.key);
+      p->set_mem_region_key(c.mem_region_key);
+      p->set_mem_offset(c.mem_offset);
+      p->set_disk_offset(c.disk_offset);
+      p->set_size(c.size);
     }
     resp->set_reregister(reply.reregister);
     for (const NodeDelta& d : reply.deltas) {
@@ -316,19 +345,18 @@ class MasterServerImpl final : public pb::Master::CallbackService {
                                      const pb::GetStartRequest* req,
                                      pb::GetStartResponse* resp) override {
     const auto start = MasterClock::now();
-    Result<ReadGrant> g = [&] {
-      std::lock_guard<std::mutex> lock(mu_);
-      return state_.GetStart(req->key(), req->client_endpoint(), MasterClock::now());
-    }();
+    std::unique_lock<std::mutex> lock(mu_);
+    Result<ReadGrant> g = state_.GetStart(req->key(), req->client_endpoint(), MasterClock::now());
+    if (g.ok() && g->loading) {
+      // On the disk tier: answer once the node has loaded it back.
+      grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+      parked_gets_[req->key()].push_back(
+          ParkedGet{reactor, req, resp, start, MasterClock::now() + kParkedGetTimeout});
+      return reactor;
+    }
+    lock.unlock();
     if (g.ok()) {
-      resp->set_lease_id(g->lease_id);
-      resp->set_size(g->meta.size);
-      if (g->meta.tensor.has_value()) {
-        ToProto(*g->meta.tensor, resp->mutable_tensor());
-      }
-      for (const ReplicaLocation& loc : g->replicas) {
-        ToProto(loc, resp->add_replicas());
-      }
+      FillGetStart(*g, resp);
     }
     return Done(ctx, RpcStats::kGetStart, start, g.status());
   }
@@ -391,6 +419,67 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   }
 
  private:
+  static constexpr std::chrono::seconds kParkedGetTimeout{30};
+  struct ParkedGet {
+    grpc::ServerUnaryReactor* reactor;
+    const pb::GetStartRequest* req;  // gRPC keeps both alive until Finish.
+    pb::GetStartResponse* resp;
+    MasterClock::time_point start;
+    TimePoint deadline;
+  };
+
+  static void FillGetStart(const ReadGrant& g, pb::GetStartResponse* resp) {
+    resp->set_lease_id(g.lease_id);
+    resp->set_size(g.meta.size);
+    if (g.meta.tensor.has_value()) {
+      ToProto(*g.meta.tensor, resp->mutable_tensor());
+    }
+    for (const ReplicaLocation& loc : g.replicas) {
+      ToProto(loc, resp->add_replicas());
+    }
+  }
+
+  // Asks again for parked readers of `keys` (or of every parked key when
+  // `keys` is empty, e.g. after memory was freed); finishes those answered.
+  void ResumeParkedGetsLocked(const std::vector<std::string>& keys, bool all = false) {
+    const TimePoint now = MasterClock::now();
+    std::vector<std::string> todo = keys;
+    if (all) {
+      todo.clear();
+      for (const auto& [k, v] : parked_gets_) {
+        todo.push_back(k);
+      }
+    }
+    for (const std::string& key : todo) {
+      auto it = parked_gets_.find(key);
+      if (it == parked_gets_.end()) {
+        continue;
+      }
+      std::vector<ParkedGet> still;
+      for (ParkedGet& p : it->second) {
+        Result<ReadGrant> g = state_.GetStart(key, p.req->client_endpoint(), now);
+        if (g.ok() && g->loading) {
+          if (now < p.deadline) {
+            still.push_back(p);
+            continue;
+          }
+          g = UnavailableError("object '" + key + "' was not loaded from disk in time",
+                               FailureScope::kRequest);
+        }
+        if (g.ok()) {
+          FillGetStart(*g, p.resp);
+        }
+        rpc_stats_.Record(RpcStats::kGetStart, p.start);
+        p.reactor->Finish(ToGrpc(g.status()));
+      }
+      if (still.empty()) {
+        parked_gets_.erase(it);
+      } else {
+        it->second = std::move(still);
+      }
+    }
+  }
+
   struct Waiter {
     grpc::ServerUnaryReactor* reactor;
     TimePoint deadline;
@@ -410,6 +499,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
       cv_.wait_for(lock, std::chrono::milliseconds(100));
       const TimePoint now = MasterClock::now();
       state_.Tick(now);
+      ResumeParkedGetsLocked(state_.TakeLoaded(), /*all=*/!parked_gets_.empty());
       const std::vector<ObjectEvent> events = state_.TakeEvents();
       if (!events.empty()) {
         std::lock_guard<std::mutex> wl(watchers_mu_);
@@ -440,9 +530,10 @@ class MasterServerImpl final : public pb::Master::CallbackService {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;                               // Guarded by mu_.
-  MasterState state_;                                   // Guarded by mu_.
-  std::map<std::string, std::vector<Waiter>> waiters_;  // Guarded by mu_.
+  bool stopping_ = false;                                      // Guarded by mu_.
+  MasterState state_;                                          // Guarded by mu_.
+  std::map<std::string, std::vector<Waiter>> waiters_;         // Guarded by mu_.
+  std::map<std::string, std::vector<ParkedGet>> parked_gets_;  // Guarded by mu_.
   std::unique_ptr<grpc::Server> server_;
   std::string endpoint_;
   std::thread ticker_;
@@ -497,7 +588,13 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     gauge("sluice_store_objects_writing", "Objects with an open put.", "gauge", m.objects_writing);
     out << "# HELP sluice_store_bytes Store bytes per tier.\n# TYPE sluice_store_bytes gauge\n"
         << "sluice_store_bytes{tier=\"memory\",state=\"capacity\"} " << m.capacity_bytes << "\n"
-        << "sluice_store_bytes{tier=\"memory\",state=\"used\"} " << m.used_bytes << "\n";
+        << "sluice_store_bytes{tier=\"memory\",state=\"used\"} " << m.used_bytes << "\n"
+        << "sluice_store_bytes{tier=\"disk\",state=\"capacity\"} " << m.disk_capacity_bytes << "\n"
+        << "sluice_store_bytes{tier=\"disk\",state=\"used\"} " << m.disk_used_bytes << "\n";
+    gauge("sluice_store_spills_total", "Objects moved from memory to the disk tier.", "counter",
+          m.spills);
+    gauge("sluice_store_loads_total", "Spilled objects loaded back for readers.", "counter",
+          m.loads);
     gauge("sluice_store_evictions_total", "Objects evicted under memory pressure.", "counter",
           m.evictions);
     gauge("sluice_store_lease_expiries_total", "Put and read leases that timed out.", "counter",

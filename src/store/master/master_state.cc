@@ -4,51 +4,9 @@
 #include <deque>
 #include <set>
 
+#include "store/master/master_state_types.h"
+
 namespace sluice::internal {
-
-struct MasterState::Node {
-  struct Seg {
-    std::uint64_t region_key;
-    SegmentAllocator alloc;
-  };
-  std::string id;
-  std::string endpoint;
-  std::vector<Seg> segs;
-  TimePoint last_seen;
-  std::deque<NodeDelta> log;  // Directory changes not yet acknowledged.
-  std::uint64_t next_seq = 1;
-
-  std::uint64_t FreeBytes() const {
-    std::uint64_t f = 0;
-    for (const Seg& s : segs) {
-      f += s.alloc.capacity() - s.alloc.used();
-    }
-    return f;
-  }
-};
-
-struct MasterState::Object {
-  struct Placement {
-    Node* node;
-    std::size_t seg;
-    std::uint64_t offset;
-  };
-  std::string key;
-  std::uint64_t size = 0;
-  std::optional<TensorMeta> tensor;
-  LeasePolicy policy;
-  bool complete = false;
-  bool removed = false;  // Invisible; erased when the last read lease ends.
-  std::uint64_t put_id = 0;
-  std::string request_id;
-  TimePoint put_deadline;
-  std::optional<TimePoint> expires_at;
-  std::vector<Placement> replicas;
-  std::uint32_t reads_done = 0;
-  std::map<std::uint64_t, TimePoint> leases;  // Read lease id -> deadline.
-  std::list<Object*>* lru = nullptr;
-  std::list<Object*>::iterator lru_it;
-};
 
 namespace {
 
@@ -71,9 +29,10 @@ std::vector<ObjectEvent> MasterState::TakeEvents() {
 }
 
 Status MasterState::RegisterNode(const std::string& node_id, const std::string& endpoint,
-                                 const std::vector<SegmentDesc>& segments,
+                                 const NodeResources& resources,
                                  const std::vector<ObjectRecord>& objects, TimePoint now,
                                  std::size_t* skipped) {
+  const std::vector<SegmentDesc>& segments = resources.segments;
   std::size_t skipped_count = 0;
   if (node_id.empty() || node_id.size() > 256 || endpoint.empty()) {
     return InvalidArgumentError("RegisterNode: node id (1..256 bytes) and endpoint are required");
@@ -96,7 +55,9 @@ Status MasterState::RegisterNode(const std::string& node_id, const std::string& 
   auto it = nodes_.find(node_id);
   if (it != nodes_.end()) {
     Node& n = *it->second;
-    bool same = n.endpoint == endpoint && n.segs.size() == segments.size();
+    bool same = n.endpoint == endpoint && n.segs.size() == segments.size() &&
+                (n.disk.has_value() ? n.disk->capacity() : 0) ==
+                    resources.disk_bytes / SegmentAllocator::kAlign * SegmentAllocator::kAlign;
     for (std::size_t i = 0; same && i < segments.size(); ++i) {
       same = n.segs[i].region_key == segments[i].region_key &&
              n.segs[i].alloc.capacity() ==
@@ -114,6 +75,9 @@ Status MasterState::RegisterNode(const std::string& node_id, const std::string& 
   node->last_seen = now;
   for (const SegmentDesc& s : segments) {
     node->segs.push_back(Node::Seg{s.region_key, SegmentAllocator(s.size)});
+  }
+  if (resources.disk_bytes >= options_.min_segment_bytes) {
+    node->disk.emplace(resources.disk_bytes);
   }
   Node* n = node.get();
   nodes_[node_id] = std::move(node);
@@ -145,7 +109,12 @@ bool MasterState::Restore(Node* node, const ObjectRecord& rec, TimePoint now) {
   if (it != objects_.end() && (!it->second->complete || it->second->size != rec.size)) {
     return false;
   }
-  if (!node->segs[seg].alloc.AllocateAt(rec.offset, rec.size).ok()) {
+  if (rec.on_disk) {
+    if (!node->disk.has_value() || it != objects_.end() ||
+        !node->disk->AllocateAt(rec.disk_offset, rec.size).ok()) {
+      return false;
+    }
+  } else if (!node->segs[seg].alloc.AllocateAt(rec.offset, rec.size).ok()) {
     return false;
   }
   if (it == objects_.end()) {
@@ -159,9 +128,16 @@ bool MasterState::Restore(Node* node, const ObjectRecord& rec, TimePoint now) {
     if (obj->policy.kind == LeaseKind::kTtl) {
       obj->expires_at = now + obj->policy.ttl;  // The clock restarts with the master.
     }
-    if (obj->policy.kind == LeaseKind::kCache || obj->policy.kind == LeaseKind::kSoftPin) {
-      obj->lru = obj->policy.kind == LeaseKind::kCache ? &lru_cache_ : &lru_soft_pin_;
+    obj->lru = obj->policy.kind == LeaseKind::kCache             ? &lru_cache_
+               : obj->policy.kind == LeaseKind::kSoftPin         ? &lru_soft_pin_
+               : obj->policy.kind == LeaseKind::kDeleteOnConsume ? &lru_consume_
+                                                                 : nullptr;
+    if (obj->lru != nullptr) {
       obj->lru_it = obj->lru->insert(obj->lru->end(), obj.get());
+    }
+    if (rec.on_disk) {
+      obj->tier = Object::Tier::kDisk;
+      obj->disk_offset = rec.disk_offset;
     }
     it = objects_.emplace(rec.key, std::move(obj)).first;
   }
@@ -170,7 +146,7 @@ bool MasterState::Restore(Node* node, const ObjectRecord& rec, TimePoint now) {
 }
 
 HeartbeatReply MasterState::Heartbeat(const std::string& node_id, std::uint64_t acked_seq,
-                                      TimePoint now) {
+                                      const std::vector<CommandResult>& done, TimePoint now) {
   HeartbeatReply reply;
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) {
@@ -179,6 +155,12 @@ HeartbeatReply MasterState::Heartbeat(const std::string& node_id, std::uint64_t 
   }
   Node& n = *it->second;
   n.last_seen = now;
+  for (const CommandResult& r : done) {
+    CommandDone(&n, r);
+  }
+  for (const auto& [id, cmd] : n.commands) {
+    reply.commands.push_back(cmd);
+  }
   while (!n.log.empty() && n.log.front().seq <= acked_seq) {
     n.log.pop_front();
   }
@@ -195,8 +177,11 @@ void MasterState::LogDelta(Object* obj, bool added) {
     d.added = added;
     d.record.key = obj->key;
     if (added) {
-      d.record = ObjectRecord{
-          obj->key, p.node->segs[p.seg].region_key, p.offset, obj->size, obj->tensor, obj->policy};
+      const bool on_disk = obj->tier == Object::Tier::kDisk;
+      d.record = ObjectRecord{obj->key,    p.node->segs[p.seg].region_key,
+                              p.offset,    obj->size,
+                              obj->tensor, obj->policy,
+                              on_disk,     obj->disk_offset};
     }
     p.node->log.push_back(std::move(d));
   }
@@ -249,6 +234,12 @@ Status MasterState::Allocate(Object& obj, const PutRequest& req) {
     }
     obj.replicas.clear();
     if (!EvictOne(&obj)) {
+      ScheduleSpills(req.size * req.replica_num);
+      if (InFlightSpillBytes() > 0) {
+        return ResourceExhaustedError("store memory is full; " +
+                                      std::to_string(InFlightSpillBytes()) +
+                                      " bytes are being spilled to disk: retry shortly");
+      }
       return ResourceExhaustedError("store is full: no room for " + std::to_string(req.size) +
                                     " bytes x " + std::to_string(req.replica_num) +
                                     " replica(s) even after eviction; retry after objects are "
@@ -315,6 +306,7 @@ Result<PutGrant> MasterState::PutStart(const PutRequest& req, TimePoint now) {
   }
   objects_[req.key] = std::move(obj);
   EvictToLowWatermark();
+  ScheduleSpills();
   return g;
 }
 
@@ -333,10 +325,14 @@ Status MasterState::PutEnd(const std::string& key, std::uint64_t put_id, TimePoi
   if (o.policy.kind == LeaseKind::kTtl) {
     o.expires_at = now + o.policy.ttl;
   }
-  if (o.policy.kind == LeaseKind::kCache || o.policy.kind == LeaseKind::kSoftPin) {
-    o.lru = o.policy.kind == LeaseKind::kCache ? &lru_cache_ : &lru_soft_pin_;
+  o.lru = o.policy.kind == LeaseKind::kCache             ? &lru_cache_
+          : o.policy.kind == LeaseKind::kSoftPin         ? &lru_soft_pin_
+          : o.policy.kind == LeaseKind::kDeleteOnConsume ? &lru_consume_
+                                                         : nullptr;
+  if (o.lru != nullptr) {
     o.lru_it = o.lru->insert(o.lru->end(), &o);
   }
+  ScheduleSpills();
   return Status::Ok();
 }
 
@@ -363,6 +359,14 @@ Result<ReadGrant> MasterState::GetStart(const std::string& key, const std::strin
   if (!o.complete) {
     return FailedPreconditionError("object '" + key + "' is still being written; WaitFor it first");
   }
+  if (o.tier == Object::Tier::kDisk || o.tier == Object::Tier::kLoading) {
+    if (o.tier == Object::Tier::kDisk) {
+      SLUICE_RETURN_IF_ERROR(StartLoad(&o));
+    }
+    ReadGrant parked;
+    parked.loading = true;
+    return parked;
+  }
   const std::uint64_t lease = next_id_++;
   o.leases[lease] = now + options_.read_lease_timeout;
   Touch(&o);
@@ -388,6 +392,11 @@ Status MasterState::GetEnd(const std::string& key, std::uint64_t lease_id, bool 
   Object& o = *it->second;
   if (completed) {
     ++o.reads_done;
+  }
+  if (o.mem_held && o.leases.empty()) {
+    const auto& p = o.replicas.front();
+    p.node->segs[p.seg].alloc.Free(p.offset, o.size);
+    o.mem_held = false;
   }
   if (o.policy.kind == LeaseKind::kDeleteOnConsume && o.reads_done >= o.policy.consume_count) {
     o.removed = true;
@@ -464,17 +473,20 @@ void MasterState::EvictToLowWatermark() {
 }
 
 void MasterState::Erase(Object* obj, std::optional<ObjectEventKind> event) {
+  if (event.has_value()) {
+    Emit(*event, obj->key);
+  }
+  if (obj->cmd_id != 0) {
+    // A node is copying this object's bytes: free nothing until it reports.
+    obj->removed = true;
+    return;
+  }
   if (obj->complete) {
     LogDelta(obj, false);
   }
-  for (const auto& p : obj->replicas) {
-    p.node->segs[p.seg].alloc.Free(p.offset, obj->size);
-  }
+  FreeTiers(obj);
   if (obj->lru != nullptr) {
     obj->lru->erase(obj->lru_it);
-  }
-  if (event.has_value()) {
-    Emit(*event, obj->key);
   }
   objects_.erase(obj->key);
 }
@@ -487,6 +499,9 @@ void MasterState::DropNode(const std::string& node_id, bool lost) {
   Node* node = nit->second.get();
   std::vector<Object*> orphans;
   for (auto& [key, o] : objects_) {
+    if (o->cmd_id != 0 && node->commands.count(o->cmd_id) != 0) {
+      o->cmd_id = 0;  // The node is gone, and with it the copy in flight.
+    }
     auto& reps = o->replicas;
     reps.erase(std::remove_if(reps.begin(), reps.end(),
                               [node](const Object::Placement& p) { return p.node == node; }),
@@ -541,6 +556,7 @@ void MasterState::Tick(TimePoint now) {
   for (Object* o : erase) {
     Erase(o, std::nullopt);
   }
+  ScheduleSpills();
 }
 
 MasterStats MasterState::Stats() const {
@@ -553,6 +569,10 @@ MasterStats MasterState::Stats() const {
     for (const auto& seg : n->segs) {
       s.capacity_bytes += seg.alloc.capacity();
       s.used_bytes += seg.alloc.used();
+    }
+    if (n->disk.has_value()) {
+      s.disk_capacity_bytes += n->disk->capacity();
+      s.disk_used_bytes += n->disk->used();
     }
   }
   return s;

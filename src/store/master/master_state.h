@@ -41,6 +41,12 @@ struct SegmentDesc {
   std::uint64_t size = 0;
 };
 
+// A node's contribution: memory segments and an optional disk tier.
+struct NodeResources {
+  std::vector<SegmentDesc> segments;
+  std::uint64_t disk_bytes = 0;  // 0: no disk tier.
+};
+
 // What a store node keeps about each object it holds, so that a restarted
 // master can rebuild its table from the nodes' re-registrations.
 struct ObjectRecord {
@@ -50,6 +56,27 @@ struct ObjectRecord {
   std::uint64_t size = 0;
   std::optional<TensorMeta> tensor;
   LeasePolicy policy;
+  bool on_disk = false;  // Spilled: the bytes are at `disk_offset` of the node's disk file.
+  std::uint64_t disk_offset = 0;
+};
+
+// Work the master asks of a node (sent with every heartbeat answer until the
+// node reports it done): copy an object between memory and the disk tier.
+struct NodeCommand {
+  enum class Kind : std::uint8_t { kSpill, kLoad };
+  std::uint64_t id = 0;
+  Kind kind = Kind::kSpill;
+  std::string key;
+  std::uint64_t mem_region_key = 0;
+  std::uint64_t mem_offset = 0;
+  std::uint64_t disk_offset = 0;
+  std::uint64_t size = 0;
+};
+
+struct CommandResult {
+  std::uint64_t id = 0;
+  bool ok = false;
+  std::string error;
 };
 
 // One change to a node's directory, numbered per node; the node acknowledges
@@ -63,6 +90,7 @@ struct NodeDelta {
 struct HeartbeatReply {
   bool reregister = false;  // The master does not know this node.
   std::vector<NodeDelta> deltas;
+  std::vector<NodeCommand> commands;  // Not yet reported done.
 };
 
 struct PutRequest {
@@ -81,6 +109,9 @@ struct PutGrant {
 };
 
 struct ReadGrant {
+  // The object is on the disk tier and being loaded: no lease was taken;
+  // ask again once TakeLoaded() names the key.
+  bool loading = false;
   std::uint64_t lease_id = 0;
   ObjectMeta meta;
   std::vector<ReplicaLocation> replicas;  // Nearest first.
@@ -101,6 +132,10 @@ struct MasterStats {
   std::uint64_t evictions = 0;
   std::uint64_t lease_expiries = 0;  // Put and read leases that timed out.
   std::uint64_t objects_lost = 0;
+  std::uint64_t disk_capacity_bytes = 0;
+  std::uint64_t disk_used_bytes = 0;
+  std::uint64_t spills = 0;  // Completed memory -> disk moves.
+  std::uint64_t loads = 0;   // Completed disk -> memory moves.
 };
 
 class MasterState {
@@ -116,12 +151,16 @@ class MasterState {
   // and counted in `*skipped`. Errors: kInvalidArgument (empty id/endpoint,
   // no segments, a segment under min_segment_bytes, duplicate region keys).
   Status RegisterNode(const std::string& node_id, const std::string& endpoint,
-                      const std::vector<SegmentDesc>& segments,
-                      const std::vector<ObjectRecord>& objects, TimePoint now,
-                      std::size_t* skipped = nullptr);
-  // Records the node as alive, drops directory changes up to `acked_seq`
-  // and returns the rest (at most 4096).
-  HeartbeatReply Heartbeat(const std::string& node_id, std::uint64_t acked_seq, TimePoint now);
+                      const NodeResources& resources, const std::vector<ObjectRecord>& objects,
+                      TimePoint now, std::size_t* skipped = nullptr);
+  // Records the node as alive, applies the results of finished commands,
+  // drops directory changes up to `acked_seq` and returns the rest (at most
+  // 4096) with the commands still pending.
+  HeartbeatReply Heartbeat(const std::string& node_id, std::uint64_t acked_seq,
+                           const std::vector<CommandResult>& done, TimePoint now);
+  // Keys whose disk-tier load finished (or failed) since the last call: their
+  // parked readers may ask again.
+  std::vector<std::string> TakeLoaded();
 
   Result<PutGrant> PutStart(const PutRequest& req, TimePoint now);
   Status PutEnd(const std::string& key, std::uint64_t put_id, TimePoint now);
@@ -144,6 +183,12 @@ class MasterState {
   struct Object;
   Status CheckKey(const std::string& key) const;
   bool Restore(Node* node, const ObjectRecord& rec, TimePoint now);
+  // Disk tier (master_state_tier.cc).
+  void ScheduleSpills(std::uint64_t need = 0);
+  Status StartLoad(Object* obj);
+  void CommandDone(Node* node, const CommandResult& r);
+  void FreeTiers(Object* obj);
+  std::uint64_t InFlightSpillBytes() const;
   Status Allocate(Object& obj, const PutRequest& req);
   bool EvictOne(const Object* protect);
   void EvictToLowWatermark();
@@ -158,6 +203,8 @@ class MasterState {
   std::unordered_map<std::string, std::unique_ptr<Object>> objects_;
   std::list<Object*> lru_cache_;     // Complete kCache objects, least recent first.
   std::list<Object*> lru_soft_pin_;  // Complete kSoftPin objects.
+  std::list<Object*> lru_consume_;   // Complete kDeleteOnConsume objects: spill order.
+  std::vector<std::string> loaded_;  // For TakeLoaded().
   std::uint64_t next_id_ = 1;
   std::vector<ObjectEvent> events_;
   MasterStats counters_;

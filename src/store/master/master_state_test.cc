@@ -18,7 +18,7 @@ class MasterStateTest : public ::testing::Test {
     return o;
   }
   void AddNode(const std::string& id, std::uint64_t bytes, std::uint64_t key) {
-    ASSERT_TRUE(state_.RegisterNode(id, id + ":1", {{key, bytes}}, {}, now_).ok());
+    ASSERT_TRUE(state_.RegisterNode(id, id + ":1", {{{key, bytes}}, disk_bytes_}, {}, now_).ok());
   }
   Result<PutGrant> Put(const std::string& key, std::uint64_t size,
                        LeasePolicy policy = LeasePolicy::Cache()) {
@@ -38,6 +38,7 @@ class MasterStateTest : public ::testing::Test {
     ASSERT_TRUE(state_.GetEnd(key, g->lease_id, true).ok());
   }
 
+  std::uint64_t disk_bytes_ = 0;
   TimePoint now_ = MasterClock::now();
   MasterState state_;
 };
@@ -79,10 +80,10 @@ TEST_F(MasterStateTest, SecondPutOfAKeyFailsButARetryOfTheSameRequestIsGranted) 
 }
 
 TEST_F(MasterStateTest, BadInputGetsSpecificErrors) {
-  EXPECT_EQ(state_.RegisterNode("n", "n:1", {{1, 4096}}, {}, now_).code(),
+  EXPECT_EQ(state_.RegisterNode("n", "n:1", {{{1, 4096}}}, {}, now_).code(),
             StatusCode::kInvalidArgument)
       << "tiny segment";
-  EXPECT_EQ(state_.RegisterNode("n", "n:1", {{1, kMiB}, {1, kMiB}}, {}, now_).code(),
+  EXPECT_EQ(state_.RegisterNode("n", "n:1", {{{1, kMiB}, {1, kMiB}}}, {}, now_).code(),
             StatusCode::kInvalidArgument)
       << "overlapping segments";
   AddNode("n1", 4 * kMiB, 11);
@@ -124,7 +125,7 @@ TEST_F(MasterStateTest, DeleteOnConsumeAfterNReads) {
 TEST_F(MasterStateTest, TtlExpiresAfterCommit) {
   AddNode("n1", 8 * kMiB, 11);
   ASSERT_TRUE(Put("t", 100, LeasePolicy::Ttl(500ms)).ok());
-  state_.Heartbeat("n1", 0, now_ + 400ms);
+  state_.Heartbeat("n1", 0, {}, now_ + 400ms);
   state_.Tick(now_ + 400ms);
   EXPECT_TRUE(state_.Exists("t"));
   state_.Tick(now_ + 600ms);
@@ -200,9 +201,9 @@ TEST_F(MasterStateTest, SilentNodeIsDroppedAndItsLastReplicasReportedLost) {
   EXPECT_EQ(g->replicas[0].node_id, "n1") << "preferred node honoured";
   ASSERT_TRUE(state_.PutEnd("only-n1", g->put_id, now_).ok());
   const TimePoint later = now_ + 4s;
-  EXPECT_FALSE(state_.Heartbeat("n2", 0, later).reregister);
+  EXPECT_FALSE(state_.Heartbeat("n2", 0, {}, later).reregister);
   state_.Tick(later);
-  EXPECT_TRUE(state_.Heartbeat("n1", 0, later).reregister)
+  EXPECT_TRUE(state_.Heartbeat("n1", 0, {}, later).reregister)
       << "a dropped node is told to re-register";
   EXPECT_TRUE(state_.Exists("both"));
   EXPECT_FALSE(state_.Exists("only-n1"));
@@ -225,7 +226,7 @@ TEST_F(MasterStateTest, DeadWriterPutIsRevokedAfterThePutTimeout) {
   r.key = "w2";
   EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kResourceExhausted);
   const TimePoint later = now_ + state_.options().put_timeout + 1s;
-  state_.Heartbeat("n1", 0, later);
+  state_.Heartbeat("n1", 0, {}, later);
   state_.Tick(later);
   EXPECT_TRUE(state_.PutStart(r, later).ok()) << "the dead writer's space was freed";
 }
@@ -238,28 +239,30 @@ TEST_F(MasterStateTest, NodeDirectoryFollowsCommitsAndRebuildsARestartedMaster) 
   r.tensor = TensorMeta{"f32", {4}, {}, ""};
   auto g = state_.PutStart(r, now_);
   ASSERT_TRUE(g.ok());
-  EXPECT_TRUE(state_.Heartbeat("n1", 0, now_).deltas.empty()) << "uncommitted puts are not logged";
+  EXPECT_TRUE(state_.Heartbeat("n1", 0, {}, now_).deltas.empty())
+      << "uncommitted puts are not logged";
   ASSERT_TRUE(state_.PutEnd("keep", g->put_id, now_).ok());
   ASSERT_TRUE(Put("gone", 100).ok());
   ASSERT_TRUE(state_.Remove("gone").ok());
-  HeartbeatReply hb = state_.Heartbeat("n1", 0, now_);
+  HeartbeatReply hb = state_.Heartbeat("n1", 0, {}, now_);
   ASSERT_EQ(hb.deltas.size(), 3u);
   EXPECT_TRUE(hb.deltas[0].added);
   EXPECT_EQ(hb.deltas[0].record.offset, g->replicas[0].offset);
   EXPECT_FALSE(hb.deltas[2].added);
   EXPECT_EQ(hb.deltas[2].record.key, "gone");
-  EXPECT_EQ(state_.Heartbeat("n1", hb.deltas[1].seq, now_).deltas.size(), 1u)
+  EXPECT_EQ(state_.Heartbeat("n1", hb.deltas[1].seq, {}, now_).deltas.size(), 1u)
       << "acknowledged changes are dropped";
 
   // A new master learns the object back from the node's directory.
   MasterState fresh(Options());
-  EXPECT_TRUE(fresh.Heartbeat("n1", 0, now_).reregister);
+  EXPECT_TRUE(fresh.Heartbeat("n1", 0, {}, now_).reregister);
   std::size_t skipped = 0;
   ObjectRecord bad = hb.deltas[0].record;
   bad.key = "overlaps";
-  ASSERT_TRUE(
-      fresh.RegisterNode("n1", "n1:1", {{11, 8 * kMiB}}, {hb.deltas[0].record, bad}, now_, &skipped)
-          .ok());
+  ASSERT_TRUE(fresh
+                  .RegisterNode("n1", "n1:1", {{{11, 8 * kMiB}}}, {hb.deltas[0].record, bad}, now_,
+                                &skipped)
+                  .ok());
   EXPECT_EQ(skipped, 1u);
   EXPECT_TRUE(fresh.Exists("keep"));
   EXPECT_FALSE(fresh.Exists("overlaps"));
@@ -271,6 +274,93 @@ TEST_F(MasterStateTest, NodeDirectoryFollowsCommitsAndRebuildsARestartedMaster) 
   auto g2 = fresh.PutStart(r, now_);
   ASSERT_TRUE(g2.ok());
   EXPECT_NE(g2->replicas[0].offset, g->replicas[0].offset) << "restored space is not reused";
+}
+
+class MasterTierTest : public MasterStateTest {
+ protected:
+  // Runs the node's side of every pending command and reports success.
+  void NodeDoesItsWork(const std::string& node) {
+    HeartbeatReply hb = state_.Heartbeat(node, 0, {}, now_);
+    std::vector<CommandResult> done;
+    for (const NodeCommand& c : hb.commands) {
+      done.push_back({c.id, true, ""});
+    }
+    state_.Heartbeat(node, 0, done, now_);
+  }
+};
+
+TEST_F(MasterTierTest, UnconsumedPayloadsSpillInsteadOfBeingRefusedAndReadBackTransparently) {
+  disk_bytes_ = 16 * kMiB;
+  AddNode("n1", 4 * kMiB, 11);
+  const auto doc = LeasePolicy::DeleteOnConsume(1);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(Put("p" + std::to_string(i), kMiB, doc).ok());
+  }
+  // 75% used: below the 95% high watermark (set in this test's options?)
+  // The fixture disables watermarks (1.0), so memory fills before spilling.
+  ASSERT_TRUE(Put("p3", kMiB, doc).ok());
+  Status full = Put("p4", kMiB, doc).status();
+  EXPECT_EQ(full.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("spilled"), std::string_view::npos) << full.ToString();
+  HeartbeatReply hb = state_.Heartbeat("n1", 0, {}, now_);
+  ASSERT_FALSE(hb.commands.empty());
+  EXPECT_EQ(hb.commands[0].kind, NodeCommand::Kind::kSpill);
+  EXPECT_EQ(hb.commands[0].key, "p0") << "the oldest payload spills first";
+  NodeDoesItsWork("n1");
+  EXPECT_EQ(state_.Stats().spills, hb.commands.size());
+  EXPECT_GT(state_.Stats().disk_used_bytes, 0u);
+  ASSERT_TRUE(Put("p4", kMiB, doc).ok()) << "the spill made room";
+  EXPECT_TRUE(state_.Exists("p0")) << "spilled, not dropped";
+
+  // Reading a spilled object parks the reader: memory is full, so another
+  // payload spills first, then the node loads p0 back.
+  auto parked = state_.GetStart("p0", "", now_);
+  ASSERT_TRUE(parked.ok()) << parked.status().ToString();
+  EXPECT_TRUE(parked->loading);
+  NodeDoesItsWork("n1");  // The spill that makes room.
+  parked = state_.GetStart("p0", "", now_);
+  ASSERT_TRUE(parked.ok()) << parked.status().ToString();
+  EXPECT_TRUE(parked->loading);
+  NodeDoesItsWork("n1");  // The load.
+  std::vector<std::string> loaded = state_.TakeLoaded();
+  ASSERT_EQ(loaded, std::vector<std::string>{"p0"});
+  auto g = state_.GetStart("p0", "", now_);
+  ASSERT_TRUE(g.ok());
+  ASSERT_FALSE(g->loading);
+  ASSERT_TRUE(state_.GetEnd("p0", g->lease_id, true).ok());
+  EXPECT_FALSE(state_.Exists("p0")) << "consumed after the read";
+  EXPECT_EQ(state_.Stats().loads, 1u);
+  for (const char* k : {"p1", "p2", "p3", "p4"}) {
+    EXPECT_TRUE(state_.Exists(k)) << k << ": spilling never drops a payload";
+  }
+}
+
+TEST_F(MasterTierTest, WithoutADiskTierAFullStoreRefusesPuts) {
+  AddNode("n1", 2 * kMiB, 11);
+  const auto doc = LeasePolicy::DeleteOnConsume(1);
+  ASSERT_TRUE(Put("a", kMiB, doc).ok());
+  ASSERT_TRUE(Put("b", kMiB, doc).ok());
+  Status full = Put("c", kMiB, doc).status();
+  EXPECT_EQ(full.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(full.message().find("spilled"), std::string_view::npos);
+  EXPECT_TRUE(state_.Heartbeat("n1", 0, {}, now_).commands.empty());
+}
+
+TEST_F(MasterTierTest, RemovingAnObjectMidSpillWaitsForTheNode) {
+  disk_bytes_ = 16 * kMiB;
+  AddNode("n1", 2 * kMiB, 11);
+  const auto doc = LeasePolicy::DeleteOnConsume(1);
+  ASSERT_TRUE(Put("a", kMiB, doc).ok());
+  ASSERT_TRUE(Put("b", kMiB, doc).ok());
+  EXPECT_FALSE(Put("c", kMiB, doc).ok());  // Schedules a spill of "a".
+  HeartbeatReply hb = state_.Heartbeat("n1", 0, {}, now_);
+  ASSERT_EQ(hb.commands.size(), 1u);
+  ASSERT_TRUE(state_.Remove("a").ok());
+  EXPECT_FALSE(state_.Exists("a"));
+  EXPECT_EQ(state_.Stats().used_bytes, 2 * kMiB) << "the node is still reading a's memory";
+  state_.Heartbeat("n1", 0, {{hb.commands[0].id, true, ""}}, now_);
+  EXPECT_EQ(state_.Stats().used_bytes, kMiB);
+  EXPECT_EQ(state_.Stats().disk_used_bytes, 0u);
 }
 
 }  // namespace

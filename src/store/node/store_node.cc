@@ -1,9 +1,14 @@
 #include "sluice/store/store_node.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -62,6 +67,7 @@ class StoreNodeImpl {
       keys_.push_back(key);
       sizes_.push_back(per);
     }
+    SLUICE_RETURN_IF_ERROR(OpenDisk());
     stub_ = pb::Master::NewStub(
         grpc::CreateChannel(config_.master, grpc::InsecureChannelCredentials()));
     thread_ = std::thread([this] { Run(); });
@@ -84,6 +90,7 @@ class StoreNodeImpl {
     for (const auto& [key, rec] : directory_) {
       *req.add_objects() = rec;
     }
+    req.set_disk_bytes(disk_fd_.valid() ? config_.disk_bytes : 0);
     pb::RegisterNodeResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + config_.rpc_timeout);
@@ -109,6 +116,7 @@ class StoreNodeImpl {
     while (!stopping_) {
       lock.unlock();
       Status s;
+      bool report_now = false;
       if (need_register) {
         s = Register();
         need_register = !s.ok();
@@ -120,6 +128,9 @@ class StoreNodeImpl {
         pb::HeartbeatRequest req;
         req.set_node_id(config_.node_id);
         req.set_acked_seq(acked_seq_);
+        for (const auto& [id, r] : done_) {
+          *req.add_done() = r;
+        }
         pb::HeartbeatResponse resp;
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + config_.rpc_timeout);
@@ -127,6 +138,7 @@ class StoreNodeImpl {
         need_register = !s.ok() || resp.reregister();
         if (s.ok()) {
           Apply(resp);
+          report_now = RunCommands(resp);
         }
       }
       registered_ = !need_register;
@@ -135,7 +147,9 @@ class StoreNodeImpl {
       }
       last_error = s;
       lock.lock();
-      cv_.wait_for(lock, need_register ? std::chrono::milliseconds(200) : interval_);
+      if (!report_now) {
+        cv_.wait_for(lock, need_register ? std::chrono::milliseconds(200) : interval_);
+      }
     }
   }
 
@@ -152,8 +166,95 @@ class StoreNodeImpl {
     }
   }
 
+  // Creates the disk-tier file and reserves its space.
+  Status OpenDisk() {
+    if (config_.disk_bytes == 0) {
+      return Status::Ok();
+    }
+    if (config_.disk_dir.empty() || config_.disk_bytes < (std::uint64_t{1} << 20)) {
+      return InvalidArgumentError("store node: a disk tier needs --disk DIR and at least 1 MiB");
+    }
+    std::string name;
+    for (char c : config_.node_id) {
+      name.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+    }
+    disk_path_ = config_.disk_dir + "/sluice-" + name + ".tier";
+    disk_fd_.reset(::open(disk_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!disk_fd_.valid()) {
+      return InvalidArgumentError("store node: cannot create " + disk_path_ + ": " +
+                                  strerror(errno));
+    }
+    const int rc = ::posix_fallocate(disk_fd_.get(), 0, static_cast<off_t>(config_.disk_bytes));
+    if (rc == EOPNOTSUPP || rc == EINVAL) {
+      if (::ftruncate(disk_fd_.get(), static_cast<off_t>(config_.disk_bytes)) != 0) {
+        return ResourceExhaustedError("store node: cannot size " + disk_path_);
+      }
+    } else if (rc != 0) {
+      return ResourceExhaustedError("store node: cannot reserve " +
+                                    std::to_string(config_.disk_bytes) + " bytes in " + disk_path_ +
+                                    ": " + strerror(rc));
+    }
+    return Status::Ok();
+  }
+
+  // Runs the master's disk-tier commands not run yet. The master resends a
+  // command until it sees the result; results are forgotten once the master
+  // stops sending the command.
+  // Returns true if it ran any, so the results are reported at once.
+  bool RunCommands(const pb::HeartbeatResponse& resp) {
+    std::map<std::uint64_t, pb::CommandResult> kept;
+    bool ran = false;
+    for (const pb::NodeCommand& c : resp.commands()) {
+      auto it = done_.find(c.id());
+      if (it != done_.end()) {
+        kept[c.id()] = it->second;
+      } else {
+        kept[c.id()] = Run(c);
+        ran = true;
+      }
+    }
+    done_ = std::move(kept);
+    return ran;
+  }
+
+  pb::CommandResult Run(const pb::NodeCommand& c) {
+    pb::CommandResult r;
+    r.set_id(c.id());
+    char* mem = nullptr;
+    for (std::size_t i = 0; i < keys_.size(); ++i) {
+      if (keys_[i].value == c.mem_region_key() && c.mem_offset() <= sizes_[i] &&
+          c.size() <= sizes_[i] - c.mem_offset()) {
+        mem = static_cast<char*>(memory_[i].data()) + c.mem_offset();
+      }
+    }
+    if (mem == nullptr || !disk_fd_.valid() || c.disk_offset() > config_.disk_bytes ||
+        c.size() > config_.disk_bytes - c.disk_offset()) {
+      r.set_error("command " + std::to_string(c.id()) + " is outside this node's memory or disk");
+      return r;
+    }
+    const bool spill = c.kind() == pb::NodeCommand::SPILL;
+    std::uint64_t done = 0;
+    while (done < c.size()) {
+      const ssize_t n = spill ? ::pwrite(disk_fd_.get(), mem + done, c.size() - done,
+                                         static_cast<off_t>(c.disk_offset() + done))
+                              : ::pread(disk_fd_.get(), mem + done, c.size() - done,
+                                        static_cast<off_t>(c.disk_offset() + done));
+      if (n <= 0) {
+        r.set_error(std::string(spill ? "write " : "read ") + disk_path_ + ": " +
+                    (n < 0 ? strerror(errno) : "short transfer"));
+        return r;
+      }
+      done += static_cast<std::uint64_t>(n);
+    }
+    r.set_ok(true);
+    return r;
+  }
+
   TransferEngine* engine_;
   StoreNodeConfig config_;
+  UniqueFd disk_fd_;
+  std::string disk_path_;
+  std::map<std::uint64_t, pb::CommandResult> done_;  // Heartbeat thread only.
   // Objects this node holds, as the master reported them (heartbeat thread).
   std::map<std::string, pb::ObjectRecord> directory_;
   std::uint64_t acked_seq_ = 0;
