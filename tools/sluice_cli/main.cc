@@ -13,6 +13,7 @@
 #include "sluice/store/store_node.h"
 #include "sluice/units.h"
 
+#include "bench/orchestrator_bench.h"
 #include "bench/store_bench.h"
 #include "bench/transfer_bench.h"
 
@@ -206,6 +207,18 @@ int main(int argc, char** argv) {
   bool store_json = false;
   store_bench->add_flag("--json", store_json, "print one JSON object");
 
+  sluice::bench::OrchestratorBenchOptions orch_opts;
+  CLI::App* orch_bench =
+      bench->add_subcommand("orchestrator", "scheduler core decisions per second (no I/O)");
+  orch_bench->add_option("--jobs", orch_opts.jobs, "jobs through encode, denoise, decode")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{10000000}))
+      ->capture_default_str();
+  orch_bench->add_option("--workers", orch_opts.workers, "workers, split over the stages")
+      ->check(CLI::Range(3, 100000))
+      ->capture_default_str();
+  bool orch_json = true;
+  orch_bench->add_flag("--json", orch_json, "print one JSON object (the only output format)");
+
   std::uint64_t region_size = 0;
   bool shared = false;
   int target_io = 2;
@@ -234,6 +247,15 @@ int main(int argc, char** argv) {
   }
   if (*target) {
     return sluice::bench::RunTransferTarget(region_size, shared, target_io);
+  }
+  if (*orch_bench) {
+    auto r = sluice::bench::RunOrchestratorBench(orch_opts);
+    if (!r.ok()) {
+      std::cerr << "sluice bench orchestrator: " << r.status().ToString() << "\n";
+      return 1;
+    }
+    std::cout << sluice::bench::ToJson(*r) << std::endl;
+    return 0;
   }
   if (*store_bench) {
     store_opts.value_size = *sluice::ParseByteSize(value_size);

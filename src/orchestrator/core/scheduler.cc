@@ -1,0 +1,335 @@
+#include "orchestrator/core/scheduler.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace sluice::orchestrator {
+
+std::string_view StageName(Stage s) {
+  switch (s) {
+    case Stage::kEncode:
+      return "encode";
+    case Stage::kDenoise:
+      return "denoise";
+    case Stage::kDecode:
+      return "decode";
+  }
+  return "unknown";
+}
+
+namespace {
+int Idx(Stage s) {
+  return static_cast<int>(s);
+}
+}  // namespace
+
+Scheduler::Scheduler(SchedulerOptions options) : options_(options) {}
+
+Status Scheduler::Submit(const JobSpec& spec, TimePoint now) {
+  if (spec.id == 0) {
+    return InvalidArgumentError("Submit: job id 0 is reserved");
+  }
+  if (spec.pipeline.empty()) {
+    return InvalidArgumentError("Submit: empty pipeline");
+  }
+  for (std::size_t i = 1; i < spec.pipeline.size(); ++i) {
+    if (Idx(spec.pipeline[i]) <= Idx(spec.pipeline[i - 1])) {
+      return InvalidArgumentError(
+          "Submit: pipeline stages must run in encode, denoise, decode "
+          "order, each at most once");
+    }
+  }
+  if (static_cast<int>(spec.priority) >= kClassCount) {
+    return InvalidArgumentError("Submit: unknown priority class");
+  }
+  if (jobs_.count(spec.id) != 0) {
+    return AlreadyExistsError("Submit: job " + std::to_string(spec.id) + " exists");
+  }
+  if (jobs_.size() >= options_.max_queued_jobs) {
+    return ResourceExhaustedError("Submit: " + std::to_string(jobs_.size()) +
+                                  " jobs in the system; retry later");
+  }
+  Job& job = jobs_[spec.id];
+  job.spec = spec;
+  Enqueue(job, false, now);
+  Dispatch(now);
+  return Status::Ok();
+}
+
+Status Scheduler::WorkerUp(WorkerId id, Stage stage, int capacity, TimePoint now) {
+  if (id == 0 || capacity < 1) {
+    return InvalidArgumentError("WorkerUp: worker id must be non-zero and capacity >= 1");
+  }
+  auto [it, fresh] = workers_.try_emplace(id);
+  Worker& w = it->second;
+  if (!fresh && w.stage != stage) {
+    return InvalidArgumentError("WorkerUp: worker " + std::to_string(id) + " serves " +
+                                std::string(StageName(w.stage)) + ", not " +
+                                std::string(StageName(stage)));
+  }
+  w.id = id;
+  w.stage = stage;
+  w.capacity = capacity;
+  SetFree(w, std::max(0, capacity - static_cast<int>(w.assigned.size())));
+  Dispatch(now);
+  return Status::Ok();
+}
+
+Status Scheduler::Credits(WorkerId id, int free_slots, TimePoint now) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) {
+    return NotFoundError("Credits: unknown worker " + std::to_string(id));
+  }
+  Worker& w = it->second;
+  const int unassigned = w.capacity - static_cast<int>(w.assigned.size());
+  SetFree(w, std::clamp(free_slots, 0, std::max(0, unassigned)));
+  Dispatch(now);
+  return Status::Ok();
+}
+
+void Scheduler::SetFree(Worker& w, int free) {
+  std::set<std::pair<int, WorkerId>>& set = free_[Idx(w.stage)];
+  if (w.free > 0) {
+    set.erase({-w.free, w.id});
+  }
+  total_free_[Idx(w.stage)] += free - w.free;
+  w.free = free;
+  if (free > 0) {
+    set.insert({-free, w.id});
+  }
+}
+
+void Scheduler::Enqueue(Job& job, bool at_head, TimePoint now) {
+  const std::int64_t deadline =
+      job.spec.deadline.has_value() ? job.spec.deadline->time_since_epoch().count() : INT64_MAX;
+  job.key = QueueKey{deadline, at_head ? next_head_seq_-- : next_seq_++, job.spec.id};
+  job.queued_at = now;
+  job.running = false;
+  queues_[Idx(job.stage())][static_cast<int>(job.spec.priority)].insert(*job.key);
+}
+
+void Scheduler::Dequeue(Job& job) {
+  if (job.key.has_value()) {
+    queues_[Idx(job.stage())][static_cast<int>(job.spec.priority)].erase(*job.key);
+    job.key.reset();
+  }
+}
+
+Scheduler::Job* Scheduler::PickNext(Stage stage, TimePoint now) {
+  Job* best = nullptr;
+  std::tuple<int, std::int64_t, std::uint64_t> best_rank{INT_MAX, 0, 0};
+  for (int c = 0; c < kClassCount; ++c) {
+    const Queue& q = queues_[Idx(stage)][c];
+    if (q.empty()) {
+      continue;
+    }
+    const QueueKey& head = *q.begin();
+    Job& job = jobs_.at(head.job);
+    const auto waited = now - job.queued_at;
+    const int promotions =
+        options_.aging_step.count() > 0 ? static_cast<int>(waited / options_.aging_step) : 0;
+    const auto rank = std::make_tuple(std::max(0, c - promotions), head.deadline_ns, head.seq);
+    if (best == nullptr || rank < best_rank) {
+      best = &job;
+      best_rank = rank;
+    }
+  }
+  return best;
+}
+
+Scheduler::Worker* Scheduler::PickWorker(Stage stage) {
+  const auto& set = free_[Idx(stage)];
+  return set.empty() ? nullptr : &workers_.at(set.begin()->second);
+}
+
+bool Scheduler::DispatchOne(Stage stage, TimePoint now) {
+  Worker* w = PickWorker(stage);
+  if (w == nullptr) {
+    return false;
+  }
+  Job* job = PickNext(stage, now);
+  if (job == nullptr) {
+    return false;
+  }
+  const bool reserve = stage == Stage::kDenoise && job->NeedsDecodeAfter();
+  if (reserve && total_free_[Idx(Stage::kDecode)] <= static_cast<int>(decode_reserved_)) {
+    return false;  // No decode slot for its latent: hold denoise back.
+  }
+  Dequeue(*job);
+  job->running = true;
+  job->worker = w->id;
+  ++job->attempts;
+  w->assigned.insert(job->spec.id);
+  SetFree(*w, w->free - 1);
+  if (reserve && !job->decode_reserved) {
+    job->decode_reserved = true;
+    ++decode_reserved_;
+  }
+  if (stage == Stage::kDecode && job->decode_reserved) {
+    job->decode_reserved = false;  // The reservation is used now.
+    --decode_reserved_;
+  }
+  ++dispatches_;
+  actions_.push_back(Action{Action::Kind::kDispatch, job->spec.id, stage, w->id, {}});
+  return true;
+}
+
+void Scheduler::Dispatch(TimePoint now) {
+  // Downstream first: finishing work frees the pipeline.
+  for (Stage s : {Stage::kDecode, Stage::kDenoise, Stage::kEncode}) {
+    while (DispatchOne(s, now)) {
+    }
+  }
+}
+
+Status Scheduler::CheckRunning(JobId job, WorkerId worker, Job** j, Worker** w) {
+  auto jit = jobs_.find(job);
+  auto wit = workers_.find(worker);
+  if (jit == jobs_.end() || wit == workers_.end()) {
+    return NotFoundError("unknown job " + std::to_string(job) + " or worker " +
+                         std::to_string(worker));
+  }
+  if (!jit->second.running || jit->second.worker != worker) {
+    return FailedPreconditionError("job " + std::to_string(job) + " is not running on worker " +
+                                   std::to_string(worker) + " (stale or duplicate report)");
+  }
+  *j = &jit->second;
+  *w = &wit->second;
+  return Status::Ok();
+}
+
+void Scheduler::Release(Job& job, Worker& w) {
+  w.assigned.erase(job.spec.id);
+  SetFree(w, std::min(w.free + 1, w.capacity - static_cast<int>(w.assigned.size())));
+  job.running = false;
+  job.worker = 0;
+}
+
+void Scheduler::Finish(Job& job, bool ok, std::string reason) {
+  if (job.decode_reserved) {
+    --decode_reserved_;
+  }
+  const JobId id = job.spec.id;
+  if (!job.cancelled) {
+    actions_.push_back(Action{ok ? Action::Kind::kJobDone : Action::Kind::kJobFailed, id,
+                              job.stage(), 0, std::move(reason)});
+    if (!ok) {
+      actions_.push_back(Action{Action::Kind::kReleaseJob, id, job.stage(), 0, {}});
+    }
+  }
+  jobs_.erase(id);
+}
+
+Status Scheduler::StageDone(JobId id, WorkerId worker, TimePoint now) {
+  Job* job = nullptr;
+  Worker* w = nullptr;
+  SLUICE_RETURN_IF_ERROR(CheckRunning(id, worker, &job, &w));
+  Release(*job, *w);
+  if (job->cancelled) {
+    Finish(*job, false, "cancelled");
+  } else if (job->stage_index + 1 == job->spec.pipeline.size()) {
+    Finish(*job, true, {});
+  } else {
+    ++job->stage_index;
+    job->attempts = 0;
+    Enqueue(*job, false, now);
+  }
+  Dispatch(now);
+  return Status::Ok();
+}
+
+Status Scheduler::StageFailed(JobId id, WorkerId worker, std::string_view reason, bool retryable,
+                              TimePoint now) {
+  Job* job = nullptr;
+  Worker* w = nullptr;
+  SLUICE_RETURN_IF_ERROR(CheckRunning(id, worker, &job, &w));
+  Release(*job, *w);
+  if (job->cancelled) {
+    Finish(*job, false, "cancelled");
+  } else if (retryable && job->attempts < options_.max_attempts) {
+    Enqueue(*job, true, now);
+  } else {
+    Finish(*job, false,
+           std::string(StageName(job->stage())) + " failed after " + std::to_string(job->attempts) +
+               " attempt(s): " + std::string(reason));
+  }
+  Dispatch(now);
+  return Status::Ok();
+}
+
+Status Scheduler::WorkerLost(WorkerId id, TimePoint now) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) {
+    return NotFoundError("WorkerLost: unknown worker " + std::to_string(id));
+  }
+  Worker& w = it->second;
+  SetFree(w, 0);
+  const std::set<JobId> assigned = w.assigned;
+  workers_.erase(it);
+  for (JobId jid : assigned) {
+    Job& job = jobs_.at(jid);
+    job.running = false;
+    job.worker = 0;
+    if (job.cancelled) {
+      Finish(job, false, "cancelled");
+    } else if (job.attempts < options_.max_attempts) {
+      Enqueue(job, true, now);  // Back to the head of its queue.
+    } else {
+      Finish(job, false,
+             std::string(StageName(job.stage())) + " lost its worker " +
+                 std::to_string(job.attempts) + " time(s)");
+    }
+  }
+  Dispatch(now);
+  return Status::Ok();
+}
+
+Status Scheduler::Cancel(JobId id, TimePoint now) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.cancelled) {
+    return NotFoundError("Cancel: no live job " + std::to_string(id));
+  }
+  Job& job = it->second;
+  job.cancelled = true;
+  if (job.decode_reserved) {
+    job.decode_reserved = false;
+    --decode_reserved_;
+  }
+  actions_.push_back(Action{Action::Kind::kReleaseJob, id, job.stage(), 0, {}});
+  if (job.running) {
+    // The worker stops at its next step boundary and reports; its slot
+    // returns then.
+    actions_.push_back(Action{Action::Kind::kStop, id, job.stage(), job.worker, {}});
+  } else {
+    Dequeue(job);
+    jobs_.erase(it);
+  }
+  Dispatch(now);
+  return Status::Ok();
+}
+
+void Scheduler::Tick(TimePoint now) {
+  Dispatch(now);
+}
+
+std::vector<Action> Scheduler::TakeActions() {
+  return std::exchange(actions_, {});
+}
+
+SchedulerStats Scheduler::Stats() const {
+  SchedulerStats s;
+  for (int st = 0; st < kStageCount; ++st) {
+    for (int c = 0; c < kClassCount; ++c) {
+      s.queued[st] += queues_[st][c].size();
+    }
+  }
+  for (const auto& [id, j] : jobs_) {
+    s.running += j.running ? 1 : 0;
+  }
+  s.jobs = jobs_.size();
+  s.decode_reserved = decode_reserved_;
+  s.dispatches = dispatches_;
+  return s;
+}
+
+}  // namespace sluice::orchestrator

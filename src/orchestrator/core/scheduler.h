@@ -1,0 +1,190 @@
+// The orchestrator core: a deterministic state machine that turns events
+// (jobs submitted, workers appearing with credits, stages finishing or
+// failing, workers lost, cancellations, time passing) into actions
+// (dispatch this stage of this job to that worker; tell a worker to stop;
+// a job finished or failed). No I/O and no threads: the service and the
+// simulator drive the same code, and tests drive it with a fake clock.
+//
+// Queues are asymmetric. Encode and decode are work queues: any worker of
+// the pool takes the next item. Denoise is an admission queue: an admitted
+// job stays on its worker until it finishes, fails or is cancelled, and it
+// is admitted only with a decode slot reserved for its latent, so a slow
+// decode pool holds denoise back before latents pile up.
+//
+// Order within a stage: priority class (interactive > standard > batch),
+// earliest deadline first within a class (no deadline sorts last), then
+// submission order. A queued item is promoted one class for every
+// `aging_step` it has waited, so batch work never starves.
+//
+// Credits: a worker takes at most `capacity` items; the scheduler never
+// dispatches beyond the free slots it knows of (a worker's own report can
+// lower them, never raise them above capacity minus what is assigned).
+//
+// Not thread-safe: one owner calls it.
+#ifndef SLUICE_ORCHESTRATOR_CORE_SCHEDULER_H_
+#define SLUICE_ORCHESTRATOR_CORE_SCHEDULER_H_
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sluice/status.h"
+
+namespace sluice::orchestrator {
+
+using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::time_point;
+
+enum class Stage : std::uint8_t { kEncode = 0, kDenoise = 1, kDecode = 2 };
+inline constexpr int kStageCount = 3;
+enum class PriorityClass : std::uint8_t { kInteractive = 0, kStandard = 1, kBatch = 2 };
+inline constexpr int kClassCount = 3;
+
+std::string_view StageName(Stage s);
+
+using JobId = std::uint64_t;
+using WorkerId = std::uint64_t;
+
+struct JobSpec {
+  JobId id = 0;  // Chosen by the caller; unique.
+  // Stages in order. Default encode -> denoise -> decode; encode-only and
+  // other shapes are allowed (each stage at most once, in pipeline order).
+  std::vector<Stage> pipeline = {Stage::kEncode, Stage::kDenoise, Stage::kDecode};
+  PriorityClass priority = PriorityClass::kStandard;
+  std::optional<TimePoint> deadline;  // SLO: earliest deadline first in its class.
+};
+
+struct SchedulerOptions {
+  std::chrono::milliseconds aging_step{30000};  // Wait that promotes one class.
+  int max_attempts = 3;                         // Per stage, counting the first.
+  std::size_t max_queued_jobs = 1 << 20;        // Submit beyond: kResourceExhausted.
+};
+
+struct Action {
+  enum class Kind : std::uint8_t {
+    kDispatch,  // Run `stage` of `job` on `worker`.
+    kStop,      // Tell `worker` to stop `job` at its next step boundary.
+    kJobDone,
+    kJobFailed,   // `reason` says why.
+    kReleaseJob,  // Every payload of `job` may be freed.
+  };
+  Kind kind;
+  JobId job = 0;
+  Stage stage = Stage::kEncode;
+  WorkerId worker = 0;
+  std::string reason;
+};
+
+struct SchedulerStats {
+  std::size_t queued[kStageCount] = {};
+  std::size_t running = 0;
+  std::size_t jobs = 0;
+  std::size_t decode_reserved = 0;
+  std::uint64_t dispatches = 0;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerOptions options = {});
+
+  // Errors: kInvalidArgument (id 0, empty or malformed pipeline);
+  // kAlreadyExists (id in use); kResourceExhausted (max_queued_jobs: the
+  // service answers 429).
+  Status Submit(const JobSpec& spec, TimePoint now);
+  // A worker of `stage` with `capacity` slots joins (or rejoins: its
+  // assignments are kept). Errors: kInvalidArgument (id 0, capacity < 1).
+  Status WorkerUp(WorkerId worker, Stage stage, int capacity, TimePoint now);
+  // The worker's own count of free slots; clamped to what the scheduler
+  // knows is unassigned. Errors: kNotFound.
+  Status Credits(WorkerId worker, int free_slots, TimePoint now);
+  // `job`'s current stage finished on `worker`; the next stage is queued.
+  // Errors: kNotFound (unknown job/worker); kFailedPrecondition (the job is
+  // not running that stage on that worker: a stale or duplicate report).
+  Status StageDone(JobId job, WorkerId worker, TimePoint now);
+  // The stage failed. Retryable failures re-queue it (at the head) until
+  // max_attempts; otherwise the job fails. Errors as StageDone.
+  Status StageFailed(JobId job, WorkerId worker, std::string_view reason, bool retryable,
+                     TimePoint now);
+  // Every assignment of the worker goes back to the head of its queue.
+  // Errors: kNotFound.
+  Status WorkerLost(WorkerId worker, TimePoint now);
+  // Removes queued work, stops running work, releases the job's payloads.
+  // Errors: kNotFound (unknown or already finished job).
+  Status Cancel(JobId job, TimePoint now);
+  // Time passes: aging may reorder queues; dispatches what it can.
+  void Tick(TimePoint now);
+
+  // Actions since the last call, in the order decided.
+  std::vector<Action> TakeActions();
+  SchedulerStats Stats() const;
+
+ private:
+  struct QueueKey {
+    std::int64_t deadline_ns;  // INT64_MAX when none.
+    std::uint64_t seq;         // Lower: queued earlier (or re-queued at the head).
+    JobId job;
+    auto operator<=>(const QueueKey&) const = default;
+  };
+  struct Job {
+    JobSpec spec;
+    std::size_t stage_index = 0;
+    bool running = false;
+    bool cancelled = false;  // Stopped; waits for its worker's report.
+    bool decode_reserved = false;
+    int attempts = 0;  // Of the current stage.
+    TimePoint queued_at;
+    std::optional<QueueKey> key;
+    WorkerId worker = 0;
+
+    Stage stage() const { return spec.pipeline[stage_index]; }
+    bool NeedsDecodeAfter() const {
+      return std::find(spec.pipeline.begin() + static_cast<std::ptrdiff_t>(stage_index),
+                       spec.pipeline.end(), Stage::kDecode) != spec.pipeline.end();
+    }
+  };
+
+  struct Worker {
+    WorkerId id = 0;
+    Stage stage = Stage::kEncode;
+    int capacity = 0;
+    int free = 0;
+    std::set<JobId> assigned;
+  };
+
+  using Queue = std::set<QueueKey>;
+
+  void Enqueue(Job& job, bool at_head, TimePoint now);
+  void Dequeue(Job& job);
+  void Dispatch(TimePoint now);
+  bool DispatchOne(Stage stage, TimePoint now);
+  Job* PickNext(Stage stage, TimePoint now);
+  Worker* PickWorker(Stage stage);
+  void SetFree(Worker& w, int free);
+  void Release(Job& job, Worker& w);
+  Status CheckRunning(JobId job, WorkerId worker, Job** j, Worker** w);
+  void Finish(Job& job, bool ok, std::string reason);
+
+  SchedulerOptions options_;
+  std::unordered_map<JobId, Job> jobs_;
+  std::unordered_map<WorkerId, Worker> workers_;
+  Queue queues_[kStageCount][kClassCount];
+  // Workers with free slots per stage, most free first: (-free, id).
+  std::set<std::pair<int, WorkerId>> free_[kStageCount];
+  int total_free_[kStageCount] = {};
+  std::uint64_t next_seq_ = 1ull << 62;  // Head re-queues count down from here.
+  std::uint64_t next_head_seq_ = (1ull << 62) - 1;
+  std::size_t decode_reserved_ = 0;
+  std::uint64_t dispatches_ = 0;
+  std::vector<Action> actions_;
+};
+
+}  // namespace sluice::orchestrator
+
+#endif  // SLUICE_ORCHESTRATOR_CORE_SCHEDULER_H_

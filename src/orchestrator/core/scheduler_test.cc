@@ -1,0 +1,266 @@
+#include "orchestrator/core/scheduler.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace sluice::orchestrator {
+namespace {
+
+using namespace std::chrono_literals;
+using Kind = Action::Kind;
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  explicit SchedulerTest(SchedulerOptions o = {}) : s_(o) {}
+
+  JobSpec Job(JobId id, PriorityClass p = PriorityClass::kStandard,
+              std::vector<Stage> pipeline = {Stage::kEncode}) {
+    JobSpec j;
+    j.id = id;
+    j.priority = p;
+    j.pipeline = std::move(pipeline);
+    return j;
+  }
+  // Dispatch actions since the last call, as (job, worker) pairs.
+  std::vector<std::pair<JobId, WorkerId>> Dispatched() {
+    std::vector<std::pair<JobId, WorkerId>> out;
+    for (const Action& a : s_.TakeActions()) {
+      if (a.kind == Kind::kDispatch) {
+        out.emplace_back(a.job, a.worker);
+      }
+    }
+    return out;
+  }
+  std::vector<JobId> DispatchedJobs() {
+    std::vector<JobId> out;
+    for (auto [j, w] : Dispatched()) {
+      out.push_back(j);
+    }
+    return out;
+  }
+
+  TimePoint now_ = TimePoint{} + 1h;
+  Scheduler s_;
+};
+
+TEST_F(SchedulerTest, PriorityClassesThenSubmissionOrder) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(100), now_).ok());  // Occupies the worker.
+  ASSERT_TRUE(s_.Submit(Job(3, PriorityClass::kBatch), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(2, PriorityClass::kStandard), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kInteractive), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(4, PriorityClass::kInteractive), now_).ok());
+  EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{100});
+  std::vector<JobId> order;
+  for (JobId running : {100, 1, 4, 2}) {
+    ASSERT_TRUE(s_.StageDone(running, 1, now_).ok());
+    for (JobId j : DispatchedJobs()) {
+      order.push_back(j);
+    }
+  }
+  EXPECT_EQ(order, (std::vector<JobId>{1, 4, 2, 3}));
+}
+
+TEST_F(SchedulerTest, EarliestDeadlineFirstWithinAClass) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(100), now_).ok());
+  JobSpec late = Job(1), early = Job(2), none = Job(3);
+  late.deadline = now_ + 10s;
+  early.deadline = now_ + 5s;
+  ASSERT_TRUE(s_.Submit(none, now_).ok());
+  ASSERT_TRUE(s_.Submit(late, now_).ok());
+  ASSERT_TRUE(s_.Submit(early, now_).ok());
+  Dispatched();
+  std::vector<JobId> order;
+  for (JobId running : {100, 2, 1}) {
+    ASSERT_TRUE(s_.StageDone(running, 1, now_).ok());
+    for (JobId j : DispatchedJobs()) {
+      order.push_back(j);
+    }
+  }
+  EXPECT_EQ(order, (std::vector<JobId>{2, 1, 3}));
+}
+
+TEST_F(SchedulerTest, AgingPromotesWaitingBatchWork) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(100), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kBatch), now_).ok());
+  now_ += 61s;  // Two aging steps of 30 s: batch now ranks as interactive.
+  ASSERT_TRUE(s_.Submit(Job(2, PriorityClass::kInteractive), now_).ok());
+  Dispatched();
+  ASSERT_TRUE(s_.StageDone(100, 1, now_).ok());
+  EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{1}) << "the older, aged job goes first";
+}
+
+TEST_F(SchedulerTest, CreditsAreNeverOverdrawn) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 2, now_).ok());
+  for (JobId j = 1; j <= 5; ++j) {
+    ASSERT_TRUE(s_.Submit(Job(j), now_).ok());
+  }
+  EXPECT_EQ(Dispatched().size(), 2u);
+  ASSERT_TRUE(s_.Credits(1, 10, now_).ok());
+  EXPECT_TRUE(Dispatched().empty()) << "a report cannot raise credits above capacity";
+  ASSERT_TRUE(s_.Credits(1, 0, now_).ok());
+  ASSERT_TRUE(s_.StageDone(1, 1, now_).ok());
+  EXPECT_EQ(Dispatched().size(), 1u);
+  ASSERT_TRUE(s_.WorkerUp(2, Stage::kEncode, 3, now_).ok());
+  EXPECT_EQ(Dispatched().size(), 2u) << "a new worker takes the rest";
+  EXPECT_EQ(s_.Stats().queued[0], 0u);
+}
+
+TEST_F(SchedulerTest, FullDecodePoolHoldsDenoiseBack) {
+  const std::vector<Stage> edv = {Stage::kEncode, Stage::kDenoise, Stage::kDecode};
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 4, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, Stage::kDenoise, 4, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(3, Stage::kDecode, 1, now_).ok());
+  for (JobId j = 1; j <= 3; ++j) {
+    ASSERT_TRUE(s_.Submit(Job(j, PriorityClass::kStandard, edv), now_).ok());
+  }
+  EXPECT_EQ(Dispatched().size(), 3u);  // Three encodes.
+  for (JobId j = 1; j <= 3; ++j) {
+    ASSERT_TRUE(s_.StageDone(j, 1, now_).ok());
+  }
+  auto d = Dispatched();
+  ASSERT_EQ(d.size(), 1u) << "one decode slot: one denoise admitted";
+  EXPECT_EQ(d[0], (std::pair<JobId, WorkerId>{1, 2}));
+  EXPECT_EQ(s_.Stats().decode_reserved, 1u);
+  ASSERT_TRUE(s_.StageDone(1, 2, now_).ok());
+  d = Dispatched();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0], (std::pair<JobId, WorkerId>{1, 3})) << "its decode uses the reservation";
+  EXPECT_EQ(s_.Stats().queued[1], 2u) << "the decode pool is busy: denoise still waits";
+  ASSERT_TRUE(s_.StageDone(1, 3, now_).ok());
+  d = Dispatched();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0], (std::pair<JobId, WorkerId>{2, 2}));
+}
+
+TEST_F(SchedulerTest, LostWorkerItemsGoBackToTheHead) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(2), now_).ok());
+  Dispatched();
+  ASSERT_TRUE(s_.WorkerLost(1, now_).ok());
+  EXPECT_EQ(s_.StageDone(1, 1, now_).code(), StatusCode::kNotFound) << "a lost worker's report";
+  ASSERT_TRUE(s_.WorkerUp(2, Stage::kEncode, 1, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 2}}));
+}
+
+class RetrySchedulerTest : public SchedulerTest {
+ protected:
+  static SchedulerOptions Opts() {
+    SchedulerOptions o;
+    o.max_attempts = 2;
+    return o;
+  }
+  RetrySchedulerTest() : SchedulerTest(Opts()) {}
+};
+
+TEST_F(RetrySchedulerTest, RetriesAreBoundedAndTheReasonKept) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
+  Dispatched();
+  ASSERT_TRUE(s_.StageFailed(1, 1, "CUDA OOM", true, now_).ok());
+  EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{1}) << "retried";
+  ASSERT_TRUE(s_.StageFailed(1, 1, "CUDA OOM", true, now_).ok());
+  bool failed = false;
+  for (const Action& a : s_.TakeActions()) {
+    if (a.kind == Kind::kJobFailed) {
+      failed = true;
+      EXPECT_NE(a.reason.find("CUDA OOM"), std::string::npos);
+      EXPECT_NE(a.reason.find("2 attempt"), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(failed);
+  ASSERT_TRUE(s_.Submit(Job(2), now_).ok());
+  Dispatched();
+  ASSERT_TRUE(s_.StageFailed(2, 1, "bad prompt", false, now_).ok());
+  auto acts = s_.TakeActions();
+  ASSERT_FALSE(acts.empty());
+  EXPECT_EQ(acts[0].kind, Kind::kJobFailed) << "not retryable: fails at once";
+}
+
+TEST_F(SchedulerTest, CancelRemovesQueuedStopsRunningAndReleasesPayloads) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(
+      s_.Submit(Job(1, PriorityClass::kStandard, {Stage::kEncode, Stage::kDecode}), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(2), now_).ok());
+  Dispatched();
+  ASSERT_TRUE(s_.Cancel(2, now_).ok());
+  auto acts = s_.TakeActions();
+  ASSERT_EQ(acts.size(), 1u);
+  EXPECT_EQ(acts[0].kind, Kind::kReleaseJob);
+  ASSERT_TRUE(s_.Cancel(1, now_).ok());
+  acts = s_.TakeActions();
+  ASSERT_EQ(acts.size(), 2u);
+  EXPECT_EQ(acts[0].kind, Kind::kReleaseJob);
+  EXPECT_EQ(acts[1].kind, Kind::kStop);
+  EXPECT_EQ(acts[1].worker, 1u);
+  EXPECT_EQ(s_.Cancel(1, now_).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(s_.StageFailed(1, 1, "stopped", false, now_).ok());
+  EXPECT_TRUE(s_.TakeActions().empty()) << "no decode, no done, no second failure";
+  EXPECT_EQ(s_.Stats().jobs, 0u);
+  ASSERT_TRUE(s_.Submit(Job(3), now_).ok());
+  EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{3}) << "the slot came back";
+}
+
+TEST_F(SchedulerTest, WholePipelinesAndEncodeOnlyJobsFinish) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, Stage::kDenoise, 1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(3, Stage::kDecode, 1, now_).ok());
+  ASSERT_TRUE(
+      s_.Submit(Job(1, PriorityClass::kStandard, {Stage::kEncode, Stage::kDenoise, Stage::kDecode}),
+                now_)
+          .ok());
+  ASSERT_TRUE(s_.Submit(Job(2), now_).ok());  // Encode only.
+  int done = 0;
+  for (int round = 0; round < 10 && done < 2; ++round) {
+    for (const Action& a : s_.TakeActions()) {
+      if (a.kind == Kind::kDispatch) {
+        ASSERT_TRUE(s_.StageDone(a.job, a.worker, now_).ok());
+      } else if (a.kind == Kind::kJobDone) {
+        ++done;
+      }
+    }
+  }
+  EXPECT_EQ(done, 2);
+  EXPECT_EQ(s_.Stats().jobs, 0u);
+  EXPECT_EQ(s_.Stats().dispatches, 4u);
+}
+
+TEST_F(SchedulerTest, BadEventsGetSpecificErrors) {
+  EXPECT_EQ(s_.Submit(Job(0), now_).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s_.Submit(Job(1, PriorityClass::kStandard, {}), now_).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      s_.Submit(Job(1, PriorityClass::kStandard, {Stage::kDecode, Stage::kEncode}), now_).code(),
+      StatusCode::kInvalidArgument);
+  ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
+  EXPECT_EQ(s_.Submit(Job(1), now_).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(s_.WorkerUp(5, Stage::kEncode, 0, now_).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(s_.WorkerUp(5, Stage::kEncode, 1, now_).ok());
+  EXPECT_EQ(s_.WorkerUp(5, Stage::kDecode, 1, now_).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s_.Credits(9, 1, now_).code(), StatusCode::kNotFound);
+  EXPECT_EQ(s_.StageDone(1, 9, now_).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(s_.Submit(Job(2), now_).ok());  // Queued behind job 1.
+  EXPECT_EQ(s_.StageDone(2, 5, now_).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s_.WorkerLost(9, now_).code(), StatusCode::kNotFound);
+}
+
+TEST(SchedulerLimitsTest, SubmitBeyondTheLimitIsResourceExhausted) {
+  SchedulerOptions o;
+  o.max_queued_jobs = 2;
+  Scheduler s(o);
+  const TimePoint now{};
+  JobSpec j;
+  j.id = 1;
+  ASSERT_TRUE(s.Submit(j, now).ok());
+  j.id = 2;
+  ASSERT_TRUE(s.Submit(j, now).ok());
+  j.id = 3;
+  EXPECT_EQ(s.Submit(j, now).code(), StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace sluice::orchestrator
