@@ -56,7 +56,8 @@ Status Scheduler::Submit(const JobSpec& spec, TimePoint now) {
   return Status::Ok();
 }
 
-Status Scheduler::WorkerUp(WorkerId id, Stage stage, int capacity, TimePoint now) {
+Status Scheduler::WorkerUp(WorkerId id, Stage stage, int capacity, TimePoint now,
+                           std::vector<std::string> labels) {
   if (id == 0 || capacity < 1) {
     return InvalidArgumentError("WorkerUp: worker id must be non-zero and capacity >= 1");
   }
@@ -67,9 +68,11 @@ Status Scheduler::WorkerUp(WorkerId id, Stage stage, int capacity, TimePoint now
                                 std::string(StageName(w.stage)) + ", not " +
                                 std::string(StageName(stage)));
   }
+  SetFree(w, 0);  // Re-indexed below under its (possibly new) labels.
   w.id = id;
   w.stage = stage;
   w.capacity = capacity;
+  w.labels = std::move(labels);
   SetFree(w, std::max(0, capacity - static_cast<int>(w.assigned.size())));
   Dispatch(now);
   return Status::Ok();
@@ -89,13 +92,20 @@ Status Scheduler::Credits(WorkerId id, int free_slots, TimePoint now) {
 
 void Scheduler::SetFree(Worker& w, int free) {
   std::set<std::pair<int, WorkerId>>& set = free_[Idx(w.stage)];
+  auto& by_label = free_by_label_[Idx(w.stage)];
   if (w.free > 0) {
     set.erase({-w.free, w.id});
+    for (const std::string& l : w.labels) {
+      by_label[l].erase({-w.free, w.id});
+    }
   }
   total_free_[Idx(w.stage)] += free - w.free;
   w.free = free;
   if (free > 0) {
     set.insert({-free, w.id});
+    for (const std::string& l : w.labels) {
+      by_label[l].insert({-free, w.id});
+    }
   }
 }
 
@@ -137,26 +147,35 @@ Scheduler::Job* Scheduler::PickNext(Stage stage, TimePoint now) {
   return best;
 }
 
-Scheduler::Worker* Scheduler::PickWorker(Stage stage) {
+Scheduler::Worker* Scheduler::PickWorker(Stage stage, const Job& job) {
+  if (!job.spec.affinity.empty()) {
+    auto it = free_by_label_[Idx(stage)].find(job.spec.affinity);
+    if (it != free_by_label_[Idx(stage)].end() && !it->second.empty()) {
+      return &workers_.at(it->second.begin()->second);
+    }
+  }
   const auto& set = free_[Idx(stage)];
   return set.empty() ? nullptr : &workers_.at(set.begin()->second);
 }
 
 bool Scheduler::DispatchOne(Stage stage, TimePoint now) {
-  Worker* w = PickWorker(stage);
-  if (w == nullptr) {
+  if (total_free_[Idx(stage)] == 0) {
     return false;
   }
   Job* job = PickNext(stage, now);
   if (job == nullptr) {
     return false;
   }
+  Worker* w = PickWorker(stage, *job);
   const bool reserve = stage == Stage::kDenoise && job->NeedsDecodeAfter();
   if (reserve && total_free_[Idx(Stage::kDecode)] <= static_cast<int>(decode_reserved_)) {
     return false;  // No decode slot for its latent: hold denoise back.
   }
   Dequeue(*job);
   job->running = true;
+  if (stage == Stage::kDenoise && job->spec.priority == PriorityClass::kBatch) {
+    running_batch_denoise_.insert(job->spec.id);
+  }
   job->worker = w->id;
   ++job->attempts;
   w->assigned.insert(job->spec.id);
@@ -170,7 +189,8 @@ bool Scheduler::DispatchOne(Stage stage, TimePoint now) {
     --decode_reserved_;
   }
   ++dispatches_;
-  actions_.push_back(Action{Action::Kind::kDispatch, job->spec.id, stage, w->id, {}});
+  actions_.push_back(
+      Action{Action::Kind::kDispatch, job->spec.id, stage, w->id, {}, job->checkpoint_step});
   return true;
 }
 
@@ -178,6 +198,30 @@ void Scheduler::Dispatch(TimePoint now) {
   // Downstream first: finishing work frees the pipeline.
   for (Stage s : {Stage::kDecode, Stage::kDenoise, Stage::kEncode}) {
     while (DispatchOne(s, now)) {
+    }
+  }
+  Preempt(now);
+}
+
+// An interactive job waiting for denoise while batch jobs hold every slot:
+// ask one batch job per waiting interactive job to checkpoint and yield.
+void Scheduler::Preempt(TimePoint now) {
+  const Queue& waiting =
+      queues_[Idx(Stage::kDenoise)][static_cast<int>(PriorityClass::kInteractive)];
+  if (waiting.empty() || total_free_[Idx(Stage::kDenoise)] > 0 || preempting_ >= waiting.size()) {
+    return;
+  }
+  (void)now;
+  for (JobId id : running_batch_denoise_) {
+    if (preempting_ >= waiting.size()) {
+      break;
+    }
+    Job& job = jobs_.at(id);
+    if (!job.cancelled && !job.preempting) {
+      job.preempting = true;
+      ++preempting_;
+      ++preemptions_;
+      actions_.push_back(Action{Action::Kind::kCheckpoint, id, Stage::kDenoise, job.worker, {}});
     }
   }
 }
@@ -198,11 +242,20 @@ Status Scheduler::CheckRunning(JobId job, WorkerId worker, Job** j, Worker** w) 
   return Status::Ok();
 }
 
-void Scheduler::Release(Job& job, Worker& w) {
-  w.assigned.erase(job.spec.id);
-  SetFree(w, std::min(w.free + 1, w.capacity - static_cast<int>(w.assigned.size())));
+void Scheduler::Stopped(Job& job) {
+  if (job.preempting) {
+    job.preempting = false;
+    --preempting_;
+  }
+  running_batch_denoise_.erase(job.spec.id);
   job.running = false;
   job.worker = 0;
+}
+
+void Scheduler::Release(Job& job, Worker& w) {
+  Stopped(job);
+  w.assigned.erase(job.spec.id);
+  SetFree(w, std::min(w.free + 1, w.capacity - static_cast<int>(w.assigned.size())));
 }
 
 void Scheduler::Finish(Job& job, bool ok, std::string reason) {
@@ -232,6 +285,7 @@ Status Scheduler::StageDone(JobId id, WorkerId worker, TimePoint now) {
   } else {
     ++job->stage_index;
     job->attempts = 0;
+    job->checkpoint_step = 0;
     Enqueue(*job, false, now);
   }
   Dispatch(now);
@@ -268,8 +322,7 @@ Status Scheduler::WorkerLost(WorkerId id, TimePoint now) {
   workers_.erase(it);
   for (JobId jid : assigned) {
     Job& job = jobs_.at(jid);
-    job.running = false;
-    job.worker = 0;
+    Stopped(job);
     if (job.cancelled) {
       Finish(job, false, "cancelled");
     } else if (job.attempts < options_.max_attempts) {
@@ -308,6 +361,34 @@ Status Scheduler::Cancel(JobId id, TimePoint now) {
   return Status::Ok();
 }
 
+Status Scheduler::Progress(JobId id, WorkerId worker, int step, bool checkpointed, TimePoint) {
+  Job* job = nullptr;
+  Worker* w = nullptr;
+  SLUICE_RETURN_IF_ERROR(CheckRunning(id, worker, &job, &w));
+  if (step < 0) {
+    return InvalidArgumentError("Progress: negative step");
+  }
+  if (checkpointed) {
+    job->checkpoint_step = std::max(job->checkpoint_step, step);
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::Preempted(JobId id, WorkerId worker, TimePoint now) {
+  Job* job = nullptr;
+  Worker* w = nullptr;
+  SLUICE_RETURN_IF_ERROR(CheckRunning(id, worker, &job, &w));
+  Release(*job, *w);
+  if (job->cancelled) {
+    Finish(*job, false, "cancelled");
+  } else {
+    --job->attempts;  // Yielding is not a failed attempt.
+    Enqueue(*job, true, now);
+  }
+  Dispatch(now);
+  return Status::Ok();
+}
+
 void Scheduler::Tick(TimePoint now) {
   Dispatch(now);
 }
@@ -329,6 +410,7 @@ SchedulerStats Scheduler::Stats() const {
   s.jobs = jobs_.size();
   s.decode_reserved = decode_reserved_;
   s.dispatches = dispatches_;
+  s.preemptions = preemptions_;
   return s;
 }
 

@@ -59,6 +59,9 @@ struct JobSpec {
   std::vector<Stage> pipeline = {Stage::kEncode, Stage::kDenoise, Stage::kDecode};
   PriorityClass priority = PriorityClass::kStandard;
   std::optional<TimePoint> deadline;  // SLO: earliest deadline first in its class.
+  // Preferred worker label (e.g. "node=a", where the job's input payload
+  // lives); a free worker carrying it is chosen over others.
+  std::string affinity;
 };
 
 struct SchedulerOptions {
@@ -74,12 +77,14 @@ struct Action {
     kJobDone,
     kJobFailed,   // `reason` says why.
     kReleaseJob,  // Every payload of `job` may be freed.
+    kCheckpoint,  // Tell `worker` to checkpoint `job` at its next step and yield it.
   };
   Kind kind;
   JobId job = 0;
   Stage stage = Stage::kEncode;
   WorkerId worker = 0;
   std::string reason;
+  int resume_step = 0;  // kDispatch of denoise: continue from this checkpointed step.
 };
 
 struct SchedulerStats {
@@ -88,6 +93,7 @@ struct SchedulerStats {
   std::size_t jobs = 0;
   std::size_t decode_reserved = 0;
   std::uint64_t dispatches = 0;
+  std::uint64_t preemptions = 0;
 };
 
 class Scheduler {
@@ -100,7 +106,8 @@ class Scheduler {
   Status Submit(const JobSpec& spec, TimePoint now);
   // A worker of `stage` with `capacity` slots joins (or rejoins: its
   // assignments are kept). Errors: kInvalidArgument (id 0, capacity < 1).
-  Status WorkerUp(WorkerId worker, Stage stage, int capacity, TimePoint now);
+  Status WorkerUp(WorkerId worker, Stage stage, int capacity, TimePoint now,
+                  std::vector<std::string> labels = {});
   // The worker's own count of free slots; clamped to what the scheduler
   // knows is unassigned. Errors: kNotFound.
   Status Credits(WorkerId worker, int free_slots, TimePoint now);
@@ -112,8 +119,16 @@ class Scheduler {
   // max_attempts; otherwise the job fails. Errors as StageDone.
   Status StageFailed(JobId job, WorkerId worker, std::string_view reason, bool retryable,
                      TimePoint now);
-  // Every assignment of the worker goes back to the head of its queue.
-  // Errors: kNotFound.
+  // A running stage reached `step`; `checkpointed` says a checkpoint of that
+  // step is stored (a lost or preempted denoise job resumes from it).
+  // Errors as StageDone.
+  Status Progress(JobId job, WorkerId worker, int step, bool checkpointed, TimePoint now);
+  // The worker yielded `job` after a kCheckpoint request (its latest
+  // checkpoint was reported by Progress). The job is re-queued at the head.
+  // Errors as StageDone.
+  Status Preempted(JobId job, WorkerId worker, TimePoint now);
+  // Every assignment of the worker goes back to the head of its queue;
+  // denoise jobs resume from their latest checkpoint. Errors: kNotFound.
   Status WorkerLost(WorkerId worker, TimePoint now);
   // Removes queued work, stops running work, releases the job's payloads.
   // Errors: kNotFound (unknown or already finished job).
@@ -142,6 +157,8 @@ class Scheduler {
     TimePoint queued_at;
     std::optional<QueueKey> key;
     WorkerId worker = 0;
+    int checkpoint_step = 0;  // Latest checkpointed step of the current stage.
+    bool preempting = false;  // Asked to checkpoint and yield.
 
     Stage stage() const { return spec.pipeline[stage_index]; }
     bool NeedsDecodeAfter() const {
@@ -155,6 +172,7 @@ class Scheduler {
     Stage stage = Stage::kEncode;
     int capacity = 0;
     int free = 0;
+    std::vector<std::string> labels;
     std::set<JobId> assigned;
   };
 
@@ -165,7 +183,9 @@ class Scheduler {
   void Dispatch(TimePoint now);
   bool DispatchOne(Stage stage, TimePoint now);
   Job* PickNext(Stage stage, TimePoint now);
-  Worker* PickWorker(Stage stage);
+  Worker* PickWorker(Stage stage, const Job& job);
+  void Preempt(TimePoint now);
+  void Stopped(Job& job);  // Bookkeeping when a job stops running.
   void SetFree(Worker& w, int free);
   void Release(Job& job, Worker& w);
   Status CheckRunning(JobId job, WorkerId worker, Job** j, Worker** w);
@@ -178,6 +198,11 @@ class Scheduler {
   // Workers with free slots per stage, most free first: (-free, id).
   std::set<std::pair<int, WorkerId>> free_[kStageCount];
   int total_free_[kStageCount] = {};
+  // Free workers per stage and label, most free first.
+  std::unordered_map<std::string, std::set<std::pair<int, WorkerId>>> free_by_label_[kStageCount];
+  std::size_t preempting_ = 0;
+  std::set<JobId> running_batch_denoise_;  // Preemption candidates.
+  std::uint64_t preemptions_ = 0;
   std::uint64_t next_seq_ = 1ull << 62;  // Head re-queues count down from here.
   std::uint64_t next_head_seq_ = (1ull << 62) - 1;
   std::size_t decode_reserved_ = 0;

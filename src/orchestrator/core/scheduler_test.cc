@@ -248,6 +248,64 @@ TEST_F(SchedulerTest, BadEventsGetSpecificErrors) {
   EXPECT_EQ(s_.WorkerLost(9, now_).code(), StatusCode::kNotFound);
 }
 
+TEST_F(SchedulerTest, LostDenoiseJobResumesFromItsLatestCheckpoint) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kDenoise, 1, now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kStandard, {Stage::kDenoise}), now_).ok());
+  Dispatched();
+  ASSERT_TRUE(s_.Progress(1, 1, 10, true, now_).ok());
+  ASSERT_TRUE(s_.Progress(1, 1, 12, false, now_).ok());
+  EXPECT_EQ(s_.Progress(1, 7, 13, true, now_).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(s_.WorkerLost(1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, Stage::kDenoise, 1, now_).ok());
+  auto acts = s_.TakeActions();
+  ASSERT_EQ(acts.size(), 1u);
+  EXPECT_EQ(acts[0].kind, Kind::kDispatch);
+  EXPECT_EQ(acts[0].worker, 2u);
+  EXPECT_EQ(acts[0].resume_step, 10) << "resumes from the checkpoint, not from scratch";
+}
+
+TEST_F(SchedulerTest, WaitingInteractiveJobPreemptsBatchDenoise) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kDenoise, 1, now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kBatch, {Stage::kDenoise}), now_).ok());
+  Dispatched();
+  ASSERT_TRUE(s_.Submit(Job(2, PriorityClass::kStandard, {Stage::kDenoise}), now_).ok());
+  EXPECT_TRUE(s_.TakeActions().empty()) << "standard work waits; only interactive preempts";
+  ASSERT_TRUE(s_.Submit(Job(3, PriorityClass::kInteractive, {Stage::kDenoise}), now_).ok());
+  auto acts = s_.TakeActions();
+  ASSERT_EQ(acts.size(), 1u);
+  EXPECT_EQ(acts[0].kind, Kind::kCheckpoint);
+  EXPECT_EQ(acts[0].job, 1u);
+  s_.Tick(now_);
+  EXPECT_TRUE(s_.TakeActions().empty()) << "one preemption per waiting interactive job";
+  ASSERT_TRUE(s_.Progress(1, 1, 5, true, now_).ok());
+  ASSERT_TRUE(s_.Preempted(1, 1, now_).ok());
+  EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{3});
+  ASSERT_TRUE(s_.StageDone(3, 1, now_).ok());
+  acts = s_.TakeActions();
+  ASSERT_GE(acts.size(), 2u);
+  EXPECT_EQ(acts[1].kind, Kind::kDispatch);
+  EXPECT_EQ(acts[1].job, 2u) << "standard before batch";
+  ASSERT_TRUE(s_.StageDone(2, 1, now_).ok());
+  acts = s_.TakeActions();
+  ASSERT_GE(acts.size(), 2u);
+  EXPECT_EQ(acts[1].job, 1u);
+  EXPECT_EQ(acts[1].resume_step, 5);
+  EXPECT_EQ(s_.Stats().preemptions, 1u);
+}
+
+TEST_F(SchedulerTest, AffinityPrefersTheWorkerNextToThePayload) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_, {"node=a"}).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, Stage::kEncode, 4, now_, {"node=b"}).ok());
+  JobSpec near = Job(1);
+  near.affinity = "node=a";
+  ASSERT_TRUE(s_.Submit(near, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 1}}));
+  JobSpec again = Job(2);
+  again.affinity = "node=a";  // Its node is busy: any free worker will do.
+  ASSERT_TRUE(s_.Submit(again, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{2, 2}}));
+}
+
 TEST(SchedulerLimitsTest, SubmitBeyondTheLimitIsResourceExhausted) {
   SchedulerOptions o;
   o.max_queued_jobs = 2;
