@@ -314,6 +314,7 @@ TEST_F(StoreTest, MasterExportsPrometheusMetrics) {
   EXPECT_NE(body.find("sluice_store_objects 1\n"), std::string::npos) << body;
   EXPECT_NE(body.find("sluice_store_bytes{tier=\"memory\",state=\"capacity\"}"), std::string::npos);
   EXPECT_NE(body.find("sluice_master_rpc_seconds_count{method=\"PutStart\"}"), std::string::npos);
+  EXPECT_NE(body.find("sluice_store_fragmentation "), std::string::npos);
   EXPECT_EQ(body.find("sluice_master_rpc_seconds_count{method=\"GetStart\"} 0\n"),
             std::string::npos)
       << "the Get was counted";
@@ -338,6 +339,21 @@ TEST_F(SmallStoreTest, FullStoreIsResourceExhaustedUntilPayloadsAreConsumed) {
   ASSERT_TRUE(client_->Get("p0").ok());
   ASSERT_TRUE(EventuallyGone(*client_, "p0"));
   EXPECT_TRUE(client_->Put("after", v, o).ok()) << "space freed by consumption is reused";
+}
+
+TEST_F(SmallStoreTest, CacheObjectsAreEvictedLeastRecentlyUsedFirst) {
+  std::vector<std::byte> v(2 * kMiB);  // 2 nodes x 4 MiB: four fill the store.
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(client_->Put("k" + std::to_string(i), v).ok());
+  }
+  // Past the high watermark the oldest goes, down to the low watermark.
+  EXPECT_FALSE(*client_->Exists("k0"));
+  ASSERT_TRUE(client_->Get("k1").ok());  // k2 is now the least recently used.
+  ASSERT_TRUE(client_->Put("k4", v).ok());
+  EXPECT_TRUE(*client_->Exists("k1"));
+  EXPECT_FALSE(*client_->Exists("k2"));
+  EXPECT_TRUE(*client_->Exists("k3"));
+  EXPECT_TRUE(*client_->Exists("k4"));
 }
 
 class DiskTierStoreTest : public StoreTest {

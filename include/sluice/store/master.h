@@ -49,6 +49,8 @@ struct MasterMetrics {
   std::uint64_t disk_used_bytes = 0;
   std::uint64_t spills = 0;
   std::uint64_t loads = 0;
+  std::uint64_t free_extents = 0;
+  double fragmentation = 0;  // 0: each segment's free space is one extent.
 };
 
 class MasterServer {

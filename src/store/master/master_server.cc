@@ -207,10 +207,10 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   MasterMetrics Metrics() {
     std::lock_guard<std::mutex> lock(mu_);
     MasterStats s = state_.Stats();
-    return MasterMetrics{s.nodes,           s.objects,      s.objects_writing,
-                         s.capacity_bytes,  s.used_bytes,   s.evictions,
-                         s.lease_expiries,  s.objects_lost, s.disk_capacity_bytes,
-                         s.disk_used_bytes, s.spills,       s.loads};
+    return MasterMetrics{
+        s.nodes,     s.objects,        s.objects_writing, s.capacity_bytes,      s.used_bytes,
+        s.evictions, s.lease_expiries, s.objects_lost,    s.disk_capacity_bytes, s.disk_used_bytes,
+        s.spills,    s.loads,          s.free_extents,    s.fragmentation};
   }
 
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* ctx,
@@ -591,6 +591,11 @@ class MasterServerImpl final : public pb::Master::CallbackService {
         << "sluice_store_bytes{tier=\"memory\",state=\"used\"} " << m.used_bytes << "\n"
         << "sluice_store_bytes{tier=\"disk\",state=\"capacity\"} " << m.disk_capacity_bytes << "\n"
         << "sluice_store_bytes{tier=\"disk\",state=\"used\"} " << m.disk_used_bytes << "\n";
+    gauge("sluice_store_free_extents", "Free memory ranges over all segments.", "gauge",
+          m.free_extents);
+    out << "# HELP sluice_store_fragmentation 1 - largest free extents / free bytes.\n"
+        << "# TYPE sluice_store_fragmentation gauge\nsluice_store_fragmentation " << m.fragmentation
+        << "\n";
     gauge("sluice_store_spills_total", "Objects moved from memory to the disk tier.", "counter",
           m.spills);
     gauge("sluice_store_loads_total", "Spilled objects loaded back for readers.", "counter",

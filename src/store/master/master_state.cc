@@ -560,6 +560,7 @@ void MasterState::Tick(TimePoint now) {
 }
 
 MasterStats MasterState::Stats() const {
+  std::uint64_t largest_free = 0;
   MasterStats s = counters_;
   s.nodes = nodes_.size();
   for (const auto& [key, o] : objects_) {
@@ -569,12 +570,19 @@ MasterStats MasterState::Stats() const {
     for (const auto& seg : n->segs) {
       s.capacity_bytes += seg.alloc.capacity();
       s.used_bytes += seg.alloc.used();
+      const AllocatorStats a = seg.alloc.Stats();
+      s.free_extents += a.free_extents;
+      largest_free += a.largest_free;
     }
     if (n->disk.has_value()) {
       s.disk_capacity_bytes += n->disk->capacity();
       s.disk_used_bytes += n->disk->used();
     }
   }
+  const std::uint64_t free_bytes = s.capacity_bytes - s.used_bytes;
+  s.fragmentation = free_bytes == 0
+                        ? 0
+                        : 1.0 - static_cast<double>(largest_free) / static_cast<double>(free_bytes);
   return s;
 }
 

@@ -134,6 +134,10 @@ struct MasterStats {
   std::uint64_t objects_lost = 0;
   std::uint64_t disk_capacity_bytes = 0;
   std::uint64_t disk_used_bytes = 0;
+  std::uint64_t free_extents = 0;  // Memory free ranges over all segments.
+  // 1 - (sum of largest free extents / free bytes) over memory segments:
+  // 0 when every segment's free space is one extent.
+  double fragmentation = 0;
   std::uint64_t spills = 0;  // Completed memory -> disk moves.
   std::uint64_t loads = 0;   // Completed disk -> memory moves.
 };
