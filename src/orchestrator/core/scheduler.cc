@@ -273,13 +273,22 @@ void Scheduler::Finish(Job& job, bool ok, std::string reason) {
   jobs_.erase(id);
 }
 
-Status Scheduler::StageDone(JobId id, WorkerId worker, TimePoint now) {
+Result<Scheduler::Job*> Scheduler::EndAssignment(JobId id, WorkerId worker) {
   Job* job = nullptr;
   Worker* w = nullptr;
   SLUICE_RETURN_IF_ERROR(CheckRunning(id, worker, &job, &w));
   Release(*job, *w);
   if (job->cancelled) {
     Finish(*job, false, "cancelled");
+    return static_cast<Job*>(nullptr);
+  }
+  return job;
+}
+
+Status Scheduler::StageDone(JobId id, WorkerId worker, TimePoint now) {
+  SLUICE_ASSIGN_OR_RETURN(Job * job, EndAssignment(id, worker));
+  if (job == nullptr) {
+    // Cancelled: nothing follows.
   } else if (job->stage_index + 1 == job->spec.pipeline.size()) {
     Finish(*job, true, {});
   } else {
@@ -294,12 +303,9 @@ Status Scheduler::StageDone(JobId id, WorkerId worker, TimePoint now) {
 
 Status Scheduler::StageFailed(JobId id, WorkerId worker, std::string_view reason, bool retryable,
                               TimePoint now) {
-  Job* job = nullptr;
-  Worker* w = nullptr;
-  SLUICE_RETURN_IF_ERROR(CheckRunning(id, worker, &job, &w));
-  Release(*job, *w);
-  if (job->cancelled) {
-    Finish(*job, false, "cancelled");
+  SLUICE_ASSIGN_OR_RETURN(Job * job, EndAssignment(id, worker));
+  if (job == nullptr) {
+    // Cancelled: nothing follows.
   } else if (retryable && job->attempts < options_.max_attempts) {
     Enqueue(*job, true, now);
   } else {
@@ -375,13 +381,8 @@ Status Scheduler::Progress(JobId id, WorkerId worker, int step, bool checkpointe
 }
 
 Status Scheduler::Preempted(JobId id, WorkerId worker, TimePoint now) {
-  Job* job = nullptr;
-  Worker* w = nullptr;
-  SLUICE_RETURN_IF_ERROR(CheckRunning(id, worker, &job, &w));
-  Release(*job, *w);
-  if (job->cancelled) {
-    Finish(*job, false, "cancelled");
-  } else {
+  SLUICE_ASSIGN_OR_RETURN(Job * job, EndAssignment(id, worker));
+  if (job != nullptr) {
     --job->attempts;  // Yielding is not a failed attempt.
     Enqueue(*job, true, now);
   }

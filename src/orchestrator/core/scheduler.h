@@ -189,6 +189,9 @@ class Scheduler {
   void SetFree(Worker& w, int free);
   void Release(Job& job, Worker& w);
   Status CheckRunning(JobId job, WorkerId worker, Job** j, Worker** w);
+  // Ends `job`'s assignment on `worker` (its slot returns). Null when the job
+  // was cancelled (it is finished here); errors as CheckRunning.
+  Result<Job*> EndAssignment(JobId job, WorkerId worker);
   void Finish(Job& job, bool ok, std::string reason);
 
   SchedulerOptions options_;
