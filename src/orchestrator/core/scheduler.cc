@@ -1,7 +1,6 @@
 #include "orchestrator/core/scheduler.h"
 
 #include <algorithm>
-#include <climits>
 
 namespace sluice::orchestrator {
 
@@ -23,7 +22,19 @@ int Idx(Stage s) {
 }
 }  // namespace
 
-Scheduler::Scheduler(SchedulerOptions options) : options_(options) {}
+Scheduler::Scheduler(SchedulerOptions options, std::unique_ptr<SchedulingPolicy> policy)
+    : options_(options),
+      policy_(policy != nullptr ? std::move(policy)
+                                : std::make_unique<DefaultPolicy>(options.aging_step)) {}
+
+QueuedView Scheduler::View(const Job& job) const {
+  return QueuedView{job.spec.id,
+                    job.spec.priority,
+                    job.spec.deadline,
+                    job.queued_at,
+                    job.key.has_value() ? job.key->seq : 0,
+                    job.spec.affinity};
+}
 
 Status Scheduler::Submit(const JobSpec& spec, TimePoint now) {
   if (spec.id == 0) {
@@ -127,35 +138,41 @@ void Scheduler::Dequeue(Job& job) {
 
 Scheduler::Job* Scheduler::PickNext(Stage stage, TimePoint now) {
   Job* best = nullptr;
-  std::tuple<int, std::int64_t, std::uint64_t> best_rank{INT_MAX, 0, 0};
+  QueuedView best_view;
   for (int c = 0; c < kClassCount; ++c) {
     const Queue& q = queues_[Idx(stage)][c];
     if (q.empty()) {
       continue;
     }
-    const QueueKey& head = *q.begin();
-    Job& job = jobs_.at(head.job);
-    const auto waited = now - job.queued_at;
-    const int promotions =
-        options_.aging_step.count() > 0 ? static_cast<int>(waited / options_.aging_step) : 0;
-    const auto rank = std::make_tuple(std::max(0, c - promotions), head.deadline_ns, head.seq);
-    if (best == nullptr || rank < best_rank) {
+    Job& job = jobs_.at(q.begin()->job);
+    QueuedView view = View(job);
+    if (best == nullptr || policy_->RunsBefore(view, best_view, now)) {
       best = &job;
-      best_rank = rank;
+      best_view = view;
     }
   }
   return best;
 }
 
 Scheduler::Worker* Scheduler::PickWorker(Stage stage, const Job& job) {
+  const auto& set = free_[Idx(stage)];
+  if (set.empty()) {
+    return nullptr;
+  }
+  auto view = [this](WorkerId id) {
+    const Worker& w = workers_.at(id);
+    return WorkerView{w.id, w.free, w.capacity, &w.labels};
+  };
+  std::optional<WorkerView> near;
   if (!job.spec.affinity.empty()) {
     auto it = free_by_label_[Idx(stage)].find(job.spec.affinity);
     if (it != free_by_label_[Idx(stage)].end() && !it->second.empty()) {
-      return &workers_.at(it->second.begin()->second);
+      near = view(it->second.begin()->second);
     }
   }
-  const auto& set = free_[Idx(stage)];
-  return set.empty() ? nullptr : &workers_.at(set.begin()->second);
+  const WorkerView freest = view(set.begin()->second);
+  const WorkerId chosen = policy_->ChooseWorker(View(job), near ? &*near : nullptr, freest);
+  return &workers_.at(chosen == (near ? near->id : 0) ? near->id : freest.id);
 }
 
 bool Scheduler::DispatchOne(Stage stage, TimePoint now) {

@@ -14,7 +14,9 @@
 // Order within a stage: priority class (interactive > standard > batch),
 // earliest deadline first within a class (no deadline sorts last), then
 // submission order. A queued item is promoted one class for every
-// `aging_step` it has waited, so batch work never starves.
+// `aging_step` it has waited, so batch work never starves. Both the order
+// across classes and the choice of worker come from a SchedulingPolicy
+// (policy.h); DefaultPolicy implements the rules above.
 //
 // Credits: a worker takes at most `capacity` items; the scheduler never
 // dispatches beyond the free slots it knows of (a worker's own report can
@@ -29,6 +31,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -37,20 +40,14 @@
 
 #include "sluice/status.h"
 
-namespace sluice::orchestrator {
+#include "orchestrator/core/policy.h"
 
-using Clock = std::chrono::steady_clock;
-using TimePoint = Clock::time_point;
+namespace sluice::orchestrator {
 
 enum class Stage : std::uint8_t { kEncode = 0, kDenoise = 1, kDecode = 2 };
 inline constexpr int kStageCount = 3;
-enum class PriorityClass : std::uint8_t { kInteractive = 0, kStandard = 1, kBatch = 2 };
-inline constexpr int kClassCount = 3;
 
 std::string_view StageName(Stage s);
-
-using JobId = std::uint64_t;
-using WorkerId = std::uint64_t;
 
 struct JobSpec {
   JobId id = 0;  // Chosen by the caller; unique.
@@ -98,7 +95,10 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
-  explicit Scheduler(SchedulerOptions options = {});
+  // `policy` decides dispatch order across classes and worker choice; null
+  // means DefaultPolicy(options.aging_step).
+  explicit Scheduler(SchedulerOptions options = {},
+                     std::unique_ptr<SchedulingPolicy> policy = nullptr);
 
   // Errors: kInvalidArgument (id 0, empty or malformed pipeline);
   // kAlreadyExists (id in use); kResourceExhausted (max_queued_jobs: the
@@ -184,6 +184,7 @@ class Scheduler {
   bool DispatchOne(Stage stage, TimePoint now);
   Job* PickNext(Stage stage, TimePoint now);
   Worker* PickWorker(Stage stage, const Job& job);
+  QueuedView View(const Job& job) const;
   void Preempt(TimePoint now);
   void Stopped(Job& job);  // Bookkeeping when a job stops running.
   void SetFree(Worker& w, int free);
@@ -195,6 +196,7 @@ class Scheduler {
   void Finish(Job& job, bool ok, std::string reason);
 
   SchedulerOptions options_;
+  std::unique_ptr<SchedulingPolicy> policy_;
   std::unordered_map<JobId, Job> jobs_;
   std::unordered_map<WorkerId, Worker> workers_;
   Queue queues_[kStageCount][kClassCount];

@@ -306,6 +306,52 @@ TEST_F(SchedulerTest, AffinityPrefersTheWorkerNextToThePayload) {
   EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{2, 2}}));
 }
 
+// A policy that ignores classes (strict arrival order) and affinity.
+class FifoPolicy final : public SchedulingPolicy {
+ public:
+  bool RunsBefore(const QueuedView& a, const QueuedView& b, TimePoint) const override {
+    return a.seq < b.seq;
+  }
+  WorkerId ChooseWorker(const QueuedView&, const WorkerView*,
+                        const WorkerView& freest) const override {
+    return freest.id;
+  }
+};
+
+TEST(SchedulerPolicyTest, ACustomPolicyDecidesOrderAndWorkerChoice) {
+  for (bool custom : {false, true}) {
+    SCOPED_TRACE(custom ? "fifo policy" : "default policy");
+    Scheduler s({}, custom ? std::make_unique<FifoPolicy>() : nullptr);
+    const TimePoint now{};
+    ASSERT_TRUE(s.WorkerUp(1, Stage::kEncode, 1, now, {"node=a"}).ok());
+    ASSERT_TRUE(s.WorkerUp(2, Stage::kEncode, 1, now, {"node=b"}).ok());
+    JobSpec j;
+    j.pipeline = {Stage::kEncode};
+    j.id = 1;
+    j.affinity = "node=b";
+    ASSERT_TRUE(s.Submit(j, now).ok());
+    auto acts = s.TakeActions();
+    ASSERT_EQ(acts.size(), 1u);
+    EXPECT_EQ(acts[0].worker, custom ? 1u : 2u) << "worker choice comes from the policy";
+    // Order: with worker 2 busy and worker 1 taken by a blocker, queue a
+    // batch job, then an interactive one.
+    j.affinity.clear();
+    j.id = 2;
+    ASSERT_TRUE(s.Submit(j, now).ok());  // Takes the other worker.
+    j.id = 3;
+    j.priority = PriorityClass::kBatch;
+    ASSERT_TRUE(s.Submit(j, now).ok());
+    j.id = 4;
+    j.priority = PriorityClass::kInteractive;
+    ASSERT_TRUE(s.Submit(j, now).ok());
+    s.TakeActions();
+    ASSERT_TRUE(s.StageDone(2, acts[0].worker == 1 ? 2 : 1, now).ok());
+    acts = s.TakeActions();
+    ASSERT_EQ(acts.size(), 2u);
+    EXPECT_EQ(acts[1].job, custom ? 3u : 4u) << "dispatch order comes from the policy";
+  }
+}
+
 TEST(SchedulerLimitsTest, SubmitBeyondTheLimitIsResourceExhausted) {
   SchedulerOptions o;
   o.max_queued_jobs = 2;
