@@ -185,7 +185,8 @@ bool Scheduler::DispatchOne(Stage stage, TimePoint now) {
   }
   Worker* w = PickWorker(stage, *job);
   const bool reserve = stage == Stage::kDenoise && job->NeedsDecodeAfter();
-  if (reserve && total_free_[Idx(Stage::kDecode)] <= static_cast<int>(decode_reserved_)) {
+  if (reserve && !job->decode_reserved &&
+      total_free_[Idx(Stage::kDecode)] <= static_cast<int>(decode_reserved_)) {
     return false;  // No decode slot for its latent: hold denoise back.
   }
   Dequeue(*job);
@@ -323,6 +324,13 @@ Status Scheduler::StageFailed(JobId id, WorkerId worker, std::string_view reason
   SLUICE_ASSIGN_OR_RETURN(Job * job, EndAssignment(id, worker));
   if (job == nullptr) {
     // Cancelled: nothing follows.
+  } else if (job->rerun_from.has_value()) {
+    // Its input was lost: the producer runs again, this was not its fault.
+    job->stage_index = *job->rerun_from;
+    job->rerun_from.reset();
+    job->attempts = 0;
+    job->checkpoint_step = 0;
+    Enqueue(*job, true, now);
   } else if (retryable && job->attempts < options_.max_attempts) {
     Enqueue(*job, true, now);
   } else {
@@ -403,6 +411,32 @@ Status Scheduler::Preempted(JobId id, WorkerId worker, TimePoint now) {
     --job->attempts;  // Yielding is not a failed attempt.
     Enqueue(*job, true, now);
   }
+  Dispatch(now);
+  return Status::Ok();
+}
+
+Status Scheduler::PayloadLost(JobId id, Stage producer, TimePoint now) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.cancelled) {
+    return NotFoundError("PayloadLost: no live job " + std::to_string(id));
+  }
+  Job& job = it->second;
+  const auto& p = job.spec.pipeline;
+  const auto pos = std::find(p.begin(), p.end(), producer);
+  const auto index = static_cast<std::size_t>(pos - p.begin());
+  if (pos == p.end() || index >= job.stage_index) {
+    return InvalidArgumentError("PayloadLost: job " + std::to_string(id) + " has not run " +
+                                std::string(StageName(producer)) + " yet");
+  }
+  if (job.running) {
+    job.rerun_from = index;  // Applied when the consumer reports.
+    return Status::Ok();
+  }
+  Dequeue(job);  // A decode reservation, if held, stays with the job.
+  job.stage_index = index;
+  job.attempts = 0;
+  job.checkpoint_step = 0;
+  Enqueue(job, true, now);
   Dispatch(now);
   return Status::Ok();
 }

@@ -130,6 +130,13 @@ class Scheduler {
   // Every assignment of the worker goes back to the head of its queue;
   // denoise jobs resume from their latest checkpoint. Errors: kNotFound.
   Status WorkerLost(WorkerId worker, TimePoint now);
+  // The output of `producer` for `job` was lost (the store announced it).
+  // If the job still needs it, the producing stage runs again: at once when
+  // the consumer is only queued; when the consumer is running, after it
+  // reports failure (that failure does not count as an attempt). Errors:
+  // kNotFound (unknown job); kInvalidArgument (`producer` is not a stage of
+  // the job that has already run).
+  Status PayloadLost(JobId job, Stage producer, TimePoint now);
   // Removes queued work, stops running work, releases the job's payloads.
   // Errors: kNotFound (unknown or already finished job).
   Status Cancel(JobId job, TimePoint now);
@@ -157,8 +164,9 @@ class Scheduler {
     TimePoint queued_at;
     std::optional<QueueKey> key;
     WorkerId worker = 0;
-    int checkpoint_step = 0;  // Latest checkpointed step of the current stage.
-    bool preempting = false;  // Asked to checkpoint and yield.
+    int checkpoint_step = 0;                // Latest checkpointed step of the current stage.
+    bool preempting = false;                // Asked to checkpoint and yield.
+    std::optional<std::size_t> rerun_from;  // Producer to re-run after the running stage.
 
     Stage stage() const { return spec.pipeline[stage_index]; }
     bool NeedsDecodeAfter() const {

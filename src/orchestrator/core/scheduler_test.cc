@@ -136,6 +136,19 @@ TEST_F(SchedulerTest, FullDecodePoolHoldsDenoiseBack) {
   EXPECT_EQ(d[0], (std::pair<JobId, WorkerId>{2, 2}));
 }
 
+TEST_F(SchedulerTest, RequeuedDenoiseKeepsItsOwnDecodeReservation) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kDenoise, 1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, Stage::kDecode, 1, now_).ok());
+  ASSERT_TRUE(
+      s_.Submit(Job(1, PriorityClass::kStandard, {Stage::kDenoise, Stage::kDecode}), now_).ok());
+  EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{1});
+  ASSERT_TRUE(s_.WorkerLost(1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(3, Stage::kDenoise, 1, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 3}}))
+      << "its own reservation must not block it";
+  EXPECT_EQ(s_.Stats().decode_reserved, 1u);
+}
+
 TEST_F(SchedulerTest, LostWorkerItemsGoBackToTheHead) {
   ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
   ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
@@ -291,6 +304,35 @@ TEST_F(SchedulerTest, WaitingInteractiveJobPreemptsBatchDenoise) {
   EXPECT_EQ(acts[1].job, 1u);
   EXPECT_EQ(acts[1].resume_step, 5);
   EXPECT_EQ(s_.Stats().preemptions, 1u);
+}
+
+TEST_F(SchedulerTest, LostPayloadRerunsItsProducer) {
+  const std::vector<Stage> edv = {Stage::kEncode, Stage::kDenoise, Stage::kDecode};
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, Stage::kDenoise, 1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(3, Stage::kDecode, 1, now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kStandard, edv), now_).ok());
+  ASSERT_TRUE(s_.StageDone(1, 1, now_).ok());  // Encode done; denoise runs.
+  s_.TakeActions();
+  EXPECT_EQ(s_.PayloadLost(1, Stage::kDecode, now_).code(), StatusCode::kInvalidArgument);
+  // Denoise is running when its input (the embeddings) is lost: it fails,
+  // and the encoder runs again instead of the job failing.
+  ASSERT_TRUE(s_.PayloadLost(1, Stage::kEncode, now_).ok());
+  EXPECT_TRUE(s_.TakeActions().empty());
+  ASSERT_TRUE(s_.StageFailed(1, 2, "input missing", false, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 1}}));
+  ASSERT_TRUE(s_.StageDone(1, 1, now_).ok());
+  ASSERT_TRUE(s_.StageDone(1, 2, now_).ok());
+  s_.TakeActions();
+  // Now queued or running at decode; lose the latent while decode is busy.
+  ASSERT_TRUE(s_.WorkerLost(3, now_).ok());
+  ASSERT_TRUE(s_.PayloadLost(1, Stage::kDenoise, now_).ok());
+  EXPECT_TRUE(Dispatched().empty()) << "back to denoise, but no decode slot: held back";
+  EXPECT_EQ(s_.Stats().queued[1], 1u);
+  ASSERT_TRUE(s_.WorkerUp(4, Stage::kDecode, 1, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 2}}))
+      << "denoise re-runs once decode has room";
+  EXPECT_EQ(s_.PayloadLost(99, Stage::kEncode, now_).code(), StatusCode::kNotFound);
 }
 
 TEST_F(SchedulerTest, AffinityPrefersTheWorkerNextToThePayload) {
