@@ -72,9 +72,7 @@ class StoreClientImpl {
     }
     req.set_request_id(request_id);
     pb::PutStartResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, config_.rpc_timeout);
-    SLUICE_RETURN_IF_ERROR(FromGrpc(stub_->PutStart(&ctx, req, &resp), "PutStart"));
+    SLUICE_RETURN_IF_ERROR(Call(&pb::Master::Stub::PutStart, req, &resp, "PutStart"));
     OpenPut put{std::string(key), resp.put_id(), {}};
     for (const pb::Replica& r : resp.replicas()) {
       Result<SegmentId> seg = engine_->OpenSegment(r.endpoint());
@@ -90,13 +88,8 @@ class StoreClientImpl {
   // Writes [local, local+len) at `object_offset` of every replica.
   Status WriteRange(const OpenPut& put, const char* local, std::uint64_t object_offset,
                     std::uint64_t len) {
-    std::vector<TransferRequest> ops;
-    for (const auto& [seg, loc] : put.replicas) {
-      ops.push_back(TransferRequest{OpKind::kWrite, const_cast<char*>(local), seg,
-                                    RegionKey{loc.region_key}, loc.offset + object_offset, len,
-                                    TransportHint::kAuto});
-    }
-    return engine_->TransferSync(ops, config_.transfer_timeout);
+    return engine_->TransferSync(WriteOps(put, local, object_offset, len),
+                                 config_.transfer_timeout);
   }
 
   void Revoke(const OpenPut& put) {
@@ -104,9 +97,8 @@ class StoreClientImpl {
     req.set_key(put.key);
     req.set_put_id(put.put_id);
     pb::PutRevokeResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, config_.rpc_timeout);
-    (void)stub_->PutRevoke(&ctx, req, &resp);  // Best effort: the put also times out.
+    (void)Call(&pb::Master::Stub::PutRevoke, req, &resp,
+               "PutRevoke");  // Best effort: the put also times out.
   }
 
   Status PutEnd(const OpenPut& put) {
@@ -114,9 +106,7 @@ class StoreClientImpl {
     req.set_key(put.key);
     req.set_put_id(put.put_id);
     pb::PutEndResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, config_.rpc_timeout);
-    return FromGrpc(stub_->PutEnd(&ctx, req, &resp), "PutEnd");
+    return Call(&pb::Master::Stub::PutEnd, req, &resp, "PutEnd");
   }
 
   Status FinishPut(const OpenPut& put, Status written) {
@@ -160,9 +150,7 @@ class StoreClientImpl {
     req.set_key(std::string(key));
     req.set_client_endpoint(engine_->endpoint());
     pb::GetStartResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, config_.rpc_timeout);
-    SLUICE_RETURN_IF_ERROR(FromGrpc(stub_->GetStart(&ctx, req, &resp), "GetStart"));
+    SLUICE_RETURN_IF_ERROR(Call(&pb::Master::Stub::GetStart, req, &resp, "GetStart"));
     OpenGet g{std::string(key), resp.lease_id(), {resp.size(), std::nullopt}, {}};
     if (resp.has_tensor()) {
       g.meta.tensor = FromProto(resp.tensor());
@@ -268,18 +256,14 @@ class StoreClientImpl {
     pb::KeyRequest req;
     req.set_key(std::string(key));
     pb::RemoveResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, config_.rpc_timeout);
-    return FromGrpc(stub_->Remove(&ctx, req, &resp), "Remove");
+    return Call(&pb::Master::Stub::Remove, req, &resp, "Remove");
   }
 
   Result<bool> Exists(std::string_view key) {
     pb::KeyRequest req;
     req.set_key(std::string(key));
     pb::ExistsResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, config_.rpc_timeout);
-    SLUICE_RETURN_IF_ERROR(FromGrpc(stub_->Exists(&ctx, req, &resp), "Exists"));
+    SLUICE_RETURN_IF_ERROR(Call(&pb::Master::Stub::Exists, req, &resp, "Exists"));
     return resp.exists();
   }
 
@@ -288,9 +272,7 @@ class StoreClientImpl {
     req.set_key(std::string(key));
     req.set_timeout_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(0, timeout.count())));
     pb::WaitForResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, timeout + config_.rpc_timeout);
-    return FromGrpc(stub_->WaitFor(&ctx, req, &resp), "WaitFor");
+    return Call(&pb::Master::Stub::WaitFor, req, &resp, "WaitFor", timeout + config_.rpc_timeout);
   }
 
   std::vector<Status> BatchPutFrom(std::span<const StoreClient::PutItem> items) {
@@ -306,13 +288,7 @@ class StoreClientImpl {
         continue;
       }
       puts[i] = std::move(*p);
-      std::vector<TransferRequest> ops;
-      for (const auto& [seg, loc] : puts[i]->replicas) {
-        ops.push_back(TransferRequest{OpKind::kWrite, const_cast<void*>(it.data), seg,
-                                      RegionKey{loc.region_key}, loc.offset, it.len,
-                                      TransportHint::kAuto});
-      }
-      auto b = engine_->Submit(ops);
+      auto b = engine_->Submit(WriteOps(*puts[i], it.data, 0, it.len));
       if (b.ok()) {
         batches[i] = *b;
       } else {
@@ -430,6 +406,34 @@ class StoreClientImpl {
 
   static void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
     ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  }
+
+  // One blocking unary RPC with a deadline; the answer's status as ours.
+  template <typename Req, typename Resp>
+  Status Call(grpc::Status (pb::Master::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+              const Req& req, Resp* resp, std::string_view name,
+              std::chrono::milliseconds timeout) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, timeout);
+    return FromGrpc((stub_.get()->*method)(&ctx, req, resp), name);
+  }
+  template <typename Req, typename Resp>
+  Status Call(grpc::Status (pb::Master::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+              const Req& req, Resp* resp, std::string_view name) {
+    return Call(method, req, resp, name, config_.rpc_timeout);
+  }
+
+  // One write per replica of `put`: [local, local+len) to `object_offset`.
+  static std::vector<TransferRequest> WriteOps(const OpenPut& put, const void* local,
+                                               std::uint64_t object_offset, std::uint64_t len) {
+    std::vector<TransferRequest> ops;
+    ops.reserve(put.replicas.size());
+    for (const auto& [seg, loc] : put.replicas) {
+      ops.push_back(TransferRequest{OpKind::kWrite, const_cast<void*>(local), seg,
+                                    RegionKey{loc.region_key}, loc.offset + object_offset, len,
+                                    TransportHint::kAuto});
+    }
+    return ops;
   }
 
   TransferEngine* engine_;
