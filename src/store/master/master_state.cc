@@ -351,11 +351,11 @@ Status MasterState::PutRevoke(const std::string& key, std::uint64_t put_id) {
 Result<ReadGrant> MasterState::GetStart(const std::string& key, const std::string& client_endpoint,
                                         TimePoint now) {
   SLUICE_RETURN_IF_ERROR(CheckKey(key));
-  auto it = objects_.find(key);
-  if (it == objects_.end() || it->second->removed) {
+  Object* found = FindVisible(key);
+  if (found == nullptr) {
     return NotFoundError("no object '" + key + "'");
   }
-  Object& o = *it->second;
+  Object& o = *found;
   if (!o.complete) {
     return FailedPreconditionError("object '" + key + "' is still being written; WaitFor it first");
   }
@@ -411,11 +411,11 @@ Status MasterState::GetEnd(const std::string& key, std::uint64_t lease_id, bool 
 
 Status MasterState::Remove(const std::string& key) {
   SLUICE_RETURN_IF_ERROR(CheckKey(key));
-  auto it = objects_.find(key);
-  if (it == objects_.end() || it->second->removed) {
+  Object* found = FindVisible(key);
+  if (found == nullptr) {
     return NotFoundError("no object '" + key + "'");
   }
-  Object& o = *it->second;
+  Object& o = *found;
   if (!o.complete) {
     return FailedPreconditionError("object '" + key +
                                    "' is being written; its writer must end or revoke the put");
@@ -453,23 +453,30 @@ bool MasterState::EvictOne(const Object* protect) {
 }
 
 void MasterState::EvictToLowWatermark() {
-  auto usage = [this] {
-    std::uint64_t used = 0, cap = 0;
-    for (const auto& [id, n] : nodes_) {
-      for (const auto& seg : n->segs) {
-        cap += seg.alloc.capacity();
-        used += seg.alloc.used();
-      }
-    }
-    return std::pair<double, double>(static_cast<double>(used), static_cast<double>(cap));
-  };
-  auto [used, cap] = usage();
-  if (cap == 0 || used <= options_.high_watermark * cap) {
+  auto [used, cap] = MemoryUsage();
+  if (cap == 0 || static_cast<double>(used) <= options_.high_watermark * static_cast<double>(cap)) {
     return;
   }
-  while (used > options_.low_watermark * cap && EvictOne(nullptr)) {
-    used = usage().first;
+  while (static_cast<double>(used) > options_.low_watermark * static_cast<double>(cap) &&
+         EvictOne(nullptr)) {
+    used = MemoryUsage().first;
   }
+}
+
+std::pair<std::uint64_t, std::uint64_t> MasterState::MemoryUsage() const {
+  std::uint64_t used = 0, cap = 0;
+  for (const auto& [id, n] : nodes_) {
+    for (const auto& seg : n->segs) {
+      cap += seg.alloc.capacity();
+      used += seg.alloc.used();
+    }
+  }
+  return {used, cap};
+}
+
+MasterState::Object* MasterState::FindVisible(const std::string& key) {
+  auto it = objects_.find(key);
+  return it == objects_.end() || it->second->removed ? nullptr : it->second.get();
 }
 
 void MasterState::Erase(Object* obj, std::optional<ObjectEventKind> event) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sluice/status.h"
@@ -186,6 +187,10 @@ class MasterState {
   struct Node;
   struct Object;
   Status CheckKey(const std::string& key) const;
+  // (used, capacity) bytes over every node's memory segments.
+  std::pair<std::uint64_t, std::uint64_t> MemoryUsage() const;
+  // A complete or writing object that Remove has not hidden; null if none.
+  Object* FindVisible(const std::string& key);
   bool Restore(Node* node, const ObjectRecord& rec, TimePoint now);
   // Disk tier (master_state_tier.cc).
   void ScheduleSpills(std::uint64_t need = 0);

@@ -20,13 +20,9 @@ std::uint64_t MasterState::InFlightSpillBytes() const {
 }
 
 void MasterState::ScheduleSpills(std::uint64_t need) {
-  double used = 0, cap = 0;
-  for (const auto& [id, n] : nodes_) {
-    for (const auto& seg : n->segs) {
-      cap += static_cast<double>(seg.alloc.capacity());
-      used += static_cast<double>(seg.alloc.used());
-    }
-  }
+  const auto [used_bytes, cap_bytes] = MemoryUsage();
+  const auto used = static_cast<double>(used_bytes);
+  const auto cap = static_cast<double>(cap_bytes);
   if (cap == 0 || (need == 0 && used <= options_.high_watermark * cap)) {
     return;
   }
