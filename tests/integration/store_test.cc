@@ -72,9 +72,10 @@ class StoreTest : public ::testing::Test {
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     return std::move(*e);
   }
-  std::unique_ptr<StoreClient> MakeClient(TransferEngine& engine) {
+  std::unique_ptr<StoreClient> MakeClient(TransferEngine& engine, bool fast_lane = true) {
     StoreClientConfig c;
     c.master = master_ep_;
+    c.fast_lane = fast_lane;
     c.staging_bytes = 8 * kMiB;
     auto cl = StoreClient::Create(&engine, c);
     EXPECT_TRUE(cl.ok()) << cl.status().ToString();
@@ -318,6 +319,45 @@ TEST_F(StoreTest, MasterExportsPrometheusMetrics) {
   EXPECT_EQ(body.find("sluice_master_rpc_seconds_count{method=\"GetStart\"} 0\n"),
             std::string::npos)
       << "the Get was counted";
+}
+
+// Counter `name` from the master's /metrics, or -1.
+double MetricValue(const std::string& metrics_ep, const std::string& name) {
+  httplib::Client http("http://" + metrics_ep);
+  auto res = http.Get("/metrics");
+  if (!res) {
+    return -1;
+  }
+  const std::size_t at = res->body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(res->body.substr(at + name.size() + 2));
+}
+
+TEST_F(StoreTest, FastLaneAndGrpcClientsShareOneStore) {
+  auto grpc_client = MakeClient(*engine_, /*fast_lane=*/false);
+  const double before = MetricValue(master_->Word(3), "sluice_master_fast_lane_requests_total");
+  std::vector<std::byte> v(64 * 1024 + 7);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] = static_cast<std::byte>(PatternByte(9, i));
+  }
+  ASSERT_TRUE(grpc_client->Put("via-grpc", v).ok());
+  EXPECT_EQ(MetricValue(master_->Word(3), "sluice_master_fast_lane_requests_total"), before)
+      << "a client with fast_lane=false used the lane";
+  auto got = client_->Get("via-grpc");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == v);
+  ASSERT_TRUE(client_->Put("via-lane", v).ok());
+  auto back = grpc_client->Get("via-lane");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == v);
+  // Errors keep their code and name the call on both paths.
+  for (StoreClient* c : {client_.get(), grpc_client.get()}) {
+    Status s = c->Put("via-lane", v);
+    EXPECT_EQ(s.code(), StatusCode::kAlreadyExists) << s.ToString();
+    EXPECT_NE(s.message().find("PutStart"), std::string_view::npos) << s.ToString();
+    EXPECT_EQ(c->Get("nope").status().code(), StatusCode::kNotFound);
+  }
+  // put = 2 calls, get = 2 (start, one-way end), plus the failed ones.
+  EXPECT_GE(MetricValue(master_->Word(3), "sluice_master_fast_lane_requests_total"), before + 6);
 }
 
 class SmallStoreTest : public StoreTest {

@@ -43,6 +43,12 @@ struct StoreClientConfig {
   std::chrono::milliseconds rpc_timeout{10000};
   std::chrono::milliseconds transfer_timeout{60000};
   std::uint64_t staging_bytes = std::uint64_t{64} << 20;  // For Put / Get.
+  // Use the master's fast lane for put, get, exists and remove when it
+  // offers one (else, and whenever the lane fails, those calls use gRPC).
+  bool fast_lane = true;
+  // How long a fast-lane caller spins on its socket before sleeping; trades
+  // CPU for round-trip time. 0: never spin.
+  std::chrono::microseconds rpc_spin{50};
 };
 
 struct PutOptions {

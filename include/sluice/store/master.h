@@ -11,6 +11,7 @@
 #define SLUICE_STORE_MASTER_H_
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,6 +29,10 @@ struct MasterConfig {
   // Prometheus text at GET /metrics on this port of the `listen` host
   // (0 picks one); -1: no metrics endpoint.
   int metrics_port = -1;
+  // The fast lane (hot calls over plain framed TCP on a port the kernel
+  // picks on the `listen` host; clients learn it from the master): at most
+  // this many connections at once, beyond which clients use gRPC. 0: off.
+  std::size_t fast_lane_connections = 256;
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds node_timeout{3000};  // Silent this long: node lost.
   std::chrono::milliseconds put_timeout{60000};  // Open put this long: revoked.

@@ -7,9 +7,11 @@
 
 #include "sluice/store/client.h"
 
+#include "common/log.h"
 #include "common/net.h"
 #include "common/random.h"
 #include "proto/master.grpc.pb.h"
+#include "store/fastlane/client.h"
 #include "store/proto_convert.h"
 #include "store/rpc_status.h"
 
@@ -72,7 +74,8 @@ class StoreClientImpl {
     }
     req.set_request_id(request_id);
     pb::PutStartResponse resp;
-    SLUICE_RETURN_IF_ERROR(Call(&pb::Master::Stub::PutStart, req, &resp, "PutStart"));
+    SLUICE_RETURN_IF_ERROR(
+        Call(&pb::Master::Stub::PutStart, fastlane::Method::kPutStart, req, &resp, "PutStart"));
     OpenPut put{std::string(key), resp.put_id(), {}};
     for (const pb::Replica& r : resp.replicas()) {
       Result<SegmentId> seg = engine_->OpenSegment(r.endpoint());
@@ -97,8 +100,8 @@ class StoreClientImpl {
     req.set_key(put.key);
     req.set_put_id(put.put_id);
     pb::PutRevokeResponse resp;
-    (void)Call(&pb::Master::Stub::PutRevoke, req, &resp,
-               "PutRevoke");  // Best effort: the put also times out.
+    // Best effort: the put also times out.
+    (void)Call(&pb::Master::Stub::PutRevoke, fastlane::Method::kPutRevoke, req, &resp, "PutRevoke");
   }
 
   Status PutEnd(const OpenPut& put) {
@@ -106,7 +109,7 @@ class StoreClientImpl {
     req.set_key(put.key);
     req.set_put_id(put.put_id);
     pb::PutEndResponse resp;
-    return Call(&pb::Master::Stub::PutEnd, req, &resp, "PutEnd");
+    return Call(&pb::Master::Stub::PutEnd, fastlane::Method::kPutEnd, req, &resp, "PutEnd");
   }
 
   Status FinishPut(const OpenPut& put, Status written) {
@@ -150,7 +153,8 @@ class StoreClientImpl {
     req.set_key(std::string(key));
     req.set_client_endpoint(engine_->endpoint());
     pb::GetStartResponse resp;
-    SLUICE_RETURN_IF_ERROR(Call(&pb::Master::Stub::GetStart, req, &resp, "GetStart"));
+    SLUICE_RETURN_IF_ERROR(
+        Call(&pb::Master::Stub::GetStart, fastlane::Method::kGetStart, req, &resp, "GetStart"));
     OpenGet g{std::string(key), resp.lease_id(), {resp.size(), std::nullopt}, {}};
     if (resp.has_tensor()) {
       g.meta.tensor = FromProto(resp.tensor());
@@ -164,6 +168,16 @@ class StoreClientImpl {
   // Ends the read lease without waiting for the answer: the reader's bytes
   // have landed, and a lost GetEnd only delays the lease's timeout.
   void GetEnd(const OpenGet& g, bool completed) {
+    if (std::shared_ptr<fastlane::Client> lane = FastLane()) {
+      pb::GetEndRequest req;
+      req.set_key(g.key);
+      req.set_lease_id(g.lease_id);
+      req.set_completed(completed);
+      if (lane->Send(fastlane::Method::kGetEnd, req.SerializeAsString(), config_.rpc_timeout)) {
+        return;
+      }
+      LaneFailed(lane, UnavailableError("send failed", FailureScope::kEndpoint));
+    }
     struct Call {
       grpc::ClientContext ctx;
       pb::GetEndRequest req;
@@ -256,14 +270,15 @@ class StoreClientImpl {
     pb::KeyRequest req;
     req.set_key(std::string(key));
     pb::RemoveResponse resp;
-    return Call(&pb::Master::Stub::Remove, req, &resp, "Remove");
+    return Call(&pb::Master::Stub::Remove, fastlane::Method::kRemove, req, &resp, "Remove");
   }
 
   Result<bool> Exists(std::string_view key) {
     pb::KeyRequest req;
     req.set_key(std::string(key));
     pb::ExistsResponse resp;
-    SLUICE_RETURN_IF_ERROR(Call(&pb::Master::Stub::Exists, req, &resp, "Exists"));
+    SLUICE_RETURN_IF_ERROR(
+        Call(&pb::Master::Stub::Exists, fastlane::Method::kExists, req, &resp, "Exists"));
     return resp.exists();
   }
 
@@ -417,10 +432,75 @@ class StoreClientImpl {
     SetDeadline(&ctx, timeout);
     return FromGrpc((stub_.get()->*method)(&ctx, req, resp), name);
   }
+  // As above, over the fast lane when there is one; falls back to gRPC when
+  // the lane fails (every lane method is retry-safe, see master.proto).
   template <typename Req, typename Resp>
   Status Call(grpc::Status (pb::Master::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
-              const Req& req, Resp* resp, std::string_view name) {
+              fastlane::Method fast, const Req& req, Resp* resp, std::string_view name) {
+    if (std::shared_ptr<fastlane::Client> lane = FastLane()) {
+      fastlane::Client::Outcome out =
+          lane->Call(fast, req.SerializeAsString(), config_.rpc_timeout);
+      const bool timed_out =
+          !out.transport_ok && out.result.status().code() == StatusCode::kDeadlineExceeded;
+      if ((out.transport_ok || timed_out) && !out.result.ok()) {
+        // The master's answer, or no answer in time (a retry would wait again).
+        const Status& e = out.result.status();
+        return Status(e.code(), std::string(name) + ": " + std::string(e.message()), e.scope());
+      }
+      if (out.transport_ok &&
+          resp->ParseFromArray(out.result->data(), static_cast<int>(out.result->size()))) {
+        return Status::Ok();
+      }
+      LaneFailed(lane, out.transport_ok ? Status(StatusCode::kDataLoss, "unparsable answer")
+                                        : out.result.status());
+      resp->Clear();
+    }
     return Call(method, req, resp, name, config_.rpc_timeout);
+  }
+
+  // The fast lane, once the master has said where it is; asks again at most
+  // once a second while it is unknown or after it failed.
+  std::shared_ptr<fastlane::Client> FastLane() {
+    if (!config_.fast_lane) {
+      return nullptr;
+    }
+    std::lock_guard<std::mutex> lock(lane_mu_);
+    if (lane_ != nullptr) {
+      return lane_;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_lane_probe_) {
+      return nullptr;
+    }
+    next_lane_probe_ = now + std::chrono::seconds(1);
+    pb::DescribeRequest req;
+    pb::DescribeResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, std::min(config_.rpc_timeout, std::chrono::milliseconds(1000)));
+    if (!stub_->Describe(&ctx, req, &resp).ok() || resp.fast_lane_endpoint().empty()) {
+      return nullptr;
+    }
+    Result<HostPort> hp = ParseHostPort(resp.fast_lane_endpoint(), false);
+    if (!hp.ok()) {
+      SLUICE_LOG(warn, "store client: master offers a bad fast lane '{}'",
+                 resp.fast_lane_endpoint());
+      return nullptr;
+    }
+    lane_ = std::make_shared<fastlane::Client>(*hp, config_.rpc_spin, 64);
+    return lane_;
+  }
+
+  // Drops a failed lane (its connections are stale); the next call asks the
+  // master again after the probe interval.
+  void LaneFailed(const std::shared_ptr<fastlane::Client>& lane, const Status& why) {
+    lane->Reset();
+    std::lock_guard<std::mutex> lock(lane_mu_);
+    if (lane_ == lane) {
+      SLUICE_LOG(info, "store client: fast lane {} failed ({}); using gRPC",
+                 lane->endpoint().ToString(), why.ToString());
+      lane_ = nullptr;
+      next_lane_probe_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    }
   }
 
   // One write per replica of `put`: [local, local+len) to `object_offset`.
@@ -439,6 +519,9 @@ class StoreClientImpl {
   TransferEngine* engine_;
   StoreClientConfig config_;
   std::unique_ptr<pb::Master::Stub> stub_;
+  std::mutex lane_mu_;
+  std::shared_ptr<fastlane::Client> lane_;                 // Guarded by lane_mu_.
+  std::chrono::steady_clock::time_point next_lane_probe_;  // Guarded by lane_mu_.
   SharedBuffer staging_;
   RegionKey staging_key_;
   std::mutex staging_mu_;

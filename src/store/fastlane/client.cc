@@ -1,0 +1,126 @@
+#include "store/fastlane/client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+
+namespace sluice::internal::fastlane {
+
+Client::Client(HostPort endpoint, std::chrono::microseconds spin, std::size_t max_idle)
+    : endpoint_(std::move(endpoint)), spin_(spin), max_idle_(max_idle) {}
+
+Result<UniqueFd> Client::Acquire(std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      UniqueFd fd = std::move(idle_.back());
+      idle_.pop_back();
+      return fd;
+    }
+  }
+  SLUICE_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(endpoint_, timeout));
+  SLUICE_RETURN_IF_ERROR(SetIoTimeout(fd.get(), timeout));
+  return fd;
+}
+
+void Client::Release(UniqueFd fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (idle_.size() < max_idle_) {
+    idle_.push_back(std::move(fd));
+  }
+}
+
+void Client::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_.clear();
+}
+
+Status Client::Write(int fd, Method m, std::uint16_t flags, std::string_view body) {
+  if (body.size() > kMaxRequestBody) {
+    return InvalidArgumentError("fast lane: request too large");
+  }
+  RequestHeader h;
+  h.method = static_cast<std::uint16_t>(m);
+  h.flags = flags;
+  h.body_len = static_cast<std::uint32_t>(body.size());
+  std::string frame(kHeaderSize + body.size(), '\0');
+  Encode(h, reinterpret_cast<std::byte*>(frame.data()));
+  frame.replace(kHeaderSize, body.size(), body);
+  return SendAll(fd, frame.data(), frame.size());
+}
+
+Status Client::ReadExact(int fd, char* p, std::size_t len,
+                         std::chrono::steady_clock::time_point deadline) {
+  using Clock = std::chrono::steady_clock;
+  const auto spin_until = Clock::now() + spin_;
+  while (len > 0) {
+    const ssize_t n = ::recv(fd, p, len, MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n == 0) {
+      return UnavailableError("master closed the fast-lane connection", FailureScope::kEndpoint);
+    }
+    if (errno == EINTR) {
+      continue;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      return ErrnoStatus("fast lane recv", errno);
+    }
+    const auto now = Clock::now();
+    if (now < spin_until) {
+      continue;
+    }
+    if (now >= deadline) {
+      return DeadlineExceededError("fast lane: no answer in time", FailureScope::kEndpoint);
+    }
+    pollfd pfd{fd, POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    (void)::poll(&pfd, 1, static_cast<int>(left.count()) + 1);
+  }
+  return Status::Ok();
+}
+
+Client::Outcome Client::Call(Method m, std::string_view body, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Result<UniqueFd> fd = Acquire(timeout);
+  if (!fd.ok()) {
+    return Outcome{false, fd.status()};
+  }
+  Status s = Write(fd->get(), m, 0, body);
+  char head[kHeaderSize];
+  if (s.ok()) {
+    s = ReadExact(fd->get(), head, kHeaderSize, deadline);
+  }
+  Result<ResponseHeader> h =
+      s.ok() ? DecodeResponse(reinterpret_cast<const std::byte*>(head)) : Result<ResponseHeader>(s);
+  if (!h.ok()) {
+    return Outcome{false, h.status()};
+  }
+  std::string reply(h->body_len, '\0');
+  s = ReadExact(fd->get(), reply.data(), reply.size(), deadline);
+  if (!s.ok()) {
+    return Outcome{false, s};
+  }
+  Release(std::move(*fd));
+  if (h->code != 0) {
+    return Outcome{
+        true, Status(static_cast<StatusCode>(h->code), reply, static_cast<FailureScope>(h->scope))};
+  }
+  return Outcome{true, std::move(reply)};
+}
+
+bool Client::Send(Method m, std::string_view body, std::chrono::milliseconds timeout) {
+  Result<UniqueFd> fd = Acquire(timeout);
+  if (!fd.ok() || !Write(fd->get(), m, kFlagOneWay, body).ok()) {
+    return false;
+  }
+  Release(std::move(*fd));
+  return true;
+}
+
+}  // namespace sluice::internal::fastlane

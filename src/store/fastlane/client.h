@@ -1,0 +1,60 @@
+// Calls the master's fast lane: a pool of persistent connections, one per
+// concurrently calling thread; each call is a blocking round trip on one of
+// them. After sending, the caller spins briefly on the socket before
+// sleeping in poll: on a small host, a sleeping thread's wake-up costs as
+// much as the master's work, so a short spin halves the round trip.
+#ifndef SLUICE_STORE_FASTLANE_CLIENT_H_
+#define SLUICE_STORE_FASTLANE_CLIENT_H_
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/net.h"
+#include "store/fastlane/frame.h"
+
+namespace sluice::internal::fastlane {
+
+class Client {
+ public:
+  // `spin` is how long a caller polls its socket before sleeping (0: never).
+  Client(HostPort endpoint, std::chrono::microseconds spin, std::size_t max_idle);
+
+  // Outcome of a call: `transport_ok` is false when the lane itself failed
+  // (connect, send, receive, a malformed answer): the request may or may
+  // not have run, and the caller retries it over gRPC. Otherwise `result`
+  // is the master's answer: the serialized response, or its error.
+  struct Outcome {
+    bool transport_ok = false;
+    Result<std::string> result = std::string();
+  };
+  // Sends `body` as a `m` request and waits up to `timeout` for the answer.
+  // Thread-safe; calls on different threads use different connections.
+  Outcome Call(Method m, std::string_view body, std::chrono::milliseconds timeout);
+  // Sends a one-way request (no answer is read). False if the lane failed.
+  bool Send(Method m, std::string_view body, std::chrono::milliseconds timeout);
+
+  // Closes every idle connection (after a lane failure: they are stale).
+  void Reset();
+
+  const HostPort& endpoint() const { return endpoint_; }
+
+ private:
+  Result<UniqueFd> Acquire(std::chrono::milliseconds timeout);
+  void Release(UniqueFd fd);
+  Status Write(int fd, Method m, std::uint16_t flags, std::string_view body);
+  Status ReadExact(int fd, char* p, std::size_t len,
+                   std::chrono::steady_clock::time_point deadline);
+
+  HostPort endpoint_;
+  std::chrono::microseconds spin_;
+  std::size_t max_idle_;
+  std::mutex mu_;
+  std::vector<UniqueFd> idle_;  // Guarded by mu_.
+};
+
+}  // namespace sluice::internal::fastlane
+
+#endif  // SLUICE_STORE_FASTLANE_CLIENT_H_

@@ -1,0 +1,229 @@
+// The fast lane's framing and its server against a scripted handler:
+// calls, one-way sends, master errors, garbage and over-long frames, the
+// connection cap, and shutdown with idle and blocked connections.
+#include <sys/socket.h>
+
+#include <atomic>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/net.h"
+#include "store/fastlane/client.h"
+#include "store/fastlane/server.h"
+
+namespace sluice::internal::fastlane {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(FastLaneFrameTest, HeadersRoundTripAndBadFieldsAreNamed) {
+  RequestHeader q;
+  q.body_len = 1234;
+  q.method = static_cast<std::uint16_t>(Method::kGetStart);
+  q.flags = kFlagOneWay;
+  std::byte buf[kHeaderSize];
+  Encode(q, buf);
+  Result<RequestHeader> d = DecodeRequest(buf);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->body_len, 1234u);
+  EXPECT_EQ(d->method, q.method);
+  EXPECT_EQ(d->flags, kFlagOneWay);
+
+  auto bad = [](RequestHeader h) {
+    std::byte b[kHeaderSize];
+    Encode(h, b);
+    return std::string(DecodeRequest(b).status().message());
+  };
+  RequestHeader h = q;
+  h.magic = 0;
+  EXPECT_NE(bad(h).find("magic"), std::string::npos);
+  h = q;
+  h.body_len = kMaxRequestBody + 1;
+  EXPECT_NE(bad(h).find("exceeds"), std::string::npos);
+  h = q;
+  h.method = 99;
+  EXPECT_NE(bad(h).find("unknown method 99"), std::string::npos);
+  h = q;
+  h.flags = 4;
+  EXPECT_NE(bad(h).find("flags"), std::string::npos);
+
+  ResponseHeader r;
+  r.code = static_cast<std::uint8_t>(StatusCode::kNotFound);
+  r.body_len = 5;
+  Encode(r, buf);
+  Result<ResponseHeader> rd = DecodeResponse(buf);
+  ASSERT_TRUE(rd.ok());
+  EXPECT_EQ(rd->code, r.code);
+  r.code = 200;
+  Encode(r, buf);
+  EXPECT_FALSE(DecodeResponse(buf).ok());
+}
+
+class FastLaneServerTest : public ::testing::Test {
+ protected:
+  void Start(std::size_t max_connections = 8) {
+    auto s = Server::Start(
+        HostPort{"127.0.0.1", 0},
+        [this](Method m, std::string_view body) -> Result<std::string> {
+          ++calls_;
+          if (body == "block") {
+            while (!release_) {
+              std::this_thread::sleep_for(1ms);
+            }
+          }
+          if (body == "fail") {
+            return Status(StatusCode::kNotFound, "no such key", FailureScope::kRequest);
+          }
+          if (m == Method::kGetEnd) {
+            ++one_way_;
+          }
+          return std::string(MethodName(m)) + ":" + std::string(body);
+        },
+        max_connections);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+    auto hp = ParseHostPort(server_->endpoint(), false);
+    ASSERT_TRUE(hp.ok());
+    endpoint_ = *hp;
+  }
+
+  // A raw connection to the server, for frames the client never sends.
+  UniqueFd Raw() {
+    auto fd = ConnectTcp(endpoint_, 2s);
+    EXPECT_TRUE(fd.ok());
+    EXPECT_TRUE(SetIoTimeout(fd->get(), 5s).ok());
+    return std::move(*fd);
+  }
+
+  std::atomic<int> calls_{0};
+  std::atomic<int> one_way_{0};
+  std::atomic<bool> release_{false};
+  std::unique_ptr<Server> server_;
+  HostPort endpoint_;
+};
+
+TEST_F(FastLaneServerTest, CallsAnswerAndErrorsKeepTheirCode) {
+  Start();
+  Client c(endpoint_, 20us, 4);
+  Client::Outcome ok = c.Call(Method::kExists, "k1", 2s);
+  ASSERT_TRUE(ok.transport_ok);
+  ASSERT_TRUE(ok.result.ok());
+  EXPECT_EQ(*ok.result, "Exists:k1");
+  Client::Outcome err = c.Call(Method::kRemove, "fail", 2s);
+  ASSERT_TRUE(err.transport_ok);
+  EXPECT_EQ(err.result.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(err.result.status().message(), "no such key");
+  EXPECT_TRUE(c.Send(Method::kGetEnd, "lease", 2s));
+  // The one-way request is answered by nothing; the next call on the same
+  // connection still gets its own answer.
+  Client::Outcome next = c.Call(Method::kPutEnd, "k2", 2s);
+  ASSERT_TRUE(next.transport_ok && next.result.ok());
+  EXPECT_EQ(*next.result, "PutEnd:k2");
+  EXPECT_EQ(one_way_.load(), 1);
+  EXPECT_EQ(server_->requests(), 4u);
+}
+
+TEST_F(FastLaneServerTest, ManyThreadsGetTheirOwnAnswers) {
+  Start(16);
+  Client c(endpoint_, 0us, 8);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const std::string body = std::to_string(t) + "/" + std::to_string(i);
+        Client::Outcome o = c.Call(Method::kGetStart, body, 5s);
+        if (!o.transport_ok || !o.result.ok() || *o.result != "GetStart:" + body) {
+          ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LE(server_->connections(), 8u);
+}
+
+TEST_F(FastLaneServerTest, GarbageGetsAnErrorAndTheServerKeepsServing) {
+  Start();
+  {
+    UniqueFd fd = Raw();
+    const char junk[kHeaderSize] = "GET / HTTP/1.1\r";
+    ASSERT_TRUE(SendAll(fd.get(), junk, sizeof(junk)).ok());
+    std::byte head[kHeaderSize];
+    ASSERT_TRUE(RecvAll(fd.get(), head, kHeaderSize).ok());
+    Result<ResponseHeader> r = DecodeResponse(head);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->code, static_cast<std::uint8_t>(StatusCode::kInvalidArgument));
+    std::string msg(r->body_len, '\0');
+    ASSERT_TRUE(RecvAll(fd.get(), msg.data(), msg.size()).ok());
+    EXPECT_NE(msg.find("magic"), std::string::npos) << msg;
+    char more;
+    EXPECT_FALSE(RecvAll(fd.get(), &more, 1).ok()) << "the connection is closed after garbage";
+  }
+  {
+    // An over-long length is refused before any body is read.
+    UniqueFd fd = Raw();
+    RequestHeader h;
+    h.method = static_cast<std::uint16_t>(Method::kPutStart);
+    h.body_len = 0xFFFFFFFF;
+    std::byte head[kHeaderSize];
+    Encode(h, head);
+    ASSERT_TRUE(SendAll(fd.get(), head, kHeaderSize).ok());
+    ASSERT_TRUE(RecvAll(fd.get(), head, kHeaderSize).ok());
+    EXPECT_EQ(DecodeResponse(head)->code, static_cast<std::uint8_t>(StatusCode::kInvalidArgument));
+  }
+  {
+    // A peer that hangs up mid-body costs nothing.
+    UniqueFd fd = Raw();
+    RequestHeader h;
+    h.method = static_cast<std::uint16_t>(Method::kPutStart);
+    h.body_len = 100;
+    std::byte head[kHeaderSize];
+    Encode(h, head);
+    ASSERT_TRUE(SendAll(fd.get(), head, kHeaderSize).ok());
+    ASSERT_TRUE(SendAll(fd.get(), "abc", 3).ok());
+  }
+  Client c(endpoint_, 0us, 2);
+  Client::Outcome o = c.Call(Method::kExists, "still", 2s);
+  ASSERT_TRUE(o.transport_ok && o.result.ok());
+  EXPECT_EQ(*o.result, "Exists:still");
+  EXPECT_EQ(calls_.load(), 1) << "no handler ran for a malformed frame";
+}
+
+TEST_F(FastLaneServerTest, ConnectionsOverTheCapFailSoTheClientFallsBack) {
+  Start(1);
+  UniqueFd hold = Raw();  // Takes the only slot.
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (server_->connections() < 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  Client c(endpoint_, 0us, 2);
+  Client::Outcome o = c.Call(Method::kExists, "k", 2s);
+  EXPECT_FALSE(o.transport_ok) << "an over-cap connection must fail, not hang";
+}
+
+TEST_F(FastLaneServerTest, StopsWithIdleAndBusyConnectionsAndDeadServerFailsCalls) {
+  Start();
+  Client c(endpoint_, 0us, 4);
+  ASSERT_TRUE(c.Call(Method::kExists, "warm", 2s).result.ok());  // Leaves an idle connection.
+  std::thread blocked([&] { (void)c.Call(Method::kGetStart, "block", 10s); });
+  while (calls_.load() < 2) {
+    std::this_thread::sleep_for(1ms);
+  }
+  std::thread stopper([&] { server_.reset(); });
+  std::this_thread::sleep_for(20ms);
+  release_ = true;  // The destructor waits for the running handler.
+  stopper.join();
+  blocked.join();
+  Client::Outcome o = c.Call(Method::kExists, "after", 2s);
+  EXPECT_FALSE(o.transport_ok) << "a call to a stopped server is a lane failure";
+  c.Reset();
+  EXPECT_FALSE(c.Call(Method::kExists, "after", 2s).transport_ok);
+}
+
+}  // namespace
+}  // namespace sluice::internal::fastlane

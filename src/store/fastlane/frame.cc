@@ -1,0 +1,114 @@
+#include "store/fastlane/frame.h"
+
+#include <cstring>
+#include <string>
+
+namespace sluice::internal::fastlane {
+namespace {
+
+void Put32(std::byte* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) {
+    p[i] = static_cast<std::byte>(v >> (8 * i));
+  }
+}
+void Put16(std::byte* p, std::uint16_t v) {
+  p[0] = static_cast<std::byte>(v);
+  p[1] = static_cast<std::byte>(v >> 8);
+}
+std::uint32_t Get32(const std::byte* p) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) {
+    v |= static_cast<std::uint32_t>(p[i]) << (8 * i);
+  }
+  return v;
+}
+std::uint16_t Get16(const std::byte* p) {
+  return static_cast<std::uint16_t>(static_cast<std::uint16_t>(p[0]) |
+                                    (static_cast<std::uint16_t>(p[1]) << 8));
+}
+
+}  // namespace
+
+void Encode(const RequestHeader& h, std::byte out[kHeaderSize]) {
+  Put32(out, h.magic);
+  Put32(out + 4, h.body_len);
+  Put16(out + 8, h.method);
+  Put16(out + 10, h.flags);
+  Put32(out + 12, h.reserved);
+}
+
+void Encode(const ResponseHeader& h, std::byte out[kHeaderSize]) {
+  Put32(out, h.magic);
+  Put32(out + 4, h.body_len);
+  out[8] = static_cast<std::byte>(h.code);
+  out[9] = static_cast<std::byte>(h.scope);
+  Put16(out + 10, h.reserved0);
+  Put32(out + 12, h.reserved1);
+}
+
+Result<RequestHeader> DecodeRequest(const std::byte in[kHeaderSize]) {
+  RequestHeader h;
+  h.magic = Get32(in);
+  h.body_len = Get32(in + 4);
+  h.method = Get16(in + 8);
+  h.flags = Get16(in + 10);
+  h.reserved = Get32(in + 12);
+  if (h.magic != kRequestMagic) {
+    return InvalidArgumentError("fast lane: bad request magic");
+  }
+  if (h.body_len > kMaxRequestBody) {
+    return InvalidArgumentError("fast lane: request body of " + std::to_string(h.body_len) +
+                                " bytes exceeds " + std::to_string(kMaxRequestBody));
+  }
+  if (h.method == 0 || h.method > kMaxMethod) {
+    return InvalidArgumentError("fast lane: unknown method " + std::to_string(h.method));
+  }
+  if ((h.flags & ~kFlagOneWay) != 0 || h.reserved != 0) {
+    return InvalidArgumentError("fast lane: unknown flags or nonzero reserved bits");
+  }
+  return h;
+}
+
+Result<ResponseHeader> DecodeResponse(const std::byte in[kHeaderSize]) {
+  ResponseHeader h;
+  h.magic = Get32(in);
+  h.body_len = Get32(in + 4);
+  h.code = static_cast<std::uint8_t>(in[8]);
+  h.scope = static_cast<std::uint8_t>(in[9]);
+  h.reserved0 = Get16(in + 10);
+  h.reserved1 = Get32(in + 12);
+  if (h.magic != kResponseMagic) {
+    return InvalidArgumentError("fast lane: bad response magic");
+  }
+  if (h.body_len > kMaxResponseBody) {
+    return InvalidArgumentError("fast lane: response body of " + std::to_string(h.body_len) +
+                                " bytes exceeds " + std::to_string(kMaxResponseBody));
+  }
+  if (h.code > static_cast<std::uint8_t>(StatusCode::kInternal) ||
+      h.scope > static_cast<std::uint8_t>(FailureScope::kTransport)) {
+    return InvalidArgumentError("fast lane: unknown status code or scope in response");
+  }
+  return h;
+}
+
+const char* MethodName(Method m) {
+  switch (m) {
+    case Method::kPutStart:
+      return "PutStart";
+    case Method::kPutEnd:
+      return "PutEnd";
+    case Method::kPutRevoke:
+      return "PutRevoke";
+    case Method::kGetStart:
+      return "GetStart";
+    case Method::kGetEnd:
+      return "GetEnd";
+    case Method::kRemove:
+      return "Remove";
+    case Method::kExists:
+      return "Exists";
+  }
+  return "unknown";
+}
+
+}  // namespace sluice::internal::fastlane

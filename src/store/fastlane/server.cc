@@ -1,0 +1,217 @@
+#include "store/fastlane/server.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "common/log.h"
+
+namespace sluice::internal::fastlane {
+namespace {
+
+// A request's body must follow its header within this long.
+constexpr std::chrono::seconds kBodyTimeout{10};
+
+// Waits until `fd` is readable or closed; false when it was shut down.
+bool WaitReadable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  while (true) {
+    const int n = ::poll(&p, 1, -1);
+    if (n > 0) {
+      return true;  // Readable, or an error/hang-up the next recv reports.
+    }
+    if (n < 0 && errno != EINTR) {
+      return false;
+    }
+  }
+}
+
+Status SendFrame(int fd, const ResponseHeader& h, std::string_view body) {
+  std::byte head[kHeaderSize];
+  Encode(h, head);
+  iovec iov[2] = {{head, kHeaderSize}, {const_cast<char*>(body.data()), body.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = body.empty() ? 1 : 2;
+  const std::size_t total = kHeaderSize + body.size();
+  const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  if (n == static_cast<ssize_t>(total)) {
+    return Status::Ok();
+  }
+  if (n < 0) {
+    return ErrnoStatus("fast lane send", errno);
+  }
+  // Short write (rare for small frames): finish with plain sends.
+  std::string rest(reinterpret_cast<const char*>(head), kHeaderSize);
+  rest.append(body);
+  return SendAll(fd, rest.data() + n, rest.size() - static_cast<std::size_t>(n));
+}
+
+}  // namespace
+
+Server::Server(Handler handler, std::size_t max_connections)
+    : handler_(std::move(handler)), max_connections_(max_connections) {}
+
+Result<std::unique_ptr<Server>> Server::Start(const HostPort& listen, Handler handler,
+                                              std::size_t max_connections) {
+  std::unique_ptr<Server> s(new Server(std::move(handler), max_connections));
+  std::uint16_t port = 0;
+  SLUICE_ASSIGN_OR_RETURN(s->listener_, Listen(listen, &port));
+  s->wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!s->wake_.valid()) {
+    return ErrnoStatus("fast lane eventfd", errno, FailureScope::kTransport);
+  }
+  HostPort bound = listen;
+  bound.port = port;
+  s->endpoint_ = bound.ToString();
+  s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
+  return s;
+}
+
+Server::~Server() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (Conn& c : conns_) {
+      if (c.fd.valid()) {
+        ::shutdown(c.fd.get(), SHUT_RDWR);  // Unblocks its thread's poll/recv.
+      }
+    }
+  }
+  const std::uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof(one));
+  if (acceptor_.joinable()) {
+    acceptor_.join();
+  }
+  std::list<Conn> conns;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns.swap(conns_);
+  }
+  for (Conn& c : conns) {
+    if (c.thread.joinable()) {
+      c.thread.join();
+    }
+  }
+}
+
+std::size_t Server::connections() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::size_t n = 0;
+  for (const Conn& c : conns_) {
+    n += c.done ? 0 : 1;
+  }
+  return n;
+}
+
+void Server::ReapLocked() {
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    if (it->done) {
+      it->thread.join();  // Already past its last statement that touches *it.
+      it = conns_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Server::AcceptLoop() {
+  pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+  while (true) {
+    const int n = ::poll(fds, 2, -1);
+    if (n < 0 && errno != EINTR) {
+      SLUICE_LOG(error, "fast lane: poll failed: {}", errno);
+      return;
+    }
+    if (fds[1].revents != 0) {
+      return;
+    }
+    if (n <= 0 || (fds[0].revents & POLLIN) == 0) {
+      continue;
+    }
+    UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd.valid()) {
+      continue;  // EAGAIN (another wake-up took it), ECONNABORTED, EMFILE...
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ReapLocked();
+    if (stopping_) {
+      return;
+    }
+    if (conns_.size() >= max_connections_) {
+      SLUICE_LOG(warn, "fast lane: {} connections open; refusing one (the client uses gRPC)",
+                 conns_.size());
+      continue;  // Closed by `fd` going out of scope.
+    }
+    int one = 1;
+    (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    (void)SetIoTimeout(fd.get(), kBodyTimeout);
+    Conn& c = conns_.emplace_back();
+    c.fd = std::move(fd);
+    c.thread = std::thread([this, &c] { Serve(&c); });
+  }
+}
+
+void Server::Serve(Conn* conn) {
+  const int fd = conn->fd.get();
+  std::vector<char> body;
+  while (WaitReadable(fd)) {
+    std::byte head[kHeaderSize];
+    if (!RecvAll(fd, head, kHeaderSize).ok()) {
+      break;  // Closed, reset or stalled mid-header: drop the connection.
+    }
+    Result<RequestHeader> h = DecodeRequest(head);
+    if (!h.ok()) {
+      // The stream cannot be resynchronized: answer once, then close.
+      ResponseHeader r;
+      r.code = static_cast<std::uint8_t>(h.status().code());
+      const std::string msg(h.status().message());
+      r.body_len = static_cast<std::uint32_t>(msg.size());
+      (void)SendFrame(fd, r, msg);
+      SLUICE_LOG(warn, "{}; closing the connection", msg);
+      break;
+    }
+    body.resize(h->body_len);
+    if (h->body_len > 0 && !RecvAll(fd, body.data(), body.size()).ok()) {
+      break;
+    }
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    Result<std::string> out =
+        handler_(static_cast<Method>(h->method), std::string_view(body.data(), body.size()));
+    if ((h->flags & kFlagOneWay) != 0) {
+      continue;
+    }
+    ResponseHeader r;
+    std::string_view reply;
+    std::string error;
+    if (out.ok()) {
+      reply = *out;
+    } else {
+      r.code = static_cast<std::uint8_t>(out.status().code());
+      r.scope = static_cast<std::uint8_t>(out.status().scope());
+      error = std::string(out.status().message());
+      reply = error;
+    }
+    if (reply.size() > kMaxResponseBody) {
+      r = ResponseHeader{};
+      r.code = static_cast<std::uint8_t>(StatusCode::kInternal);
+      error = "fast lane: response too large";
+      reply = error;
+    }
+    r.body_len = static_cast<std::uint32_t>(reply.size());
+    if (!SendFrame(fd, r, reply).ok()) {
+      break;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  conn->fd.reset();  // Under the lock: the destructor shuts down open fds.
+  conn->done = true;
+}
+
+}  // namespace sluice::internal::fastlane

@@ -1,0 +1,71 @@
+// Serves the master's fast lane: one thread per connection reads a request
+// frame, runs the handler and writes the answer. Callers keep connections
+// open and idle between calls, so the thread count follows the number of
+// concurrently calling client threads (capped by `max_connections`; a
+// connection over the cap is closed at once and the client uses gRPC).
+#ifndef SLUICE_STORE_FASTLANE_SERVER_H_
+#define SLUICE_STORE_FASTLANE_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "common/net.h"
+#include "store/fastlane/frame.h"
+
+namespace sluice::internal::fastlane {
+
+class Server {
+ public:
+  // Runs one call. `body` is the request's serialized message (unparsed: the
+  // handler validates it). Returns the serialized response or the error to
+  // send back. Called on connection threads, concurrently; it may block
+  // (a read parked until its object is loaded from disk). For one-way
+  // requests the result is dropped.
+  using Handler = std::function<Result<std::string>(Method, std::string_view body)>;
+
+  // Listens on `listen` (port 0 picks one). Errors: kUnavailable (bind).
+  static Result<std::unique_ptr<Server>> Start(const HostPort& listen, Handler handler,
+                                               std::size_t max_connections);
+  // Closes the listener and every connection, then joins their threads; a
+  // handler running at that moment finishes first.
+  ~Server();
+
+  // "host:port" with the bound port.
+  const std::string& endpoint() const { return endpoint_; }
+  // Open connections, and requests served so far (one-way ones included).
+  std::size_t connections();
+  std::uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Conn {
+    UniqueFd fd;
+    std::thread thread;
+    bool done = false;  // Guarded by mu_.
+  };
+  Server(Handler handler, std::size_t max_connections);
+  void AcceptLoop();
+  void Serve(Conn* conn);
+  void ReapLocked();
+
+  Handler handler_;
+  std::size_t max_connections_;
+  std::string endpoint_;
+  UniqueFd listener_;
+  UniqueFd wake_;  // eventfd: wakes the accept loop to stop.
+  std::thread acceptor_;
+  std::mutex mu_;
+  bool stopping_ = false;  // Guarded by mu_.
+  std::list<Conn> conns_;  // Guarded by mu_; nodes are stable while threads run.
+  std::atomic<std::uint64_t> requests_{0};
+};
+
+}  // namespace sluice::internal::fastlane
+
+#endif  // SLUICE_STORE_FASTLANE_SERVER_H_

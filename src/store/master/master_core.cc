@@ -1,0 +1,355 @@
+#include "store/master/master_core.h"
+
+#include "common/log.h"
+#include "store/proto_convert.h"
+
+namespace sluice::internal {
+
+namespace pb = ::sluice::store::v1;
+
+MasterCore::MasterCore(const MasterOptions& options, EventSink sink)
+    : sink_(std::move(sink)), state_(options) {
+  ticker_ = std::thread([this] { TickLoop(); });
+}
+
+MasterCore::~MasterCore() {
+  Shutdown();
+}
+
+void MasterCore::Shutdown() {
+  Finish finish;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    const Status cancelled(StatusCode::kCancelled, "master is shutting down");
+    for (auto& [key, ws] : waiters_) {
+      for (Waiter& w : ws) {
+        finish.emplace_back(std::move(w.done), cancelled);
+      }
+    }
+    waiters_.clear();
+    for (auto& [key, ps] : parked_gets_) {
+      for (ParkedGet& p : ps) {
+        finish.emplace_back(std::move(p.done), cancelled);
+      }
+    }
+    parked_gets_.clear();
+  }
+  cv_.notify_all();
+  if (ticker_.joinable()) {
+    ticker_.join();
+  }
+  Run(finish);
+}
+
+void MasterCore::Run(Finish& finish) {
+  for (auto& [done, status] : finish) {
+    done(status);
+  }
+  finish.clear();
+}
+
+MasterMetrics MasterCore::Metrics() {
+  std::lock_guard<std::mutex> lock(mu_);
+  MasterStats s = state_.Stats();
+  return MasterMetrics{
+      s.nodes,     s.objects,        s.objects_writing, s.capacity_bytes,      s.used_bytes,
+      s.evictions, s.lease_expiries, s.objects_lost,    s.disk_capacity_bytes, s.disk_used_bytes,
+      s.spills,    s.loads,          s.free_extents,    s.fragmentation};
+}
+
+Status MasterCore::RegisterNode(const pb::RegisterNodeRequest& req,
+                                pb::RegisterNodeResponse* resp) {
+  const auto start = MasterClock::now();
+  std::vector<SegmentDesc> segs;
+  for (const pb::Segment& s : req.segments()) {
+    segs.push_back({s.region_key(), s.size()});
+  }
+  std::vector<ObjectRecord> objects;
+  for (const pb::ObjectRecord& o : req.objects()) {
+    objects.push_back(FromProto(o));
+  }
+  std::size_t skipped = 0;
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = state_.RegisterNode(req.node_id(), req.endpoint(), NodeResources{segs, req.disk_bytes()},
+                             objects, MasterClock::now(), &skipped);
+  }
+  if (st.ok()) {
+    SLUICE_LOG(info, "store node {} at {} registered {} segment(s), {} object(s), {} skipped",
+               req.node_id(), req.endpoint(), segs.size(), objects.size() - skipped, skipped);
+  }
+  resp->set_skipped_objects(skipped);
+  resp->set_heartbeat_interval_ms(
+      static_cast<std::uint64_t>(state_.options().heartbeat_interval.count()));
+  rpc_stats_.Record(RpcStats::kRegisterNode, start);
+  return st;
+}
+
+Status MasterCore::Heartbeat(const pb::HeartbeatRequest& req, pb::HeartbeatResponse* resp) {
+  const auto start = MasterClock::now();
+  std::vector<CommandResult> done;
+  for (const pb::CommandResult& r : req.done()) {
+    done.push_back({r.id(), r.ok(), r.error()});
+    if (!r.ok()) {
+      SLUICE_LOG(warn, "store node {}: disk-tier command {} failed: {}", req.node_id(), r.id(),
+                 r.error());
+    }
+  }
+  HeartbeatReply reply;
+  Finish finish;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reply = state_.Heartbeat(req.node_id(), req.acked_seq(), done, MasterClock::now());
+    ResumeParkedGetsLocked(state_.TakeLoaded(), false, &finish);
+  }
+  Run(finish);
+  for (const NodeCommand& c : reply.commands) {
+    pb::NodeCommand* p = resp->add_commands();
+    p->set_id(c.id);
+    p->set_kind(c.kind == NodeCommand::Kind::kSpill ? pb::NodeCommand::SPILL
+                                                    : pb::NodeCommand::LOAD);
+    p->set_key(c.key);
+    p->set_mem_region_key(c.mem_region_key);
+    p->set_mem_offset(c.mem_offset);
+    p->set_disk_offset(c.disk_offset);
+    p->set_size(c.size);
+  }
+  resp->set_reregister(reply.reregister);
+  for (const NodeDelta& d : reply.deltas) {
+    pb::NodeDelta* p = resp->add_deltas();
+    p->set_seq(d.seq);
+    p->set_added(d.added);
+    if (d.added) {
+      ToProto(d.record, p->mutable_record());
+    } else {
+      p->mutable_record()->set_key(d.record.key);
+    }
+  }
+  rpc_stats_.Record(RpcStats::kHeartbeat, start);
+  return Status::Ok();
+}
+
+Status MasterCore::PutStart(const pb::PutStartRequest& req, pb::PutStartResponse* resp) {
+  const auto start = MasterClock::now();
+  PutRequest r;
+  r.key = req.key();
+  r.size = req.size();
+  if (req.has_tensor()) {
+    r.tensor = FromProto(req.tensor());
+  }
+  r.policy = FromProto(req.policy());
+  r.replica_num = req.replica_num();
+  r.preferred_node = req.preferred_node();
+  r.request_id = req.request_id();
+  Result<PutGrant> g = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return state_.PutStart(r, MasterClock::now());
+  }();
+  if (g.ok()) {
+    resp->set_put_id(g->put_id);
+    for (const ReplicaLocation& loc : g->replicas) {
+      ToProto(loc, resp->add_replicas());
+    }
+  }
+  rpc_stats_.Record(RpcStats::kPutStart, start);
+  return g.status();
+}
+
+Status MasterCore::PutEnd(const pb::PutEndRequest& req) {
+  const auto start = MasterClock::now();
+  std::vector<Waiter> wake;
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = state_.PutEnd(req.key(), req.put_id(), MasterClock::now());
+    auto it = waiters_.find(req.key());
+    if (st.ok() && it != waiters_.end()) {
+      wake = std::move(it->second);
+      waiters_.erase(it);
+    }
+  }
+  for (Waiter& w : wake) {
+    w.done(Status::Ok());
+  }
+  rpc_stats_.Record(RpcStats::kPutEnd, start);
+  return st;
+}
+
+Status MasterCore::PutRevoke(const pb::PutRevokeRequest& req) {
+  const auto start = MasterClock::now();
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = state_.PutRevoke(req.key(), req.put_id());
+  }
+  rpc_stats_.Record(RpcStats::kPutRevoke, start);
+  return st;
+}
+
+void MasterCore::GetStart(const pb::GetStartRequest* req, pb::GetStartResponse* resp, Done done) {
+  const auto start = MasterClock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  Result<ReadGrant> g = state_.GetStart(req->key(), req->client_endpoint(), MasterClock::now());
+  if (g.ok() && g->loading && stopping_) {
+    g = Status(StatusCode::kCancelled, "master is shutting down");
+  } else if (g.ok() && g->loading) {
+    // On the disk tier: answer once the node has loaded it back.
+    parked_gets_[req->key()].push_back(
+        ParkedGet{req, resp, start, MasterClock::now() + kParkedGetTimeout, std::move(done)});
+    return;
+  }
+  lock.unlock();
+  if (g.ok()) {
+    FillGetStart(*g, resp);
+  }
+  rpc_stats_.Record(RpcStats::kGetStart, start);
+  done(g.status());
+}
+
+Status MasterCore::GetEnd(const pb::GetEndRequest& req) {
+  const auto start = MasterClock::now();
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = state_.GetEnd(req.key(), req.lease_id(), req.completed());
+  }
+  rpc_stats_.Record(RpcStats::kGetEnd, start);
+  return st;
+}
+
+Status MasterCore::Remove(const pb::KeyRequest& req) {
+  const auto start = MasterClock::now();
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = state_.Remove(req.key());
+  }
+  rpc_stats_.Record(RpcStats::kRemove, start);
+  return st;
+}
+
+Status MasterCore::Exists(const pb::KeyRequest& req, pb::ExistsResponse* resp) {
+  const auto start = MasterClock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    resp->set_exists(state_.Exists(req.key()));
+  }
+  rpc_stats_.Record(RpcStats::kExists, start);
+  return Status::Ok();
+}
+
+void MasterCore::WaitFor(const pb::WaitForRequest& req, Done done) {
+  if (req.key().empty() || req.key().size() > state_.options().max_key_bytes) {
+    done(InvalidArgumentError("key must be 1.." + std::to_string(state_.options().max_key_bytes) +
+                              " bytes"));
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_) {
+    lock.unlock();
+    done(Status(StatusCode::kCancelled, "master is shutting down"));
+    return;
+  }
+  if (state_.Exists(req.key())) {
+    lock.unlock();
+    done(Status::Ok());
+    return;
+  }
+  const auto timeout =
+      std::chrono::milliseconds(std::min<std::uint64_t>(req.timeout_ms(), 3600000));
+  waiters_[req.key()].push_back(Waiter{std::move(done), MasterClock::now() + timeout});
+}
+
+void MasterCore::FillGetStart(const ReadGrant& g, pb::GetStartResponse* resp) {
+  resp->set_lease_id(g.lease_id);
+  resp->set_size(g.meta.size);
+  if (g.meta.tensor.has_value()) {
+    ToProto(*g.meta.tensor, resp->mutable_tensor());
+  }
+  for (const ReplicaLocation& loc : g.replicas) {
+    ToProto(loc, resp->add_replicas());
+  }
+}
+
+void MasterCore::ResumeParkedGetsLocked(const std::vector<std::string>& keys, bool all,
+                                        Finish* finish) {
+  const TimePoint now = MasterClock::now();
+  std::vector<std::string> todo = keys;
+  if (all) {
+    todo.clear();
+    for (const auto& [k, v] : parked_gets_) {
+      todo.push_back(k);
+    }
+  }
+  for (const std::string& key : todo) {
+    auto it = parked_gets_.find(key);
+    if (it == parked_gets_.end()) {
+      continue;
+    }
+    std::vector<ParkedGet> still;
+    for (ParkedGet& p : it->second) {
+      Result<ReadGrant> g = state_.GetStart(key, p.req->client_endpoint(), now);
+      if (g.ok() && g->loading) {
+        if (now < p.deadline) {
+          still.push_back(std::move(p));
+          continue;
+        }
+        g = UnavailableError("object '" + key + "' was not loaded from disk in time",
+                             FailureScope::kRequest);
+      }
+      if (g.ok()) {
+        FillGetStart(*g, p.resp);
+      }
+      rpc_stats_.Record(RpcStats::kGetStart, p.start);
+      finish->emplace_back(std::move(p.done), g.status());
+    }
+    if (still.empty()) {
+      parked_gets_.erase(it);
+    } else {
+      it->second = std::move(still);
+    }
+  }
+}
+
+void MasterCore::TickLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+    const TimePoint now = MasterClock::now();
+    state_.Tick(now);
+    Finish finish;
+    ResumeParkedGetsLocked(state_.TakeLoaded(), /*all=*/!parked_gets_.empty(), &finish);
+    const std::vector<ObjectEvent> events = state_.TakeEvents();
+    for (const ObjectEvent& e : events) {
+      if (e.kind == ObjectEventKind::kLost) {
+        SLUICE_LOG(warn, "object '{}' lost with its last replica", e.key);
+      }
+    }
+    if (!events.empty() && sink_) {
+      sink_(events);
+    }
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      auto& ws = it->second;
+      for (auto w = ws.begin(); w != ws.end();) {
+        if (now >= w->deadline) {
+          finish.emplace_back(std::move(w->done),
+                              DeadlineExceededError("key '" + it->first + "' not complete in time",
+                                                    FailureScope::kRequest));
+          w = ws.erase(w);
+        } else {
+          ++w;
+        }
+      }
+      it = ws.empty() ? waiters_.erase(it) : std::next(it);
+    }
+    if (!finish.empty()) {
+      lock.unlock();
+      Run(finish);
+      lock.lock();
+    }
+  }
+}
+
+}  // namespace sluice::internal

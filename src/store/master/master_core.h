@@ -1,0 +1,96 @@
+// The master's calls, independent of how they arrive: one mutex around
+// MasterState, a ticker thread for timeouts, WaitFor calls and reads of
+// spilled objects parked until they can be answered. The gRPC service and
+// the fast lane both call in here with the same protobuf messages.
+#ifndef SLUICE_STORE_MASTER_MASTER_CORE_H_
+#define SLUICE_STORE_MASTER_MASTER_CORE_H_
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sluice/store/master.h"
+
+#include "proto/master.pb.h"
+#include "store/master/master_state.h"
+#include "store/master/rpc_stats.h"
+
+namespace sluice::internal {
+
+class MasterCore {
+ public:
+  // Completion of a call that may be answered later (parked). Runs exactly
+  // once, on the caller's thread or the thread that unparks it (a heartbeat
+  // or the ticker), without the core's lock held.
+  using Done = std::function<void(const Status&)>;
+  // Receives object events on the ticker thread, with the core's lock held:
+  // it must not call back into the core.
+  using EventSink = std::function<void(const std::vector<ObjectEvent>&)>;
+
+  MasterCore(const MasterOptions& options, EventSink sink);
+  // Shutdown(), then frees the state.
+  ~MasterCore();
+  // Answers every parked call with kCancelled (later ones too) and stops the
+  // ticker. Idempotent.
+  void Shutdown();
+
+  // Each call validates its request (errors name the bad field) and is
+  // retry-safe as master.proto describes.
+  Status RegisterNode(const store::v1::RegisterNodeRequest& req,
+                      store::v1::RegisterNodeResponse* resp);
+  Status Heartbeat(const store::v1::HeartbeatRequest& req, store::v1::HeartbeatResponse* resp);
+  Status PutStart(const store::v1::PutStartRequest& req, store::v1::PutStartResponse* resp);
+  Status PutEnd(const store::v1::PutEndRequest& req);
+  Status PutRevoke(const store::v1::PutRevokeRequest& req);
+  // `req` and `resp` must stay valid until `done` runs.
+  void GetStart(const store::v1::GetStartRequest* req, store::v1::GetStartResponse* resp,
+                Done done);
+  Status GetEnd(const store::v1::GetEndRequest& req);
+  Status Remove(const store::v1::KeyRequest& req);
+  Status Exists(const store::v1::KeyRequest& req, store::v1::ExistsResponse* resp);
+  void WaitFor(const store::v1::WaitForRequest& req, Done done);
+
+  const MasterOptions& options() const { return state_.options(); }
+  MasterMetrics Metrics();
+  void WriteRpcStats(std::ostringstream& out) { rpc_stats_.Write(out); }
+
+ private:
+  static constexpr std::chrono::seconds kParkedGetTimeout{30};
+  struct ParkedGet {
+    const store::v1::GetStartRequest* req;
+    store::v1::GetStartResponse* resp;
+    MasterClock::time_point start;
+    TimePoint deadline;
+    Done done;
+  };
+  struct Waiter {
+    Done done;
+    TimePoint deadline;
+  };
+  using Finish = std::vector<std::pair<Done, Status>>;
+
+  static void FillGetStart(const ReadGrant& g, store::v1::GetStartResponse* resp);
+  // Asks again for parked readers of `keys` (or of every parked key when
+  // `all`); appends the answered ones to `finish`.
+  void ResumeParkedGetsLocked(const std::vector<std::string>& keys, bool all, Finish* finish);
+  void TickLoop();
+  static void Run(Finish& finish);
+
+  EventSink sink_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                                      // Guarded by mu_.
+  MasterState state_;                                          // Guarded by mu_.
+  std::map<std::string, std::vector<Waiter>> waiters_;         // Guarded by mu_.
+  std::map<std::string, std::vector<ParkedGet>> parked_gets_;  // Guarded by mu_.
+  RpcStats rpc_stats_;
+  std::thread ticker_;
+};
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_STORE_MASTER_MASTER_CORE_H_
