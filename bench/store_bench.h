@@ -26,6 +26,8 @@ struct StoreBenchResult {
   double raw_gbps = 0;  // The engine alone, same bytes, same transport.
   double p50_us = 0;
   double p99_us = 0;
+  double raw_p50_us = 0;  // The raw engine ops', for comparison.
+  double raw_p99_us = 0;
 };
 
 // Errors: kInvalidArgument for out-of-range options.

@@ -51,10 +51,10 @@ Status Client::Write(int fd, Method m, std::uint16_t flags, std::string_view bod
   return SendAll(fd, frame.data(), frame.size());
 }
 
-Status Client::ReadExact(int fd, char* p, std::size_t len,
+Status Client::ReadExact(int fd, char* p, std::size_t len, bool spin,
                          std::chrono::steady_clock::time_point deadline) {
   using Clock = std::chrono::steady_clock;
-  const auto spin_until = Clock::now() + spin_;
+  const auto spin_until = spin ? Clock::now() + spin_ : Clock::time_point{};
   while (len > 0) {
     const ssize_t n = ::recv(fd, p, len, MSG_DONTWAIT);
     if (n > 0) {
@@ -91,18 +91,20 @@ Client::Outcome Client::Call(Method m, std::string_view body, std::chrono::milli
   if (!fd.ok()) {
     return Outcome{false, fd.status()};
   }
+  const bool spin = in_flight_.fetch_add(1, std::memory_order_relaxed) == 0;
   Status s = Write(fd->get(), m, 0, body);
   char head[kHeaderSize];
   if (s.ok()) {
-    s = ReadExact(fd->get(), head, kHeaderSize, deadline);
+    s = ReadExact(fd->get(), head, kHeaderSize, spin, deadline);
   }
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
   Result<ResponseHeader> h =
       s.ok() ? DecodeResponse(reinterpret_cast<const std::byte*>(head)) : Result<ResponseHeader>(s);
   if (!h.ok()) {
     return Outcome{false, h.status()};
   }
   std::string reply(h->body_len, '\0');
-  s = ReadExact(fd->get(), reply.data(), reply.size(), deadline);
+  s = ReadExact(fd->get(), reply.data(), reply.size(), false, deadline);
   if (!s.ok()) {
     return Outcome{false, s};
   }

@@ -2,10 +2,13 @@
 // concurrently calling thread; each call is a blocking round trip on one of
 // them. After sending, the caller spins briefly on the socket before
 // sleeping in poll: on a small host, a sleeping thread's wake-up costs as
-// much as the master's work, so a short spin halves the round trip.
+// much as the master's work, so a short spin halves the round trip. Only a
+// lone caller spins: with several calls in flight the CPU is better spent on
+// the callers' copies.
 #ifndef SLUICE_STORE_FASTLANE_CLIENT_H_
 #define SLUICE_STORE_FASTLANE_CLIENT_H_
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -45,7 +48,7 @@ class Client {
   Result<UniqueFd> Acquire(std::chrono::milliseconds timeout);
   void Release(UniqueFd fd);
   Status Write(int fd, Method m, std::uint16_t flags, std::string_view body);
-  Status ReadExact(int fd, char* p, std::size_t len,
+  Status ReadExact(int fd, char* p, std::size_t len, bool spin,
                    std::chrono::steady_clock::time_point deadline);
 
   HostPort endpoint_;
@@ -53,6 +56,7 @@ class Client {
   std::size_t max_idle_;
   std::mutex mu_;
   std::vector<UniqueFd> idle_;  // Guarded by mu_.
+  std::atomic<int> in_flight_{0};
 };
 
 }  // namespace sluice::internal::fastlane

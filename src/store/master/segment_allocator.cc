@@ -23,17 +23,34 @@ Result<std::uint64_t> SegmentAllocator::Allocate(std::uint64_t len) {
     return InvalidArgumentError("allocation of 0 bytes");
   }
   const std::uint64_t need = Rounded(len);
+  const std::uint64_t align = need >= kPageAlignFrom ? kPage : kAlign;
+  auto pad_of = [align](std::uint64_t offset) { return (align - offset % align) % align; };
+  // Best fit: the smallest extent that holds `need` after aligning. Extents
+  // shorter than need + align - 1 may not; look at a few of them, then take
+  // the smallest that surely fits, so the search stays O(log n).
   auto it = by_size_.lower_bound({need, 0});
+  for (int tries = 0; it != by_size_.end() && tries < 8; ++it, ++tries) {
+    if (it->first >= need + pad_of(it->second)) {
+      break;
+    }
+  }
+  if (it != by_size_.end() && it->first < need + pad_of(it->second)) {
+    it = by_size_.lower_bound({need + align - 1, 0});
+  }
   if (it == by_size_.end()) {
     return ResourceExhaustedError("no free extent of " + std::to_string(need) + " bytes");
   }
-  const auto [extent_len, offset] = *it;
-  Erase(offset, extent_len);
-  if (extent_len > need) {
-    Insert(offset + need, extent_len - need);
+  const auto [extent_len, start] = *it;
+  const std::uint64_t pad = pad_of(start);
+  Erase(start, extent_len);
+  if (pad > 0) {
+    Insert(start, pad);
+  }
+  if (extent_len > pad + need) {
+    Insert(start + pad + need, extent_len - pad - need);
   }
   used_ += need;
-  return offset;
+  return start + pad;
 }
 
 Status SegmentAllocator::AllocateAt(std::uint64_t offset, std::uint64_t len) {

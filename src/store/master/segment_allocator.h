@@ -26,10 +26,15 @@ struct AllocatorStats {
 class SegmentAllocator {
  public:
   static constexpr std::uint64_t kAlign = 64;  // One cache line.
+  // Allocations of at least kPageAlignFrom bytes start on a kPage boundary:
+  // page-aligned copies run faster, and DMA engines (RDMA, GPU) want pages.
+  static constexpr std::uint64_t kPage = 4096;
+  static constexpr std::uint64_t kPageAlignFrom = 64 * 1024;
 
   explicit SegmentAllocator(std::uint64_t capacity);
 
-  // Returns the offset of `len` bytes (rounded up to kAlign).
+  // Returns the offset of `len` bytes (rounded up to kAlign; page-aligned
+  // from kPageAlignFrom bytes, the space skipped to align stays free).
   // Errors: kInvalidArgument (0 bytes); kResourceExhausted (no extent fits).
   Result<std::uint64_t> Allocate(std::uint64_t len);
   // Claims exactly [offset, offset+len) (rounded up to kAlign), for rebuilding

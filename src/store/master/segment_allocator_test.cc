@@ -1,5 +1,6 @@
 #include "store/master/segment_allocator.h"
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -57,15 +58,45 @@ TEST(SegmentAllocatorTest, AllocateAtClaimsExactRangesOnly) {
   EXPECT_EQ(a.Stats().free_extents, 1u);
 }
 
-TEST(SegmentAllocatorTest, RandomWorkloadKeepsAccountingExact) {
+TEST(SegmentAllocatorTest, LargeAllocationsArePageAlignedAndTheSkippedSpaceStaysFree) {
   SegmentAllocator a(1 << 20);
+  ASSERT_EQ(*a.Allocate(1), 0u);
+  auto big = a.Allocate(SegmentAllocator::kPageAlignFrom);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(*big, SegmentAllocator::kPage) << "skips to the next page";
+  EXPECT_EQ(a.used(), 64u + SegmentAllocator::kPageAlignFrom) << "the skipped space is not used";
+  // The space skipped before the page is where small objects go next.
+  EXPECT_EQ(*a.Allocate(100), 64u);
+  auto big2 = a.Allocate(SegmentAllocator::kPageAlignFrom + 1);
+  ASSERT_TRUE(big2.ok());
+  EXPECT_EQ(*big2 % SegmentAllocator::kPage, 0u);
+  a.Free(0, 1);
+  a.Free(64, 100);
+  a.Free(*big, SegmentAllocator::kPageAlignFrom);
+  a.Free(*big2, SegmentAllocator::kPageAlignFrom + 1);
+  EXPECT_EQ(a.Stats().free_extents, 1u);
+  // An extent that only fits once aligned is skipped for one that does.
+  constexpr std::uint64_t k64 = SegmentAllocator::kPageAlignFrom;
+  SegmentAllocator b(1 << 20);
+  ASSERT_TRUE(b.AllocateAt(0, 64).ok());
+  ASSERT_TRUE(b.AllocateAt(k64 + 128, 64).ok());  // Leaves [64, k64 + 128): too short once aligned.
+  auto c = b.Allocate(k64);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, k64 + SegmentAllocator::kPage);
+}
+
+TEST(SegmentAllocatorTest, RandomWorkloadKeepsAccountingExact) {
+  SegmentAllocator a(8 << 20);
   std::mt19937_64 rng(1);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
   for (int i = 0; i < 20000; ++i) {
     if (live.empty() || rng() % 3 != 0) {
-      const std::uint64_t len = 1 + rng() % 8192;
+      const std::uint64_t len = 1 + rng() % (rng() % 4 == 0 ? 200000 : 8192);
       auto off = a.Allocate(len);
       if (off.ok()) {
+        if (len >= SegmentAllocator::kPageAlignFrom) {
+          ASSERT_EQ(*off % SegmentAllocator::kPage, 0u);
+        }
         live.emplace_back(*off, len);
       }
     } else {
@@ -79,6 +110,10 @@ TEST(SegmentAllocatorTest, RandomWorkloadKeepsAccountingExact) {
     used += SegmentAllocator::Rounded(len);
   }
   EXPECT_EQ(a.used(), used);
+  std::sort(live.begin(), live.end());
+  for (std::size_t i = 1; i < live.size(); ++i) {
+    EXPECT_GE(live[i].first, live[i - 1].first + live[i - 1].second) << "allocations overlap";
+  }
   for (auto& [off, len] : live) {
     a.Free(off, len);
   }
