@@ -111,6 +111,18 @@ class StoreClient {
   // Replaces a previous handler. The handler must not block for long.
   void Subscribe(std::function<void(const StoreEvent&)> handler);
 
+  // Vectored forms: the object is the runs back to back (each run in
+  // registered memory), moved as one batch with one op per run, no packing
+  // copy. Errors as PutFrom / GetInto; GetIntoRuns also fails with
+  // kInvalidArgument when the runs' total differs from the object's size.
+  struct IoRun {
+    void* data = nullptr;
+    std::size_t len = 0;
+  };
+  Status PutFromRuns(std::string_view key, std::span<const IoRun> runs,
+                     const PutOptions& options = {});
+  Result<ObjectMeta> GetIntoRuns(std::string_view key, std::span<const IoRun> runs);
+
   // Batch forms: one status per item, items run concurrently.
   struct PutItem {
     std::string key;

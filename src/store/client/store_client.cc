@@ -141,6 +141,71 @@ class StoreClientImpl {
     return FinishPut(put, s);
   }
 
+  Status PutFromRuns(std::string_view key, std::span<const StoreClient::IoRun> runs,
+                     const PutOptions& o) {
+    std::uint64_t total = 0;
+    for (const auto& r : runs) {
+      if (r.data == nullptr || r.len == 0) {
+        return InvalidArgumentError("PutFromRuns: null or empty run");
+      }
+      total += r.len;
+    }
+    SLUICE_ASSIGN_OR_RETURN(OpenPut put, PutStart(key, total, o));
+    std::vector<TransferRequest> ops;
+    ops.reserve(runs.size() * put.replicas.size());
+    std::uint64_t at = 0;
+    for (const auto& r : runs) {
+      for (TransferRequest& op : WriteOps(put, r.data, at, r.len)) {
+        ops.push_back(op);
+      }
+      at += r.len;
+    }
+    return FinishPut(put, engine_->TransferSync(ops, config_.transfer_timeout));
+  }
+
+  Result<ObjectMeta> GetIntoRuns(std::string_view key, std::span<const StoreClient::IoRun> runs) {
+    std::uint64_t total = 0;
+    for (const auto& r : runs) {
+      if (r.data == nullptr || r.len == 0) {
+        return InvalidArgumentError("GetIntoRuns: null or empty run");
+      }
+      total += r.len;
+    }
+    SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key));
+    if (g.meta.size != total) {
+      GetEnd(g, false);
+      return InvalidArgumentError("GetIntoRuns: object '" + g.key + "' has " +
+                                  std::to_string(g.meta.size) + " bytes; the runs hold " +
+                                  std::to_string(total));
+    }
+    Status last =
+        UnavailableError("object '" + g.key + "' has no replica", FailureScope::kEndpoint);
+    for (const ReplicaLocation& r : g.replicas) {
+      Result<SegmentId> seg = engine_->OpenSegment(r.endpoint);
+      if (!seg.ok()) {
+        last = seg.status();
+        continue;
+      }
+      std::vector<TransferRequest> ops;
+      ops.reserve(runs.size());
+      std::uint64_t at = 0;
+      for (const auto& run : runs) {
+        ops.push_back(TransferRequest{OpKind::kRead, run.data, *seg, RegionKey{r.region_key},
+                                      r.offset + at, run.len, TransportHint::kAuto});
+        at += run.len;
+      }
+      last = engine_->TransferSync(ops, config_.transfer_timeout);
+      if (last.ok() || last.scope() == FailureScope::kRequest) {
+        break;
+      }
+    }
+    GetEnd(g, last.ok());
+    if (!last.ok()) {
+      return last.WithContext("get '" + g.key + "'");
+    }
+    return g.meta;
+  }
+
   struct OpenGet {
     std::string key;
     std::uint64_t lease_id = 0;
@@ -580,6 +645,13 @@ Status StoreClient::WaitFor(std::string_view key, std::chrono::milliseconds time
 }
 void StoreClient::Subscribe(std::function<void(const StoreEvent&)> handler) {
   impl_->Subscribe(std::move(handler));
+}
+Status StoreClient::PutFromRuns(std::string_view key, std::span<const IoRun> runs,
+                                const PutOptions& options) {
+  return impl_->PutFromRuns(key, runs, options);
+}
+Result<ObjectMeta> StoreClient::GetIntoRuns(std::string_view key, std::span<const IoRun> runs) {
+  return impl_->GetIntoRuns(key, runs);
 }
 std::vector<Status> StoreClient::BatchPutFrom(std::span<const PutItem> items) {
   return impl_->BatchPutFrom(items);

@@ -1,0 +1,174 @@
+// sluice/connector/connector.h
+//
+// DiffusionConnector: how stage code hands tensors to the next stage. A
+// producer Publish()es a payload and passes the returned descriptor on (in
+// a queue message); a consumer Consume()s it into its own tensor, chunk by
+// chunk as chunks land, and Release()s it. The connector hides the transfer
+// engine and the store; it copies nothing outside engine transfers.
+//
+// Modes:
+//   p2p    the consumer reads straight from the producer's buffer, which
+//          the producer must keep until the consumer releases it;
+//   store  the producer puts the payload into the store and may reuse its
+//          buffer as soon as the handle completes; any consumer, any time;
+//   auto   p2p when the publish names a bound consumer (the orchestrator
+//          knows it at schedule time) and the producer keeps its buffer
+//          (`keep_buffer`); store otherwise. Without a store, p2p.
+//
+// Chunking: `chunk_dim`/`num_chunks` cut the tensor along any dimension.
+// Chunk i moves as one batch of contiguous runs (one op per run). A
+// progressive producer marks chunks ready as they exist; readiness reaches
+// consumers by engine notifies (p2p) or per-chunk store keys (store).
+//
+// Thread safety: every method may be called from any thread.
+
+#ifndef SLUICE_CONNECTOR_CONNECTOR_H_
+#define SLUICE_CONNECTOR_CONNECTOR_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "sluice/connector/descriptor.h"
+#include "sluice/connector/tensor.h"
+#include "sluice/status.h"
+#include "sluice/store/client.h"
+#include "sluice/transfer/engine.h"
+
+namespace sluice {
+
+namespace internal {
+class ConnectorImpl;
+class HandleState;
+class StreamState;
+}  // namespace internal
+
+struct ConnectorConfig {
+  std::string role = "denoise";  // encode | denoise | decode | any [a-z0-9_-]{1,32}.
+  TransferMode mode = TransferMode::kAuto;
+  EngineConfig engine;
+  // The store master ("host:port"); empty: no store (store mode fails,
+  // auto always picks p2p).
+  StoreClientConfig store;
+  // Background threads moving store-mode payloads. 1..256.
+  int store_threads = 4;
+  // Consumers give up waiting for a chunk after this long.
+  std::chrono::milliseconds consume_timeout{60000};
+
+  // Fills unset fields from SLUICE_MASTER (store master), SLUICE_LISTEN
+  // (engine endpoint), SLUICE_TRANSFER_MODE, SLUICE_TRANSPORTS
+  // ("tcp,shm"). Errors: kInvalidArgument naming the variable.
+  Status ApplyEnvironment();
+};
+
+struct StagePayload {
+  std::string request_id;  // 1..256 bytes.
+  PayloadKind kind = PayloadKind::kLatent;
+  // Must be contiguous and stay allocated and unmodified until the handle
+  // completes (store) or is released (p2p).
+  TensorView tensor;
+  int chunk_dim = -1;  // -1: whole tensor.
+  int num_chunks = 1;
+  Lease lease;
+  // Chunks are marked ready one by one with StageHandle::MarkReady; else
+  // the whole tensor is ready at Publish.
+  bool progressive = false;
+  // auto mode: the consumer's engine endpoint when known at publish time.
+  std::string bound_consumer;
+  // auto mode: the producer keeps the buffer until release (p2p allowed).
+  bool keep_buffer = true;
+};
+
+// The producer's view of one published payload.
+class StageHandle {
+ public:
+  ~StageHandle();
+  // Small enough for a queue message; see descriptor.h.
+  const PayloadDescriptor& descriptor() const;
+  // Progressive producers: chunk `i` now holds its final bytes. Idempotent.
+  // Errors: kInvalidArgument (index out of range); kFailedPrecondition
+  // (not progressive, or the payload failed or was released).
+  Status MarkReady(int i);
+  // Waits until every chunk is published (store: in the store, the buffer
+  // may be reused; p2p: ready for consumers). Returns the publish outcome;
+  // kDeadlineExceeded if still running after `timeout`.
+  Status Wait(std::chrono::milliseconds timeout);
+  // p2p: true once the consumer released the payload (the buffer is free).
+  // store: true once the payload is complete in the store.
+  bool released() const;
+  Status WaitReleased(std::chrono::milliseconds timeout);
+  // Run once, on a connector thread (at once if already so). Must not block.
+  void OnComplete(std::function<void(const Status&)> cb);
+  void OnReleased(std::function<void()> cb);
+
+ private:
+  friend class internal::ConnectorImpl;
+  explicit StageHandle(std::shared_ptr<internal::HandleState> s);
+  std::shared_ptr<internal::HandleState> state_;
+};
+
+// One landed chunk: a view into the consumer's dst.
+struct ChunkView {
+  int index = 0;
+  std::int64_t start = 0;   // Along the chunk dimension.
+  std::int64_t length = 0;  // Indices along the chunk dimension.
+  TensorView view;          // Shares dst's memory.
+};
+
+// Chunks of one Consume(), in order, each as soon as its bytes landed.
+class ChunkStream {
+ public:
+  ~ChunkStream();  // Stops fetching; chunks in flight finish first.
+  // The next chunk, or nullopt after the last. Errors: kUnavailable (scope
+  // kEndpoint: the producer or a store node died), kNotFound (released or
+  // never published), kDeadlineExceeded (nothing within consume_timeout).
+  Result<std::optional<ChunkView>> Next();
+
+ private:
+  friend class internal::ConnectorImpl;
+  explicit ChunkStream(std::shared_ptr<internal::StreamState> s);
+  std::shared_ptr<internal::StreamState> state_;
+};
+
+class DiffusionConnector {
+ public:
+  // Starts an engine (and a store client when `store.master` is set).
+  // Errors: kInvalidArgument naming the bad field; engine/store errors.
+  static Result<std::unique_ptr<DiffusionConnector>> Create(ConnectorConfig config);
+  // Fails pending streams, stops background work, unregisters memory.
+  ~DiffusionConnector();
+
+  // Starts publishing and returns at once; every request moves on its own,
+  // so a slow one never holds back another. Registers the tensor's memory
+  // (cached). Errors: kInvalidArgument (bad payload: the message names the
+  // field); kFailedPrecondition (store mode without a store).
+  Result<std::unique_ptr<StageHandle>> Publish(const StagePayload& payload);
+
+  // Fetches the payload into `dst` (contiguous, same dtype and shape as
+  // the descriptor; registered on first use, cached). `dst` must outlive
+  // the stream. Errors up front, before any transfer: kInvalidArgument
+  // (shape or dtype mismatch, not contiguous); kFailedPrecondition (store
+  // payload without a store).
+  Result<std::unique_ptr<ChunkStream>> Consume(const PayloadDescriptor& d, const TensorView& dst);
+
+  // Ends the consumer's lease: store mode removes delete-on-consume chunks
+  // still present; p2p tells the producer its buffer is free. Idempotent.
+  Status Release(const PayloadDescriptor& d);
+
+  // Drops the cached registration of memory at `data` (call before freeing
+  // memory that was published or consumed into). Idempotent.
+  void Forget(const void* data);
+
+  TransferEngine& engine();
+  const ConnectorConfig& config() const;
+
+ private:
+  explicit DiffusionConnector(std::unique_ptr<internal::ConnectorImpl> impl);
+  std::unique_ptr<internal::ConnectorImpl> impl_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_CONNECTOR_CONNECTOR_H_

@@ -1,0 +1,47 @@
+// sluice/connector/tensor.h
+//
+// A tensor as the connector sees it: a data pointer with dtype, shape and
+// strides, owned by the caller (numpy, torch, or plain memory). The
+// connector never copies a tensor's bytes outside engine transfers.
+
+#ifndef SLUICE_CONNECTOR_TENSOR_H_
+#define SLUICE_CONNECTOR_TENSOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/status.h"
+
+namespace sluice {
+
+enum class DType : std::uint8_t { kBool, kU8, kI8, kI16, kI32, kI64, kF16, kBF16, kF32, kF64 };
+
+// "bool", "u8", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64".
+std::string_view DTypeName(DType d);
+std::size_t DTypeSize(DType d);
+// Accepts the names above. Errors: kInvalidArgument naming the input.
+Result<DType> ParseDType(std::string_view name);
+
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::kU8;
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;  // In elements; empty means row-major contiguous.
+
+  std::uint64_t numel() const;
+  std::uint64_t nbytes() const { return numel() * DTypeSize(dtype); }
+  // True when the strides (if any) are exactly the row-major ones.
+  bool contiguous() const;
+  // Checks rank (1..8), non-negative dims and a non-null pointer for a
+  // non-empty tensor; `what` names the tensor in the error.
+  Status Validate(std::string_view what) const;
+  // "bf16[1,16,21,90,160]".
+  std::string ToString() const;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_CONNECTOR_TENSOR_H_

@@ -1,0 +1,140 @@
+// Internals of DiffusionConnector: per-payload producer state, per-consume
+// stream state, the registration cache, the p2p control messages and the
+// store-mode workers.
+#ifndef SLUICE_CONNECTOR_CONNECTOR_IMPL_H_
+#define SLUICE_CONNECTOR_CONNECTOR_IMPL_H_
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sluice/connector/connector.h"
+
+#include "connector/chunk_layout.h"
+
+namespace sluice::internal {
+
+// One published payload, shared by its StageHandle and the connector.
+class HandleState {
+ public:
+  std::mutex mu;
+  std::condition_variable cv;
+  PayloadDescriptor desc;
+  ChunkLayout layout;
+  char* base = nullptr;  // The producer's tensor.
+  bool progressive = false;
+  std::vector<bool> ready;  // Guarded by mu.
+  int published = 0;        // Chunks ready (p2p) or stored (store). Guarded by mu.
+  Status failure;           // Guarded by mu.
+  bool complete = false;    // Guarded by mu.
+  bool released = false;    // Guarded by mu.
+  std::vector<std::pair<SegmentId, std::uint64_t>> subscribers;  // p2p (segment, stream id).
+  std::vector<std::function<void(const Status&)>> on_complete;   // Guarded by mu.
+  std::vector<std::function<void()>> on_released;                // Guarded by mu.
+  std::function<Status(int)> publish_chunk;                      // Set by the connector per mode.
+
+  // Marks completion/release under the lock; returns callbacks to run.
+  std::vector<std::function<void()>> CompleteLocked(Status s);
+  std::vector<std::function<void()>> ReleaseLocked();
+};
+
+// One Consume(): which chunks have landed in dst.
+class StreamState {
+ public:
+  enum class Chunk : std::uint8_t { kWaiting, kFetching, kLanded };
+  std::mutex mu;
+  std::condition_variable cv;
+  PayloadDescriptor desc;
+  ChunkLayout layout;
+  TensorView dst;
+  std::vector<Chunk> chunks;  // Guarded by mu.
+  int next = 0;               // Next chunk Next() yields. Guarded by mu.
+  Status error;               // Guarded by mu; first failure ends the stream.
+  bool stopping = false;      // Guarded by mu.
+  std::chrono::milliseconds timeout{60000};
+  // p2p
+  SegmentId producer;
+  std::uint64_t stream_id = 0;
+  std::function<Status()> ping;  // Re-sends the subscription (liveness probe).
+  int in_flight = 0;             // Batches writing into dst. Guarded by mu.
+  // store
+  std::thread fetcher;
+  std::function<void()> on_destroy;
+
+  void Fail(const Status& s);
+  ~StreamState();
+};
+
+inline void RunAll(std::vector<std::function<void()>>& fns) {
+  for (auto& f : fns) {
+    f();
+  }
+}
+
+class ConnectorImpl {
+ public:
+  explicit ConnectorImpl(ConnectorConfig config) : config_(std::move(config)) {}
+  ~ConnectorImpl();
+  Status Init();
+
+  Result<std::unique_ptr<StageHandle>> Publish(const StagePayload& p);
+  Result<std::unique_ptr<ChunkStream>> Consume(const PayloadDescriptor& d, const TensorView& dst);
+  Status Release(const PayloadDescriptor& d);
+  void Forget(const void* data);
+
+  TransferEngine& engine() { return *engine_; }
+  const ConnectorConfig& config() const { return config_; }
+
+ private:
+  struct Registration {
+    std::uint64_t len = 0;
+    RegionKey key;
+    Access access = Access::kLocalOnly;
+  };
+  // The region holding [data, data+len) with at least `access`, registering
+  // (and dropping overlapping stale registrations) when needed. Returns the
+  // region key and the offset of `data` in it.
+  Result<std::pair<RegionKey, std::uint64_t>> Ensure(void* data, std::uint64_t len, Access access);
+
+  // p2p (p2p.cc).
+  Status PublishP2p(const std::shared_ptr<HandleState>& h, const StagePayload& p);
+  Status ConsumeP2p(const std::shared_ptr<StreamState>& s);
+  Status ReleaseP2p(const PayloadDescriptor& d);
+  void OnNotify(const std::string& sender, std::string msg);
+  void ControlLoop();
+  void FetchP2p(const std::shared_ptr<StreamState>& s, int first, int count);
+
+  // store (store_mode.cc).
+  Status PublishStore(const std::shared_ptr<HandleState>& h, const StagePayload& p);
+  Status ConsumeStore(const std::shared_ptr<StreamState>& s);
+  Status ReleaseStore(const PayloadDescriptor& d);
+  void StoreWorker();
+  void RunStoreTask(std::function<void()> task);
+
+  ConnectorConfig config_;
+  std::unique_ptr<TransferEngine> engine_;
+  std::unique_ptr<StoreClient> store_;
+
+  std::mutex reg_mu_;
+  std::map<std::uintptr_t, Registration> regs_;  // By start address. Guarded by reg_mu_.
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                                           // Guarded by mu_.
+  std::map<std::uint64_t, std::shared_ptr<HandleState>> payloads_;  // p2p, by payload id.
+  std::map<std::uint64_t, std::weak_ptr<StreamState>> streams_;     // p2p, by stream id.
+  std::deque<std::pair<std::string, std::string>> inbox_;           // (sender, message).
+  std::deque<std::function<void()>> store_tasks_;                   // Guarded by mu_.
+  std::thread control_;
+  std::vector<std::thread> store_workers_;
+};
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_CONNECTOR_CONNECTOR_IMPL_H_

@@ -1,0 +1,284 @@
+// Descriptor encoding, chunk layout, and both modes end to end inside one
+// process (an embedded master and store node; two connectors).
+#include <numeric>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "sluice/connector/connector.h"
+#include "sluice/store/master.h"
+#include "sluice/store/store_node.h"
+
+#include "connector/chunk_layout.h"
+
+namespace sluice {
+namespace {
+
+using namespace std::chrono_literals;
+using internal::ByteRun;
+using internal::ChunkLayout;
+
+PayloadDescriptor SampleP2p() {
+  PayloadDescriptor d;
+  d.request_id = "req-1";
+  d.kind = PayloadKind::kLatent;
+  d.dtype = DType::kBF16;
+  d.shape = {1, 16, 21, 90, 160};
+  d.chunk_dim = 2;
+  d.num_chunks = 8;
+  d.mode = TransferMode::kP2p;
+  d.producer_endpoint = "127.0.0.1:7000";
+  d.region_key = 0xFEDCBA9876543210ull;
+  d.region_offset = 4096;
+  d.payload_id = 0x8000000000000001ull;
+  return d;
+}
+
+TEST(DescriptorTest, BinaryAndJsonRoundTrip) {
+  PayloadDescriptor d = SampleP2p();
+  const std::string bytes = d.Encode();
+  EXPECT_LT(bytes.size(), 200u) << "small enough for a queue message";
+  Result<PayloadDescriptor> back = PayloadDescriptor::Decode(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->Encode(), bytes);
+  EXPECT_EQ(back->strides, (std::vector<std::int64_t>{4838400, 302400, 14400, 160, 1}));
+  Result<PayloadDescriptor> j = PayloadDescriptor::FromJson(d.ToJson());
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ(j->Encode(), bytes);
+  PayloadDescriptor s;
+  s.request_id = "r";
+  s.dtype = DType::kF32;
+  s.shape = {4};
+  s.mode = TransferMode::kStore;
+  s.key_prefix = "sluice/x";
+  s.lease = *Lease::Parse("ttl:30");
+  Result<PayloadDescriptor> sj = PayloadDescriptor::FromJson(s.ToJson());
+  ASSERT_TRUE(sj.ok()) << sj.status().ToString();
+  EXPECT_EQ(sj->lease, s.lease);
+  EXPECT_EQ(sj->key_prefix, "sluice/x");
+}
+
+TEST(DescriptorTest, TruncatedCorruptedAndNewerAreClearErrors) {
+  const std::string bytes = SampleP2p().Encode();
+  for (std::size_t n : {std::size_t{0}, std::size_t{10}, bytes.size() - 1}) {
+    Result<PayloadDescriptor> r = PayloadDescriptor::Decode(bytes.substr(0, n));
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("truncated"), std::string_view::npos)
+        << r.status().ToString();
+  }
+  std::string flipped = bytes;
+  flipped[bytes.size() - 3] ^= 0x40;
+  EXPECT_NE(PayloadDescriptor::Decode(flipped).status().message().find("checksum"),
+            std::string_view::npos);
+  std::string newer = bytes;
+  newer[4] = 2;
+  Result<PayloadDescriptor> n = PayloadDescriptor::Decode(newer);
+  EXPECT_EQ(n.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(n.status().message().find("newer"), std::string_view::npos);
+  EXPECT_NE(
+      PayloadDescriptor::Decode("hello world, not a descriptor").status().message().find("magic"),
+      std::string_view::npos);
+  EXPECT_FALSE(PayloadDescriptor::FromJson("{").ok());
+  EXPECT_NE(PayloadDescriptor::FromJson(R"({"version":1,"request_id":"x"})")
+                .status()
+                .message()
+                .find("'kind'"),
+            std::string_view::npos);
+  EXPECT_EQ(PayloadDescriptor::FromJson(R"({"version":9})").status().code(),
+            StatusCode::kFailedPrecondition);
+  PayloadDescriptor bad = SampleP2p();
+  bad.num_chunks = 22;  // More chunks than shape[2].
+  EXPECT_FALSE(bad.Validate().ok());
+  EXPECT_FALSE(Lease::Parse("ttl:0").ok());
+  EXPECT_FALSE(Lease::Parse("forever").ok());
+  EXPECT_FALSE(ParseDType("f128").ok());
+}
+
+TEST(ChunkLayoutTest, RunsCoverTheTensorExactlyOnce) {
+  struct Case {
+    std::vector<std::int64_t> shape;
+    int dim;
+    int chunks;
+  };
+  for (const Case& c : {Case{{1, 16, 21, 90, 160}, 2, 8}, Case{{8, 3, 5}, 0, 8},
+                        Case{{4, 6, 5}, 1, 4}, Case{{7}, -1, 1}, Case{{3, 4, 9}, 2, 9}}) {
+    Result<ChunkLayout> l = ChunkLayout::Make(c.shape, 2, c.dim, c.chunks);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    std::vector<int> hits(l->total_bytes(), 0);
+    std::uint64_t sum = 0;
+    for (int i = 0; i < l->num_chunks(); ++i) {
+      std::uint64_t bytes = 0;
+      for (const ByteRun& r : l->Runs(i)) {
+        for (std::uint64_t b = r.offset; b < r.offset + r.length; ++b) {
+          ++hits[b];
+        }
+        bytes += r.length;
+      }
+      EXPECT_EQ(bytes, l->chunk_bytes(i));
+      sum += bytes;
+    }
+    EXPECT_EQ(sum, l->total_bytes());
+    EXPECT_TRUE(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
+  }
+  Result<ChunkLayout> t = ChunkLayout::Make({1, 16, 21, 90, 160}, 2, 2, 8);
+  EXPECT_EQ(t->length(0), 3);
+  EXPECT_EQ(t->length(7), 2);
+  EXPECT_EQ(t->Runs(0).size(), 16u) << "one run per (B, C) pair";
+  EXPECT_EQ(ChunkLayout::Make({8, 3}, 4, 0, 8)->Runs(3).size(), 1u);
+  EXPECT_FALSE(ChunkLayout::Make({4, 4}, 4, 2, 1).ok());
+  EXPECT_FALSE(ChunkLayout::Make({4, 4}, 4, 1, 5).ok());
+}
+
+// An embedded master + store node and two connectors (producer, consumer).
+class ConnectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MasterConfig mc;
+    auto m = MasterServer::Start(mc);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    master_ = std::move(*m);
+    auto e = TransferEngine::Create(EngineConfig{});
+    ASSERT_TRUE(e.ok());
+    node_engine_ = std::move(*e);
+    StoreNodeConfig nc;
+    nc.master = master_->endpoint();
+    nc.memory_bytes = 64 << 20;
+    auto n = StoreNode::Start(node_engine_.get(), nc);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    node_ = std::move(*n);
+    while (!node_->registered()) {
+      std::this_thread::sleep_for(10ms);
+    }
+    producer_ = Make("denoise");
+    consumer_ = Make("decode");
+  }
+  std::unique_ptr<DiffusionConnector> Make(const std::string& role) {
+    ConnectorConfig c;
+    c.role = role;
+    c.store.master = master_->endpoint();
+    c.consume_timeout = 5s;
+    auto conn = DiffusionConnector::Create(c);
+    EXPECT_TRUE(conn.ok()) << conn.status().ToString();
+    return std::move(*conn);
+  }
+
+  std::unique_ptr<MasterServer> master_;
+  std::unique_ptr<TransferEngine> node_engine_;
+  std::unique_ptr<StoreNode> node_;
+  std::unique_ptr<DiffusionConnector> producer_;
+  std::unique_ptr<DiffusionConnector> consumer_;
+};
+
+TEST_F(ConnectorTest, EveryModeAndChunkingMovesExactBytes) {
+  const std::vector<std::int64_t> shape = {2, 3, 16, 10, 12};
+  std::vector<std::uint16_t> src(2 * 3 * 16 * 10 * 12), dst(src.size());
+  std::iota(src.begin(), src.end(), std::uint16_t{7});
+  struct Case {
+    TransferMode mode;
+    int dim;
+    int chunks;
+  };
+  for (const Case& c : {Case{TransferMode::kP2p, -1, 1}, Case{TransferMode::kP2p, 0, 2},
+                        Case{TransferMode::kP2p, 2, 8}, Case{TransferMode::kStore, -1, 1},
+                        Case{TransferMode::kStore, 0, 2}, Case{TransferMode::kStore, 2, 8}}) {
+    SCOPED_TRACE(std::string(TransferModeName(c.mode)) + " dim " + std::to_string(c.dim));
+    std::fill(dst.begin(), dst.end(), 0);
+    StagePayload p;
+    p.request_id = "r" + std::to_string(c.dim);
+    p.tensor = TensorView{src.data(), DType::kBF16, shape, {}};
+    p.chunk_dim = c.dim;
+    p.num_chunks = c.chunks;
+    // auto mode: a bound consumer gives p2p, none gives store.
+    p.bound_consumer = c.mode == TransferMode::kP2p ? consumer_->engine().endpoint() : "";
+    auto h = producer_->Publish(p);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    EXPECT_EQ((*h)->descriptor().mode, c.mode);
+    auto d = PayloadDescriptor::Decode((*h)->descriptor().Encode());
+    ASSERT_TRUE(d.ok());
+    auto stream = consumer_->Consume(*d, TensorView{dst.data(), DType::kBF16, shape, {}});
+    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    int n = 0;
+    while (true) {
+      auto chunk = (*stream)->Next();
+      ASSERT_TRUE(chunk.ok()) << chunk.status().ToString();
+      if (!chunk->has_value()) {
+        break;
+      }
+      EXPECT_EQ((*chunk)->index, n++);
+    }
+    EXPECT_EQ(n, c.chunks);
+    EXPECT_EQ(dst, src);
+    ASSERT_TRUE(consumer_->Release(*d).ok());
+    ASSERT_TRUE((*h)->WaitReleased(5s).ok());
+    EXPECT_TRUE((*h)->Wait(1s).ok());
+  }
+  EXPECT_EQ(master_->Metrics().objects, 0u) << "delete-on-consume leaves the store empty";
+}
+
+TEST_F(ConnectorTest, ProgressiveChunksLandInOrderAsTheyAreMarked) {
+  const std::vector<std::int64_t> shape = {1, 4, 8, 6};
+  std::vector<float> src(4 * 8 * 6), dst(src.size(), -1);
+  std::iota(src.begin(), src.end(), 1.0f);
+  for (TransferMode mode : {TransferMode::kP2p, TransferMode::kStore}) {
+    StagePayload p;
+    p.request_id = "prog";
+    p.tensor = TensorView{src.data(), DType::kF32, shape, {}};
+    p.chunk_dim = 2;
+    p.num_chunks = 4;
+    p.progressive = true;
+    p.bound_consumer = mode == TransferMode::kP2p ? "x" : "";
+    auto h = producer_->Publish(p);
+    ASSERT_TRUE(h.ok());
+    // The consumer arrives before any chunk exists.
+    auto stream =
+        consumer_->Consume((*h)->descriptor(), TensorView{dst.data(), DType::kF32, shape, {}});
+    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE((*h)->MarkReady(i).ok());
+      auto c = (*stream)->Next();
+      ASSERT_TRUE(c.ok() && c->has_value()) << c.status().ToString();
+      EXPECT_EQ((*c)->index, i);
+      EXPECT_EQ((*c)->view.shape[2], 2);
+      const float* v = static_cast<const float*>((*c)->view.data);
+      EXPECT_EQ(v[0], src[static_cast<std::size_t>(i) * 2 * 6]);
+    }
+    EXPECT_FALSE((*stream)->Next()->has_value());
+    EXPECT_EQ((*h)->MarkReady(9).code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(consumer_->Release((*h)->descriptor()).ok());
+  }
+}
+
+TEST_F(ConnectorTest, BadInputIsRejectedBeforeAnyTransfer) {
+  std::vector<float> t(24);
+  StagePayload p;
+  p.request_id = "bad";
+  p.tensor = TensorView{t.data(), DType::kF32, {2, 3, 4}, {1, 2, 6}};  // Column-major.
+  EXPECT_EQ(producer_->Publish(p).status().code(), StatusCode::kInvalidArgument);
+  p.tensor.strides.clear();
+  p.chunk_dim = 1;
+  p.num_chunks = 4;  // shape[1] is 3.
+  EXPECT_EQ(producer_->Publish(p).status().code(), StatusCode::kInvalidArgument);
+  p.num_chunks = 3;
+  p.request_id = "";
+  EXPECT_EQ(producer_->Publish(p).status().code(), StatusCode::kInvalidArgument);
+  p.request_id = "ok";
+  auto h = producer_->Publish(p);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  std::vector<float> wrong(24);
+  auto s =
+      consumer_->Consume((*h)->descriptor(), TensorView{wrong.data(), DType::kF32, {4, 6}, {}});
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("f32[2,3,4]"), std::string_view::npos)
+      << s.status().ToString();
+  s = consumer_->Consume((*h)->descriptor(), TensorView{wrong.data(), DType::kI32, {2, 3, 4}, {}});
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  ConnectorConfig c;
+  c.role = "Bad Role";
+  EXPECT_EQ(DiffusionConnector::Create(c).status().code(), StatusCode::kInvalidArgument);
+  c.role = "decode";
+  c.mode = TransferMode::kStore;
+  EXPECT_EQ(DiffusionConnector::Create(c).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sluice

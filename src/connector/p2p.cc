@@ -1,0 +1,275 @@
+// p2p mode: the consumer reads chunks straight from the producer's
+// registered buffer. Control messages ride on engine notifies:
+//   SUBSCRIBE(payload, stream)  consumer -> producer, also a liveness probe
+//   READY(stream, first, count) producer -> consumer, chunks it may read
+//   RELEASE(payload)            consumer -> producer, the buffer is free
+//   GONE(stream, code, text)    producer -> consumer, no such payload
+// Payload ids are random 64-bit values: knowing one is the capability to
+// read or release that payload.
+#include <cstring>
+
+#include "common/log.h"
+#include "common/random.h"
+#include "connector/connector_impl.h"
+
+namespace sluice::internal {
+namespace {
+
+enum Msg : std::uint8_t { kSubscribe = 1, kReady = 2, kRelease = 3, kGone = 4 };
+
+void Put(std::string& s, std::uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) {
+    s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+}
+bool Get(std::string_view s, std::size_t& at, int bytes, std::uint64_t* v) {
+  if (at + static_cast<std::size_t>(bytes) > s.size()) {
+    return false;
+  }
+  *v = 0;
+  for (int i = 0; i < bytes; ++i) {
+    *v |= static_cast<std::uint64_t>(static_cast<unsigned char>(s[at + i])) << (8 * i);
+  }
+  at += static_cast<std::size_t>(bytes);
+  return true;
+}
+
+std::string Subscribe(std::uint64_t payload, std::uint64_t stream) {
+  std::string m(1, static_cast<char>(kSubscribe));
+  Put(m, payload, 8);
+  Put(m, stream, 8);
+  return m;
+}
+std::string Ready(std::uint64_t stream, std::uint32_t first, std::uint32_t count) {
+  std::string m(1, static_cast<char>(kReady));
+  Put(m, stream, 8);
+  Put(m, first, 4);
+  Put(m, count, 4);
+  return m;
+}
+
+Status Send(TransferEngine& e, SegmentId seg, const std::string& m) {
+  return e.Notify(seg, std::as_bytes(std::span(m.data(), m.size())));
+}
+
+std::uint64_t NonZeroId() {
+  std::uint64_t v = 0;
+  while (v == 0) {
+    RandomBytes(&v, sizeof(v));
+  }
+  return v;
+}
+
+}  // namespace
+
+Status ConnectorImpl::PublishP2p(const std::shared_ptr<HandleState>& h, const StagePayload& p) {
+  SLUICE_ASSIGN_OR_RETURN(auto reg, Ensure(p.tensor.data, p.tensor.nbytes(), Access::kRemoteRead));
+  h->desc.producer_endpoint = engine_->endpoint();
+  h->desc.region_key = reg.first.value;
+  h->desc.region_offset = reg.second;
+  h->desc.payload_id = NonZeroId();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    payloads_[h->desc.payload_id] = h;
+  }
+  std::weak_ptr<HandleState> weak = h;
+  h->publish_chunk = [this, weak](int i) -> Status {
+    std::shared_ptr<HandleState> hs = weak.lock();
+    if (hs == nullptr) {
+      return FailedPreconditionError("payload is gone");
+    }
+    std::vector<std::pair<SegmentId, std::uint64_t>> subs;
+    std::vector<std::function<void()>> done;
+    {
+      std::lock_guard<std::mutex> lock(hs->mu);
+      if (hs->ready[static_cast<std::size_t>(i)]) {
+        return Status::Ok();
+      }
+      hs->ready[static_cast<std::size_t>(i)] = true;
+      if (++hs->published == hs->desc.num_chunks) {
+        done = hs->CompleteLocked(Status::Ok());
+      }
+      subs = hs->subscribers;
+    }
+    for (const auto& [seg, stream] : subs) {
+      (void)Send(*engine_, seg, Ready(stream, static_cast<std::uint32_t>(i), 1));
+    }
+    RunAll(done);
+    return Status::Ok();
+  };
+  return Status::Ok();
+}
+
+void ConnectorImpl::OnNotify(const std::string& sender, std::string msg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (inbox_.size() >= 65536) {
+    SLUICE_LOG(warn, "connector: control inbox full; dropping a message from {}", sender);
+    return;
+  }
+  inbox_.emplace_back(sender, std::move(msg));
+  cv_.notify_all();
+}
+
+void ConnectorImpl::ControlLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !inbox_.empty(); });
+    if (stopping_) {
+      return;
+    }
+    auto [sender, msg] = std::move(inbox_.front());
+    inbox_.pop_front();
+    std::size_t at = 1;
+    std::uint64_t a = 0, b = 0, c = 0;
+    const auto type = msg.empty() ? 0 : static_cast<std::uint8_t>(msg[0]);
+    if (type == kSubscribe && Get(msg, at, 8, &a) && Get(msg, at, 8, &b)) {
+      auto it = payloads_.find(a);
+      std::shared_ptr<HandleState> h = it == payloads_.end() ? nullptr : it->second;
+      lock.unlock();
+      Result<SegmentId> seg = engine_->OpenSegment(sender);
+      if (!seg.ok()) {
+        SLUICE_LOG(warn, "connector: cannot answer {}: {}", sender, seg.status().ToString());
+      } else if (h == nullptr) {
+        std::string m(1, static_cast<char>(kGone));
+        Put(m, b, 8);
+        Put(m, static_cast<std::uint8_t>(StatusCode::kNotFound), 1);
+        m += "no such payload here (released, or the producer restarted)";
+        (void)Send(*engine_, *seg, m);
+      } else {
+        std::vector<bool> ready;
+        {
+          std::lock_guard<std::mutex> hl(h->mu);
+          const std::pair<SegmentId, std::uint64_t> sub{*seg, b};
+          if (std::find(h->subscribers.begin(), h->subscribers.end(), sub) ==
+              h->subscribers.end()) {
+            h->subscribers.push_back(sub);
+          }
+          ready = h->ready;
+        }
+        // Ranges of consecutive ready chunks.
+        for (std::size_t i = 0; i < ready.size();) {
+          if (!ready[i]) {
+            ++i;
+            continue;
+          }
+          std::size_t j = i;
+          while (j < ready.size() && ready[j]) {
+            ++j;
+          }
+          (void)Send(*engine_, *seg,
+                     Ready(b, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j - i)));
+          i = j;
+        }
+      }
+      lock.lock();
+    } else if (type == kReady && Get(msg, at, 8, &a) && Get(msg, at, 4, &b) &&
+               Get(msg, at, 4, &c)) {
+      auto it = streams_.find(a);
+      std::shared_ptr<StreamState> s = it == streams_.end() ? nullptr : it->second.lock();
+      lock.unlock();
+      if (s != nullptr) {
+        FetchP2p(s, static_cast<int>(b), static_cast<int>(c));
+      }
+      lock.lock();
+    } else if (type == kRelease && Get(msg, at, 8, &a)) {
+      auto it = payloads_.find(a);
+      if (it != payloads_.end()) {
+        std::shared_ptr<HandleState> h = std::move(it->second);
+        payloads_.erase(it);
+        lock.unlock();
+        std::vector<std::function<void()>> cbs;
+        {
+          std::lock_guard<std::mutex> hl(h->mu);
+          cbs = h->ReleaseLocked();
+        }
+        RunAll(cbs);
+        lock.lock();
+      }
+    } else if (type == kGone && Get(msg, at, 8, &a) && Get(msg, at, 1, &b)) {
+      auto it = streams_.find(a);
+      std::shared_ptr<StreamState> s = it == streams_.end() ? nullptr : it->second.lock();
+      if (s != nullptr) {
+        const auto code = b <= static_cast<std::uint64_t>(StatusCode::kInternal)
+                              ? static_cast<StatusCode>(b)
+                              : StatusCode::kNotFound;
+        s->Fail(Status(code, "producer " + sender + ": " + msg.substr(at)));
+      }
+    } else {
+      SLUICE_LOG(warn, "connector: malformed control message ({} bytes) from {}", msg.size(),
+                 sender);
+    }
+  }
+}
+
+void ConnectorImpl::FetchP2p(const std::shared_ptr<StreamState>& s, int first, int count) {
+  const int n = s->desc.num_chunks;
+  if (first < 0 || count < 1 || first >= n || count > n - first) {
+    s->Fail(InvalidArgumentError("producer announced chunks outside the payload"));
+    return;
+  }
+  for (int i = first; i < first + count; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      if (s->stopping || !s->error.ok() ||
+          s->chunks[static_cast<std::size_t>(i)] != StreamState::Chunk::kWaiting) {
+        continue;
+      }
+      s->chunks[static_cast<std::size_t>(i)] = StreamState::Chunk::kFetching;
+      ++s->in_flight;
+    }
+    std::vector<TransferRequest> ops;
+    char* dst = static_cast<char*>(s->dst.data);
+    for (const ByteRun& r : s->layout.Runs(i)) {
+      ops.push_back(TransferRequest{OpKind::kRead, dst + r.offset, s->producer,
+                                    RegionKey{s->desc.region_key}, s->desc.region_offset + r.offset,
+                                    r.length, TransportHint::kAuto});
+    }
+    auto landed = [s, i](const Status& st) {
+      std::lock_guard<std::mutex> lock(s->mu);
+      --s->in_flight;
+      if (st.ok()) {
+        s->chunks[static_cast<std::size_t>(i)] = StreamState::Chunk::kLanded;
+      } else if (s->error.ok()) {
+        s->error = st.WithContext("chunk " + std::to_string(i));
+      }
+      s->cv.notify_all();
+    };
+    Result<std::shared_ptr<TransferBatch>> b = engine_->Submit(ops, landed);
+    if (!b.ok()) {
+      landed(b.status());
+    }
+  }
+}
+
+Status ConnectorImpl::ConsumeP2p(const std::shared_ptr<StreamState>& s) {
+  SLUICE_ASSIGN_OR_RETURN(s->producer, engine_->OpenSegment(s->desc.producer_endpoint));
+  s->stream_id = NonZeroId();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_[s->stream_id] = s;
+  }
+  const std::string sub = Subscribe(s->desc.payload_id, s->stream_id);
+  TransferEngine* e = engine_.get();
+  const SegmentId seg = s->producer;
+  s->ping = [e, seg, sub] { return Send(*e, seg, sub); };
+  const std::uint64_t id = s->stream_id;
+  StreamState* raw = s.get();
+  s->on_destroy = [this, id, raw] {
+    {
+      std::unique_lock<std::mutex> lock(raw->mu);
+      raw->cv.wait(lock, [&] { return raw->in_flight == 0; });
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_.erase(id);
+  };
+  return s->ping();
+}
+
+Status ConnectorImpl::ReleaseP2p(const PayloadDescriptor& d) {
+  SLUICE_ASSIGN_OR_RETURN(SegmentId seg, engine_->OpenSegment(d.producer_endpoint));
+  std::string m(1, static_cast<char>(kRelease));
+  Put(m, d.payload_id, 8);
+  return Send(*engine_, seg, m);
+}
+
+}  // namespace sluice::internal

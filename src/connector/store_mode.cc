@@ -1,0 +1,176 @@
+// store mode: each chunk is one store object "<prefix>/<i>" written from
+// the producer's runs by a pool of connector threads; consumers wait for
+// each key and read it straight into dst's runs.
+#include "common/log.h"
+#include "common/random.h"
+#include "connector/connector_impl.h"
+
+namespace sluice::internal {
+namespace {
+
+LeasePolicy ToPolicy(const Lease& l) {
+  switch (l.kind) {
+    case Lease::Kind::kDeleteOnConsume:
+      return LeasePolicy::DeleteOnConsume(1);
+    case Lease::Kind::kTtl:
+      return LeasePolicy::Ttl(std::chrono::duration_cast<std::chrono::milliseconds>(l.ttl));
+    case Lease::Kind::kCache:
+      return LeasePolicy::Cache();
+    case Lease::Kind::kPinned:
+      return LeasePolicy::SoftPin();
+  }
+  return LeasePolicy::Cache();
+}
+
+std::string ChunkKey(const PayloadDescriptor& d, int i) {
+  return d.key_prefix + "/" + std::to_string(i);
+}
+
+std::vector<StoreClient::IoRun> RunsOf(const ChunkLayout& l, int i, char* base) {
+  std::vector<StoreClient::IoRun> runs;
+  for (const ByteRun& r : l.Runs(i)) {
+    runs.push_back(StoreClient::IoRun{base + r.offset, r.length});
+  }
+  return runs;
+}
+
+}  // namespace
+
+void ConnectorImpl::RunStoreTask(std::function<void()> task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  store_tasks_.push_back(std::move(task));
+  cv_.notify_all();
+}
+
+void ConnectorImpl::StoreWorker() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !store_tasks_.empty(); });
+    if (stopping_) {
+      return;
+    }
+    std::function<void()> task = std::move(store_tasks_.front());
+    store_tasks_.pop_front();
+    lock.unlock();
+    task();
+    lock.lock();
+  }
+}
+
+Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const StagePayload& p) {
+  SLUICE_RETURN_IF_ERROR(Ensure(p.tensor.data, p.tensor.nbytes(), Access::kLocalOnly).status());
+  h->desc.key_prefix = "sluice/" + config_.role + "/" + p.request_id + "/" + RandomId();
+  std::weak_ptr<HandleState> weak = h;
+  h->publish_chunk = [this, weak](int i) -> Status {
+    std::shared_ptr<HandleState> hs = weak.lock();
+    if (hs == nullptr) {
+      return FailedPreconditionError("payload is gone");
+    }
+    {
+      std::lock_guard<std::mutex> lock(hs->mu);
+      if (hs->ready[static_cast<std::size_t>(i)]) {
+        return Status::Ok();
+      }
+      hs->ready[static_cast<std::size_t>(i)] = true;
+    }
+    // The task keeps the state alive: the producer's buffer must stay until
+    // the handle completes anyway.
+    RunStoreTask([this, hs, i] {
+      PutOptions o;
+      o.policy = ToPolicy(hs->desc.lease);
+      TensorMeta meta{std::string(DTypeName(hs->desc.dtype)), hs->desc.shape, {}, ""};
+      if (hs->desc.chunk_dim >= 0) {
+        meta.shape[static_cast<std::size_t>(hs->desc.chunk_dim)] = hs->layout.length(i);
+      }
+      o.tensor = meta;
+      o.request_id = hs->desc.key_prefix + "#" + std::to_string(i);
+      const auto runs = RunsOf(hs->layout, i, hs->base);
+      const auto give_up = std::chrono::steady_clock::now() + config_.consume_timeout;
+      auto backoff = std::chrono::milliseconds(5);
+      Status s;
+      while (true) {
+        s = store_->PutFromRuns(ChunkKey(hs->desc, i), runs, o);
+        // A full store is backpressure: wait for consumers to drain it.
+        if (s.code() != StatusCode::kResourceExhausted ||
+            std::chrono::steady_clock::now() + backoff > give_up) {
+          break;
+        }
+        std::this_thread::sleep_for(backoff);
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+      }
+      std::vector<std::function<void()>> cbs;
+      {
+        std::lock_guard<std::mutex> lock(hs->mu);
+        if (!s.ok()) {
+          cbs = hs->CompleteLocked(s.WithContext("chunk " + std::to_string(i)));
+        } else if (++hs->published == hs->desc.num_chunks) {
+          cbs = hs->CompleteLocked(Status::Ok());
+          auto rel = hs->ReleaseLocked();  // The producer's buffer is free.
+          cbs.insert(cbs.end(), rel.begin(), rel.end());
+        }
+      }
+      RunAll(cbs);
+    });
+    return Status::Ok();
+  };
+  return Status::Ok();
+}
+
+Status ConnectorImpl::ConsumeStore(const std::shared_ptr<StreamState>& s) {
+  StoreClient* store = store_.get();
+  s->fetcher = std::thread([s, store] {
+    using Clock = std::chrono::steady_clock;
+    for (int i = 0; i < s->desc.num_chunks; ++i) {
+      const std::string key = ChunkKey(s->desc, i);
+      const auto deadline = Clock::now() + s->timeout;
+      Status w;
+      do {
+        {
+          std::lock_guard<std::mutex> lock(s->mu);
+          if (s->stopping) {
+            return;
+          }
+        }
+        // Short waits, so a destroyed stream stops promptly.
+        w = store->WaitFor(key, std::chrono::milliseconds(200));
+      } while (w.code() == StatusCode::kDeadlineExceeded && Clock::now() < deadline);
+      if (!w.ok()) {
+        s->Fail(w.WithContext("waiting for chunk " + std::to_string(i)));
+        return;
+      }
+      const auto runs = RunsOf(s->layout, i, static_cast<char*>(s->dst.data));
+      Result<ObjectMeta> got = store->GetIntoRuns(key, runs);
+      if (!got.ok()) {
+        s->Fail(got.status().WithContext("chunk " + std::to_string(i)));
+        return;
+      }
+      std::lock_guard<std::mutex> lock(s->mu);
+      s->chunks[static_cast<std::size_t>(i)] = StreamState::Chunk::kLanded;
+      s->cv.notify_all();
+    }
+  });
+  StreamState* raw = s.get();
+  s->on_destroy = [raw] {
+    if (raw->fetcher.joinable()) {
+      raw->fetcher.join();
+    }
+  };
+  return Status::Ok();
+}
+
+Status ConnectorImpl::ReleaseStore(const PayloadDescriptor& d) {
+  if (d.lease.kind != Lease::Kind::kDeleteOnConsume) {
+    return Status::Ok();  // Other leases end by themselves (ttl, eviction) or never.
+  }
+  Status first;
+  for (int i = 0; i < d.num_chunks; ++i) {
+    Status s =
+        store_ == nullptr ? FailedPreconditionError("no store") : store_->Remove(ChunkKey(d, i));
+    if (!s.ok() && s.code() != StatusCode::kNotFound && first.ok()) {
+      first = s;  // kNotFound: already consumed by the read.
+    }
+  }
+  return first;
+}
+
+}  // namespace sluice::internal
