@@ -1,0 +1,108 @@
+// A producer process for the connector tests. Publishes --count payloads of
+// --shape (u16), byte i of payload k being PatternByte(k + 1, i), prints
+// "READY <hex descriptor> ..." and runs until stdin closes.
+//   --progressive: chunks are marked ready one by one, --chunk-ms apart;
+//                  payload --slow (if >= 0) takes --slow-ms per chunk.
+//   store mode without --progressive: READY once every put has landed.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <thread>
+
+#include "sluice/connector/connector.h"
+
+#include "transfer/testing/engine_pair.h"
+
+int main(int argc, char** argv) {
+  using namespace sluice;
+  CLI::App app("connector test producer");
+  std::string master, mode = "p2p", shape_text = "2,4,16,24,32";
+  int dim = -1, chunks = 1, count = 1, slow = -1, chunk_ms = 0, slow_ms = 0;
+  bool progressive = false;
+  app.add_option("--master", master);
+  app.add_option("--mode", mode);
+  app.add_option("--shape", shape_text);
+  app.add_option("--dim", dim);
+  app.add_option("--chunks", chunks);
+  app.add_option("--count", count);
+  app.add_option("--slow", slow);
+  app.add_option("--chunk-ms", chunk_ms);
+  app.add_option("--slow-ms", slow_ms);
+  app.add_flag("--progressive", progressive);
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<std::int64_t> shape;
+  for (std::size_t at = 0; at < shape_text.size();) {
+    const std::size_t comma = std::min(shape_text.find(',', at), shape_text.size());
+    shape.push_back(std::stoll(shape_text.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  ConnectorConfig c;
+  c.role = "denoise";
+  c.store.master = master;
+  c.mode = *ParseTransferMode(mode);
+  auto conn = DiffusionConnector::Create(c);
+  if (!conn.ok()) {
+    std::cout << "ERROR " << conn.status().ToString() << std::endl;
+    return 1;
+  }
+  const TensorView proto{nullptr, DType::kBF16, shape, {}};
+  std::vector<std::vector<char>> tensors(static_cast<std::size_t>(count));
+  std::vector<std::unique_ptr<StageHandle>> handles;
+  std::string banner = "READY";
+  for (int k = 0; k < count; ++k) {
+    auto& t = tensors[static_cast<std::size_t>(k)];
+    t.resize(proto.nbytes());
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      t[i] = testing::PatternByte(static_cast<std::uint64_t>(k) + 1, i);
+    }
+    StagePayload p;
+    p.request_id = "req-" + std::to_string(k);
+    p.tensor = proto;
+    p.tensor.data = t.data();
+    p.chunk_dim = dim;
+    p.num_chunks = chunks;
+    p.progressive = progressive;
+    auto h = (*conn)->Publish(p);
+    if (!h.ok()) {
+      std::cout << "ERROR " << h.status().ToString() << std::endl;
+      return 1;
+    }
+    if (c.mode == TransferMode::kStore && !progressive) {
+      Status s = (*h)->Wait(std::chrono::seconds(30));
+      if (!s.ok()) {
+        std::cout << "ERROR " << s.ToString() << std::endl;
+        return 1;
+      }
+    }
+    std::string hex;
+    for (unsigned char ch : (*h)->descriptor().Encode()) {
+      static const char* kDigits = "0123456789abcdef";
+      hex += kDigits[ch >> 4];
+      hex += kDigits[ch & 15];
+    }
+    banner += " " + hex;
+    handles.push_back(std::move(*h));
+  }
+  std::cout << banner << std::endl;
+  std::vector<std::thread> markers;
+  if (progressive) {
+    for (int k = 0; k < count; ++k) {
+      markers.emplace_back([&, k] {
+        const int delay = k == slow ? slow_ms : chunk_ms;
+        for (int i = 0; i < chunks; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+          (void)handles[static_cast<std::size_t>(k)]->MarkReady(i);
+        }
+      });
+    }
+  }
+  char buf[64];
+  while (::read(0, buf, sizeof(buf)) > 0) {
+  }
+  for (auto& m : markers) {
+    m.join();
+  }
+  return 0;
+}

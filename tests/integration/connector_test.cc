@@ -1,0 +1,203 @@
+// The connector across processes: a producer process (connector_peer) and
+// a consumer here, with a master and a store node as processes too.
+#include "sluice/connector/connector.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "child_process.h"
+#include "transfer/testing/engine_pair.h"
+
+namespace sluice::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+PayloadDescriptor FromHex(const std::string& hex) {
+  std::string bytes;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
+    bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  auto d = PayloadDescriptor::Decode(bytes);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return *d;
+}
+
+class ConnectorProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    master_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{SLUICE_BIN, "master", "--listen", "127.0.0.1:0", "--metrics-port",
+                                 "0", "--exit-on-stdin-eof"});
+    ASSERT_EQ(master_->Word(1), "master") << master_->banner();
+    node_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{SLUICE_BIN, "store-node", "--master", master_->Word(2), "--memory",
+                                 "256MiB", "--exit-on-stdin-eof"});
+    ASSERT_EQ(node_->Word(1), "store-node") << node_->banner();
+    ConnectorConfig c;
+    c.role = "decode";
+    c.store.master = master_->Word(2);
+    c.consume_timeout = 20s;
+    auto conn = DiffusionConnector::Create(c);
+    ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+    consumer_ = std::move(*conn);
+    // The node registers asynchronously: wait until the master counts it.
+    const auto deadline = Clock::now() + 10s;
+    while (Metric("sluice_store_nodes") < 1 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+    }
+    ASSERT_EQ(Metric("sluice_store_nodes"), 1);
+  }
+
+  double Metric(const std::string& name) {
+    httplib::Client http("http://" + master_->Word(3));
+    auto res = http.Get("/metrics");
+    if (!res) {
+      return -1;
+    }
+    const std::size_t at = res->body.find("\n" + name + " ");
+    return at == std::string::npos ? -1 : std::stod(res->body.substr(at + name.size() + 2));
+  }
+
+  std::unique_ptr<ChildProcess> Producer(std::vector<std::string> args) {
+    std::vector<std::string> argv = {SLUICE_CONNECTOR_PEER_BIN, "--master", master_->Word(2)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto p = std::make_unique<ChildProcess>(argv);
+    EXPECT_EQ(p->Word(0), "READY") << p->banner();
+    return p;
+  }
+
+  // Consumes `d` into a fresh tensor; checks chunk order and every byte
+  // against the producer's pattern for payload `k`.
+  Status ConsumeAndCheck(const PayloadDescriptor& d, int k) {
+    TensorView t{nullptr, d.dtype, d.shape, {}};
+    std::vector<char> dst(t.nbytes(), 0);
+    t.data = dst.data();
+    SLUICE_ASSIGN_OR_RETURN(auto stream, consumer_->Consume(d, t));
+    int n = 0;
+    while (true) {
+      SLUICE_ASSIGN_OR_RETURN(auto chunk, stream->Next());
+      if (!chunk.has_value()) {
+        break;
+      }
+      if (chunk->index != n++) {
+        return InternalError("chunk out of order");
+      }
+    }
+    stream.reset();
+    consumer_->Forget(dst.data());
+    for (std::size_t i = 0; i < dst.size(); ++i) {
+      if (dst[i] != PatternByte(static_cast<std::uint64_t>(k) + 1, i)) {
+        return InternalError("byte " + std::to_string(i) + " differs");
+      }
+    }
+    return n == d.num_chunks ? Status::Ok() : InternalError("missing chunks");
+  }
+
+  std::unique_ptr<ChildProcess> master_;
+  std::unique_ptr<ChildProcess> node_;
+  std::unique_ptr<DiffusionConnector> consumer_;
+};
+
+TEST_F(ConnectorProcessTest, EveryModeWholeAndChunkedAlongDims0And2IsByteExact) {
+  for (std::string mode : {"p2p", "store"}) {
+    for (auto [dim, chunks] : {std::pair{-1, 1}, {0, 8}, {2, 8}}) {
+      SCOPED_TRACE(mode + " dim " + std::to_string(dim));
+      auto p = Producer({"--mode", mode, "--shape", "8,16,16,24,32", "--dim", std::to_string(dim),
+                         "--chunks", std::to_string(chunks)});
+      const PayloadDescriptor d = FromHex(p->Word(1));
+      EXPECT_EQ(TransferModeName(d.mode), mode);
+      Status s = ConsumeAndCheck(d, 0);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      EXPECT_TRUE(consumer_->Release(d).ok());
+    }
+  }
+  const auto deadline = Clock::now() + 5s;
+  while (Metric("sluice_store_objects") != 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(Metric("sluice_store_objects"), 0) << "delete-on-consume leaves the store empty";
+}
+
+TEST_F(ConnectorProcessTest, ConsumerArrivingFirstGetsChunksAsTheyAreMarked) {
+  for (std::string mode : {"p2p", "store"}) {
+    SCOPED_TRACE(mode);
+    auto p = Producer({"--mode", mode, "--shape", "2,4,16,24,32", "--dim", "2", "--chunks", "8",
+                       "--progressive", "--chunk-ms", "50"});
+    const PayloadDescriptor d = FromHex(p->Word(1));
+    Status s = ConsumeAndCheck(d, 0);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(consumer_->Release(d).ok());
+  }
+}
+
+TEST_F(ConnectorProcessTest, ProducerDeathFailsP2pPromptlyButNotStore) {
+  {
+    auto p = Producer(
+        {"--mode", "p2p", "--dim", "2", "--chunks", "8", "--progressive", "--chunk-ms", "100000"});
+    const PayloadDescriptor d = FromHex(p->Word(1));
+    std::vector<char> dst(TensorView{nullptr, d.dtype, d.shape, {}}.nbytes());
+    auto stream = consumer_->Consume(d, TensorView{dst.data(), d.dtype, d.shape, {}});
+    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    const auto start = Clock::now();
+    p->Kill();
+    auto c = (*stream)->Next();
+    EXPECT_FALSE(c.ok());
+    EXPECT_NE(c.status().code(), StatusCode::kDeadlineExceeded) << c.status().ToString();
+    EXPECT_LT(Clock::now() - start, 10s) << "a dead producer must fail the consumer, not hang it";
+    stream->reset();
+    consumer_->Forget(dst.data());
+  }
+  {
+    auto p = Producer({"--mode", "store", "--dim", "0", "--chunks", "2"});
+    const PayloadDescriptor d = FromHex(p->Word(1));
+    p->Kill();
+    Status s = ConsumeAndCheck(d, 0);
+    EXPECT_TRUE(s.ok()) << "store mode outlives its producer: " << s.ToString();
+    EXPECT_TRUE(consumer_->Release(d).ok());
+  }
+}
+
+TEST_F(ConnectorProcessTest, HundredConcurrentRequestsOneSlowOthersUnaffected) {
+  for (std::string mode : {"p2p", "store"}) {
+    SCOPED_TRACE(mode);
+    auto p = Producer({"--mode", mode, "--shape", "1,4,8,16,16", "--dim", "2", "--chunks", "4",
+                       "--count", "100", "--progressive", "--slow", "0", "--slow-ms", "1000"});
+    std::vector<PayloadDescriptor> ds;
+    for (int k = 0; k < 100; ++k) {
+      ds.push_back(FromHex(p->Word(k + 1)));
+    }
+    const auto start = Clock::now();
+    std::vector<double> done_s(100, -1);
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int k = 0; k < 100; ++k) {
+      threads.emplace_back([&, k] {
+        Status s = ConsumeAndCheck(ds[static_cast<std::size_t>(k)], k);
+        if (!s.ok()) {
+          ++failures;
+          ADD_FAILURE() << "request " << k << ": " << s.ToString();
+        }
+        done_s[static_cast<std::size_t>(k)] =
+            std::chrono::duration<double>(Clock::now() - start).count();
+        (void)consumer_->Release(ds[static_cast<std::size_t>(k)]);
+      });
+    }
+    for (auto& t : threads) {
+      t.join();
+    }
+    EXPECT_EQ(failures.load(), 0);
+    const double slowest_fast = *std::max_element(done_s.begin() + 1, done_s.end());
+    EXPECT_GE(done_s[0], 3.5) << "the slow request marks a chunk every second";
+    EXPECT_LT(slowest_fast, done_s[0] - 1.0)
+        << "the other 99 finished while the slow one still waited for chunks";
+  }
+}
+
+}  // namespace
+}  // namespace sluice::testing
