@@ -196,6 +196,7 @@ Result<std::unique_ptr<StageHandle>> ConnectorImpl::Publish(const StagePayload& 
       h->layout, ChunkLayout::Make(d.shape, DTypeSize(d.dtype), d.chunk_dim, d.num_chunks));
   h->base = static_cast<char*>(p.tensor.data);
   h->progressive = p.progressive;
+  d.complete = !p.progressive;
   h->ready.assign(static_cast<std::size_t>(d.num_chunks), false);
   if (mode == TransferMode::kP2p) {
     SLUICE_RETURN_IF_ERROR(PublishP2p(h, p));
@@ -437,6 +438,9 @@ void DiffusionConnector::Forget(const void* data) {
 }
 TransferEngine& DiffusionConnector::engine() {
   return impl_->engine();
+}
+std::uint64_t DiffusionConnector::bytes_copied_outside_transfers() const {
+  return impl_->bytes_copied();
 }
 const ConnectorConfig& DiffusionConnector::config() const {
   return impl_->config();

@@ -89,6 +89,7 @@ class ConnectorImpl {
   void Forget(const void* data);
 
   TransferEngine& engine() { return *engine_; }
+  std::uint64_t bytes_copied() const { return store_ == nullptr ? 0 : store_->bytes_staged(); }
   const ConnectorConfig& config() const { return config_; }
 
  private:
@@ -131,6 +132,9 @@ class ConnectorImpl {
   std::map<std::uint64_t, std::weak_ptr<StreamState>> streams_;     // p2p, by stream id.
   std::deque<std::pair<std::string, std::string>> inbox_;           // (sender, message).
   std::deque<std::function<void()>> store_tasks_;                   // Guarded by mu_.
+  // Store payloads this connector read whole (delete-on-consume already
+  // removed them): Release needs no calls. Oldest first, bounded.
+  std::deque<std::string> consumed_;  // Guarded by mu_.
   std::thread control_;
   std::vector<std::thread> store_workers_;
 };

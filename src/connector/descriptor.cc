@@ -174,6 +174,7 @@ std::string PayloadDescriptor::Encode() const {
   p.set_region_offset(region_offset);
   p.set_payload_id(payload_id);
   p.set_key_prefix(key_prefix);
+  p.set_complete(complete);
   const std::string body = p.SerializeAsString();
   std::string out;
   out.reserve(kHeader + body.size());
@@ -227,6 +228,7 @@ Result<PayloadDescriptor> PayloadDescriptor::Decode(std::string_view in) {
   d.region_offset = p.region_offset();
   d.payload_id = p.payload_id();
   d.key_prefix = p.key_prefix();
+  d.complete = p.complete();
   SLUICE_RETURN_IF_ERROR(d.Validate());
   return d;
 }
@@ -243,6 +245,7 @@ std::string PayloadDescriptor::ToJson() const {
   j["num_chunks"] = num_chunks;
   j["mode"] = TransferModeName(mode);
   j["lease"] = lease.ToString();
+  j["complete"] = complete;
   if (mode == TransferMode::kP2p) {
     j["producer_endpoint"] = producer_endpoint;
     j["region_key"] = region_key;
@@ -324,6 +327,12 @@ Result<PayloadDescriptor> PayloadDescriptor::FromJson(std::string_view text) {
     }
   }
   SLUICE_RETURN_IF_ERROR(field("key_prefix", &d.key_prefix, false));
+  if (auto it = j.find("complete"); it != j.end()) {
+    if (!it->is_boolean()) {
+      return InvalidArgumentError("descriptor JSON: 'complete' has the wrong type");
+    }
+    d.complete = it->get<bool>();
+  }
   SLUICE_ASSIGN_OR_RETURN(d.kind, ParsePayloadKind(kind));
   SLUICE_ASSIGN_OR_RETURN(d.dtype, ParseDType(dtype));
   SLUICE_ASSIGN_OR_RETURN(d.mode, ParseTransferMode(mode));

@@ -252,6 +252,11 @@ Status ConnectorImpl::ConsumeP2p(const std::shared_ptr<StreamState>& s) {
   TransferEngine* e = engine_.get();
   const SegmentId seg = s->producer;
   s->ping = [e, seg, sub] { return Send(*e, seg, sub); };
+  if (s->desc.complete) {
+    // Every chunk exists already: read them all now, no readiness round trip.
+    // The subscription is sent only as a liveness probe while waiting.
+    FetchP2p(s, 0, s->desc.num_chunks);
+  }
   const std::uint64_t id = s->stream_id;
   StreamState* raw = s.get();
   s->on_destroy = [this, id, raw] {
@@ -262,7 +267,7 @@ Status ConnectorImpl::ConsumeP2p(const std::shared_ptr<StreamState>& s) {
     std::lock_guard<std::mutex> lock(mu_);
     streams_.erase(id);
   };
-  return s->ping();
+  return s->desc.complete ? Status::Ok() : s->ping();
 }
 
 Status ConnectorImpl::ReleaseP2p(const PayloadDescriptor& d) {

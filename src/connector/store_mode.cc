@@ -118,28 +118,35 @@ Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const 
 
 Status ConnectorImpl::ConsumeStore(const std::shared_ptr<StreamState>& s) {
   StoreClient* store = store_.get();
-  s->fetcher = std::thread([s, store] {
+  s->fetcher = std::thread([this, s, store] {
     using Clock = std::chrono::steady_clock;
     for (int i = 0; i < s->desc.num_chunks; ++i) {
       const std::string key = ChunkKey(s->desc, i);
+      const auto runs = RunsOf(s->layout, i, static_cast<char*>(s->dst.data));
       const auto deadline = Clock::now() + s->timeout;
-      Status w;
-      do {
+      // Read at once (the producer is usually ahead); wait only when the
+      // chunk is missing or still being written.
+      Result<ObjectMeta> got = store->GetIntoRuns(key, runs);
+      while (!got.ok() && (got.status().code() == StatusCode::kNotFound ||
+                           got.status().code() == StatusCode::kFailedPrecondition)) {
         {
           std::lock_guard<std::mutex> lock(s->mu);
           if (s->stopping) {
             return;
           }
         }
+        if (Clock::now() >= deadline) {
+          got = DeadlineExceededError("chunk not published in time");
+          break;
+        }
         // Short waits, so a destroyed stream stops promptly.
-        w = store->WaitFor(key, std::chrono::milliseconds(200));
-      } while (w.code() == StatusCode::kDeadlineExceeded && Clock::now() < deadline);
-      if (!w.ok()) {
-        s->Fail(w.WithContext("waiting for chunk " + std::to_string(i)));
-        return;
+        Status w = store->WaitFor(key, std::chrono::milliseconds(200));
+        if (w.ok()) {
+          got = store->GetIntoRuns(key, runs);
+        } else if (w.code() != StatusCode::kDeadlineExceeded) {
+          got = w;
+        }
       }
-      const auto runs = RunsOf(s->layout, i, static_cast<char*>(s->dst.data));
-      Result<ObjectMeta> got = store->GetIntoRuns(key, runs);
       if (!got.ok()) {
         s->Fail(got.status().WithContext("chunk " + std::to_string(i)));
         return;
@@ -147,6 +154,11 @@ Status ConnectorImpl::ConsumeStore(const std::shared_ptr<StreamState>& s) {
       std::lock_guard<std::mutex> lock(s->mu);
       s->chunks[static_cast<std::size_t>(i)] = StreamState::Chunk::kLanded;
       s->cv.notify_all();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    consumed_.push_back(s->desc.key_prefix);
+    if (consumed_.size() > 4096) {
+      consumed_.pop_front();
     }
   });
   StreamState* raw = s.get();
@@ -161,6 +173,14 @@ Status ConnectorImpl::ConsumeStore(const std::shared_ptr<StreamState>& s) {
 Status ConnectorImpl::ReleaseStore(const PayloadDescriptor& d) {
   if (d.lease.kind != Lease::Kind::kDeleteOnConsume) {
     return Status::Ok();  // Other leases end by themselves (ttl, eviction) or never.
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find(consumed_.rbegin(), consumed_.rend(), d.key_prefix);
+    if (it != consumed_.rend()) {
+      consumed_.erase(std::next(it).base());
+      return Status::Ok();  // Read whole here: every chunk is gone already.
+    }
   }
   Status first;
   for (int i = 0; i < d.num_chunks; ++i) {

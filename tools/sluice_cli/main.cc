@@ -13,6 +13,7 @@
 #include "sluice/store/store_node.h"
 #include "sluice/units.h"
 
+#include "bench/connector_bench.h"
 #include "bench/orchestrator_bench.h"
 #include "bench/store_bench.h"
 #include "bench/transfer_bench.h"
@@ -207,6 +208,35 @@ int main(int argc, char** argv) {
   bool store_json = false;
   store_bench->add_flag("--json", store_json, "print one JSON object");
 
+  sluice::bench::ConnectorBenchOptions conn_opts;
+  std::string conn_shape = "1,16,21,90,160";
+  CLI::App* conn_bench = bench->add_subcommand(
+      "connector", "publish/consume/release through the connector, against raw engine batches");
+  conn_bench->add_option("--mode", conn_opts.mode, "p2p or store")
+      ->check(CLI::IsMember({"p2p", "store"}))
+      ->capture_default_str();
+  conn_bench->add_option("--transport", conn_opts.transport, "shm or tcp")
+      ->check(CLI::IsMember({"tcp", "shm"}))
+      ->capture_default_str();
+  conn_bench->add_option("--shape", conn_shape, "comma-separated dimensions")
+      ->capture_default_str();
+  conn_bench->add_option("--dtype", conn_opts.dtype, "bf16, f16, f32, u8, ...")
+      ->capture_default_str();
+  conn_bench->add_option("--chunks", conn_opts.chunks, "chunks per payload")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  conn_bench->add_option("--chunk-dim", conn_opts.chunk_dim, "dimension the chunks cut")
+      ->capture_default_str();
+  conn_bench
+      ->add_option("--chunk-work-us", conn_opts.chunk_work_us,
+                   "consumer work per chunk (microseconds)")
+      ->capture_default_str();
+  conn_bench->add_option("--duration", conn_opts.duration_s, "seconds")
+      ->check(CLI::Range(0.01, 600.0))
+      ->capture_default_str();
+  bool conn_json = false;
+  conn_bench->add_flag("--json", conn_json, "print one JSON object (the only output format)");
+
   sluice::bench::OrchestratorBenchOptions orch_opts;
   CLI::App* orch_bench =
       bench->add_subcommand("orchestrator", "scheduler core decisions per second (no I/O)");
@@ -252,6 +282,28 @@ int main(int argc, char** argv) {
     auto r = sluice::bench::RunOrchestratorBench(orch_opts);
     if (!r.ok()) {
       std::cerr << "sluice bench orchestrator: " << r.status().ToString() << "\n";
+      return 1;
+    }
+    std::cout << sluice::bench::ToJson(*r) << std::endl;
+    return 0;
+  }
+  if (*conn_bench) {
+    conn_opts.shape.clear();
+    for (std::size_t at = 0; at <= conn_shape.size();) {
+      const std::size_t comma = std::min(conn_shape.find(',', at), conn_shape.size());
+      const std::string dim = conn_shape.substr(at, comma - at);
+      if (dim.empty() || dim.find_first_not_of("0123456789") != std::string::npos ||
+          dim.size() > 9) {
+        std::cerr << "sluice bench connector: --shape: '" << conn_shape
+                  << "' is not a list of dimensions like 1,16,21,90,160\n";
+        return 2;
+      }
+      conn_opts.shape.push_back(std::stoll(dim));
+      at = comma + 1;
+    }
+    auto r = sluice::bench::RunConnectorBench(conn_opts, SelfExe());
+    if (!r.ok()) {
+      std::cerr << "sluice bench connector: " << r.status().ToString() << "\n";
       return 1;
     }
     std::cout << sluice::bench::ToJson(*r) << std::endl;

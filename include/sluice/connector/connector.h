@@ -163,6 +163,10 @@ class DiffusionConnector {
 
   TransferEngine& engine();
   const ConnectorConfig& config() const;
+  // Payload bytes this connector copied outside engine transfers (the store
+  // client's staging copies included). Publish and Consume never copy, so
+  // this stays 0; benchmarks report it as the proof.
+  std::uint64_t bytes_copied_outside_transfers() const;
 
  private:
   explicit DiffusionConnector(std::unique_ptr<internal::ConnectorImpl> impl);

@@ -74,6 +74,9 @@ struct PayloadDescriptor {
   std::uint64_t payload_id = 0;     // Names the payload in the producer's messages.
   // store: chunk i is the object "<key_prefix>/<i>".
   std::string key_prefix;
+  // Every chunk existed at publish (not progressive): p2p consumers read at
+  // once instead of waiting for readiness messages.
+  bool complete = false;
 
   std::uint64_t nbytes() const;
   // Field-by-field consistency (rank, chunking, mode and location).

@@ -123,6 +123,10 @@ class StoreClient {
                      const PutOptions& options = {});
   Result<ObjectMeta> GetIntoRuns(std::string_view key, std::span<const IoRun> runs);
 
+  // Bytes copied through the staging buffer so far (Put and Get only; the
+  // zero-copy forms copy nothing).
+  std::uint64_t bytes_staged() const;
+
   // Batch forms: one status per item, items run concurrently.
   struct PutItem {
     std::string key;

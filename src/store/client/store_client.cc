@@ -1,5 +1,6 @@
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -136,6 +137,7 @@ class StoreClientImpl {
     for (std::uint64_t off = 0; s.ok() && off < value.size(); off += staging_.size()) {
       const std::uint64_t n = std::min<std::uint64_t>(staging_.size(), value.size() - off);
       std::memcpy(stage, value.data() + off, n);
+      bytes_staged_.fetch_add(n, std::memory_order_relaxed);
       s = WriteRange(put, stage, off, n);
     }
     return FinishPut(put, s);
@@ -318,6 +320,7 @@ class StoreClientImpl {
         s = ReadRange(g, stage, off, n);
         if (s.ok()) {
           std::memcpy(out.data() + off, stage, n);
+          bytes_staged_.fetch_add(n, std::memory_order_relaxed);
         }
       }
     }
@@ -583,6 +586,11 @@ class StoreClientImpl {
 
   TransferEngine* engine_;
   StoreClientConfig config_;
+
+ public:
+  std::atomic<std::uint64_t> bytes_staged_{0};
+
+ private:
   std::unique_ptr<pb::Master::Stub> stub_;
   std::mutex lane_mu_;
   std::shared_ptr<fastlane::Client> lane_;                 // Guarded by lane_mu_.
@@ -652,6 +660,9 @@ Status StoreClient::PutFromRuns(std::string_view key, std::span<const IoRun> run
 }
 Result<ObjectMeta> StoreClient::GetIntoRuns(std::string_view key, std::span<const IoRun> runs) {
   return impl_->GetIntoRuns(key, runs);
+}
+std::uint64_t StoreClient::bytes_staged() const {
+  return impl_->bytes_staged_.load(std::memory_order_relaxed);
 }
 std::vector<Status> StoreClient::BatchPutFrom(std::span<const PutItem> items) {
   return impl_->BatchPutFrom(items);

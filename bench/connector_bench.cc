@@ -1,0 +1,242 @@
+#include "bench/connector_bench.h"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "sluice/connector/connector.h"
+#include "sluice/units.h"
+
+#include "bench/bench_util.h"
+
+namespace sluice::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Us(Clock::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
+
+struct Samples {
+  std::vector<double> total_us;
+  std::vector<double> ttfc_us;
+  double seconds = 0;
+};
+
+}  // namespace
+
+Status ValidateConnectorOptions(const ConnectorBenchOptions& o) {
+  if (o.mode != "p2p" && o.mode != "store") {
+    return InvalidArgumentError("--mode must be p2p or store");
+  }
+  if (o.transport != "shm" && o.transport != "tcp") {
+    return InvalidArgumentError("--transport must be shm or tcp");
+  }
+  SLUICE_RETURN_IF_ERROR(ParseDType(o.dtype).status().WithContext("--dtype"));
+  TensorView t{nullptr, *ParseDType(o.dtype), o.shape, {}};
+  if (t.shape.empty() || t.shape.size() > 8 || t.nbytes() == 0 ||
+      t.nbytes() > (std::uint64_t{1} << 30)) {
+    return InvalidArgumentError("--shape must have rank 1..8 and 1 B..1 GiB of data");
+  }
+  if (o.chunks < 1 ||
+      (o.chunks > 1 && (o.chunk_dim < 0 || o.chunk_dim >= static_cast<int>(o.shape.size()) ||
+                        o.chunks > o.shape[static_cast<std::size_t>(o.chunk_dim)]))) {
+    return InvalidArgumentError("--chunks must be in 1..shape[--chunk-dim]");
+  }
+  if (o.chunk_work_us < 0 || o.chunk_work_us > 1000000) {
+    return InvalidArgumentError("--chunk-work-us must be in 0..1000000");
+  }
+  if (!(o.duration_s > 0 && o.duration_s <= 600)) {
+    return InvalidArgumentError("--duration must be in (0, 600] seconds");
+  }
+  return Status::Ok();
+}
+
+Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
+                                               const std::string& exe) {
+  SLUICE_RETURN_IF_ERROR(ValidateConnectorOptions(o));
+  const DType dtype = *ParseDType(o.dtype);
+  const TensorView shape_only{nullptr, dtype, o.shape, {}};
+  const std::uint64_t bytes = shape_only.nbytes();
+  const bool store = o.mode == "store";
+
+  std::unique_ptr<BenchChild> master, node;
+  if (store) {
+    SLUICE_ASSIGN_OR_RETURN(master, BenchChild::Spawn({exe, "master", "--listen", "127.0.0.1:0",
+                                                       "--exit-on-stdin-eof"}));
+    const std::uint64_t mem = std::max<std::uint64_t>(bytes * 4, std::uint64_t{256} << 20);
+    SLUICE_ASSIGN_OR_RETURN(
+        node, BenchChild::Spawn({exe, "store-node", "--master", master->Word(1), "--memory",
+                                 std::to_string(mem), "--exit-on-stdin-eof"}));
+  }
+  std::vector<std::string> raw_args = {exe, "bench", "transfer-target", "--region-size",
+                                       std::to_string(bytes)};
+  if (o.transport == "shm") {
+    raw_args.push_back("--shared");
+  }
+  SLUICE_ASSIGN_OR_RETURN(auto raw_target, BenchChild::Spawn(raw_args));
+
+  auto make = [&](const char* role) {
+    ConnectorConfig c;
+    c.role = role;
+    c.mode = store ? TransferMode::kStore : TransferMode::kP2p;
+    c.engine.transports = {o.transport};
+    if (store) {
+      c.store.master = master->Word(1);
+    }
+    return DiffusionConnector::Create(c);
+  };
+  SLUICE_ASSIGN_OR_RETURN(auto producer, make("denoise"));
+  SLUICE_ASSIGN_OR_RETURN(auto consumer, make("decode"));
+  WarmMemory src(bytes), dst(bytes);
+  if (src.data == nullptr || dst.data == nullptr) {
+    return ResourceExhaustedError("cannot allocate 2 x " + FormatByteSize(bytes));
+  }
+  for (std::uint64_t i = 0; i < bytes; ++i) {
+    src.data[i] = static_cast<char>(i * 131);
+  }
+
+  std::uint64_t iteration = 0;
+  // One payload: publish, consume every chunk (working on each), release.
+  auto connector_op = [&](int chunks, double* ttfc_us, double* total_us) -> Status {
+    const auto start = Clock::now();
+    StagePayload p;
+    p.request_id = "bench-" + std::to_string(iteration++);
+    p.tensor = TensorView{src.data, dtype, o.shape, {}};
+    p.chunk_dim = chunks > 1 ? o.chunk_dim : -1;
+    p.num_chunks = chunks;
+    SLUICE_ASSIGN_OR_RETURN(auto h, producer->Publish(p));
+    const PayloadDescriptor d = h->descriptor();
+    SLUICE_ASSIGN_OR_RETURN(auto stream,
+                            consumer->Consume(d, TensorView{dst.data, dtype, o.shape, {}}));
+    bool first = true;
+    while (true) {
+      SLUICE_ASSIGN_OR_RETURN(auto c, stream->Next());
+      if (!c.has_value()) {
+        break;
+      }
+      if (first) {
+        *ttfc_us = Us(Clock::now() - start);
+        first = false;
+      }
+      if (o.chunk_work_us > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(o.chunk_work_us));
+      }
+    }
+    SLUICE_RETURN_IF_ERROR(consumer->Release(d));
+    *total_us = Us(Clock::now() - start);
+    // Outside the timed part: the producer sees the release (p2p) or its
+    // puts' completion (store) asynchronously.
+    SLUICE_RETURN_IF_ERROR(h->Wait(std::chrono::seconds(60)));
+    return h->WaitReleased(std::chrono::seconds(60));
+  };
+
+  // Raw: the same bytes as plain engine batches.
+  double ignored = 0;
+  SLUICE_RETURN_IF_ERROR(connector_op(1, &ignored, &ignored));  // Registers both tensors.
+  SLUICE_ASSIGN_OR_RETURN(SegmentId raw_seg, producer->engine().OpenSegment(raw_target->Word(0)));
+  const RegionKey raw_key{std::stoull(raw_target->Word(1))};
+  std::optional<PayloadDescriptor> p2p_desc;
+  if (!store) {
+    StagePayload p;
+    p.request_id = "bench-raw";
+    p.tensor = TensorView{src.data, dtype, o.shape, {}};
+    SLUICE_ASSIGN_OR_RETURN(auto h, producer->Publish(p));
+    p2p_desc = h->descriptor();
+    SLUICE_RETURN_IF_ERROR(consumer->Release(*p2p_desc));
+  }
+  SegmentId p2p_seg;
+  if (!store) {
+    SLUICE_ASSIGN_OR_RETURN(p2p_seg, consumer->engine().OpenSegment(p2p_desc->producer_endpoint));
+  }
+  auto raw_op = [&]() -> Status {
+    if (store) {
+      TransferRequest w{OpKind::kWrite, src.data, raw_seg, raw_key, 0, bytes, TransportHint::kAuto};
+      SLUICE_RETURN_IF_ERROR(producer->engine().TransferSync({&w, 1}));
+      SLUICE_ASSIGN_OR_RETURN(SegmentId back, consumer->engine().OpenSegment(raw_target->Word(0)));
+      TransferRequest r{OpKind::kRead, dst.data, back, raw_key, 0, bytes, TransportHint::kAuto};
+      return consumer->engine().TransferSync({&r, 1});
+    }
+    TransferRequest r{OpKind::kRead,
+                      dst.data,
+                      p2p_seg,
+                      RegionKey{p2p_desc->region_key},
+                      p2p_desc->region_offset,
+                      bytes,
+                      TransportHint::kAuto};
+    return consumer->engine().TransferSync({&r, 1});
+  };
+
+  // Alternate short rounds so both sides see the same noise.
+  const int rounds = std::max(2, static_cast<int>(o.duration_s / 0.5));
+  const double slice = o.duration_s / rounds / (o.chunks > 1 ? 1.5 : 1.0);
+  Samples conn, raw, whole;
+  auto run = [&](Samples& into, double seconds, auto op) -> Status {
+    const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+    do {
+      double ttfc = 0, total = 0;
+      SLUICE_RETURN_IF_ERROR(op(&ttfc, &total));
+      into.total_us.push_back(total);
+      into.ttfc_us.push_back(ttfc);
+      into.seconds += total / 1e6;
+    } while (Clock::now() < end);
+    return Status::Ok();
+  };
+  for (int i = 0; i < rounds; ++i) {
+    SLUICE_RETURN_IF_ERROR(run(raw, slice, [&](double*, double* total) {
+      const auto t0 = Clock::now();
+      Status s = raw_op();
+      *total = Us(Clock::now() - t0);
+      return s;
+    }));
+    SLUICE_RETURN_IF_ERROR(run(
+        conn, slice, [&](double* t, double* total) { return connector_op(o.chunks, t, total); }));
+    if (o.chunks > 1) {
+      SLUICE_RETURN_IF_ERROR(run(
+          whole, slice / 2, [&](double* t, double* total) { return connector_op(1, t, total); }));
+    }
+  }
+  ConnectorBenchResult r;
+  r.options = o;
+  r.payload_bytes = bytes;
+  r.iterations = conn.total_us.size();
+  r.gbps = static_cast<double>(conn.total_us.size() * bytes) / conn.seconds / 1e9;
+  r.raw_gbps = static_cast<double>(raw.total_us.size() * bytes) / raw.seconds / 1e9;
+  r.overhead_ratio = r.raw_gbps > 0 ? r.gbps / r.raw_gbps : 0;
+  r.p50_us = Percentile(conn.total_us, 0.5);
+  r.p99_us = Percentile(conn.total_us, 0.99);
+  r.raw_p50_us = Percentile(raw.total_us, 0.5);
+  r.ttfc_us = Percentile(conn.ttfc_us, 0.5);
+  r.ttfc_whole_us = o.chunks > 1 ? Percentile(whole.ttfc_us, 0.5) : r.ttfc_us;
+  r.bytes_copied_outside_transfers =
+      producer->bytes_copied_outside_transfers() + consumer->bytes_copied_outside_transfers();
+  return r;
+}
+
+std::string ToJson(const ConnectorBenchResult& r) {
+  nlohmann::json j;
+  j["mode"] = r.options.mode;
+  j["transport"] = r.options.transport;
+  j["shape"] = r.options.shape;
+  j["dtype"] = r.options.dtype;
+  j["chunks"] = r.options.chunks;
+  j["chunk_dim"] = r.options.chunk_dim;
+  j["chunk_work_us"] = r.options.chunk_work_us;
+  j["payload_bytes"] = r.payload_bytes;
+  j["iterations"] = r.iterations;
+  j["gbps"] = r.gbps;
+  j["raw_gbps"] = r.raw_gbps;
+  j["overhead_ratio"] = r.overhead_ratio;
+  j["p50_us"] = r.p50_us;
+  j["p99_us"] = r.p99_us;
+  j["raw_p50_us"] = r.raw_p50_us;
+  j["ttfc_us"] = r.ttfc_us;
+  j["ttfc_whole_us"] = r.ttfc_whole_us;
+  j["ttfc_ratio"] = r.ttfc_whole_us > 0 ? r.ttfc_us / r.ttfc_whole_us : 0.0;
+  j["bytes_copied_outside_transfers"] = r.bytes_copied_outside_transfers;
+  j["unit"] = "GB/s (1e9 bytes/s)";
+  return j.dump();
+}
+
+}  // namespace sluice::bench

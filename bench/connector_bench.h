@@ -1,0 +1,53 @@
+// `sluice bench connector`: one payload at a time through the connector
+// (publish -> consume every chunk -> release) against the transfer engine
+// moving the same bytes as raw batches in the same run: p2p against one
+// read of the producer's tensor, store against one write into a remote
+// region plus one read back (the two hops a store payload makes). Master,
+// store node and the raw target run as helper processes; producer and
+// consumer are two connectors (two engines) in this process.
+#ifndef SLUICE_BENCH_CONNECTOR_BENCH_H_
+#define SLUICE_BENCH_CONNECTOR_BENCH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sluice/status.h"
+
+namespace sluice::bench {
+
+struct ConnectorBenchOptions {
+  std::string mode = "p2p";       // "p2p" or "store".
+  std::string transport = "shm";  // Both connectors' engines: "shm" or "tcp".
+  std::vector<std::int64_t> shape = {1, 16, 21, 90, 160};
+  std::string dtype = "bf16";
+  int chunks = 1;
+  int chunk_dim = 2;
+  int chunk_work_us = 0;  // The consumer's work per chunk (a sleep).
+  double duration_s = 3;
+};
+
+struct ConnectorBenchResult {
+  ConnectorBenchOptions options;
+  std::uint64_t payload_bytes = 0;
+  std::uint64_t iterations = 0;
+  double gbps = 0;
+  double raw_gbps = 0;
+  double overhead_ratio = 0;  // Raw time / connector time.
+  double p50_us = 0;          // Publish to released, per payload.
+  double p99_us = 0;
+  double raw_p50_us = 0;
+  double ttfc_us = 0;        // p50 time from publish to the first chunk in dst.
+  double ttfc_whole_us = 0;  // The same with 1 chunk, measured in this run.
+  std::uint64_t bytes_copied_outside_transfers = 0;
+};
+
+// Errors: kInvalidArgument naming the bad option.
+Status ValidateConnectorOptions(const ConnectorBenchOptions& o);
+Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
+                                               const std::string& self_exe);
+std::string ToJson(const ConnectorBenchResult& r);
+
+}  // namespace sluice::bench
+
+#endif  // SLUICE_BENCH_CONNECTOR_BENCH_H_
