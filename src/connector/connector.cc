@@ -198,6 +198,7 @@ Result<std::unique_ptr<StageHandle>> ConnectorImpl::Publish(const StagePayload& 
   h->progressive = p.progressive;
   d.complete = !p.progressive;
   h->ready.assign(static_cast<std::size_t>(d.num_chunks), false);
+  h->queued.assign(static_cast<std::size_t>(d.num_chunks), false);
   if (mode == TransferMode::kP2p) {
     SLUICE_RETURN_IF_ERROR(PublishP2p(h, p));
   } else {

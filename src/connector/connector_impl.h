@@ -29,11 +29,13 @@ class HandleState {
   ChunkLayout layout;
   char* base = nullptr;  // The producer's tensor.
   bool progressive = false;
-  std::vector<bool> ready;  // Guarded by mu.
-  int published = 0;        // Chunks ready (p2p) or stored (store). Guarded by mu.
-  Status failure;           // Guarded by mu.
-  bool complete = false;    // Guarded by mu.
-  bool released = false;    // Guarded by mu.
+  std::vector<bool> ready;   // Guarded by mu.
+  int published = 0;         // Chunks ready (p2p) or stored (store). Guarded by mu.
+  std::vector<bool> queued;  // store: handed to the drain task. Guarded by mu.
+  bool draining = false;     // store: a task is putting this payload's chunks. Guarded by mu.
+  Status failure;            // Guarded by mu.
+  bool complete = false;     // Guarded by mu.
+  bool released = false;     // Guarded by mu.
   std::vector<std::pair<SegmentId, std::uint64_t>> subscribers;  // p2p (segment, stream id).
   std::vector<std::function<void(const Status&)>> on_complete;   // Guarded by mu.
   std::vector<std::function<void()>> on_released;                // Guarded by mu.
@@ -116,6 +118,7 @@ class ConnectorImpl {
   Status ConsumeStore(const std::shared_ptr<StreamState>& s);
   Status ReleaseStore(const PayloadDescriptor& d);
   void StoreWorker();
+  void PutChunk(const std::shared_ptr<HandleState>& hs, int i);
   void RunStoreTask(std::function<void()> task);
 
   ConnectorConfig config_;

@@ -57,6 +57,43 @@ void ConnectorImpl::StoreWorker() {
   }
 }
 
+void ConnectorImpl::PutChunk(const std::shared_ptr<HandleState>& hs, int i) {
+  PutOptions o;
+  o.policy = ToPolicy(hs->desc.lease);
+  TensorMeta meta{std::string(DTypeName(hs->desc.dtype)), hs->desc.shape, {}, ""};
+  if (hs->desc.chunk_dim >= 0) {
+    meta.shape[static_cast<std::size_t>(hs->desc.chunk_dim)] = hs->layout.length(i);
+  }
+  o.tensor = meta;
+  o.request_id = hs->desc.key_prefix + "#" + std::to_string(i);
+  const auto runs = RunsOf(hs->layout, i, hs->base);
+  const auto give_up = std::chrono::steady_clock::now() + config_.consume_timeout;
+  auto backoff = std::chrono::milliseconds(5);
+  Status s;
+  while (true) {
+    s = store_->PutFromRuns(ChunkKey(hs->desc, i), runs, o);
+    // A full store is backpressure: wait for consumers to drain it.
+    if (s.code() != StatusCode::kResourceExhausted ||
+        std::chrono::steady_clock::now() + backoff > give_up) {
+      break;
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+  std::vector<std::function<void()>> cbs;
+  {
+    std::lock_guard<std::mutex> lock(hs->mu);
+    if (!s.ok()) {
+      cbs = hs->CompleteLocked(s.WithContext("chunk " + std::to_string(i)));
+    } else if (++hs->published == hs->desc.num_chunks) {
+      cbs = hs->CompleteLocked(Status::Ok());
+      auto rel = hs->ReleaseLocked();  // The producer's buffer is free.
+      cbs.insert(cbs.end(), rel.begin(), rel.end());
+    }
+  }
+  RunAll(cbs);
+}
+
 Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const StagePayload& p) {
   SLUICE_RETURN_IF_ERROR(Ensure(p.tensor.data, p.tensor.nbytes(), Access::kLocalOnly).status());
   h->desc.key_prefix = "sluice/" + config_.role + "/" + p.request_id + "/" + RandomId();
@@ -72,44 +109,35 @@ Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const 
         return Status::Ok();
       }
       hs->ready[static_cast<std::size_t>(i)] = true;
+      if (hs->draining) {
+        return Status::Ok();  // The running drain task picks it up.
+      }
+      hs->draining = true;
     }
-    // The task keeps the state alive: the producer's buffer must stay until
-    // the handle completes anyway.
-    RunStoreTask([this, hs, i] {
-      PutOptions o;
-      o.policy = ToPolicy(hs->desc.lease);
-      TensorMeta meta{std::string(DTypeName(hs->desc.dtype)), hs->desc.shape, {}, ""};
-      if (hs->desc.chunk_dim >= 0) {
-        meta.shape[static_cast<std::size_t>(hs->desc.chunk_dim)] = hs->layout.length(i);
-      }
-      o.tensor = meta;
-      o.request_id = hs->desc.key_prefix + "#" + std::to_string(i);
-      const auto runs = RunsOf(hs->layout, i, hs->base);
-      const auto give_up = std::chrono::steady_clock::now() + config_.consume_timeout;
-      auto backoff = std::chrono::milliseconds(5);
-      Status s;
+    // One task per payload puts its ready chunks lowest index first, so
+    // chunk 0 lands first (consumers start on it) and payloads move in
+    // parallel with each other. The task keeps the state alive: the
+    // producer's buffer must stay until the handle completes anyway.
+    RunStoreTask([this, hs] {
       while (true) {
-        s = store_->PutFromRuns(ChunkKey(hs->desc, i), runs, o);
-        // A full store is backpressure: wait for consumers to drain it.
-        if (s.code() != StatusCode::kResourceExhausted ||
-            std::chrono::steady_clock::now() + backoff > give_up) {
-          break;
+        int i = -1;
+        {
+          std::lock_guard<std::mutex> lock(hs->mu);
+          for (int k = 0; k < hs->desc.num_chunks && !hs->complete; ++k) {
+            if (hs->ready[static_cast<std::size_t>(k)] &&
+                !hs->queued[static_cast<std::size_t>(k)]) {
+              i = k;
+              hs->queued[static_cast<std::size_t>(k)] = true;
+              break;
+            }
+          }
+          if (i < 0) {
+            hs->draining = false;
+            return;
+          }
         }
-        std::this_thread::sleep_for(backoff);
-        backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+        PutChunk(hs, i);
       }
-      std::vector<std::function<void()>> cbs;
-      {
-        std::lock_guard<std::mutex> lock(hs->mu);
-        if (!s.ok()) {
-          cbs = hs->CompleteLocked(s.WithContext("chunk " + std::to_string(i)));
-        } else if (++hs->published == hs->desc.num_chunks) {
-          cbs = hs->CompleteLocked(Status::Ok());
-          auto rel = hs->ReleaseLocked();  // The producer's buffer is free.
-          cbs.insert(cbs.end(), rel.begin(), rel.end());
-        }
-      }
-      RunAll(cbs);
     });
     return Status::Ok();
   };
@@ -124,27 +152,24 @@ Status ConnectorImpl::ConsumeStore(const std::shared_ptr<StreamState>& s) {
       const std::string key = ChunkKey(s->desc, i);
       const auto runs = RunsOf(s->layout, i, static_cast<char*>(s->dst.data));
       const auto deadline = Clock::now() + s->timeout;
-      // Read at once (the producer is usually ahead); wait only when the
-      // chunk is missing or still being written.
-      Result<ObjectMeta> got = store->GetIntoRuns(key, runs);
-      while (!got.ok() && (got.status().code() == StatusCode::kNotFound ||
-                           got.status().code() == StatusCode::kFailedPrecondition)) {
+      // One call: the master answers once the chunk is committed. Short
+      // waits, so a destroyed stream stops promptly.
+      Result<ObjectMeta> got = DeadlineExceededError("chunk not published in time");
+      while (true) {
         {
           std::lock_guard<std::mutex> lock(s->mu);
           if (s->stopping) {
             return;
           }
         }
-        if (Clock::now() >= deadline) {
-          got = DeadlineExceededError("chunk not published in time");
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) {
           break;
         }
-        // Short waits, so a destroyed stream stops promptly.
-        Status w = store->WaitFor(key, std::chrono::milliseconds(200));
-        if (w.ok()) {
-          got = store->GetIntoRuns(key, runs);
-        } else if (w.code() != StatusCode::kDeadlineExceeded) {
-          got = w;
+        got = store->GetIntoRuns(key, runs, std::min(left, std::chrono::milliseconds(200)));
+        if (got.ok() || got.status().code() != StatusCode::kDeadlineExceeded) {
+          break;
         }
       }
       if (!got.ok()) {

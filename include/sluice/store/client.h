@@ -121,7 +121,11 @@ class StoreClient {
   };
   Status PutFromRuns(std::string_view key, std::span<const IoRun> runs,
                      const PutOptions& options = {});
-  Result<ObjectMeta> GetIntoRuns(std::string_view key, std::span<const IoRun> runs);
+  // A `wait` above 0 lets a reader that arrives before the producer wait
+  // that long for the commit inside the same call (else kNotFound /
+  // kFailedPrecondition at once; kDeadlineExceeded when the wait ran out).
+  Result<ObjectMeta> GetIntoRuns(std::string_view key, std::span<const IoRun> runs,
+                                 std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 
   // Bytes copied through the staging buffer so far (Put and Get only; the
   // zero-copy forms copy nothing).

@@ -165,7 +165,8 @@ class StoreClientImpl {
     return FinishPut(put, engine_->TransferSync(ops, config_.transfer_timeout));
   }
 
-  Result<ObjectMeta> GetIntoRuns(std::string_view key, std::span<const StoreClient::IoRun> runs) {
+  Result<ObjectMeta> GetIntoRuns(std::string_view key, std::span<const StoreClient::IoRun> runs,
+                                 std::chrono::milliseconds wait) {
     std::uint64_t total = 0;
     for (const auto& r : runs) {
       if (r.data == nullptr || r.len == 0) {
@@ -173,7 +174,7 @@ class StoreClientImpl {
       }
       total += r.len;
     }
-    SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key));
+    SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key, wait));
     if (g.meta.size != total) {
       GetEnd(g, false);
       return InvalidArgumentError("GetIntoRuns: object '" + g.key + "' has " +
@@ -215,13 +216,15 @@ class StoreClientImpl {
     std::vector<ReplicaLocation> replicas;
   };
 
-  Result<OpenGet> GetStart(std::string_view key) {
+  Result<OpenGet> GetStart(std::string_view key,
+                           std::chrono::milliseconds wait = std::chrono::milliseconds(0)) {
     pb::GetStartRequest req;
     req.set_key(std::string(key));
     req.set_client_endpoint(engine_->endpoint());
+    req.set_wait_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(0, wait.count())));
     pb::GetStartResponse resp;
-    SLUICE_RETURN_IF_ERROR(
-        Call(&pb::Master::Stub::GetStart, fastlane::Method::kGetStart, req, &resp, "GetStart"));
+    SLUICE_RETURN_IF_ERROR(Call(&pb::Master::Stub::GetStart, fastlane::Method::kGetStart, req,
+                                &resp, "GetStart", config_.rpc_timeout + wait));
     OpenGet g{std::string(key), resp.lease_id(), {resp.size(), std::nullopt}, {}};
     if (resp.has_tensor()) {
       g.meta.tensor = FromProto(resp.tensor());
@@ -355,7 +358,8 @@ class StoreClientImpl {
     req.set_key(std::string(key));
     req.set_timeout_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(0, timeout.count())));
     pb::WaitForResponse resp;
-    return Call(&pb::Master::Stub::WaitFor, req, &resp, "WaitFor", timeout + config_.rpc_timeout);
+    return Call(&pb::Master::Stub::WaitFor, fastlane::Method::kWaitFor, req, &resp, "WaitFor",
+                timeout + config_.rpc_timeout);
   }
 
   std::vector<Status> BatchPutFrom(std::span<const StoreClient::PutItem> items) {
@@ -505,9 +509,14 @@ class StoreClientImpl {
   template <typename Req, typename Resp>
   Status Call(grpc::Status (pb::Master::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
               fastlane::Method fast, const Req& req, Resp* resp, std::string_view name) {
+    return Call(method, fast, req, resp, name, config_.rpc_timeout);
+  }
+  template <typename Req, typename Resp>
+  Status Call(grpc::Status (pb::Master::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+              fastlane::Method fast, const Req& req, Resp* resp, std::string_view name,
+              std::chrono::milliseconds timeout) {
     if (std::shared_ptr<fastlane::Client> lane = FastLane()) {
-      fastlane::Client::Outcome out =
-          lane->Call(fast, req.SerializeAsString(), config_.rpc_timeout);
+      fastlane::Client::Outcome out = lane->Call(fast, req.SerializeAsString(), timeout);
       const bool timed_out =
           !out.transport_ok && out.result.status().code() == StatusCode::kDeadlineExceeded;
       if ((out.transport_ok || timed_out) && !out.result.ok()) {
@@ -523,7 +532,7 @@ class StoreClientImpl {
                                         : out.result.status());
       resp->Clear();
     }
-    return Call(method, req, resp, name, config_.rpc_timeout);
+    return Call(method, req, resp, name, timeout);
   }
 
   // The fast lane, once the master has said where it is; asks again at most
@@ -658,8 +667,9 @@ Status StoreClient::PutFromRuns(std::string_view key, std::span<const IoRun> run
                                 const PutOptions& options) {
   return impl_->PutFromRuns(key, runs, options);
 }
-Result<ObjectMeta> StoreClient::GetIntoRuns(std::string_view key, std::span<const IoRun> runs) {
-  return impl_->GetIntoRuns(key, runs);
+Result<ObjectMeta> StoreClient::GetIntoRuns(std::string_view key, std::span<const IoRun> runs,
+                                            std::chrono::milliseconds wait) {
+  return impl_->GetIntoRuns(key, runs, wait);
 }
 std::uint64_t StoreClient::bytes_staged() const {
   return impl_->bytes_staged_.load(std::memory_order_relaxed);

@@ -107,6 +107,8 @@ const char* MethodName(Method m) {
       return "Remove";
     case Method::kExists:
       return "Exists";
+    case Method::kWaitFor:
+      return "WaitFor";
   }
   return "unknown";
 }

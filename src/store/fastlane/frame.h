@@ -29,8 +29,9 @@ enum class Method : std::uint16_t {
   kGetEnd = 5,
   kRemove = 6,
   kExists = 7,
+  kWaitFor = 8,  // Parks on the master until the key commits or times out.
 };
-inline constexpr std::uint16_t kMaxMethod = 7;
+inline constexpr std::uint16_t kMaxMethod = 8;
 
 // Request flag: the caller reads no answer (the server sends none).
 inline constexpr std::uint16_t kFlagOneWay = 1;

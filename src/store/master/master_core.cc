@@ -188,10 +188,27 @@ Status MasterCore::PutRevoke(const pb::PutRevokeRequest& req) {
   return st;
 }
 
-void MasterCore::GetStart(const pb::GetStartRequest* req, pb::GetStartResponse* resp, Done done) {
+void MasterCore::GetStart(const pb::GetStartRequest* req, pb::GetStartResponse* resp, Done done,
+                          bool allow_wait) {
   const auto start = MasterClock::now();
   std::unique_lock<std::mutex> lock(mu_);
   Result<ReadGrant> g = state_.GetStart(req->key(), req->client_endpoint(), MasterClock::now());
+  const StatusCode code = g.status().code();
+  if (allow_wait && req->wait_ms() > 0 && !stopping_ &&
+      (code == StatusCode::kNotFound || code == StatusCode::kFailedPrecondition)) {
+    // Not committed yet: ask again once it is (or answer the timeout).
+    const auto wait = std::chrono::milliseconds(std::min<std::uint64_t>(req->wait_ms(), 3600000));
+    waiters_[req->key()].push_back(
+        Waiter{[this, req, resp, done = std::move(done)](const Status& s) mutable {
+                 if (!s.ok()) {
+                   done(s);
+                   return;
+                 }
+                 GetStart(req, resp, std::move(done), /*allow_wait=*/false);
+               },
+               MasterClock::now() + wait});
+    return;
+  }
   if (g.ok() && g->loading && stopping_) {
     g = Status(StatusCode::kCancelled, "master is shutting down");
   } else if (g.ok() && g->loading) {

@@ -46,9 +46,10 @@ class MasterCore {
   Status PutStart(const store::v1::PutStartRequest& req, store::v1::PutStartResponse* resp);
   Status PutEnd(const store::v1::PutEndRequest& req);
   Status PutRevoke(const store::v1::PutRevokeRequest& req);
-  // `req` and `resp` must stay valid until `done` runs.
-  void GetStart(const store::v1::GetStartRequest* req, store::v1::GetStartResponse* resp,
-                Done done);
+  // `req` and `resp` must stay valid until `done` runs. With `wait_ms`, a
+  // missing or uncommitted key parks the call until its commit.
+  void GetStart(const store::v1::GetStartRequest* req, store::v1::GetStartResponse* resp, Done done,
+                bool allow_wait = true);
   Status GetEnd(const store::v1::GetEndRequest& req);
   Status Remove(const store::v1::KeyRequest& req);
   Status Exists(const store::v1::KeyRequest& req, store::v1::ExistsResponse* resp);

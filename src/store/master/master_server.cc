@@ -256,8 +256,25 @@ class MasterServerImpl final : public pb::Master::CallbackService {
       case Method::kExists:
         return Unary<pb::KeyRequest, pb::ExistsResponse>(
             body, [this](const auto& q, auto* r) { return core_.Exists(q, r); });
+      case Method::kWaitFor:
+        return Unary<pb::WaitForRequest, pb::WaitForResponse>(
+            body, [this](const auto& q, auto*) { return WaitForBlocking(q); });
     }
     return InvalidArgumentError("fast lane: unknown method");
+  }
+
+  Status WaitForBlocking(const pb::WaitForRequest& req) {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<Status> result;
+    core_.WaitFor(req, [&](const Status& s) {
+      std::lock_guard<std::mutex> lock(mu);
+      result = s;
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return result.has_value(); });
+    return *result;
   }
 
   Status GetStartBlocking(const pb::GetStartRequest& req, pb::GetStartResponse* resp) {
