@@ -11,6 +11,7 @@ PACKAGES=(
   libssl-dev libxxhash-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcpp-httplib-dev
+  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest
   clang-format-16
 )
 

@@ -1,0 +1,37 @@
+"""sluice: disaggregated diffusion serving (Encode -> Denoise -> Decode).
+
+`sluice.diffusion` holds the stage-facing connector; errors are typed
+(`sluice.NotFoundError`, `sluice.ResourceExhaustedError`, ...).
+"""
+
+from .errors import (
+    AlreadyExistsError,
+    CancelledError,
+    DataLossError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    SluiceError,
+    UnavailableError,
+    UnimplementedError,
+)
+
+__all__ = [
+    "AlreadyExistsError",
+    "CancelledError",
+    "DataLossError",
+    "DeadlineExceededError",
+    "FailedPreconditionError",
+    "InternalError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "ResourceExhaustedError",
+    "SluiceError",
+    "UnavailableError",
+    "UnimplementedError",
+]

@@ -1,0 +1,323 @@
+"""DiffusionConnector: hand tensors from one diffusion stage to the next.
+
+    from sluice.diffusion import DiffusionConnector, StagePayload
+
+    conn = DiffusionConnector(role="denoise", transfer_mode="auto",
+                              store_config={"master": "127.0.0.1:7100"})
+    handle = conn.publish(StagePayload(request_id=req_id, kind="latent",
+                                       tensor=latents, chunk_dim=2, num_chunks=8,
+                                       lease="delete_on_consume"))
+    msg = handle.descriptor()          # bytes for the queue message
+    ...
+    for chunk in conn.consume(msg, dst=dst):   # views into dst, in order
+        decode_chunk(chunk)
+    conn.release(msg)
+
+Tensors (numpy arrays or CPU torch tensors, contiguous) are used in place:
+the connector reads or writes their memory directly and never copies them.
+A published tensor must stay unmodified until `handle.wait()` returns
+(store mode) or the consumer released it (p2p: `handle.released()`); the
+handle keeps a reference so it is not freed early.
+
+Modes: "p2p" (the consumer reads the producer's buffer), "store" (through
+the sluice store; the producer's buffer is free once published), "auto"
+(p2p when `bound_consumer` is given and `keep_buffer` is true, else store;
+p2p when there is no store).
+
+Configuration: `store_config` / `te_config` take dicts or StoreConfig /
+TransferEngineConfig objects. When omitted, environment variables fill in:
+SLUICE_MASTER (store master host:port), SLUICE_LISTEN (engine endpoint),
+SLUICE_TRANSPORTS ("tcp,shm"); then defaults (no store, 127.0.0.1:0).
+"""
+
+import dataclasses
+from typing import Any, Callable, Iterator, List, Optional, Union
+
+from . import _sluice
+from .errors import InvalidArgumentError, from_status, translated
+
+__all__ = [
+    "DiffusionConnector",
+    "StagePayload",
+    "StageHandle",
+    "StoreConfig",
+    "TransferEngineConfig",
+    "descriptor_to_json",
+    "descriptor_from_json",
+]
+
+_FOREVER = 1e7  # Seconds: the longest wait the core accepts.
+
+_NUMPY_DTYPES = {
+    "bool": "bool",
+    "uint8": "u8",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "float16": "f16",
+    "float32": "f32",
+    "float64": "f64",
+}
+_TORCH_DTYPES = {
+    "torch.bool": "bool",
+    "torch.uint8": "u8",
+    "torch.int8": "i8",
+    "torch.int16": "i16",
+    "torch.int32": "i32",
+    "torch.int64": "i64",
+    "torch.float16": "f16",
+    "torch.bfloat16": "bf16",
+    "torch.float32": "f32",
+    "torch.float64": "f64",
+}
+
+
+def _is_torch(t) -> bool:
+    return hasattr(t, "data_ptr") and hasattr(t, "element_size") and hasattr(t, "narrow")
+
+
+def _describe(t, what: str, writable: bool = False):
+    """(pointer, dtype name, shape) of a contiguous CPU numpy/torch tensor."""
+    if _is_torch(t):
+        if t.device.type != "cpu":
+            raise InvalidArgumentError(f"{what}: only CPU tensors are supported, got {t.device}")
+        if not t.is_contiguous():
+            raise InvalidArgumentError(f"{what}: tensor is not contiguous (use .contiguous())")
+        dtype = _TORCH_DTYPES.get(str(t.dtype))
+        if dtype is None:
+            raise InvalidArgumentError(f"{what}: unsupported dtype {t.dtype}")
+        return t.data_ptr(), dtype, list(t.shape)
+    ai = getattr(t, "__array_interface__", None)
+    if ai is None:
+        raise InvalidArgumentError(f"{what}: expected a numpy array or a torch tensor, "
+                                   f"got {type(t).__name__}")
+    if not t.flags.c_contiguous:
+        raise InvalidArgumentError(f"{what}: array is not C-contiguous (use np.ascontiguousarray)")
+    if writable and not t.flags.writeable:
+        raise InvalidArgumentError(f"{what}: array is read-only")
+    dtype = _NUMPY_DTYPES.get(t.dtype.name)
+    if dtype is None:
+        raise InvalidArgumentError(f"{what}: unsupported dtype {t.dtype}")
+    return ai["data"][0], dtype, list(t.shape)
+
+
+def _chunk_view(dst, dim: int, start: int, length: int):
+    """A view of dst's [start, start+length) along `dim` (the whole of dst for -1)."""
+    if dim < 0:
+        return dst
+    if _is_torch(dst):
+        return dst.narrow(dim, start, length)
+    index = (slice(None),) * dim + (slice(start, start + length),)
+    return dst[index]
+
+
+@dataclasses.dataclass
+class StoreConfig:
+    master: Optional[str] = None  # "host:port" of the store master.
+    rpc_timeout_ms: Optional[int] = None
+    fast_lane: Optional[bool] = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclasses.dataclass
+class TransferEngineConfig:
+    listen: Optional[str] = None  # "host:port"; port 0 picks one.
+    transports: Optional[List[str]] = None  # Subset of ["tcp", "shm"].
+    io_threads: Optional[int] = None
+    secret: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+def _as_dict(cfg, what: str) -> dict:
+    if cfg is None:
+        return {}
+    if isinstance(cfg, dict):
+        return dict(cfg)
+    if hasattr(cfg, "to_dict"):
+        return cfg.to_dict()
+    raise InvalidArgumentError(f"{what}: expected a dict or a config object, got {type(cfg).__name__}")
+
+
+@dataclasses.dataclass
+class StagePayload:
+    request_id: str
+    kind: str  # embedding | latent | checkpoint | feature | image | video
+    tensor: Any  # numpy array or CPU torch tensor, contiguous.
+    chunk_dim: Optional[int] = None
+    num_chunks: int = 1
+    lease: str = "delete_on_consume"  # | "ttl:SECONDS" | "cache" | "pinned"
+    progressive: bool = False  # Chunks published one by one with handle.mark_ready(i).
+    bound_consumer: Optional[str] = None  # auto mode: the consumer's endpoint, if known.
+    keep_buffer: bool = True  # auto mode: the producer keeps the tensor until release.
+
+
+class StageHandle:
+    """The producer's view of one published payload."""
+
+    def __init__(self, core, tensor):
+        self._core = core
+        self._tensor = tensor  # Keeps the published memory alive.
+
+    @translated
+    def descriptor(self) -> bytes:
+        """Small bytes for a queue message; pass to consume() / release()."""
+        return self._core.descriptor()
+
+    @translated
+    def descriptor_json(self) -> str:
+        return self._core.descriptor_json()
+
+    @property
+    def mode(self) -> str:
+        return self._core.mode
+
+    @translated
+    def mark_ready(self, i: int) -> None:
+        """Progressive payloads: chunk i holds its final bytes now."""
+        self._core.mark_ready(int(i))
+
+    @translated
+    def wait(self, timeout: Optional[float] = None) -> None:
+        """Until every chunk is published (store: in the store)."""
+        self._core.wait(_FOREVER if timeout is None else float(timeout))
+
+    def released(self) -> bool:
+        """p2p: the consumer released the payload; store: it is in the store."""
+        return self._core.released()
+
+    @translated
+    def wait_released(self, timeout: Optional[float] = None) -> None:
+        self._core.wait_released(_FOREVER if timeout is None else float(timeout))
+
+    def on_complete(self, cb: Callable[[Optional[Exception]], None]) -> None:
+        """cb(None) on success, cb(error) on failure; runs on a sluice thread."""
+
+        def call(code: int, message: str) -> None:
+            cb(None if code == 0 else from_status(_CODE_NAMES.get(code, "UNKNOWN"), message))
+
+        self._core.on_complete(call)
+
+    def on_released(self, cb: Callable[[], None]) -> None:
+        self._core.on_released(cb)
+
+
+_CODE_NAMES = dict(enumerate([
+    "OK", "CANCELLED", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION", "UNAVAILABLE", "DEADLINE_EXCEEDED", "DATA_LOSS", "PERMISSION_DENIED",
+    "UNIMPLEMENTED", "INTERNAL"]))
+
+Descriptor = Union[StageHandle, bytes, str]
+
+
+def _descriptor_bytes(d: Descriptor) -> bytes:
+    if isinstance(d, StageHandle):
+        return d.descriptor()
+    if isinstance(d, (bytes, bytearray, memoryview)):
+        return bytes(d)
+    if isinstance(d, str):
+        return descriptor_from_json(d)
+    raise InvalidArgumentError(f"descriptor: expected bytes, JSON text or a StageHandle, "
+                               f"got {type(d).__name__}")
+
+
+@translated
+def descriptor_to_json(d: bytes) -> str:
+    return _sluice.descriptor_to_json(bytes(d))
+
+
+@translated
+def descriptor_from_json(text: str) -> bytes:
+    return _sluice.descriptor_from_json(text)
+
+
+class DiffusionConnector:
+    """Publishes and consumes stage payloads; see the module docstring."""
+
+    @translated
+    def __init__(self, role: str, transfer_mode: str = "auto",
+                 store_config: Union[dict, StoreConfig, None] = None,
+                 te_config: Union[dict, TransferEngineConfig, None] = None,
+                 store_threads: int = 4, consume_timeout: float = 60.0):
+        if not isinstance(role, str):
+            raise InvalidArgumentError("role must be a string (encode | denoise | decode | ...)")
+        self._core = _sluice.Connector(role, transfer_mode, _as_dict(store_config, "store_config"),
+                                       _as_dict(te_config, "te_config"), int(store_threads),
+                                       float(consume_timeout))
+
+    @property
+    def endpoint(self) -> str:
+        """This connector's engine endpoint (what a producer's bound_consumer names)."""
+        return self._core.endpoint
+
+    @property
+    def role(self) -> str:
+        return self._core.role
+
+    @property
+    def bytes_copied_outside_transfers(self) -> int:
+        return self._core.bytes_copied_outside_transfers
+
+    @translated
+    def publish(self, payload: StagePayload) -> StageHandle:
+        """Starts moving the payload and returns at once."""
+        if not isinstance(payload, StagePayload):
+            raise InvalidArgumentError("publish() takes a StagePayload")
+        ptr, dtype, shape = _describe(payload.tensor, "payload tensor")
+        core = self._core.publish(
+            str(payload.request_id), str(payload.kind), ptr, dtype, shape,
+            -1 if payload.chunk_dim is None else int(payload.chunk_dim), int(payload.num_chunks),
+            str(payload.lease), bool(payload.progressive), payload.bound_consumer or "",
+            bool(payload.keep_buffer))
+        return StageHandle(core, payload.tensor)
+
+    def consume(self, descriptor: Descriptor, dst) -> Iterator[Any]:
+        """Yields views of dst (same type as dst), one per chunk, in order, each
+        once its bytes have landed. dst must match the payload's shape and dtype."""
+        d = _descriptor_bytes(descriptor)
+        ptr, dtype, shape = _describe(dst, "dst", writable=True)
+        stream = translated(self._core.consume)(d, ptr, dtype, shape)
+        chunk_dim = _sluice_chunk_dim(d)
+        return self._chunks(stream, dst, chunk_dim)
+
+    def _chunks(self, stream, dst, chunk_dim: int):
+        try:
+            nxt = translated(stream.next)
+            while True:
+                c = nxt()
+                if c is None:
+                    return
+                _, start, length = c
+                yield _chunk_view(dst, chunk_dim, start, length)
+        finally:
+            stream.close()
+
+    @translated
+    def release(self, descriptor: Descriptor) -> None:
+        """Ends the consumer's lease (store: deletes delete-on-consume chunks;
+        p2p: tells the producer its buffer is free)."""
+        self._core.release(_descriptor_bytes(descriptor))
+
+    def forget(self, tensor) -> None:
+        """Drops the cached registration of a tensor's memory before it is freed."""
+        ptr, _, _ = _describe(tensor, "tensor")
+        self._core.forget(ptr)
+
+    def close(self) -> None:
+        self._core.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _sluice_chunk_dim(d: bytes) -> int:
+    import json
+
+    return int(json.loads(descriptor_to_json(d)).get("chunk_dim", -1))

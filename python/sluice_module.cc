@@ -1,0 +1,315 @@
+// _sluice: the C++ connector as a Python extension. Tensors arrive as raw
+// (pointer, dtype, shape) triples prepared by sluice/diffusion.py, which
+// also turns chunk indices back into numpy/torch views; errors leave as
+// _sluice.StatusError(code, code_name, message), which the package maps to
+// typed exceptions. Every call that can block releases the GIL.
+#include <array>
+#include <cstdlib>
+
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "sluice/connector/connector.h"
+#include "sluice/logging.h"
+
+namespace py = pybind11;
+
+namespace sluice::python {
+namespace {
+
+PyObject* g_status_error = nullptr;
+
+struct StatusException {
+  Status status;
+};
+
+constexpr std::array<const char*, 14> kCodeNames = {"OK",
+                                                    "CANCELLED",
+                                                    "INVALID_ARGUMENT",
+                                                    "NOT_FOUND",
+                                                    "ALREADY_EXISTS",
+                                                    "RESOURCE_EXHAUSTED",
+                                                    "FAILED_PRECONDITION",
+                                                    "UNAVAILABLE",
+                                                    "DEADLINE_EXCEEDED",
+                                                    "DATA_LOSS",
+                                                    "PERMISSION_DENIED",
+                                                    "UNIMPLEMENTED",
+                                                    "INTERNAL",
+                                                    "UNKNOWN"};
+
+void Check(const Status& s) {
+  if (!s.ok()) {
+    throw StatusException{s};
+  }
+}
+template <typename T>
+T Unwrap(Result<T> r) {
+  Check(r.status());
+  return std::move(*r);
+}
+
+std::chrono::milliseconds Ms(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e7) {
+    throw StatusException{InvalidArgumentError("timeout must be 0..1e7 seconds")};
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+}
+
+TensorView View(std::uintptr_t ptr, const std::string& dtype, std::vector<std::int64_t> shape) {
+  return TensorView{reinterpret_cast<void*>(ptr), Unwrap(ParseDType(dtype)), std::move(shape), {}};
+}
+
+PayloadDescriptor Descriptor(const py::bytes& b) {
+  return Unwrap(PayloadDescriptor::Decode(std::string(b)));
+}
+
+// Reads one config dict; every key must be known (a typo is an error).
+template <typename Fn>
+void ForEachKey(const py::dict& d, const char* what, const std::vector<std::string>& known, Fn fn) {
+  for (auto item : d) {
+    const std::string key = py::str(item.first);
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string list;
+      for (const auto& k : known) {
+        list += (list.empty() ? "" : ", ") + k;
+      }
+      throw StatusException{InvalidArgumentError(std::string(what) + ": unknown key '" + key +
+                                                 "' (known: " + list + ")")};
+    }
+    fn(key, py::reinterpret_borrow<py::object>(item.second));
+  }
+}
+
+template <typename T>
+T As(const py::object& v, const std::string& key) {
+  try {
+    return v.cast<T>();
+  } catch (const py::cast_error&) {
+    throw StatusException{InvalidArgumentError("config key '" + key + "' has the wrong type")};
+  }
+}
+
+class Handle {
+ public:
+  explicit Handle(std::unique_ptr<StageHandle> h) : h_(std::move(h)) {}
+  py::bytes descriptor() const { return py::bytes(h_->descriptor().Encode()); }
+  std::string descriptor_json() const { return h_->descriptor().ToJson(); }
+  std::string mode() const { return std::string(TransferModeName(h_->descriptor().mode)); }
+  void mark_ready(int i) { Check(h_->MarkReady(i)); }
+  void wait(double timeout_s) {
+    const auto t = Ms(timeout_s);
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = h_->Wait(t);
+    }
+    Check(s);
+  }
+  bool released() const { return h_->released(); }
+  void wait_released(double timeout_s) {
+    const auto t = Ms(timeout_s);
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = h_->WaitReleased(t);
+    }
+    Check(s);
+  }
+  // Callbacks run on connector threads; they take the GIL to call Python.
+  void on_complete(py::function cb) {
+    auto shared = std::make_shared<py::function>(std::move(cb));
+    h_->OnComplete([shared](const Status& s) {
+      py::gil_scoped_acquire gil;
+      try {
+        (*shared)(static_cast<int>(s.code()), std::string(s.message()));
+      } catch (py::error_already_set& e) {
+        e.discard_as_unraisable("sluice on_complete callback");
+      }
+    });
+  }
+  void on_released(py::function cb) {
+    auto shared = std::make_shared<py::function>(std::move(cb));
+    h_->OnReleased([shared] {
+      py::gil_scoped_acquire gil;
+      try {
+        (*shared)();
+      } catch (py::error_already_set& e) {
+        e.discard_as_unraisable("sluice on_released callback");
+      }
+    });
+  }
+
+ private:
+  std::unique_ptr<StageHandle> h_;
+};
+
+class Stream {
+ public:
+  explicit Stream(std::unique_ptr<ChunkStream> s) : s_(std::move(s)) {}
+  // (index, start, length) of the next landed chunk, or None after the last.
+  std::optional<std::tuple<int, std::int64_t, std::int64_t>> next() {
+    Result<std::optional<ChunkView>> c = InternalError("not run");
+    {
+      py::gil_scoped_release nogil;
+      c = s_->Next();
+    }
+    std::optional<ChunkView> v = Unwrap(std::move(c));
+    if (!v.has_value()) {
+      return std::nullopt;
+    }
+    return std::make_tuple(v->index, v->start, v->length);
+  }
+  void close() {
+    py::gil_scoped_release nogil;
+    s_.reset();
+  }
+
+ private:
+  std::unique_ptr<ChunkStream> s_;
+};
+
+class Connector {
+ public:
+  Connector(const std::string& role, const std::string& mode, const py::dict& store,
+            const py::dict& engine, int store_threads, double consume_timeout_s) {
+    ConnectorConfig c;
+    Check(c.ApplyEnvironment());  // Explicit settings below win.
+    c.role = role;
+    if (!mode.empty()) {
+      c.mode = Unwrap(ParseTransferMode(mode));
+    }
+    ForEachKey(store, "store_config", {"master", "rpc_timeout_ms", "fast_lane"},
+               [&](const std::string& k, const py::object& v) {
+                 if (k == "master") {
+                   c.store.master = As<std::string>(v, k);
+                 } else if (k == "rpc_timeout_ms") {
+                   c.store.rpc_timeout = std::chrono::milliseconds(As<std::int64_t>(v, k));
+                 } else {
+                   c.store.fast_lane = As<bool>(v, k);
+                 }
+               });
+    ForEachKey(engine, "te_config", {"listen", "transports", "io_threads", "secret"},
+               [&](const std::string& k, const py::object& v) {
+                 if (k == "listen") {
+                   c.engine.listen = As<std::string>(v, k);
+                 } else if (k == "transports") {
+                   c.engine.transports = As<std::vector<std::string>>(v, k);
+                 } else if (k == "io_threads") {
+                   c.engine.io_threads = As<int>(v, k);
+                 } else {
+                   c.engine.secret = As<std::string>(v, k);
+                 }
+               });
+    c.store_threads = store_threads;
+    c.consume_timeout = Ms(consume_timeout_s);
+    py::gil_scoped_release nogil;
+    conn_ = Unwrap(DiffusionConnector::Create(std::move(c)));
+  }
+
+  Handle publish(const std::string& request_id, const std::string& kind, std::uintptr_t ptr,
+                 const std::string& dtype, std::vector<std::int64_t> shape, int chunk_dim,
+                 int num_chunks, const std::string& lease, bool progressive,
+                 const std::string& bound_consumer, bool keep_buffer) {
+    StagePayload p;
+    p.request_id = request_id;
+    p.kind = Unwrap(ParsePayloadKind(kind));
+    p.tensor = View(ptr, dtype, std::move(shape));
+    p.chunk_dim = chunk_dim;
+    p.num_chunks = num_chunks;
+    p.lease = Unwrap(Lease::Parse(lease));
+    p.progressive = progressive;
+    p.bound_consumer = bound_consumer;
+    p.keep_buffer = keep_buffer;
+    py::gil_scoped_release nogil;
+    return Handle(Unwrap(conn_->Publish(p)));
+  }
+
+  Stream consume(const py::bytes& descriptor, std::uintptr_t ptr, const std::string& dtype,
+                 std::vector<std::int64_t> shape) {
+    const PayloadDescriptor d = Descriptor(descriptor);
+    const TensorView dst = View(ptr, dtype, std::move(shape));
+    py::gil_scoped_release nogil;
+    return Stream(Unwrap(conn_->Consume(d, dst)));
+  }
+
+  void release(const py::bytes& descriptor) {
+    const PayloadDescriptor d = Descriptor(descriptor);
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = conn_->Release(d);
+    }
+    Check(s);
+  }
+
+  void forget(std::uintptr_t ptr) { conn_->Forget(reinterpret_cast<const void*>(ptr)); }
+  std::string endpoint() { return conn_->engine().endpoint(); }
+  std::string role() { return conn_->config().role; }
+  std::string mode() { return std::string(TransferModeName(conn_->config().mode)); }
+  std::uint64_t bytes_copied() { return conn_->bytes_copied_outside_transfers(); }
+  void close() {
+    py::gil_scoped_release nogil;
+    conn_.reset();
+  }
+
+ private:
+  std::unique_ptr<DiffusionConnector> conn_;
+};
+
+}  // namespace
+}  // namespace sluice::python
+
+PYBIND11_MODULE(_sluice, m) {
+  using namespace sluice::python;
+  m.doc() = "sluice C++ core (use the `sluice` package, not this module)";
+  // Library users get warnings and errors only, unless SLUICE_LOG_LEVEL asks.
+  const char* level = std::getenv("SLUICE_LOG_LEVEL");
+  if (!sluice::SetLogLevel(level != nullptr ? level : "warn").ok()) {
+    (void)sluice::SetLogLevel("warn");
+  }
+  g_status_error = PyErr_NewException("_sluice.StatusError", PyExc_RuntimeError, nullptr);
+  m.attr("StatusError") = py::handle(g_status_error);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) {
+        std::rethrow_exception(p);
+      }
+    } catch (const StatusException& e) {
+      const auto code = static_cast<std::size_t>(e.status.code());
+      const char* name = code < kCodeNames.size() ? kCodeNames[code] : "UNKNOWN";
+      py::tuple args =
+          py::make_tuple(static_cast<int>(code), name, std::string(e.status.message()));
+      PyErr_SetObject(g_status_error, args.ptr());
+    }
+  });
+
+  py::class_<Handle>(m, "Handle")
+      .def("descriptor", &Handle::descriptor)
+      .def("descriptor_json", &Handle::descriptor_json)
+      .def_property_readonly("mode", &Handle::mode)
+      .def("mark_ready", &Handle::mark_ready)
+      .def("wait", &Handle::wait)
+      .def("released", &Handle::released)
+      .def("wait_released", &Handle::wait_released)
+      .def("on_complete", &Handle::on_complete)
+      .def("on_released", &Handle::on_released);
+  py::class_<Stream>(m, "Stream").def("next", &Stream::next).def("close", &Stream::close);
+  py::class_<Connector>(m, "Connector")
+      .def(py::init<const std::string&, const std::string&, const py::dict&, const py::dict&, int,
+                    double>())
+      .def("publish", &Connector::publish)
+      .def("consume", &Connector::consume)
+      .def("release", &Connector::release)
+      .def("forget", &Connector::forget)
+      .def_property_readonly("endpoint", &Connector::endpoint)
+      .def_property_readonly("role", &Connector::role)
+      .def_property_readonly("mode", &Connector::mode)
+      .def_property_readonly("bytes_copied_outside_transfers", &Connector::bytes_copied)
+      .def("close", &Connector::close);
+  m.def("descriptor_to_json", [](const py::bytes& b) { return Descriptor(b).ToJson(); });
+  m.def("descriptor_from_json", [](const std::string& j) {
+    return py::bytes(Unwrap(sluice::PayloadDescriptor::FromJson(j)).Encode());
+  });
+}
