@@ -37,8 +37,8 @@ struct ConnectorBenchResult {
   double p50_us = 0;          // Publish to released, per payload.
   double p99_us = 0;
   double raw_p50_us = 0;
-  double ttfc_us = 0;        // p50 time from publish to the first chunk in dst.
-  double ttfc_whole_us = 0;  // The same with 1 chunk, measured in this run.
+  double ttfc_us = 0;         // p50 time from publish to the first chunk in dst.
+  double ttfc_whole_us = 0;   // The same with 1 chunk, measured in this run.
   double total_whole_us = 0;  // p50 publish-to-released with 1 chunk, same run.
   std::uint64_t bytes_copied_outside_transfers = 0;
 };
