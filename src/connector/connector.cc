@@ -81,6 +81,23 @@ ConnectorImpl::~ConnectorImpl() {
   for (auto& t : store_workers_) {
     t.join();
   }
+  // Queued store puts never ran: their handles end cancelled, not hanging.
+  std::vector<std::weak_ptr<HandleState>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    store_tasks_.clear();
+    pending.swap(store_pending_);
+  }
+  for (auto& w : pending) {
+    if (auto h = w.lock()) {
+      std::vector<std::function<void()>> cbs;
+      {
+        std::lock_guard<std::mutex> lock(h->mu);
+        cbs = h->CompleteLocked(Status(StatusCode::kCancelled, "connector closed"));
+      }
+      RunAll(cbs);
+    }
+  }
   if (engine_ != nullptr) {
     engine_->SetNotifyHandler(nullptr);
   }

@@ -138,6 +138,8 @@ class ConnectorImpl {
   // Store payloads this connector read whole (delete-on-consume already
   // removed them): Release needs no calls. Oldest first, bounded.
   std::deque<std::string> consumed_;  // Guarded by mu_.
+  // Store payloads not yet complete, failed with kCancelled on shutdown.
+  std::vector<std::weak_ptr<HandleState>> store_pending_;  // Guarded by mu_.
   std::thread control_;
   std::vector<std::thread> store_workers_;
 };

@@ -277,6 +277,7 @@ TEST_F(ConnectorTest, BadInputIsRejectedBeforeAnyTransfer) {
       << s.status().ToString();
   s = consumer_->Consume((*h)->descriptor(), TensorView{wrong.data(), DType::kI32, {2, 3, 4}, {}});
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*h)->Wait(5s).ok()) << "`t` must outlive the publish";
   ConnectorConfig c;
   c.role = "Bad Role";
   EXPECT_EQ(DiffusionConnector::Create(c).status().code(), StatusCode::kInvalidArgument);

@@ -97,6 +97,18 @@ void ConnectorImpl::PutChunk(const std::shared_ptr<HandleState>& hs, int i) {
 Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const StagePayload& p) {
   SLUICE_RETURN_IF_ERROR(Ensure(p.tensor.data, p.tensor.nbytes(), Access::kLocalOnly).status());
   h->desc.key_prefix = "sluice/" + config_.role + "/" + p.request_id + "/" + RandomId();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(store_pending_, [](const std::weak_ptr<HandleState>& w) {
+      auto s = w.lock();
+      if (s == nullptr) {
+        return true;
+      }
+      std::lock_guard<std::mutex> hl(s->mu);
+      return s->complete;
+    });
+    store_pending_.push_back(h);
+  }
   std::weak_ptr<HandleState> weak = h;
   h->publish_chunk = [this, weak](int i) -> Status {
     std::shared_ptr<HandleState> hs = weak.lock();
