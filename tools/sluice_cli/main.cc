@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "sluice/logging.h"
+#include "sluice/orchestrator/server.h"
 #include "sluice/store/master.h"
 #include "sluice/store/store_node.h"
 #include "sluice/units.h"
@@ -102,6 +103,19 @@ int RunStoreNode(const std::string& listen, const sluice::StoreNodeConfig& confi
   return 0;
 }
 
+int RunOrchestrator(const sluice::OrchestratorConfig& config, bool exit_on_eof) {
+  BlockStopSignals();
+  auto orch = sluice::OrchestratorServer::Start(config);
+  if (!orch.ok()) {
+    std::cerr << "sluice orchestrator: " << orch.status().ToString() << "\n";
+    return 1;
+  }
+  std::cout << "READY orchestrator " << (*orch)->endpoint() << " " << (*orch)->http_endpoint()
+            << std::endl;
+  WaitForStopSignal(exit_on_eof);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,6 +143,24 @@ int main(int argc, char** argv) {
 
   bool exit_on_eof = false;
   master->add_flag("--exit-on-stdin-eof", exit_on_eof, "stop when stdin closes (for supervisors)");
+
+  sluice::OrchestratorConfig orch_config;
+  std::int64_t worker_timeout_ms = orch_config.worker_timeout.count();
+  CLI::App* orch = app.add_subcommand(
+      "orchestrator", "run the orchestrator (gRPC for workers, HTTP/JSON for clients)");
+  orch->add_option("--listen", orch_config.listen, "gRPC endpoint for workers (port 0 picks one)")
+      ->capture_default_str();
+  orch->add_option("--http", orch_config.http_listen, "HTTP endpoint for clients")
+      ->capture_default_str();
+  orch->add_option("--max-queued-jobs", orch_config.max_queued_jobs,
+                   "queued jobs beyond which submissions answer 429")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
+      ->capture_default_str();
+  orch->add_option("--worker-timeout-ms", worker_timeout_ms,
+                   "a worker silent this long is lost and its work re-queued")
+      ->check(CLI::Range(std::int64_t{600}, std::int64_t{3600000}))
+      ->capture_default_str();
+  orch->add_flag("--exit-on-stdin-eof", exit_on_eof, "stop when stdin closes (for supervisors)");
 
   sluice::StoreNodeConfig node_config;
   std::string node_listen = "127.0.0.1:0", node_memory = "1GiB";
@@ -265,6 +297,10 @@ int main(int argc, char** argv) {
   }
   if (*master) {
     return RunMaster(master_config, exit_on_eof);
+  }
+  if (*orch) {
+    orch_config.worker_timeout = std::chrono::milliseconds(worker_timeout_ms);
+    return RunOrchestrator(orch_config, exit_on_eof);
   }
   if (*store_node) {
     node_config.memory_bytes = *sluice::ParseByteSize(node_memory);

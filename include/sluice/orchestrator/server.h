@@ -1,0 +1,56 @@
+// sluice/orchestrator/server.h
+//
+// The orchestrator service (`sluice orchestrator`): gRPC for stage workers
+// (register, heartbeat with credits and step progress, a stream of
+// assignments, done/failed) and HTTP/JSON for clients (OpenAI-shaped image
+// generation, jobs, server-sent events, /metrics, /healthz). Scheduling is
+// the deterministic core in src/orchestrator/core.
+//
+// Thread safety: all methods may be called from any thread.
+
+#ifndef SLUICE_ORCHESTRATOR_SERVER_H_
+#define SLUICE_ORCHESTRATOR_SERVER_H_
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "sluice/status.h"
+
+namespace sluice {
+
+namespace internal {
+class OrchestratorServerImpl;
+}
+
+struct OrchestratorConfig {
+  std::string listen = "127.0.0.1:0";       // gRPC for workers; port 0 picks one.
+  std::string http_listen = "127.0.0.1:0";  // HTTP for clients; port 0 picks one.
+  std::size_t max_queued_jobs = 1024;       // Beyond: HTTP 429 with Retry-After.
+  std::chrono::milliseconds heartbeat_interval{500};
+  std::chrono::milliseconds worker_timeout{3000};  // Silent this long: the worker is lost.
+  int max_attempts = 3;                            // Per stage.
+  // A synchronous image request waits this long before answering 504.
+  std::chrono::milliseconds sync_timeout{600000};
+};
+
+class OrchestratorServer {
+ public:
+  // Errors: kInvalidArgument naming the bad field; kUnavailable (a port
+  // cannot be bound).
+  static Result<std::unique_ptr<OrchestratorServer>> Start(const OrchestratorConfig& config);
+  // Stops both faces; worker streams end, waiting HTTP requests answer.
+  ~OrchestratorServer();
+
+  const std::string& endpoint() const;       // gRPC "host:port".
+  const std::string& http_endpoint() const;  // HTTP "host:port".
+
+ private:
+  explicit OrchestratorServer(std::unique_ptr<internal::OrchestratorServerImpl> impl);
+  std::unique_ptr<internal::OrchestratorServerImpl> impl_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_ORCHESTRATOR_SERVER_H_

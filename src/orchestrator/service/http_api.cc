@@ -1,0 +1,290 @@
+#include "orchestrator/service/http_api.h"
+
+#include <openssl/evp.h>
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace sluice::orchestrator {
+namespace {
+
+using nlohmann::json;
+
+std::string Base64(const std::string& in) {
+  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(in.data()),
+                                static_cast<int>(in.size()));
+  out.resize(static_cast<std::size_t>(n));
+  return out;
+}
+
+void Error(httplib::Response& res, int http, std::string_view type, std::string_view message,
+           std::string_view param = {}) {
+  json j;
+  j["error"] = {{"message", message}, {"type", type}};
+  if (!param.empty()) {
+    j["error"]["param"] = param;
+  }
+  res.status = http;
+  res.set_content(j.dump(), "application/json");
+}
+
+void StatusError(httplib::Response& res, const Status& s) {
+  const bool full = s.code() == StatusCode::kResourceExhausted;
+  if (full) {
+    res.set_header("Retry-After", "1");
+  }
+  Error(res,
+        full                                       ? 429
+        : s.code() == StatusCode::kInvalidArgument ? 400
+        : s.code() == StatusCode::kNotFound        ? 404
+                                                   : 503,
+        full ? "rate_limit_exceeded" : "invalid_request_error", s.message());
+}
+
+json JobJson(const JobView& v) {
+  json j;
+  j["id"] = "job-" + std::to_string(v.id);
+  j["object"] = "job";
+  j["kind"] = v.kind;
+  j["status"] = v.status;
+  j["stage"] = v.stage;
+  j["progress"] = {{"step", v.step}, {"steps", v.steps}};
+  if (!v.error.empty()) {
+    j["error"] = v.error;
+  }
+  return j;
+}
+
+json EventJson(const JobEvent& e) {
+  json j = {{"type", e.type}, {"t_ms", e.t_ms}, {"stage", e.stage}};
+  if (e.type == "step") {
+    j["step"] = e.step;
+    j["steps"] = e.steps;
+  }
+  if (!e.detail.empty()) {
+    j["detail"] = e.detail;
+  }
+  return j;
+}
+
+// "job-42" -> 42.
+std::optional<JobId> ParseJobId(const std::string& s) {
+  std::string_view v = s;
+  if (v.starts_with("job-")) {
+    v.remove_prefix(4);
+  }
+  JobId id = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), id);
+  if (ec != std::errc() || end != v.data() + v.size() || id == 0) {
+    return std::nullopt;
+  }
+  return id;
+}
+
+}  // namespace
+
+Result<JobRequest> ParseImageRequest(std::string_view body, bool* async) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return InvalidArgumentError("body: not a JSON object");
+  }
+  auto bad = [](const char* field, const std::string& why) {
+    return InvalidArgumentError(std::string(field) + ": " + why);
+  };
+  static const std::set<std::string> kKnown = {
+      "prompt",      "n",     "size",    "response_format", "negative_prompt",
+      "seed",        "steps", "model",   "async",           "priority",
+      "deadline_ms", "user",  "guidance"};
+  for (const auto& [k, v] : j.items()) {
+    if (kKnown.count(k) == 0) {
+      return bad(k.c_str(), "unknown field");
+    }
+  }
+  if (!j.contains("prompt") || !j["prompt"].is_string() || j["prompt"].get<std::string>().empty() ||
+      j["prompt"].get<std::string>().size() > 10000) {
+    return bad("prompt", "required, a string of 1..10000 characters");
+  }
+  if (j.contains("n") && (!j["n"].is_number_integer() || j["n"] != 1)) {
+    return bad("n", "only 1 is supported");
+  }
+  std::string size = j.value("size", std::string("256x256"));
+  if (!j.value("size", json("256x256")).is_string()) {
+    return bad("size", "a string like \"256x256\"");
+  }
+  int w = 0, h = 0;
+  {
+    const auto x = size.find('x');
+    auto p1 = std::from_chars(size.data(), size.data() + (x == std::string::npos ? 0 : x), w);
+    auto p2 = x == std::string::npos
+                  ? std::from_chars_result{nullptr, std::errc::invalid_argument}
+                  : std::from_chars(size.data() + x + 1, size.data() + size.size(), h);
+    if (x == std::string::npos || p1.ec != std::errc() || p2.ec != std::errc() ||
+        p2.ptr != size.data() + size.size() || w < 64 || h < 64 || w > 2048 || h > 2048 ||
+        w % 8 != 0 || h % 8 != 0) {
+      return bad("size", "WIDTHxHEIGHT, each 64..2048 and a multiple of 8");
+    }
+  }
+  if (j.contains("response_format") && j["response_format"] != "b64_json") {
+    return bad("response_format", "only \"b64_json\" is supported");
+  }
+  if (j.contains("negative_prompt") && !j["negative_prompt"].is_string()) {
+    return bad("negative_prompt", "a string");
+  }
+  if (j.contains("seed") && !j["seed"].is_number_integer()) {
+    return bad("seed", "an integer");
+  }
+  if (j.contains("steps") &&
+      (!j["steps"].is_number_integer() || j["steps"] < 1 || j["steps"] > 1000)) {
+    return bad("steps", "an integer in 1..1000");
+  }
+  if (j.contains("async") && !j["async"].is_boolean()) {
+    return bad("async", "true or false");
+  }
+  JobRequest r;
+  r.kind = "image";
+  const std::string prio = j.value("priority", json("standard")).is_string()
+                               ? j.value("priority", std::string("standard"))
+                               : std::string("?");
+  if (prio == "interactive") {
+    r.priority = PriorityClass::kInteractive;
+  } else if (prio == "standard") {
+    r.priority = PriorityClass::kStandard;
+  } else if (prio == "batch") {
+    r.priority = PriorityClass::kBatch;
+  } else {
+    return bad("priority", "interactive, standard or batch");
+  }
+  if (j.contains("deadline_ms")) {
+    if (!j["deadline_ms"].is_number_integer() || j["deadline_ms"] < 1 ||
+        j["deadline_ms"] > 86400000) {
+      return bad("deadline_ms", "an integer in 1..86400000");
+    }
+    r.deadline = std::chrono::milliseconds(j["deadline_ms"].get<std::int64_t>());
+  }
+  *async = j.value("async", false);
+  j["size"] = size;
+  j["steps"] = j.value("steps", 20);
+  j["seed"] = j.value("seed", 0);
+  j.erase("async");
+  r.request_json = j.dump();
+  return r;
+}
+
+void InstallHttpApi(httplib::Server& http, OrchestratorState& state,
+                    std::chrono::milliseconds sync_timeout) {
+  http.Post("/v1/images/generations",
+            [&state, sync_timeout](const httplib::Request& req, httplib::Response& res) {
+              bool async = false;
+              Result<JobRequest> r = ParseImageRequest(req.body, &async);
+              if (!r.ok()) {
+                const std::string msg(r.status().message());
+                return Error(res, 400, "invalid_request_error", msg, msg.substr(0, msg.find(':')));
+              }
+              Result<JobId> id = state.Submit(*r);
+              if (!id.ok()) {
+                return StatusError(res, id.status());
+              }
+              if (async) {
+                res.status = 202;
+                res.set_content(JobJson(*state.Get(*id)).dump(), "application/json");
+                return;
+              }
+              std::optional<JobView> v = state.WaitFinished(*id, sync_timeout);
+              if (!v.has_value() || !v->finished()) {
+                return Error(res, 504, "timeout", "job-" + std::to_string(*id) + " still running");
+              }
+              if (v->status != "succeeded") {
+                return Error(res, 500, "job_failed", v->status + ": " + v->error);
+              }
+              json out;
+              out["created"] = std::chrono::duration_cast<std::chrono::seconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+              out["data"] = json::array({{{"b64_json", Base64(v->result)}}});
+              out["id"] = "job-" + std::to_string(*id);
+              res.set_content(out.dump(), "application/json");
+            });
+
+  http.Get(R"(/v1/jobs/([^/]+))", [&state](const httplib::Request& req, httplib::Response& res) {
+    std::optional<JobId> id = ParseJobId(req.matches[1]);
+    std::optional<JobView> v = id ? state.Get(*id) : std::nullopt;
+    if (!v.has_value()) {
+      return Error(res, 404, "not_found", "no job " + std::string(req.matches[1]));
+    }
+    res.set_content(JobJson(*v).dump(), "application/json");
+  });
+
+  http.Delete(R"(/v1/jobs/([^/]+))", [&state](const httplib::Request& req, httplib::Response& res) {
+    std::optional<JobId> id = ParseJobId(req.matches[1]);
+    Status s = id ? state.Cancel(*id) : NotFoundError("no job " + std::string(req.matches[1]));
+    if (!s.ok()) {
+      return StatusError(res, s);
+    }
+    res.set_content(JobJson(*state.Get(*id)).dump(), "application/json");
+  });
+
+  http.Get(R"(/v1/jobs/([^/]+)/events)", [&state](const httplib::Request& req,
+                                                  httplib::Response& res) {
+    std::optional<JobId> id = ParseJobId(req.matches[1]);
+    if (!id || !state.Get(*id)) {
+      return Error(res, 404, "not_found", "no job " + std::string(req.matches[1]));
+    }
+    auto next = std::make_shared<std::size_t>(0);
+    res.set_chunked_content_provider(
+        "text/event-stream", [&state, id = *id, next](std::size_t, httplib::DataSink& sink) {
+          auto [events, finished] = state.EventsFrom(id, *next, std::chrono::seconds(1));
+          for (const JobEvent& e : events) {
+            const std::string line = "event: " + e.type + "\ndata: " + EventJson(e).dump() + "\n\n";
+            if (!sink.write(line.data(), line.size())) {
+              return false;
+            }
+          }
+          *next += events.size();
+          if (finished) {
+            sink.done();
+          }
+          return true;
+        });
+  });
+
+  http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+
+  http.Get("/metrics", [&state](const httplib::Request&, httplib::Response& res) {
+    const ServiceStats s = state.Stats();
+    std::ostringstream out;
+    out << "# HELP sluice_orchestrator_queued Queued stage work.\n"
+        << "# TYPE sluice_orchestrator_queued gauge\n";
+    for (int st = 0; st < kStageCount; ++st) {
+      out << "sluice_orchestrator_queued{stage=\"" << StageName(static_cast<Stage>(st)) << "\"} "
+          << s.scheduler.queued[st] << "\n";
+    }
+    out << "# HELP sluice_orchestrator_workers Registered workers.\n"
+        << "# TYPE sluice_orchestrator_workers gauge\n";
+    for (int st = 0; st < kStageCount; ++st) {
+      out << "sluice_orchestrator_workers{stage=\"" << StageName(static_cast<Stage>(st)) << "\"} "
+          << s.workers[st] << "\n";
+    }
+    auto counter = [&](const char* name, const char* help, std::uint64_t v) {
+      out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
+          << name << " " << v << "\n";
+    };
+    out << "# TYPE sluice_orchestrator_running gauge\nsluice_orchestrator_running "
+        << s.scheduler.running << "\n";
+    counter("sluice_orchestrator_jobs_submitted_total", "Jobs accepted.", s.submitted);
+    counter("sluice_orchestrator_jobs_rejected_total", "Submissions answered 429.", s.rejected);
+    counter("sluice_orchestrator_jobs_succeeded_total", "Jobs done.", s.succeeded);
+    counter("sluice_orchestrator_jobs_failed_total", "Jobs failed.", s.failed);
+    counter("sluice_orchestrator_jobs_cancelled_total", "Jobs cancelled.", s.cancelled);
+    counter("sluice_orchestrator_dispatches_total", "Stage dispatches.", s.scheduler.dispatches);
+    counter("sluice_orchestrator_preemptions_total", "Checkpoint preemptions.",
+            s.scheduler.preemptions);
+    res.set_content(out.str(), "text/plain; version=0.0.4");
+  });
+}
+
+}  // namespace sluice::orchestrator

@@ -1,0 +1,31 @@
+// The orchestrator's HTTP/JSON face for clients:
+//   POST   /v1/images/generations  OpenAI's images body (+ negative_prompt,
+//                                  seed, steps, priority, deadline_ms, async)
+//   GET    /v1/jobs/{id}           status, stage, step progress, error
+//   GET    /v1/jobs/{id}/events    server-sent events until the job ends
+//   DELETE /v1/jobs/{id}           cancel
+//   GET    /metrics, /healthz
+// A malformed body answers 400 naming the field; a full queue 429 with
+// Retry-After.
+#ifndef SLUICE_ORCHESTRATOR_SERVICE_HTTP_API_H_
+#define SLUICE_ORCHESTRATOR_SERVICE_HTTP_API_H_
+
+#include <httplib.h>
+
+#include <chrono>
+
+#include "orchestrator/service/orchestrator_state.h"
+
+namespace sluice::orchestrator {
+
+void InstallHttpApi(httplib::Server& http, OrchestratorState& state,
+                    std::chrono::milliseconds sync_timeout);
+
+// Validates an images request body; on success returns the job request
+// (the body, normalized, becomes request_json). Errors: kInvalidArgument
+// naming the field.
+Result<JobRequest> ParseImageRequest(std::string_view body, bool* async);
+
+}  // namespace sluice::orchestrator
+
+#endif  // SLUICE_ORCHESTRATOR_SERVICE_HTTP_API_H_

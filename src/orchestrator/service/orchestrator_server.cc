@@ -1,0 +1,289 @@
+// gRPC and HTTP faces of OrchestratorState, plus the ticker that declares
+// silent workers lost.
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+
+#include <deque>
+#include <thread>
+
+#include "sluice/orchestrator/server.h"
+
+#include "common/log.h"
+#include "common/net.h"
+#include "orchestrator/service/http_api.h"
+#include "orchestrator/service/orchestrator_state.h"
+#include "service/proto/orchestrator.grpc.pb.h"
+
+namespace sluice::internal {
+
+namespace pb = ::sluice::orchestrator::v1;
+using orchestrator::OrchestratorState;
+
+namespace {
+
+grpc::Status ToGrpc(const Status& s) {
+  if (s.ok()) {
+    return grpc::Status::OK;
+  }
+  grpc::StatusCode c = grpc::StatusCode::INTERNAL;
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+      c = grpc::StatusCode::INVALID_ARGUMENT;
+      break;
+    case StatusCode::kNotFound:
+      c = grpc::StatusCode::NOT_FOUND;
+      break;
+    case StatusCode::kFailedPrecondition:
+      c = grpc::StatusCode::FAILED_PRECONDITION;
+      break;
+    case StatusCode::kResourceExhausted:
+      c = grpc::StatusCode::RESOURCE_EXHAUSTED;
+      break;
+    case StatusCode::kAlreadyExists:
+      c = grpc::StatusCode::ALREADY_EXISTS;
+      break;
+    default:
+      break;
+  }
+  return grpc::Status(c, std::string(s.message()));
+}
+
+// One worker's assignment stream: queued and written one at a time.
+class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
+ public:
+  AssignmentWriter(OrchestratorState* state, std::uint64_t worker)
+      : state_(state), worker_(worker) {}
+
+  void Push(const pb::Assignment& a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) {
+      return;
+    }
+    queue_.push_back(a);
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+    }
+  }
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!finished_) {
+      finished_ = true;
+      if (!writing_) {
+        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker declared lost"));
+      }
+    }
+  }
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.pop_front();
+    writing_ = false;
+    if (!ok || finished_) {
+      if (!done_finish_) {
+        done_finish_ = true;
+        finished_ = true;
+        Finish(ok ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker declared lost")
+                  : grpc::Status::OK);
+      }
+      return;
+    }
+    if (!queue_.empty()) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+    }
+  }
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!finished_ || !done_finish_) {
+      finished_ = true;
+      done_finish_ = true;
+      Finish(grpc::Status::CANCELLED);
+    }
+  }
+  void OnDone() override {
+    state_->Detach(worker_);
+    delete this;
+  }
+
+ private:
+  OrchestratorState* state_;
+  std::uint64_t worker_;
+  std::mutex mu_;
+  std::deque<pb::Assignment> queue_;  // Front is being written when writing_.
+  bool writing_ = false;
+  bool finished_ = false;
+  bool done_finish_ = false;
+};
+
+}  // namespace
+
+class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
+ public:
+  explicit OrchestratorServerImpl(const OrchestratorConfig& c)
+      : config_(c), state_([&] {
+          orchestrator::ServiceOptions o;
+          o.scheduler.max_queued_jobs = c.max_queued_jobs;
+          o.scheduler.max_attempts = c.max_attempts;
+          o.heartbeat_interval = c.heartbeat_interval;
+          o.worker_timeout = c.worker_timeout;
+          return o;
+        }()) {}
+
+  ~OrchestratorServerImpl() override {
+    {
+      std::lock_guard<std::mutex> lock(tick_mu_);
+      stopping_ = true;
+    }
+    tick_cv_.notify_all();
+    if (ticker_.joinable()) {
+      ticker_.join();
+    }
+    if (http_thread_.joinable()) {
+      http_.stop();
+      http_thread_.join();
+    }
+    if (server_ != nullptr) {
+      server_->Shutdown(std::chrono::system_clock::now());
+    }
+  }
+
+  Status Start() {
+    SLUICE_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(config_.listen, true));
+    SLUICE_ASSIGN_OR_RETURN(HostPort hh, ParseHostPort(config_.http_listen, true));
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(hp.ToString(), grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port == 0) {
+      return UnavailableError("orchestrator cannot listen on " + hp.ToString(),
+                              FailureScope::kTransport);
+    }
+    hp.port = static_cast<std::uint16_t>(port);
+    endpoint_ = hp.ToString();
+    orchestrator::InstallHttpApi(http_, state_, config_.sync_timeout);
+    const int hport = hh.port == 0 ? http_.bind_to_any_port(hh.host)
+                                   : (http_.bind_to_port(hh.host, hh.port) ? hh.port : -1);
+    if (hport <= 0) {
+      return UnavailableError("orchestrator HTTP cannot listen on " + hh.ToString(),
+                              FailureScope::kTransport);
+    }
+    hh.port = static_cast<std::uint16_t>(hport);
+    http_endpoint_ = hh.ToString();
+    http_thread_ = std::thread([this] { http_.listen_after_bind(); });
+    ticker_ = std::thread([this] { TickLoop(); });
+    SLUICE_LOG(info, "orchestrator: workers on {}, HTTP on {}", endpoint_, http_endpoint_);
+    return Status::Ok();
+  }
+
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& http_endpoint() const { return http_endpoint_; }
+
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
+                                     const pb::RegisterRequest* req,
+                                     pb::RegisterResponse* resp) override {
+    std::vector<std::string> labels(req->labels().begin(), req->labels().end());
+    Result<std::uint64_t> id = state_.Register(
+        req->stage(), static_cast<int>(std::min<std::uint32_t>(req->capacity(), 1u << 20)),
+        std::move(labels));
+    if (id.ok()) {
+      resp->set_worker_id(*id);
+      resp->set_heartbeat_interval_ms(
+          static_cast<std::uint64_t>(config_.heartbeat_interval.count()));
+      SLUICE_LOG(info, "worker {} ({}, capacity {}) registered as {}", req->name(), req->stage(),
+                 req->capacity(), *id);
+    }
+    return Done(ctx, id.status());
+  }
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
+                                      const pb::HeartbeatRequest* req,
+                                      pb::HeartbeatResponse* resp) override {
+    Status s = state_.Heartbeat(*req);
+    if (s.code() == StatusCode::kNotFound) {
+      resp->set_reregister(true);
+      s = Status::Ok();
+    }
+    return Done(ctx, s);
+  }
+  grpc::ServerWriteReactor<pb::Assignment>* Assignments(
+      grpc::CallbackServerContext*, const pb::AssignmentsRequest* req) override {
+    auto* w = new AssignmentWriter(&state_, req->worker_id());
+    Status s = state_.Attach(
+        req->worker_id(), [w](const pb::Assignment& a) { w->Push(a); }, [w] { w->Close(); });
+    if (!s.ok()) {
+      w->Finish(ToGrpc(s));
+    }
+    return w;
+  }
+  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const pb::DoneRequest* req,
+                                 pb::DoneResponse*) override {
+    return Done(ctx, state_.Done(*req));
+  }
+  grpc::ServerUnaryReactor* Failed(grpc::CallbackServerContext* ctx, const pb::FailedRequest* req,
+                                   pb::FailedResponse*) override {
+    return Done(ctx, state_.Failed(*req));
+  }
+
+ private:
+  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const Status& s) {
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    r->Finish(ToGrpc(s));
+    return r;
+  }
+
+  void TickLoop() {
+    std::unique_lock<std::mutex> lock(tick_mu_);
+    while (!stopping_) {
+      tick_cv_.wait_for(lock, std::chrono::milliseconds(100));
+      lock.unlock();
+      state_.Tick();
+      lock.lock();
+    }
+  }
+
+  OrchestratorConfig config_;
+  OrchestratorState state_;
+  std::unique_ptr<grpc::Server> server_;
+  httplib::Server http_;
+  std::thread http_thread_;
+  std::string endpoint_;
+  std::string http_endpoint_;
+  std::mutex tick_mu_;
+  std::condition_variable tick_cv_;
+  bool stopping_ = false;  // Guarded by tick_mu_.
+  std::thread ticker_;
+};
+
+}  // namespace sluice::internal
+
+namespace sluice {
+
+OrchestratorServer::OrchestratorServer(std::unique_ptr<internal::OrchestratorServerImpl> impl)
+    : impl_(std::move(impl)) {}
+OrchestratorServer::~OrchestratorServer() = default;
+
+Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
+    const OrchestratorConfig& config) {
+  if (config.max_queued_jobs < 1) {
+    return InvalidArgumentError("orchestrator: max_queued_jobs must be at least 1");
+  }
+  if (config.heartbeat_interval.count() <= 0 ||
+      config.worker_timeout <= config.heartbeat_interval) {
+    return InvalidArgumentError("orchestrator: worker_timeout must exceed heartbeat_interval > 0");
+  }
+  if (config.max_attempts < 1 || config.max_attempts > 100) {
+    return InvalidArgumentError("orchestrator: max_attempts must be in 1..100");
+  }
+  auto impl = std::make_unique<internal::OrchestratorServerImpl>(config);
+  SLUICE_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<OrchestratorServer>(new OrchestratorServer(std::move(impl)));
+}
+
+const std::string& OrchestratorServer::endpoint() const {
+  return impl_->endpoint();
+}
+const std::string& OrchestratorServer::http_endpoint() const {
+  return impl_->http_endpoint();
+}
+
+}  // namespace sluice

@@ -1,0 +1,348 @@
+#include "orchestrator/service/orchestrator_state.h"
+
+#include "common/log.h"
+
+namespace sluice::orchestrator {
+
+Result<Stage> ParseStage(std::string_view s) {
+  for (int i = 0; i < kStageCount; ++i) {
+    if (StageName(static_cast<Stage>(i)) == s) {
+      return static_cast<Stage>(i);
+    }
+  }
+  return InvalidArgumentError("unknown stage '" + std::string(s) +
+                              "' (expected encode, denoise or decode)");
+}
+
+OrchestratorState::OrchestratorState(ServiceOptions o)
+    : options_(std::move(o)), scheduler_(options_.scheduler) {}
+
+void OrchestratorState::EventLocked(JobRecord& j, TimePoint now, std::string type,
+                                    std::string detail) {
+  JobEvent e;
+  e.t_ms = std::chrono::duration<double, std::milli>(now - j.submitted).count();
+  e.type = std::move(type);
+  e.stage = j.view.stage;
+  e.step = j.view.step;
+  e.steps = j.view.steps;
+  e.detail = std::move(detail);
+  j.view.events.push_back(std::move(e));
+  cv_.notify_all();
+}
+
+Result<JobId> OrchestratorState::Submit(const JobRequest& r) {
+  const TimePoint now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  JobSpec spec;
+  spec.id = next_job_;
+  spec.pipeline = r.pipeline;
+  spec.priority = r.priority;
+  if (r.deadline.has_value()) {
+    spec.deadline = now + *r.deadline;
+  }
+  spec.affinity = r.affinity;
+  if (Status s = scheduler_.Submit(spec, now); !s.ok()) {
+    stats_.rejected += s.code() == StatusCode::kResourceExhausted ? 1 : 0;
+    return s;
+  }
+  ++next_job_;
+  ++stats_.submitted;
+  JobRecord& j = jobs_[spec.id];
+  j.request = r;
+  j.submitted = now;
+  j.view.id = spec.id;
+  j.view.kind = r.kind;
+  j.view.status = "queued";
+  j.view.stage = std::string(StageName(r.pipeline.front()));
+  EventLocked(j, now, "queued");
+  ApplyLocked(now);
+  return spec.id;
+}
+
+Result<WorkerId> OrchestratorState::Register(std::string_view stage, int capacity,
+                                             std::vector<std::string> labels) {
+  SLUICE_ASSIGN_OR_RETURN(Stage st, ParseStage(stage));
+  if (capacity < 1 || capacity > 1024) {
+    return InvalidArgumentError("capacity must be in 1..1024");
+  }
+  const TimePoint now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  const WorkerId id = next_worker_++;
+  SLUICE_RETURN_IF_ERROR(scheduler_.WorkerUp(id, st, capacity, now, std::move(labels)));
+  WorkerRecord& w = workers_[id];
+  w.stage = st;
+  w.capacity = capacity;
+  w.last_heartbeat = now;
+  ApplyLocked(now);
+  return id;
+}
+
+Status OrchestratorState::Attach(WorkerId id, Sink sink, std::function<void()> closed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(id);
+  if (it == workers_.end()) {
+    return NotFoundError("unknown worker " + std::to_string(id) + " (register again)");
+  }
+  it->second.sink = std::move(sink);
+  it->second.closed = std::move(closed);
+  while (!it->second.pending.empty()) {
+    it->second.sink(it->second.pending.front());
+    it->second.pending.pop_front();
+  }
+  return Status::Ok();
+}
+
+void OrchestratorState::Detach(WorkerId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(id);
+  if (it != workers_.end()) {
+    it->second.sink = nullptr;
+    it->second.closed = nullptr;
+  }
+}
+
+void OrchestratorState::SendLocked(WorkerId id, v1::Assignment a) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) {
+    return;
+  }
+  if (it->second.sink) {
+    it->second.sink(a);
+  } else {
+    it->second.pending.push_back(std::move(a));
+  }
+}
+
+Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
+  const TimePoint now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(r.worker_id());
+  if (it == workers_.end()) {
+    return NotFoundError("unknown worker " + std::to_string(r.worker_id()) + " (register again)");
+  }
+  it->second.last_heartbeat = now;
+  (void)scheduler_.Credits(r.worker_id(),
+                           static_cast<int>(std::min<std::uint32_t>(r.free_slots(), 1024)), now);
+  for (const v1::StepProgress& p : r.progress()) {
+    if (!scheduler_
+             .Progress(p.job_id(), r.worker_id(), static_cast<int>(p.step()), p.checkpointed(), now)
+             .ok()) {
+      continue;  // Stale: the job moved on.
+    }
+    auto j = jobs_.find(p.job_id());
+    if (j != jobs_.end() && j->second.view.step != static_cast<int>(p.step())) {
+      j->second.view.step = static_cast<int>(p.step());
+      j->second.view.steps = static_cast<int>(p.steps());
+      EventLocked(j->second, now, "step");
+    }
+  }
+  ApplyLocked(now);
+  return Status::Ok();
+}
+
+Status OrchestratorState::Done(const v1::DoneRequest& r) {
+  const TimePoint now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto j = jobs_.find(r.job_id());
+  if (j == jobs_.end()) {
+    return NotFoundError("unknown job " + std::to_string(r.job_id()));
+  }
+  SLUICE_RETURN_IF_ERROR(scheduler_.StageDone(r.job_id(), r.worker_id(), now));
+  JobRecord& rec = j->second;
+  Result<Stage> st = ParseStage(rec.view.stage);
+  if (st.ok()) {
+    rec.outputs[*st] = r.output();
+    if (*st == rec.request.pipeline.back()) {
+      rec.view.result = r.output();
+      rec.view.result_type = r.output_type();
+    }
+  }
+  EventLocked(rec, now, "stage_done");
+  ApplyLocked(now);
+  return Status::Ok();
+}
+
+Status OrchestratorState::Failed(const v1::FailedRequest& r) {
+  const TimePoint now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto j = jobs_.find(r.job_id());
+  if (j == jobs_.end()) {
+    return NotFoundError("unknown job " + std::to_string(r.job_id()));
+  }
+  if (r.preempted()) {
+    SLUICE_RETURN_IF_ERROR(scheduler_.Preempted(r.job_id(), r.worker_id(), now));
+    EventLocked(j->second, now, "preempted");
+  } else {
+    SLUICE_RETURN_IF_ERROR(
+        scheduler_.StageFailed(r.job_id(), r.worker_id(), r.reason(), r.retryable(), now));
+    EventLocked(j->second, now, "stage_failed", r.reason());
+  }
+  ApplyLocked(now);
+  return Status::Ok();
+}
+
+Status OrchestratorState::Cancel(JobId id) {
+  const TimePoint now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto j = jobs_.find(id);
+  if (j == jobs_.end() || j->second.view.finished()) {
+    return NotFoundError("no running or queued job " + std::to_string(id));
+  }
+  SLUICE_RETURN_IF_ERROR(scheduler_.Cancel(id, now));
+  FinishLocked(j->second, "cancelled", "", now);
+  ApplyLocked(now);
+  return Status::Ok();
+}
+
+void OrchestratorState::FinishLocked(JobRecord& j, std::string status, std::string error,
+                                     TimePoint now) {
+  if (j.view.finished()) {
+    return;
+  }
+  j.view.status = std::move(status);
+  j.view.error = std::move(error);
+  if (j.view.status == "succeeded") {
+    ++stats_.succeeded;
+    EventLocked(j, now, "done");
+  } else if (j.view.status == "failed") {
+    ++stats_.failed;
+    EventLocked(j, now, "failed", j.view.error);
+  } else {
+    ++stats_.cancelled;
+    EventLocked(j, now, "cancelled");
+  }
+  finished_order_.push_back(j.view.id);
+  while (finished_order_.size() > options_.max_finished_jobs) {
+    jobs_.erase(finished_order_.front());
+    finished_order_.pop_front();
+  }
+}
+
+void OrchestratorState::ApplyLocked(TimePoint now) {
+  for (const Action& a : scheduler_.TakeActions()) {
+    auto j = jobs_.find(a.job);
+    switch (a.kind) {
+      case Action::Kind::kDispatch: {
+        if (j == jobs_.end()) {
+          break;
+        }
+        JobRecord& rec = j->second;
+        rec.view.status = "running";
+        rec.view.stage = std::string(StageName(a.stage));
+        rec.view.step = a.resume_step;
+        EventLocked(rec, now, "stage_started");
+        v1::Assignment out;
+        out.set_kind(v1::Assignment::RUN);
+        out.set_job_id(a.job);
+        out.set_stage(rec.view.stage);
+        out.set_resume_step(static_cast<std::uint32_t>(a.resume_step));
+        out.set_request_json(rec.request.request_json);
+        const auto& pipe = rec.request.pipeline;
+        auto at = std::find(pipe.begin(), pipe.end(), a.stage);
+        if (at != pipe.begin() && at != pipe.end()) {
+          auto in = rec.outputs.find(*std::prev(at));
+          if (in != rec.outputs.end()) {
+            out.set_input(in->second);
+          }
+        }
+        SendLocked(a.worker, std::move(out));
+        break;
+      }
+      case Action::Kind::kStop:
+      case Action::Kind::kCheckpoint: {
+        v1::Assignment out;
+        out.set_kind(a.kind == Action::Kind::kStop ? v1::Assignment::STOP
+                                                   : v1::Assignment::CHECKPOINT);
+        out.set_job_id(a.job);
+        out.set_stage(std::string(StageName(a.stage)));
+        SendLocked(a.worker, std::move(out));
+        break;
+      }
+      case Action::Kind::kJobDone:
+        if (j != jobs_.end()) {
+          FinishLocked(j->second, "succeeded", "", now);
+        }
+        break;
+      case Action::Kind::kJobFailed:
+        if (j != jobs_.end()) {
+          FinishLocked(j->second, "failed", a.reason, now);
+        }
+        break;
+      case Action::Kind::kReleaseJob:
+        break;  // Payload release joins the store in a later slice.
+    }
+  }
+  cv_.notify_all();
+}
+
+std::optional<JobView> OrchestratorState::Get(JobId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto j = jobs_.find(id);
+  if (j == jobs_.end()) {
+    return std::nullopt;
+  }
+  return j->second.view;
+}
+
+std::optional<JobView> OrchestratorState::WaitFinished(JobId id,
+                                                       std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] {
+    auto j = jobs_.find(id);
+    return j == jobs_.end() || j->second.view.finished();
+  });
+  auto j = jobs_.find(id);
+  if (j == jobs_.end()) {
+    return std::nullopt;
+  }
+  return j->second.view;
+}
+
+std::pair<std::vector<JobEvent>, bool> OrchestratorState::EventsFrom(
+    JobId id, std::size_t from, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] {
+    auto j = jobs_.find(id);
+    return j == jobs_.end() || j->second.view.events.size() > from || j->second.view.finished();
+  });
+  auto j = jobs_.find(id);
+  if (j == jobs_.end()) {
+    return {{}, true};
+  }
+  const auto& ev = j->second.view.events;
+  std::vector<JobEvent> out(ev.begin() + static_cast<std::ptrdiff_t>(std::min(from, ev.size())),
+                            ev.end());
+  return {std::move(out), j->second.view.finished()};
+}
+
+void OrchestratorState::Tick() {
+  const TimePoint now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (now - it->second.last_heartbeat > options_.worker_timeout) {
+      SLUICE_LOG(warn, "worker {} ({}) missed its heartbeats; re-queueing its work", it->first,
+                 StageName(it->second.stage));
+      (void)scheduler_.WorkerLost(it->first, now);
+      if (it->second.closed) {
+        it->second.closed();
+      }
+      it = workers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  scheduler_.Tick(now);
+  ApplyLocked(now);
+}
+
+ServiceStats OrchestratorState::Stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ServiceStats s = stats_;
+  s.scheduler = scheduler_.Stats();
+  for (const auto& [id, w] : workers_) {
+    ++s.workers[static_cast<int>(w.stage)];
+  }
+  return s;
+}
+
+}  // namespace sluice::orchestrator

@@ -1,0 +1,141 @@
+// The orchestrator service's state, independent of gRPC and HTTP: the
+// scheduler core, the job table (request, status, step progress, events,
+// outputs, result), registered workers with their assignment queues, and
+// heartbeat deadlines. One mutex; every method may be called from any
+// thread.
+#ifndef SLUICE_ORCHESTRATOR_SERVICE_ORCHESTRATOR_STATE_H_
+#define SLUICE_ORCHESTRATOR_SERVICE_ORCHESTRATOR_STATE_H_
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "orchestrator/core/scheduler.h"
+#include "service/proto/orchestrator.pb.h"
+
+namespace sluice::orchestrator {
+
+struct ServiceOptions {
+  SchedulerOptions scheduler;
+  std::chrono::milliseconds heartbeat_interval{500};
+  std::chrono::milliseconds worker_timeout{3000};  // No heartbeat this long: worker lost.
+  std::size_t max_finished_jobs = 10000;           // Finished jobs kept for GET, oldest dropped.
+};
+
+struct JobRequest {
+  std::string kind = "image";  // "image" | "video".
+  std::string request_json;    // Handed to every stage as is.
+  std::vector<Stage> pipeline = {Stage::kEncode, Stage::kDenoise, Stage::kDecode};
+  PriorityClass priority = PriorityClass::kStandard;
+  std::optional<std::chrono::milliseconds> deadline;  // From submission.
+  std::string affinity;
+};
+
+struct JobEvent {
+  double t_ms = 0;    // Since submission.
+  std::string type;   // queued, stage_started, step, stage_done, done, failed, cancelled.
+  std::string stage;  // For stage events.
+  int step = 0, steps = 0;
+  std::string detail;
+};
+
+struct JobView {
+  JobId id = 0;
+  std::string kind;
+  std::string status;  // queued | running | succeeded | failed | cancelled.
+  std::string stage;   // Current or last stage.
+  int step = 0, steps = 0;
+  std::string error;
+  std::string result;  // Final stage output (e.g. PNG bytes).
+  std::string result_type;
+  std::vector<JobEvent> events;
+  bool finished() const {
+    return status == "succeeded" || status == "failed" || status == "cancelled";
+  }
+};
+
+struct ServiceStats {
+  SchedulerStats scheduler;
+  std::size_t workers[kStageCount] = {};
+  std::uint64_t submitted = 0, succeeded = 0, failed = 0, cancelled = 0, rejected = 0;
+};
+
+class OrchestratorState {
+ public:
+  using Sink = std::function<void(const v1::Assignment&)>;
+  explicit OrchestratorState(ServiceOptions o);
+
+  // Errors: kInvalidArgument (bad pipeline); kResourceExhausted (queue
+  // full: the HTTP face answers 429).
+  Result<JobId> Submit(const JobRequest& r);
+  // Errors: kInvalidArgument naming the field (stage, capacity).
+  Result<WorkerId> Register(std::string_view stage, int capacity, std::vector<std::string> labels);
+  // The worker's assignment stream opened: queued assignments go to `sink`
+  // now, later ones as they are decided. Errors: kNotFound (unknown worker).
+  // `closed` runs (under the state's lock, must not call back) when the
+  // worker is declared lost, ending its stream.
+  Status Attach(WorkerId w, Sink sink, std::function<void()> closed);
+  void Detach(WorkerId w);
+  // Errors: kNotFound (unknown worker: it must register again).
+  Status Heartbeat(const v1::HeartbeatRequest& r);
+  // Errors: kNotFound, kFailedPrecondition (stale or duplicate report).
+  Status Done(const v1::DoneRequest& r);
+  Status Failed(const v1::FailedRequest& r);
+  // Errors: kNotFound (unknown or finished job).
+  Status Cancel(JobId id);
+
+  std::optional<JobView> Get(JobId id);
+  // Blocks until the job finishes or `timeout` passes; nullopt if unknown.
+  std::optional<JobView> WaitFinished(JobId id, std::chrono::milliseconds timeout);
+  // Events of `id` from index `from` on; blocks up to `timeout` for new ones.
+  // Returns the events and whether the job has finished.
+  std::pair<std::vector<JobEvent>, bool> EventsFrom(JobId id, std::size_t from,
+                                                    std::chrono::milliseconds timeout);
+  // Declares silent workers lost and lets time pass in the scheduler.
+  void Tick();
+  ServiceStats Stats();
+  const ServiceOptions& options() const { return options_; }
+
+ private:
+  struct JobRecord {
+    JobView view;
+    JobRequest request;
+    TimePoint submitted;
+    std::map<Stage, std::string> outputs;
+  };
+  struct WorkerRecord {
+    Stage stage = Stage::kEncode;
+    int capacity = 1;
+    TimePoint last_heartbeat;
+    std::deque<v1::Assignment> pending;  // Until the stream attaches.
+    Sink sink;
+    std::function<void()> closed;
+  };
+  void ApplyLocked(TimePoint now);
+  void EventLocked(JobRecord& j, TimePoint now, std::string type, std::string detail = {});
+  void SendLocked(WorkerId w, v1::Assignment a);
+  void FinishLocked(JobRecord& j, std::string status, std::string error, TimePoint now);
+
+  ServiceOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;  // Job status and events changed.
+  Scheduler scheduler_;
+  std::map<JobId, JobRecord> jobs_;
+  std::deque<JobId> finished_order_;
+  std::map<WorkerId, WorkerRecord> workers_;
+  JobId next_job_ = 1;
+  WorkerId next_worker_ = 1;
+  ServiceStats stats_;
+};
+
+// "encode" | "denoise" | "decode". Errors: kInvalidArgument.
+Result<Stage> ParseStage(std::string_view s);
+
+}  // namespace sluice::orchestrator
+
+#endif  // SLUICE_ORCHESTRATOR_SERVICE_ORCHESTRATOR_STATE_H_

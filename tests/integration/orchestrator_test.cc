@@ -1,0 +1,297 @@
+// The orchestrator service end to end on loopback: fake stage workers over
+// gRPC, clients over HTTP.
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "sluice/orchestrator/server.h"
+
+#include "service/proto/orchestrator.grpc.pb.h"
+
+namespace sluice::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace pb = ::sluice::orchestrator::v1;
+using nlohmann::json;
+
+// A stage worker: registers, heartbeats, and answers RUN with Done whose
+// output is "<stage>(<input or prompt>)". `hold` keeps assignments without
+// answering (a worker that hangs).
+class FakeWorker {
+ public:
+  FakeWorker(const std::string& endpoint, const std::string& stage, bool hold = false)
+      : stage_(stage), hold_(hold) {
+    stub_ = pb::Orchestrator::NewStub(
+        grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()));
+    pb::RegisterRequest req;
+    req.set_stage(stage);
+    req.set_capacity(2);
+    req.set_name("fake-" + stage);
+    pb::RegisterResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_->Register(&ctx, req, &resp).ok());
+    id_ = resp.worker_id();
+    reader_ = std::thread([this] { Read(); });
+    beater_ = std::thread([this] { Beat(); });
+  }
+  ~FakeWorker() { Kill(); }
+
+  // Stops heartbeating and drops the stream, like a dead process.
+  void Kill() {
+    if (dead_.exchange(true)) {
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stream_ctx_ != nullptr) {
+        stream_ctx_->TryCancel();
+      }
+    }
+    reader_.join();
+    beater_.join();
+  }
+  int runs() const { return runs_; }
+  int stops() const { return stops_; }
+
+ private:
+  void Read() {
+    pb::AssignmentsRequest req;
+    req.set_worker_id(id_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream_ctx_ = std::make_unique<grpc::ClientContext>();
+    }
+    auto reader = stub_->Assignments(stream_ctx_.get(), req);
+    pb::Assignment a;
+    while (reader->Read(&a)) {
+      if (a.kind() == pb::Assignment::STOP) {
+        ++stops_;
+        continue;
+      }
+      if (a.kind() != pb::Assignment::RUN) {
+        continue;
+      }
+      ++runs_;
+      if (hold_) {
+        continue;
+      }
+      if (stage_ == "denoise") {
+        pb::HeartbeatRequest hb;
+        hb.set_worker_id(id_);
+        hb.set_free_slots(1);
+        auto* p = hb.add_progress();
+        p->set_job_id(a.job_id());
+        p->set_step(5);
+        p->set_steps(10);
+        pb::HeartbeatResponse hr;
+        grpc::ClientContext hctx;
+        (void)stub_->Heartbeat(&hctx, hb, &hr);
+      }
+      std::string in = a.input();
+      if (in.empty()) {
+        in = json::parse(a.request_json())["prompt"].get<std::string>();
+      }
+      pb::DoneRequest d;
+      d.set_worker_id(id_);
+      d.set_job_id(a.job_id());
+      d.set_output(stage_ + "(" + in + ")");
+      d.set_output_type("text/plain");
+      pb::DoneResponse dr;
+      grpc::ClientContext dctx;
+      EXPECT_TRUE(stub_->Done(&dctx, d, &dr).ok());
+    }
+    (void)reader->Finish();
+  }
+  void Beat() {
+    while (!dead_) {
+      pb::HeartbeatRequest hb;
+      hb.set_worker_id(id_);
+      hb.set_free_slots(static_cast<std::uint32_t>(std::max(0, 2 - (hold_ ? runs_.load() : 0))));
+      pb::HeartbeatResponse hr;
+      grpc::ClientContext ctx;
+      (void)stub_->Heartbeat(&ctx, hb, &hr);
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+
+  std::string stage_;
+  bool hold_;
+  std::unique_ptr<pb::Orchestrator::Stub> stub_;
+  std::uint64_t id_ = 0;
+  std::mutex mu_;
+  std::unique_ptr<grpc::ClientContext> stream_ctx_;
+  std::atomic<bool> dead_{false};
+  std::atomic<int> runs_{0}, stops_{0};
+  std::thread reader_, beater_;
+};
+
+class OrchestratorTest : public ::testing::Test {
+ protected:
+  void Start(std::size_t max_queued = 64) {
+    OrchestratorConfig c;
+    c.max_queued_jobs = max_queued;
+    c.heartbeat_interval = 100ms;
+    c.worker_timeout = 800ms;
+    c.sync_timeout = 20s;
+    auto s = OrchestratorServer::Start(c);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+    http_ = std::make_unique<httplib::Client>("http://" + server_->http_endpoint());
+    http_->set_read_timeout(30, 0);
+  }
+  json Post(const std::string& body, int* status) {
+    auto r = http_->Post("/v1/images/generations", body, "application/json");
+    EXPECT_TRUE(r);
+    *status = r ? r->status : -1;
+    return r ? json::parse(r->body, nullptr, false) : json();
+  }
+  json WaitStatus(const std::string& id, const std::string& want) {
+    json j;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto r = http_->Get("/v1/jobs/" + id);
+      j = json::parse(r->body, nullptr, false);
+      if (j.value("status", "") == want) {
+        break;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return j;
+  }
+
+  std::unique_ptr<OrchestratorServer> server_;
+  std::unique_ptr<httplib::Client> http_;
+};
+
+std::string Unbase64(const std::string& s) {
+  static const std::string kChars =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  int val = 0, bits = -8;
+  for (char c : s) {
+    const auto p = kChars.find(c);
+    if (p == std::string::npos) {
+      break;
+    }
+    val = (val << 6) + static_cast<int>(p);
+    bits += 6;
+    if (bits >= 0) {
+      out.push_back(static_cast<char>((val >> bits) & 0xFF));
+      bits -= 8;
+    }
+  }
+  return out;
+}
+
+TEST_F(OrchestratorTest, ImageJobsRunThroughEveryStageSyncAsyncAndWithEvents) {
+  Start();
+  FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),
+      v(server_->endpoint(), "decode");
+  int status = 0;
+  json sync = Post(R"({"prompt":"a red fox","size":"256x256","seed":7})", &status);
+  ASSERT_EQ(status, 200) << sync.dump();
+  EXPECT_EQ(Unbase64(sync["data"][0]["b64_json"]), "decode(denoise(encode(a red fox)))");
+
+  json async = Post(R"({"prompt":"a lake","async":true,"priority":"interactive"})", &status);
+  ASSERT_EQ(status, 202) << async.dump();
+  const std::string id = async["id"];
+  json done = WaitStatus(id, "succeeded");
+  EXPECT_EQ(done["status"], "succeeded") << done.dump();
+  auto events = http_->Get("/v1/jobs/" + id + "/events");
+  ASSERT_TRUE(events);
+  for (const char* want : {"event: queued", "event: stage_started", "event: step",
+                           "event: stage_done", "event: done"}) {
+    EXPECT_NE(events->body.find(want), std::string::npos) << want << "\n" << events->body;
+  }
+  auto m = http_->Get("/metrics");
+  EXPECT_NE(m->body.find("sluice_orchestrator_jobs_succeeded_total 2"), std::string::npos)
+      << m->body;
+  EXPECT_NE(m->body.find("sluice_orchestrator_workers{stage=\"denoise\"} 1"), std::string::npos);
+  EXPECT_EQ(http_->Get("/healthz")->status, 200);
+}
+
+TEST_F(OrchestratorTest, MalformedRequestsAre400NamingTheField) {
+  Start();
+  struct Case {
+    const char* body;
+    const char* field;
+  };
+  for (const Case& c :
+       {Case{"not json", "body"}, Case{"{}", "prompt"}, Case{R"({"prompt":""})", "prompt"},
+        Case{R"({"prompt":"x","size":"100x7"})", "size"},
+        Case{R"({"prompt":"x","steps":0})", "steps"},
+        Case{R"({"prompt":"x","priority":"urgent"})", "priority"},
+        Case{R"({"prompt":"x","response_format":"url"})", "response_format"},
+        Case{R"({"prompt":"x","colour":"red"})", "colour"}}) {
+    int status = 0;
+    json r = Post(c.body, &status);
+    EXPECT_EQ(status, 400) << c.body;
+    EXPECT_EQ(r["error"]["param"], c.field) << r.dump();
+  }
+  EXPECT_EQ(http_->Get("/v1/jobs/job-999")->status, 404);
+  EXPECT_EQ(http_->Get("/v1/jobs/bogus")->status, 404);
+  EXPECT_EQ(http_->Delete("/v1/jobs/job-999")->status, 404);
+}
+
+TEST_F(OrchestratorTest, FullQueueAnswers429WithRetryAfter) {
+  Start(/*max_queued=*/2);
+  int status = 0;
+  for (int i = 0; i < 2; ++i) {
+    Post(R"({"prompt":"x","async":true})", &status);
+    EXPECT_EQ(status, 202);
+  }
+  auto r =
+      http_->Post("/v1/images/generations", R"({"prompt":"x","async":true})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  EXPECT_NE(http_->Get("/metrics")->body.find("sluice_orchestrator_jobs_rejected_total 1"),
+            std::string::npos);
+}
+
+TEST_F(OrchestratorTest, LostWorkerWorkIsRequeuedAndCancelStopsRunningWork) {
+  Start();
+  FakeWorker e(server_->endpoint(), "encode"), v(server_->endpoint(), "decode");
+  auto stuck = std::make_unique<FakeWorker>(server_->endpoint(), "denoise", /*hold=*/true);
+  int status = 0;
+  const std::string id = Post(R"({"prompt":"p","async":true})", &status)["id"];
+  ASSERT_EQ(status, 202);
+  json j = WaitStatus(id, "running");
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (stuck->runs() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(stuck->runs(), 1);
+  stuck->Kill();  // Silent from now on: lost after worker_timeout.
+  FakeWorker d(server_->endpoint(), "denoise");
+  EXPECT_EQ(WaitStatus(id, "succeeded")["status"], "succeeded") << "re-queued to the live worker";
+  EXPECT_EQ(d.runs(), 1);
+
+  // Cancel while denoise holds the job: the worker is told to stop.
+  FakeWorker hold(server_->endpoint(), "denoise", /*hold=*/true);
+  d.Kill();
+  const std::string id2 = Post(R"({"prompt":"q","async":true})", &status)["id"];
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (hold.runs() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(hold.runs(), 1);
+  auto del = http_->Delete("/v1/jobs/" + id2);
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 200);
+  EXPECT_EQ(json::parse(del->body)["status"], "cancelled");
+  const auto stop_by = std::chrono::steady_clock::now() + 5s;
+  while (hold.stops() == 0 && std::chrono::steady_clock::now() < stop_by) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(hold.stops(), 1);
+}
+
+}  // namespace
+}  // namespace sluice::testing
