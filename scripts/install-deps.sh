@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-  libssl-dev libxxhash-dev
+  libssl-dev libxxhash-dev libsqlite3-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcpp-httplib-dev
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest

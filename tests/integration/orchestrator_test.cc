@@ -2,8 +2,10 @@
 // gRPC, clients over HTTP.
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -29,14 +31,7 @@ class FakeWorker {
       : stage_(stage), hold_(hold) {
     stub_ = pb::Orchestrator::NewStub(
         grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()));
-    pb::RegisterRequest req;
-    req.set_stage(stage);
-    req.set_capacity(2);
-    req.set_name("fake-" + stage);
-    pb::RegisterResponse resp;
-    grpc::ClientContext ctx;
-    EXPECT_TRUE(stub_->Register(&ctx, req, &resp).ok());
-    id_ = resp.worker_id();
+    EXPECT_TRUE(Register());
     reader_ = std::thread([this] { Read(); });
     beater_ = std::thread([this] { Beat(); });
   }
@@ -60,53 +55,88 @@ class FakeWorker {
   int stops() const { return stops_; }
 
  private:
-  void Read() {
-    pb::AssignmentsRequest req;
-    req.set_worker_id(id_);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stream_ctx_ = std::make_unique<grpc::ClientContext>();
+  bool Register() {
+    pb::RegisterRequest req;
+    req.set_stage(stage_);
+    req.set_capacity(2);
+    req.set_name("fake-" + stage_);
+    pb::RegisterResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 2s);
+    if (!stub_->Register(&ctx, req, &resp).ok()) {
+      return false;
     }
-    auto reader = stub_->Assignments(stream_ctx_.get(), req);
-    pb::Assignment a;
-    while (reader->Read(&a)) {
-      if (a.kind() == pb::Assignment::STOP) {
-        ++stops_;
-        continue;
+    id_ = resp.worker_id();
+    return true;
+  }
+
+  // Reads assignments; when the stream ends (the orchestrator restarted or
+  // declared this worker lost), registers again and reopens it.
+  void Read() {
+    while (!dead_) {
+      pb::AssignmentsRequest req;
+      req.set_worker_id(id_);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stream_ctx_ = std::make_unique<grpc::ClientContext>();
       }
-      if (a.kind() != pb::Assignment::RUN) {
-        continue;
+      auto reader = stub_->Assignments(stream_ctx_.get(), req);
+      pb::Assignment a;
+      while (reader->Read(&a)) {
+        Handle(a);
       }
-      ++runs_;
-      if (hold_) {
-        continue;
+      (void)reader->Finish();
+      while (!dead_) {
+        std::this_thread::sleep_for(50ms);
+        if (Register()) {
+          break;
+        }
       }
+    }
+  }
+
+  void Handle(const pb::Assignment& a) {
+    if (a.kind() == pb::Assignment::STOP) {
+      ++stops_;
+      return;
+    }
+    if (a.kind() != pb::Assignment::RUN) {
+      return;
+    }
+    ++runs_;
+    if (hold_) {
+      return;
+    }
+    const json request = json::parse(a.request_json());
+    const bool video = request.contains("frames");
+    if (stage_ == "denoise" || (stage_ == "decode" && video)) {
+      pb::HeartbeatRequest hb;
+      hb.set_worker_id(id_);
+      hb.set_free_slots(1);
       if (stage_ == "denoise") {
-        pb::HeartbeatRequest hb;
-        hb.set_worker_id(id_);
-        hb.set_free_slots(1);
         auto* p = hb.add_progress();
         p->set_job_id(a.job_id());
         p->set_step(5);
         p->set_steps(10);
-        pb::HeartbeatResponse hr;
-        grpc::ClientContext hctx;
-        (void)stub_->Heartbeat(&hctx, hb, &hr);
+      } else {
+        hb.add_first_output(a.job_id());
       }
-      std::string in = a.input();
-      if (in.empty()) {
-        in = json::parse(a.request_json())["prompt"].get<std::string>();
-      }
-      pb::DoneRequest d;
-      d.set_worker_id(id_);
-      d.set_job_id(a.job_id());
-      d.set_output(stage_ + "(" + in + ")");
-      d.set_output_type("text/plain");
-      pb::DoneResponse dr;
-      grpc::ClientContext dctx;
-      EXPECT_TRUE(stub_->Done(&dctx, d, &dr).ok());
+      pb::HeartbeatResponse hr;
+      grpc::ClientContext hctx;
+      (void)stub_->Heartbeat(&hctx, hb, &hr);
     }
-    (void)reader->Finish();
+    std::string in = a.input();
+    if (in.empty()) {
+      in = request["prompt"].get<std::string>();
+    }
+    pb::DoneRequest d;
+    d.set_worker_id(id_);
+    d.set_job_id(a.job_id());
+    d.set_output(stage_ + "(" + in + ")");
+    d.set_output_type(video ? "video/mp4" : "text/plain");
+    pb::DoneResponse dr;
+    grpc::ClientContext dctx;
+    (void)stub_->Done(&dctx, d, &dr);
   }
   void Beat() {
     while (!dead_) {
@@ -115,7 +145,12 @@ class FakeWorker {
       hb.set_free_slots(static_cast<std::uint32_t>(std::max(0, 2 - (hold_ ? runs_.load() : 0))));
       pb::HeartbeatResponse hr;
       grpc::ClientContext ctx;
-      (void)stub_->Heartbeat(&ctx, hb, &hr);
+      if (stub_->Heartbeat(&ctx, hb, &hr).ok() && hr.reregister()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stream_ctx_ != nullptr) {
+          stream_ctx_->TryCancel();  // Read() registers again.
+        }
+      }
       std::this_thread::sleep_for(100ms);
     }
   }
@@ -123,7 +158,7 @@ class FakeWorker {
   std::string stage_;
   bool hold_;
   std::unique_ptr<pb::Orchestrator::Stub> stub_;
-  std::uint64_t id_ = 0;
+  std::atomic<std::uint64_t> id_{0};
   std::mutex mu_;
   std::unique_ptr<grpc::ClientContext> stream_ctx_;
   std::atomic<bool> dead_{false};
@@ -133,9 +168,15 @@ class FakeWorker {
 
 class OrchestratorTest : public ::testing::Test {
  protected:
-  void Start(std::size_t max_queued = 64) {
+  void Start(std::size_t max_queued = 64, std::string journal = "", std::string listen = "",
+             std::string http = "") {
     OrchestratorConfig c;
     c.max_queued_jobs = max_queued;
+    c.journal_path = std::move(journal);
+    if (!listen.empty()) {
+      c.listen = listen;
+      c.http_listen = http;
+    }
     c.heartbeat_interval = 100ms;
     c.worker_timeout = 800ms;
     c.sync_timeout = 20s;
@@ -291,6 +332,89 @@ TEST_F(OrchestratorTest, LostWorkerWorkIsRequeuedAndCancelStopsRunningWork) {
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_EQ(hold.stops(), 1);
+}
+
+TEST_F(OrchestratorTest, VideoJobsReportTimeToFirstFrameAndServeTheirContent) {
+  Start();
+  FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),
+      v(server_->endpoint(), "decode");
+  auto r = http_->Post("/v1/videos", R"({"prompt":"waves","seconds":"2","size":"320x192"})",
+                       "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json created = json::parse(r->body);
+  EXPECT_EQ(created["object"], "video");
+  const std::string id = created["id"];
+  json j;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    j = json::parse(http_->Get("/v1/videos/" + id)->body);
+    if (j["status"] == "completed") {
+      break;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(j["status"], "completed") << j.dump();
+  EXPECT_EQ(j["progress"], 100);
+  auto content = http_->Get("/v1/videos/" + id + "/content");
+  ASSERT_TRUE(content);
+  EXPECT_EQ(content->body, "decode(denoise(encode(waves)))");
+  EXPECT_EQ(content->get_header_value("Content-Type"), "video/mp4");
+  EXPECT_GE(json::parse(http_->Get("/v1/jobs/" + id)->body).value("ttff_ms", -1.0), 0.0);
+  EXPECT_NE(http_->Get("/v1/jobs/" + id + "/events")->body.find("event: first_output"),
+            std::string::npos);
+  EXPECT_NE(http_->Get("/metrics")->body.find("sluice_orchestrator_ttff_seconds_count 1"),
+            std::string::npos);
+  EXPECT_EQ(
+      http_->Post("/v1/videos", R"({"prompt":"x","seconds":"600"})", "application/json")->status,
+      400);
+}
+
+TEST_F(OrchestratorTest, RestartedOrchestratorFinishesEveryAcceptedJob) {
+  const std::string journal =
+      ::testing::TempDir() + "/sluice-journal-" + std::to_string(::getpid()) + ".db";
+  std::remove(journal.c_str());
+  Start(64, journal);
+  const std::string grpc_ep = server_->endpoint(), http_ep = server_->http_endpoint();
+  FakeWorker e(grpc_ep, "encode"), v(grpc_ep, "decode");
+  auto stuck = std::make_unique<FakeWorker>(grpc_ep, "denoise", /*hold=*/true);
+  std::vector<std::string> ids;
+  int status = 0;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(
+        Post(R"({"prompt":"j)" + std::to_string(i) + R"(","async":true})", &status)["id"]);
+    ASSERT_EQ(status, 202);
+  }
+  WaitStatus(ids[0], "running");
+  // Kill the orchestrator mid-run (jobs queued and running), start it again.
+  http_.reset();
+  server_.reset();
+  stuck->Kill();
+  Start(64, journal, grpc_ep, http_ep);
+  FakeWorker d(server_->endpoint(), "denoise");
+  for (const std::string& id : ids) {
+    EXPECT_EQ(WaitStatus(id, "succeeded")["status"], "succeeded") << id;
+  }
+  EXPECT_NE(http_->Get("/metrics")->body.find("sluice_orchestrator_jobs_restored_total 3"),
+            std::string::npos);
+  std::remove(journal.c_str());
+}
+
+TEST_F(OrchestratorTest, FloodedSubmissionsAre429AndTheQueueStaysBounded) {
+  Start(/*max_queued=*/50);
+  int accepted = 0, limited = 0;
+  for (int i = 0; i < 500; ++i) {
+    auto r =
+        http_->Post("/v1/images/generations", R"({"prompt":"x","async":true})", "application/json");
+    ASSERT_TRUE(r);
+    accepted += r->status == 202 ? 1 : 0;
+    limited += r->status == 429 ? 1 : 0;
+  }
+  EXPECT_EQ(accepted, 50);
+  EXPECT_EQ(limited, 450);
+  const std::string m = http_->Get("/metrics")->body;
+  EXPECT_NE(m.find("sluice_orchestrator_queued{stage=\"encode\"} 50"), std::string::npos) << m;
+  EXPECT_NE(m.find("sluice_orchestrator_jobs_rejected_total 450"), std::string::npos);
 }
 
 }  // namespace

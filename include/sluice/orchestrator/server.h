@@ -33,6 +33,9 @@ struct OrchestratorConfig {
   int max_attempts = 3;                            // Per stage.
   // A synchronous image request waits this long before answering 504.
   std::chrono::milliseconds sync_timeout{600000};
+  // SQLite journal of accepted jobs; after a restart with the same path,
+  // unfinished jobs run again. Empty: no journal (jobs die with the process).
+  std::string journal_path;
 };
 
 class OrchestratorServer {

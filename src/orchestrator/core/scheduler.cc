@@ -454,7 +454,9 @@ SchedulerStats Scheduler::Stats() const {
   for (int st = 0; st < kStageCount; ++st) {
     for (int c = 0; c < kClassCount; ++c) {
       s.queued[st] += queues_[st][c].size();
+      s.queued_by_class[st][c] = queues_[st][c].size();
     }
+    s.free_slots[st] = static_cast<std::size_t>(std::max(0, total_free_[st]));
   }
   for (const auto& [id, j] : jobs_) {
     s.running += j.running ? 1 : 0;

@@ -86,6 +86,8 @@ struct Action {
 
 struct SchedulerStats {
   std::size_t queued[kStageCount] = {};
+  std::size_t queued_by_class[kStageCount][kClassCount] = {};
+  std::size_t free_slots[kStageCount] = {};  // Credits the workers advertise, unassigned.
   std::size_t running = 0;
   std::size_t jobs = 0;
   std::size_t decode_reserved = 0;

@@ -3,7 +3,9 @@
 #include <openssl/evp.h>
 
 #include <charconv>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 namespace sluice::orchestrator {
@@ -55,6 +57,9 @@ json JobJson(const JobView& v) {
   if (!v.error.empty()) {
     j["error"] = v.error;
   }
+  if (v.ttff_ms >= 0) {
+    j["ttff_ms"] = v.ttff_ms;
+  }
   return j;
 }
 
@@ -66,6 +71,32 @@ json EventJson(const JobEvent& e) {
   }
   if (!e.detail.empty()) {
     j["detail"] = e.detail;
+  }
+  return j;
+}
+
+// OpenAI's video object.
+json VideoJson(const JobView& v) {
+  static const std::map<std::string, std::string> kStatus = {{"queued", "queued"},
+                                                             {"running", "in_progress"},
+                                                             {"succeeded", "completed"},
+                                                             {"failed", "failed"},
+                                                             {"cancelled", "cancelled"}};
+  int progress = 0;
+  if (v.status == "succeeded") {
+    progress = 100;
+  } else if (v.stage == "denoise") {
+    progress = 10 + (v.steps > 0 ? 80 * v.step / v.steps : 0);
+  } else if (v.stage == "decode") {
+    progress = 90;
+  }
+  json j = {{"id", "job-" + std::to_string(v.id)},
+            {"object", "video"},
+            {"status", kStatus.at(v.status)},
+            {"progress", progress},
+            {"created_at", v.created_unix_s}};
+  if (!v.error.empty()) {
+    j["error"] = {{"message", v.error}};
   }
   return j;
 }
@@ -87,6 +118,12 @@ std::optional<JobId> ParseJobId(const std::string& s) {
 }  // namespace
 
 Result<JobRequest> ParseImageRequest(std::string_view body, bool* async) {
+  return ParseGenerationRequest(body, "image", async);
+}
+
+Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_view kind,
+                                          bool* async) {
+  const bool video = kind == "video";
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return InvalidArgumentError("body: not a JSON object");
@@ -94,13 +131,46 @@ Result<JobRequest> ParseImageRequest(std::string_view body, bool* async) {
   auto bad = [](const char* field, const std::string& why) {
     return InvalidArgumentError(std::string(field) + ": " + why);
   };
-  static const std::set<std::string> kKnown = {
+  static const std::set<std::string> kImage = {
       "prompt",      "n",     "size",    "response_format", "negative_prompt",
       "seed",        "steps", "model",   "async",           "priority",
       "deadline_ms", "user",  "guidance"};
+  static const std::set<std::string> kVideo = {
+      "prompt", "size",  "seconds",  "frames",      "fps",  "negative_prompt", "seed",
+      "steps",  "model", "priority", "deadline_ms", "user", "guidance"};
   for (const auto& [k, v] : j.items()) {
-    if (kKnown.count(k) == 0) {
+    if ((video ? kVideo : kImage).count(k) == 0) {
       return bad(k.c_str(), "unknown field");
+    }
+  }
+  if (video) {
+    // OpenAI sends seconds as a string ("4"); numbers are accepted too.
+    if (j.contains("seconds")) {
+      int secs = 0;
+      if (j["seconds"].is_string()) {
+        const std::string t = j["seconds"];
+        auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), secs);
+        if (ec != std::errc() || end != t.data() + t.size()) {
+          secs = 0;
+        }
+      } else if (j["seconds"].is_number_integer()) {
+        secs = j["seconds"].get<int>();
+      }
+      if (secs < 1 || secs > 60) {
+        return bad("seconds", "1..60");
+      }
+      j["seconds"] = secs;
+    }
+    if (j.contains("frames") &&
+        (!j["frames"].is_number_integer() || j["frames"] < 1 || j["frames"] > 1024)) {
+      return bad("frames", "an integer in 1..1024");
+    }
+    if (j.contains("fps") && (!j["fps"].is_number_integer() || j["fps"] < 1 || j["fps"] > 60)) {
+      return bad("fps", "an integer in 1..60");
+    }
+    j["fps"] = j.value("fps", 16);
+    if (!j.contains("frames")) {
+      j["frames"] = j.value("seconds", 1) * j["fps"].get<int>() + 1;
     }
   }
   if (!j.contains("prompt") || !j["prompt"].is_string() || j["prompt"].get<std::string>().empty() ||
@@ -110,8 +180,10 @@ Result<JobRequest> ParseImageRequest(std::string_view body, bool* async) {
   if (j.contains("n") && (!j["n"].is_number_integer() || j["n"] != 1)) {
     return bad("n", "only 1 is supported");
   }
-  std::string size = j.value("size", std::string("256x256"));
-  if (!j.value("size", json("256x256")).is_string()) {
+  const std::string default_size = video ? "320x192" : "256x256";
+  std::string size = j.value("size", json(default_size)).is_string() ? j.value("size", default_size)
+                                                                     : std::string();
+  if (size.empty()) {
     return bad("size", "a string like \"256x256\"");
   }
   int w = 0, h = 0;
@@ -144,7 +216,7 @@ Result<JobRequest> ParseImageRequest(std::string_view body, bool* async) {
     return bad("async", "true or false");
   }
   JobRequest r;
-  r.kind = "image";
+  r.kind = std::string(kind);
   const std::string prio = j.value("priority", json("standard")).is_string()
                                ? j.value("priority", std::string("standard"))
                                : std::string("?");
@@ -207,6 +279,41 @@ void InstallHttpApi(httplib::Server& http, OrchestratorState& state,
               out["id"] = "job-" + std::to_string(*id);
               res.set_content(out.dump(), "application/json");
             });
+
+  http.Post("/v1/videos", [&state](const httplib::Request& req, httplib::Response& res) {
+    bool async = true;
+    Result<JobRequest> r = ParseGenerationRequest(req.body, "video", &async);
+    if (!r.ok()) {
+      const std::string msg(r.status().message());
+      return Error(res, 400, "invalid_request_error", msg, msg.substr(0, msg.find(':')));
+    }
+    Result<JobId> id = state.Submit(*r);
+    if (!id.ok()) {
+      return StatusError(res, id.status());
+    }
+    res.set_content(VideoJson(*state.Get(*id)).dump(), "application/json");
+  });
+  http.Get(R"(/v1/videos/([^/]+))", [&state](const httplib::Request& req, httplib::Response& res) {
+    std::optional<JobId> id = ParseJobId(req.matches[1]);
+    std::optional<JobView> v = id ? state.Get(*id) : std::nullopt;
+    if (!v.has_value() || v->kind != "video") {
+      return Error(res, 404, "not_found", "no video " + std::string(req.matches[1]));
+    }
+    res.set_content(VideoJson(*v).dump(), "application/json");
+  });
+  http.Get(R"(/v1/videos/([^/]+)/content)",
+           [&state](const httplib::Request& req, httplib::Response& res) {
+             std::optional<JobId> id = ParseJobId(req.matches[1]);
+             std::optional<JobView> v = id ? state.Get(*id) : std::nullopt;
+             if (!v.has_value() || v->kind != "video") {
+               return Error(res, 404, "not_found", "no video " + std::string(req.matches[1]));
+             }
+             if (v->status != "succeeded") {
+               return Error(res, 409, "video_not_ready", "video is " + v->status);
+             }
+             res.set_content(v->result, v->result_type.empty() ? "application/octet-stream"
+                                                               : v->result_type.c_str());
+           });
 
   http.Get(R"(/v1/jobs/([^/]+))", [&state](const httplib::Request& req, httplib::Response& res) {
     std::optional<JobId> id = ParseJobId(req.matches[1]);
@@ -273,6 +380,46 @@ void InstallHttpApi(httplib::Server& http, OrchestratorState& state,
       out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
           << name << " " << v << "\n";
     };
+    static constexpr const char* kClasses[kClassCount] = {"interactive", "standard", "batch"};
+    out << "# HELP sluice_orchestrator_queued_by_class Queued stage work per priority class.\n"
+        << "# TYPE sluice_orchestrator_queued_by_class gauge\n";
+    for (int st = 0; st < kStageCount; ++st) {
+      for (int c = 0; c < kClassCount; ++c) {
+        out << "sluice_orchestrator_queued_by_class{stage=\"" << StageName(static_cast<Stage>(st))
+            << "\",class=\"" << kClasses[c] << "\"} " << s.scheduler.queued_by_class[st][c] << "\n";
+      }
+    }
+    out << "# HELP sluice_orchestrator_free_slots Credits advertised by workers, unassigned.\n"
+        << "# TYPE sluice_orchestrator_free_slots gauge\n";
+    for (int st = 0; st < kStageCount; ++st) {
+      out << "sluice_orchestrator_free_slots{stage=\"" << StageName(static_cast<Stage>(st))
+          << "\"} " << s.scheduler.free_slots[st] << "\n";
+    }
+    auto hist = [&](const char* name, const char* help, const Histogram& h,
+                    const std::string& labels) {
+      const std::string sep = labels.empty() ? "" : ",";
+      for (std::size_t b = 0; b < Histogram::kBuckets.size(); ++b) {
+        out << name << "_bucket{" << labels << sep << "le=\"" << Histogram::kBuckets[b] << "\"} "
+            << h.counts[b] << "\n";
+      }
+      out << name << "_bucket{" << labels << sep << "le=\"+Inf\"} " << h.count << "\n"
+          << name << "_sum" << (labels.empty() ? "" : "{" + labels + "}") << " " << h.sum << "\n"
+          << name << "_count" << (labels.empty() ? "" : "{" + labels + "}") << " " << h.count
+          << "\n";
+      (void)help;
+    };
+    out << "# HELP sluice_orchestrator_job_seconds Submission to success.\n"
+        << "# TYPE sluice_orchestrator_job_seconds histogram\n";
+    hist("sluice_orchestrator_job_seconds", "", s.job_latency, "");
+    out << "# HELP sluice_orchestrator_ttff_seconds Submission to the first decoded frame.\n"
+        << "# TYPE sluice_orchestrator_ttff_seconds histogram\n";
+    hist("sluice_orchestrator_ttff_seconds", "", s.ttff, "");
+    out << "# HELP sluice_orchestrator_dispatch_seconds Queued to dispatched, per stage.\n"
+        << "# TYPE sluice_orchestrator_dispatch_seconds histogram\n";
+    for (int st = 0; st < kStageCount; ++st) {
+      hist("sluice_orchestrator_dispatch_seconds", "", s.dispatch_latency[st],
+           "stage=\"" + std::string(StageName(static_cast<Stage>(st))) + "\"");
+    }
     out << "# TYPE sluice_orchestrator_running gauge\nsluice_orchestrator_running "
         << s.scheduler.running << "\n";
     counter("sluice_orchestrator_jobs_submitted_total", "Jobs accepted.", s.submitted);
@@ -283,6 +430,8 @@ void InstallHttpApi(httplib::Server& http, OrchestratorState& state,
     counter("sluice_orchestrator_dispatches_total", "Stage dispatches.", s.scheduler.dispatches);
     counter("sluice_orchestrator_preemptions_total", "Checkpoint preemptions.",
             s.scheduler.preemptions);
+    counter("sluice_orchestrator_jobs_restored_total",
+            "Unfinished jobs taken back from the journal.", s.restored);
     res.set_content(out.str(), "text/plain; version=0.0.4");
   });
 }

@@ -1,6 +1,9 @@
 // The orchestrator's HTTP/JSON face for clients:
 //   POST   /v1/images/generations  OpenAI's images body (+ negative_prompt,
 //                                  seed, steps, priority, deadline_ms, async)
+//   POST   /v1/videos              OpenAI's video body (prompt, size, seconds;
+//                                  + frames, fps, seed, steps, ...): a job
+//   GET    /v1/videos/{id}[/content]  the video object, then its bytes
 //   GET    /v1/jobs/{id}           status, stage, step progress, error
 //   GET    /v1/jobs/{id}/events    server-sent events until the job ends
 //   DELETE /v1/jobs/{id}           cancel
@@ -25,6 +28,9 @@ void InstallHttpApi(httplib::Server& http, OrchestratorState& state,
 // (the body, normalized, becomes request_json). Errors: kInvalidArgument
 // naming the field.
 Result<JobRequest> ParseImageRequest(std::string_view body, bool* async);
+// The same for "image" or "video" bodies (videos: seconds, frames, fps).
+Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_view kind,
+                                          bool* async);
 
 }  // namespace sluice::orchestrator
 

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "orchestrator/service/http_api.h"
+#include "orchestrator/service/journal.h"
 #include "orchestrator/service/orchestrator_state.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
@@ -119,15 +120,20 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
 
 class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
  public:
-  explicit OrchestratorServerImpl(const OrchestratorConfig& c)
-      : config_(c), state_([&] {
-          orchestrator::ServiceOptions o;
-          o.scheduler.max_queued_jobs = c.max_queued_jobs;
-          o.scheduler.max_attempts = c.max_attempts;
-          o.heartbeat_interval = c.heartbeat_interval;
-          o.worker_timeout = c.worker_timeout;
-          return o;
-        }()) {}
+  OrchestratorServerImpl(const OrchestratorConfig& c,
+                         std::unique_ptr<orchestrator::Journal> journal)
+      : config_(c),
+        journal_(std::move(journal)),
+        state_(
+            [&] {
+              orchestrator::ServiceOptions o;
+              o.scheduler.max_queued_jobs = c.max_queued_jobs;
+              o.scheduler.max_attempts = c.max_attempts;
+              o.heartbeat_interval = c.heartbeat_interval;
+              o.worker_timeout = c.worker_timeout;
+              return o;
+            }(),
+            journal_.get()) {}
 
   ~OrchestratorServerImpl() override {
     {
@@ -148,6 +154,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   }
 
   Status Start() {
+    SLUICE_RETURN_IF_ERROR(state_.Restore());
     SLUICE_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(config_.listen, true));
     SLUICE_ASSIGN_OR_RETURN(HostPort hh, ParseHostPort(config_.http_listen, true));
     grpc::ServerBuilder builder;
@@ -242,6 +249,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   }
 
   OrchestratorConfig config_;
+  std::unique_ptr<orchestrator::Journal> journal_;  // Before state_: outlives it.
   OrchestratorState state_;
   std::unique_ptr<grpc::Server> server_;
   httplib::Server http_;
@@ -274,7 +282,11 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
   if (config.max_attempts < 1 || config.max_attempts > 100) {
     return InvalidArgumentError("orchestrator: max_attempts must be in 1..100");
   }
-  auto impl = std::make_unique<internal::OrchestratorServerImpl>(config);
+  std::unique_ptr<orchestrator::Journal> journal;
+  if (!config.journal_path.empty()) {
+    SLUICE_ASSIGN_OR_RETURN(journal, orchestrator::Journal::Open(config.journal_path));
+  }
+  auto impl = std::make_unique<internal::OrchestratorServerImpl>(config, std::move(journal));
   SLUICE_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<OrchestratorServer>(new OrchestratorServer(std::move(impl)));
 }

@@ -14,8 +14,32 @@ Result<Stage> ParseStage(std::string_view s) {
                               "' (expected encode, denoise or decode)");
 }
 
-OrchestratorState::OrchestratorState(ServiceOptions o)
-    : options_(std::move(o)), scheduler_(options_.scheduler) {}
+OrchestratorState::OrchestratorState(ServiceOptions o, JobJournal* journal)
+    : options_(std::move(o)), journal_(journal), scheduler_(options_.scheduler) {}
+
+Status OrchestratorState::Restore() {
+  if (journal_ == nullptr) {
+    return Status::Ok();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  SLUICE_ASSIGN_OR_RETURN(JobId max, journal_->MaxId());
+  next_job_ = std::max(next_job_, max + 1);
+  SLUICE_ASSIGN_OR_RETURN(auto jobs, journal_->Unfinished());
+  const TimePoint now = Clock::now();
+  for (const auto& [id, r] : jobs) {
+    Result<JobId> ok = SubmitLocked(id, r, now, /*journal=*/false);
+    if (!ok.ok()) {
+      SLUICE_LOG(error, "journal: job {} cannot be resubmitted: {}", id, ok.status().ToString());
+      (void)journal_->Finish(id, "failed");
+      continue;
+    }
+    ++stats_.restored;
+  }
+  if (!jobs.empty()) {
+    SLUICE_LOG(info, "journal: {} unfinished job(s) resubmitted", stats_.restored);
+  }
+  return Status::Ok();
+}
 
 void OrchestratorState::EventLocked(JobRecord& j, TimePoint now, std::string type,
                                     std::string detail) {
@@ -33,8 +57,17 @@ void OrchestratorState::EventLocked(JobRecord& j, TimePoint now, std::string typ
 Result<JobId> OrchestratorState::Submit(const JobRequest& r) {
   const TimePoint now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
+  Result<JobId> id = SubmitLocked(next_job_, r, now, /*journal=*/true);
+  if (id.ok()) {
+    ++next_job_;
+  }
+  return id;
+}
+
+Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, TimePoint now,
+                                              bool journal) {
   JobSpec spec;
-  spec.id = next_job_;
+  spec.id = id;
   spec.pipeline = r.pipeline;
   spec.priority = r.priority;
   if (r.deadline.has_value()) {
@@ -45,18 +78,29 @@ Result<JobId> OrchestratorState::Submit(const JobRequest& r) {
     stats_.rejected += s.code() == StatusCode::kResourceExhausted ? 1 : 0;
     return s;
   }
-  ++next_job_;
+  if (journal && journal_ != nullptr) {
+    // Durable before it is acknowledged; undone when it cannot be.
+    if (Status s = journal_->Add(id, r); !s.ok()) {
+      (void)scheduler_.Cancel(id, now);
+      (void)scheduler_.TakeActions();
+      return s;
+    }
+  }
   ++stats_.submitted;
-  JobRecord& j = jobs_[spec.id];
+  JobRecord& j = jobs_[id];
   j.request = r;
   j.submitted = now;
-  j.view.id = spec.id;
+  j.queued_since = now;
+  j.view.id = id;
   j.view.kind = r.kind;
   j.view.status = "queued";
   j.view.stage = std::string(StageName(r.pipeline.front()));
+  j.view.created_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
   EventLocked(j, now, "queued");
   ApplyLocked(now);
-  return spec.id;
+  return id;
 }
 
 Result<WorkerId> OrchestratorState::Register(std::string_view stage, int capacity,
@@ -136,6 +180,15 @@ Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
       EventLocked(j->second, now, "step");
     }
   }
+  for (std::uint64_t id : r.first_output()) {
+    auto j = jobs_.find(id);
+    if (j != jobs_.end() && j->second.view.ttff_ms < 0 && !j->second.view.finished()) {
+      const double s = std::chrono::duration<double>(now - j->second.submitted).count();
+      j->second.view.ttff_ms = s * 1000;
+      stats_.ttff.Add(s);
+      EventLocked(j->second, now, "first_output");
+    }
+  }
   ApplyLocked(now);
   return Status::Ok();
 }
@@ -157,6 +210,7 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
       rec.view.result_type = r.output_type();
     }
   }
+  rec.queued_since = now;
   EventLocked(rec, now, "stage_done");
   ApplyLocked(now);
   return Status::Ok();
@@ -175,6 +229,7 @@ Status OrchestratorState::Failed(const v1::FailedRequest& r) {
   } else {
     SLUICE_RETURN_IF_ERROR(
         scheduler_.StageFailed(r.job_id(), r.worker_id(), r.reason(), r.retryable(), now));
+    j->second.queued_since = now;
     EventLocked(j->second, now, "stage_failed", r.reason());
   }
   ApplyLocked(now);
@@ -201,8 +256,14 @@ void OrchestratorState::FinishLocked(JobRecord& j, std::string status, std::stri
   }
   j.view.status = std::move(status);
   j.view.error = std::move(error);
+  if (journal_ != nullptr) {
+    if (Status s = journal_->Finish(j.view.id, j.view.status); !s.ok()) {
+      SLUICE_LOG(error, "{}", s.ToString());
+    }
+  }
   if (j.view.status == "succeeded") {
     ++stats_.succeeded;
+    stats_.job_latency.Add(std::chrono::duration<double>(now - j.submitted).count());
     EventLocked(j, now, "done");
   } else if (j.view.status == "failed") {
     ++stats_.failed;
@@ -227,6 +288,8 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
           break;
         }
         JobRecord& rec = j->second;
+        stats_.dispatch_latency[static_cast<int>(a.stage)].Add(
+            std::chrono::duration<double>(now - rec.queued_since).count());
         rec.view.status = "running";
         rec.view.stage = std::string(StageName(a.stage));
         rec.view.step = a.resume_step;

@@ -6,6 +6,7 @@
 #ifndef SLUICE_ORCHESTRATOR_SERVICE_ORCHESTRATOR_STATE_H_
 #define SLUICE_ORCHESTRATOR_SERVICE_ORCHESTRATOR_STATE_H_
 
+#include <array>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -36,6 +37,33 @@ struct JobRequest {
   std::string affinity;
 };
 
+// Where accepted jobs are made durable (service/journal.h: SQLite). Called
+// under the state's lock.
+class JobJournal {
+ public:
+  virtual ~JobJournal() = default;
+  virtual Status Add(JobId id, const JobRequest& r) = 0;
+  virtual Status Finish(JobId id, std::string_view status) = 0;
+  virtual Result<std::vector<std::pair<JobId, JobRequest>>> Unfinished() = 0;
+  virtual Result<JobId> MaxId() = 0;
+};
+
+// Fixed-bucket latency histogram (seconds), Prometheus style.
+struct Histogram {
+  static constexpr std::array<double, 12> kBuckets = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5,
+                                                      1,     2,     5,    10,   60,  300};
+  std::array<std::uint64_t, kBuckets.size()> counts{};
+  std::uint64_t count = 0;
+  double sum = 0;
+  void Add(double seconds) {
+    ++count;
+    sum += seconds;
+    for (std::size_t i = 0; i < kBuckets.size(); ++i) {
+      counts[i] += seconds <= kBuckets[i] ? 1 : 0;
+    }
+  }
+};
+
 struct JobEvent {
   double t_ms = 0;    // Since submission.
   std::string type;   // queued, stage_started, step, stage_done, done, failed, cancelled.
@@ -54,6 +82,8 @@ struct JobView {
   std::string result;  // Final stage output (e.g. PNG bytes).
   std::string result_type;
   std::vector<JobEvent> events;
+  std::int64_t created_unix_s = 0;
+  double ttff_ms = -1;  // Submission to the first decoded chunk/frame; -1: not yet.
   bool finished() const {
     return status == "succeeded" || status == "failed" || status == "cancelled";
   }
@@ -63,12 +93,20 @@ struct ServiceStats {
   SchedulerStats scheduler;
   std::size_t workers[kStageCount] = {};
   std::uint64_t submitted = 0, succeeded = 0, failed = 0, cancelled = 0, rejected = 0;
+  std::uint64_t restored = 0;               // Unfinished jobs taken back from the journal.
+  Histogram job_latency;                    // Submission to success.
+  Histogram ttff;                           // Submission to the first decoded chunk/frame.
+  Histogram dispatch_latency[kStageCount];  // Queued for a stage to dispatched.
 };
 
 class OrchestratorState {
  public:
   using Sink = std::function<void(const v1::Assignment&)>;
-  explicit OrchestratorState(ServiceOptions o);
+  // `journal` (optional) must outlive the state.
+  explicit OrchestratorState(ServiceOptions o, JobJournal* journal = nullptr);
+  // Resubmits the journal's unfinished jobs (same ids, from their first
+  // stage). Call once, before serving. Errors: the journal's.
+  Status Restore();
 
   // Errors: kInvalidArgument (bad pipeline); kResourceExhausted (queue
   // full: the HTTP face answers 429).
@@ -106,6 +144,7 @@ class OrchestratorState {
     JobView view;
     JobRequest request;
     TimePoint submitted;
+    TimePoint queued_since;  // Became ready for its current stage.
     std::map<Stage, std::string> outputs;
   };
   struct WorkerRecord {
@@ -121,7 +160,10 @@ class OrchestratorState {
   void SendLocked(WorkerId w, v1::Assignment a);
   void FinishLocked(JobRecord& j, std::string status, std::string error, TimePoint now);
 
+  Result<JobId> SubmitLocked(JobId id, const JobRequest& r, TimePoint now, bool journal);
+
   ServiceOptions options_;
+  JobJournal* journal_;
   std::mutex mu_;
   std::condition_variable cv_;  // Job status and events changed.
   Scheduler scheduler_;

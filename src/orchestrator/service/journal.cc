@@ -1,0 +1,174 @@
+#include "orchestrator/service/journal.h"
+
+#include <sqlite3.h>
+
+#include <chrono>
+
+namespace sluice::orchestrator {
+namespace {
+
+Status SqlError(sqlite3* db, std::string_view what) {
+  return UnavailableError("journal: " + std::string(what) + ": " + sqlite3_errmsg(db),
+                          FailureScope::kEndpoint);
+}
+
+// Statement with automatic finalize.
+struct Stmt {
+  sqlite3_stmt* s = nullptr;
+  ~Stmt() { sqlite3_finalize(s); }
+};
+
+std::string PipelineText(const std::vector<Stage>& p) {
+  std::string out;
+  for (Stage s : p) {
+    out += (out.empty() ? "" : ",") + std::string(StageName(s));
+  }
+  return out;
+}
+
+std::int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+      SQLITE_OK) {
+    Status s = UnavailableError("journal: cannot open '" + path +
+                                    "': " + (db != nullptr ? sqlite3_errmsg(db) : "out of memory"),
+                                FailureScope::kEndpoint);
+    sqlite3_close(db);
+    return s;
+  }
+  std::unique_ptr<Journal> j(new Journal(db));
+  SLUICE_RETURN_IF_ERROR(j->Exec("PRAGMA journal_mode=WAL"));
+  SLUICE_RETURN_IF_ERROR(j->Exec("PRAGMA synchronous=NORMAL"));
+  SLUICE_RETURN_IF_ERROR(
+      j->Exec("CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, "
+              "request TEXT NOT NULL, pipeline TEXT NOT NULL, priority INTEGER NOT NULL, "
+              "deadline_unix_ms INTEGER, affinity TEXT NOT NULL, status TEXT NOT NULL, "
+              "created_unix_ms INTEGER NOT NULL)"));
+  SLUICE_RETURN_IF_ERROR(j->Exec("CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status)"));
+  return j;
+}
+
+Journal::~Journal() {
+  sqlite3_close(db_);
+}
+
+Status Journal::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    Status s = UnavailableError(std::string("journal: ") + (err != nullptr ? err : "error"),
+                                FailureScope::kEndpoint);
+    sqlite3_free(err);
+    return s;
+  }
+  return Status::Ok();
+}
+
+Status Journal::Add(JobId id, const JobRequest& r) {
+  Stmt st;
+  if (sqlite3_prepare_v2(db_,
+                         "INSERT INTO jobs (id, kind, request, pipeline, priority, "
+                         "deadline_unix_ms, affinity, status, created_unix_ms) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, 'accepted', ?)",
+                         -1, &st.s, nullptr) != SQLITE_OK) {
+    return SqlError(db_, "prepare insert");
+  }
+  const std::string pipeline = PipelineText(r.pipeline);
+  const std::int64_t now = NowUnixMs();
+  sqlite3_bind_int64(st.s, 1, static_cast<sqlite3_int64>(id));
+  sqlite3_bind_text(st.s, 2, r.kind.data(), static_cast<int>(r.kind.size()), SQLITE_STATIC);
+  sqlite3_bind_text(st.s, 3, r.request_json.data(), static_cast<int>(r.request_json.size()),
+                    SQLITE_STATIC);
+  sqlite3_bind_text(st.s, 4, pipeline.data(), static_cast<int>(pipeline.size()), SQLITE_STATIC);
+  sqlite3_bind_int(st.s, 5, static_cast<int>(r.priority));
+  if (r.deadline.has_value()) {
+    sqlite3_bind_int64(st.s, 6, now + r.deadline->count());
+  } else {
+    sqlite3_bind_null(st.s, 6);
+  }
+  sqlite3_bind_text(st.s, 7, r.affinity.data(), static_cast<int>(r.affinity.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(st.s, 8, now);
+  if (sqlite3_step(st.s) != SQLITE_DONE) {
+    return SqlError(db_, "insert job " + std::to_string(id));
+  }
+  return Status::Ok();
+}
+
+Status Journal::Finish(JobId id, std::string_view status) {
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "UPDATE jobs SET status = ? WHERE id = ?", -1, &st.s, nullptr) !=
+      SQLITE_OK) {
+    return SqlError(db_, "prepare update");
+  }
+  sqlite3_bind_text(st.s, 1, status.data(), static_cast<int>(status.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(st.s, 2, static_cast<sqlite3_int64>(id));
+  if (sqlite3_step(st.s) != SQLITE_DONE) {
+    return SqlError(db_, "update job " + std::to_string(id));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<std::pair<JobId, JobRequest>>> Journal::Unfinished() {
+  Stmt st;
+  if (sqlite3_prepare_v2(db_,
+                         "SELECT id, kind, request, pipeline, priority, deadline_unix_ms, "
+                         "affinity FROM jobs WHERE status = 'accepted' ORDER BY id",
+                         -1, &st.s, nullptr) != SQLITE_OK) {
+    return SqlError(db_, "prepare select");
+  }
+  std::vector<std::pair<JobId, JobRequest>> out;
+  const std::int64_t now = NowUnixMs();
+  int rc;
+  while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
+    JobRequest r;
+    const JobId id = static_cast<JobId>(sqlite3_column_int64(st.s, 0));
+    auto text = [&](int col) {
+      const unsigned char* t = sqlite3_column_text(st.s, col);
+      return t == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(t));
+    };
+    r.kind = text(1);
+    r.request_json = text(2);
+    r.pipeline.clear();
+    const std::string pipe = text(3);
+    for (std::size_t at = 0; at < pipe.size();) {
+      const std::size_t comma = std::min(pipe.find(',', at), pipe.size());
+      Result<Stage> s = ParseStage(pipe.substr(at, comma - at));
+      if (!s.ok()) {
+        return s.status().WithContext("journal row " + std::to_string(id));
+      }
+      r.pipeline.push_back(*s);
+      at = comma + 1;
+    }
+    const int prio = sqlite3_column_int(st.s, 4);
+    r.priority = static_cast<PriorityClass>(std::clamp(prio, 0, kClassCount - 1));
+    if (sqlite3_column_type(st.s, 5) != SQLITE_NULL) {
+      r.deadline =
+          std::chrono::milliseconds(std::max<std::int64_t>(1, sqlite3_column_int64(st.s, 5) - now));
+    }
+    r.affinity = text(6);
+    out.emplace_back(id, std::move(r));
+  }
+  if (rc != SQLITE_DONE) {
+    return SqlError(db_, "select unfinished");
+  }
+  return out;
+}
+
+Result<JobId> Journal::MaxId() {
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "SELECT COALESCE(MAX(id), 0) FROM jobs", -1, &st.s, nullptr) !=
+          SQLITE_OK ||
+      sqlite3_step(st.s) != SQLITE_ROW) {
+    return SqlError(db_, "max id");
+  }
+  return static_cast<JobId>(sqlite3_column_int64(st.s, 0));
+}
+
+}  // namespace sluice::orchestrator
