@@ -12,6 +12,9 @@
 #include <gtest/gtest.h>
 
 #include "sluice/orchestrator/server.h"
+#include "sluice/store/client.h"
+#include "sluice/store/master.h"
+#include "sluice/store/store_node.h"
 
 #include "service/proto/orchestrator.grpc.pb.h"
 
@@ -27,8 +30,11 @@ using nlohmann::json;
 // answering (a worker that hangs).
 class FakeWorker {
  public:
-  FakeWorker(const std::string& endpoint, const std::string& stage, bool hold = false)
-      : stage_(stage), hold_(hold) {
+  // `keys` (optional) stores the output and returns its store keys.
+  using KeysFn = std::function<std::vector<std::string>(std::uint64_t job)>;
+  FakeWorker(const std::string& endpoint, const std::string& stage, bool hold = false,
+             KeysFn keys = nullptr)
+      : stage_(stage), hold_(hold), keys_(std::move(keys)) {
     stub_ = pb::Orchestrator::NewStub(
         grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()));
     EXPECT_TRUE(Register());
@@ -134,6 +140,11 @@ class FakeWorker {
     d.set_job_id(a.job_id());
     d.set_output(stage_ + "(" + in + ")");
     d.set_output_type(video ? "video/mp4" : "text/plain");
+    if (keys_) {
+      for (const std::string& k : keys_(a.job_id())) {
+        d.add_payload_keys(k);
+      }
+    }
     pb::DoneResponse dr;
     grpc::ClientContext dctx;
     (void)stub_->Done(&dctx, d, &dr);
@@ -157,6 +168,7 @@ class FakeWorker {
 
   std::string stage_;
   bool hold_;
+  KeysFn keys_;
   std::unique_ptr<pb::Orchestrator::Stub> stub_;
   std::atomic<std::uint64_t> id_{0};
   std::mutex mu_;
@@ -415,6 +427,86 @@ TEST_F(OrchestratorTest, FloodedSubmissionsAre429AndTheQueueStaysBounded) {
   const std::string m = http_->Get("/metrics")->body;
   EXPECT_NE(m.find("sluice_orchestrator_queued{stage=\"encode\"} 50"), std::string::npos) << m;
   EXPECT_NE(m.find("sluice_orchestrator_jobs_rejected_total 450"), std::string::npos);
+}
+
+TEST_F(OrchestratorTest, CancelRemovesStorePayloadsAndALostPayloadRerunsItsProducer) {
+  MasterConfig mc;
+  mc.heartbeat_interval = 100ms;
+  mc.node_timeout = 600ms;
+  auto master = MasterServer::Start(mc);
+  ASSERT_TRUE(master.ok()) << master.status().ToString();
+  auto node_engine = TransferEngine::Create(EngineConfig{});
+  auto client_engine = TransferEngine::Create(EngineConfig{});
+  ASSERT_TRUE(node_engine.ok() && client_engine.ok());
+  StoreNodeConfig nc;
+  nc.master = (*master)->endpoint();
+  nc.memory_bytes = 16 << 20;
+  auto node = StoreNode::Start(node_engine->get(), nc);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  StoreClientConfig cc;
+  cc.master = (*master)->endpoint();
+  cc.staging_bytes = 1 << 20;
+  auto client = StoreClient::Create(client_engine->get(), cc);
+  ASSERT_TRUE(client.ok());
+  while (!(*node)->registered()) {
+    std::this_thread::sleep_for(10ms);
+  }
+
+  OrchestratorConfig c;
+  c.heartbeat_interval = 100ms;
+  c.worker_timeout = 800ms;
+  c.store_master = (*master)->endpoint();
+  auto s = OrchestratorServer::Start(c);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  server_ = std::move(*s);
+  http_ = std::make_unique<httplib::Client>("http://" + server_->http_endpoint());
+  // Encode stores its output; nothing runs denoise, so jobs wait there.
+  StoreClient* store = client->get();
+  FakeWorker e(server_->endpoint(), "encode", false, [store](std::uint64_t job) {
+    const std::string key = "job/" + std::to_string(job) + "/encode";
+    std::vector<std::byte> v(4096, std::byte{7});
+    if (!store->Put(key, v).ok()) {
+      return std::vector<std::string>{};
+    }
+    return std::vector<std::string>{key};
+  });
+  int status = 0;
+  const std::string a = Post(R"({"prompt":"a","async":true})", &status)["id"];
+  const std::string key_a = "job/" + a.substr(4) + "/encode";
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (!*store->Exists(key_a) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(*store->Exists(key_a));
+  ASSERT_EQ(http_->Delete("/v1/jobs/" + a)->status, 200);
+  const auto gone_by = std::chrono::steady_clock::now() + 5s;
+  while (*store->Exists(key_a) && std::chrono::steady_clock::now() < gone_by) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_FALSE(*store->Exists(key_a)) << "a cancelled job's payloads are removed";
+
+  const std::string b = Post(R"({"prompt":"b","async":true})", &status)["id"];
+  const std::string key_b = "job/" + b.substr(4) + "/encode";
+  while (!*store->Exists(key_b) && std::chrono::steady_clock::now() < until + 5s) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(*store->Exists(key_b));
+  EXPECT_EQ(e.runs(), 2);
+  node->reset();  // The node holding job b's encode output dies.
+  node_engine->reset();
+  const auto rerun_by = std::chrono::steady_clock::now() + 10s;
+  while (e.runs() < 3 && std::chrono::steady_clock::now() < rerun_by) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(e.runs(), 3) << "the lost payload's producer ran again";
+  ASSERT_EQ(http_->Delete("/v1/jobs/" + b)->status, 200);  // Ends its event stream.
+  auto events = http_->Get("/v1/jobs/" + b + "/events");
+  ASSERT_TRUE(events);
+  EXPECT_NE(events->body.find("event: payload_lost"), std::string::npos) << events->body;
+  EXPECT_NE(http_->Get("/metrics")->body.find("sluice_orchestrator_payloads_lost_total 1"),
+            std::string::npos);
+  http_.reset();
+  server_.reset();
 }
 
 }  // namespace

@@ -160,6 +160,8 @@ int main(int argc, char** argv) {
                    "a worker silent this long is lost and its work re-queued")
       ->check(CLI::Range(std::int64_t{600}, std::int64_t{3600000}))
       ->capture_default_str();
+  orch->add_option("--store-master", orch_config.store_master,
+                   "store master host:port (release cancelled payloads, re-run lost ones)");
   orch->add_option("--journal", orch_config.journal_path,
                    "SQLite file journaling accepted jobs (they survive a restart)");
   orch->add_flag("--exit-on-stdin-eof", exit_on_eof, "stop when stdin closes (for supervisors)");

@@ -36,6 +36,10 @@ struct OrchestratorConfig {
   // SQLite journal of accepted jobs; after a restart with the same path,
   // unfinished jobs run again. Empty: no journal (jobs die with the process).
   std::string journal_path;
+  // The store master ("host:port"): jobs' store payloads (reported by
+  // workers) are removed when a job is cancelled, and a payload the store
+  // loses re-runs the stage that produced it. Empty: no store.
+  std::string store_master;
 };
 
 class OrchestratorServer {

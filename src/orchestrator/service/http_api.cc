@@ -430,6 +430,8 @@ void InstallHttpApi(httplib::Server& http, OrchestratorState& state,
     counter("sluice_orchestrator_dispatches_total", "Stage dispatches.", s.scheduler.dispatches);
     counter("sluice_orchestrator_preemptions_total", "Checkpoint preemptions.",
             s.scheduler.preemptions);
+    counter("sluice_orchestrator_payloads_lost_total", "Store payloads lost; producer re-run.",
+            s.payloads_lost);
     counter("sluice_orchestrator_jobs_restored_total",
             "Unfinished jobs taken back from the journal.", s.restored);
     res.set_content(out.str(), "text/plain; version=0.0.4");

@@ -13,6 +13,7 @@
 #include "orchestrator/service/http_api.h"
 #include "orchestrator/service/journal.h"
 #include "orchestrator/service/orchestrator_state.h"
+#include "proto/master.grpc.pb.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
 namespace sluice::internal {
@@ -139,10 +140,16 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     {
       std::lock_guard<std::mutex> lock(tick_mu_);
       stopping_ = true;
+      if (watch_ctx_ != nullptr) {
+        watch_ctx_->TryCancel();
+      }
     }
     tick_cv_.notify_all();
     if (ticker_.joinable()) {
       ticker_.join();
+    }
+    if (watcher_.joinable()) {
+      watcher_.join();
     }
     if (http_thread_.joinable()) {
       http_.stop();
@@ -178,6 +185,12 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     hh.port = static_cast<std::uint16_t>(hport);
     http_endpoint_ = hh.ToString();
     http_thread_ = std::thread([this] { http_.listen_after_bind(); });
+    if (!config_.store_master.empty()) {
+      SLUICE_RETURN_IF_ERROR(ParseHostPort(config_.store_master, false).status());
+      store_ = store::v1::Master::NewStub(
+          grpc::CreateChannel(config_.store_master, grpc::InsecureChannelCredentials()));
+      watcher_ = std::thread([this] { WatchStore(); });
+    }
     ticker_ = std::thread([this] { TickLoop(); });
     SLUICE_LOG(info, "orchestrator: workers on {}, HTTP on {}", endpoint_, http_endpoint_);
     return Status::Ok();
@@ -244,7 +257,52 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
       tick_cv_.wait_for(lock, std::chrono::milliseconds(100));
       lock.unlock();
       state_.Tick();
+      RemoveReleased();
       lock.lock();
+    }
+  }
+
+  // Best effort: a key already consumed or gone answers NOT_FOUND.
+  void RemoveReleased() {
+    if (store_ == nullptr) {
+      return;
+    }
+    for (const std::string& key : state_.TakeReleasedKeys()) {
+      store::v1::KeyRequest req;
+      req.set_key(key);
+      store::v1::RemoveResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      const grpc::Status s = store_->Remove(&ctx, req, &resp);
+      if (!s.ok() && s.error_code() != grpc::StatusCode::NOT_FOUND) {
+        SLUICE_LOG(warn, "store: removing released payload '{}' failed: {}", key,
+                   s.error_message());
+      }
+    }
+  }
+
+  // Store events until shutdown; LOST payloads re-run their producer.
+  // Reconnects every 200 ms while the master is away.
+  void WatchStore() {
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(tick_mu_);
+        if (stopping_) {
+          return;
+        }
+        watch_ctx_ = std::make_unique<grpc::ClientContext>();
+      }
+      store::v1::WatchRequest req;
+      auto reader = store_->WatchEvents(watch_ctx_.get(), req);
+      store::v1::ObjectEvent e;
+      while (reader->Read(&e)) {
+        if (e.kind() == store::v1::ObjectEvent::LOST) {
+          state_.PayloadLost(e.key());
+        }
+      }
+      (void)reader->Finish();
+      std::unique_lock<std::mutex> lock(tick_mu_);
+      tick_cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; });
     }
   }
 
@@ -260,6 +318,9 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   std::condition_variable tick_cv_;
   bool stopping_ = false;  // Guarded by tick_mu_.
   std::thread ticker_;
+  std::unique_ptr<store::v1::Master::Stub> store_;
+  std::unique_ptr<grpc::ClientContext> watch_ctx_;  // Guarded by tick_mu_.
+  std::thread watcher_;
 };
 
 }  // namespace sluice::internal

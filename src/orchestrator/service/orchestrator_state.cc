@@ -1,5 +1,7 @@
 #include "orchestrator/service/orchestrator_state.h"
 
+#include <utility>
+
 #include "common/log.h"
 
 namespace sluice::orchestrator {
@@ -205,6 +207,14 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
   Result<Stage> st = ParseStage(rec.view.stage);
   if (st.ok()) {
     rec.outputs[*st] = r.output();
+    auto& keys = rec.payload_keys[*st];
+    for (const std::string& k : keys) {
+      key_owner_.erase(k);  // A re-run replaces the lost output's keys.
+    }
+    keys.assign(r.payload_keys().begin(), r.payload_keys().end());
+    for (const std::string& k : keys) {
+      key_owner_[k] = {r.job_id(), *st};
+    }
     if (*st == rec.request.pipeline.back()) {
       rec.view.result = r.output();
       rec.view.result_type = r.output_type();
@@ -272,6 +282,14 @@ void OrchestratorState::FinishLocked(JobRecord& j, std::string status, std::stri
     ++stats_.cancelled;
     EventLocked(j, now, "cancelled");
   }
+  if (j.view.status == "succeeded") {
+    for (auto& [stage, keys] : j.payload_keys) {
+      for (const std::string& k : keys) {
+        key_owner_.erase(k);  // Consumed by the next stage; no longer watched.
+      }
+    }
+    j.payload_keys.clear();
+  }
   finished_order_.push_back(j.view.id);
   while (finished_order_.size() > options_.max_finished_jobs) {
     jobs_.erase(finished_order_.front());
@@ -332,7 +350,16 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         }
         break;
       case Action::Kind::kReleaseJob:
-        break;  // Payload release joins the store in a later slice.
+        if (j != jobs_.end()) {
+          for (auto& [stage, keys] : j->second.payload_keys) {
+            for (std::string& k : keys) {
+              key_owner_.erase(k);
+              released_keys_.push_back(std::move(k));
+            }
+          }
+          j->second.payload_keys.clear();
+        }
+        break;
     }
   }
   cv_.notify_all();
@@ -376,6 +403,37 @@ std::pair<std::vector<JobEvent>, bool> OrchestratorState::EventsFrom(
   std::vector<JobEvent> out(ev.begin() + static_cast<std::ptrdiff_t>(std::min(from, ev.size())),
                             ev.end());
   return {std::move(out), j->second.view.finished()};
+}
+
+void OrchestratorState::PayloadLost(const std::string& key) {
+  const TimePoint now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = key_owner_.find(key);
+  if (it == key_owner_.end()) {
+    return;
+  }
+  const auto [job, stage] = it->second;
+  auto j = jobs_.find(job);
+  if (j == jobs_.end() || j->second.view.finished()) {
+    key_owner_.erase(it);
+    return;
+  }
+  if (Status s = scheduler_.PayloadLost(job, stage, now); !s.ok()) {
+    SLUICE_LOG(warn, "job {}: lost payload '{}' not re-run: {}", job, key, s.ToString());
+    return;
+  }
+  for (const std::string& k : j->second.payload_keys[stage]) {
+    key_owner_.erase(k);
+  }
+  j->second.payload_keys.erase(stage);
+  ++stats_.payloads_lost;
+  EventLocked(j->second, now, "payload_lost", std::string(StageName(stage)) + " output: " + key);
+  ApplyLocked(now);
+}
+
+std::vector<std::string> OrchestratorState::TakeReleasedKeys() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(released_keys_, {});
 }
 
 void OrchestratorState::Tick() {

@@ -94,6 +94,7 @@ struct ServiceStats {
   std::size_t workers[kStageCount] = {};
   std::uint64_t submitted = 0, succeeded = 0, failed = 0, cancelled = 0, rejected = 0;
   std::uint64_t restored = 0;               // Unfinished jobs taken back from the journal.
+  std::uint64_t payloads_lost = 0;          // Store LOST events that re-ran a stage.
   Histogram job_latency;                    // Submission to success.
   Histogram ttff;                           // Submission to the first decoded chunk/frame.
   Histogram dispatch_latency[kStageCount];  // Queued for a stage to dispatched.
@@ -126,6 +127,11 @@ class OrchestratorState {
   Status Failed(const v1::FailedRequest& r);
   // Errors: kNotFound (unknown or finished job).
   Status Cancel(JobId id);
+  // The store lost `key` (its last replica): the stage whose output it held
+  // runs again if the job still needs it. Unknown keys are ignored.
+  void PayloadLost(const std::string& key);
+  // Store keys of released jobs (cancelled or finished), to remove.
+  std::vector<std::string> TakeReleasedKeys();
 
   std::optional<JobView> Get(JobId id);
   // Blocks until the job finishes or `timeout` passes; nullopt if unknown.
@@ -146,6 +152,7 @@ class OrchestratorState {
     TimePoint submitted;
     TimePoint queued_since;  // Became ready for its current stage.
     std::map<Stage, std::string> outputs;
+    std::map<Stage, std::vector<std::string>> payload_keys;
   };
   struct WorkerRecord {
     Stage stage = Stage::kEncode;
@@ -170,6 +177,8 @@ class OrchestratorState {
   std::map<JobId, JobRecord> jobs_;
   std::deque<JobId> finished_order_;
   std::map<WorkerId, WorkerRecord> workers_;
+  std::map<std::string, std::pair<JobId, Stage>> key_owner_;  // Store key -> producer.
+  std::vector<std::string> released_keys_;
   JobId next_job_ = 1;
   WorkerId next_worker_ = 1;
   ServiceStats stats_;
