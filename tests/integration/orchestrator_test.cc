@@ -251,6 +251,11 @@ TEST_F(OrchestratorTest, ImageJobsRunThroughEveryStageSyncAsyncAndWithEvents) {
   ASSERT_EQ(status, 200) << sync.dump();
   EXPECT_EQ(Unbase64(sync["data"][0]["b64_json"]), "decode(denoise(encode(a red fox)))");
 
+  json two = Post(R"({"prompt":"owl","n":2,"seed":3})", &status);
+  ASSERT_EQ(status, 200) << two.dump();
+  ASSERT_EQ(two["data"].size(), 2u);
+  EXPECT_EQ(Unbase64(two["data"][1]["b64_json"]), "decode(denoise(encode(owl)))");
+
   json async = Post(R"({"prompt":"a lake","async":true,"priority":"interactive"})", &status);
   ASSERT_EQ(status, 202) << async.dump();
   const std::string id = async["id"];
@@ -263,7 +268,7 @@ TEST_F(OrchestratorTest, ImageJobsRunThroughEveryStageSyncAsyncAndWithEvents) {
     EXPECT_NE(events->body.find(want), std::string::npos) << want << "\n" << events->body;
   }
   auto m = http_->Get("/metrics");
-  EXPECT_NE(m->body.find("sluice_orchestrator_jobs_succeeded_total 2"), std::string::npos)
+  EXPECT_NE(m->body.find("sluice_orchestrator_jobs_succeeded_total 4"), std::string::npos)
       << m->body;
   EXPECT_NE(m->body.find("sluice_orchestrator_workers{stage=\"denoise\"} 1"), std::string::npos);
   EXPECT_EQ(http_->Get("/healthz")->status, 200);

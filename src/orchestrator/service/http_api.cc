@@ -177,8 +177,8 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
       j["prompt"].get<std::string>().size() > 10000) {
     return bad("prompt", "required, a string of 1..10000 characters");
   }
-  if (j.contains("n") && (!j["n"].is_number_integer() || j["n"] != 1)) {
-    return bad("n", "only 1 is supported");
+  if (j.contains("n") && (!j["n"].is_number_integer() || j["n"] < 1 || j["n"] > 4)) {
+    return bad("n", "an integer in 1..4");
   }
   const std::string default_size = video ? "320x192" : "256x256";
   std::string size = j.value("size", json(default_size)).is_string() ? j.value("size", default_size)
@@ -255,28 +255,55 @@ void InstallHttpApi(httplib::Server& http, OrchestratorState& state,
                 const std::string msg(r.status().message());
                 return Error(res, 400, "invalid_request_error", msg, msg.substr(0, msg.find(':')));
               }
-              Result<JobId> id = state.Submit(*r);
-              if (!id.ok()) {
-                return StatusError(res, id.status());
+              // One job per image (seed + i), all or none accepted.
+              const json body = json::parse(r->request_json);
+              const int n = body.value("n", 1);
+              std::vector<JobId> ids;
+              for (int i = 0; i < n; ++i) {
+                JobRequest one = *r;
+                json b = body;
+                b["n"] = 1;
+                b["index"] = i;
+                b["seed"] = body.value("seed", 0) + i;
+                one.request_json = b.dump();
+                Result<JobId> id = state.Submit(one);
+                if (!id.ok()) {
+                  for (JobId done : ids) {
+                    (void)state.Cancel(done);
+                  }
+                  return StatusError(res, id.status());
+                }
+                ids.push_back(*id);
               }
               if (async) {
                 res.status = 202;
-                res.set_content(JobJson(*state.Get(*id)).dump(), "application/json");
+                if (n == 1) {
+                  res.set_content(JobJson(*state.Get(ids[0])).dump(), "application/json");
+                } else {
+                  json list = {{"object", "list"}, {"data", json::array()}};
+                  for (JobId id : ids) {
+                    list["data"].push_back(JobJson(*state.Get(id)));
+                  }
+                  res.set_content(list.dump(), "application/json");
+                }
                 return;
               }
-              std::optional<JobView> v = state.WaitFinished(*id, sync_timeout);
-              if (!v.has_value() || !v->finished()) {
-                return Error(res, 504, "timeout", "job-" + std::to_string(*id) + " still running");
-              }
-              if (v->status != "succeeded") {
-                return Error(res, 500, "job_failed", v->status + ": " + v->error);
-              }
               json out;
+              out["data"] = json::array();
+              for (JobId id : ids) {
+                std::optional<JobView> v = state.WaitFinished(id, sync_timeout);
+                if (!v.has_value() || !v->finished()) {
+                  return Error(res, 504, "timeout", "job-" + std::to_string(id) + " still running");
+                }
+                if (v->status != "succeeded") {
+                  return Error(res, 500, "job_failed", v->status + ": " + v->error);
+                }
+                out["data"].push_back({{"b64_json", Base64(v->result)}});
+              }
               out["created"] = std::chrono::duration_cast<std::chrono::seconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count();
-              out["data"] = json::array({{{"b64_json", Base64(v->result)}}});
-              out["id"] = "job-" + std::to_string(*id);
+              out["id"] = "job-" + std::to_string(ids[0]);
               res.set_content(out.dump(), "application/json");
             });
 
