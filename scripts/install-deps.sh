@@ -13,6 +13,7 @@ PACKAGES=(
   libcpp-httplib-dev
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest
   clang-format-16
+  ffmpeg
 )
 
 missing=()

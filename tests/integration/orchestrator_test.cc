@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "sluice/store/master.h"
 #include "sluice/store/store_node.h"
 
+#include "orchestrator/service/video_mux.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
 namespace sluice::testing {
@@ -24,6 +26,41 @@ namespace {
 using namespace std::chrono_literals;
 namespace pb = ::sluice::orchestrator::v1;
 using nlohmann::json;
+
+// A w x h RGB PNG filled with `shade`.
+std::string Png(int w, int h, unsigned char shade) {
+  auto be32 = [](std::string& s, std::uint32_t v) {
+    for (int i = 3; i >= 0; --i) {
+      s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    }
+  };
+  auto chunk = [&](std::string& out, const char* type, const std::string& data) {
+    be32(out, static_cast<std::uint32_t>(data.size()));
+    std::string td = std::string(type, 4) + data;
+    out += td;
+    be32(out, static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(td.data()),
+                                               static_cast<uInt>(td.size()))));
+  };
+  std::string raw;
+  for (int y = 0; y < h; ++y) {
+    raw.push_back('\0');  // Filter: none.
+    raw.append(static_cast<std::size_t>(w) * 3, static_cast<char>(shade + y));
+  }
+  uLongf zlen = compressBound(static_cast<uLong>(raw.size()));
+  std::string z(zlen, '\0');
+  compress(reinterpret_cast<Bytef*>(z.data()), &zlen, reinterpret_cast<const Bytef*>(raw.data()),
+           static_cast<uLong>(raw.size()));
+  z.resize(zlen);
+  std::string ihdr;
+  be32(ihdr, static_cast<std::uint32_t>(w));
+  be32(ihdr, static_cast<std::uint32_t>(h));
+  ihdr += std::string("\x08\x02\x00\x00\x00", 5);  // 8-bit RGB.
+  std::string png("\x89PNG\r\n\x1a\n", 8);
+  chunk(png, "IHDR", ihdr);
+  chunk(png, "IDAT", z);
+  chunk(png, "IEND", "");
+  return png;
+}
 
 // A stage worker: registers, heartbeats, and answers RUN with Done whose
 // output is "<stage>(<input or prompt>)". `hold` keeps assignments without
@@ -139,7 +176,13 @@ class FakeWorker {
     d.set_worker_id(id_);
     d.set_job_id(a.job_id());
     d.set_output(stage_ + "(" + in + ")");
-    d.set_output_type(video ? "video/mp4" : "text/plain");
+    d.set_output_type("text/plain");
+    if (video && stage_ == "decode") {
+      // Frames the orchestrator muxes into an MP4 (or serves as they are).
+      d.set_output(
+          orchestrator::WriteFramesTar({Png(32, 24, 10), Png(32, 24, 90), Png(32, 24, 170)}));
+      d.set_output_type(std::string(orchestrator::kFramesArchiveType));
+    }
     if (keys_) {
       for (const std::string& k : keys_(a.job_id())) {
         d.add_payload_keys(k);
@@ -375,8 +418,12 @@ TEST_F(OrchestratorTest, VideoJobsReportTimeToFirstFrameAndServeTheirContent) {
   EXPECT_EQ(j["progress"], 100);
   auto content = http_->Get("/v1/videos/" + id + "/content");
   ASSERT_TRUE(content);
-  EXPECT_EQ(content->body, "decode(denoise(encode(waves)))");
-  EXPECT_EQ(content->get_header_value("Content-Type"), "video/mp4");
+  if (!orchestrator::FindFfmpeg().empty()) {
+    EXPECT_EQ(content->get_header_value("Content-Type"), "video/mp4") << content->body;
+    EXPECT_EQ(content->body.substr(4, 4), "ftyp") << "an MP4 from the decoded frames";
+  } else {
+    EXPECT_EQ(content->get_header_value("Content-Type"), "application/x-tar");
+  }
   EXPECT_GE(json::parse(http_->Get("/v1/jobs/" + id)->body).value("ttff_ms", -1.0), 0.0);
   EXPECT_NE(http_->Get("/v1/jobs/" + id + "/events")->body.find("event: first_output"),
             std::string::npos);
@@ -385,6 +432,34 @@ TEST_F(OrchestratorTest, VideoJobsReportTimeToFirstFrameAndServeTheirContent) {
   EXPECT_EQ(
       http_->Post("/v1/videos", R"({"prompt":"x","seconds":"600"})", "application/json")->status,
       400);
+}
+
+TEST_F(OrchestratorTest, WithoutFfmpegVideoContentIsTheFramesArchive) {
+  OrchestratorConfig c;
+  c.heartbeat_interval = 100ms;
+  c.worker_timeout = 800ms;
+  c.ffmpeg = "";
+  auto s = OrchestratorServer::Start(c);
+  ASSERT_TRUE(s.ok());
+  server_ = std::move(*s);
+  http_ = std::make_unique<httplib::Client>("http://" + server_->http_endpoint());
+  FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),
+      v(server_->endpoint(), "decode");
+  const std::string id =
+      json::parse(http_->Post("/v1/videos", R"({"prompt":"w"})", "application/json")->body)["id"];
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (json::parse(http_->Get("/v1/videos/" + id)->body)["status"] != "completed" &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  auto content = http_->Get("/v1/videos/" + id + "/content");
+  ASSERT_TRUE(content);
+  EXPECT_EQ(content->get_header_value("Content-Type"), "application/x-tar");
+  auto frames = orchestrator::ReadTar(content->body);
+  ASSERT_TRUE(frames.ok()) << frames.status().ToString();
+  EXPECT_EQ(frames->size(), 3u);
+  EXPECT_EQ((*frames)[1], Png(32, 24, 90));
+  EXPECT_FALSE(orchestrator::ReadTar(content->body.substr(0, 700)).ok()) << "truncated";
 }
 
 TEST_F(OrchestratorTest, RestartedOrchestratorFinishesEveryAcceptedJob) {

@@ -40,6 +40,10 @@ struct OrchestratorConfig {
   // workers) are removed when a job is cancelled, and a payload the store
   // loses re-runs the stage that produced it. Empty: no store.
   std::string store_master;
+  // Video content: decode workers may return a frames archive, which is
+  // served as MP4 when ffmpeg is available. "auto": ffmpeg found on PATH;
+  // empty: never (the archive is served); else the ffmpeg binary to run.
+  std::string ffmpeg = "auto";
 };
 
 class OrchestratorServer {

@@ -3,10 +3,14 @@
 #include <openssl/evp.h>
 
 #include <charconv>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+
+#include "orchestrator/service/video_mux.h"
 
 namespace sluice::orchestrator {
 namespace {
@@ -245,8 +249,15 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
   return r;
 }
 
-void InstallHttpApi(httplib::Server& http, OrchestratorState& state,
-                    std::chrono::milliseconds sync_timeout) {
+void InstallHttpApi(httplib::Server& http, OrchestratorState& state, HttpOptions options) {
+  const auto sync_timeout = options.sync_timeout;
+  // MP4s made from frames archives, newest last (a few, for repeated GETs).
+  struct Mp4Cache {
+    std::mutex mu;
+    std::deque<std::pair<JobId, std::string>> items;
+  };
+  auto cache = std::make_shared<Mp4Cache>();
+  const std::string ffmpeg = options.ffmpeg;
   http.Post("/v1/images/generations",
             [&state, sync_timeout](const httplib::Request& req, httplib::Response& res) {
               bool async = false;
@@ -329,7 +340,7 @@ void InstallHttpApi(httplib::Server& http, OrchestratorState& state,
     res.set_content(VideoJson(*v).dump(), "application/json");
   });
   http.Get(R"(/v1/videos/([^/]+)/content)",
-           [&state](const httplib::Request& req, httplib::Response& res) {
+           [&state, ffmpeg, cache](const httplib::Request& req, httplib::Response& res) {
              std::optional<JobId> id = ParseJobId(req.matches[1]);
              std::optional<JobView> v = id ? state.Get(*id) : std::nullopt;
              if (!v.has_value() || v->kind != "video") {
@@ -338,8 +349,36 @@ void InstallHttpApi(httplib::Server& http, OrchestratorState& state,
              if (v->status != "succeeded") {
                return Error(res, 409, "video_not_ready", "video is " + v->status);
              }
-             res.set_content(v->result, v->result_type.empty() ? "application/octet-stream"
-                                                               : v->result_type.c_str());
+             if (v->result_type != kFramesArchiveType) {
+               res.set_content(v->result, v->result_type.empty() ? "application/octet-stream"
+                                                                 : v->result_type.c_str());
+               return;
+             }
+             if (ffmpeg.empty()) {
+               res.set_content(v->result, "application/x-tar");  // The frames themselves.
+               return;
+             }
+             {
+               std::lock_guard<std::mutex> lock(cache->mu);
+               for (const auto& [id, mp4] : cache->items) {
+                 if (id == v->id) {
+                   res.set_content(mp4, "video/mp4");
+                   return;
+                 }
+               }
+             }
+             const json request = json::parse(v->request_json, nullptr, false);
+             const int fps = request.is_object() ? request.value("fps", 16) : 16;
+             Result<std::string> mp4 = FramesToMp4(v->result, fps, ffmpeg);
+             if (!mp4.ok()) {
+               return Error(res, 500, "encode_failed", mp4.status().message());
+             }
+             res.set_content(*mp4, "video/mp4");
+             std::lock_guard<std::mutex> lock(cache->mu);
+             cache->items.emplace_back(v->id, std::move(*mp4));
+             if (cache->items.size() > 8) {
+               cache->items.pop_front();
+             }
            });
 
   http.Get(R"(/v1/jobs/([^/]+))", [&state](const httplib::Request& req, httplib::Response& res) {

@@ -21,8 +21,12 @@
 
 namespace sluice::orchestrator {
 
-void InstallHttpApi(httplib::Server& http, OrchestratorState& state,
-                    std::chrono::milliseconds sync_timeout);
+struct HttpOptions {
+  std::chrono::milliseconds sync_timeout{600000};
+  std::string ffmpeg;  // Path of ffmpeg for frames-archive videos; empty: serve the archive.
+};
+
+void InstallHttpApi(httplib::Server& http, OrchestratorState& state, HttpOptions options);
 
 // Validates an images request body; on success returns the job request
 // (the body, normalized, becomes request_json). Errors: kInvalidArgument

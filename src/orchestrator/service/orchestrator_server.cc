@@ -13,6 +13,7 @@
 #include "orchestrator/service/http_api.h"
 #include "orchestrator/service/journal.h"
 #include "orchestrator/service/orchestrator_state.h"
+#include "orchestrator/service/video_mux.h"
 #include "proto/master.grpc.pb.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
@@ -175,7 +176,10 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     }
     hp.port = static_cast<std::uint16_t>(port);
     endpoint_ = hp.ToString();
-    orchestrator::InstallHttpApi(http_, state_, config_.sync_timeout);
+    orchestrator::HttpOptions ho;
+    ho.sync_timeout = config_.sync_timeout;
+    ho.ffmpeg = config_.ffmpeg == "auto" ? orchestrator::FindFfmpeg() : config_.ffmpeg;
+    orchestrator::InstallHttpApi(http_, state_, ho);
     const int hport = hh.port == 0 ? http_.bind_to_any_port(hh.host)
                                    : (http_.bind_to_port(hh.host, hh.port) ? hh.port : -1);
     if (hport <= 0) {

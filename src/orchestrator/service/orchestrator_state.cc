@@ -95,6 +95,7 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   j.queued_since = now;
   j.view.id = id;
   j.view.kind = r.kind;
+  j.view.request_json = r.request_json;
   j.view.status = "queued";
   j.view.stage = std::string(StageName(r.pipeline.front()));
   j.view.created_unix_s = std::chrono::duration_cast<std::chrono::seconds>(

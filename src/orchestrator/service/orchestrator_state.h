@@ -81,6 +81,7 @@ struct JobView {
   std::string error;
   std::string result;  // Final stage output (e.g. PNG bytes).
   std::string result_type;
+  std::string request_json;
   std::vector<JobEvent> events;
   std::int64_t created_unix_s = 0;
   double ttff_ms = -1;  // Submission to the first decoded chunk/frame; -1: not yet.
