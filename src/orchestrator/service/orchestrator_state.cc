@@ -216,6 +216,13 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
     for (const std::string& k : keys) {
       key_owner_[k] = {r.job_id(), *st};
     }
+    // This stage consumed the previous stage's output: it can go now (not
+    // before, so a re-queued stage can read its input again).
+    const auto& pipe = rec.request.pipeline;
+    auto at = std::find(pipe.begin(), pipe.end(), *st);
+    if (at != pipe.begin() && at != pipe.end()) {
+      ReleaseKeysLocked(rec, *std::prev(at));
+    }
     if (*st == rec.request.pipeline.back()) {
       rec.view.result = r.output();
       rec.view.result_type = r.output_type();
@@ -283,13 +290,9 @@ void OrchestratorState::FinishLocked(JobRecord& j, std::string status, std::stri
     ++stats_.cancelled;
     EventLocked(j, now, "cancelled");
   }
-  if (j.view.status == "succeeded") {
-    for (auto& [stage, keys] : j.payload_keys) {
-      for (const std::string& k : keys) {
-        key_owner_.erase(k);  // Consumed by the next stage; no longer watched.
-      }
-    }
-    j.payload_keys.clear();
+  // Whatever the outcome, the job's payloads are no longer needed.
+  while (!j.payload_keys.empty()) {
+    ReleaseKeysLocked(j, j.payload_keys.begin()->first);
   }
   finished_order_.push_back(j.view.id);
   while (finished_order_.size() > options_.max_finished_jobs) {
@@ -352,13 +355,9 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         break;
       case Action::Kind::kReleaseJob:
         if (j != jobs_.end()) {
-          for (auto& [stage, keys] : j->second.payload_keys) {
-            for (std::string& k : keys) {
-              key_owner_.erase(k);
-              released_keys_.push_back(std::move(k));
-            }
+          while (!j->second.payload_keys.empty()) {
+            ReleaseKeysLocked(j->second, j->second.payload_keys.begin()->first);
           }
-          j->second.payload_keys.clear();
         }
         break;
     }
@@ -430,6 +429,18 @@ void OrchestratorState::PayloadLost(const std::string& key) {
   ++stats_.payloads_lost;
   EventLocked(j->second, now, "payload_lost", std::string(StageName(stage)) + " output: " + key);
   ApplyLocked(now);
+}
+
+void OrchestratorState::ReleaseKeysLocked(JobRecord& j, Stage stage) {
+  auto it = j.payload_keys.find(stage);
+  if (it == j.payload_keys.end()) {
+    return;
+  }
+  for (std::string& k : it->second) {
+    key_owner_.erase(k);
+    released_keys_.push_back(std::move(k));
+  }
+  j.payload_keys.erase(it);
 }
 
 std::vector<std::string> OrchestratorState::TakeReleasedKeys() {

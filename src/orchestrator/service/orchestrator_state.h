@@ -131,7 +131,8 @@ class OrchestratorState {
   // The store lost `key` (its last replica): the stage whose output it held
   // runs again if the job still needs it. Unknown keys are ignored.
   void PayloadLost(const std::string& key);
-  // Store keys of released jobs (cancelled or finished), to remove.
+  // Store keys no longer needed, to remove: a stage's output once the next
+  // stage is done with it, and everything of a finished or cancelled job.
   std::vector<std::string> TakeReleasedKeys();
 
   std::optional<JobView> Get(JobId id);
@@ -166,6 +167,8 @@ class OrchestratorState {
   void ApplyLocked(TimePoint now);
   void EventLocked(JobRecord& j, TimePoint now, std::string type, std::string detail = {});
   void SendLocked(WorkerId w, v1::Assignment a);
+  // Queues the store keys of `stage`'s output for removal.
+  void ReleaseKeysLocked(JobRecord& j, Stage stage);
   void FinishLocked(JobRecord& j, std::string status, std::string error, TimePoint now);
 
   Result<JobId> SubmitLocked(JobId id, const JobRequest& r, TimePoint now, bool journal);

@@ -1,0 +1,102 @@
+// sluice/runtime/stage_worker.h
+//
+// StageWorker runs one stage (encode, denoise or decode) for the
+// orchestrator: it registers with its stage, capacity and labels, receives
+// assignments on a stream, runs the stage handler for each on its own
+// thread, reports step progress, the first decoded output and credits in
+// heartbeats, reports Done / Failed, re-registers when the orchestrator
+// forgets it (restart, missed heartbeats), and drains on request.
+//
+// Thread safety: Drain and the destructor may be called from any thread.
+// Handlers run on worker threads, up to `capacity` at once.
+
+#ifndef SLUICE_RUNTIME_STAGE_WORKER_H_
+#define SLUICE_RUNTIME_STAGE_WORKER_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sluice/status.h"
+
+namespace sluice {
+
+namespace internal {
+class StageWorkerImpl;
+struct RunState;
+}  // namespace internal
+
+// What a handler sees of one assignment. Valid during the handler call.
+class StageContext {
+ public:
+  std::uint64_t job_id() const;
+  const std::string& stage() const;
+  const std::string& request_json() const;  // The job's request, as submitted.
+  const std::string& input() const;         // The previous stage's output (a descriptor), or empty.
+  int resume_step() const;                  // Denoise: continue after this checkpointed step.
+
+  // Step `step` of `steps` is done; `checkpointed` if a checkpoint of it is
+  // stored (a lost or preempted job resumes from it). Sent with the next
+  // heartbeat.
+  void Progress(int step, int steps, bool checkpointed);
+  // The first chunk/frame of the output exists (time-to-first-frame).
+  void FirstOutput();
+  // The job was cancelled: stop at the next step boundary and return any
+  // status (it is discarded).
+  bool ShouldStop() const;
+  // An interactive job needs the slot: checkpoint at the next step and
+  // return a StageOutput with `preempted` set.
+  bool ShouldCheckpoint() const;
+
+ private:
+  friend class internal::StageWorkerImpl;
+  explicit StageContext(std::shared_ptr<internal::RunState> s) : s_(std::move(s)) {}
+  std::shared_ptr<internal::RunState> s_;
+};
+
+struct StageOutput {
+  std::string output;  // Descriptor for the next stage, or the final result bytes.
+  std::string type;    // Final stage: MIME type (e.g. "image/png").
+  std::vector<std::string> payload_keys;  // Store keys holding the output, if any.
+  bool preempted = false;                 // Yielded after ShouldCheckpoint().
+};
+
+// Runs one assignment. Errors become Failed reports: kUnavailable and
+// kResourceExhausted are retryable, everything else is not.
+using StageHandler = std::function<Result<StageOutput>(StageContext&)>;
+
+struct StageWorkerConfig {
+  std::string orchestrator;  // gRPC "host:port".
+  std::string stage;         // encode | denoise | decode.
+  int capacity = 1;          // Concurrent assignments, 1..1024.
+  std::vector<std::string> labels;
+  std::string name;  // For logs.
+  std::chrono::milliseconds heartbeat_interval{200};
+};
+
+class StageWorker {
+ public:
+  // Registers (retrying while the orchestrator is away) and starts serving.
+  // Errors: kInvalidArgument naming the bad field.
+  static Result<std::unique_ptr<StageWorker>> Start(StageWorkerConfig config, StageHandler handler);
+  // Drain(), then stops.
+  ~StageWorker();
+  // Stops taking new work (advertises no free slots), waits up to `timeout`
+  // for running handlers, then reports what still runs as failed
+  // (retryable) so the orchestrator re-queues it. Idempotent.
+  void Drain(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // Assignments finished (done or failed) so far.
+  std::uint64_t completed() const;
+
+ private:
+  explicit StageWorker(std::unique_ptr<internal::StageWorkerImpl> impl);
+  std::unique_ptr<internal::StageWorkerImpl> impl_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_RUNTIME_STAGE_WORKER_H_

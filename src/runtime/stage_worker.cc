@@ -1,0 +1,357 @@
+#include "sluice/runtime/stage_worker.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <list>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "common/log.h"
+#include "common/net.h"
+#include "service/proto/orchestrator.grpc.pb.h"
+
+namespace sluice::internal {
+
+namespace pb = ::sluice::orchestrator::v1;
+
+struct RunState {
+  std::uint64_t job_id = 0;
+  std::uint64_t worker_id = 0;  // The registration that received it.
+  std::string stage, request_json, input;
+  int resume_step = 0;
+  std::atomic<bool> stop{false}, checkpoint{false};
+  std::atomic<bool> reported{false};  // Done/Failed sent (by the runner or by Drain).
+  std::mutex mu;
+  int step = -1, steps = 0;
+  bool checkpointed = false, progress_dirty = false;  // Guarded by mu.
+  bool first_output = false, first_sent = false;      // Guarded by mu.
+};
+
+class StageWorkerImpl {
+ public:
+  StageWorkerImpl(StageWorkerConfig c, StageHandler h)
+      : config_(std::move(c)), handler_(std::move(h)) {}
+
+  ~StageWorkerImpl() { Stop(); }
+
+  Status Start() {
+    SLUICE_RETURN_IF_ERROR(ParseHostPort(config_.orchestrator, false).status());
+    if (config_.stage != "encode" && config_.stage != "denoise" && config_.stage != "decode") {
+      return InvalidArgumentError("stage worker: stage must be encode, denoise or decode");
+    }
+    if (config_.capacity < 1 || config_.capacity > 1024) {
+      return InvalidArgumentError("stage worker: capacity must be in 1..1024");
+    }
+    if (config_.heartbeat_interval.count() <= 0 || !handler_) {
+      return InvalidArgumentError("stage worker: needs a handler and a positive heartbeat");
+    }
+    stub_ = pb::Orchestrator::NewStub(
+        grpc::CreateChannel(config_.orchestrator, grpc::InsecureChannelCredentials()));
+    reader_ = std::thread([this] { ReadLoop(); });
+    beater_ = std::thread([this] { BeatLoop(); });
+    return Status::Ok();
+  }
+
+  void Drain(std::chrono::milliseconds timeout) {
+    std::vector<std::shared_ptr<RunState>> left;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      draining_ = true;
+      cv_.wait_for(lock, timeout, [&] { return running_.empty(); });
+      for (auto& [id, s] : running_) {
+        left.push_back(s);
+      }
+    }
+    for (auto& s : left) {
+      s->stop = true;
+      if (!s->reported.exchange(true)) {
+        ReportFailed(*s, "worker draining", /*retryable=*/true, false);
+      }
+    }
+  }
+
+  void Stop() {
+    Drain(std::chrono::milliseconds(0));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      if (stream_ctx_ != nullptr) {
+        stream_ctx_->TryCancel();
+      }
+    }
+    cv_.notify_all();
+    if (reader_.joinable()) {
+      reader_.join();
+    }
+    if (beater_.joinable()) {
+      beater_.join();
+    }
+    std::list<Runner> runners;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      runners.swap(runners_);
+    }
+    for (Runner& r : runners) {
+      r.thread.join();  // Handlers were told to stop.
+    }
+  }
+
+  std::uint64_t completed() const { return completed_.load(); }
+
+ private:
+  struct Runner {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+
+  bool Register() {
+    pb::RegisterRequest req;
+    req.set_stage(config_.stage);
+    req.set_capacity(static_cast<std::uint32_t>(config_.capacity));
+    for (const auto& l : config_.labels) {
+      req.add_labels(l);
+    }
+    req.set_name(config_.name.empty() ? config_.stage : config_.name);
+    pb::RegisterResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (!stub_->Register(&ctx, req, &resp).ok()) {
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    worker_id_ = resp.worker_id();
+    return true;
+  }
+
+  bool Stopping() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_;
+  }
+
+  void ReadLoop() {
+    while (!Stopping()) {
+      if (!Register()) {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_; });
+        continue;
+      }
+      pb::AssignmentsRequest req;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) {
+          return;
+        }
+        req.set_worker_id(worker_id_);
+        stream_ctx_ = std::make_unique<grpc::ClientContext>();
+      }
+      auto reader = stub_->Assignments(stream_ctx_.get(), req);
+      pb::Assignment a;
+      while (reader->Read(&a)) {
+        Handle(a, req.worker_id());
+      }
+      (void)reader->Finish();  // The orchestrator restarted or forgot us: register again.
+    }
+  }
+
+  void Handle(const pb::Assignment& a, std::uint64_t worker_id) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (a.kind() == pb::Assignment::STOP || a.kind() == pb::Assignment::CHECKPOINT) {
+      auto it = running_.find(a.job_id());
+      if (it != running_.end()) {
+        (a.kind() == pb::Assignment::STOP ? it->second->stop : it->second->checkpoint) = true;
+      }
+      return;
+    }
+    auto s = std::make_shared<RunState>();
+    s->job_id = a.job_id();
+    s->worker_id = worker_id;
+    s->stage = a.stage();
+    s->request_json = a.request_json();
+    s->input = a.input();
+    s->resume_step = static_cast<int>(a.resume_step());
+    if (draining_ || running_.count(a.job_id()) != 0) {
+      lock.unlock();
+      ReportFailed(*s, draining_ ? "worker draining" : "duplicate assignment", true, false);
+      return;
+    }
+    running_[a.job_id()] = s;
+    for (auto it = runners_.begin(); it != runners_.end();) {
+      if (it->done->load()) {
+        it->thread.join();
+        it = runners_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    runners_.push_back(Runner{std::thread([this, s, done] {
+                                Run(s);
+                                *done = true;
+                              }),
+                              done});
+  }
+
+  void Run(const std::shared_ptr<RunState>& s) {
+    StageContext ctx(s);
+    Result<StageOutput> out = handler_(ctx);
+    if (!s->reported.exchange(true)) {
+      if (s->stop && !(out.ok() && !out->preempted)) {
+        ReportFailed(*s, "stopped", false, false);
+      } else if (!out.ok()) {
+        const StatusCode c = out.status().code();
+        ReportFailed(*s, out.status().ToString(),
+                     c == StatusCode::kUnavailable || c == StatusCode::kResourceExhausted, false);
+      } else if (out->preempted) {
+        ReportFailed(*s, "preempted", true, true);
+      } else {
+        pb::DoneRequest d;
+        d.set_worker_id(s->worker_id);
+        d.set_job_id(s->job_id);
+        d.set_output(out->output);
+        d.set_output_type(out->type);
+        for (const auto& k : out->payload_keys) {
+          d.add_payload_keys(k);
+        }
+        pb::DoneResponse resp;
+        grpc::ClientContext c2;
+        c2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        const grpc::Status st = stub_->Done(&c2, d, &resp);
+        if (!st.ok()) {
+          SLUICE_LOG(warn, "stage worker {}: Done for job {} not taken: {}", config_.stage,
+                     s->job_id, st.error_message());
+        }
+      }
+    }
+    ++completed_;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = running_.find(s->job_id);
+    if (it != running_.end() && it->second == s) {
+      running_.erase(it);
+    }
+    cv_.notify_all();
+  }
+
+  void ReportFailed(const RunState& s, const std::string& reason, bool retryable, bool preempted) {
+    pb::FailedRequest f;
+    f.set_worker_id(s.worker_id);
+    f.set_job_id(s.job_id);
+    f.set_reason(reason);
+    f.set_retryable(retryable);
+    f.set_preempted(preempted);
+    pb::FailedResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    (void)stub_->Failed(&ctx, f, &resp);
+  }
+
+  void BeatLoop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      cv_.wait_for(lock, config_.heartbeat_interval, [&] { return stopping_; });
+      if (stopping_ || worker_id_ == 0) {
+        continue;
+      }
+      pb::HeartbeatRequest hb;
+      hb.set_worker_id(worker_id_);
+      hb.set_free_slots(draining_ ? 0u
+                                  : static_cast<std::uint32_t>(std::max<int>(
+                                        0, config_.capacity - static_cast<int>(running_.size()))));
+      for (auto& [id, s] : running_) {
+        std::lock_guard<std::mutex> sl(s->mu);
+        if (s->progress_dirty && s->worker_id == worker_id_) {
+          auto* p = hb.add_progress();
+          p->set_job_id(id);
+          p->set_step(static_cast<std::uint32_t>(std::max(0, s->step)));
+          p->set_steps(static_cast<std::uint32_t>(std::max(0, s->steps)));
+          p->set_checkpointed(s->checkpointed);
+          s->progress_dirty = false;
+        }
+        if (s->first_output && !s->first_sent) {
+          hb.add_first_output(id);
+          s->first_sent = true;
+        }
+      }
+      lock.unlock();
+      pb::HeartbeatResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      const bool ok = stub_->Heartbeat(&ctx, hb, &resp).ok();
+      lock.lock();
+      if (ok && resp.reregister() && stream_ctx_ != nullptr) {
+        stream_ctx_->TryCancel();  // ReadLoop registers again.
+      }
+    }
+  }
+
+  StageWorkerConfig config_;
+  StageHandler handler_;
+  std::unique_ptr<pb::Orchestrator::Stub> stub_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t worker_id_ = 0;                                 // Guarded by mu_.
+  bool draining_ = false, stopping_ = false;                    // Guarded by mu_.
+  std::map<std::uint64_t, std::shared_ptr<RunState>> running_;  // Guarded by mu_.
+  std::unique_ptr<grpc::ClientContext> stream_ctx_;             // Guarded by mu_.
+  std::list<Runner> runners_;                                   // Guarded by mu_.
+  std::atomic<std::uint64_t> completed_{0};
+  std::thread reader_, beater_;
+};
+
+}  // namespace sluice::internal
+
+namespace sluice {
+
+std::uint64_t StageContext::job_id() const {
+  return s_->job_id;
+}
+const std::string& StageContext::stage() const {
+  return s_->stage;
+}
+const std::string& StageContext::request_json() const {
+  return s_->request_json;
+}
+const std::string& StageContext::input() const {
+  return s_->input;
+}
+int StageContext::resume_step() const {
+  return s_->resume_step;
+}
+void StageContext::Progress(int step, int steps, bool checkpointed) {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  s_->step = step;
+  s_->steps = steps;
+  s_->checkpointed = checkpointed;
+  s_->progress_dirty = true;
+}
+void StageContext::FirstOutput() {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  s_->first_output = true;
+}
+bool StageContext::ShouldStop() const {
+  return s_->stop.load();
+}
+bool StageContext::ShouldCheckpoint() const {
+  return s_->checkpoint.load();
+}
+
+StageWorker::StageWorker(std::unique_ptr<internal::StageWorkerImpl> impl)
+    : impl_(std::move(impl)) {}
+StageWorker::~StageWorker() = default;
+
+Result<std::unique_ptr<StageWorker>> StageWorker::Start(StageWorkerConfig config,
+                                                        StageHandler handler) {
+  auto impl = std::make_unique<internal::StageWorkerImpl>(std::move(config), std::move(handler));
+  SLUICE_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<StageWorker>(new StageWorker(std::move(impl)));
+}
+
+void StageWorker::Drain(std::chrono::milliseconds timeout) {
+  impl_->Drain(timeout);
+}
+std::uint64_t StageWorker::completed() const {
+  return impl_->completed();
+}
+
+}  // namespace sluice

@@ -1,0 +1,229 @@
+// StageWorker end to end: an orchestrator, a store (master + node) and one
+// worker per stage, in-process, moving tensors through the connector.
+#include "sluice/runtime/stage_worker.h"
+
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "sluice/connector/connector.h"
+#include "sluice/orchestrator/server.h"
+#include "sluice/store/master.h"
+#include "sluice/store/store_node.h"
+
+namespace sluice::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+std::vector<float> Embed(const std::string& prompt) {
+  std::vector<float> v(32);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] =
+        static_cast<float>((static_cast<unsigned char>(prompt[i % prompt.size()]) * (i + 1)) % 97);
+  }
+  return v;
+}
+void Step(std::vector<float>& v) {
+  for (float& x : v) {
+    x = x * 0.5f + 1.0f;
+  }
+}
+std::string Bytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+class StageWorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = MasterServer::Start(MasterConfig{});
+    ASSERT_TRUE(m.ok());
+    master_ = std::move(*m);
+    auto e = TransferEngine::Create(EngineConfig{});
+    ASSERT_TRUE(e.ok());
+    node_engine_ = std::move(*e);
+    StoreNodeConfig nc;
+    nc.master = master_->endpoint();
+    nc.memory_bytes = 32 << 20;
+    auto n = StoreNode::Start(node_engine_.get(), nc);
+    ASSERT_TRUE(n.ok());
+    node_ = std::move(*n);
+    while (!node_->registered()) {
+      std::this_thread::sleep_for(10ms);
+    }
+    OrchestratorConfig oc;
+    oc.heartbeat_interval = 100ms;
+    oc.worker_timeout = 1000ms;
+    oc.store_master = master_->endpoint();
+    auto o = OrchestratorServer::Start(oc);
+    ASSERT_TRUE(o.ok());
+    orch_ = std::move(*o);
+    http_ = std::make_unique<httplib::Client>("http://" + orch_->http_endpoint());
+    http_->set_read_timeout(30, 0);
+  }
+
+  std::unique_ptr<DiffusionConnector> Connector(const std::string& role) {
+    ConnectorConfig c;
+    c.role = role;
+    c.mode = TransferMode::kStore;
+    c.store.master = master_->endpoint();
+    c.consume_timeout = 10s;
+    auto conn = DiffusionConnector::Create(c);
+    EXPECT_TRUE(conn.ok()) << conn.status().ToString();
+    return std::move(*conn);
+  }
+
+  // Publishes `v` as job `id`'s output of `stage` and waits until stored.
+  static Result<StageOutput> Publish(DiffusionConnector& conn, std::uint64_t id,
+                                     const std::string& stage, std::vector<float>& v) {
+    StagePayload p;
+    p.request_id = "job-" + std::to_string(id) + "-" + stage;
+    p.kind = stage == "encode" ? PayloadKind::kEmbedding : PayloadKind::kLatent;
+    p.tensor = TensorView{v.data(), DType::kF32, {4, 8}, {}};
+    // The orchestrator removes it once the next stage is done with it (a
+    // re-queued consumer can read it again).
+    p.lease = Lease{Lease::Kind::kPinned, {}};
+    SLUICE_ASSIGN_OR_RETURN(auto h, conn.Publish(p));
+    SLUICE_RETURN_IF_ERROR(h->Wait(10s));
+    return StageOutput{h->descriptor().Encode(), "", {h->descriptor().key_prefix + "/0"}, false};
+  }
+  static Result<std::vector<float>> Fetch(DiffusionConnector& conn, const std::string& input) {
+    SLUICE_ASSIGN_OR_RETURN(PayloadDescriptor d, PayloadDescriptor::Decode(input));
+    std::vector<float> v(32);
+    {
+      SLUICE_ASSIGN_OR_RETURN(auto s,
+                              conn.Consume(d, TensorView{v.data(), DType::kF32, {4, 8}, {}}));
+      while (true) {
+        SLUICE_ASSIGN_OR_RETURN(auto c, s->Next());
+        if (!c.has_value()) {
+          break;
+        }
+      }
+    }
+    conn.Forget(v.data());
+    SLUICE_RETURN_IF_ERROR(conn.Release(d));
+    return v;
+  }
+
+  std::unique_ptr<StageWorker> Worker(const std::string& stage, DiffusionConnector* conn,
+                                      std::chrono::milliseconds step_delay = 0ms) {
+    StageWorkerConfig c;
+    c.orchestrator = orch_->endpoint();
+    c.stage = stage;
+    c.capacity = 2;
+    c.heartbeat_interval = 50ms;
+    auto w =
+        StageWorker::Start(c, [conn, stage, step_delay](StageContext& ctx) -> Result<StageOutput> {
+          const json req = json::parse(ctx.request_json());
+          if (stage == "encode") {
+            std::vector<float> v = Embed(req["prompt"]);
+            return Publish(*conn, ctx.job_id(), stage, v);
+          }
+          SLUICE_ASSIGN_OR_RETURN(std::vector<float> v, Fetch(*conn, ctx.input()));
+          if (stage == "denoise") {
+            const int steps = req.value("steps", 4);
+            for (int s = 0; s < steps; ++s) {
+              if (ctx.ShouldStop()) {
+                return Status(StatusCode::kCancelled, "stopped");
+              }
+              Step(v);
+              ctx.Progress(s + 1, steps, false);
+              std::this_thread::sleep_for(step_delay);
+            }
+            return Publish(*conn, ctx.job_id(), stage, v);
+          }
+          ctx.FirstOutput();
+          return StageOutput{Bytes(v), "application/octet-stream", {}, false};
+        });
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    return std::move(*w);
+  }
+
+  static std::string Expected(const std::string& prompt, int steps) {
+    std::vector<float> v = Embed(prompt);
+    for (int s = 0; s < steps; ++s) {
+      Step(v);
+    }
+    return Bytes(v);
+  }
+
+  std::string Unbase64(const std::string& s) {
+    static const std::string kChars =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    int val = 0, bits = -8;
+    for (char c : s) {
+      const auto p = kChars.find(c);
+      if (p == std::string::npos) {
+        break;
+      }
+      val = (val << 6) + static_cast<int>(p);
+      bits += 6;
+      if (bits >= 0) {
+        out.push_back(static_cast<char>((val >> bits) & 0xFF));
+        bits -= 8;
+      }
+    }
+    return out;
+  }
+
+  std::unique_ptr<MasterServer> master_;
+  std::unique_ptr<TransferEngine> node_engine_;
+  std::unique_ptr<StoreNode> node_;
+  std::unique_ptr<OrchestratorServer> orch_;
+  std::unique_ptr<httplib::Client> http_;
+};
+
+TEST_F(StageWorkerTest, JobsFlowThroughThreeStageWorkersAndTheStoreEndsEmpty) {
+  auto ce = Connector("encode"), cd = Connector("denoise"), cv = Connector("decode");
+  auto e = Worker("encode", ce.get()), d = Worker("denoise", cd.get()),
+       v = Worker("decode", cv.get());
+  for (const char* prompt : {"a red fox", "a quiet lake at dawn"}) {
+    auto r = http_->Post("/v1/images/generations", json({{"prompt", prompt}, {"steps", 6}}).dump(),
+                         "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(Unbase64(json::parse(r->body)["data"][0]["b64_json"]), Expected(prompt, 6));
+  }
+  EXPECT_EQ(d->completed(), 2u);
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (master_->Metrics().objects != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(master_->Metrics().objects, 0u) << "the orchestrator removed every payload";
+}
+
+TEST_F(StageWorkerTest, DrainingWorkerHandsItsJobBackAndAnotherFinishesIt) {
+  auto ce = Connector("encode"), cd = Connector("denoise"), cd2 = Connector("denoise"),
+       cv = Connector("decode");
+  auto e = Worker("encode", ce.get()), v = Worker("decode", cv.get());
+  auto slow = Worker("denoise", cd.get(), 100ms);
+  auto r = http_->Post("/v1/images/generations", R"({"prompt":"slow owl","steps":20,"async":true})",
+                       "application/json");
+  ASSERT_EQ(r->status, 202);
+  const std::string id = json::parse(r->body)["id"];
+  json j;
+  const auto running_by = std::chrono::steady_clock::now() + 10s;
+  do {
+    std::this_thread::sleep_for(20ms);
+    j = json::parse(http_->Get("/v1/jobs/" + id)->body);
+  } while (!(j["stage"] == "denoise" && j["progress"]["step"] > 0) &&
+           std::chrono::steady_clock::now() < running_by);
+  ASSERT_EQ(j["stage"], "denoise") << j.dump();
+  auto fast = Worker("denoise", cd2.get());
+  slow->Drain(50ms);  // SIGTERM-style: hand the job back, lose nothing.
+  const auto done_by = std::chrono::steady_clock::now() + 20s;
+  do {
+    std::this_thread::sleep_for(20ms);
+    j = json::parse(http_->Get("/v1/jobs/" + id)->body);
+  } while (j["status"] != "succeeded" && std::chrono::steady_clock::now() < done_by);
+  EXPECT_EQ(j["status"], "succeeded") << j.dump();
+  EXPECT_GE(fast->completed(), 1u);
+}
+
+}  // namespace
+}  // namespace sluice::testing
