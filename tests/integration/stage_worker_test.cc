@@ -11,6 +11,7 @@
 
 #include "sluice/connector/connector.h"
 #include "sluice/orchestrator/server.h"
+#include "sluice/runtime/profile_stages.h"
 #include "sluice/store/master.h"
 #include "sluice/store/store_node.h"
 
@@ -223,6 +224,41 @@ TEST_F(StageWorkerTest, DrainingWorkerHandsItsJobBackAndAnotherFinishesIt) {
   } while (j["status"] != "succeeded" && std::chrono::steady_clock::now() < done_by);
   EXPECT_EQ(j["status"], "succeeded") << j.dump();
   EXPECT_GE(fast->completed(), 1u);
+}
+
+TEST_F(StageWorkerTest, ProfileStagesMoveRealPayloadSizesAtScaledTimings) {
+  auto profile = FindModelProfile("flux-1024");
+  ASSERT_TRUE(profile.ok());
+  EXPECT_FALSE(FindModelProfile("sd9").ok());
+  auto ce = Connector("encode"), cd = Connector("denoise"), cv = Connector("decode");
+  std::vector<std::unique_ptr<StageWorker>> workers;
+  for (auto [stage, conn] :
+       {std::pair{"encode", ce.get()}, {"denoise", cd.get()}, {"decode", cv.get()}}) {
+    StageWorkerConfig c;
+    c.orchestrator = orch_->endpoint();
+    c.stage = stage;
+    c.heartbeat_interval = 20ms;
+    auto w = StageWorker::Start(c, ProfileStageHandler(*profile, stage, conn, 0.01));
+    ASSERT_TRUE(w.ok());
+    workers.push_back(std::move(*w));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto r =
+      http_->Post("/v1/images/generations", R"({"prompt":"p","async":true})", "application/json");
+  ASSERT_EQ(r->status, 202);
+  const std::string id = json::parse(r->body)["id"];
+  json j;
+  do {
+    std::this_thread::sleep_for(10ms);
+    j = json::parse(http_->Get("/v1/jobs/" + id)->body);
+  } while (j["status"] != "succeeded" && std::chrono::steady_clock::now() - start < 20s);
+  ASSERT_EQ(j["status"], "succeeded") << j.dump();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // 28 steps x 0.139 s + encode + decode, scaled by 0.01: ~0.044 s of work.
+  EXPECT_GE(took, 0.04);
+  EXPECT_GT(j.value("ttff_ms", -1.0), 0.0);
+  EXPECT_EQ(j["progress"]["steps"], 28);
 }
 
 }  // namespace

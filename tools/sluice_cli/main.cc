@@ -10,6 +10,8 @@
 
 #include "sluice/logging.h"
 #include "sluice/orchestrator/server.h"
+#include "sluice/runtime/profile_stages.h"
+#include "sluice/runtime/stage_worker.h"
 #include "sluice/store/master.h"
 #include "sluice/store/store_node.h"
 #include "sluice/units.h"
@@ -116,6 +118,57 @@ int RunOrchestrator(const sluice::OrchestratorConfig& config, bool exit_on_eof) 
   return 0;
 }
 
+struct WorkerOptions {
+  std::string stage, orchestrator, master, profile, mode = "store", listen = "127.0.0.1:0";
+  int capacity = 1;
+  double time_factor = 1.0;
+};
+
+// A stage worker with a profile stage (real payload sizes, scaled
+// timings). SIGTERM/SIGINT drain it: running work finishes or is handed back.
+int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
+  BlockStopSignals();
+  auto profile = sluice::FindModelProfile(o.profile);
+  if (!profile.ok()) {
+    std::cerr << "sluice worker: --profile: " << profile.status().message() << "\n";
+    return 2;
+  }
+  if (!(o.time_factor > 0 && o.time_factor <= 1)) {
+    std::cerr << "sluice worker: --time-factor must be in (0, 1]\n";
+    return 2;
+  }
+  sluice::ConnectorConfig cc;
+  cc.role = o.stage;
+  cc.store.master = o.master;
+  cc.engine.listen = o.listen;
+  auto mode = sluice::ParseTransferMode(o.mode);
+  if (!mode.ok()) {
+    std::cerr << "sluice worker: --mode: " << mode.status().message() << "\n";
+    return 2;
+  }
+  cc.mode = *mode;
+  auto conn = sluice::DiffusionConnector::Create(cc);
+  if (!conn.ok()) {
+    std::cerr << "sluice worker: " << conn.status().ToString() << "\n";
+    return 1;
+  }
+  sluice::StageWorkerConfig wc;
+  wc.orchestrator = o.orchestrator;
+  wc.stage = o.stage;
+  wc.capacity = o.capacity;
+  wc.name = o.stage + "@" + (*conn)->engine().endpoint();
+  auto worker = sluice::StageWorker::Start(
+      wc, sluice::ProfileStageHandler(*profile, o.stage, conn->get(), o.time_factor));
+  if (!worker.ok()) {
+    std::cerr << "sluice worker: " << worker.status().ToString() << "\n";
+    return 2;
+  }
+  std::cout << "READY worker " << o.stage << " " << (*conn)->engine().endpoint() << std::endl;
+  WaitForStopSignal(exit_on_eof);
+  (*worker)->Drain(std::chrono::seconds(30));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,6 +218,28 @@ int main(int argc, char** argv) {
   orch->add_option("--journal", orch_config.journal_path,
                    "SQLite file journaling accepted jobs (they survive a restart)");
   orch->add_flag("--exit-on-stdin-eof", exit_on_eof, "stop when stdin closes (for supervisors)");
+
+  WorkerOptions worker_opts;
+  CLI::App* worker = app.add_subcommand(
+      "worker", "run a stage worker (profile stages: real payload sizes, scaled timings)");
+  worker->add_option("--stage", worker_opts.stage, "encode, denoise or decode")
+      ->required()
+      ->check(CLI::IsMember({"encode", "denoise", "decode"}));
+  worker->add_option("--orchestrator", worker_opts.orchestrator, "orchestrator gRPC host:port")
+      ->required();
+  worker->add_option("--master", worker_opts.master, "store master host:port");
+  worker->add_option("--profile", worker_opts.profile, "model profile, e.g. wan2.1-480p")
+      ->required();
+  worker->add_option("--time-factor", worker_opts.time_factor, "scales every profile timing")
+      ->capture_default_str();
+  worker->add_option("--capacity", worker_opts.capacity, "concurrent assignments")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  worker->add_option("--mode", worker_opts.mode, "transfer mode: store, p2p or auto")
+      ->capture_default_str();
+  worker->add_option("--listen", worker_opts.listen, "transfer engine endpoint")
+      ->capture_default_str();
+  worker->add_flag("--exit-on-stdin-eof", exit_on_eof, "stop when stdin closes (for supervisors)");
 
   sluice::StoreNodeConfig node_config;
   std::string node_listen = "127.0.0.1:0", node_memory = "1GiB";
@@ -301,6 +376,9 @@ int main(int argc, char** argv) {
   }
   if (*master) {
     return RunMaster(master_config, exit_on_eof);
+  }
+  if (*worker) {
+    return RunWorker(worker_opts, exit_on_eof);
   }
   if (*orch) {
     orch_config.worker_timeout = std::chrono::milliseconds(worker_timeout_ms);

@@ -242,7 +242,6 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
   }
   *async = j.value("async", false);
   j["size"] = size;
-  j["steps"] = j.value("steps", 20);
   j["seed"] = j.value("seed", 0);
   j.erase("async");
   r.request_json = j.dump();

@@ -1,0 +1,51 @@
+// sluice/runtime/profile_stages.h
+//
+// Profile stages: stand-ins for real models that take their timings and
+// payload sizes from published figures (shared WORKLOADS.md: Wan2.1,
+// HunyuanVideo, FLUX, Qwen-Image), scaled by a time factor, and move real
+// bytes of the real sizes through the connector. For benchmarks at
+// realistic ratios without GPUs. Each stage's handler spends
+// time × time_factor (sleeping, in step-sized slices for denoise so cancel
+// and checkpoint requests are honoured) and publishes a payload of the
+// model's size.
+
+#ifndef SLUICE_RUNTIME_PROFILE_STAGES_H_
+#define SLUICE_RUNTIME_PROFILE_STAGES_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sluice/connector/connector.h"
+#include "sluice/runtime/stage_worker.h"
+
+namespace sluice {
+
+struct ModelProfile {
+  std::string name;
+  int steps = 50;
+  double encode_s = 0;                        // Text encode, per request.
+  double step_s = 0;                          // One denoise step (both CFG forwards).
+  double decode_s = 0;                        // VAE decode, per request.
+  std::vector<std::int64_t> condition_shape;  // bf16, E -> D.
+  std::vector<std::int64_t> latent_shape;     // bf16, D -> V.
+  std::uint64_t output_bytes = 0;             // Decoded pixels (uint8 RGB).
+  bool video = false;
+};
+
+// wan2.1-480p, wan2.1-720p, hunyuan-720p, flux-1024, qwen-image-1024.
+const std::vector<ModelProfile>& ModelProfiles();
+// Errors: kInvalidArgument naming the profile and listing the known ones.
+Result<ModelProfile> FindModelProfile(std::string_view name);
+
+// The handler for `stage` of `profile`. `connector` (store or p2p mode)
+// moves the payloads and must outlive the handler; `time_factor` scales
+// every timing (0 < factor <= 1). Denoise honours the request's "steps"
+// when given. Decode returns `output_bytes` of deterministic pixels.
+StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string& stage,
+                                 DiffusionConnector* connector, double time_factor);
+
+}  // namespace sluice
+
+#endif  // SLUICE_RUNTIME_PROFILE_STAGES_H_
