@@ -1,0 +1,48 @@
+// Cluster mode: every role as its own `sluice` process on loopback —
+// master, store node, orchestrator and one profile-stage worker per stage —
+// and a client over HTTP.
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "child_process.h"
+
+namespace sluice::testing {
+namespace {
+
+using nlohmann::json;
+
+TEST(ClusterTest, EveryRoleAsItsOwnProcessServesAnImageRequest) {
+  ChildProcess master({SLUICE_BIN, "master", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"});
+  ASSERT_EQ(master.Word(1), "master") << master.banner();
+  ChildProcess node({SLUICE_BIN, "store-node", "--master", master.Word(2), "--memory", "256MiB",
+                     "--exit-on-stdin-eof"});
+  ASSERT_EQ(node.Word(1), "store-node") << node.banner();
+  ChildProcess orch(
+      {SLUICE_BIN, "orchestrator", "--store-master", master.Word(2), "--exit-on-stdin-eof"});
+  ASSERT_EQ(orch.Word(1), "orchestrator") << orch.banner();
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (const char* stage : {"encode", "denoise", "decode"}) {
+    workers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+        SLUICE_BIN, "worker", "--stage", stage, "--orchestrator", orch.Word(2), "--master",
+        master.Word(2), "--profile", "flux-1024", "--time-factor", "0.01", "--exit-on-stdin-eof"}));
+    ASSERT_EQ(workers.back()->Word(1), "worker") << workers.back()->banner();
+  }
+  httplib::Client http("http://" + orch.Word(3));
+  http.set_read_timeout(60, 0);
+  auto r = http.Post("/v1/images/generations", R"({"prompt":"a lighthouse","steps":8})",
+                     "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = json::parse(r->body);
+  // 1024 x 1024 RGB pixels, base64: 4 characters per 3 bytes.
+  EXPECT_EQ(j["data"][0]["b64_json"].get<std::string>().size(), 1024u * 1024 * 3 / 3 * 4);
+  auto m = http.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("sluice_orchestrator_jobs_succeeded_total 1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice::testing
