@@ -12,6 +12,7 @@
 
 #include "sluice/connector/connector.h"
 #include "sluice/logging.h"
+#include "sluice/runtime/stage_worker.h"
 
 namespace py = pybind11;
 
@@ -258,6 +259,94 @@ class Connector {
   std::unique_ptr<DiffusionConnector> conn_;
 };
 
+// The context a Python stage handler sees; valid during the handler call.
+class Context {
+ public:
+  explicit Context(StageContext* c) : c_(c) {}
+  std::uint64_t job_id() const { return c_->job_id(); }
+  std::string stage() const { return c_->stage(); }
+  std::string request_json() const { return c_->request_json(); }
+  py::bytes input() const { return py::bytes(c_->input()); }
+  int resume_step() const { return c_->resume_step(); }
+  void progress(int step, int steps, bool checkpointed) { c_->Progress(step, steps, checkpointed); }
+  void first_output() { c_->FirstOutput(); }
+  bool should_stop() const { return c_->ShouldStop(); }
+  bool should_checkpoint() const { return c_->ShouldCheckpoint(); }
+
+ private:
+  StageContext* c_;
+};
+
+// A StageWorker whose handler is a Python callable: handler(ctx) returns
+// (output: bytes, content_type: str, payload_keys: list[str], preempted: bool);
+// a raised sluice error fails the assignment (retryable for
+// UnavailableError / ResourceExhaustedError).
+class Worker {
+ public:
+  Worker(const std::string& orchestrator, const std::string& stage, py::function handler,
+         int capacity, std::vector<std::string> labels, const std::string& name,
+         double heartbeat_s) {
+    StageWorkerConfig c;
+    c.orchestrator = orchestrator;
+    c.stage = stage;
+    c.capacity = capacity;
+    c.labels = std::move(labels);
+    c.name = name;
+    c.heartbeat_interval = Ms(heartbeat_s);
+    if (c.heartbeat_interval.count() <= 0) {
+      throw StatusException{InvalidArgumentError("heartbeat must be at least 1 ms")};
+    }
+    auto fn = std::make_shared<py::function>(std::move(handler));
+    handler_ = fn;
+    StageHandler h = [fn](StageContext& ctx) -> Result<StageOutput> {
+      py::gil_scoped_acquire gil;
+      try {
+        py::object r = (*fn)(Context(&ctx));
+        auto t = r.cast<std::tuple<py::bytes, std::string, std::vector<std::string>, bool>>();
+        StageOutput out;
+        out.output = std::string(std::get<0>(t));
+        out.type = std::get<1>(t);
+        out.payload_keys = std::get<2>(t);
+        out.preempted = std::get<3>(t);
+        return out;
+      } catch (py::error_already_set& e) {
+        const std::string what = e.what();
+        const bool retry =
+            e.matches(py::module_::import("sluice.errors").attr("UnavailableError")) ||
+            e.matches(py::module_::import("sluice.errors").attr("ResourceExhaustedError"));
+        return Status(retry ? StatusCode::kUnavailable : StatusCode::kInternal,
+                      "handler raised: " + what);
+      } catch (const py::cast_error&) {
+        return InternalError("handler must return (bytes, content_type, payload_keys, preempted)");
+      }
+    };
+    py::gil_scoped_release nogil;
+    worker_ = Unwrap(StageWorker::Start(std::move(c), std::move(h)));
+  }
+  void drain(double timeout_s) {
+    const auto t = Ms(timeout_s);
+    py::gil_scoped_release nogil;
+    if (worker_) {
+      worker_->Drain(t);
+    }
+  }
+  std::uint64_t completed() const { return worker_ ? worker_->completed() : 0; }
+  void close() {
+    py::gil_scoped_release nogil;
+    worker_.reset();
+  }
+  ~Worker() {
+    if (worker_) {
+      py::gil_scoped_release nogil;  // Handler threads need the GIL to finish.
+      worker_.reset();
+    }
+  }
+
+ private:
+  std::shared_ptr<py::function> handler_;
+  std::unique_ptr<StageWorker> worker_;
+};
+
 }  // namespace
 }  // namespace sluice::python
 
@@ -308,6 +397,23 @@ PYBIND11_MODULE(_sluice, m) {
       .def_property_readonly("mode", &Connector::mode)
       .def_property_readonly("bytes_copied_outside_transfers", &Connector::bytes_copied)
       .def("close", &Connector::close);
+  py::class_<Context>(m, "StageContext")
+      .def_property_readonly("job_id", &Context::job_id)
+      .def_property_readonly("stage", &Context::stage)
+      .def_property_readonly("request_json", &Context::request_json)
+      .def_property_readonly("input", &Context::input)
+      .def_property_readonly("resume_step", &Context::resume_step)
+      .def("progress", &Context::progress, py::arg("step"), py::arg("steps"),
+           py::arg("checkpointed") = false)
+      .def("first_output", &Context::first_output)
+      .def("should_stop", &Context::should_stop)
+      .def("should_checkpoint", &Context::should_checkpoint);
+  py::class_<Worker>(m, "Worker")
+      .def(py::init<const std::string&, const std::string&, py::function, int,
+                    std::vector<std::string>, const std::string&, double>())
+      .def("drain", &Worker::drain)
+      .def_property_readonly("completed", &Worker::completed)
+      .def("close", &Worker::close);
   m.def("descriptor_to_json", [](const py::bytes& b) { return Descriptor(b).ToJson(); });
   m.def("descriptor_from_json", [](const std::string& j) {
     return py::bytes(Unwrap(sluice::PayloadDescriptor::FromJson(j)).Encode());

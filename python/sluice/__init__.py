@@ -20,7 +20,11 @@ from .errors import (
     UnimplementedError,
 )
 
+from .worker import StageOutput, StageWorker
+
 __all__ = [
+    "StageOutput",
+    "StageWorker",
     "AlreadyExistsError",
     "CancelledError",
     "DataLossError",

@@ -1,0 +1,73 @@
+"""StageWorker: serve one stage (encode, denoise, decode) for the orchestrator
+with a Python handler.
+
+    def denoise(ctx):
+        latent = ...                       # consume ctx.input with a DiffusionConnector
+        for step in range(ctx.resume_step, steps):
+            if ctx.should_stop():
+                raise sluice.CancelledError("stopped")
+            ...
+            ctx.progress(step + 1, steps)
+        return StageOutput(output=handle.descriptor(), payload_keys=[...])
+
+    worker = StageWorker("denoise", orchestrator="127.0.0.1:7200", handler=denoise)
+
+The handler runs on a sluice thread (holding the GIL while it runs Python),
+up to `capacity` at once. Returning bytes is shorthand for
+StageOutput(output=bytes). Raising fails the assignment; UnavailableError and
+ResourceExhaustedError are retried elsewhere, other errors fail the job.
+"""
+
+import dataclasses
+from typing import Callable, List, Optional, Union
+
+from . import _sluice
+from .errors import InvalidArgumentError, translated
+
+
+@dataclasses.dataclass
+class StageOutput:
+    output: bytes = b""  # Descriptor for the next stage, or the final result.
+    content_type: str = ""  # Final stage: MIME type, e.g. "image/png".
+    payload_keys: List[str] = dataclasses.field(default_factory=list)
+    preempted: bool = False  # Yielded after ctx.should_checkpoint().
+
+
+class StageWorker:
+    @translated
+    def __init__(self, stage: str, orchestrator: str,
+                 handler: Callable[..., Union[bytes, StageOutput]], capacity: int = 1,
+                 labels: Optional[List[str]] = None, name: str = "",
+                 heartbeat: float = 0.2):
+        if not callable(handler):
+            raise InvalidArgumentError("handler must be callable")
+
+        def call(ctx):
+            out = handler(ctx)
+            if isinstance(out, (bytes, bytearray, memoryview)):
+                out = StageOutput(output=bytes(out))
+            if not isinstance(out, StageOutput):
+                raise InvalidArgumentError("handler must return bytes or a StageOutput")
+            return (bytes(out.output), out.content_type, list(out.payload_keys),
+                    bool(out.preempted))
+
+        self._core = _sluice.Worker(orchestrator, stage, call, int(capacity), list(labels or []),
+                                    name, float(heartbeat))
+
+    @property
+    def completed(self) -> int:
+        return self._core.completed
+
+    @translated
+    def drain(self, timeout: float = 30.0) -> None:
+        """Stop taking work; hand back what does not finish within `timeout`."""
+        self._core.drain(float(timeout))
+
+    def close(self) -> None:
+        self._core.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

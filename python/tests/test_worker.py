@@ -1,0 +1,88 @@
+"""Python stage workers serving the orchestrator (a `sluice orchestrator` process)."""
+
+import base64
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+import sluice
+from sluice import StageOutput, StageWorker
+
+from conftest import SLUICE_BIN, Proc
+
+
+@pytest.fixture
+def orchestrator():
+    p = Proc([SLUICE_BIN, "orchestrator", "--exit-on-stdin-eof"])
+    yield p.words[2], p.words[3]
+    p.close()
+
+
+def post(http, body):
+    req = urllib.request.Request(f"http://{http}/v1/images/generations",
+                                 data=json.dumps(body).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_python_handlers_run_every_stage(orchestrator):
+    grpc, http = orchestrator
+    steps_seen = []
+
+    def encode(ctx):
+        return json.loads(ctx.request_json)["prompt"].encode()
+
+    def denoise(ctx):
+        for s in range(3):
+            assert not ctx.should_stop()
+            ctx.progress(s + 1, 3)
+            steps_seen.append(s)
+        return StageOutput(output=b"latent(" + ctx.input + b")")
+
+    def decode(ctx):
+        ctx.first_output()
+        return StageOutput(output=b"png(" + ctx.input + b")", content_type="image/png")
+
+    workers = [StageWorker("encode", grpc, encode), StageWorker("denoise", grpc, denoise),
+               StageWorker("decode", grpc, decode)]
+    try:
+        status, body = post(http, {"prompt": "a heron"})
+        assert status == 200, body
+        assert base64.b64decode(body["data"][0]["b64_json"]) == b"png(latent(a heron))"
+        assert steps_seen == [0, 1, 2]
+        assert workers[1].completed == 1
+    finally:
+        for w in workers:
+            w.close()
+
+
+def test_a_raising_handler_fails_the_job_with_its_message(orchestrator):
+    grpc, http = orchestrator
+
+    def broken(ctx):
+        raise sluice.InvalidArgumentError("prompt too spicy")
+
+    workers = [StageWorker("encode", grpc, broken), StageWorker("denoise", grpc, lambda c: b"x"),
+               StageWorker("decode", grpc, lambda c: b"y")]
+    try:
+        status, body = post(http, {"prompt": "x"})
+        assert status == 500
+        assert "prompt too spicy" in body["error"]["message"]
+    finally:
+        for w in workers:
+            w.close()
+
+
+def test_bad_worker_arguments_are_typed_errors():
+    with pytest.raises(sluice.InvalidArgumentError, match="stage"):
+        StageWorker("paint", "127.0.0.1:1", lambda c: b"")
+    with pytest.raises(sluice.InvalidArgumentError, match="callable"):
+        StageWorker("encode", "127.0.0.1:1", None)
+    with pytest.raises(sluice.InvalidArgumentError):
+        StageWorker("encode", "no-port", lambda c: b"")
