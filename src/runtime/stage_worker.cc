@@ -206,6 +206,7 @@ class StageWorkerImpl {
       } else if (out->preempted) {
         ReportFailed(*s, "preempted", true, true);
       } else {
+        FlushProgress(*s);  // First output and last step reach the orchestrator before Done.
         pb::DoneRequest d;
         d.set_worker_id(s->worker_id);
         d.set_job_id(s->job_id);
@@ -231,6 +232,40 @@ class StageWorkerImpl {
       running_.erase(it);
     }
     cv_.notify_all();
+  }
+
+  // Sends `s`'s unsent progress and first-output mark in a heartbeat now.
+  void FlushProgress(RunState& s) {
+    pb::HeartbeatRequest hb;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hb.set_worker_id(s.worker_id);
+      hb.set_free_slots(draining_ ? 0u
+                                  : static_cast<std::uint32_t>(std::max<int>(
+                                        0, config_.capacity - static_cast<int>(running_.size()))));
+    }
+    {
+      std::lock_guard<std::mutex> sl(s.mu);
+      if (s.progress_dirty) {
+        auto* p = hb.add_progress();
+        p->set_job_id(s.job_id);
+        p->set_step(static_cast<std::uint32_t>(std::max(0, s.step)));
+        p->set_steps(static_cast<std::uint32_t>(std::max(0, s.steps)));
+        p->set_checkpointed(s.checkpointed);
+        s.progress_dirty = false;
+      }
+      if (s.first_output && !s.first_sent) {
+        hb.add_first_output(s.job_id);
+        s.first_sent = true;
+      }
+    }
+    if (hb.progress_size() == 0 && hb.first_output_size() == 0) {
+      return;
+    }
+    pb::HeartbeatResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    (void)stub_->Heartbeat(&ctx, hb, &resp);
   }
 
   void ReportFailed(const RunState& s, const std::string& reason, bool retryable, bool preempted) {
