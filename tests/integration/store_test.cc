@@ -199,6 +199,31 @@ TEST_F(StoreTest, TtlExpiresAndWaitForSeesLateProducers) {
   EXPECT_TRUE(woke.load());
 }
 
+TEST_F(StoreTest, VectoredGetCanWaitForTheProducerInOneCall) {
+  TestBuffer src = Registered(*engine_, 3 * 4096);
+  TestBuffer dst = Registered(*engine_, 3 * 4096);
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    src.data()[i] = PatternByte(5, i);
+  }
+  // Runs two pages apart: the object holds them back to back.
+  const StoreClient::IoRun out[2] = {{src.data(), 4096}, {src.data() + 8192, 4096}};
+  const StoreClient::IoRun in[2] = {{dst.data(), 4096}, {dst.data() + 8192, 4096}};
+  EXPECT_EQ(client_->GetIntoRuns("vec", in).status().code(), StatusCode::kNotFound)
+      << "without a wait, a missing key answers at once";
+  EXPECT_EQ(client_->GetIntoRuns("vec", in, 100ms).status().code(), StatusCode::kDeadlineExceeded);
+  Result<ObjectMeta> got = InternalError("not run");
+  std::thread reader([&] { got = client_->GetIntoRuns("vec", in, 10s); });
+  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(client_->PutFromRuns("vec", out).ok());
+  reader.join();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->size, 2u * 4096);
+  EXPECT_TRUE(dst.Holds(0, 4096, 5, 0));
+  EXPECT_TRUE(dst.Holds(8192, 4096, 5, 8192));
+  const StoreClient::IoRun wrong[1] = {{dst.data(), 4096}};
+  EXPECT_EQ(client_->GetIntoRuns("vec", wrong).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(StoreTest, BadInputGetsSpecificErrors) {
   std::byte b{1};
   EXPECT_EQ(client_->Put("", {&b, 1}).code(), StatusCode::kInvalidArgument);
