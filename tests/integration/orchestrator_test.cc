@@ -17,6 +17,7 @@
 #include "sluice/store/master.h"
 #include "sluice/store/store_node.h"
 
+#include "base64.h"
 #include "orchestrator/service/video_mux.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
@@ -264,26 +265,6 @@ class OrchestratorTest : public ::testing::Test {
   std::unique_ptr<OrchestratorServer> server_;
   std::unique_ptr<httplib::Client> http_;
 };
-
-std::string Unbase64(const std::string& s) {
-  static const std::string kChars =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  int val = 0, bits = -8;
-  for (char c : s) {
-    const auto p = kChars.find(c);
-    if (p == std::string::npos) {
-      break;
-    }
-    val = (val << 6) + static_cast<int>(p);
-    bits += 6;
-    if (bits >= 0) {
-      out.push_back(static_cast<char>((val >> bits) & 0xFF));
-      bits -= 8;
-    }
-  }
-  return out;
-}
 
 TEST_F(OrchestratorTest, ImageJobsRunThroughEveryStageSyncAsyncAndWithEvents) {
   Start();

@@ -15,6 +15,8 @@
 #include "sluice/store/master.h"
 #include "sluice/store/store_node.h"
 
+#include "base64.h"
+
 namespace sluice::testing {
 namespace {
 
@@ -150,26 +152,6 @@ class StageWorkerTest : public ::testing::Test {
       Step(v);
     }
     return Bytes(v);
-  }
-
-  std::string Unbase64(const std::string& s) {
-    static const std::string kChars =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    int val = 0, bits = -8;
-    for (char c : s) {
-      const auto p = kChars.find(c);
-      if (p == std::string::npos) {
-        break;
-      }
-      val = (val << 6) + static_cast<int>(p);
-      bits += 6;
-      if (bits >= 0) {
-        out.push_back(static_cast<char>((val >> bits) & 0xFF));
-        bits -= 8;
-      }
-    }
-    return out;
   }
 
   std::unique_ptr<MasterServer> master_;

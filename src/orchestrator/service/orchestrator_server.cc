@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/net.h"
+#include "common/rpc_status.h"
 #include "orchestrator/service/http_api.h"
 #include "orchestrator/service/journal.h"
 #include "orchestrator/service/orchestrator_state.h"
@@ -23,33 +24,6 @@ namespace pb = ::sluice::orchestrator::v1;
 using orchestrator::OrchestratorState;
 
 namespace {
-
-grpc::Status ToGrpc(const Status& s) {
-  if (s.ok()) {
-    return grpc::Status::OK;
-  }
-  grpc::StatusCode c = grpc::StatusCode::INTERNAL;
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-      c = grpc::StatusCode::INVALID_ARGUMENT;
-      break;
-    case StatusCode::kNotFound:
-      c = grpc::StatusCode::NOT_FOUND;
-      break;
-    case StatusCode::kFailedPrecondition:
-      c = grpc::StatusCode::FAILED_PRECONDITION;
-      break;
-    case StatusCode::kResourceExhausted:
-      c = grpc::StatusCode::RESOURCE_EXHAUSTED;
-      break;
-    case StatusCode::kAlreadyExists:
-      c = grpc::StatusCode::ALREADY_EXISTS;
-      break;
-    default:
-      break;
-  }
-  return grpc::Status(c, std::string(s.message()));
-}
 
 // One worker's assignment stream: queued and written one at a time.
 class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {

@@ -11,10 +11,10 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/random.h"
+#include "common/rpc_status.h"
 #include "proto/master.grpc.pb.h"
 #include "store/fastlane/client.h"
 #include "store/proto_convert.h"
-#include "store/rpc_status.h"
 
 namespace sluice::internal {
 
@@ -181,30 +181,10 @@ class StoreClientImpl {
                                   std::to_string(g.meta.size) + " bytes; the runs hold " +
                                   std::to_string(total));
     }
-    Status last =
-        UnavailableError("object '" + g.key + "' has no replica", FailureScope::kEndpoint);
-    for (const ReplicaLocation& r : g.replicas) {
-      Result<SegmentId> seg = engine_->OpenSegment(r.endpoint);
-      if (!seg.ok()) {
-        last = seg.status();
-        continue;
-      }
-      std::vector<TransferRequest> ops;
-      ops.reserve(runs.size());
-      std::uint64_t at = 0;
-      for (const auto& run : runs) {
-        ops.push_back(TransferRequest{OpKind::kRead, run.data, *seg, RegionKey{r.region_key},
-                                      r.offset + at, run.len, TransportHint::kAuto});
-        at += run.len;
-      }
-      last = engine_->TransferSync(ops, config_.transfer_timeout);
-      if (last.ok() || last.scope() == FailureScope::kRequest) {
-        break;
-      }
-    }
+    const Status last = ReadRuns(g, runs, 0);
     GetEnd(g, last.ok());
     if (!last.ok()) {
-      return last.WithContext("get '" + g.key + "'");
+      return last;
     }
     return g.meta;
   }
@@ -273,18 +253,32 @@ class StoreClientImpl {
 
   // Reads [object_offset, +len) into `local`, nearest replica first.
   Status ReadRange(const OpenGet& g, char* local, std::uint64_t object_offset, std::uint64_t len) {
+    const StoreClient::IoRun run{local, len};
+    return ReadRuns(g, {&run, 1}, object_offset);
+  }
+
+  // Reads the object from `object_offset` on into `runs` back to back, as
+  // one batch, nearest replica first, trying the next when one fails.
+  Status ReadRuns(const OpenGet& g, std::span<const StoreClient::IoRun> runs,
+                  std::uint64_t object_offset) {
     Status last =
         UnavailableError("object '" + g.key + "' has no replica", FailureScope::kEndpoint);
+    std::vector<TransferRequest> ops;
+    ops.reserve(runs.size());
     for (const ReplicaLocation& r : g.replicas) {
       Result<SegmentId> seg = engine_->OpenSegment(r.endpoint);
       if (!seg.ok()) {
         last = seg.status();
         continue;
       }
-      TransferRequest op{
-          OpKind::kRead,       local, *seg, RegionKey{r.region_key}, r.offset + object_offset, len,
-          TransportHint::kAuto};
-      last = engine_->TransferSync({&op, 1}, config_.transfer_timeout);
+      ops.clear();
+      std::uint64_t at = r.offset + object_offset;
+      for (const auto& run : runs) {
+        ops.push_back(TransferRequest{OpKind::kRead, run.data, *seg, RegionKey{r.region_key}, at,
+                                      run.len, TransportHint::kAuto});
+        at += run.len;
+      }
+      last = engine_->TransferSync(ops, config_.transfer_timeout);
       if (last.ok() || last.scope() == FailureScope::kRequest) {
         return last;  // Done, or an error another replica would repeat.
       }

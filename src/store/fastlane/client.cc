@@ -45,10 +45,9 @@ Status Client::Write(int fd, Method m, std::uint16_t flags, std::string_view bod
   h.method = static_cast<std::uint16_t>(m);
   h.flags = flags;
   h.body_len = static_cast<std::uint32_t>(body.size());
-  std::string frame(kHeaderSize + body.size(), '\0');
-  Encode(h, reinterpret_cast<std::byte*>(frame.data()));
-  frame.replace(kHeaderSize, body.size(), body);
-  return SendAll(fd, frame.data(), frame.size());
+  std::byte head[kHeaderSize];
+  Encode(h, head);
+  return SendHeaderAndBody(fd, head, body);
 }
 
 Status Client::ReadExact(int fd, char* p, std::size_t len, bool spin,

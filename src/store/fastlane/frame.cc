@@ -1,7 +1,13 @@
 #include "store/fastlane/frame.h"
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
 #include <cstring>
 #include <string>
+
+#include "common/net.h"
 
 namespace sluice::internal::fastlane {
 namespace {
@@ -89,6 +95,29 @@ Result<ResponseHeader> DecodeResponse(const std::byte in[kHeaderSize]) {
     return InvalidArgumentError("fast lane: unknown status code or scope in response");
   }
   return h;
+}
+
+Status SendHeaderAndBody(int fd, const std::byte head[kHeaderSize], std::string_view body) {
+  iovec iov[2] = {{const_cast<std::byte*>(head), kHeaderSize},
+                  {const_cast<char*>(body.data()), body.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = body.empty() ? 1 : 2;
+  ssize_t n;
+  do {
+    n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    return ErrnoStatus("fast lane send", errno);
+  }
+  auto sent = static_cast<std::size_t>(n);
+  if (sent < kHeaderSize) {
+    SLUICE_RETURN_IF_ERROR(SendAll(fd, head + sent, kHeaderSize - sent));
+    sent = kHeaderSize;
+  }
+  const std::size_t body_sent = sent - kHeaderSize;
+  return body_sent < body.size() ? SendAll(fd, body.data() + body_sent, body.size() - body_sent)
+                                 : Status::Ok();
 }
 
 const char* MethodName(Method m) {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "sluice/status.h"
 
@@ -64,6 +65,10 @@ Result<RequestHeader> DecodeRequest(const std::byte in[kHeaderSize]);
 Result<ResponseHeader> DecodeResponse(const std::byte in[kHeaderSize]);
 
 const char* MethodName(Method m);
+
+// Writes a header and its body with one sendmsg (finishing a short write
+// with plain sends) on a blocking socket. Errors carry scope kEndpoint.
+Status SendHeaderAndBody(int fd, const std::byte head[kHeaderSize], std::string_view body);
 
 }  // namespace sluice::internal::fastlane
 

@@ -35,22 +35,7 @@ bool WaitReadable(int fd) {
 Status SendFrame(int fd, const ResponseHeader& h, std::string_view body) {
   std::byte head[kHeaderSize];
   Encode(h, head);
-  iovec iov[2] = {{head, kHeaderSize}, {const_cast<char*>(body.data()), body.size()}};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = body.empty() ? 1 : 2;
-  const std::size_t total = kHeaderSize + body.size();
-  const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-  if (n == static_cast<ssize_t>(total)) {
-    return Status::Ok();
-  }
-  if (n < 0) {
-    return ErrnoStatus("fast lane send", errno);
-  }
-  // Short write (rare for small frames): finish with plain sends.
-  std::string rest(reinterpret_cast<const char*>(head), kHeaderSize);
-  rest.append(body);
-  return SendAll(fd, rest.data() + n, rest.size() - static_cast<std::size_t>(n));
+  return SendHeaderAndBody(fd, head, body);
 }
 
 }  // namespace

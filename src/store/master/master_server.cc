@@ -12,10 +12,10 @@
 
 #include "common/log.h"
 #include "common/net.h"
+#include "common/rpc_status.h"
 #include "proto/master.grpc.pb.h"
 #include "store/fastlane/server.h"
 #include "store/master/master_core.h"
-#include "store/rpc_status.h"
 
 namespace sluice::internal {
 
@@ -246,7 +246,9 @@ class MasterServerImpl final : public pb::Master::CallbackService {
             body, [this](const auto& q, auto*) { return core_.PutRevoke(q); });
       case Method::kGetStart:
         return Unary<pb::GetStartRequest, pb::GetStartResponse>(
-            body, [this](const auto& q, auto* r) { return GetStartBlocking(q, r); });
+            body, [this](const auto& q, auto* r) {
+              return AwaitDone([&](MasterCore::Done d) { core_.GetStart(&q, r, std::move(d)); });
+            });
       case Method::kGetEnd:
         return Unary<pb::GetEndRequest, pb::GetEndResponse>(
             body, [this](const auto& q, auto*) { return core_.GetEnd(q); });
@@ -257,31 +259,20 @@ class MasterServerImpl final : public pb::Master::CallbackService {
         return Unary<pb::KeyRequest, pb::ExistsResponse>(
             body, [this](const auto& q, auto* r) { return core_.Exists(q, r); });
       case Method::kWaitFor:
-        return Unary<pb::WaitForRequest, pb::WaitForResponse>(
-            body, [this](const auto& q, auto*) { return WaitForBlocking(q); });
+        return Unary<pb::WaitForRequest, pb::WaitForResponse>(body, [this](const auto& q, auto*) {
+          return AwaitDone([&](MasterCore::Done d) { core_.WaitFor(q, std::move(d)); });
+        });
     }
     return InvalidArgumentError("fast lane: unknown method");
   }
 
-  Status WaitForBlocking(const pb::WaitForRequest& req) {
+  // Runs a call that answers through a completion (it may park) and waits
+  // for that answer on this lane thread.
+  static Status AwaitDone(const std::function<void(MasterCore::Done)>& start) {
     std::mutex mu;
     std::condition_variable cv;
     std::optional<Status> result;
-    core_.WaitFor(req, [&](const Status& s) {
-      std::lock_guard<std::mutex> lock(mu);
-      result = s;
-      cv.notify_all();
-    });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return result.has_value(); });
-    return *result;
-  }
-
-  Status GetStartBlocking(const pb::GetStartRequest& req, pb::GetStartResponse* resp) {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::optional<Status> result;
-    core_.GetStart(&req, resp, [&](const Status& s) {
+    start([&](const Status& s) {
       std::lock_guard<std::mutex> lock(mu);
       result = s;
       cv.notify_all();

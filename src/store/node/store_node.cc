@@ -17,8 +17,8 @@
 
 #include "common/log.h"
 #include "common/net.h"
+#include "common/rpc_status.h"
 #include "proto/master.grpc.pb.h"
-#include "store/rpc_status.h"
 
 namespace sluice::internal {
 

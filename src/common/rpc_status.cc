@@ -1,4 +1,4 @@
-#include "store/rpc_status.h"
+#include "common/rpc_status.h"
 
 #include <string>
 

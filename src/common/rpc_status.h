@@ -1,7 +1,7 @@
 // Status <-> grpc::Status, both ways, keeping the code. Messages cross as
 // they are; the scope of an RPC transport failure is kEndpoint.
-#ifndef SLUICE_STORE_RPC_STATUS_H_
-#define SLUICE_STORE_RPC_STATUS_H_
+#ifndef SLUICE_COMMON_RPC_STATUS_H_
+#define SLUICE_COMMON_RPC_STATUS_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -14,4 +14,4 @@ Status FromGrpc(const grpc::Status& s, std::string_view what);
 
 }  // namespace sluice::internal
 
-#endif  // SLUICE_STORE_RPC_STATUS_H_
+#endif  // SLUICE_COMMON_RPC_STATUS_H_
