@@ -11,6 +11,7 @@ PACKAGES=(
   libssl-dev libxxhash-dev libsqlite3-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcpp-httplib-dev
+  libopenblas-pthread-dev libpng-dev libyaml-cpp-dev
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest
   clang-format-16
   ffmpeg

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "runtime/payload_io.h"
+
 namespace sluice {
 namespace {
 
@@ -61,44 +63,12 @@ std::uint64_t Elements(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
-// Publishes `bytes` as a bf16 tensor of `shape`, waits until it is stored,
-// and returns the stage output (payload pinned: the orchestrator removes it).
 Result<StageOutput> Publish(DiffusionConnector& conn, std::uint64_t job, const std::string& stage,
                             std::vector<std::uint16_t>& data,
                             const std::vector<std::int64_t>& shape) {
-  StagePayload p;
-  p.request_id = "job-" + std::to_string(job) + "-" + stage;
-  p.kind = stage == "encode" ? PayloadKind::kEmbedding : PayloadKind::kLatent;
-  p.tensor = TensorView{data.data(), DType::kBF16, shape, {}};
-  p.lease = Lease{Lease::Kind::kPinned, {}};
-  SLUICE_ASSIGN_OR_RETURN(auto h, conn.Publish(p));
-  SLUICE_RETURN_IF_ERROR(h->Wait(std::chrono::minutes(5)));
-  conn.Forget(data.data());
-  StageOutput out;
-  out.output = h->descriptor().Encode();
-  if (h->descriptor().mode == TransferMode::kStore) {
-    for (int i = 0; i < h->descriptor().num_chunks; ++i) {
-      out.payload_keys.push_back(h->descriptor().key_prefix + "/" + std::to_string(i));
-    }
-  }
-  return out;
-}
-
-Result<std::vector<std::uint16_t>> Fetch(DiffusionConnector& conn, const std::string& input) {
-  SLUICE_ASSIGN_OR_RETURN(PayloadDescriptor d, PayloadDescriptor::Decode(input));
-  std::vector<std::uint16_t> v(Elements(d.shape));
-  {
-    SLUICE_ASSIGN_OR_RETURN(auto s, conn.Consume(d, TensorView{v.data(), d.dtype, d.shape, {}}));
-    while (true) {
-      SLUICE_ASSIGN_OR_RETURN(auto c, s->Next());
-      if (!c.has_value()) {
-        break;
-      }
-    }
-  }
-  conn.Forget(v.data());
-  SLUICE_RETURN_IF_ERROR(conn.Release(d));
-  return v;
+  return internal::PublishForNextStage(
+      conn, job, stage, stage == "encode" ? PayloadKind::kEmbedding : PayloadKind::kLatent,
+      TensorView{data.data(), DType::kBF16, shape, {}});
 }
 
 }  // namespace
@@ -118,38 +88,80 @@ Result<ModelProfile> FindModelProfile(std::string_view name) {
   return InvalidArgumentError("unknown profile '" + std::string(name) + "' (known: " + known + ")");
 }
 
+namespace {
+
+// The request's profile ("model" naming a known one) or `fallback`, and
+// its step count ("steps" when given).
+std::pair<const ModelProfile*, int> ForRequest(const ModelProfile& fallback,
+                                               const std::string& request_json) {
+  const nlohmann::json req = nlohmann::json::parse(request_json, nullptr, false);
+  const ModelProfile* p = &fallback;
+  if (req.is_object() && req.contains("model") && req["model"].is_string()) {
+    for (const ModelProfile& known : kProfiles) {
+      if (known.name == req["model"].get<std::string>()) {
+        p = &known;
+      }
+    }
+  }
+  const int steps = req.is_object() && req.contains("steps") && req["steps"].is_number_integer()
+                        ? req["steps"].get<int>()
+                        : p->steps;
+  return {p, steps};
+}
+
+// The denoise loop: step-sized sleeps with progress, stopping on cancel.
+Status RunSteps(StageContext& ctx, const ModelProfile& p, int steps, double time_factor) {
+  for (int s = ctx.resume_step(); s < steps; ++s) {
+    if (ctx.ShouldStop()) {
+      return Status(StatusCode::kCancelled, "stopped at step " + std::to_string(s));
+    }
+    Spend(p.step_s, time_factor);
+    ctx.Progress(s + 1, steps, false);
+  }
+  return Status::Ok();
+}
+
+// The decode: first frame out after a tenth of the time; deterministic pixels.
+StageOutput RunDecode(StageContext& ctx, const ModelProfile& p, double time_factor) {
+  Spend(p.decode_s * 0.1, time_factor);
+  ctx.FirstOutput();
+  Spend(p.decode_s * 0.9, time_factor);
+  StageOutput out;
+  out.output.assign(p.output_bytes, static_cast<char>(ctx.job_id()));
+  out.type = "application/octet-stream";
+  return out;
+}
+
+}  // namespace
+
 StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string& stage,
                                  DiffusionConnector* connector, double time_factor) {
   return [profile, stage, connector, time_factor](StageContext& ctx) -> Result<StageOutput> {
+    const auto [p, steps] = ForRequest(profile, ctx.request_json());
     if (stage == "encode") {
-      Spend(profile.encode_s, time_factor);
-      std::vector<std::uint16_t> cond(Elements(profile.condition_shape),
+      Spend(p->encode_s, time_factor);
+      std::vector<std::uint16_t> cond(Elements(p->condition_shape),
                                       static_cast<std::uint16_t>(ctx.job_id()));
-      return Publish(*connector, ctx.job_id(), stage, cond, profile.condition_shape);
+      return Publish(*connector, ctx.job_id(), stage, cond, p->condition_shape);
     }
     if (stage == "denoise") {
-      SLUICE_RETURN_IF_ERROR(Fetch(*connector, ctx.input()).status());
-      const nlohmann::json req = nlohmann::json::parse(ctx.request_json(), nullptr, false);
-      const int steps = req.is_object() ? req.value("steps", profile.steps) : profile.steps;
-      for (int s = ctx.resume_step(); s < steps; ++s) {
-        if (ctx.ShouldStop()) {
-          return Status(StatusCode::kCancelled, "stopped at step " + std::to_string(s));
-        }
-        Spend(profile.step_s, time_factor);
-        ctx.Progress(s + 1, steps, false);
-      }
-      std::vector<std::uint16_t> latent(Elements(profile.latent_shape),
+      SLUICE_RETURN_IF_ERROR(internal::FetchInput<std::uint16_t>(*connector, ctx.input()).status());
+      SLUICE_RETURN_IF_ERROR(RunSteps(ctx, *p, steps, time_factor));
+      std::vector<std::uint16_t> latent(Elements(p->latent_shape),
                                         static_cast<std::uint16_t>(ctx.job_id() * 3));
-      return Publish(*connector, ctx.job_id(), stage, latent, profile.latent_shape);
+      return Publish(*connector, ctx.job_id(), stage, latent, p->latent_shape);
     }
-    SLUICE_RETURN_IF_ERROR(Fetch(*connector, ctx.input()).status());
-    Spend(profile.decode_s * 0.1, time_factor);
-    ctx.FirstOutput();  // First frame out after a tenth of the decode.
-    Spend(profile.decode_s * 0.9, time_factor);
-    StageOutput out;
-    out.output.assign(profile.output_bytes, static_cast<char>(ctx.job_id()));
-    out.type = "application/octet-stream";
-    return out;
+    SLUICE_RETURN_IF_ERROR(internal::FetchInput<std::uint16_t>(*connector, ctx.input()).status());
+    return RunDecode(ctx, *p, time_factor);
+  };
+}
+
+StageHandler ProfileColocatedHandler(const ModelProfile& profile, double time_factor) {
+  return [profile, time_factor](StageContext& ctx) -> Result<StageOutput> {
+    const auto [p, steps] = ForRequest(profile, ctx.request_json());
+    Spend(p->encode_s, time_factor);
+    SLUICE_RETURN_IF_ERROR(RunSteps(ctx, *p, steps, time_factor));
+    return RunDecode(ctx, *p, time_factor);
   };
 }
 

@@ -3,7 +3,6 @@
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <atomic>
 #include <cstdio>
@@ -18,6 +17,8 @@
 #include "sluice/store/store_node.h"
 
 #include "base64.h"
+#include "media/frames_archive.h"
+#include "media/png.h"
 #include "orchestrator/service/video_mux.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
@@ -28,39 +29,13 @@ using namespace std::chrono_literals;
 namespace pb = ::sluice::orchestrator::v1;
 using nlohmann::json;
 
-// A w x h RGB PNG filled with `shade`.
+// A w x h RGB PNG, row y filled with shade + y.
 std::string Png(int w, int h, unsigned char shade) {
-  auto be32 = [](std::string& s, std::uint32_t v) {
-    for (int i = 3; i >= 0; --i) {
-      s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-    }
-  };
-  auto chunk = [&](std::string& out, const char* type, const std::string& data) {
-    be32(out, static_cast<std::uint32_t>(data.size()));
-    std::string td = std::string(type, 4) + data;
-    out += td;
-    be32(out, static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(td.data()),
-                                               static_cast<uInt>(td.size()))));
-  };
-  std::string raw;
-  for (int y = 0; y < h; ++y) {
-    raw.push_back('\0');  // Filter: none.
-    raw.append(static_cast<std::size_t>(w) * 3, static_cast<char>(shade + y));
+  std::vector<std::uint8_t> rgb(static_cast<std::size_t>(w) * h * 3);
+  for (std::size_t i = 0; i < rgb.size(); ++i) {
+    rgb[i] = static_cast<std::uint8_t>(shade + i / (static_cast<std::size_t>(w) * 3));
   }
-  uLongf zlen = compressBound(static_cast<uLong>(raw.size()));
-  std::string z(zlen, '\0');
-  compress(reinterpret_cast<Bytef*>(z.data()), &zlen, reinterpret_cast<const Bytef*>(raw.data()),
-           static_cast<uLong>(raw.size()));
-  z.resize(zlen);
-  std::string ihdr;
-  be32(ihdr, static_cast<std::uint32_t>(w));
-  be32(ihdr, static_cast<std::uint32_t>(h));
-  ihdr += std::string("\x08\x02\x00\x00\x00", 5);  // 8-bit RGB.
-  std::string png("\x89PNG\r\n\x1a\n", 8);
-  chunk(png, "IHDR", ihdr);
-  chunk(png, "IDAT", z);
-  chunk(png, "IEND", "");
-  return png;
+  return *media::EncodePng(rgb.data(), w, h);
 }
 
 // A stage worker: registers, heartbeats, and answers RUN with Done whose
@@ -180,9 +155,8 @@ class FakeWorker {
     d.set_output_type("text/plain");
     if (video && stage_ == "decode") {
       // Frames the orchestrator muxes into an MP4 (or serves as they are).
-      d.set_output(
-          orchestrator::WriteFramesTar({Png(32, 24, 10), Png(32, 24, 90), Png(32, 24, 170)}));
-      d.set_output_type(std::string(orchestrator::kFramesArchiveType));
+      d.set_output(media::WriteFramesTar({Png(32, 24, 10), Png(32, 24, 90), Png(32, 24, 170)}));
+      d.set_output_type(std::string(media::kFramesArchiveType));
     }
     if (keys_) {
       for (const std::string& k : keys_(a.job_id())) {
@@ -436,11 +410,11 @@ TEST_F(OrchestratorTest, WithoutFfmpegVideoContentIsTheFramesArchive) {
   auto content = http_->Get("/v1/videos/" + id + "/content");
   ASSERT_TRUE(content);
   EXPECT_EQ(content->get_header_value("Content-Type"), "application/x-tar");
-  auto frames = orchestrator::ReadTar(content->body);
+  auto frames = media::ReadTar(content->body);
   ASSERT_TRUE(frames.ok()) << frames.status().ToString();
   EXPECT_EQ(frames->size(), 3u);
   EXPECT_EQ((*frames)[1], Png(32, 24, 90));
-  EXPECT_FALSE(orchestrator::ReadTar(content->body.substr(0, 700)).ok()) << "truncated";
+  EXPECT_FALSE(media::ReadTar(content->body.substr(0, 700)).ok()) << "truncated";
 }
 
 TEST_F(OrchestratorTest, RestartedOrchestratorFinishesEveryAcceptedJob) {

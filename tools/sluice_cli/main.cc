@@ -20,6 +20,8 @@
 #include "bench/orchestrator_bench.h"
 #include "bench/store_bench.h"
 #include "bench/transfer_bench.h"
+#include "tools/sluice_cli/serve.h"
+#include "tools/sluice_cli/signals.h"
 
 namespace {
 
@@ -40,38 +42,8 @@ struct ByteSizeValidator : CLI::Validator {
   }
 };
 
-// Blocks SIGINT/SIGTERM in every thread (call before starting any), so that
-// WaitForStopSignal() can take them synchronously.
-void BlockStopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-
-// With `exit_on_eof`, a thread turns EOF on stdin into SIGTERM: helper
-// processes started by tests and benchmarks then die with their parent.
-int WaitForStopSignal(bool exit_on_eof) {
-  if (exit_on_eof) {
-    std::thread([] {
-      char c;
-      while (::read(0, &c, 1) > 0) {
-      }
-      ::kill(::getpid(), SIGTERM);
-    }).detach();
-  }
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  int sig = 0;
-  sigwait(&set, &sig);
-  return sig;
-}
-
 int RunMaster(const sluice::MasterConfig& config, bool exit_on_eof) {
-  BlockStopSignals();
+  sluice::cli::BlockStopSignals();
   auto master = sluice::MasterServer::Start(config);
   if (!master.ok()) {
     std::cerr << "sluice master: " << master.status().ToString() << "\n";
@@ -80,13 +52,13 @@ int RunMaster(const sluice::MasterConfig& config, bool exit_on_eof) {
   std::cout << "READY master " << (*master)->endpoint() << " "
             << ((*master)->metrics_endpoint().empty() ? "-" : (*master)->metrics_endpoint())
             << std::endl;
-  WaitForStopSignal(exit_on_eof);
+  sluice::cli::WaitForStopSignal(exit_on_eof);
   return 0;
 }
 
 int RunStoreNode(const std::string& listen, const sluice::StoreNodeConfig& config,
                  bool exit_on_eof) {
-  BlockStopSignals();
+  sluice::cli::BlockStopSignals();
   sluice::EngineConfig ec;
   ec.listen = listen;
   auto engine = sluice::TransferEngine::Create(ec);
@@ -101,12 +73,12 @@ int RunStoreNode(const std::string& listen, const sluice::StoreNodeConfig& confi
   }
   std::cout << "READY store-node " << (*node)->node_id() << " " << (*engine)->endpoint()
             << std::endl;
-  WaitForStopSignal(exit_on_eof);
+  sluice::cli::WaitForStopSignal(exit_on_eof);
   return 0;
 }
 
 int RunOrchestrator(const sluice::OrchestratorConfig& config, bool exit_on_eof) {
-  BlockStopSignals();
+  sluice::cli::BlockStopSignals();
   auto orch = sluice::OrchestratorServer::Start(config);
   if (!orch.ok()) {
     std::cerr << "sluice orchestrator: " << orch.status().ToString() << "\n";
@@ -114,7 +86,7 @@ int RunOrchestrator(const sluice::OrchestratorConfig& config, bool exit_on_eof) 
   }
   std::cout << "READY orchestrator " << (*orch)->endpoint() << " " << (*orch)->http_endpoint()
             << std::endl;
-  WaitForStopSignal(exit_on_eof);
+  sluice::cli::WaitForStopSignal(exit_on_eof);
   return 0;
 }
 
@@ -127,7 +99,7 @@ struct WorkerOptions {
 // A stage worker with a profile stage (real payload sizes, scaled
 // timings). SIGTERM/SIGINT drain it: running work finishes or is handed back.
 int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
-  BlockStopSignals();
+  sluice::cli::BlockStopSignals();
   auto profile = sluice::FindModelProfile(o.profile);
   if (!profile.ok()) {
     std::cerr << "sluice worker: --profile: " << profile.status().message() << "\n";
@@ -164,7 +136,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
     return 2;
   }
   std::cout << "READY worker " << o.stage << " " << (*conn)->engine().endpoint() << std::endl;
-  WaitForStopSignal(exit_on_eof);
+  sluice::cli::WaitForStopSignal(exit_on_eof);
   (*worker)->Drain(std::chrono::seconds(30));
   return 0;
 }
@@ -240,6 +212,77 @@ int main(int argc, char** argv) {
   worker->add_option("--listen", worker_opts.listen, "transfer engine endpoint")
       ->capture_default_str();
   worker->add_flag("--exit-on-stdin-eof", exit_on_eof, "stop when stdin closes (for supervisors)");
+
+  sluice::cli::ServeOptions serve_opts;
+  std::string serve_memory = "1GiB";
+  CLI::App* serve = app.add_subcommand(
+      "serve", "every role in one process: store, orchestrator, stage pools (HTTP API)");
+  serve->add_option("--http", serve_opts.cluster.http_listen, "HTTP host:port (port 0 picks one)")
+      ->capture_default_str();
+  serve->add_option("--workers", serve_opts.cluster.workers, "stage workers in all")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  serve->add_option("--encode-workers", serve_opts.cluster.encode_workers)
+      ->check(CLI::Range(1, 62))
+      ->capture_default_str();
+  serve->add_option("--decode-workers", serve_opts.cluster.decode_workers)
+      ->check(CLI::Range(1, 62))
+      ->capture_default_str();
+  serve->add_flag("--colocated", serve_opts.cluster.colocated,
+                  "each worker runs all three stages of a job (the baseline)");
+  serve->add_option("--memory", serve_memory, "store memory")
+      ->check(ByteSizeValidator())
+      ->capture_default_str();
+  serve
+      ->add_option("--stages", serve_opts.cluster.stages,
+                   "reference (real models on the CPU) or a profile (wan2.1-480p, flux-1024, ...)")
+      ->capture_default_str();
+  serve->add_option("--time-factor", serve_opts.cluster.time_factor, "profile stages: time scale")
+      ->check(CLI::Range(1e-6, 1.0))
+      ->capture_default_str();
+  serve
+      ->add_option("--steps", serve_opts.cluster.default_steps,
+                   "denoise steps when a request names none")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  serve
+      ->add_option("--checkpoint-every", serve_opts.cluster.checkpoint_every,
+                   "store the denoise state every k steps (0: never)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  serve->add_option("--max-queued-jobs", serve_opts.cluster.max_queued_jobs)
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  serve->add_option("--journal", serve_opts.cluster.journal_path,
+                    "SQLite journal of accepted jobs");
+  serve->add_flag("--demo", serve_opts.demo,
+                  "submit demo images and a video, write them to --out, print figures, exit");
+  serve->add_option("--out", serve_opts.out_dir, "demo output directory")->capture_default_str();
+  serve->add_flag("--exit-on-stdin-eof", serve_opts.exit_on_eof,
+                  "stop when stdin closes (for supervisors)");
+
+  sluice::cli::GenerateOptions gen_opts;
+  int gen_steps = 0;
+  CLI::App* generate =
+      app.add_subcommand("generate", "submit one image or video to a server and save it");
+  generate->add_option("--server", gen_opts.server, "orchestrator HTTP endpoint")
+      ->capture_default_str();
+  generate->add_option("--prompt", gen_opts.request.prompt)->required();
+  generate->add_flag("--video", gen_opts.request.video, "generate a video (default: an image)");
+  generate->add_option("--frames", gen_opts.request.frames, "video frames")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  generate->add_option("--size", gen_opts.request.size, "WIDTHxHEIGHT (default: the server's)");
+  generate->add_option("--steps", gen_steps, "denoise steps (default: the server's)")
+      ->check(CLI::Range(1, 1000));
+  generate->add_option("--seed", gen_opts.request.seed)->capture_default_str();
+  generate->add_option("--priority", gen_opts.request.priority)
+      ->check(CLI::IsMember({"interactive", "standard", "batch"}))
+      ->capture_default_str();
+  generate->add_option("-o,--output", gen_opts.output, "file to write")->required();
+  generate->add_option("--timeout", gen_opts.timeout_s, "seconds to wait")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
 
   sluice::StoreNodeConfig node_config;
   std::string node_listen = "127.0.0.1:0", node_memory = "1GiB";
@@ -376,6 +419,19 @@ int main(int argc, char** argv) {
   }
   if (*master) {
     return RunMaster(master_config, exit_on_eof);
+  }
+  if (*serve) {
+    serve_opts.cluster.store_memory = *sluice::ParseByteSize(serve_memory);
+    if (serve_opts.demo && serve->count("--http") == 0) {
+      serve_opts.cluster.http_listen = "127.0.0.1:0";  // Never collide with a running server.
+    }
+    return sluice::cli::RunServe(serve_opts);
+  }
+  if (*generate) {
+    if (gen_steps > 0) {
+      gen_opts.request.steps = gen_steps;
+    }
+    return sluice::cli::RunGenerate(gen_opts);
   }
   if (*worker) {
     return RunWorker(worker_opts, exit_on_eof);

@@ -44,6 +44,10 @@ struct OrchestratorConfig {
   // served as MP4 when ffmpeg is available. "auto": ffmpeg found on PATH;
   // empty: never (the archive is served); else the ffmpeg binary to run.
   std::string ffmpeg = "auto";
+  // Colocated deployment (the baseline disaggregation is measured against):
+  // every job is one assignment to a worker of the denoise pool, which runs
+  // encode, denoise and decode in turn.
+  bool colocated = false;
 };
 
 class OrchestratorServer {

@@ -41,10 +41,16 @@ Result<ModelProfile> FindModelProfile(std::string_view name);
 
 // The handler for `stage` of `profile`. `connector` (store or p2p mode)
 // moves the payloads and must outlive the handler; `time_factor` scales
-// every timing (0 < factor <= 1). Denoise honours the request's "steps"
-// when given. Decode returns `output_bytes` of deterministic pixels.
+// every timing (0 < factor <= 1). A request whose "model" names a known
+// profile runs that profile instead (mixed workloads on one pool). Denoise
+// honours the request's "steps" when given. Decode returns `output_bytes`
+// of deterministic pixels.
 StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string& stage,
                                  DiffusionConnector* connector, double time_factor);
+
+// All three stages of a job in turn on one worker (colocated serving): the
+// same timings without payload transfers.
+StageHandler ProfileColocatedHandler(const ModelProfile& profile, double time_factor);
 
 }  // namespace sluice
 

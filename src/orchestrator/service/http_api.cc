@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "media/frames_archive.h"
 #include "orchestrator/service/video_mux.h"
 
 namespace sluice::orchestrator {
@@ -348,7 +349,7 @@ void InstallHttpApi(httplib::Server& http, OrchestratorState& state, HttpOptions
              if (v->status != "succeeded") {
                return Error(res, 409, "video_not_ready", "video is " + v->status);
              }
-             if (v->result_type != kFramesArchiveType) {
+             if (v->result_type != media::kFramesArchiveType) {
                res.set_content(v->result, v->result_type.empty() ? "application/octet-stream"
                                                                  : v->result_type.c_str());
                return;
@@ -388,6 +389,22 @@ void InstallHttpApi(httplib::Server& http, OrchestratorState& state, HttpOptions
     }
     res.set_content(JobJson(*v).dump(), "application/json");
   });
+
+  // Any finished job's result bytes (a PNG image, a frames archive), as the
+  // final stage returned them.
+  http.Get(R"(/v1/jobs/([^/]+)/content)",
+           [&state](const httplib::Request& req, httplib::Response& res) {
+             std::optional<JobId> id = ParseJobId(req.matches[1]);
+             std::optional<JobView> v = id ? state.Get(*id) : std::nullopt;
+             if (!v.has_value()) {
+               return Error(res, 404, "not_found", "no job " + std::string(req.matches[1]));
+             }
+             if (v->status != "succeeded") {
+               return Error(res, 409, "job_not_ready", "job is " + v->status);
+             }
+             res.set_content(v->result, v->result_type.empty() ? "application/octet-stream"
+                                                               : v->result_type.c_str());
+           });
 
   http.Delete(R"(/v1/jobs/([^/]+))", [&state](const httplib::Request& req, httplib::Response& res) {
     std::optional<JobId> id = ParseJobId(req.matches[1]);

@@ -107,6 +107,9 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
               o.scheduler.max_attempts = c.max_attempts;
               o.heartbeat_interval = c.heartbeat_interval;
               o.worker_timeout = c.worker_timeout;
+              if (c.colocated) {
+                o.pipeline = {orchestrator::Stage::kDenoise};
+              }
               return o;
             }(),
             journal_.get()) {}

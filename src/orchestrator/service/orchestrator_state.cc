@@ -56,8 +56,12 @@ void OrchestratorState::EventLocked(JobRecord& j, TimePoint now, std::string typ
   cv_.notify_all();
 }
 
-Result<JobId> OrchestratorState::Submit(const JobRequest& r) {
+Result<JobId> OrchestratorState::Submit(const JobRequest& request) {
   const TimePoint now = Clock::now();
+  JobRequest r = request;
+  if (options_.pipeline.has_value()) {
+    r.pipeline = *options_.pipeline;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   Result<JobId> id = SubmitLocked(next_job_, r, now, /*journal=*/true);
   if (id.ok()) {

@@ -26,6 +26,9 @@ struct ServiceOptions {
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds worker_timeout{3000};  // No heartbeat this long: worker lost.
   std::size_t max_finished_jobs = 10000;           // Finished jobs kept for GET, oldest dropped.
+  // When set, every submitted job runs this pipeline instead of its own
+  // (colocated serving: {kDenoise}, one worker doing every stage).
+  std::optional<std::vector<Stage>> pipeline;
 };
 
 struct JobRequest {

@@ -13,14 +13,6 @@
 
 namespace sluice::orchestrator {
 
-inline constexpr std::string_view kFramesArchiveType = "application/x-sluice-frames+tar";
-
-// The regular files of a ustar archive, in archive order.
-// Errors: kInvalidArgument (truncated or malformed, over 4096 files).
-Result<std::vector<std::string>> ReadTar(std::string_view tar);
-// A ustar archive of `files` named frame_000000.png, ... (for workers and tests).
-std::string WriteFramesTar(const std::vector<std::string>& files);
-
 // The full path of `ffmpeg` found on PATH, or empty.
 std::string FindFfmpeg();
 // Encodes the archive's frames at `fps` with the ffmpeg at `ffmpeg`.

@@ -1,0 +1,62 @@
+// sluice/runtime/reference_stages.h
+//
+// Reference stages: real (small) diffusion models that run on the CPU with
+// nothing downloaded, so `sluice serve` generates images and videos out of
+// the box and tests can compare deployments byte for byte.
+//   encode  — byte-level tokenizer + 2-layer transformer: the prompt and the
+//             negative prompt → condition [2, 64, 64] f32.
+//   denoise — DiT-style model (2×2 patches, self- and cross-attention
+//             blocks with timestep modulation) sampled by flow matching
+//             (Euler, σ from 1 to 0) with classifier-free guidance over the
+//             request's steps → latent [16, t, h, w] f32 (8× spatial, 4×
+//             temporal compression; video latents published in t chunks).
+//   decode  — VAE-style convolutional decoder, frame by frame as latent
+//             chunks land → PNG (images) or a frames archive (videos).
+// Weights come from a fixed seed at start-up. The same request gives the
+// same bytes in every deployment (disaggregated, colocated, any thread
+// count): each stage computes on one thread with one-thread BLAS calls.
+//
+// Request fields (the orchestrator's JSON): prompt, negative_prompt, size
+// "WxH" (16..2048, at most 4096 latent tokens), seed, steps, guidance;
+// videos: frames, fps.
+
+#ifndef SLUICE_RUNTIME_REFERENCE_STAGES_H_
+#define SLUICE_RUNTIME_REFERENCE_STAGES_H_
+
+#include <chrono>
+#include <string>
+
+#include "sluice/connector/connector.h"
+#include "sluice/runtime/stage_worker.h"
+#include "sluice/store/client.h"
+
+namespace sluice {
+
+struct ReferenceStageOptions {
+  int default_steps = 12;  // When the request names none.
+  float default_guidance = 4.0f;
+  // Denoise: store the sampler state every k steps (0: only when asked to
+  // checkpoint for preemption). A lost or preempted job resumes from the
+  // latest one on any denoise worker. Needs `store`.
+  int checkpoint_every = 0;
+  // Where checkpoints go; null: no checkpoints. Must outlive the handler.
+  StoreClient* store = nullptr;
+  // Checkpoints of jobs nobody resumes expire after this.
+  std::chrono::seconds checkpoint_ttl{600};
+};
+
+// The handler for `stage` (encode | denoise | decode). `connector` (store
+// mode, or p2p: then a producer's slot is held until its consumer read the
+// payload) moves payloads between stages and must outlive the handler.
+// Errors: kInvalidArgument (unknown stage, bad options).
+Result<StageHandler> ReferenceStageHandler(const std::string& stage, DiffusionConnector* connector,
+                                           const ReferenceStageOptions& options = {});
+
+// One handler running encode, denoise and decode of a job in turn, for the
+// colocated deployment (the orchestrator's job pipeline is the denoise
+// stage alone). Same bytes as the three stages. Errors: kInvalidArgument.
+Result<StageHandler> ReferenceColocatedHandler(const ReferenceStageOptions& options = {});
+
+}  // namespace sluice
+
+#endif  // SLUICE_RUNTIME_REFERENCE_STAGES_H_

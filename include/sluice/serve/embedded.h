@@ -1,0 +1,76 @@
+// sluice/serve/embedded.h
+//
+// The embedded deployment behind `sluice serve`: a store master, a store
+// node, the orchestrator (gRPC for workers, HTTP for clients) and a pool
+// of stage workers per stage, all in this process on loopback. Workers
+// move payloads through the store exactly as separate processes would
+// (their own transfer engines, shm between them).
+//
+// Disaggregated (default): `encode_workers` + (`workers` − encode − decode)
+// denoise + `decode_workers` workers. Colocated: `workers` workers, each
+// running all three stages of a job in turn (the orchestrator's pipeline is
+// the denoise stage alone) — the baseline disaggregation is compared with,
+// at equal worker count.
+//
+// Thread safety: all methods may be called from any thread.
+
+#ifndef SLUICE_SERVE_EMBEDDED_H_
+#define SLUICE_SERVE_EMBEDDED_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sluice/status.h"
+
+namespace sluice {
+
+namespace internal {
+class EmbeddedClusterImpl;
+}
+
+struct EmbeddedConfig {
+  std::string http_listen = "127.0.0.1:8000";  // Port 0 picks one.
+  int workers = 4;                             // Total stage workers, 1..64.
+  int encode_workers = 1;                      // Disaggregated only.
+  int decode_workers = 1;                      // Disaggregated only.
+  bool colocated = false;
+  std::uint64_t store_memory = std::uint64_t{1} << 30;
+  // "reference" (real models, CPU) or a profile name (profile_stages.h:
+  // published timings × time_factor, real payload sizes).
+  std::string stages = "reference";
+  double time_factor = 0.01;  // Profile stages only, in (0, 1].
+  int default_steps = 12;     // Reference stages: steps when a request names none.
+  int checkpoint_every = 4;   // Reference denoise: checkpoint every k steps (0: never).
+  std::size_t max_queued_jobs = 256;
+  std::chrono::milliseconds worker_timeout{3000};
+  std::string journal_path;  // Empty: no journal.
+};
+
+class EmbeddedCluster {
+ public:
+  // Starts every role and waits until each stage has a registered worker.
+  // Errors: kInvalidArgument naming the bad field; kUnavailable (the HTTP
+  // port is taken); errors of the roles.
+  static Result<std::unique_ptr<EmbeddedCluster>> Start(const EmbeddedConfig& config);
+  // Drain(), then stops every role.
+  ~EmbeddedCluster();
+
+  const std::string& http_endpoint() const;  // "host:port".
+  const std::string& orchestrator_endpoint() const;
+  const std::string& master_endpoint() const;
+  // Bytes the store holds now (committed and being written).
+  std::uint64_t store_bytes_used() const;
+  // Workers stop taking work and finish (or hand back) what they run.
+  // Idempotent.
+  void Drain(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+ private:
+  explicit EmbeddedCluster(std::unique_ptr<internal::EmbeddedClusterImpl> impl);
+  std::unique_ptr<internal::EmbeddedClusterImpl> impl_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_SERVE_EMBEDDED_H_

@@ -1,0 +1,50 @@
+#include <gtest/gtest.h>
+
+#include "media/frames_archive.h"
+#include "media/png.h"
+
+namespace sluice::media {
+namespace {
+
+std::vector<std::uint8_t> Gradient(int w, int h) {
+  std::vector<std::uint8_t> rgb(static_cast<std::size_t>(w) * h * 3);
+  for (std::size_t i = 0; i < rgb.size(); ++i) {
+    rgb[i] = static_cast<std::uint8_t>(i * 7 + i / 97);
+  }
+  return rgb;
+}
+
+TEST(PngTest, RoundTripsEveryByte) {
+  const auto rgb = Gradient(37, 23);
+  auto png = EncodePng(rgb.data(), 37, 23);
+  ASSERT_TRUE(png.ok()) << png.status().ToString();
+  EXPECT_EQ(png->substr(1, 3), "PNG");
+  auto back = DecodePng(*png);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->width, 37);
+  EXPECT_EQ(back->height, 23);
+  EXPECT_EQ(back->rgb, rgb);
+}
+
+TEST(PngTest, RejectsBadSizesAndBytes) {
+  const std::uint8_t px[3] = {};
+  EXPECT_EQ(EncodePng(px, 0, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodePng("not a png").status().code(), StatusCode::kInvalidArgument);
+  const auto rgb = Gradient(8, 8);
+  const std::string png = *EncodePng(rgb.data(), 8, 8);
+  EXPECT_FALSE(DecodePng(png.substr(0, png.size() / 2)).ok());
+}
+
+TEST(FramesArchiveTest, RoundTripsAndRejectsTruncation) {
+  const std::vector<std::string> files = {"a", std::string(513, 'b'), ""};
+  const std::string tar = WriteFramesTar(files);
+  EXPECT_EQ(tar.size() % 512, 0u);
+  EXPECT_EQ(tar.substr(0, 16), std::string("frame_000000.png"));
+  auto back = ReadTar(tar);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, files);
+  EXPECT_EQ(ReadTar(tar.substr(0, 700)).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sluice::media

@@ -1,0 +1,248 @@
+#include "runtime/reference/pipeline.h"
+
+#include <xxhash.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "media/frames_archive.h"
+#include "media/png.h"
+#include "runtime/reference/ops.h"
+
+namespace sluice::reference {
+namespace {
+
+using nlohmann::json;
+
+Status Bad(std::string_view field, std::string_view what) {
+  return InvalidArgumentError(std::string(field) + ": " + std::string(what));
+}
+
+int RoundUp16(int px) {
+  return (px + 15) / 16 * 2;  // Latent cells: an even count covering px / 8.
+}
+
+}  // namespace
+
+LatentShape Request::latent() const {
+  LatentShape s;
+  s.t = 1 + (frames - 1 + kTemporalDown - 1) / kTemporalDown;
+  s.h = RoundUp16(height);
+  s.w = RoundUp16(width);
+  return s;
+}
+
+Result<Request> ParseRequest(std::string_view text, int default_steps, float default_guidance) {
+  const json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) {
+    return Bad("request", "not a JSON object");
+  }
+  Request r;
+  r.steps = default_steps;
+  r.guidance = default_guidance;
+  if (!j.contains("prompt") || !j["prompt"].is_string()) {
+    return Bad("prompt", "required, a string");
+  }
+  r.prompt = j["prompt"].get<std::string>();
+  if (j.contains("negative_prompt")) {
+    if (!j["negative_prompt"].is_string()) {
+      return Bad("negative_prompt", "a string");
+    }
+    r.negative_prompt = j["negative_prompt"].get<std::string>();
+  }
+  const std::string size = j.value("size", json("256x256")).is_string()
+                               ? j.value("size", std::string("256x256"))
+                               : std::string();
+  const auto x = size.find('x');
+  if (x == std::string::npos ||
+      std::from_chars(size.data(), size.data() + x, r.width).ec != std::errc() ||
+      std::from_chars(size.data() + x + 1, size.data() + size.size(), r.height).ec != std::errc() ||
+      r.width < 16 || r.height < 16 || r.width > 2048 || r.height > 2048) {
+    return Bad("size", "WIDTHxHEIGHT, each 16..2048");
+  }
+  if (j.contains("seed")) {
+    if (!j["seed"].is_number_integer()) {
+      return Bad("seed", "an integer");
+    }
+    r.seed = j["seed"].get<std::int64_t>();
+  }
+  if (j.contains("steps")) {
+    if (!j["steps"].is_number_integer() || j["steps"] < 1 || j["steps"] > 1000) {
+      return Bad("steps", "an integer in 1..1000");
+    }
+    r.steps = j["steps"].get<int>();
+  }
+  if (j.contains("guidance")) {
+    if (!j["guidance"].is_number() || j["guidance"] < 0 || j["guidance"] > 30) {
+      return Bad("guidance", "a number in 0..30");
+    }
+    r.guidance = j["guidance"].get<float>();
+  }
+  if (j.contains("frames")) {
+    if (!j["frames"].is_number_integer() || j["frames"] < 1 || j["frames"] > 1024) {
+      return Bad("frames", "an integer in 1..1024");
+    }
+    r.video = true;
+    r.frames = j["frames"].get<int>();
+    r.fps = j.value("fps", 16);
+  }
+  if (r.latent().tokens() > kMaxTokens) {
+    return Bad(r.video ? "size/frames" : "size",
+               "the reference model takes at most " + std::to_string(kMaxTokens) +
+                   " latent tokens (one per 16x16 pixels per 4 frames); this request needs " +
+                   std::to_string(r.latent().tokens()));
+  }
+  return r;
+}
+
+std::vector<float> EncodeCondition(const Request& r) {
+  const Models& m = ReferenceModels();
+  std::vector<float> out = m.text.Encode(r.prompt);
+  const std::vector<float> neg = m.text.Encode(r.negative_prompt);
+  out.insert(out.end(), neg.begin(), neg.end());
+  return out;
+}
+
+std::vector<float> InitialNoise(const Request& r) {
+  Rng rng(static_cast<std::uint64_t>(r.seed) * 0x2545f4914f6cdd1dull + 0x1234567ull);
+  std::vector<float> x(r.latent().elements());
+  for (float& v : x) {
+    v = rng.Normal();
+  }
+  return x;
+}
+
+void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x) {
+  const Models& m = ReferenceModels();
+  const LatentShape s = r.latent();
+  const float sigma = 1.0f - static_cast<float>(step) / static_cast<float>(r.steps);
+  const float next = 1.0f - static_cast<float>(step + 1) / static_cast<float>(r.steps);
+  std::vector<float> vc(x.size()), vu(x.size());
+  m.denoiser.Velocity(x.data(), s, sigma, cond, vc.data());
+  m.denoiser.Velocity(x.data(), s, sigma, cond + kTextLen * kTextDim, vu.data());
+  // The network predicts the clean latent x0 (guided), standardized per
+  // channel and position within a patch, like a scaled VAE latent; the
+  // flow's velocity at x is (x − x0) / σ, so the last step (σ → 0) lands on
+  // the prediction.
+  const std::size_t plane = static_cast<std::size_t>(s.h) * s.w;
+  for (int c = 0; c < kLatentChannels; ++c) {
+    for (int phase = 0; phase < kPatch * kPatch; ++phase) {
+      const int di = phase / kPatch, dj = phase % kPatch;
+      double mean = 0, sq = 0, n = 0;
+      auto each = [&](auto fn) {
+        for (int t = 0; t < s.t; ++t) {
+          for (int i = di; i < s.h; i += kPatch) {
+            for (int j = dj; j < s.w; j += kPatch) {
+              const std::size_t at = (static_cast<std::size_t>(c) * s.t + t) * plane +
+                                     static_cast<std::size_t>(i) * s.w + j;
+              fn(vc[at], vu[at]);
+            }
+          }
+        }
+      };
+      each([&](float& x0, float u) {
+        x0 = u + r.guidance * (x0 - u);
+        mean += x0;
+        n += 1;
+      });
+      mean /= n;
+      each([&](float x0, float) { sq += (x0 - mean) * (x0 - mean); });
+      const double inv = 1.0 / std::sqrt(sq / n + 1e-6);
+      each([&](float& x0, float) { x0 = static_cast<float>((x0 - mean) * inv); });
+    }
+  }
+  const float ratio = (next - sigma) / sigma;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] += ratio * (x[i] - vc[i]);
+  }
+}
+
+FrameDecoder::FrameDecoder(const Request& r) : r_(r), s_(r.latent()) {}
+
+Status FrameDecoder::AddLatentFrame(const float* latent, int k) {
+  const std::size_t plane = static_cast<std::size_t>(s_.h) * s_.w;
+  std::vector<float> z(kLatentChannels * plane);
+  for (int c = 0; c < kLatentChannels; ++c) {
+    std::memcpy(z.data() + c * plane, latent + (static_cast<std::size_t>(c) * s_.t + k) * plane,
+                plane * sizeof(float));
+  }
+  if (k == 0) {
+    SLUICE_RETURN_IF_ERROR(Emit(z));
+  } else {
+    std::vector<float> mix(z.size());
+    for (int sub = 1; sub <= kTemporalDown; ++sub) {
+      if (static_cast<int>(pngs_.size()) >= r_.frames) {
+        break;
+      }
+      const float a = static_cast<float>(sub) / kTemporalDown;
+      for (std::size_t i = 0; i < z.size(); ++i) {
+        mix[i] = (1.0f - a) * prev_[i] + a * z[i];
+      }
+      SLUICE_RETURN_IF_ERROR(Emit(mix));
+    }
+  }
+  prev_ = std::move(z);
+  return Status::Ok();
+}
+
+Status FrameDecoder::Emit(const std::vector<float>& z) {
+  const int W = s_.w * kSpatialDown, H = s_.h * kSpatialDown;
+  std::vector<std::uint8_t> rgb(static_cast<std::size_t>(W) * H * 3);
+  ReferenceModels().decoder.DecodeFrame(z.data(), s_.h, s_.w, rgb.data());
+  // Crop to the requested size (rows stay W pixels apart until packed).
+  for (int y = 1; y < r_.height; ++y) {
+    std::memmove(rgb.data() + static_cast<std::size_t>(y) * r_.width * 3,
+                 rgb.data() + static_cast<std::size_t>(y) * W * 3,
+                 static_cast<std::size_t>(r_.width) * 3);
+  }
+  SLUICE_ASSIGN_OR_RETURN(std::string png, media::EncodePng(rgb.data(), r_.width, r_.height));
+  pngs_.push_back(std::move(png));
+  return Status::Ok();
+}
+
+std::string FrameDecoder::Output() const {
+  return r_.video ? media::WriteFramesTar(pngs_) : (pngs_.empty() ? "" : pngs_.front());
+}
+
+std::string FrameDecoder::OutputType() const {
+  return r_.video ? std::string(media::kFramesArchiveType) : "image/png";
+}
+
+Result<std::pair<std::string, std::string>> GenerateAll(const Request& r) {
+  const std::vector<float> cond = EncodeCondition(r);
+  std::vector<float> x = InitialNoise(r);
+  for (int i = 0; i < r.steps; ++i) {
+    DenoiseStep(r, cond.data(), i, x);
+  }
+  FrameDecoder dec(r);
+  for (int k = 0; k < r.latent().t; ++k) {
+    SLUICE_RETURN_IF_ERROR(dec.AddLatentFrame(x.data(), k));
+  }
+  return std::make_pair(dec.Output(), dec.OutputType());
+}
+
+std::uint64_t ConditionHash(const std::vector<float>& cond) {
+  return XXH3_64bits(cond.data(), cond.size() * sizeof(float));
+}
+
+std::string CheckpointKey(const Request& r, std::uint64_t condition_hash, int step) {
+  const LatentShape s = r.latent();
+  std::uint32_t g = 0;
+  std::memcpy(&g, &r.guidance, sizeof(g));
+  char text[256];
+  const int n = std::snprintf(text, sizeof(text),
+                              "reference-dit-v1|flow-euler-cfg|steps=%d|seed=%lld|g=%08x|c=%016llx|"
+                              "step=%d|shape=16,%d,%d,%d",
+                              r.steps, static_cast<long long>(r.seed), g,
+                              static_cast<unsigned long long>(condition_hash), step, s.t, s.h, s.w);
+  const XXH128_hash_t h = XXH3_128bits(text, static_cast<std::size_t>(n));
+  char key[64];
+  std::snprintf(key, sizeof(key), "ckpt/%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return key;
+}
+
+}  // namespace sluice::reference

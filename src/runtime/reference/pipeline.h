@@ -1,0 +1,80 @@
+// The reference pipeline's steps, shared by the disaggregated stage
+// handlers and the colocated one (so both give the same bytes): request
+// parsing, text encoding (prompt and negative prompt), the flow-matching
+// sampler with classifier-free guidance, frame decoding and the final
+// PNG / frames archive. Deterministic (see ops.h).
+#ifndef SLUICE_RUNTIME_REFERENCE_PIPELINE_H_
+#define SLUICE_RUNTIME_REFERENCE_PIPELINE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/status.h"
+
+#include "runtime/reference/models.h"
+
+namespace sluice::reference {
+
+struct Request {
+  std::string prompt, negative_prompt;
+  int width = 256, height = 256;
+  bool video = false;
+  int frames = 1, fps = 16;
+  std::int64_t seed = 0;
+  int steps = 12;
+  float guidance = 4.0f;
+  // Latent cells cover the image rounded up to 16 pixels (decoded frames
+  // are cropped back); t = 1 + ceil((frames - 1) / 4).
+  LatentShape latent() const;
+};
+
+// The orchestrator's request JSON (prompt, size "WxH", seed, steps,
+// guidance, negative_prompt; video: frames, fps). Errors: kInvalidArgument
+// naming the field, including sizes beyond the model (kMaxTokens).
+Result<Request> ParseRequest(std::string_view json, int default_steps, float default_guidance);
+
+// [2, kTextLen, kTextDim]: the prompt's embedding, then the negative one's.
+std::vector<float> EncodeCondition(const Request& r);
+// The seed's Gaussian noise, [16, t, h, w].
+std::vector<float> InitialNoise(const Request& r);
+// Sampler step `step` (0-based) of r.steps, σ(i) = 1 − i/steps: the model
+// predicts the clean latent x0 = x0_u + g · (x0_c − x0_u) (guidance g), and
+// x += (σ(step+1) − σ(step)) · (x − x0) / σ(step).
+void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x);
+
+// Decodes output frames as latent frames arrive, in order. Frame 0 comes
+// from latent frame 0; frames 4k−3..4k blend latent frames k−1 and k.
+class FrameDecoder {
+ public:
+  explicit FrameDecoder(const Request& r);
+  // Latent frame k (0, 1, ... in order) of `latent` [16, t, h, w] has
+  // landed; decodes and encodes (PNG) the frames it completes.
+  // Errors: kInternal (PNG encoding).
+  Status AddLatentFrame(const float* latent, int k);
+  std::size_t frames_done() const { return pngs_.size(); }
+  // The result: one PNG ("image/png") or a frames archive of every frame.
+  std::string Output() const;
+  std::string OutputType() const;
+
+ private:
+  Status Emit(const std::vector<float>& z);
+  Request r_;
+  LatentShape s_;
+  std::vector<float> prev_;
+  std::vector<std::string> pngs_;
+};
+
+// Runs the three steps in one place (the colocated deployment and tests).
+Result<std::pair<std::string, std::string>> GenerateAll(const Request& r);
+
+// Store key of the sampler state after `step`: a hash of the model,
+// sampler, seed, guidance, condition, step count, step and latent shape,
+// so any denoise worker can resume it.
+std::string CheckpointKey(const Request& r, std::uint64_t condition_hash, int step);
+std::uint64_t ConditionHash(const std::vector<float>& cond);
+
+}  // namespace sluice::reference
+
+#endif  // SLUICE_RUNTIME_REFERENCE_PIPELINE_H_

@@ -1,0 +1,124 @@
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "media/frames_archive.h"
+#include "media/png.h"
+#include "runtime/reference/pipeline.h"
+
+namespace sluice::reference {
+namespace {
+
+Request Parse(const std::string& json) {
+  auto r = ParseRequest(json, 3, 4.0f);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : Request{};
+}
+
+TEST(ReferenceRequestTest, ParsesFieldsAndNamesBadOnes) {
+  const Request r = Parse(R"({"prompt":"a fox","size":"72x40","seed":7,"steps":5})");
+  EXPECT_EQ(r.width, 72);
+  EXPECT_EQ(r.height, 40);
+  EXPECT_EQ(r.steps, 5);
+  EXPECT_FALSE(r.video);
+  EXPECT_EQ(r.latent().h, 6);  // 40 px → 48 px of latent cells (multiple of 16).
+  EXPECT_EQ(r.latent().w, 10);
+  const Request v = Parse(R"({"prompt":"waves","size":"64x48","frames":9})");
+  EXPECT_TRUE(v.video);
+  EXPECT_EQ(v.latent().t, 3);
+  for (const char* bad :
+       {R"({"size":"64x64"})", R"({"prompt":"x","size":"64by64"})", R"({"prompt":"x","steps":0})",
+        R"({"prompt":"x","guidance":"high"})", R"({"prompt":"x","frames":0})", "[1,2]"}) {
+    EXPECT_EQ(ParseRequest(bad, 3, 4.0f).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  auto big = ParseRequest(R"({"prompt":"x","size":"2048x2048"})", 3, 4.0f);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("size: the reference model takes at most 4096"),
+            std::string::npos)
+      << big.status().message();
+}
+
+TEST(ReferenceModelsTest, SameRequestSameBytesOnAnyThread) {
+  const Request r = Parse(R"({"prompt":"a lighthouse at dusk","size":"64x48","seed":3})");
+  auto first = GenerateAll(r);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->second, "image/png");
+  auto png = media::DecodePng(first->first);
+  ASSERT_TRUE(png.ok());
+  EXPECT_EQ(png->width, 64);
+  EXPECT_EQ(png->height, 48);
+  std::string others[3];
+  std::vector<std::thread> threads;
+  for (auto& out : others) {
+    threads.emplace_back([&out, &r] { out = GenerateAll(r)->first; });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  for (const auto& out : others) {
+    EXPECT_EQ(out, first->first);
+  }
+}
+
+TEST(ReferenceModelsTest, PromptSeedAndGuidanceChangeTheImage) {
+  const std::string base = R"({"prompt":"a red boat","size":"32x32","seed":1)";
+  const std::string a = GenerateAll(Parse(base + "}"))->first;
+  EXPECT_NE(a, GenerateAll(Parse(R"({"prompt":"a blue boat","size":"32x32","seed":1})"))->first);
+  EXPECT_NE(a, GenerateAll(Parse(R"({"prompt":"a red boat","size":"32x32","seed":2})"))->first);
+  EXPECT_NE(a, GenerateAll(Parse(base + R"(,"guidance":0})"))->first);
+  // Not a flat image: the decoder draws structure.
+  auto px = media::DecodePng(a);
+  ASSERT_TRUE(px.ok());
+  std::set<std::uint8_t> values(px->rgb.begin(), px->rgb.end());
+  EXPECT_GT(values.size(), 16u);
+}
+
+TEST(ReferenceModelsTest, VideoHasTheRequestedFramesAndResumedSamplingMatches) {
+  const Request r = Parse(R"({"prompt":"rain","size":"48x32","frames":6,"seed":9})");
+  auto whole = GenerateAll(r);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->second, media::kFramesArchiveType);
+  auto frames = media::ReadTar(whole->first);
+  ASSERT_TRUE(frames.ok());
+  ASSERT_EQ(frames->size(), 6u);
+  EXPECT_EQ(media::DecodePng(frames->back())->width, 48);
+  EXPECT_NE((*frames)[0], (*frames)[1]);
+
+  // A sampler stopped after step 1 and resumed from a copy of its state
+  // ends where an uninterrupted one does (what checkpoints rely on).
+  const std::vector<float> cond = EncodeCondition(r);
+  std::vector<float> x = InitialNoise(r);
+  DenoiseStep(r, cond.data(), 0, x);
+  std::vector<float> resumed = x;
+  for (int i = 1; i < r.steps; ++i) {
+    DenoiseStep(r, cond.data(), i, resumed);
+  }
+  FrameDecoder dec(r);
+  for (int k = 0; k < r.latent().t; ++k) {
+    ASSERT_TRUE(dec.AddLatentFrame(resumed.data(), k).ok());
+  }
+  EXPECT_EQ(dec.frames_done(), 6u);
+  EXPECT_EQ(dec.Output(), whole->first);
+}
+
+TEST(ReferenceModelsTest, CheckpointKeysNameEveryInput) {
+  const Request r = Parse(R"({"prompt":"x","size":"32x32","seed":1})");
+  const std::string k = CheckpointKey(r, 42, 2);
+  EXPECT_EQ(k.rfind("ckpt/", 0), 0u);
+  EXPECT_EQ(k, CheckpointKey(r, 42, 2));
+  EXPECT_NE(k, CheckpointKey(r, 42, 1));
+  EXPECT_NE(k, CheckpointKey(r, 43, 2));
+  Request other = r;
+  other.seed = 2;
+  EXPECT_NE(k, CheckpointKey(other, 42, 2));
+  other = r;
+  other.guidance = 5.0f;
+  EXPECT_NE(k, CheckpointKey(other, 42, 2));
+  other = r;
+  other.width = 64;
+  EXPECT_NE(k, CheckpointKey(other, 42, 2));
+}
+
+}  // namespace
+}  // namespace sluice::reference

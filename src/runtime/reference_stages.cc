@@ -1,0 +1,237 @@
+#include "sluice/runtime/reference_stages.h"
+
+#include <cstring>
+
+#include "common/log.h"
+#include "runtime/payload_io.h"
+#include "runtime/reference/pipeline.h"
+
+namespace sluice {
+namespace {
+
+using reference::FrameDecoder;
+using reference::Request;
+
+struct SamplerRun {
+  bool preempted = false;
+  std::string checkpoint;  // Latest checkpoint key written or resumed from.
+};
+
+void RemoveCheckpoint(const ReferenceStageOptions& o, const std::string& key) {
+  if (o.store != nullptr && !key.empty()) {
+    (void)o.store->Remove(key);  // Expires anyway (TTL).
+  }
+}
+
+// Runs the sampler over x from the job's resume step (when its checkpoint
+// is found; else from the seed's noise), reporting progress, writing
+// checkpoints every k steps and when asked to yield, and stopping at a
+// step boundary on cancel.
+Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::vector<float>& cond,
+                              std::vector<float>& x, const ReferenceStageOptions& o) {
+  const std::uint64_t cond_hash = reference::ConditionHash(cond);
+  SamplerRun run;
+  int start = 0;
+  if (ctx.resume_step() > 0 && ctx.resume_step() < r.steps && o.store != nullptr) {
+    const std::string key = reference::CheckpointKey(r, cond_hash, ctx.resume_step());
+    Result<std::vector<std::byte>> saved = o.store->Get(key);
+    if (saved.ok() && saved->size() == x.size() * sizeof(float)) {
+      std::memcpy(x.data(), saved->data(), saved->size());
+      start = ctx.resume_step();
+      run.checkpoint = key;
+    } else {
+      SLUICE_LOG(warn, "job {}: checkpoint of step {} unavailable ({}); starting over",
+                 ctx.job_id(), ctx.resume_step(),
+                 saved.ok() ? "wrong size" : saved.status().ToString());
+    }
+  }
+  if (start == 0) {
+    x = reference::InitialNoise(r);
+  }
+  for (int step = start; step < r.steps; ++step) {
+    if (ctx.ShouldStop()) {
+      RemoveCheckpoint(o, run.checkpoint);
+      return Status(StatusCode::kCancelled, "stopped at step " + std::to_string(step));
+    }
+    reference::DenoiseStep(r, cond.data(), step, x);
+    const int done = step + 1;
+    const bool yield = ctx.ShouldCheckpoint() && done < r.steps;
+    const bool periodic =
+        o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done < r.steps;
+    bool saved = false;
+    if (o.store != nullptr && (yield || periodic)) {
+      const std::string key = reference::CheckpointKey(r, cond_hash, done);
+      PutOptions po;
+      po.policy = LeasePolicy::Ttl(o.checkpoint_ttl);
+      Status s =
+          o.store->Put(key,
+                       std::span<const std::byte>(reinterpret_cast<const std::byte*>(x.data()),
+                                                  x.size() * sizeof(float)),
+                       po);
+      // Already there: an earlier run wrote the same step (same bytes).
+      saved = s.ok() || s.code() == StatusCode::kAlreadyExists;
+      if (saved) {
+        RemoveCheckpoint(o, run.checkpoint);
+        run.checkpoint = key;
+      } else {
+        SLUICE_LOG(warn, "job {}: checkpoint of step {} not stored: {}", ctx.job_id(), done,
+                   s.ToString());
+      }
+    }
+    ctx.Progress(done, r.steps, saved);
+    if (yield && saved) {
+      run.preempted = true;
+      return run;
+    }
+  }
+  return run;
+}
+
+Result<Request> Parse(const StageContext& ctx, const ReferenceStageOptions& o) {
+  return reference::ParseRequest(ctx.request_json(), o.default_steps, o.default_guidance);
+}
+
+std::vector<std::int64_t> ConditionShape() {
+  return {2, reference::kTextLen, reference::kTextDim};
+}
+
+std::vector<std::int64_t> LatentDims(const reference::LatentShape& s) {
+  return {reference::kLatentChannels, s.t, s.h, s.w};
+}
+
+Result<StageOutput> Encode(StageContext& ctx, DiffusionConnector& conn,
+                           const ReferenceStageOptions& o) {
+  SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, o));
+  std::vector<float> cond = reference::EncodeCondition(r);
+  return internal::PublishForNextStage(conn, ctx.job_id(), "encode", PayloadKind::kEmbedding,
+                                       TensorView{cond.data(), DType::kF32, ConditionShape(), {}});
+}
+
+Result<StageOutput> Denoise(StageContext& ctx, DiffusionConnector& conn,
+                            const ReferenceStageOptions& o) {
+  SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, o));
+  PayloadDescriptor d;
+  SLUICE_ASSIGN_OR_RETURN(std::vector<float> cond,
+                          internal::FetchInput<float>(conn, ctx.input(), &d));
+  if (d.shape != ConditionShape()) {
+    return InvalidArgumentError("input: the condition must be f32 [2, 64, 64]");
+  }
+  const reference::LatentShape s = r.latent();
+  std::vector<float> x(s.elements());
+  SLUICE_ASSIGN_OR_RETURN(SamplerRun run, RunSampler(ctx, r, cond, x, o));
+  if (run.preempted) {
+    StageOutput out;
+    out.preempted = true;
+    return out;
+  }
+  // Video latents go out one latent frame per chunk: decode starts on the
+  // first frame while the rest are in flight.
+  Result<StageOutput> out = internal::PublishForNextStage(
+      conn, ctx.job_id(), "denoise", PayloadKind::kLatent,
+      TensorView{x.data(), DType::kF32, LatentDims(s), {}}, s.t > 1 ? 1 : -1, s.t > 1 ? s.t : 1);
+  if (out.ok()) {
+    RemoveCheckpoint(o, run.checkpoint);
+  }
+  return out;
+}
+
+Result<StageOutput> Decode(StageContext& ctx, DiffusionConnector& conn,
+                           const ReferenceStageOptions& o) {
+  SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, o));
+  SLUICE_ASSIGN_OR_RETURN(PayloadDescriptor d, PayloadDescriptor::Decode(ctx.input()));
+  const reference::LatentShape s = r.latent();
+  if (d.dtype != DType::kF32 || d.shape != LatentDims(s)) {
+    return InvalidArgumentError("input: the latent must be f32 [16, " + std::to_string(s.t) + ", " +
+                                std::to_string(s.h) + ", " + std::to_string(s.w) +
+                                "] for this request");
+  }
+  std::vector<float> latent(s.elements());
+  FrameDecoder dec(r);
+  SLUICE_RETURN_IF_ERROR(internal::FetchInto(conn, d, latent.data(), [&](const ChunkView& c) {
+    const std::int64_t first = d.num_chunks > 1 ? c.start : 0;
+    const std::int64_t count = d.num_chunks > 1 ? c.length : s.t;
+    for (std::int64_t k = first; k < first + count; ++k) {
+      if (ctx.ShouldStop()) {
+        return Status(StatusCode::kCancelled, "stopped while decoding");
+      }
+      SLUICE_RETURN_IF_ERROR(dec.AddLatentFrame(latent.data(), static_cast<int>(k)));
+      if (k == 0) {
+        ctx.FirstOutput();
+      }
+    }
+    return Status::Ok();
+  }));
+  StageOutput out;
+  out.output = dec.Output();
+  out.type = dec.OutputType();
+  return out;
+}
+
+Status Validate(const ReferenceStageOptions& o) {
+  if (o.default_steps < 1 || o.default_steps > 1000) {
+    return InvalidArgumentError("default_steps: must be in 1..1000");
+  }
+  if (!(o.default_guidance >= 0 && o.default_guidance <= 30)) {
+    return InvalidArgumentError("default_guidance: must be in 0..30");
+  }
+  if (o.checkpoint_every < 0) {
+    return InvalidArgumentError("checkpoint_every: must be >= 0");
+  }
+  if (o.checkpoint_every > 0 && o.store == nullptr) {
+    return InvalidArgumentError("checkpoint_every: checkpoints need a store");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<StageHandler> ReferenceStageHandler(const std::string& stage, DiffusionConnector* connector,
+                                           const ReferenceStageOptions& options) {
+  SLUICE_RETURN_IF_ERROR(Validate(options));
+  if (connector == nullptr) {
+    return InvalidArgumentError("connector: required");
+  }
+  using Fn =
+      Result<StageOutput> (*)(StageContext&, DiffusionConnector&, const ReferenceStageOptions&);
+  Fn fn = stage == "encode"    ? &Encode
+          : stage == "denoise" ? &Denoise
+          : stage == "decode"  ? &Decode
+                               : nullptr;
+  if (fn == nullptr) {
+    return InvalidArgumentError("stage: '" + stage + "' is not encode, denoise or decode");
+  }
+  return StageHandler(
+      [fn, connector, options](StageContext& ctx) { return fn(ctx, *connector, options); });
+}
+
+Result<StageHandler> ReferenceColocatedHandler(const ReferenceStageOptions& options) {
+  SLUICE_RETURN_IF_ERROR(Validate(options));
+  return StageHandler([options](StageContext& ctx) -> Result<StageOutput> {
+    SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, options));
+    const std::vector<float> cond = reference::EncodeCondition(r);
+    std::vector<float> x(r.latent().elements());
+    SLUICE_ASSIGN_OR_RETURN(SamplerRun run, RunSampler(ctx, r, cond, x, options));
+    StageOutput out;
+    if (run.preempted) {
+      out.preempted = true;
+      return out;
+    }
+    FrameDecoder dec(r);
+    for (int k = 0; k < r.latent().t; ++k) {
+      if (ctx.ShouldStop()) {
+        RemoveCheckpoint(options, run.checkpoint);
+        return Status(StatusCode::kCancelled, "stopped while decoding");
+      }
+      SLUICE_RETURN_IF_ERROR(dec.AddLatentFrame(x.data(), k));
+      if (k == 0) {
+        ctx.FirstOutput();
+      }
+    }
+    RemoveCheckpoint(options, run.checkpoint);
+    out.output = dec.Output();
+    out.type = dec.OutputType();
+    return out;
+  });
+}
+
+}  // namespace sluice

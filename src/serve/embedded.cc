@@ -1,0 +1,200 @@
+#include "sluice/serve/embedded.h"
+
+#include <thread>
+#include <vector>
+
+#include "sluice/connector/connector.h"
+#include "sluice/orchestrator/server.h"
+#include "sluice/runtime/profile_stages.h"
+#include "sluice/runtime/reference_stages.h"
+#include "sluice/runtime/stage_worker.h"
+#include "sluice/store/client.h"
+#include "sluice/store/master.h"
+#include "sluice/store/store_node.h"
+#include "sluice/transfer/engine.h"
+
+namespace sluice {
+namespace internal {
+
+// One stage worker with what it owns: its connector (engine + store
+// client), a store client for checkpoints, and the worker itself
+// (destroyed first).
+struct EmbeddedWorker {
+  std::unique_ptr<DiffusionConnector> connector;
+  std::unique_ptr<StoreClient> checkpoints;
+  std::unique_ptr<StageWorker> worker;
+};
+
+class EmbeddedClusterImpl {
+ public:
+  EmbeddedConfig config;
+  std::unique_ptr<MasterServer> master;
+  std::unique_ptr<TransferEngine> node_engine;
+  std::unique_ptr<StoreNode> node;
+  std::unique_ptr<OrchestratorServer> orchestrator;
+  std::vector<EmbeddedWorker> workers;
+
+  Status AddWorker(const std::string& stage, bool colocated) {
+    EmbeddedWorker w;
+    ConnectorConfig cc;
+    cc.role = stage;
+    cc.mode = TransferMode::kStore;
+    cc.store.master = master->endpoint();
+    cc.engine.io_threads = 1;
+    cc.store_threads = 2;
+    SLUICE_ASSIGN_OR_RETURN(w.connector, DiffusionConnector::Create(cc));
+    StoreClientConfig sc;
+    sc.master = master->endpoint();
+    SLUICE_ASSIGN_OR_RETURN(w.checkpoints, StoreClient::Create(&w.connector->engine(), sc));
+    StageHandler handler;
+    if (config.stages == "reference") {
+      ReferenceStageOptions ro;
+      ro.default_steps = config.default_steps;
+      ro.checkpoint_every = config.checkpoint_every;
+      ro.store = w.checkpoints.get();
+      SLUICE_ASSIGN_OR_RETURN(handler, colocated
+                                           ? ReferenceColocatedHandler(ro)
+                                           : ReferenceStageHandler(stage, w.connector.get(), ro));
+    } else {
+      SLUICE_ASSIGN_OR_RETURN(ModelProfile p, FindModelProfile(config.stages));
+      handler = colocated ? ProfileColocatedHandler(p, config.time_factor)
+                          : ProfileStageHandler(p, stage, w.connector.get(), config.time_factor);
+    }
+    StageWorkerConfig wc;
+    wc.orchestrator = orchestrator->endpoint();
+    wc.stage = colocated ? "denoise" : stage;
+    wc.name = (colocated ? std::string("colocated") : stage) + "-" + std::to_string(workers.size());
+    SLUICE_ASSIGN_OR_RETURN(w.worker, StageWorker::Start(wc, std::move(handler)));
+    workers.push_back(std::move(w));
+    return Status::Ok();
+  }
+};
+
+}  // namespace internal
+
+namespace {
+
+Status Validate(const EmbeddedConfig& c) {
+  if (c.workers < 1 || c.workers > 64) {
+    return InvalidArgumentError("workers: must be in 1..64");
+  }
+  if (!c.colocated) {
+    if (c.encode_workers < 1 || c.decode_workers < 1) {
+      return InvalidArgumentError("encode_workers/decode_workers: at least 1 each");
+    }
+    if (c.workers < c.encode_workers + c.decode_workers + 1) {
+      return InvalidArgumentError("workers: " + std::to_string(c.workers) +
+                                  " leaves no denoise worker after " +
+                                  std::to_string(c.encode_workers) + " encode and " +
+                                  std::to_string(c.decode_workers) + " decode workers");
+    }
+  }
+  if (c.store_memory < (std::uint64_t{16} << 20)) {
+    return InvalidArgumentError("store_memory: at least 16 MiB");
+  }
+  if (c.stages != "reference") {
+    SLUICE_RETURN_IF_ERROR(FindModelProfile(c.stages).status());
+    if (!(c.time_factor > 0 && c.time_factor <= 1)) {
+      return InvalidArgumentError("time_factor: must be in (0, 1]");
+    }
+  }
+  if (c.default_steps < 1 || c.default_steps > 1000) {
+    return InvalidArgumentError("default_steps: must be in 1..1000");
+  }
+  if (c.checkpoint_every < 0) {
+    return InvalidArgumentError("checkpoint_every: must be >= 0");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedConfig& config) {
+  SLUICE_RETURN_IF_ERROR(Validate(config));
+  auto impl = std::make_unique<internal::EmbeddedClusterImpl>();
+  impl->config = config;
+  MasterConfig mc;
+  mc.listen = "127.0.0.1:0";
+  SLUICE_ASSIGN_OR_RETURN(impl->master, MasterServer::Start(mc));
+  EngineConfig ec;
+  ec.io_threads = 1;
+  SLUICE_ASSIGN_OR_RETURN(impl->node_engine, TransferEngine::Create(ec));
+  StoreNodeConfig nc;
+  nc.master = impl->master->endpoint();
+  nc.memory_bytes = config.store_memory;
+  SLUICE_ASSIGN_OR_RETURN(impl->node, StoreNode::Start(impl->node_engine.get(), nc));
+  OrchestratorConfig oc;
+  oc.listen = "127.0.0.1:0";
+  oc.http_listen = config.http_listen;
+  oc.max_queued_jobs = config.max_queued_jobs;
+  oc.worker_timeout = config.worker_timeout;
+  oc.store_master = impl->master->endpoint();
+  oc.journal_path = config.journal_path;
+  oc.colocated = config.colocated;
+  SLUICE_ASSIGN_OR_RETURN(impl->orchestrator, OrchestratorServer::Start(oc));
+  if (config.colocated) {
+    for (int i = 0; i < config.workers; ++i) {
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker("denoise", /*colocated=*/true));
+    }
+  } else {
+    const int denoise = config.workers - config.encode_workers - config.decode_workers;
+    for (int i = 0; i < config.encode_workers; ++i) {
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker("encode", false));
+    }
+    for (int i = 0; i < denoise; ++i) {
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker("denoise", false));
+    }
+    for (int i = 0; i < config.decode_workers; ++i) {
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker("decode", false));
+    }
+  }
+  // The store node registers in the background; wait for it (bounded).
+  for (int i = 0; i < 200 && impl->master->Metrics().nodes == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (impl->master->Metrics().nodes == 0) {
+    return Status(StatusCode::kUnavailable,
+                  "the store node did not register with the master within 2 s");
+  }
+  return std::unique_ptr<EmbeddedCluster>(new EmbeddedCluster(std::move(impl)));
+}
+
+EmbeddedCluster::EmbeddedCluster(std::unique_ptr<internal::EmbeddedClusterImpl> impl)
+    : impl_(std::move(impl)) {}
+
+EmbeddedCluster::~EmbeddedCluster() {
+  Drain(std::chrono::seconds(5));
+  impl_->workers.clear();
+  impl_->orchestrator.reset();
+  impl_->node.reset();
+  impl_->node_engine.reset();
+  impl_->master.reset();
+}
+
+const std::string& EmbeddedCluster::http_endpoint() const {
+  return impl_->orchestrator->http_endpoint();
+}
+
+const std::string& EmbeddedCluster::orchestrator_endpoint() const {
+  return impl_->orchestrator->endpoint();
+}
+
+const std::string& EmbeddedCluster::master_endpoint() const {
+  return impl_->master->endpoint();
+}
+
+std::uint64_t EmbeddedCluster::store_bytes_used() const {
+  return impl_->master->Metrics().used_bytes;
+}
+
+void EmbeddedCluster::Drain(std::chrono::milliseconds timeout) {
+  std::vector<std::thread> drains;
+  for (internal::EmbeddedWorker& w : impl_->workers) {
+    drains.emplace_back([&w, timeout] { w.worker->Drain(timeout); });
+  }
+  for (std::thread& t : drains) {
+    t.join();
+  }
+}
+
+}  // namespace sluice

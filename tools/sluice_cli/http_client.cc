@@ -1,0 +1,128 @@
+#include "tools/sluice_cli/http_client.h"
+
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+namespace sluice::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string ErrorMessage(const httplib::Result& res) {
+  const json j = json::parse(res->body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+    return j["error"].value("message", res->body);
+  }
+  return res->body;
+}
+
+Status HttpStatus(const httplib::Result& res, const std::string& what) {
+  if (!res) {
+    return Status(StatusCode::kUnavailable,
+                  what + ": no answer (" + httplib::to_string(res.error()) + ")");
+  }
+  const std::string m = what + ": HTTP " + std::to_string(res->status) + ": " + ErrorMessage(res);
+  switch (res->status) {
+    case 400:
+      return InvalidArgumentError(m);
+    case 404:
+      return Status(StatusCode::kNotFound, m);
+    case 429:
+      return Status(StatusCode::kResourceExhausted, m);
+    default:
+      return Status(StatusCode::kInternal, m);
+  }
+}
+
+}  // namespace
+
+Result<std::string> BaseUrl(const std::string& server) {
+  std::string url = server;
+  if (url.rfind("http://", 0) != 0) {
+    if (url.find("://") != std::string::npos) {
+      return InvalidArgumentError("server: only http:// is supported, got '" + server + "'");
+    }
+    url = "http://" + url;
+  }
+  while (!url.empty() && url.back() == '/') {
+    url.pop_back();
+  }
+  const std::string hostport = url.substr(7);
+  const auto colon = hostport.rfind(':');
+  if (hostport.empty() || colon == 0 || hostport.find('/') != std::string::npos) {
+    return InvalidArgumentError("server: '" + server + "' is not host:port or http://host:port");
+  }
+  return url;
+}
+
+Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r) {
+  httplib::Client http(base_url);
+  http.set_connection_timeout(5);
+  json body = {{"prompt", r.prompt}, {"seed", r.seed}, {"priority", r.priority}};
+  if (!r.size.empty()) {
+    body["size"] = r.size;
+  }
+  if (r.steps.has_value()) {
+    body["steps"] = *r.steps;
+  }
+  std::string path = "/v1/images/generations";
+  if (r.video) {
+    body["frames"] = r.frames;
+    path = "/v1/videos";
+  } else {
+    body["async"] = true;
+  }
+  auto res = http.Post(path, body.dump(), "application/json");
+  if (!res || (res->status != 200 && res->status != 202)) {
+    return HttpStatus(res, "submit");
+  }
+  const json j = json::parse(res->body, nullptr, false);
+  if (!j.is_object() || !j.contains("id") || !j["id"].is_string()) {
+    return Status(StatusCode::kInternal, "submit: the answer names no job id: " + res->body);
+  }
+  return j["id"].get<std::string>();
+}
+
+Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& id, bool video,
+                                std::chrono::steady_clock::time_point submitted,
+                                std::chrono::milliseconds timeout) {
+  httplib::Client http(base_url);
+  http.set_connection_timeout(5);
+  JobOutcome out;
+  out.id = id;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto res = http.Get("/v1/jobs/" + id);
+    if (!res || res->status != 200) {
+      return HttpStatus(res, "job " + id);
+    }
+    const json j = json::parse(res->body, nullptr, false);
+    out.status = j.is_object() ? j.value("status", "") : "";
+    if (out.status == "succeeded" || out.status == "failed" || out.status == "cancelled") {
+      out.latency_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - submitted).count();
+      out.error = j.value("error", "");
+      out.ttff_s = j.contains("ttff_ms") ? j["ttff_ms"].get<double>() / 1000.0 : -1;
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status(StatusCode::kDeadlineExceeded,
+                    "job " + id + " still " + out.status + " after the timeout");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (out.status != "succeeded") {
+    return out;
+  }
+  auto res = http.Get((video ? "/v1/videos/" : "/v1/jobs/") + id + "/content");
+  if (!res || res->status != 200) {
+    return HttpStatus(res, "content of " + id);
+  }
+  out.content = std::move(res->body);
+  out.content_type = res->get_header_value("Content-Type");
+  return out;
+}
+
+}  // namespace sluice::cli

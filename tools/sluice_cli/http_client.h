@@ -1,0 +1,54 @@
+// The HTTP client side of `sluice generate` and `sluice serve --demo`:
+// submit an image or video job to the orchestrator, wait for it, fetch the
+// result.
+#ifndef SLUICE_TOOLS_HTTP_CLIENT_H_
+#define SLUICE_TOOLS_HTTP_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "sluice/status.h"
+
+namespace sluice::cli {
+
+struct GenerateRequest {
+  std::string prompt;
+  bool video = false;
+  int frames = 17;   // Video only.
+  std::string size;  // Empty: the server's default.
+  std::optional<int> steps;
+  std::int64_t seed = 0;
+  std::string priority = "standard";
+};
+
+struct JobOutcome {
+  std::string id;
+  std::string status;  // succeeded | failed | cancelled.
+  std::string error;
+  double latency_s = 0;  // Submission to finish, seen by this client.
+  double ttff_s = -1;    // Submission to the first decoded frame (server's figure).
+  std::string content;   // Result bytes (PNG, MP4, or a frames archive).
+  std::string content_type;
+};
+
+// "http://host:port", "host:port" → a base URL httplib accepts.
+// Errors: kInvalidArgument naming the server.
+Result<std::string> BaseUrl(const std::string& server);
+
+// Submits asynchronously and returns the job id. Errors: kInvalidArgument
+// (the server's 400, with its message), kResourceExhausted (429),
+// kUnavailable (no answer).
+Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r);
+
+// Polls the job until it finishes (or `timeout`: kDeadlineExceeded), then
+// fetches the content of a succeeded job. `submitted` is when Submit was
+// called (for latency).
+Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& id, bool video,
+                                std::chrono::steady_clock::time_point submitted,
+                                std::chrono::milliseconds timeout);
+
+}  // namespace sluice::cli
+
+#endif  // SLUICE_TOOLS_HTTP_CLIENT_H_

@@ -1,0 +1,186 @@
+#include "tools/sluice_cli/serve.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <vector>
+
+#include "tools/sluice_cli/signals.h"
+
+namespace sluice::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Extension(const std::string& content_type) {
+  if (content_type == "image/png") {
+    return ".png";
+  }
+  if (content_type == "video/mp4") {
+    return ".mp4";
+  }
+  if (content_type.find("tar") != std::string::npos) {
+    return ".tar";
+  }
+  return ".bin";
+}
+
+Status WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  f.close();
+  if (!f) {
+    return Status(StatusCode::kInternal, "cannot write " + path);
+  }
+  return Status::Ok();
+}
+
+// The demo's work: interactive images and a batch video, submitted at once.
+std::vector<GenerateRequest> DemoJobs() {
+  std::vector<GenerateRequest> jobs;
+  const char* prompts[] = {"a lighthouse on a cliff at dusk", "a red fox in fresh snow",
+                           "a bowl of ramen, studio light", "an old map of an island"};
+  std::int64_t seed = 1;
+  for (const char* p : prompts) {
+    GenerateRequest r;
+    r.prompt = p;
+    r.size = "256x256";
+    r.seed = seed++;
+    r.priority = "interactive";
+    jobs.push_back(r);
+  }
+  GenerateRequest v;
+  v.prompt = "waves rolling onto a beach";
+  v.video = true;
+  v.size = "320x192";
+  v.frames = 17;
+  v.seed = 7;
+  v.priority = "batch";
+  jobs.push_back(v);
+  return jobs;
+}
+
+int RunDemo(const std::string& base_url, const std::string& out_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) {
+    std::cerr << "sluice serve: --out: cannot create " << out_dir << ": " << ec.message() << "\n";
+    return 1;
+  }
+  const std::vector<GenerateRequest> jobs = DemoJobs();
+  struct Submitted {
+    std::string id;
+    Clock::time_point at;
+  };
+  std::vector<Submitted> ids;
+  const Clock::time_point start = Clock::now();
+  for (const GenerateRequest& r : jobs) {
+    const Clock::time_point at = Clock::now();
+    Result<std::string> id = Submit(base_url, r);
+    if (!id.ok()) {
+      std::cerr << "sluice serve --demo: " << id.status().ToString() << "\n";
+      return 1;
+    }
+    ids.push_back({*id, at});
+  }
+  std::printf("%-8s %-6s %-11s %9s %8s %9s  %s\n", "job", "kind", "status", "latency_s", "ttff_s",
+              "bytes", "file");
+  int ok = 0;
+  std::vector<double> latencies;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    Result<JobOutcome> o =
+        WaitAndFetch(base_url, ids[i].id, jobs[i].video, ids[i].at, std::chrono::minutes(10));
+    if (!o.ok()) {
+      std::cerr << "sluice serve --demo: " << o.status().ToString() << "\n";
+      return 1;
+    }
+    std::string file = "-";
+    if (o->status == "succeeded") {
+      file = (std::filesystem::path(out_dir) / (o->id + Extension(o->content_type))).string();
+      if (Status s = WriteFile(file, o->content); !s.ok()) {
+        std::cerr << "sluice serve --demo: " << s.ToString() << "\n";
+        return 1;
+      }
+      ++ok;
+      latencies.push_back(o->latency_s);
+    }
+    std::printf("%-8s %-6s %-11s %9.2f %8.2f %9zu  %s%s\n", o->id.c_str(),
+                jobs[i].video ? "video" : "image", o->status.c_str(), o->latency_s, o->ttff_s,
+                o->content.size(), file.c_str(), o->error.empty() ? "" : ("  " + o->error).c_str());
+  }
+  std::sort(latencies.begin(), latencies.end());
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf("demo: %d/%zu jobs succeeded in %.2f s (p50 latency %.2f s); results in %s/\n", ok,
+              jobs.size(), wall, latencies.empty() ? 0.0 : latencies[latencies.size() / 2],
+              out_dir.c_str());
+  return ok == static_cast<int>(jobs.size()) ? 0 : 1;
+}
+
+}  // namespace
+
+int RunServe(const ServeOptions& o) {
+  BlockStopSignals();
+  auto cluster = EmbeddedCluster::Start(o.cluster);
+  if (!cluster.ok()) {
+    std::cerr << "sluice serve: " << cluster.status().ToString() << "\n";
+    return cluster.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  const EmbeddedConfig& c = o.cluster;
+  const std::string url = "http://" + (*cluster)->http_endpoint();
+  std::string layout = std::to_string(c.workers) + " colocated workers";
+  if (!c.colocated) {
+    layout = std::to_string(c.encode_workers) + " encode, " +
+             std::to_string(c.workers - c.encode_workers - c.decode_workers) + " denoise, " +
+             std::to_string(c.decode_workers) + " decode workers";
+  }
+  std::cout << "sluice serve: " << layout << ", " << c.stages << " stages; store master "
+            << (*cluster)->master_endpoint() << ", orchestrator "
+            << (*cluster)->orchestrator_endpoint() << std::endl;
+  std::cout << "READY serve " << url << std::endl;
+  if (o.demo) {
+    const int rc = RunDemo(url, o.out_dir);
+    (*cluster)->Drain(std::chrono::seconds(10));
+    return rc;
+  }
+  std::cout << "try: sluice generate --server " << url << " --prompt \"a red fox\" -o fox.png"
+            << std::endl;
+  WaitForStopSignal(o.exit_on_eof);
+  std::cout << "sluice serve: draining" << std::endl;
+  (*cluster)->Drain(std::chrono::seconds(30));
+  return 0;
+}
+
+int RunGenerate(const GenerateOptions& o) {
+  Result<std::string> base = BaseUrl(o.server);
+  if (!base.ok()) {
+    std::cerr << "sluice generate: --" << base.status().message() << "\n";
+    return 2;
+  }
+  const Clock::time_point at = Clock::now();
+  Result<std::string> id = Submit(*base, o.request);
+  if (!id.ok()) {
+    std::cerr << "sluice generate: " << id.status().message() << "\n";
+    return id.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  Result<JobOutcome> out =
+      WaitAndFetch(*base, *id, o.request.video, at, std::chrono::seconds(o.timeout_s));
+  if (!out.ok()) {
+    std::cerr << "sluice generate: " << out.status().message() << "\n";
+    return 1;
+  }
+  if (out->status != "succeeded") {
+    std::cerr << "sluice generate: " << *id << " " << out->status << ": " << out->error << "\n";
+    return 1;
+  }
+  if (Status s = WriteFile(o.output, out->content); !s.ok()) {
+    std::cerr << "sluice generate: " << s.message() << "\n";
+    return 1;
+  }
+  std::printf("%s: %zu bytes (%s) in %.2f s, ttff %.2f s -> %s\n", id->c_str(), out->content.size(),
+              out->content_type.c_str(), out->latency_s, out->ttff_s, o.output.c_str());
+  return 0;
+}
+
+}  // namespace sluice::cli
