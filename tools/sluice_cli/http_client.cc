@@ -85,7 +85,7 @@ Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r
   return j["id"].get<std::string>();
 }
 
-Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& id, bool video,
+Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& id, bool mp4,
                                 std::chrono::steady_clock::time_point submitted,
                                 std::chrono::milliseconds timeout) {
   httplib::Client http(base_url);
@@ -116,7 +116,7 @@ Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& 
   if (out.status != "succeeded") {
     return out;
   }
-  auto res = http.Get((video ? "/v1/videos/" : "/v1/jobs/") + id + "/content");
+  auto res = http.Get((mp4 ? "/v1/videos/" : "/v1/jobs/") + id + "/content");
   if (!res || res->status != 200) {
     return HttpStatus(res, "content of " + id);
   }

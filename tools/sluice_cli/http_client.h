@@ -43,9 +43,10 @@ Result<std::string> BaseUrl(const std::string& server);
 Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r);
 
 // Polls the job until it finishes (or `timeout`: kDeadlineExceeded), then
-// fetches the content of a succeeded job. `submitted` is when Submit was
-// called (for latency).
-Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& id, bool video,
+// fetches the content of a succeeded job: with `mp4`, a video's MP4 (else
+// the final stage's bytes as they are: a PNG or a frames archive).
+// `submitted` is when Submit was called (for latency).
+Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& id, bool mp4,
                                 std::chrono::steady_clock::time_point submitted,
                                 std::chrono::milliseconds timeout);
 

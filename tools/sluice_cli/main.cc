@@ -90,57 +90,6 @@ int RunOrchestrator(const sluice::OrchestratorConfig& config, bool exit_on_eof) 
   return 0;
 }
 
-struct WorkerOptions {
-  std::string stage, orchestrator, master, profile, mode = "store", listen = "127.0.0.1:0";
-  int capacity = 1;
-  double time_factor = 1.0;
-};
-
-// A stage worker with a profile stage (real payload sizes, scaled
-// timings). SIGTERM/SIGINT drain it: running work finishes or is handed back.
-int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
-  sluice::cli::BlockStopSignals();
-  auto profile = sluice::FindModelProfile(o.profile);
-  if (!profile.ok()) {
-    std::cerr << "sluice worker: --profile: " << profile.status().message() << "\n";
-    return 2;
-  }
-  if (!(o.time_factor > 0 && o.time_factor <= 1)) {
-    std::cerr << "sluice worker: --time-factor must be in (0, 1]\n";
-    return 2;
-  }
-  sluice::ConnectorConfig cc;
-  cc.role = o.stage;
-  cc.store.master = o.master;
-  cc.engine.listen = o.listen;
-  auto mode = sluice::ParseTransferMode(o.mode);
-  if (!mode.ok()) {
-    std::cerr << "sluice worker: --mode: " << mode.status().message() << "\n";
-    return 2;
-  }
-  cc.mode = *mode;
-  auto conn = sluice::DiffusionConnector::Create(cc);
-  if (!conn.ok()) {
-    std::cerr << "sluice worker: " << conn.status().ToString() << "\n";
-    return 1;
-  }
-  sluice::StageWorkerConfig wc;
-  wc.orchestrator = o.orchestrator;
-  wc.stage = o.stage;
-  wc.capacity = o.capacity;
-  wc.name = o.stage + "@" + (*conn)->engine().endpoint();
-  auto worker = sluice::StageWorker::Start(
-      wc, sluice::ProfileStageHandler(*profile, o.stage, conn->get(), o.time_factor));
-  if (!worker.ok()) {
-    std::cerr << "sluice worker: " << worker.status().ToString() << "\n";
-    return 2;
-  }
-  std::cout << "READY worker " << o.stage << " " << (*conn)->engine().endpoint() << std::endl;
-  sluice::cli::WaitForStopSignal(exit_on_eof);
-  (*worker)->Drain(std::chrono::seconds(30));
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,19 +138,34 @@ int main(int argc, char** argv) {
                    "store master host:port (release cancelled payloads, re-run lost ones)");
   orch->add_option("--journal", orch_config.journal_path,
                    "SQLite file journaling accepted jobs (they survive a restart)");
+  orch->add_flag("--colocated", orch_config.colocated,
+                 "each job is one assignment to a denoise-pool worker running every stage");
   orch->add_flag("--exit-on-stdin-eof", exit_on_eof, "stop when stdin closes (for supervisors)");
 
-  WorkerOptions worker_opts;
+  sluice::cli::WorkerOptions worker_opts;
   CLI::App* worker = app.add_subcommand(
-      "worker", "run a stage worker (profile stages: real payload sizes, scaled timings)");
+      "worker", "run a stage worker (reference models, or profile stages with real payload sizes)");
   worker->add_option("--stage", worker_opts.stage, "encode, denoise or decode")
       ->required()
       ->check(CLI::IsMember({"encode", "denoise", "decode"}));
   worker->add_option("--orchestrator", worker_opts.orchestrator, "orchestrator gRPC host:port")
       ->required();
   worker->add_option("--master", worker_opts.master, "store master host:port");
-  worker->add_option("--profile", worker_opts.profile, "model profile, e.g. wan2.1-480p")
-      ->required();
+  worker->add_option("--profile", worker_opts.profile,
+                     "model profile, e.g. wan2.1-480p (default: the reference models)");
+  worker->add_flag(
+      "--colocated", worker_opts.colocated,
+      "run all three stages of a job (with `orchestrator --colocated`; --stage denoise)");
+  worker
+      ->add_option("--steps", worker_opts.steps,
+                   "reference: denoise steps when a request names none")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  worker
+      ->add_option("--checkpoint-every", worker_opts.checkpoint_every,
+                   "reference denoise: store the state every k steps (0: never; needs --master)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   worker->add_option("--time-factor", worker_opts.time_factor, "scales every profile timing")
       ->capture_default_str();
   worker->add_option("--capacity", worker_opts.capacity, "concurrent assignments")
@@ -434,7 +398,7 @@ int main(int argc, char** argv) {
     return sluice::cli::RunGenerate(gen_opts);
   }
   if (*worker) {
-    return RunWorker(worker_opts, exit_on_eof);
+    return sluice::cli::RunWorker(worker_opts, exit_on_eof);
   }
   if (*orch) {
     orch_config.worker_timeout = std::chrono::milliseconds(worker_timeout_ms);

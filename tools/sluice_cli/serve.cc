@@ -7,6 +7,12 @@
 #include <iostream>
 #include <vector>
 
+#include "sluice/connector/connector.h"
+#include "sluice/runtime/profile_stages.h"
+#include "sluice/runtime/reference_stages.h"
+#include "sluice/runtime/stage_worker.h"
+#include "sluice/store/client.h"
+
 #include "tools/sluice_cli/signals.h"
 
 namespace sluice::cli {
@@ -180,6 +186,87 @@ int RunGenerate(const GenerateOptions& o) {
   }
   std::printf("%s: %zu bytes (%s) in %.2f s, ttff %.2f s -> %s\n", id->c_str(), out->content.size(),
               out->content_type.c_str(), out->latency_s, out->ttff_s, o.output.c_str());
+  return 0;
+}
+
+int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
+  BlockStopSignals();
+  if (o.colocated && o.stage != "denoise") {
+    std::cerr << "sluice worker: --colocated workers join the denoise pool (--stage denoise)\n";
+    return 2;
+  }
+  if (!(o.time_factor > 0 && o.time_factor <= 1)) {
+    std::cerr << "sluice worker: --time-factor must be in (0, 1]\n";
+    return 2;
+  }
+  if (o.profile.empty() && o.checkpoint_every > 0 && o.master.empty() && o.stage == "denoise") {
+    std::cerr << "sluice worker: --checkpoint-every needs --master (checkpoints live in the "
+                 "store); pass --checkpoint-every 0 to run without\n";
+    return 2;
+  }
+  Result<ModelProfile> profile = ModelProfile{};
+  if (!o.profile.empty()) {
+    profile = FindModelProfile(o.profile);
+    if (!profile.ok()) {
+      std::cerr << "sluice worker: --profile: " << profile.status().message() << "\n";
+      return 2;
+    }
+  }
+  ConnectorConfig cc;
+  cc.role = o.stage;
+  cc.store.master = o.master;
+  cc.engine.listen = o.listen;
+  auto mode = ParseTransferMode(o.mode);
+  if (!mode.ok()) {
+    std::cerr << "sluice worker: --mode: " << mode.status().message() << "\n";
+    return 2;
+  }
+  cc.mode = *mode;
+  auto conn = DiffusionConnector::Create(cc);
+  if (!conn.ok()) {
+    std::cerr << "sluice worker: " << conn.status().ToString() << "\n";
+    return 1;
+  }
+  std::unique_ptr<StoreClient> checkpoints;
+  Result<StageHandler> handler = StageHandler();
+  if (!o.profile.empty()) {
+    handler = o.colocated ? ProfileColocatedHandler(*profile, o.time_factor)
+                          : ProfileStageHandler(*profile, o.stage, conn->get(), o.time_factor);
+  } else {
+    ReferenceStageOptions ro;
+    ro.default_steps = o.steps;
+    if (!o.master.empty()) {
+      StoreClientConfig sc;
+      sc.master = o.master;
+      auto client = StoreClient::Create(&(*conn)->engine(), sc);
+      if (!client.ok()) {
+        std::cerr << "sluice worker: " << client.status().ToString() << "\n";
+        return 1;
+      }
+      checkpoints = std::move(*client);
+      ro.store = checkpoints.get();
+      ro.checkpoint_every = o.checkpoint_every;
+    }
+    handler = o.colocated ? ReferenceColocatedHandler(ro)
+                          : ReferenceStageHandler(o.stage, conn->get(), ro);
+  }
+  if (!handler.ok()) {
+    std::cerr << "sluice worker: " << handler.status().message() << "\n";
+    return 2;
+  }
+  StageWorkerConfig wc;
+  wc.orchestrator = o.orchestrator;
+  wc.stage = o.stage;
+  wc.capacity = o.capacity;
+  wc.name = o.stage + "@" + (*conn)->engine().endpoint();
+  auto worker = StageWorker::Start(wc, std::move(*handler));
+  if (!worker.ok()) {
+    std::cerr << "sluice worker: " << worker.status().ToString() << "\n";
+    return 2;
+  }
+  std::cout << "READY worker " << o.stage << " " << (*conn)->engine().endpoint() << std::endl;
+  WaitForStopSignal(exit_on_eof);
+  (*worker)->Drain(std::chrono::seconds(30));
   return 0;
 }
 

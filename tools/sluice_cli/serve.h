@@ -28,6 +28,19 @@ struct GenerateOptions {
 };
 int RunGenerate(const GenerateOptions& o);
 
+struct WorkerOptions {
+  std::string stage, orchestrator, master, mode = "store", listen = "127.0.0.1:0";
+  std::string profile;  // Empty: the reference models.
+  bool colocated = false;
+  int capacity = 1;
+  int steps = 12;
+  int checkpoint_every = 4;
+  double time_factor = 1.0;
+};
+// A stage worker (`sluice worker`); SIGTERM/SIGINT drain it: running work
+// finishes or is handed back.
+int RunWorker(const WorkerOptions& o, bool exit_on_eof);
+
 }  // namespace sluice::cli
 
 #endif  // SLUICE_TOOLS_SERVE_H_

@@ -204,10 +204,19 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
   const TimePoint now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   auto j = jobs_.find(r.job_id());
-  if (j == jobs_.end()) {
-    return NotFoundError("unknown job " + std::to_string(r.job_id()));
+  Status s = j == jobs_.end() ? NotFoundError("unknown job " + std::to_string(r.job_id()))
+                              : scheduler_.StageDone(r.job_id(), r.worker_id(), now);
+  if (!s.ok()) {
+    // A report nobody waits for (the job was cancelled or finished, or the
+    // work was given to another worker): its payloads are garbage unless a
+    // live job owns the same keys.
+    for (const std::string& k : r.payload_keys()) {
+      if (key_owner_.find(k) == key_owner_.end()) {
+        released_keys_.push_back(k);
+      }
+    }
+    return s;
   }
-  SLUICE_RETURN_IF_ERROR(scheduler_.StageDone(r.job_id(), r.worker_id(), now));
   JobRecord& rec = j->second;
   Result<Stage> st = ParseStage(rec.view.stage);
   if (st.ok()) {
@@ -219,6 +228,10 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
     keys.assign(r.payload_keys().begin(), r.payload_keys().end());
     for (const std::string& k : keys) {
       key_owner_[k] = {r.job_id(), *st};
+    }
+    if (rec.view.finished()) {
+      // Cancelled while the stage ran to its end: nobody will read it.
+      ReleaseKeysLocked(rec, *st);
     }
     // This stage consumed the previous stage's output: it can go now (not
     // before, so a re-queued stage can read its input again).
@@ -319,7 +332,8 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         rec.view.status = "running";
         rec.view.stage = std::string(StageName(a.stage));
         rec.view.step = a.resume_step;
-        EventLocked(rec, now, "stage_started");
+        EventLocked(rec, now, "stage_started",
+                    a.resume_step > 0 ? "resumed from step " + std::to_string(a.resume_step) : "");
         v1::Assignment out;
         out.set_kind(v1::Assignment::RUN);
         out.set_job_id(a.job);

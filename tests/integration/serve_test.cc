@@ -1,0 +1,207 @@
+// The embedded deployment end to end (`sluice serve` in-process): reference
+// stages over the HTTP API, disaggregated against colocated, cancel in
+// every stage, overload.
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "sluice/serve/embedded.h"
+
+#include "runtime/reference/pipeline.h"
+#include "tools/sluice_cli/http_client.h"
+
+namespace sluice::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+std::unique_ptr<EmbeddedCluster> Start(EmbeddedConfig c) {
+  c.http_listen = "127.0.0.1:0";
+  auto cluster = EmbeddedCluster::Start(c);
+  EXPECT_TRUE(cluster.ok()) << cluster.status().ToString();
+  return cluster.ok() ? std::move(*cluster) : nullptr;
+}
+
+// Twenty small mixed requests: 16 images and 4 videos.
+std::vector<cli::GenerateRequest> MixedJobs() {
+  std::vector<cli::GenerateRequest> jobs;
+  for (int i = 0; i < 20; ++i) {
+    cli::GenerateRequest r;
+    r.prompt = "job " + std::to_string(i) + (i % 2 ? " a harbour" : " a forest");
+    r.seed = i;
+    r.steps = 3;
+    r.video = i % 5 == 4;
+    r.size = r.video ? "64x64" : "96x64";
+    r.frames = 6;
+    r.priority = i % 3 == 0 ? "interactive" : "standard";
+    jobs.push_back(r);
+  }
+  return jobs;
+}
+
+// Waits (bounded) until the store holds nothing.
+bool StoreDrains(const EmbeddedCluster& c, std::chrono::milliseconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (c.store_bytes_used() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  return c.store_bytes_used() == 0;
+}
+
+// Submits every job at once and returns each one's result bytes.
+std::vector<std::string> RunAll(EmbeddedCluster& c, const std::vector<cli::GenerateRequest>& jobs) {
+  const std::string url = "http://" + c.http_endpoint();
+  std::vector<std::string> ids;
+  const auto at = std::chrono::steady_clock::now();
+  for (const auto& r : jobs) {
+    auto id = cli::Submit(url, r);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    ids.push_back(id.ok() ? *id : "");
+  }
+  std::vector<std::string> out;
+  for (const std::string& id : ids) {
+    auto o = cli::WaitAndFetch(url, id, /*mp4=*/false, at, 120s);
+    EXPECT_TRUE(o.ok()) << o.status().ToString();
+    EXPECT_EQ(o.ok() ? o->status : "", "succeeded") << id << (o.ok() ? o->error : "");
+    out.push_back(o.ok() ? o->content : "");
+  }
+  return out;
+}
+
+TEST(ServeTest, TwentyMixedJobsCompleteWithTheSameBytesDisaggregatedAndColocated) {
+  const std::vector<cli::GenerateRequest> jobs = MixedJobs();
+  std::vector<std::string> disagg, colocated;
+  {
+    EmbeddedConfig c;
+    c.workers = 4;
+    auto cluster = Start(c);
+    ASSERT_NE(cluster, nullptr);
+    disagg = RunAll(*cluster, jobs);
+    // Every stage output is removed once its consumer is done.
+    EXPECT_TRUE(StoreDrains(*cluster, 10s)) << cluster->store_bytes_used() << " bytes left";
+  }
+  {
+    EmbeddedConfig c;
+    c.workers = 4;
+    c.colocated = true;
+    auto cluster = Start(c);
+    ASSERT_NE(cluster, nullptr);
+    colocated = RunAll(*cluster, jobs);
+  }
+  ASSERT_EQ(disagg.size(), jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_FALSE(disagg[i].empty());
+    EXPECT_EQ(disagg[i], colocated[i]) << "job " << i;
+  }
+  // And both equal the pipeline run in one place.
+  json body = {{"prompt", jobs[4].prompt},
+               {"size", jobs[4].size},
+               {"seed", jobs[4].seed},
+               {"steps", 3},
+               {"frames", 6}};
+  auto r = reference::ParseRequest(body.dump(), 12, 4.0f);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(reference::GenerateAll(*r)->first, disagg[4]);
+}
+
+// Polls job `id` until `pred(job json)` holds (bounded).
+bool WaitJob(const std::string& url, const std::string& id,
+             const std::function<bool(const json&)>& pred, std::chrono::milliseconds within) {
+  httplib::Client http(url);
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto res = http.Get("/v1/jobs/" + id);
+    if (res && res->status == 200 && pred(json::parse(res->body))) {
+      return true;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+TEST(ServeTest, CancelInEveryStageLeavesTheStoreEmpty) {
+  EmbeddedConfig c;
+  c.workers = 3;
+  c.checkpoint_every = 1;
+  auto cluster = Start(c);
+  ASSERT_NE(cluster, nullptr);
+  const std::string url = "http://" + cluster->http_endpoint();
+  httplib::Client http(url);
+  struct Case {
+    const char* stage;
+    cli::GenerateRequest r;
+    std::function<bool(const json&)> ready;
+  };
+  cli::GenerateRequest slow_denoise;
+  slow_denoise.prompt = "a long video";
+  slow_denoise.video = true;
+  slow_denoise.size = "320x192";
+  slow_denoise.frames = 17;
+  slow_denoise.steps = 200;
+  cli::GenerateRequest slow_decode = slow_denoise;
+  slow_decode.frames = 65;
+  slow_decode.size = "256x128";
+  slow_decode.steps = 1;
+  const std::vector<Case> cases = {
+      {"encode (queued)", slow_denoise, [](const json&) { return true; }},
+      {"denoise", slow_denoise,
+       [](const json& j) { return j["stage"] == "denoise" && j["progress"]["step"] >= 2; }},
+      {"decode", slow_decode, [](const json& j) { return j["stage"] == "decode"; }},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.stage);
+    auto id = cli::Submit(url, k.r);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    ASSERT_TRUE(WaitJob(url, *id, k.ready, 60s));
+    auto del = http.Delete("/v1/jobs/" + *id);
+    ASSERT_TRUE(del);
+    EXPECT_EQ(del->status, 200) << del->body;
+    EXPECT_TRUE(WaitJob(
+        url, *id, [](const json& j) { return j["status"] == "cancelled"; }, 10s));
+    // Payloads and checkpoints are gone once the worker stopped.
+    EXPECT_TRUE(StoreDrains(*cluster, 20s)) << cluster->store_bytes_used() << " bytes left";
+  }
+}
+
+TEST(ServeTest, OverloadAnswers429AndTheStoreStaysWithinItsMemory) {
+  EmbeddedConfig c;
+  c.workers = 3;
+  c.max_queued_jobs = 4;
+  c.store_memory = std::uint64_t{16} << 20;
+  auto cluster = Start(c);
+  ASSERT_NE(cluster, nullptr);
+  const std::string url = "http://" + cluster->http_endpoint();
+  std::vector<std::string> accepted;
+  int rejected = 0;
+  const auto at = std::chrono::steady_clock::now();
+  for (int i = 0; i < 30; ++i) {
+    cli::GenerateRequest r;
+    r.prompt = "burst " + std::to_string(i);
+    r.size = "128x128";
+    r.steps = 2;
+    auto id = cli::Submit(url, r);
+    if (id.ok()) {
+      accepted.push_back(*id);
+    } else {
+      EXPECT_EQ(id.status().code(), StatusCode::kResourceExhausted) << id.status().ToString();
+      EXPECT_NE(id.status().message().find("429"), std::string::npos);
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 0);
+  EXPECT_GE(accepted.size(), 4u);
+  for (const std::string& id : accepted) {
+    auto o = cli::WaitAndFetch(url, id, false, at, 60s);
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    EXPECT_EQ(o->status, "succeeded") << o->error;
+    EXPECT_LE(cluster->store_bytes_used(), c.store_memory);
+  }
+  EXPECT_TRUE(StoreDrains(*cluster, 10s));
+}
+
+}  // namespace
+}  // namespace sluice::testing
