@@ -1,6 +1,7 @@
 #include "sluice/runtime/reference_stages.h"
 
 #include <cstring>
+#include <deque>
 
 #include "common/log.h"
 #include "runtime/payload_io.h"
@@ -14,12 +15,28 @@ using reference::Request;
 
 struct SamplerRun {
   bool preempted = false;
-  std::string checkpoint;  // Latest checkpoint key written or resumed from.
+  bool resumed = false;  // Assigned with a resume step (another run wrote checkpoints).
+  // Checkpoints this run wrote, oldest first. The newest two are kept: the
+  // orchestrator may not have heard of the newest when this worker dies.
+  std::deque<std::string> checkpoints;
 };
 
-void RemoveCheckpoint(const ReferenceStageOptions& o, const std::string& key) {
-  if (o.store != nullptr && !key.empty()) {
-    (void)o.store->Remove(key);  // Expires anyway (TTL).
+// Removes the job's checkpoints once they are of no use (done, cancelled).
+// After a resume, every step's key is removed: a run that died may have
+// written later ones. Removal is best effort; checkpoints expire anyway.
+void RemoveCheckpoints(const ReferenceStageOptions& o, const Request& r, std::uint64_t cond_hash,
+                       SamplerRun& run) {
+  if (o.store == nullptr) {
+    return;
+  }
+  for (const std::string& key : run.checkpoints) {
+    (void)o.store->Remove(key);
+  }
+  run.checkpoints.clear();
+  if (run.resumed) {
+    for (int step = 1; step < r.steps; ++step) {
+      (void)o.store->Remove(reference::CheckpointKey(r, cond_hash, step));
+    }
   }
 }
 
@@ -31,6 +48,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
                               std::vector<float>& x, const ReferenceStageOptions& o) {
   const std::uint64_t cond_hash = reference::ConditionHash(cond);
   SamplerRun run;
+  run.resumed = ctx.resume_step() > 0;
   int start = 0;
   if (ctx.resume_step() > 0 && ctx.resume_step() < r.steps && o.store != nullptr) {
     const std::string key = reference::CheckpointKey(r, cond_hash, ctx.resume_step());
@@ -38,7 +56,8 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
     if (saved.ok() && saved->size() == x.size() * sizeof(float)) {
       std::memcpy(x.data(), saved->data(), saved->size());
       start = ctx.resume_step();
-      run.checkpoint = key;
+      SLUICE_LOG(info, "job {}: resuming denoise from the checkpoint of step {}", ctx.job_id(),
+                 start);
     } else {
       SLUICE_LOG(warn, "job {}: checkpoint of step {} unavailable ({}); starting over",
                  ctx.job_id(), ctx.resume_step(),
@@ -50,7 +69,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
   }
   for (int step = start; step < r.steps; ++step) {
     if (ctx.ShouldStop()) {
-      RemoveCheckpoint(o, run.checkpoint);
+      RemoveCheckpoints(o, r, cond_hash, run);
       return Status(StatusCode::kCancelled, "stopped at step " + std::to_string(step));
     }
     reference::DenoiseStep(r, cond.data(), step, x);
@@ -71,8 +90,11 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
       // Already there: an earlier run wrote the same step (same bytes).
       saved = s.ok() || s.code() == StatusCode::kAlreadyExists;
       if (saved) {
-        RemoveCheckpoint(o, run.checkpoint);
-        run.checkpoint = key;
+        run.checkpoints.push_back(key);
+        if (run.checkpoints.size() > 2) {
+          (void)o.store->Remove(run.checkpoints.front());
+          run.checkpoints.pop_front();
+        }
       } else {
         SLUICE_LOG(warn, "job {}: checkpoint of step {} not stored: {}", ctx.job_id(), done,
                    s.ToString());
@@ -130,7 +152,7 @@ Result<StageOutput> Denoise(StageContext& ctx, DiffusionConnector& conn,
       conn, ctx.job_id(), "denoise", PayloadKind::kLatent,
       TensorView{x.data(), DType::kF32, LatentDims(s), {}}, s.t > 1 ? 1 : -1, s.t > 1 ? s.t : 1);
   if (out.ok()) {
-    RemoveCheckpoint(o, run.checkpoint);
+    RemoveCheckpoints(o, r, reference::ConditionHash(cond), run);
   }
   return out;
 }
@@ -219,7 +241,7 @@ Result<StageHandler> ReferenceColocatedHandler(const ReferenceStageOptions& opti
     FrameDecoder dec(r);
     for (int k = 0; k < r.latent().t; ++k) {
       if (ctx.ShouldStop()) {
-        RemoveCheckpoint(options, run.checkpoint);
+        RemoveCheckpoints(options, r, reference::ConditionHash(cond), run);
         return Status(StatusCode::kCancelled, "stopped while decoding");
       }
       SLUICE_RETURN_IF_ERROR(dec.AddLatentFrame(x.data(), k));
@@ -227,7 +249,7 @@ Result<StageHandler> ReferenceColocatedHandler(const ReferenceStageOptions& opti
         ctx.FirstOutput();
       }
     }
-    RemoveCheckpoint(options, run.checkpoint);
+    RemoveCheckpoints(options, r, reference::ConditionHash(cond), run);
     out.output = dec.Output();
     out.type = dec.OutputType();
     return out;

@@ -27,6 +27,34 @@ struct RunState {
   int step = -1, steps = 0;
   bool checkpointed = false, progress_dirty = false;  // Guarded by mu.
   bool first_output = false, first_sent = false;      // Guarded by mu.
+  // Latest checkpointed step not yet reported (0: none). Guarded by mu.
+  int unsent_checkpoint = 0;
+
+  // Moves unsent progress into `hb`: the latest checkpointed step first
+  // when a later step superseded it (a resumed job starts from it), then
+  // the latest step. REQUIRES: mu held.
+  void AppendProgress(pb::HeartbeatRequest& hb) {
+    if (progress_dirty) {
+      if (unsent_checkpoint > 0 && !(checkpointed && unsent_checkpoint == step)) {
+        auto* c = hb.add_progress();
+        c->set_job_id(job_id);
+        c->set_step(static_cast<std::uint32_t>(unsent_checkpoint));
+        c->set_steps(static_cast<std::uint32_t>(std::max(0, steps)));
+        c->set_checkpointed(true);
+      }
+      auto* p = hb.add_progress();
+      p->set_job_id(job_id);
+      p->set_step(static_cast<std::uint32_t>(std::max(0, step)));
+      p->set_steps(static_cast<std::uint32_t>(std::max(0, steps)));
+      p->set_checkpointed(checkpointed);
+      progress_dirty = false;
+      unsent_checkpoint = 0;
+    }
+    if (first_output && !first_sent) {
+      hb.add_first_output(job_id);
+      first_sent = true;
+    }
+  }
 };
 
 class StageWorkerImpl {
@@ -246,18 +274,7 @@ class StageWorkerImpl {
     }
     {
       std::lock_guard<std::mutex> sl(s.mu);
-      if (s.progress_dirty) {
-        auto* p = hb.add_progress();
-        p->set_job_id(s.job_id);
-        p->set_step(static_cast<std::uint32_t>(std::max(0, s.step)));
-        p->set_steps(static_cast<std::uint32_t>(std::max(0, s.steps)));
-        p->set_checkpointed(s.checkpointed);
-        s.progress_dirty = false;
-      }
-      if (s.first_output && !s.first_sent) {
-        hb.add_first_output(s.job_id);
-        s.first_sent = true;
-      }
+      s.AppendProgress(hb);
     }
     if (hb.progress_size() == 0 && hb.first_output_size() == 0) {
       return;
@@ -295,17 +312,8 @@ class StageWorkerImpl {
                                         0, config_.capacity - static_cast<int>(running_.size()))));
       for (auto& [id, s] : running_) {
         std::lock_guard<std::mutex> sl(s->mu);
-        if (s->progress_dirty && s->worker_id == worker_id_) {
-          auto* p = hb.add_progress();
-          p->set_job_id(id);
-          p->set_step(static_cast<std::uint32_t>(std::max(0, s->step)));
-          p->set_steps(static_cast<std::uint32_t>(std::max(0, s->steps)));
-          p->set_checkpointed(s->checkpointed);
-          s->progress_dirty = false;
-        }
-        if (s->first_output && !s->first_sent) {
-          hb.add_first_output(id);
-          s->first_sent = true;
+        if (s->worker_id == worker_id_) {
+          s->AppendProgress(hb);
         }
       }
       lock.unlock();
@@ -358,6 +366,9 @@ void StageContext::Progress(int step, int steps, bool checkpointed) {
   s_->step = step;
   s_->steps = steps;
   s_->checkpointed = checkpointed;
+  if (checkpointed) {
+    s_->unsent_checkpoint = step;
+  }
   s_->progress_dirty = true;
 }
 void StageContext::FirstOutput() {

@@ -73,6 +73,19 @@ class ChildProcess {
       ::kill(pid_, sig);
     }
   }
+  // Waits up to `timeout_ms` for the process to exit; its wait status, or
+  // -1 if it still runs.
+  int Wait(int timeout_ms) {
+    for (int waited = 0; pid_ > 0 && waited <= timeout_ms; waited += 10) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return status;
+      }
+      ::usleep(10000);
+    }
+    return -1;
+  }
   void Kill() {
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
