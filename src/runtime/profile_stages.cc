@@ -110,15 +110,22 @@ std::pair<const ModelProfile*, int> ForRequest(const ModelProfile& fallback,
 }
 
 // The denoise loop: step-sized sleeps with progress, stopping on cancel.
-Status RunSteps(StageContext& ctx, const ModelProfile& p, int steps, double time_factor) {
+// With `may_yield`, a checkpoint request ends it at the next step (returns
+// true: preempted; the profile's state is its step, nothing is stored).
+Result<bool> RunSteps(StageContext& ctx, const ModelProfile& p, int steps, double time_factor,
+                      bool may_yield) {
   for (int s = ctx.resume_step(); s < steps; ++s) {
     if (ctx.ShouldStop()) {
       return Status(StatusCode::kCancelled, "stopped at step " + std::to_string(s));
     }
     Spend(p.step_s, time_factor);
-    ctx.Progress(s + 1, steps, false);
+    const bool yield = may_yield && ctx.ShouldCheckpoint() && s + 1 < steps;
+    ctx.Progress(s + 1, steps, yield);
+    if (yield) {
+      return true;
+    }
   }
-  return Status::Ok();
+  return false;
 }
 
 // The decode: first frame out after a tenth of the time; deterministic pixels.
@@ -127,7 +134,7 @@ StageOutput RunDecode(StageContext& ctx, const ModelProfile& p, double time_fact
   ctx.FirstOutput();
   Spend(p.decode_s * 0.9, time_factor);
   StageOutput out;
-  out.output.assign(p.output_bytes, static_cast<char>(ctx.job_id()));
+  out.output.assign(p.encoded_bytes(), static_cast<char>(ctx.job_id()));
   out.type = "application/octet-stream";
   return out;
 }
@@ -146,7 +153,13 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
     }
     if (stage == "denoise") {
       SLUICE_RETURN_IF_ERROR(internal::FetchInput<std::uint16_t>(*connector, ctx.input()).status());
-      SLUICE_RETURN_IF_ERROR(RunSteps(ctx, *p, steps, time_factor));
+      SLUICE_ASSIGN_OR_RETURN(const bool preempted,
+                              RunSteps(ctx, *p, steps, time_factor, /*may_yield=*/true));
+      if (preempted) {
+        StageOutput out;
+        out.preempted = true;
+        return out;
+      }
       std::vector<std::uint16_t> latent(Elements(p->latent_shape),
                                         static_cast<std::uint16_t>(ctx.job_id() * 3));
       return Publish(*connector, ctx.job_id(), stage, latent, p->latent_shape);
@@ -160,7 +173,7 @@ StageHandler ProfileColocatedHandler(const ModelProfile& profile, double time_fa
   return [profile, time_factor](StageContext& ctx) -> Result<StageOutput> {
     const auto [p, steps] = ForRequest(profile, ctx.request_json());
     Spend(p->encode_s, time_factor);
-    SLUICE_RETURN_IF_ERROR(RunSteps(ctx, *p, steps, time_factor));
+    SLUICE_RETURN_IF_ERROR(RunSteps(ctx, *p, steps, time_factor, /*may_yield=*/false).status());
     return RunDecode(ctx, *p, time_factor);
   };
 }

@@ -42,10 +42,11 @@ void RemoveCheckpoints(const ReferenceStageOptions& o, const Request& r, std::ui
 
 // Runs the sampler over x from the job's resume step (when its checkpoint
 // is found; else from the seed's noise), reporting progress, writing
-// checkpoints every k steps and when asked to yield, and stopping at a
-// step boundary on cancel.
+// checkpoints every k steps and (with `may_yield`) when asked to yield,
+// and stopping at a step boundary on cancel.
 Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::vector<float>& cond,
-                              std::vector<float>& x, const ReferenceStageOptions& o) {
+                              std::vector<float>& x, const ReferenceStageOptions& o,
+                              bool may_yield) {
   const std::uint64_t cond_hash = reference::ConditionHash(cond);
   SamplerRun run;
   run.resumed = ctx.resume_step() > 0;
@@ -74,7 +75,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
     }
     reference::DenoiseStep(r, cond.data(), step, x);
     const int done = step + 1;
-    const bool yield = ctx.ShouldCheckpoint() && done < r.steps;
+    const bool yield = may_yield && ctx.ShouldCheckpoint() && done < r.steps;
     const bool periodic =
         o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done < r.steps;
     bool saved = false;
@@ -140,7 +141,7 @@ Result<StageOutput> Denoise(StageContext& ctx, DiffusionConnector& conn,
   }
   const reference::LatentShape s = r.latent();
   std::vector<float> x(s.elements());
-  SLUICE_ASSIGN_OR_RETURN(SamplerRun run, RunSampler(ctx, r, cond, x, o));
+  SLUICE_ASSIGN_OR_RETURN(SamplerRun run, RunSampler(ctx, r, cond, x, o, /*may_yield=*/true));
   if (run.preempted) {
     StageOutput out;
     out.preempted = true;
@@ -232,7 +233,8 @@ Result<StageHandler> ReferenceColocatedHandler(const ReferenceStageOptions& opti
     SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, options));
     const std::vector<float> cond = reference::EncodeCondition(r);
     std::vector<float> x(r.latent().elements());
-    SLUICE_ASSIGN_OR_RETURN(SamplerRun run, RunSampler(ctx, r, cond, x, options));
+    SLUICE_ASSIGN_OR_RETURN(SamplerRun run,
+                            RunSampler(ctx, r, cond, x, options, /*may_yield=*/false));
     StageOutput out;
     if (run.preempted) {
       out.preempted = true;

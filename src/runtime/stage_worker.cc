@@ -150,6 +150,7 @@ class StageWorkerImpl {
     }
     std::lock_guard<std::mutex> lock(mu_);
     worker_id_ = resp.worker_id();
+    reports_ = 0;
     return true;
   }
 
@@ -243,6 +244,7 @@ class StageWorkerImpl {
         for (const auto& k : out->payload_keys) {
           d.add_payload_keys(k);
         }
+        CountReport(*s);
         pb::DoneResponse resp;
         grpc::ClientContext c2;
         c2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -271,6 +273,9 @@ class StageWorkerImpl {
       hb.set_free_slots(draining_ ? 0u
                                   : static_cast<std::uint32_t>(std::max<int>(
                                         0, config_.capacity - static_cast<int>(running_.size()))));
+      if (s.worker_id == worker_id_) {
+        hb.set_reports(reports_);
+      }
     }
     {
       std::lock_guard<std::mutex> sl(s.mu);
@@ -285,7 +290,22 @@ class StageWorkerImpl {
     (void)stub_->Heartbeat(&ctx, hb, &resp);
   }
 
+  // `s` is about to be reported: its slot is free from now on, and later
+  // heartbeats say how many reports precede their free-slot count.
+  void CountReport(const RunState& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (s.worker_id == worker_id_) {
+      ++reports_;
+    }
+    auto it = running_.find(s.job_id);
+    if (it != running_.end() && it->second.get() == &s) {
+      running_.erase(it);
+    }
+    cv_.notify_all();
+  }
+
   void ReportFailed(const RunState& s, const std::string& reason, bool retryable, bool preempted) {
+    CountReport(s);
     pb::FailedRequest f;
     f.set_worker_id(s.worker_id);
     f.set_job_id(s.job_id);
@@ -310,6 +330,7 @@ class StageWorkerImpl {
       hb.set_free_slots(draining_ ? 0u
                                   : static_cast<std::uint32_t>(std::max<int>(
                                         0, config_.capacity - static_cast<int>(running_.size()))));
+      hb.set_reports(reports_);
       for (auto& [id, s] : running_) {
         std::lock_guard<std::mutex> sl(s->mu);
         if (s->worker_id == worker_id_) {
@@ -333,7 +354,8 @@ class StageWorkerImpl {
   std::unique_ptr<pb::Orchestrator::Stub> stub_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::uint64_t worker_id_ = 0;                                 // Guarded by mu_.
+  std::uint64_t worker_id_ = 0;  // Guarded by mu_.
+  std::uint64_t reports_ = 0;    // Done/Failed sent by this registration. Guarded by mu_.
   bool draining_ = false, stopping_ = false;                    // Guarded by mu_.
   std::map<std::uint64_t, std::shared_ptr<RunState>> running_;  // Guarded by mu_.
   std::unique_ptr<grpc::ClientContext> stream_ctx_;             // Guarded by mu_.

@@ -1,5 +1,6 @@
 #include "sluice/serve/embedded.h"
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -16,13 +17,13 @@
 namespace sluice {
 namespace internal {
 
-// One stage worker with what it owns: its connector (engine + store
-// client), a store client for checkpoints, and the worker itself
-// (destroyed first).
+// One worker with what it owns: its connector (engine + store client), a
+// store client for checkpoints, and its stage registrations (one, or two
+// for an edge worker; destroyed first).
 struct EmbeddedWorker {
   std::unique_ptr<DiffusionConnector> connector;
   std::unique_ptr<StoreClient> checkpoints;
-  std::unique_ptr<StageWorker> worker;
+  std::vector<std::unique_ptr<StageWorker>> registrations;
 };
 
 class EmbeddedClusterImpl {
@@ -34,10 +35,13 @@ class EmbeddedClusterImpl {
   std::unique_ptr<OrchestratorServer> orchestrator;
   std::vector<EmbeddedWorker> workers;
 
-  Status AddWorker(const std::string& stage, bool colocated) {
+  // A worker serving `stages` ("colocated": every stage of a job in one
+  // assignment, in the denoise pool); decode registrations take
+  // `decode_capacity` assignments at once.
+  Status AddWorker(const std::vector<std::string>& stages, int decode_capacity = 1) {
     EmbeddedWorker w;
     ConnectorConfig cc;
-    cc.role = stage;
+    cc.role = stages.size() == 1 ? stages[0] : "edge";
     cc.mode = TransferMode::kStore;
     cc.store.master = master->endpoint();
     cc.engine.io_threads = 1;
@@ -46,25 +50,30 @@ class EmbeddedClusterImpl {
     StoreClientConfig sc;
     sc.master = master->endpoint();
     SLUICE_ASSIGN_OR_RETURN(w.checkpoints, StoreClient::Create(&w.connector->engine(), sc));
-    StageHandler handler;
-    if (config.stages == "reference") {
-      ReferenceStageOptions ro;
-      ro.default_steps = config.default_steps;
-      ro.checkpoint_every = config.checkpoint_every;
-      ro.store = w.checkpoints.get();
-      SLUICE_ASSIGN_OR_RETURN(handler, colocated
-                                           ? ReferenceColocatedHandler(ro)
-                                           : ReferenceStageHandler(stage, w.connector.get(), ro));
-    } else {
-      SLUICE_ASSIGN_OR_RETURN(ModelProfile p, FindModelProfile(config.stages));
-      handler = colocated ? ProfileColocatedHandler(p, config.time_factor)
-                          : ProfileStageHandler(p, stage, w.connector.get(), config.time_factor);
+    for (const std::string& stage : stages) {
+      const bool colocated = stage == "colocated";
+      StageHandler handler;
+      if (config.stages == "reference") {
+        ReferenceStageOptions ro;
+        ro.default_steps = config.default_steps;
+        ro.checkpoint_every = config.checkpoint_every;
+        ro.store = w.checkpoints.get();
+        SLUICE_ASSIGN_OR_RETURN(handler, colocated
+                                             ? ReferenceColocatedHandler(ro)
+                                             : ReferenceStageHandler(stage, w.connector.get(), ro));
+      } else {
+        SLUICE_ASSIGN_OR_RETURN(ModelProfile p, FindModelProfile(config.stages));
+        handler = colocated ? ProfileColocatedHandler(p, config.time_factor)
+                            : ProfileStageHandler(p, stage, w.connector.get(), config.time_factor);
+      }
+      StageWorkerConfig wc;
+      wc.orchestrator = orchestrator->endpoint();
+      wc.stage = colocated ? "denoise" : stage;
+      wc.capacity = stage == "decode" ? decode_capacity : 1;
+      wc.name = stage + "-" + std::to_string(workers.size());
+      SLUICE_ASSIGN_OR_RETURN(auto reg, StageWorker::Start(wc, std::move(handler)));
+      w.registrations.push_back(std::move(reg));
     }
-    StageWorkerConfig wc;
-    wc.orchestrator = orchestrator->endpoint();
-    wc.stage = colocated ? "denoise" : stage;
-    wc.name = (colocated ? std::string("colocated") : stage) + "-" + std::to_string(workers.size());
-    SLUICE_ASSIGN_OR_RETURN(w.worker, StageWorker::Start(wc, std::move(handler)));
     workers.push_back(std::move(w));
     return Status::Ok();
   }
@@ -79,14 +88,18 @@ Status Validate(const EmbeddedConfig& c) {
     return InvalidArgumentError("workers: must be in 1..64");
   }
   if (!c.colocated) {
-    if (c.encode_workers < 1 || c.decode_workers < 1) {
-      return InvalidArgumentError("encode_workers/decode_workers: at least 1 each");
+    if (c.encode_workers < 0 || c.decode_workers < 0 || c.edge_workers < 0) {
+      return InvalidArgumentError("encode_workers/decode_workers/edge_workers: must be >= 0");
     }
-    if (c.workers < c.encode_workers + c.decode_workers + 1) {
-      return InvalidArgumentError("workers: " + std::to_string(c.workers) +
-                                  " leaves no denoise worker after " +
-                                  std::to_string(c.encode_workers) + " encode and " +
-                                  std::to_string(c.decode_workers) + " decode workers");
+    if (c.encode_workers + c.edge_workers < 1 || c.decode_workers + c.edge_workers < 1) {
+      return InvalidArgumentError(
+          "encode_workers/decode_workers: each pool needs a worker (or edge_workers >= 1)");
+    }
+    if (c.workers < c.encode_workers + c.decode_workers + c.edge_workers + 1) {
+      return InvalidArgumentError(
+          "workers: " + std::to_string(c.workers) + " leaves no denoise worker after " +
+          std::to_string(c.encode_workers) + " encode, " + std::to_string(c.decode_workers) +
+          " decode and " + std::to_string(c.edge_workers) + " edge workers");
     }
   }
   if (c.store_memory < (std::uint64_t{16} << 20)) {
@@ -134,18 +147,24 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   SLUICE_ASSIGN_OR_RETURN(impl->orchestrator, OrchestratorServer::Start(oc));
   if (config.colocated) {
     for (int i = 0; i < config.workers; ++i) {
-      SLUICE_RETURN_IF_ERROR(impl->AddWorker("denoise", /*colocated=*/true));
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker({"colocated"}));
     }
   } else {
-    const int denoise = config.workers - config.encode_workers - config.decode_workers;
+    const int denoise =
+        config.workers - config.encode_workers - config.decode_workers - config.edge_workers;
+    const int decoders = config.decode_workers + config.edge_workers;
+    const int decode_capacity = std::max(1, 4 * denoise / decoders);
     for (int i = 0; i < config.encode_workers; ++i) {
-      SLUICE_RETURN_IF_ERROR(impl->AddWorker("encode", false));
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker({"encode"}));
+    }
+    for (int i = 0; i < config.edge_workers; ++i) {
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker({"encode", "decode"}, decode_capacity));
     }
     for (int i = 0; i < denoise; ++i) {
-      SLUICE_RETURN_IF_ERROR(impl->AddWorker("denoise", false));
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker({"denoise"}));
     }
     for (int i = 0; i < config.decode_workers; ++i) {
-      SLUICE_RETURN_IF_ERROR(impl->AddWorker("decode", false));
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker({"decode"}, decode_capacity));
     }
   }
   // The store node registers in the background; wait for it (bounded).
@@ -190,7 +209,9 @@ std::uint64_t EmbeddedCluster::store_bytes_used() const {
 void EmbeddedCluster::Drain(std::chrono::milliseconds timeout) {
   std::vector<std::thread> drains;
   for (internal::EmbeddedWorker& w : impl_->workers) {
-    drains.emplace_back([&w, timeout] { w.worker->Drain(timeout); });
+    for (auto& reg : w.registrations) {
+      drains.emplace_back([&reg, timeout] { reg->Drain(timeout); });
+    }
   }
   for (std::thread& t : drains) {
     t.join();

@@ -67,6 +67,9 @@ Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r
   if (r.steps.has_value()) {
     body["steps"] = *r.steps;
   }
+  if (!r.model.empty()) {
+    body["model"] = r.model;
+  }
   std::string path = "/v1/images/generations";
   if (r.video) {
     body["frames"] = r.frames;

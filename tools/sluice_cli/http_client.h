@@ -21,6 +21,7 @@ struct GenerateRequest {
   std::optional<int> steps;
   std::int64_t seed = 0;
   std::string priority = "standard";
+  std::string model;  // Empty: the server's default.
 };
 
 struct JobOutcome {

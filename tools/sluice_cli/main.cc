@@ -17,6 +17,7 @@
 #include "sluice/units.h"
 
 #include "bench/connector_bench.h"
+#include "bench/e2e_bench.h"
 #include "bench/orchestrator_bench.h"
 #include "bench/store_bench.h"
 #include "bench/transfer_bench.h"
@@ -187,10 +188,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   serve->add_option("--encode-workers", serve_opts.cluster.encode_workers)
-      ->check(CLI::Range(1, 62))
+      ->check(CLI::Range(0, 62))
       ->capture_default_str();
   serve->add_option("--decode-workers", serve_opts.cluster.decode_workers)
-      ->check(CLI::Range(1, 62))
+      ->check(CLI::Range(0, 62))
+      ->capture_default_str();
+  serve
+      ->add_option("--edge-workers", serve_opts.cluster.edge_workers,
+                   "workers serving both the encode and the decode pool")
+      ->check(CLI::Range(0, 62))
       ->capture_default_str();
   serve->add_flag("--colocated", serve_opts.cluster.colocated,
                   "each worker runs all three stages of a job (the baseline)");
@@ -355,6 +361,32 @@ int main(int argc, char** argv) {
   bool conn_json = false;
   conn_bench->add_flag("--json", conn_json, "print one JSON object (the only output format)");
 
+  sluice::bench::E2eBenchOptions e2e_opts;
+  CLI::App* e2e_bench = bench->add_subcommand(
+      "e2e", "jobs through an embedded deployment over HTTP: throughput, latency, TTFF");
+  e2e_bench
+      ->add_option("--workload", e2e_opts.workload,
+                   "reference, wan480-profile, flux-profile or mixed")
+      ->check(CLI::IsMember({"reference", "wan480-profile", "flux-profile", "mixed"}))
+      ->capture_default_str();
+  e2e_bench->add_option("--mode", e2e_opts.mode, "disagg or colocated")
+      ->check(CLI::IsMember({"disagg", "colocated"}))
+      ->capture_default_str();
+  e2e_bench->add_option("--workers", e2e_opts.workers, "stage workers in all (equal across modes)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  e2e_bench->add_option("--rate", e2e_opts.rate, "job arrivals per second (Poisson)")
+      ->check(CLI::Range(0.001, 1000.0))
+      ->capture_default_str();
+  e2e_bench->add_option("--duration", e2e_opts.duration_s, "arrival window, seconds")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  e2e_bench->add_option("--time-factor", e2e_opts.time_factor, "profile timings scale")
+      ->check(CLI::Range(1e-6, 1.0))
+      ->capture_default_str();
+  bool e2e_json = true;
+  e2e_bench->add_flag("--json", e2e_json, "print one JSON object (the only output format)");
+
   sluice::bench::OrchestratorBenchOptions orch_opts;
   CLI::App* orch_bench =
       bench->add_subcommand("orchestrator", "scheduler core decisions per second (no I/O)");
@@ -415,6 +447,15 @@ int main(int argc, char** argv) {
   }
   if (*target) {
     return sluice::bench::RunTransferTarget(region_size, shared, target_io);
+  }
+  if (*e2e_bench) {
+    auto r = sluice::bench::RunE2eBench(e2e_opts);
+    if (!r.ok()) {
+      std::cerr << "sluice bench e2e: " << r.status().ToString() << "\n";
+      return r.status().code() == sluice::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    std::cout << sluice::bench::ToJson(*r) << std::endl;
+    return 0;
   }
   if (*orch_bench) {
     auto r = sluice::bench::RunOrchestratorBench(orch_opts);

@@ -138,8 +138,9 @@ int RunServe(const ServeOptions& o) {
   std::string layout = std::to_string(c.workers) + " colocated workers";
   if (!c.colocated) {
     layout = std::to_string(c.encode_workers) + " encode, " +
-             std::to_string(c.workers - c.encode_workers - c.decode_workers) + " denoise, " +
-             std::to_string(c.decode_workers) + " decode workers";
+             std::to_string(c.workers - c.encode_workers - c.decode_workers - c.edge_workers) +
+             " denoise, " + std::to_string(c.decode_workers) + " decode, " +
+             std::to_string(c.edge_workers) + " edge (encode + decode) workers";
   }
   std::cout << "sluice serve: " << layout << ", " << c.stages << " stages; store master "
             << (*cluster)->master_endpoint() << ", orchestrator "

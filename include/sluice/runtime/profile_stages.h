@@ -31,6 +31,9 @@ struct ModelProfile {
   std::vector<std::int64_t> condition_shape;  // bf16, E -> D.
   std::vector<std::int64_t> latent_shape;     // bf16, D -> V.
   std::uint64_t output_bytes = 0;             // Decoded pixels (uint8 RGB).
+  // What the decode stage returns: the pixels encoded (PNG ~3:1 for
+  // images, H.264 ~64:1 for videos).
+  std::uint64_t encoded_bytes() const { return output_bytes / (video ? 64 : 3); }
   bool video = false;
 };
 
@@ -43,13 +46,15 @@ Result<ModelProfile> FindModelProfile(std::string_view name);
 // moves the payloads and must outlive the handler; `time_factor` scales
 // every timing (0 < factor <= 1). A request whose "model" names a known
 // profile runs that profile instead (mixed workloads on one pool). Denoise
-// honours the request's "steps" when given. Decode returns `output_bytes`
-// of deterministic pixels.
+// honours the request's "steps" when given. Decode returns
+// `encoded_bytes()` deterministic bytes.
 StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string& stage,
                                  DiffusionConnector* connector, double time_factor);
 
 // All three stages of a job in turn on one worker (colocated serving): the
-// same timings without payload transfers.
+// same timings without payload transfers. Like a colocated stack, a job
+// runs as one unit: it does not yield to preemption. (The disaggregated
+// denoise stage yields at a step boundary when asked to checkpoint.)
 StageHandler ProfileColocatedHandler(const ModelProfile& profile, double time_factor);
 
 }  // namespace sluice

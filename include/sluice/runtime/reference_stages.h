@@ -54,7 +54,9 @@ Result<StageHandler> ReferenceStageHandler(const std::string& stage, DiffusionCo
 
 // One handler running encode, denoise and decode of a job in turn, for the
 // colocated deployment (the orchestrator's job pipeline is the denoise
-// stage alone). Same bytes as the three stages. Errors: kInvalidArgument.
+// stage alone). Same bytes as the three stages. Like a colocated stack, a
+// job runs as one unit: it writes periodic checkpoints (so a lost worker's
+// job resumes) but does not yield to preemption. Errors: kInvalidArgument.
 Result<StageHandler> ReferenceColocatedHandler(const ReferenceStageOptions& options = {});
 
 }  // namespace sluice

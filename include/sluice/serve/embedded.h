@@ -6,11 +6,13 @@
 // move payloads through the store exactly as separate processes would
 // (their own transfer engines, shm between them).
 //
-// Disaggregated (default): `encode_workers` + (`workers` − encode − decode)
-// denoise + `decode_workers` workers. Colocated: `workers` workers, each
-// running all three stages of a job in turn (the orchestrator's pipeline is
-// the denoise stage alone) — the baseline disaggregation is compared with,
-// at equal worker count.
+// Disaggregated (default): `encode_workers` + `decode_workers` +
+// `edge_workers` (each serving both the encode and the decode pool: the
+// light stages share one worker) + the rest denoise. Denoise admission
+// reserves a decode slot, so each decode registration takes up to
+// 4 × denoise / decoders assignments at once (decodes are short). Colocated: `workers` workers,
+// each running all three stages of a job in turn (the orchestrator's pipeline is the denoise stage
+// alone) — the baseline disaggregation is compared with, at equal worker count.
 //
 // Thread safety: all methods may be called from any thread.
 
@@ -35,6 +37,7 @@ struct EmbeddedConfig {
   int workers = 4;                             // Total stage workers, 1..64.
   int encode_workers = 1;                      // Disaggregated only.
   int decode_workers = 1;                      // Disaggregated only.
+  int edge_workers = 0;                        // Disaggregated: encode + decode each.
   bool colocated = false;
   std::uint64_t store_memory = std::uint64_t{1} << 30;
   // "reference" (real models, CPU) or a profile name (profile_stages.h:

@@ -146,6 +146,8 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     int port = 0;
     builder.AddListeningPort(hp.ToString(), grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(this);
+    // Done carries the final stage's result (an image, a video's frames).
+    builder.SetMaxReceiveMessageSize(256 << 20);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port == 0) {
       return UnavailableError("orchestrator cannot listen on " + hp.ToString(),

@@ -172,8 +172,12 @@ Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
     return NotFoundError("unknown worker " + std::to_string(r.worker_id()) + " (register again)");
   }
   it->second.last_heartbeat = now;
-  (void)scheduler_.Credits(r.worker_id(),
-                           static_cast<int>(std::min<std::uint32_t>(r.free_slots(), 1024)), now);
+  // Free slots counted before a report this state already processed are
+  // stale: that report gave the slot back.
+  if (!r.has_reports() || r.reports() >= it->second.reports) {
+    (void)scheduler_.Credits(r.worker_id(),
+                             static_cast<int>(std::min<std::uint32_t>(r.free_slots(), 1024)), now);
+  }
   for (const v1::StepProgress& p : r.progress()) {
     if (!scheduler_
              .Progress(p.job_id(), r.worker_id(), static_cast<int>(p.step()), p.checkpointed(), now)
@@ -200,9 +204,17 @@ Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
   return Status::Ok();
 }
 
+void OrchestratorState::CountReportLocked(WorkerId w) {
+  auto it = workers_.find(w);
+  if (it != workers_.end()) {
+    ++it->second.reports;
+  }
+}
+
 Status OrchestratorState::Done(const v1::DoneRequest& r) {
   const TimePoint now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
+  CountReportLocked(r.worker_id());
   auto j = jobs_.find(r.job_id());
   Status s = j == jobs_.end() ? NotFoundError("unknown job " + std::to_string(r.job_id()))
                               : scheduler_.StageDone(r.job_id(), r.worker_id(), now);
@@ -254,6 +266,7 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
 Status OrchestratorState::Failed(const v1::FailedRequest& r) {
   const TimePoint now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
+  CountReportLocked(r.worker_id());
   auto j = jobs_.find(r.job_id());
   if (j == jobs_.end()) {
     return NotFoundError("unknown job " + std::to_string(r.job_id()));

@@ -163,6 +163,7 @@ class OrchestratorState {
     Stage stage = Stage::kEncode;
     int capacity = 1;
     TimePoint last_heartbeat;
+    std::uint64_t reports = 0;           // Done/Failed calls received from it.
     std::deque<v1::Assignment> pending;  // Until the stream attaches.
     Sink sink;
     std::function<void()> closed;
@@ -170,6 +171,7 @@ class OrchestratorState {
   void ApplyLocked(TimePoint now);
   void EventLocked(JobRecord& j, TimePoint now, std::string type, std::string detail = {});
   void SendLocked(WorkerId w, v1::Assignment a);
+  void CountReportLocked(WorkerId w);
   // Queues the store keys of `stage`'s output for removal.
   void ReleaseKeysLocked(JobRecord& j, Stage stage);
   void FinishLocked(JobRecord& j, std::string status, std::string error, TimePoint now);

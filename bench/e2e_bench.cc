@@ -1,0 +1,221 @@
+#include "bench/e2e_bench.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "sluice/serve/embedded.h"
+
+#include "bench/bench_util.h"
+#include "tools/sluice_cli/http_client.h"
+
+namespace sluice::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+struct Sent {
+  std::string id;
+  Clock::time_point at;
+  bool interactive = false;
+};
+
+// What job `i` of the workload asks for.
+cli::GenerateRequest JobFor(const std::string& workload, int i) {
+  cli::GenerateRequest r;
+  r.prompt = "benchmark job " + std::to_string(i);
+  r.seed = i;
+  const bool video_turn = i % 5 == 4;  // 4:1 images to videos by count.
+  if (workload == "reference") {
+    r.video = video_turn;
+    r.size = r.video ? "320x192" : "256x256";
+    r.frames = 17;
+    r.priority = r.video ? "batch" : "interactive";
+  } else if (workload == "wan480-profile") {
+    r.video = true;
+    r.model = "wan2.1-480p";
+  } else if (workload == "flux-profile") {
+    r.model = "flux-1024";
+  } else {  // mixed
+    r.video = video_turn;
+    r.model = r.video ? "wan2.1-480p" : "flux-1024";
+    r.priority = r.video ? "batch" : "interactive";
+  }
+  return r;
+}
+
+// A finished job's events: latency, TTFF, and busy seconds per stage.
+struct Timeline {
+  bool succeeded = false;
+  double latency_s = 0, ttff_s = -1;
+  std::map<std::string, double> busy_s;
+};
+
+Timeline ReadTimeline(httplib::Client& http, const std::string& id) {
+  Timeline t;
+  auto res = http.Get("/v1/jobs/" + id + "/events");
+  if (!res || res->status != 200) {
+    return t;
+  }
+  std::istringstream lines(res->body);
+  std::string open_stage;
+  double open_at = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("data: ", 0) != 0) {
+      continue;
+    }
+    const json e = json::parse(line.substr(6), nullptr, false);
+    if (!e.is_object()) {
+      continue;
+    }
+    const std::string type = e.value("type", "");
+    const double at = e.value("t_ms", 0.0) / 1000.0;
+    if (type == "step" || type == "queued") {
+      continue;
+    }
+    if (type == "first_output") {
+      t.ttff_s = t.ttff_s < 0 ? at : t.ttff_s;
+      continue;
+    }
+    if (!open_stage.empty()) {
+      t.busy_s[open_stage] += at - open_at;
+      open_stage.clear();
+    }
+    if (type == "stage_started") {
+      open_stage = e.value("stage", "");
+      open_at = at;
+    } else if (type == "done") {
+      t.succeeded = true;
+      t.latency_s = at;
+    }
+  }
+  return t;
+}
+
+Status Validate(const E2eBenchOptions& o) {
+  if (o.workload != "reference" && o.workload != "wan480-profile" && o.workload != "flux-profile" &&
+      o.workload != "mixed") {
+    return InvalidArgumentError("--workload: reference, wan480-profile, flux-profile or mixed");
+  }
+  if (o.mode != "disagg" && o.mode != "colocated") {
+    return InvalidArgumentError("--mode: disagg or colocated");
+  }
+  if (o.workers < (o.mode == "disagg" ? 3 : 1) || o.workers > 64) {
+    return InvalidArgumentError("--workers: 3..64 (disagg needs one per stage), 1..64 colocated");
+  }
+  if (!(o.rate > 0 && o.rate <= 1000) || !(o.duration_s > 0 && o.duration_s <= 3600)) {
+    return InvalidArgumentError("--rate must be in (0, 1000] and --duration in (0, 3600]");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
+  SLUICE_RETURN_IF_ERROR(Validate(o));
+  EmbeddedConfig c;
+  c.http_listen = "127.0.0.1:0";
+  c.workers = o.workers;
+  c.colocated = o.mode == "colocated";
+  // Disaggregated: one edge worker serves the light stages (encode and
+  // decode), the rest denoise — the same worker count as colocated.
+  c.encode_workers = 0;
+  c.decode_workers = 0;
+  c.edge_workers = 1;
+  c.stages = o.workload == "reference"
+                 ? "reference"
+                 : (o.workload == "wan480-profile" ? "wan2.1-480p" : "flux-1024");
+  c.time_factor = o.time_factor;
+  c.max_queued_jobs = 100000;
+  c.worker_timeout = std::chrono::seconds(30);  // Loaded 2-core machines stall heartbeats.
+  SLUICE_ASSIGN_OR_RETURN(auto cluster, EmbeddedCluster::Start(c));
+  const std::string url = "http://" + cluster->http_endpoint();
+
+  E2eBenchResult out;
+  out.options = o;
+  std::vector<Sent> sent;
+  std::mt19937_64 rng(42);
+  std::exponential_distribution<double> gap(o.rate);
+  const Clock::time_point start = Clock::now();
+  double next = 0;
+  for (int i = 0; next < o.duration_s; ++i, next += gap(rng)) {
+    std::this_thread::sleep_until(
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(next)));
+    const cli::GenerateRequest r = JobFor(o.workload, i);
+    ++out.submitted;
+    Result<std::string> id = cli::Submit(url, r);
+    if (!id.ok()) {
+      ++out.rejected;
+      continue;
+    }
+    sent.push_back({*id, Clock::now(), r.priority == "interactive"});
+  }
+  httplib::Client http(url);
+  http.set_read_timeout(3600, 0);
+  std::vector<double> latency, ttff, interactive_ttff;
+  std::map<std::string, double> busy;
+  double end_s = 0;
+  for (const Sent& s : sent) {
+    const Timeline t = ReadTimeline(http, s.id);
+    if (!t.succeeded) {
+      ++out.failed;
+      continue;
+    }
+    ++out.succeeded;
+    latency.push_back(t.latency_s);
+    if (t.ttff_s >= 0) {
+      ttff.push_back(t.ttff_s);
+      if (s.interactive) {
+        interactive_ttff.push_back(t.ttff_s);
+      }
+    }
+    for (const auto& [stage, b] : t.busy_s) {
+      busy[stage] += b;
+    }
+    end_s = std::max(end_s, std::chrono::duration<double>(s.at - start).count() + t.latency_s);
+  }
+  out.seconds = end_s;
+  out.throughput = end_s > 0 ? out.succeeded / end_s : 0;
+  out.p50_latency_s = Percentile(latency, 0.5);
+  out.p99_latency_s = Percentile(latency, 0.99);
+  out.p50_ttff_s = Percentile(ttff, 0.5);
+  out.p99_ttff_s = Percentile(ttff, 0.99);
+  out.interactive_p99_ttff_s = Percentile(interactive_ttff, 0.99);
+  // Busy fraction per pool; the edge worker's encode and decode add up.
+  for (const auto& [stage, b] : busy) {
+    const std::string pool =
+        c.colocated ? "colocated" : (stage == "denoise" ? "denoise" : "edge (encode+decode)");
+    const int n = c.colocated ? c.workers : (stage == "denoise" ? c.workers - 1 : 1);
+    out.utilization[pool] += end_s > 0 ? b / (n * end_s) : 0;
+  }
+  return out;
+}
+
+std::string ToJson(const E2eBenchResult& r) {
+  json j = {{"workload", r.options.workload},
+            {"mode", r.options.mode},
+            {"workers", r.options.workers},
+            {"rate", r.options.rate},
+            {"duration_s", r.options.duration_s},
+            {"time_factor", r.options.time_factor},
+            {"submitted", r.submitted},
+            {"succeeded", r.succeeded},
+            {"failed", r.failed},
+            {"rejected", r.rejected},
+            {"seconds", r.seconds},
+            {"throughput", r.throughput},
+            {"p50_latency_s", r.p50_latency_s},
+            {"p99_latency_s", r.p99_latency_s},
+            {"p50_ttff_s", r.p50_ttff_s},
+            {"p99_ttff_s", r.p99_ttff_s},
+            {"interactive_p99_ttff_s", r.interactive_p99_ttff_s},
+            {"utilization", r.utilization}};
+  return j.dump();
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,50 @@
+// `sluice bench e2e`: the RFC's benchmark (a) at small scale. An embedded
+// deployment (disaggregated or colocated, equal total workers) serves an
+// open-loop stream of jobs over its HTTP API; the run reports throughput,
+// latency and time to first frame (TTFF) percentiles, the interactive
+// jobs' p99 TTFF, and each pool's utilization.
+//
+// Workloads (`--workload`):
+//   reference      reference models on the CPU: 256² images (interactive)
+//                  and 320x192x17 videos (batch), 4:1 by count;
+//   wan480-profile Wan2.1 480p videos (profile stages);
+//   flux-profile   FLUX 1024² images (profile stages);
+//   mixed          interactive FLUX images with batch Wan2.1 videos, 4:1 by
+//                  count (profile stages) — the case where colocated
+//                  serving suffers head-of-line blocking.
+#ifndef SLUICE_BENCH_E2E_BENCH_H_
+#define SLUICE_BENCH_E2E_BENCH_H_
+
+#include <map>
+#include <string>
+
+#include "sluice/status.h"
+
+namespace sluice::bench {
+
+struct E2eBenchOptions {
+  std::string workload = "mixed";
+  std::string mode = "disagg";  // disagg | colocated
+  int workers = 8;              // Total, equal in both modes.
+  double rate = 4.0;            // Arrivals per second (Poisson, fixed seed).
+  double duration_s = 10;       // Arrival window; the run waits for every job.
+  double time_factor = 0.01;    // Profile workloads: published timings × this.
+};
+
+struct E2eBenchResult {
+  E2eBenchOptions options;
+  int submitted = 0, succeeded = 0, failed = 0, rejected = 0;
+  double seconds = 0;     // First submission to last finish.
+  double throughput = 0;  // Succeeded jobs per second.
+  double p50_latency_s = 0, p99_latency_s = 0;
+  double p50_ttff_s = 0, p99_ttff_s = 0;
+  double interactive_p99_ttff_s = 0;
+  std::map<std::string, double> utilization;  // Pool → busy fraction.
+};
+
+Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o);
+std::string ToJson(const E2eBenchResult& r);
+
+}  // namespace sluice::bench
+
+#endif  // SLUICE_BENCH_E2E_BENCH_H_
