@@ -105,8 +105,11 @@ Status Validate(const E2eBenchOptions& o) {
   if (o.mode != "disagg" && o.mode != "colocated") {
     return InvalidArgumentError("--mode: disagg or colocated");
   }
-  if (o.workers < (o.mode == "disagg" ? 3 : 1) || o.workers > 64) {
-    return InvalidArgumentError("--workers: 3..64 (disagg needs one per stage), 1..64 colocated");
+  if (o.workers < (o.mode == "disagg" && o.light_stages == "edge" ? 2 : 1) || o.workers > 64) {
+    return InvalidArgumentError("--workers: 1..64 (2..64 with an edge worker)");
+  }
+  if (o.light_stages != "edge" && o.light_stages != "shared") {
+    return InvalidArgumentError("--light-stages: edge or shared");
   }
   if (!(o.rate > 0 && o.rate <= 1000) || !(o.duration_s > 0 && o.duration_s <= 3600)) {
     return InvalidArgumentError("--rate must be in (0, 1000] and --duration in (0, 3600]");
@@ -122,11 +125,12 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
   c.http_listen = "127.0.0.1:0";
   c.workers = o.workers;
   c.colocated = o.mode == "colocated";
-  // Disaggregated: one edge worker serves the light stages (encode and
-  // decode), the rest denoise — the same worker count as colocated.
+  // Disaggregated at the same worker count as colocated: the light stages
+  // (encode, decode) run on one edge worker, or on every denoise worker.
   c.encode_workers = 0;
   c.decode_workers = 0;
-  c.edge_workers = 1;
+  c.edge_workers = o.light_stages == "edge" ? 1 : 0;
+  c.light_on_denoise = o.light_stages == "shared";
   c.stages = o.workload == "reference"
                  ? "reference"
                  : (o.workload == "wan480-profile" ? "wan2.1-480p" : "flux-1024");
@@ -186,11 +190,13 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
   out.p50_ttff_s = Percentile(ttff, 0.5);
   out.p99_ttff_s = Percentile(ttff, 0.99);
   out.interactive_p99_ttff_s = Percentile(interactive_ttff, 0.99);
-  // Busy fraction per pool; the edge worker's encode and decode add up.
+  // Busy fraction per pool; encode and decode add up on the workers that
+  // serve them (the edge worker, or every denoise worker).
+  const int denoise = c.workers - c.edge_workers;
   for (const auto& [stage, b] : busy) {
     const std::string pool =
-        c.colocated ? "colocated" : (stage == "denoise" ? "denoise" : "edge (encode+decode)");
-    const int n = c.colocated ? c.workers : (stage == "denoise" ? c.workers - 1 : 1);
+        c.colocated ? "colocated" : (stage == "denoise" ? "denoise" : "encode+decode");
+    const int n = c.colocated || stage == "denoise" || c.light_on_denoise ? denoise : 1;
     out.utilization[pool] += end_s > 0 ? b / (n * end_s) : 0;
   }
   return out;
@@ -203,6 +209,7 @@ std::string ToJson(const E2eBenchResult& r) {
             {"rate", r.options.rate},
             {"duration_s", r.options.duration_s},
             {"time_factor", r.options.time_factor},
+            {"light_stages", r.options.light_stages},
             {"submitted", r.submitted},
             {"succeeded", r.succeeded},
             {"failed", r.failed},

@@ -29,6 +29,10 @@ struct E2eBenchOptions {
   double rate = 4.0;            // Arrivals per second (Poisson, fixed seed).
   double duration_s = 10;       // Arrival window; the run waits for every job.
   double time_factor = 0.01;    // Profile workloads: published timings × this.
+  // Disaggregated: where encode and decode run at equal worker count —
+  // "shared": on every denoise worker (scheduled as their own stages);
+  // "edge": on one worker of their own, the rest denoise.
+  std::string light_stages = "shared";
 };
 
 struct E2eBenchResult {

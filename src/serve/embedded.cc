@@ -91,7 +91,8 @@ Status Validate(const EmbeddedConfig& c) {
     if (c.encode_workers < 0 || c.decode_workers < 0 || c.edge_workers < 0) {
       return InvalidArgumentError("encode_workers/decode_workers/edge_workers: must be >= 0");
     }
-    if (c.encode_workers + c.edge_workers < 1 || c.decode_workers + c.edge_workers < 1) {
+    if (!c.light_on_denoise &&
+        (c.encode_workers + c.edge_workers < 1 || c.decode_workers + c.edge_workers < 1)) {
       return InvalidArgumentError(
           "encode_workers/decode_workers: each pool needs a worker (or edge_workers >= 1)");
     }
@@ -152,7 +153,8 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   } else {
     const int denoise =
         config.workers - config.encode_workers - config.decode_workers - config.edge_workers;
-    const int decoders = config.decode_workers + config.edge_workers;
+    const int decoders =
+        config.decode_workers + config.edge_workers + (config.light_on_denoise ? denoise : 0);
     const int decode_capacity = std::max(1, 4 * denoise / decoders);
     for (int i = 0; i < config.encode_workers; ++i) {
       SLUICE_RETURN_IF_ERROR(impl->AddWorker({"encode"}));
@@ -161,7 +163,10 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
       SLUICE_RETURN_IF_ERROR(impl->AddWorker({"encode", "decode"}, decode_capacity));
     }
     for (int i = 0; i < denoise; ++i) {
-      SLUICE_RETURN_IF_ERROR(impl->AddWorker({"denoise"}));
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker(
+          config.light_on_denoise ? std::vector<std::string>{"encode", "denoise", "decode"}
+                                  : std::vector<std::string>{"denoise"},
+          decode_capacity));
     }
     for (int i = 0; i < config.decode_workers; ++i) {
       SLUICE_RETURN_IF_ERROR(impl->AddWorker({"decode"}, decode_capacity));

@@ -21,6 +21,7 @@
 #include "bench/orchestrator_bench.h"
 #include "bench/store_bench.h"
 #include "bench/transfer_bench.h"
+#include "tools/sluice_cli/config.h"
 #include "tools/sluice_cli/serve.h"
 #include "tools/sluice_cli/signals.h"
 
@@ -94,6 +95,21 @@ int RunOrchestrator(const sluice::OrchestratorConfig& config, bool exit_on_eof) 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `ROLE --config FILE`: the file's section for the role becomes flags.
+  auto expanded = sluice::cli::ExpandConfig(
+      std::vector<std::string>(argv + 1, argv + argc),
+      {"serve", "master", "store-node", "orchestrator", "worker", "generate"});
+  if (!expanded.ok()) {
+    std::cerr << "sluice: " << expanded.status().message() << "\n";
+    return 2;
+  }
+  std::vector<char*> expanded_argv = {argv[0]};
+  for (std::string& a : *expanded) {
+    expanded_argv.push_back(a.data());
+  }
+  argc = static_cast<int>(expanded_argv.size());
+  argv = expanded_argv.data();
+
   CLI::App app{"sluice: disaggregated diffusion serving (encode / denoise / decode)"};
   app.require_subcommand(1);
   std::string log_level = "warn";
@@ -383,6 +399,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   e2e_bench->add_option("--time-factor", e2e_opts.time_factor, "profile timings scale")
       ->check(CLI::Range(1e-6, 1.0))
+      ->capture_default_str();
+  e2e_bench
+      ->add_option("--light-stages", e2e_opts.light_stages,
+                   "disagg: encode/decode on every denoise worker (shared) or one edge worker")
+      ->check(CLI::IsMember({"shared", "edge"}))
       ->capture_default_str();
   bool e2e_json = true;
   e2e_bench->add_flag("--json", e2e_json, "print one JSON object (the only output format)");

@@ -38,6 +38,10 @@ struct EmbeddedConfig {
   int encode_workers = 1;                      // Disaggregated only.
   int decode_workers = 1;                      // Disaggregated only.
   int edge_workers = 0;                        // Disaggregated: encode + decode each.
+  // Disaggregated: every denoise worker also serves the encode and decode
+  // pools (the light stages share the heavy workers instead of taking
+  // workers of their own; stages are still scheduled separately).
+  bool light_on_denoise = false;
   bool colocated = false;
   std::uint64_t store_memory = std::uint64_t{1} << 30;
   // "reference" (real models, CPU) or a profile name (profile_stages.h:
