@@ -233,6 +233,7 @@ class StageWorkerImpl {
         ReportFailed(*s, out.status().ToString(),
                      c == StatusCode::kUnavailable || c == StatusCode::kResourceExhausted, false);
       } else if (out->preempted) {
+        FlushProgress(*s);  // The checkpointed step it yields at, before the yield.
         ReportFailed(*s, "preempted", true, true);
       } else {
         FlushProgress(*s);  // First output and last step reach the orchestrator before Done.
