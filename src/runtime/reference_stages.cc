@@ -15,7 +15,8 @@ using reference::Request;
 
 struct SamplerRun {
   bool preempted = false;
-  bool resumed = false;  // Assigned with a resume step (another run wrote checkpoints).
+  bool resumed = false;         // Assigned with a resume step (another run wrote checkpoints).
+  std::uint64_t cond_hash = 0;  // Of the condition: part of every checkpoint key.
   // Checkpoints this run wrote, oldest first. The newest two are kept: the
   // orchestrator may not have heard of the newest when this worker dies.
   std::deque<std::string> checkpoints;
@@ -24,8 +25,7 @@ struct SamplerRun {
 // Removes the job's checkpoints once they are of no use (done, cancelled).
 // After a resume, every step's key is removed: a run that died may have
 // written later ones. Removal is best effort; checkpoints expire anyway.
-void RemoveCheckpoints(const ReferenceStageOptions& o, const Request& r, std::uint64_t cond_hash,
-                       SamplerRun& run) {
+void RemoveCheckpoints(const ReferenceStageOptions& o, const Request& r, SamplerRun& run) {
   if (o.store == nullptr) {
     return;
   }
@@ -35,7 +35,7 @@ void RemoveCheckpoints(const ReferenceStageOptions& o, const Request& r, std::ui
   run.checkpoints.clear();
   if (run.resumed) {
     for (int step = 1; step < r.steps; ++step) {
-      (void)o.store->Remove(reference::CheckpointKey(r, cond_hash, step));
+      (void)o.store->Remove(reference::CheckpointKey(r, run.cond_hash, step));
     }
   }
 }
@@ -47,8 +47,9 @@ void RemoveCheckpoints(const ReferenceStageOptions& o, const Request& r, std::ui
 Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::vector<float>& cond,
                               std::vector<float>& x, const ReferenceStageOptions& o,
                               bool may_yield) {
-  const std::uint64_t cond_hash = reference::ConditionHash(cond);
   SamplerRun run;
+  run.cond_hash = reference::ConditionHash(cond);
+  const std::uint64_t cond_hash = run.cond_hash;
   run.resumed = ctx.resume_step() > 0;
   int start = 0;
   if (ctx.resume_step() > 0 && ctx.resume_step() < r.steps && o.store != nullptr) {
@@ -70,7 +71,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
   }
   for (int step = start; step < r.steps; ++step) {
     if (ctx.ShouldStop()) {
-      RemoveCheckpoints(o, r, cond_hash, run);
+      RemoveCheckpoints(o, r, run);
       return Status(StatusCode::kCancelled, "stopped at step " + std::to_string(step));
     }
     reference::DenoiseStep(r, cond.data(), step, x);
@@ -153,7 +154,7 @@ Result<StageOutput> Denoise(StageContext& ctx, DiffusionConnector& conn,
       conn, ctx.job_id(), "denoise", PayloadKind::kLatent,
       TensorView{x.data(), DType::kF32, LatentDims(s), {}}, s.t > 1 ? 1 : -1, s.t > 1 ? s.t : 1);
   if (out.ok()) {
-    RemoveCheckpoints(o, r, reference::ConditionHash(cond), run);
+    RemoveCheckpoints(o, r, run);
   }
   return out;
 }
@@ -243,7 +244,7 @@ Result<StageHandler> ReferenceColocatedHandler(const ReferenceStageOptions& opti
     FrameDecoder dec(r);
     for (int k = 0; k < r.latent().t; ++k) {
       if (ctx.ShouldStop()) {
-        RemoveCheckpoints(options, r, reference::ConditionHash(cond), run);
+        RemoveCheckpoints(options, r, run);
         return Status(StatusCode::kCancelled, "stopped while decoding");
       }
       SLUICE_RETURN_IF_ERROR(dec.AddLatentFrame(x.data(), k));
@@ -251,7 +252,7 @@ Result<StageHandler> ReferenceColocatedHandler(const ReferenceStageOptions& opti
         ctx.FirstOutput();
       }
     }
-    RemoveCheckpoints(options, r, reference::ConditionHash(cond), run);
+    RemoveCheckpoints(options, r, run);
     out.output = dec.Output();
     out.type = dec.OutputType();
     return out;

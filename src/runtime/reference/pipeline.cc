@@ -57,10 +57,13 @@ Result<Request> ParseRequest(std::string_view text, int default_steps, float def
                                ? j.value("size", std::string("256x256"))
                                : std::string();
   const auto x = size.find('x');
-  if (x == std::string::npos ||
-      std::from_chars(size.data(), size.data() + x, r.width).ec != std::errc() ||
-      std::from_chars(size.data() + x + 1, size.data() + size.size(), r.height).ec != std::errc() ||
-      r.width < 16 || r.height < 16 || r.width > 2048 || r.height > 2048) {
+  const char* end = size.data() + size.size();
+  const bool parsed =
+      x != std::string::npos &&
+      std::from_chars(size.data(), size.data() + x, r.width).ptr == size.data() + x &&
+      std::from_chars(size.data() + x + 1, end, r.height).ptr == end && x > 0 &&
+      x + 1 < size.size();
+  if (!parsed || r.width < 16 || r.height < 16 || r.width > 2048 || r.height > 2048) {
     return Bad("size", "WIDTHxHEIGHT, each 16..2048");
   }
   if (j.contains("seed")) {

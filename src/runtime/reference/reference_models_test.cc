@@ -28,7 +28,8 @@ TEST(ReferenceRequestTest, ParsesFieldsAndNamesBadOnes) {
   EXPECT_TRUE(v.video);
   EXPECT_EQ(v.latent().t, 3);
   for (const char* bad :
-       {R"({"size":"64x64"})", R"({"prompt":"x","size":"64by64"})", R"({"prompt":"x","steps":0})",
+       {R"({"size":"64x64"})", R"({"prompt":"x","size":"64by64"})",
+        R"({"prompt":"x","size":"64x64px"})", R"({"prompt":"x","steps":0})",
         R"({"prompt":"x","guidance":"high"})", R"({"prompt":"x","frames":0})", "[1,2]"}) {
     EXPECT_EQ(ParseRequest(bad, 3, 4.0f).status().code(), StatusCode::kInvalidArgument) << bad;
   }
