@@ -7,19 +7,6 @@
 
 namespace sluice {
 namespace internal {
-namespace {
-
-std::vector<std::int64_t> RowMajorStrides(const std::vector<std::int64_t>& shape) {
-  std::vector<std::int64_t> s(shape.size());
-  std::int64_t step = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    s[i] = step;
-    step *= shape[i];
-  }
-  return s;
-}
-
-}  // namespace
 
 std::vector<std::function<void()>> HandleState::CompleteLocked(Status s) {
   std::vector<std::function<void()>> out;

@@ -49,16 +49,6 @@ std::uint64_t Get(std::string_view in, std::size_t at, int bytes) {
   return v;
 }
 
-std::vector<std::int64_t> RowMajor(const std::vector<std::int64_t>& shape) {
-  std::vector<std::int64_t> s(shape.size());
-  std::int64_t step = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    s[i] = step;
-    step *= shape[i];
-  }
-  return s;
-}
-
 }  // namespace
 
 Result<TransferMode> ParseTransferMode(std::string_view s) {
@@ -130,7 +120,7 @@ Status PayloadDescriptor::Validate() const {
       return bad("shape has a negative dimension");
     }
   }
-  if (!strides.empty() && strides != RowMajor(shape)) {
+  if (!strides.empty() && strides != RowMajorStrides(shape)) {
     return bad("strides must be row-major (the wire layout is contiguous)");
   }
   if (chunk_dim < -1 || chunk_dim >= static_cast<int>(shape.size())) {
@@ -163,7 +153,7 @@ std::string PayloadDescriptor::Encode() const {
   p.set_kind(std::string(PayloadKindName(kind)));
   p.set_dtype(std::string(DTypeName(dtype)));
   p.mutable_shape()->Assign(shape.begin(), shape.end());
-  const std::vector<std::int64_t> s = RowMajor(shape);
+  const std::vector<std::int64_t> s = RowMajorStrides(shape);
   p.mutable_strides()->Assign(s.begin(), s.end());
   p.set_chunk_dim(chunk_dim);
   p.set_num_chunks(static_cast<std::uint32_t>(num_chunks));
@@ -240,7 +230,7 @@ std::string PayloadDescriptor::ToJson() const {
   j["kind"] = PayloadKindName(kind);
   j["dtype"] = DTypeName(dtype);
   j["shape"] = shape;
-  j["strides"] = RowMajor(shape);
+  j["strides"] = RowMajorStrides(shape);
   j["chunk_dim"] = chunk_dim;
   j["num_chunks"] = num_chunks;
   j["mode"] = TransferModeName(mode);

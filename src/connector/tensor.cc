@@ -43,12 +43,26 @@ Result<DType> ParseDType(std::string_view name) {
                               "' (expected bool, u8, i8, i16, i32, i64, f16, bf16, f32, f64)");
 }
 
-std::uint64_t TensorView::numel() const {
+std::uint64_t NumElements(const std::vector<std::int64_t>& shape) {
   std::uint64_t n = 1;
   for (std::int64_t d : shape) {
     n *= static_cast<std::uint64_t>(d < 0 ? 0 : d);
   }
   return n;
+}
+
+std::vector<std::int64_t> RowMajorStrides(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> s(shape.size());
+  std::int64_t step = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    s[i] = step;
+    step *= shape[i];
+  }
+  return s;
+}
+
+std::uint64_t TensorView::numel() const {
+  return NumElements(shape);
 }
 
 bool TensorView::contiguous() const {

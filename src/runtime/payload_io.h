@@ -49,11 +49,7 @@ Result<std::vector<T>> FetchInput(DiffusionConnector& conn, const std::string& i
                                 " does not match the stage's element size " +
                                 std::to_string(sizeof(T)));
   }
-  std::uint64_t n = 1;
-  for (std::int64_t dim : d.shape) {
-    n *= static_cast<std::uint64_t>(dim);
-  }
-  std::vector<T> out(n);
+  std::vector<T> out(NumElements(d.shape));
   SLUICE_RETURN_IF_ERROR(FetchInto(conn, d, out.data(), on_chunk));
   if (descriptor != nullptr) {
     *descriptor = std::move(d);

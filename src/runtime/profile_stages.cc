@@ -55,14 +55,6 @@ void Spend(double seconds, double factor) {
   std::this_thread::sleep_for(Seconds(seconds * factor));
 }
 
-std::uint64_t Elements(const std::vector<std::int64_t>& shape) {
-  std::uint64_t n = 1;
-  for (std::int64_t d : shape) {
-    n *= static_cast<std::uint64_t>(d);
-  }
-  return n;
-}
-
 Result<StageOutput> Publish(DiffusionConnector& conn, std::uint64_t job, const std::string& stage,
                             std::vector<std::uint16_t>& data,
                             const std::vector<std::int64_t>& shape) {
@@ -147,7 +139,7 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
     const auto [p, steps] = ForRequest(profile, ctx.request_json());
     if (stage == "encode") {
       Spend(p->encode_s, time_factor);
-      std::vector<std::uint16_t> cond(Elements(p->condition_shape),
+      std::vector<std::uint16_t> cond(NumElements(p->condition_shape),
                                       static_cast<std::uint16_t>(ctx.job_id()));
       return Publish(*connector, ctx.job_id(), stage, cond, p->condition_shape);
     }
@@ -160,7 +152,7 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
         out.preempted = true;
         return out;
       }
-      std::vector<std::uint16_t> latent(Elements(p->latent_shape),
+      std::vector<std::uint16_t> latent(NumElements(p->latent_shape),
                                         static_cast<std::uint16_t>(ctx.job_id() * 3));
       return Publish(*connector, ctx.job_id(), stage, latent, p->latent_shape);
     }

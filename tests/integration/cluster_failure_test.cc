@@ -63,6 +63,12 @@ class Cluster {
     }
     return false;
   }
+  // Polls until the job ended (succeeded, failed or cancelled), 180 s at most.
+  bool WaitFinished(const std::string& id) {
+    return WaitFor(
+        id, [](const json& j) { return j["status"] != "running" && j["status"] != "queued"; },
+        180s);
+  }
   std::string Content(const std::string& id) {
     auto r = http_->Get("/v1/jobs/" + id + "/content");
     return r && r->status == 200 ? r->body : "";
@@ -116,8 +122,7 @@ TEST(ClusterFailureTest, DenoiseWorkerKilledMidJobResumesFromItsCheckpoint) {
       120s));
   c.Worker("denoise", {"--checkpoint-every", "2"});
   first.Kill();  // SIGKILL: no drain, no goodbye.
-  ASSERT_TRUE(c.WaitFor(
-      id, [](const json& j) { return j["status"] != "running" && j["status"] != "queued"; }, 180s));
+  ASSERT_TRUE(c.WaitFinished(id));
   ASSERT_TRUE(Succeeded(c.Job(id))) << c.Job(id).dump();
   // The second dispatch resumed from a checkpoint (step >= 4), and the
   // next progress came from there, not from step 1.
@@ -156,9 +161,7 @@ TEST(ClusterFailureTest, DecodeWorkerKilledMidJobEveryJobStillCompletes) {
   c.Worker("decode");
   first.Kill();
   for (const auto& [id, body] : jobs) {
-    ASSERT_TRUE(c.WaitFor(
-        id, [](const json& j) { return j["status"] != "running" && j["status"] != "queued"; },
-        180s));
+    ASSERT_TRUE(c.WaitFinished(id));
     EXPECT_TRUE(Succeeded(c.Job(id))) << c.Job(id).dump();
   }
   EXPECT_EQ(c.Content(jobs[0].first), Expected(jobs[0].second));
@@ -183,9 +186,7 @@ TEST(ClusterFailureTest, SigtermOnAWorkerLosesNoJob) {
   c.Worker("denoise");
   first.Signal(SIGTERM);  // Drains: finishes what it runs, takes nothing new.
   for (const std::string& id : ids) {
-    ASSERT_TRUE(c.WaitFor(
-        id, [](const json& j) { return j["status"] != "running" && j["status"] != "queued"; },
-        180s));
+    ASSERT_TRUE(c.WaitFinished(id));
     EXPECT_TRUE(Succeeded(c.Job(id))) << c.Job(id).dump();
   }
   const int status = first.Wait(30000);

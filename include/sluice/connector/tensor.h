@@ -25,6 +25,11 @@ std::size_t DTypeSize(DType d);
 // Accepts the names above. Errors: kInvalidArgument naming the input.
 Result<DType> ParseDType(std::string_view name);
 
+// Elements of a tensor of `shape` (negative dimensions count as 0).
+std::uint64_t NumElements(const std::vector<std::int64_t>& shape);
+// The row-major (contiguous) strides of `shape`, in elements.
+std::vector<std::int64_t> RowMajorStrides(const std::vector<std::int64_t>& shape);
+
 struct TensorView {
   void* data = nullptr;
   DType dtype = DType::kU8;
