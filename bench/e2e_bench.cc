@@ -23,6 +23,7 @@ struct Sent {
   std::string id;
   Clock::time_point at;
   bool interactive = false;
+  bool warmup = false;  // Arrived during the warm-up: served, not measured.
 };
 
 // What job `i` of the workload asks for.
@@ -114,6 +115,9 @@ Status Validate(const E2eBenchOptions& o) {
   if (!(o.rate > 0 && o.rate <= 1000) || !(o.duration_s > 0 && o.duration_s <= 3600)) {
     return InvalidArgumentError("--rate must be in (0, 1000] and --duration in (0, 3600]");
   }
+  if (!(o.warmup_s >= 0 && o.warmup_s <= 600)) {
+    return InvalidArgumentError("--warmup must be in [0, 600]");
+  }
   return Status::Ok();
 }
 
@@ -147,17 +151,18 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
   std::exponential_distribution<double> gap(o.rate);
   const Clock::time_point start = Clock::now();
   double next = 0;
-  for (int i = 0; next < o.duration_s; ++i, next += gap(rng)) {
+  for (int i = 0; next < o.warmup_s + o.duration_s; ++i, next += gap(rng)) {
     std::this_thread::sleep_until(
         start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(next)));
     const cli::GenerateRequest r = JobFor(o.workload, i);
-    ++out.submitted;
+    const bool warmup = next < o.warmup_s;
+    out.submitted += warmup ? 0 : 1;
     Result<std::string> id = cli::Submit(url, r);
     if (!id.ok()) {
-      ++out.rejected;
+      out.rejected += warmup ? 0 : 1;
       continue;
     }
-    sent.push_back({*id, Clock::now(), r.priority == "interactive"});
+    sent.push_back({*id, Clock::now(), r.priority == "interactive", warmup});
   }
   httplib::Client http(url);
   http.set_read_timeout(3600, 0);
@@ -166,6 +171,9 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
   double end_s = 0;
   for (const Sent& s : sent) {
     const Timeline t = ReadTimeline(http, s.id);
+    if (s.warmup) {
+      continue;  // Waited for (it finished), not measured.
+    }
     if (!t.succeeded) {
       ++out.failed;
       continue;
@@ -181,8 +189,10 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
     for (const auto& [stage, b] : t.busy_s) {
       busy[stage] += b;
     }
-    end_s = std::max(end_s, std::chrono::duration<double>(s.at - start).count() + t.latency_s);
+    end_s = std::max(
+        end_s, std::chrono::duration<double>(s.at - start).count() + t.latency_s - o.warmup_s);
   }
+  // Seconds from the end of the warm-up to the last measured finish.
   out.seconds = end_s;
   out.throughput = end_s > 0 ? out.succeeded / end_s : 0;
   out.p50_latency_s = Percentile(latency, 0.5);
@@ -208,6 +218,7 @@ std::string ToJson(const E2eBenchResult& r) {
             {"workers", r.options.workers},
             {"rate", r.options.rate},
             {"duration_s", r.options.duration_s},
+            {"warmup_s", r.options.warmup_s},
             {"time_factor", r.options.time_factor},
             {"light_stages", r.options.light_stages},
             {"submitted", r.submitted},

@@ -397,6 +397,9 @@ int main(int argc, char** argv) {
   e2e_bench->add_option("--duration", e2e_opts.duration_s, "arrival window, seconds")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
+  e2e_bench->add_option("--warmup", e2e_opts.warmup_s, "seconds of arrivals served, not measured")
+      ->check(CLI::Range(0.0, 600.0))
+      ->capture_default_str();
   e2e_bench->add_option("--time-factor", e2e_opts.time_factor, "profile timings scale")
       ->check(CLI::Range(1e-6, 1.0))
       ->capture_default_str();
