@@ -60,9 +60,14 @@ class StoreTest : public ::testing::Test {
   virtual std::string NodeMemory() const { return "320MiB"; }
   virtual std::vector<std::string> NodeExtraArgs() { return {}; }
 
+  virtual std::vector<std::string> MasterExtraArgs() { return {}; }
   void StartMaster(const std::string& listen) {
-    master_ = std::make_unique<ChildProcess>(std::vector<std::string>{
-        SLUICE_BIN, "master", "--listen", listen, "--metrics-port", "0", "--exit-on-stdin-eof"});
+    std::vector<std::string> args = {SLUICE_BIN,       "master", "--listen",           listen,
+                                     "--metrics-port", "0",      "--exit-on-stdin-eof"};
+    for (const std::string& a : MasterExtraArgs()) {
+      args.push_back(a);
+    }
+    master_ = std::make_unique<ChildProcess>(args);
   }
 
   static std::unique_ptr<TransferEngine> MakeEngine(std::vector<std::string> transports) {
@@ -383,6 +388,102 @@ TEST_F(StoreTest, FastLaneAndGrpcClientsShareOneStore) {
   }
   // put = 2 calls, get = 2 (start, one-way end), plus the failed ones.
   EXPECT_GE(MetricValue(master_->Word(3), "sluice_master_fast_lane_requests_total"), before + 6);
+}
+
+// A value of `size` bytes whose content depends on `seed`.
+std::vector<std::byte> Pattern(std::size_t size, std::size_t seed) {
+  std::vector<std::byte> v(size);
+  for (std::size_t i = 0; i < size; ++i) {
+    v[i] = static_cast<std::byte>(PatternByte(seed, i));
+  }
+  return v;
+}
+
+TEST_F(StoreTest, RepeatedPutsCommitInOneRoundTripOverReservations) {
+  const std::string metrics = master_->Word(3);
+  std::vector<std::vector<std::byte>> values;
+  for (std::size_t i = 0; i < 6; ++i) {
+    values.push_back(Pattern(256 * 1024, 20 + i));
+    PutOptions o;
+    o.tensor = TensorMeta{"u8", {256, 1024}, {}, ""};
+    o.policy = i % 2 == 0 ? LeasePolicy::DeleteOnConsume(1) : LeasePolicy::Cache();
+    ASSERT_TRUE(client_->Put("rep/" + std::to_string(i), values.back(), o).ok()) << i;
+  }
+  // The first put of the shape asks nothing, the second asks, the rest use
+  // the space the one before them reserved.
+  EXPECT_EQ(MetricValue(metrics, "sluice_store_reserved_puts_total"), 4);
+  EXPECT_EQ(MetricValue(metrics, "sluice_store_reservations"), 1) << "one held for the next put";
+  // Another shape drops the held reservation; a taken key is refused over
+  // a reservation as over PutStart.
+  ASSERT_TRUE(client_->Put("other", Pattern(1000, 1)).ok());
+  ASSERT_TRUE(client_->Put("rep/6", Pattern(256 * 1024, 26)).ok());
+  ASSERT_TRUE(client_->Put("rep/7", Pattern(256 * 1024, 27)).ok());
+  Status dup = client_->Put("rep/1", Pattern(256 * 1024, 28));
+  EXPECT_EQ(dup.code(), StatusCode::kAlreadyExists) << dup.ToString();
+  EXPECT_EQ(MetricValue(metrics, "sluice_store_reserved_puts_total"), 4);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    ObjectMeta meta;
+    auto got = client_->Get("rep/" + std::to_string(i), &meta);
+    ASSERT_TRUE(got.ok()) << i << ": " << got.status().ToString();
+    EXPECT_TRUE(*got == values[i]) << i;
+    EXPECT_EQ(meta.tensor->shape, (std::vector<std::int64_t>{256, 1024}));
+  }
+  EXPECT_TRUE(EventuallyGone(*client_, "rep/0")) << "the policy applies to reserved puts";
+  EXPECT_TRUE(*client_->Exists("rep/1"));
+}
+
+// Reservations stay usable for 12 s, longer than a master restart takes.
+class LongReservationStoreTest : public StoreTest {
+ protected:
+  std::vector<std::string> MasterExtraArgs() override { return {"--reservation-ttl-ms", "60000"}; }
+};
+
+TEST_F(LongReservationStoreTest, ARestartedMasterNeverHonoursAnOldReservation) {
+  std::vector<std::vector<std::byte>> values;
+  for (std::size_t i = 0; i < 3; ++i) {
+    values.push_back(Pattern(512 * 1024, 40 + i));
+    ASSERT_TRUE(client_->Put("keep/" + std::to_string(i), values.back()).ok());
+  }
+  std::this_thread::sleep_for(1500ms);  // Nodes learn their objects.
+  master_->Kill();
+  StartMaster(master_ep_);
+  ASSERT_EQ(master_->Word(2), master_ep_) << master_->banner();
+  // Another client waits for the nodes: `client_` still holds a
+  // reservation from the old master and has not called since.
+  auto watcher = MakeClient(*engine_);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool back = false;
+  while (!back && std::chrono::steady_clock::now() < deadline) {
+    back = true;
+    for (const char* key : {"keep/0", "keep/1", "keep/2"}) {
+      Result<bool> e = watcher->Exists(key);
+      back = back && e.ok() && *e;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(back) << "nodes did not re-register their objects";
+  // The new master gives the free space, the old reservation's included,
+  // to other puts (one lands on each node).
+  std::vector<std::vector<std::byte>> others;
+  for (std::size_t i = 0; i < 2; ++i) {
+    others.push_back(Pattern(512 * 1024, 50 + i));
+    ASSERT_TRUE(watcher->Put("other/" + std::to_string(i), others.back()).ok());
+  }
+  values.push_back(Pattern(512 * 1024, 43));
+  Status s = client_->Put("keep/3", values.back());
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(MetricValue(master_->Word(3), "sluice_store_reserved_puts_total"), 0)
+      << "the put went the long way";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    auto got = watcher->Get("keep/" + std::to_string(i));
+    ASSERT_TRUE(got.ok()) << i << ": " << got.status().ToString();
+    EXPECT_TRUE(*got == values[i]) << i;
+  }
+  for (std::size_t i = 0; i < others.size(); ++i) {
+    auto got = watcher->Get("other/" + std::to_string(i));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(*got == others[i]) << "the old reservation's write landed in other/" << i;
+  }
 }
 
 class SmallStoreTest : public StoreTest {

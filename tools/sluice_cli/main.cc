@@ -132,6 +132,13 @@ int main(int argc, char** argv) {
                    "serve Prometheus /metrics on this port of the --listen host (0 picks one)")
       ->check(CLI::Range(0, 65535));
 
+  std::int64_t reservation_ttl_ms = master_config.reservation_ttl.count();
+  master
+      ->add_option("--reservation-ttl-ms", reservation_ttl_ms,
+                   "how long space reserved for a client's next put stays held unused (0: off)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{600000}))
+      ->capture_default_str();
+
   bool exit_on_eof = false;
   master->add_flag("--exit-on-stdin-eof", exit_on_eof, "stop when stdin closes (for supervisors)");
 
@@ -438,6 +445,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*master) {
+    master_config.reservation_ttl = std::chrono::milliseconds(reservation_ttl_ms);
     return RunMaster(master_config, exit_on_eof);
   }
   if (*serve) {

@@ -49,6 +49,13 @@ struct StoreClientConfig {
   // How long a fast-lane caller spins on its socket before sleeping; trades
   // CPU for round-trip time. 0: never spin.
   std::chrono::microseconds rpc_spin{50};
+  // When puts repeat one shape (size, replica count, preferred node), ask
+  // the master to hold space for the next one with each commit: that put
+  // is then one round trip (write, commit) instead of two. Costs at most one
+  // held object's worth of memory per client, freed by the master when
+  // unused for its ttl (5 s); the master declines when it would take memory
+  // past the high watermark.
+  bool reserve_puts = true;
 };
 
 struct PutOptions {

@@ -39,6 +39,10 @@ struct MasterConfig {
   std::chrono::milliseconds read_lease_timeout{60000};
   double high_watermark = 0.95;  // Evict LRU objects above this usage...
   double low_watermark = 0.85;   // ...down to this.
+  // How long space reserved for a client's next put stays held unused
+  // (clients write into it only in the first fifth). 0: no reservations
+  // (every put takes two round trips).
+  std::chrono::milliseconds reservation_ttl{5000};
 };
 
 struct MasterMetrics {
@@ -55,7 +59,9 @@ struct MasterMetrics {
   std::uint64_t spills = 0;
   std::uint64_t loads = 0;
   std::uint64_t free_extents = 0;
-  double fragmentation = 0;  // 0: each segment's free space is one extent.
+  double fragmentation = 0;         // 0: each segment's free space is one extent.
+  std::uint64_t reservations = 0;   // Space held for clients' next puts.
+  std::uint64_t reserved_puts = 0;  // Puts committed over a reservation (one round trip).
 };
 
 class MasterServer {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "common/random.h"
 #include "common/rpc_status.h"
 #include "proto/master.grpc.pb.h"
+#include "store/client/reservation_slot.h"
 #include "store/fastlane/client.h"
 #include "store/proto_convert.h"
 
@@ -59,21 +61,24 @@ class StoreClientImpl {
     std::vector<std::pair<SegmentId, ReplicaLocation>> replicas;
   };
 
+  // The tensor, policy and request id of a put request (a random request id
+  // when the caller gave none: retries of this one call stay idempotent).
+  template <typename Req>
+  static void FillPutFields(const PutOptions& o, Req* req) {
+    if (o.tensor.has_value()) {
+      ToProto(*o.tensor, req->mutable_tensor());
+    }
+    ToProto(o.policy, req->mutable_policy());
+    req->set_request_id(o.request_id.empty() ? RandomId() : o.request_id);
+  }
+
   Result<OpenPut> PutStart(std::string_view key, std::size_t len, const PutOptions& o) {
     pb::PutStartRequest req;
     req.set_key(std::string(key));
     req.set_size(len);
-    if (o.tensor.has_value()) {
-      ToProto(*o.tensor, req.mutable_tensor());
-    }
-    ToProto(o.policy, req.mutable_policy());
+    FillPutFields(o, &req);
     req.set_replica_num(o.replica_num);
     req.set_preferred_node(o.preferred_node);
-    std::string request_id = o.request_id;
-    if (request_id.empty()) {
-      request_id = RandomId();
-    }
-    req.set_request_id(request_id);
     pb::PutStartResponse resp;
     SLUICE_RETURN_IF_ERROR(
         Call(&pb::Master::Stub::PutStart, fastlane::Method::kPutStart, req, &resp, "PutStart"));
@@ -105,7 +110,12 @@ class StoreClientImpl {
     (void)Call(&pb::Master::Stub::PutRevoke, fastlane::Method::kPutRevoke, req, &resp, "PutRevoke");
   }
 
-  Status PutEnd(const OpenPut& put) {
+  // Commits a batch item's put (PutEnd), or revokes it when `written` failed.
+  Status FinishPut(const OpenPut& put, Status written) {
+    if (!written.ok()) {
+      Revoke(put);
+      return written.WithContext("put '" + put.key + "'");
+    }
     pb::PutEndRequest req;
     req.set_key(put.key);
     req.set_put_id(put.put_id);
@@ -113,34 +123,118 @@ class StoreClientImpl {
     return Call(&pb::Master::Stub::PutEnd, fastlane::Method::kPutEnd, req, &resp, "PutEnd");
   }
 
-  Status FinishPut(const OpenPut& put, Status written) {
+  // How a put's bytes get written once it knows where: into every replica of
+  // `put` (the engine's errors, unchanged).
+  using WriteFn = std::function<Status(const OpenPut& put)>;
+
+  // Puts `len` bytes under `key`: over a held reservation in one round trip
+  // when one fits, else PutStart + write + PutEnd. Either commit asks for a
+  // reservation for the next put when puts repeat one shape.
+  Status DoPut(std::string_view key, std::uint64_t len, const PutOptions& o, const WriteFn& write) {
+    const PutShape shape{len, std::max<std::uint32_t>(1, o.replica_num), o.preferred_node};
+    // Reservations ride on the fast lane only: its open connection shows
+    // that the master which granted one still runs (a restarted master may
+    // have given the space away).
+    std::shared_ptr<fastlane::Client> lane = config_.reserve_puts ? FastLane() : nullptr;
+    std::optional<HeldReservation> held =
+        lane != nullptr ? reservations_.Take(shape, std::chrono::steady_clock::now())
+                        : std::nullopt;
+    if (held.has_value() && !lane->IdleConnectionAlive()) {
+      held.reset();
+    }
+    const bool ask = lane != nullptr && reservations_.NotePut(shape);
+    pb::ReserveNext next;
+    next.set_size(shape.size);
+    next.set_replica_num(shape.replica_num);
+    next.set_preferred_node(shape.preferred_node);
+    if (held.has_value()) {
+      OpenPut put{std::string(key), held->id, std::move(held->replicas)};
+      if (write(put).ok()) {
+        pb::PutReservedRequest req;
+        req.set_key(put.key);
+        req.set_reservation_id(put.put_id);
+        req.set_size(len);
+        FillPutFields(o, &req);
+        if (ask) {
+          *req.mutable_reserve() = next;
+        }
+        pb::PutReservedResponse resp;
+        const Status s = Call(&pb::Master::Stub::PutReserved, fastlane::Method::kPutReserved, req,
+                              &resp, "PutReserved");
+        if (s.ok()) {
+          KeepReservation(resp.reservation(), shape);
+          return Status::Ok();
+        }
+        if (s.code() != StatusCode::kNotFound) {
+          return s.WithContext("put '" + put.key + "'");
+        }
+      }
+      // The reservation is gone (expired, node lost, master restarted) or
+      // its write failed: put the long way, which reports errors properly.
+    }
+    SLUICE_ASSIGN_OR_RETURN(OpenPut put, PutStart(key, len, o));
+    const Status written = write(put);
     if (!written.ok()) {
       Revoke(put);
       return written.WithContext("put '" + put.key + "'");
     }
-    return PutEnd(put);
+    pb::PutEndRequest req;
+    req.set_key(put.key);
+    req.set_put_id(put.put_id);
+    if (ask) {
+      *req.mutable_reserve() = next;
+    }
+    pb::PutEndResponse resp;
+    SLUICE_RETURN_IF_ERROR(
+        Call(&pb::Master::Stub::PutEnd, fastlane::Method::kPutEnd, req, &resp, "PutEnd"));
+    KeepReservation(resp.reservation(), shape);
+    return Status::Ok();
+  }
+
+  // Keeps an offered reservation (none when the master declined).
+  void KeepReservation(const pb::Reservation& r, const PutShape& shape) {
+    if (r.reservation_id() == 0 || r.size() != shape.size ||
+        r.replicas_size() != static_cast<int>(shape.replica_num)) {
+      return;
+    }
+    HeldReservation h;
+    h.shape = shape;
+    h.id = r.reservation_id();
+    for (const pb::Replica& rep : r.replicas()) {
+      Result<SegmentId> seg = engine_->OpenSegment(rep.endpoint());
+      if (!seg.ok()) {
+        return;  // Unused: the master frees it after its ttl.
+      }
+      h.replicas.emplace_back(*seg, FromProto(rep));
+    }
+    // Used only in the first fifth of its ttl, so that a write started then
+    // ends long before the master frees the space.
+    h.usable_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(r.ttl_ms()) / 5;
+    reservations_.Keep(std::move(h));
   }
 
   Status PutFrom(std::string_view key, const void* data, std::size_t len, const PutOptions& o) {
     if (data == nullptr) {
       return InvalidArgumentError("PutFrom: null data");
     }
-    SLUICE_ASSIGN_OR_RETURN(OpenPut put, PutStart(key, len, o));
-    return FinishPut(put, WriteRange(put, static_cast<const char*>(data), 0, len));
+    return DoPut(key, len, o, [&](const OpenPut& put) {
+      return WriteRange(put, static_cast<const char*>(data), 0, len);
+    });
   }
 
   Status Put(std::string_view key, std::span<const std::byte> value, const PutOptions& o) {
-    SLUICE_ASSIGN_OR_RETURN(OpenPut put, PutStart(key, value.size(), o));
-    std::lock_guard<std::mutex> lock(staging_mu_);
-    char* stage = static_cast<char*>(staging_.data());
-    Status s;
-    for (std::uint64_t off = 0; s.ok() && off < value.size(); off += staging_.size()) {
-      const std::uint64_t n = std::min<std::uint64_t>(staging_.size(), value.size() - off);
-      std::memcpy(stage, value.data() + off, n);
-      bytes_staged_.fetch_add(n, std::memory_order_relaxed);
-      s = WriteRange(put, stage, off, n);
-    }
-    return FinishPut(put, s);
+    return DoPut(key, value.size(), o, [&](const OpenPut& put) {
+      std::lock_guard<std::mutex> lock(staging_mu_);
+      char* stage = static_cast<char*>(staging_.data());
+      Status s;
+      for (std::uint64_t off = 0; s.ok() && off < value.size(); off += staging_.size()) {
+        const std::uint64_t n = std::min<std::uint64_t>(staging_.size(), value.size() - off);
+        std::memcpy(stage, value.data() + off, n);
+        bytes_staged_.fetch_add(n, std::memory_order_relaxed);
+        s = WriteRange(put, stage, off, n);
+      }
+      return s;
+    });
   }
 
   Status PutFromRuns(std::string_view key, std::span<const StoreClient::IoRun> runs,
@@ -152,17 +246,18 @@ class StoreClientImpl {
       }
       total += r.len;
     }
-    SLUICE_ASSIGN_OR_RETURN(OpenPut put, PutStart(key, total, o));
-    std::vector<TransferRequest> ops;
-    ops.reserve(runs.size() * put.replicas.size());
-    std::uint64_t at = 0;
-    for (const auto& r : runs) {
-      for (TransferRequest& op : WriteOps(put, r.data, at, r.len)) {
-        ops.push_back(op);
+    return DoPut(key, total, o, [&](const OpenPut& put) {
+      std::vector<TransferRequest> ops;
+      ops.reserve(runs.size() * put.replicas.size());
+      std::uint64_t at = 0;
+      for (const auto& r : runs) {
+        for (TransferRequest& op : WriteOps(put, r.data, at, r.len)) {
+          ops.push_back(op);
+        }
+        at += r.len;
       }
-      at += r.len;
-    }
-    return FinishPut(put, engine_->TransferSync(ops, config_.transfer_timeout));
+      return engine_->TransferSync(ops, config_.transfer_timeout);
+    });
   }
 
   Result<ObjectMeta> GetIntoRuns(std::string_view key, std::span<const StoreClient::IoRun> runs,
@@ -570,6 +665,7 @@ class StoreClientImpl {
       SLUICE_LOG(info, "store client: fast lane {} failed ({}); using gRPC",
                  lane->endpoint().ToString(), why.ToString());
       lane_ = nullptr;
+      reservations_.Clear();  // The master may have restarted: they may be gone.
       next_lane_probe_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     }
   }
@@ -598,6 +694,7 @@ class StoreClientImpl {
   std::mutex lane_mu_;
   std::shared_ptr<fastlane::Client> lane_;                 // Guarded by lane_mu_.
   std::chrono::steady_clock::time_point next_lane_probe_;  // Guarded by lane_mu_.
+  ReservationSlot reservations_;
   SharedBuffer staging_;
   RegionKey staging_key_;
   std::mutex staging_mu_;

@@ -37,6 +37,21 @@ void Client::Reset() {
   idle_.clear();
 }
 
+bool Client::IdleConnectionAlive() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (idle_.empty()) {
+    return false;
+  }
+  // The master sends nothing unasked: any readiness is a close or an error.
+  pollfd pfd{idle_.back().get(), POLLIN | POLLRDHUP, 0};
+  const int n = ::poll(&pfd, 1, 0);
+  if (n != 0) {
+    idle_.pop_back();  // Closed (or unusable): drop it.
+    return false;
+  }
+  return true;
+}
+
 Status Client::Write(int fd, Method m, std::uint16_t flags, std::string_view body) {
   if (body.size() > kMaxRequestBody) {
     return InvalidArgumentError("fast lane: request too large");

@@ -42,6 +42,12 @@ class Client {
   // Closes every idle connection (after a lane failure: they are stale).
   void Reset();
 
+  // True when an idle connection exists and the master has not closed it: a
+  // master that exited (even killed) has, so a caller holding state from
+  // this master instance (a reservation) learns it is gone without a round
+  // trip. One non-blocking poll; false when no connection is idle.
+  bool IdleConnectionAlive();
+
   const HostPort& endpoint() const { return endpoint_; }
 
  private:

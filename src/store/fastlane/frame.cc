@@ -138,6 +138,8 @@ const char* MethodName(Method m) {
       return "Exists";
     case Method::kWaitFor:
       return "WaitFor";
+    case Method::kPutReserved:
+      return "PutReserved";
   }
   return "unknown";
 }

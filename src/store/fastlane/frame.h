@@ -31,8 +31,9 @@ enum class Method : std::uint16_t {
   kRemove = 6,
   kExists = 7,
   kWaitFor = 8,  // Parks on the master until the key commits or times out.
+  kPutReserved = 9,
 };
-inline constexpr std::uint16_t kMaxMethod = 8;
+inline constexpr std::uint16_t kMaxMethod = 9;
 
 // Request flag: the caller reads no answer (the server sends none).
 inline constexpr std::uint16_t kFlagOneWay = 1;

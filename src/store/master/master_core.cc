@@ -53,9 +53,10 @@ MasterMetrics MasterCore::Metrics() {
   std::lock_guard<std::mutex> lock(mu_);
   MasterStats s = state_.Stats();
   return MasterMetrics{
-      s.nodes,     s.objects,        s.objects_writing, s.capacity_bytes,      s.used_bytes,
-      s.evictions, s.lease_expiries, s.objects_lost,    s.disk_capacity_bytes, s.disk_used_bytes,
-      s.spills,    s.loads,          s.free_extents,    s.fragmentation};
+      s.nodes,        s.objects,        s.objects_writing, s.capacity_bytes,      s.used_bytes,
+      s.evictions,    s.lease_expiries, s.objects_lost,    s.disk_capacity_bytes, s.disk_used_bytes,
+      s.spills,       s.loads,          s.free_extents,    s.fragmentation,       s.reservations,
+      s.reserved_puts};
 }
 
 Status MasterCore::RegisterNode(const pb::RegisterNodeRequest& req,
@@ -131,18 +132,39 @@ Status MasterCore::Heartbeat(const pb::HeartbeatRequest& req, pb::HeartbeatRespo
   return Status::Ok();
 }
 
+namespace {
+
+PutRequest FromPutFields(const std::string& key, std::uint64_t size, const pb::TensorMeta* tensor,
+                         const pb::LeasePolicy& policy, const std::string& request_id) {
+  PutRequest r;
+  r.key = key;
+  r.size = size;
+  if (tensor != nullptr) {
+    r.tensor = FromProto(*tensor);
+  }
+  r.policy = FromProto(policy);
+  r.request_id = request_id;
+  return r;
+}
+
+void FillReservation(const PutGrant& g, std::uint64_t size, std::chrono::milliseconds ttl,
+                     pb::Reservation* out) {
+  out->set_reservation_id(g.put_id);
+  out->set_size(size);
+  out->set_ttl_ms(static_cast<std::uint64_t>(ttl.count()));
+  for (const ReplicaLocation& loc : g.replicas) {
+    ToProto(loc, out->add_replicas());
+  }
+}
+
+}  // namespace
+
 Status MasterCore::PutStart(const pb::PutStartRequest& req, pb::PutStartResponse* resp) {
   const auto start = MasterClock::now();
-  PutRequest r;
-  r.key = req.key();
-  r.size = req.size();
-  if (req.has_tensor()) {
-    r.tensor = FromProto(req.tensor());
-  }
-  r.policy = FromProto(req.policy());
+  PutRequest r = FromPutFields(req.key(), req.size(), req.has_tensor() ? &req.tensor() : nullptr,
+                               req.policy(), req.request_id());
   r.replica_num = req.replica_num();
   r.preferred_node = req.preferred_node();
-  r.request_id = req.request_id();
   Result<PutGrant> g = [&] {
     std::lock_guard<std::mutex> lock(mu_);
     return state_.PutStart(r, MasterClock::now());
@@ -157,23 +179,67 @@ Status MasterCore::PutStart(const pb::PutStartRequest& req, pb::PutStartResponse
   return g.status();
 }
 
-Status MasterCore::PutEnd(const pb::PutEndRequest& req) {
+std::vector<MasterCore::Waiter> MasterCore::CommittedLocked(const std::string& key,
+                                                            const pb::ReserveNext* reserve,
+                                                            pb::Reservation* out) {
+  std::vector<Waiter> wake;
+  auto it = waiters_.find(key);
+  if (it != waiters_.end()) {
+    wake = std::move(it->second);
+    waiters_.erase(it);
+  }
+  if (reserve != nullptr && out != nullptr && reserve->size() > 0) {
+    PutRequest r;
+    r.size = reserve->size();
+    r.replica_num = reserve->replica_num();
+    r.preferred_node = reserve->preferred_node();
+    // A declined offer is not an error: the next put takes two round trips.
+    Result<PutGrant> g = state_.Reserve(r, MasterClock::now());
+    if (g.ok()) {
+      FillReservation(*g, r.size, state_.options().reservation_timeout, out);
+    }
+  }
+  return wake;
+}
+
+Status MasterCore::PutEnd(const pb::PutEndRequest& req, pb::PutEndResponse* resp) {
   const auto start = MasterClock::now();
   std::vector<Waiter> wake;
   Status st;
   {
     std::lock_guard<std::mutex> lock(mu_);
     st = state_.PutEnd(req.key(), req.put_id(), MasterClock::now());
-    auto it = waiters_.find(req.key());
-    if (st.ok() && it != waiters_.end()) {
-      wake = std::move(it->second);
-      waiters_.erase(it);
+    if (st.ok()) {
+      wake = CommittedLocked(req.key(), req.has_reserve() ? &req.reserve() : nullptr,
+                             resp != nullptr ? resp->mutable_reservation() : nullptr);
     }
   }
   for (Waiter& w : wake) {
     w.done(Status::Ok());
   }
   rpc_stats_.Record(RpcStats::kPutEnd, start);
+  return st;
+}
+
+Status MasterCore::PutReserved(const pb::PutReservedRequest& req, pb::PutReservedResponse* resp) {
+  const auto start = MasterClock::now();
+  const PutRequest r =
+      FromPutFields(req.key(), req.size(), req.has_tensor() ? &req.tensor() : nullptr, req.policy(),
+                    req.request_id());
+  std::vector<Waiter> wake;
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = state_.PutReserved(r, req.reservation_id(), MasterClock::now());
+    if (st.ok()) {
+      wake = CommittedLocked(req.key(), req.has_reserve() ? &req.reserve() : nullptr,
+                             resp->mutable_reservation());
+    }
+  }
+  for (Waiter& w : wake) {
+    w.done(Status::Ok());
+  }
+  rpc_stats_.Record(RpcStats::kPutReserved, start);
   return st;
 }
 

@@ -44,7 +44,11 @@ class MasterCore {
                       store::v1::RegisterNodeResponse* resp);
   Status Heartbeat(const store::v1::HeartbeatRequest& req, store::v1::HeartbeatResponse* resp);
   Status PutStart(const store::v1::PutStartRequest& req, store::v1::PutStartResponse* resp);
-  Status PutEnd(const store::v1::PutEndRequest& req);
+  // With `reserve`, also offers a reservation for the next put (resp may be
+  // null when the caller does not want the answer).
+  Status PutEnd(const store::v1::PutEndRequest& req, store::v1::PutEndResponse* resp);
+  Status PutReserved(const store::v1::PutReservedRequest& req,
+                     store::v1::PutReservedResponse* resp);
   Status PutRevoke(const store::v1::PutRevokeRequest& req);
   // `req` and `resp` must stay valid until `done` runs. With `wait_ms`, a
   // missing or uncommitted key parks the call until its commit.
@@ -80,6 +84,11 @@ class MasterCore {
   void ResumeParkedGetsLocked(const std::vector<std::string>& keys, bool all, Finish* finish);
   void TickLoop();
   static void Run(Finish& finish);
+  // After `key` committed: takes its waiters (to wake without the lock) and,
+  // when `reserve` asks, offers a reservation into `out` (left empty when
+  // declined: the caller's next put takes two round trips).
+  std::vector<Waiter> CommittedLocked(const std::string& key, const store::v1::ReserveNext* reserve,
+                                      store::v1::Reservation* out);
 
   EventSink sink_;
   std::mutex mu_;

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/net.h"
+#include "common/random.h"
 #include "common/rpc_status.h"
 #include "proto/master.grpc.pb.h"
 #include "store/fastlane/server.h"
@@ -91,6 +92,10 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     o.read_lease_timeout = c.read_lease_timeout;
     o.high_watermark = c.high_watermark;
     o.low_watermark = c.low_watermark;
+    o.reservation_timeout = c.reservation_ttl;
+    // Reservation ids differ between master instances: a client holding one
+    // from before a restart gets NOT_FOUND, never someone else's space.
+    RandomBytes(&o.id_salt, sizeof o.id_salt);
     return o;
   }
 
@@ -157,8 +162,13 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     return Done(ctx, core_.PutStart(*req, resp));
   }
   grpc::ServerUnaryReactor* PutEnd(grpc::CallbackServerContext* ctx, const pb::PutEndRequest* req,
-                                   pb::PutEndResponse*) override {
-    return Done(ctx, core_.PutEnd(*req));
+                                   pb::PutEndResponse* resp) override {
+    return Done(ctx, core_.PutEnd(*req, resp));
+  }
+  grpc::ServerUnaryReactor* PutReserved(grpc::CallbackServerContext* ctx,
+                                        const pb::PutReservedRequest* req,
+                                        pb::PutReservedResponse* resp) override {
+    return Done(ctx, core_.PutReserved(*req, resp));
   }
   grpc::ServerUnaryReactor* PutRevoke(grpc::CallbackServerContext* ctx,
                                       const pb::PutRevokeRequest* req,
@@ -240,7 +250,10 @@ class MasterServerImpl final : public pb::Master::CallbackService {
             body, [this](const auto& q, auto* r) { return core_.PutStart(q, r); });
       case Method::kPutEnd:
         return Unary<pb::PutEndRequest, pb::PutEndResponse>(
-            body, [this](const auto& q, auto*) { return core_.PutEnd(q); });
+            body, [this](const auto& q, auto* r) { return core_.PutEnd(q, r); });
+      case Method::kPutReserved:
+        return Unary<pb::PutReservedRequest, pb::PutReservedResponse>(
+            body, [this](const auto& q, auto* r) { return core_.PutReserved(q, r); });
       case Method::kPutRevoke:
         return Unary<pb::PutRevokeRequest, pb::PutRevokeResponse>(
             body, [this](const auto& q, auto*) { return core_.PutRevoke(q); });
@@ -352,6 +365,10 @@ class MasterServerImpl final : public pb::Master::CallbackService {
           m.evictions);
     gauge("sluice_store_lease_expiries_total", "Put and read leases that timed out.", "counter",
           m.lease_expiries);
+    gauge("sluice_store_reservations", "Space held for clients' next puts.", "gauge",
+          m.reservations);
+    gauge("sluice_store_reserved_puts_total",
+          "Puts committed in one round trip over a reservation.", "counter", m.reserved_puts);
     gauge("sluice_store_objects_lost_total", "Objects that lost their last replica.", "counter",
           m.objects_lost);
     core_.WriteRpcStats(out);
@@ -377,6 +394,9 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& co
   if (!(config.low_watermark > 0 && config.low_watermark <= config.high_watermark &&
         config.high_watermark <= 1.0)) {
     return InvalidArgumentError("master: need 0 < low_watermark <= high_watermark <= 1");
+  }
+  if (config.reservation_ttl.count() < 0 || config.reservation_ttl > std::chrono::minutes(10)) {
+    return InvalidArgumentError("master: reservation_ttl must be in 0..600000 ms");
   }
   if (config.heartbeat_interval.count() <= 0 || config.node_timeout <= config.heartbeat_interval) {
     return InvalidArgumentError("master: node_timeout must exceed heartbeat_interval > 0");

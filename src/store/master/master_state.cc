@@ -198,7 +198,7 @@ Status MasterState::CheckKey(const std::string& key) const {
   return Status::Ok();
 }
 
-Status MasterState::Allocate(Object& obj, const PutRequest& req) {
+bool MasterState::TryPlace(Object& obj, const PutRequest& req) {
   std::vector<Node*> order;
   for (auto& [id, n] : nodes_) {
     order.push_back(n.get());
@@ -213,26 +213,30 @@ Status MasterState::Allocate(Object& obj, const PutRequest& req) {
     }
     return a->FreeBytes() > b->FreeBytes();
   });
-  while (true) {
-    for (Node* n : order) {
-      if (obj.replicas.size() == req.replica_num) {
+  for (Node* n : order) {
+    if (obj.replicas.size() == req.replica_num) {
+      break;
+    }
+    for (std::size_t s = 0; s < n->segs.size(); ++s) {
+      Result<std::uint64_t> off = n->segs[s].alloc.Allocate(req.size);
+      if (off.ok()) {
+        obj.replicas.push_back(Object::Placement{n, s, *off});
         break;
       }
-      for (std::size_t s = 0; s < n->segs.size(); ++s) {
-        Result<std::uint64_t> off = n->segs[s].alloc.Allocate(req.size);
-        if (off.ok()) {
-          obj.replicas.push_back(Object::Placement{n, s, *off});
-          break;
-        }
-      }
     }
-    if (obj.replicas.size() == req.replica_num) {
-      return Status::Ok();
-    }
-    for (const Object::Placement& p : obj.replicas) {
-      p.node->segs[p.seg].alloc.Free(p.offset, obj.size);
-    }
-    obj.replicas.clear();
+  }
+  if (obj.replicas.size() == req.replica_num) {
+    return true;
+  }
+  for (const Object::Placement& p : obj.replicas) {
+    p.node->segs[p.seg].alloc.Free(p.offset, obj.size);
+  }
+  obj.replicas.clear();
+  return false;
+}
+
+Status MasterState::Allocate(Object& obj, const PutRequest& req) {
+  while (!TryPlace(obj, req)) {
     if (!EvictOne(&obj)) {
       ScheduleSpills(req.size * req.replica_num);
       if (InFlightSpillBytes() > 0) {
@@ -246,9 +250,10 @@ Status MasterState::Allocate(Object& obj, const PutRequest& req) {
                                     "consumed or removed");
     }
   }
+  return Status::Ok();
 }
 
-Result<PutGrant> MasterState::PutStart(const PutRequest& req, TimePoint now) {
+Status MasterState::CheckPut(const PutRequest& req) const {
   SLUICE_RETURN_IF_ERROR(CheckKey(req.key));
   if (req.size == 0) {
     return InvalidArgumentError("PutStart: size must be > 0");
@@ -259,20 +264,18 @@ Result<PutGrant> MasterState::PutStart(const PutRequest& req, TimePoint now) {
   if (req.policy.kind == LeaseKind::kTtl && req.policy.ttl.count() <= 0) {
     return InvalidArgumentError("PutStart: ttl policy needs ttl > 0");
   }
-  auto existing = objects_.find(req.key);
-  if (existing != objects_.end()) {
-    Object& o = *existing->second;
-    if (!o.complete && !req.request_id.empty() && o.request_id == req.request_id) {
-      PutGrant g{o.put_id, {}};
-      for (const auto& p : o.replicas) {
-        g.replicas.push_back(
-            {p.node->id, p.node->endpoint, p.node->segs[p.seg].region_key, p.offset});
-      }
-      return g;
-    }
-    return AlreadyExistsError("key '" + req.key + "' " +
-                              (o.complete ? "is already committed" : "is being written"));
+  return Status::Ok();
+}
+
+PutGrant MasterState::GrantOf(const Object& o) const {
+  PutGrant g{o.put_id, {}};
+  for (const auto& p : o.replicas) {
+    g.replicas.push_back({p.node->id, p.node->endpoint, p.node->segs[p.seg].region_key, p.offset});
   }
+  return g;
+}
+
+Status MasterState::CheckPlacement(const PutRequest& req) const {
   std::uint64_t largest = 0;
   for (auto& [id, n] : nodes_) {
     for (auto& s : n->segs) {
@@ -284,13 +287,28 @@ Result<PutGrant> MasterState::PutStart(const PutRequest& req, TimePoint now) {
                                 " bytes is larger than any segment (" + std::to_string(largest) +
                                 " bytes)");
   }
+  const std::uint32_t replicas = std::max<std::uint32_t>(1, req.replica_num);
+  if (replicas > nodes_.size()) {
+    return FailedPreconditionError("PutStart: " + std::to_string(replicas) + " replicas asked, " +
+                                   std::to_string(nodes_.size()) + " store node(s) registered");
+  }
+  return Status::Ok();
+}
+
+Result<PutGrant> MasterState::PutStart(const PutRequest& req, TimePoint now) {
+  SLUICE_RETURN_IF_ERROR(CheckPut(req));
+  auto existing = objects_.find(req.key);
+  if (existing != objects_.end()) {
+    Object& o = *existing->second;
+    if (!o.complete && !req.request_id.empty() && o.request_id == req.request_id) {
+      return GrantOf(o);
+    }
+    return AlreadyExistsError("key '" + req.key + "' " +
+                              (o.complete ? "is already committed" : "is being written"));
+  }
+  SLUICE_RETURN_IF_ERROR(CheckPlacement(req));
   PutRequest r = req;
   r.replica_num = std::max<std::uint32_t>(1, req.replica_num);
-  if (r.replica_num > nodes_.size()) {
-    return FailedPreconditionError("PutStart: " + std::to_string(r.replica_num) +
-                                   " replicas asked, " + std::to_string(nodes_.size()) +
-                                   " store node(s) registered");
-  }
   auto obj = std::make_unique<Object>();
   obj->key = req.key;
   obj->size = req.size;
@@ -300,10 +318,7 @@ Result<PutGrant> MasterState::PutStart(const PutRequest& req, TimePoint now) {
   obj->put_id = next_id_++;
   obj->put_deadline = now + options_.put_timeout;
   SLUICE_RETURN_IF_ERROR(Allocate(*obj, r));
-  PutGrant g{obj->put_id, {}};
-  for (const auto& p : obj->replicas) {
-    g.replicas.push_back({p.node->id, p.node->endpoint, p.node->segs[p.seg].region_key, p.offset});
-  }
+  PutGrant g = GrantOf(*obj);
   objects_[req.key] = std::move(obj);
   EvictToLowWatermark();
   ScheduleSpills();
@@ -320,6 +335,11 @@ Status MasterState::PutEnd(const std::string& key, std::uint64_t put_id, TimePoi
   if (o.complete) {
     return Status::Ok();  // A retry of a PutEnd that succeeded.
   }
+  Commit(o, now);
+  return Status::Ok();
+}
+
+void MasterState::Commit(Object& o, TimePoint now) {
   o.complete = true;
   LogDelta(&o, true);
   if (o.policy.kind == LeaseKind::kTtl) {
@@ -333,7 +353,6 @@ Status MasterState::PutEnd(const std::string& key, std::uint64_t put_id, TimePoi
     o.lru_it = o.lru->insert(o.lru->end(), &o);
   }
   ScheduleSpills();
-  return Status::Ok();
 }
 
 Status MasterState::PutRevoke(const std::string& key, std::uint64_t put_id) {
@@ -517,6 +536,18 @@ void MasterState::DropNode(const std::string& node_id, bool lost) {
       orphans.push_back(o.get());
     }
   }
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    auto& reps = it->second->replicas;
+    const bool on_node = std::any_of(reps.begin(), reps.end(),
+                                     [node](const Object::Placement& p) { return p.node == node; });
+    if (on_node) {
+      std::erase_if(reps, [node](const Object::Placement& p) { return p.node == node; });
+      FreeTiers(it->second.get());
+      it = reservations_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   for (Object* o : orphans) {
     const bool report = lost && o->complete && !o->removed;
     counters_.objects_lost += report ? 1 : 0;
@@ -563,6 +594,7 @@ void MasterState::Tick(TimePoint now) {
   for (Object* o : erase) {
     Erase(o, std::nullopt);
   }
+  ExpireReservations(now);
   ScheduleSpills();
 }
 
@@ -570,6 +602,7 @@ MasterStats MasterState::Stats() const {
   std::uint64_t largest_free = 0;
   MasterStats s = counters_;
   s.nodes = nodes_.size();
+  s.reservations = reservations_.size();
   for (const auto& [key, o] : objects_) {
     (o->complete ? s.objects : s.objects_writing) += 1;
   }

@@ -35,6 +35,13 @@ struct MasterOptions {
   double low_watermark = 0.85;                          // ...down to this one.
   std::uint64_t min_segment_bytes = std::uint64_t{1} << 20;
   std::size_t max_key_bytes = 1024;
+  // Reservations (space held for a client's next put, committed with
+  // PutReserved in one round trip) unused this long are freed.
+  std::chrono::milliseconds reservation_timeout{5000};
+  std::size_t max_reservations = 4096;
+  // Added to every reservation id, so that ids from different master
+  // instances differ (the service sets a random one; tests keep 0).
+  std::uint64_t id_salt = 0;
 };
 
 struct SegmentDesc {
@@ -139,8 +146,10 @@ struct MasterStats {
   // 1 - (sum of largest free extents / free bytes) over memory segments:
   // 0 when every segment's free space is one extent.
   double fragmentation = 0;
-  std::uint64_t spills = 0;  // Completed memory -> disk moves.
-  std::uint64_t loads = 0;   // Completed disk -> memory moves.
+  std::uint64_t reservations = 0;   // Open now.
+  std::uint64_t reserved_puts = 0;  // Puts committed over a reservation.
+  std::uint64_t spills = 0;         // Completed memory -> disk moves.
+  std::uint64_t loads = 0;          // Completed disk -> memory moves.
 };
 
 class MasterState {
@@ -170,6 +179,20 @@ class MasterState {
   Result<PutGrant> PutStart(const PutRequest& req, TimePoint now);
   Status PutEnd(const std::string& key, std::uint64_t put_id, TimePoint now);
   Status PutRevoke(const std::string& key, std::uint64_t put_id);
+  // Holds space for one future put of `req.size` bytes with `req`'s replica
+  // count and preferred node (the key, tensor and policy are ignored). A
+  // best-effort offer: declined with kResourceExhausted when the space would
+  // take memory past the high watermark (never evicts for it) or too many
+  // reservations are open, kInvalidArgument/kFailedPrecondition as PutStart.
+  // Freed after `reservation_timeout` unless committed.
+  Result<PutGrant> Reserve(const PutRequest& req, TimePoint now);
+  // PutStart + PutEnd in one step over a reservation whose bytes the caller
+  // has written: the key becomes a complete object of the reservation's size
+  // (`req.size` must match). Errors: kNotFound (unknown or expired
+  // reservation, or its node was lost: the caller puts again the long way),
+  // kAlreadyExists (the key exists; the reservation is freed), the key and
+  // policy errors of PutStart. A retry of a success answers OK.
+  Status PutReserved(const PutRequest& req, std::uint64_t reservation_id, TimePoint now);
   Result<ReadGrant> GetStart(const std::string& key, const std::string& client_endpoint,
                              TimePoint now);
   Status GetEnd(const std::string& key, std::uint64_t lease_id, bool completed);
@@ -187,6 +210,16 @@ class MasterState {
   struct Node;
   struct Object;
   Status CheckKey(const std::string& key) const;
+  // The key, size and policy checks shared by PutStart and PutReserved.
+  Status CheckPut(const PutRequest& req) const;
+  // Size and replica-count checks: kInvalidArgument / kFailedPrecondition.
+  Status CheckPlacement(const PutRequest& req) const;
+  // Makes a written object complete and visible.
+  void Commit(Object& o, TimePoint now);
+  PutGrant GrantOf(const Object& o) const;
+  // One placement pass without eviction; false (nothing held) if it failed.
+  bool TryPlace(Object& obj, const PutRequest& req);
+  void ExpireReservations(TimePoint now);
   // (used, capacity) bytes over every node's memory segments.
   std::pair<std::uint64_t, std::uint64_t> MemoryUsage() const;
   // A complete or writing object that Remove has not hidden; null if none.
@@ -210,6 +243,8 @@ class MasterState {
   MasterOptions options_;
   std::map<std::string, std::unique_ptr<Node>> nodes_;
   std::unordered_map<std::string, std::unique_ptr<Object>> objects_;
+  // Open reservations by id: keyless objects holding space.
+  std::unordered_map<std::uint64_t, std::unique_ptr<Object>> reservations_;
   std::list<Object*> lru_cache_;     // Complete kCache objects, least recent first.
   std::list<Object*> lru_soft_pin_;  // Complete kSoftPin objects.
   std::list<Object*> lru_consume_;   // Complete kDeleteOnConsume objects: spill order.

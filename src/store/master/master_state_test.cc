@@ -363,5 +363,99 @@ TEST_F(MasterTierTest, RemovingAnObjectMidSpillWaitsForTheNode) {
   EXPECT_EQ(state_.Stats().disk_used_bytes, 0u);
 }
 
+TEST_F(MasterStateTest, ReservedPutCommitsInOneStepAndRetriesAreOk) {
+  AddNode("n1", 8 * kMiB, 11);
+  PutRequest r;
+  r.size = kMiB;
+  auto res = state_.Reserve(r, now_);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  ASSERT_EQ(res->replicas.size(), 1u);
+  EXPECT_EQ(state_.Stats().reservations, 1u);
+  EXPECT_EQ(state_.Stats().used_bytes, kMiB) << "the space is held";
+  EXPECT_EQ(state_.Stats().objects, 0u);
+
+  r.key = "latent/r";
+  r.request_id = "req-1";
+  r.tensor = TensorMeta{"bf16", {2, 256}, {}, ""};
+  r.policy = LeasePolicy::DeleteOnConsume(1);
+  ASSERT_TRUE(state_.PutReserved(r, res->put_id, now_).ok());
+  EXPECT_TRUE(state_.PutReserved(r, res->put_id, now_).ok()) << "a retry of a success";
+  EXPECT_EQ(state_.Stats().reservations, 0u);
+  EXPECT_EQ(state_.Stats().reserved_puts, 1u);
+  auto read = state_.GetStart("latent/r", "", now_);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->meta.tensor, r.tensor);
+  EXPECT_EQ(read->replicas[0].offset, res->replicas[0].offset) << "the reserved bytes";
+  ASSERT_TRUE(state_.GetEnd("latent/r", read->lease_id, true).ok());
+  EXPECT_FALSE(state_.Exists("latent/r")) << "the policy applies: consumed once";
+  EXPECT_EQ(state_.Stats().used_bytes, 0u);
+}
+
+TEST_F(MasterStateTest, ReservedPutRejectsTakenKeysWrongSizesAndUnknownReservations) {
+  AddNode("n1", 8 * kMiB, 11);
+  ASSERT_TRUE(Put("taken", kMiB).ok());
+  PutRequest r;
+  r.size = kMiB;
+  auto res = state_.Reserve(r, now_);
+  ASSERT_TRUE(res.ok());
+  r.key = "taken";
+  EXPECT_EQ(state_.PutReserved(r, res->put_id, now_).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(state_.Stats().used_bytes, kMiB) << "the reservation was freed";
+  r.key = "fresh";
+  EXPECT_EQ(state_.PutReserved(r, res->put_id, now_).code(), StatusCode::kNotFound)
+      << "a reservation is used once";
+  res = state_.Reserve(r, now_);
+  ASSERT_TRUE(res.ok());
+  r.size = 100;
+  EXPECT_EQ(state_.PutReserved(r, res->put_id, now_).code(), StatusCode::kInvalidArgument);
+  r.key = "";
+  EXPECT_EQ(state_.PutReserved(r, 1, now_).code(), StatusCode::kInvalidArgument);
+  r.size = 0;
+  EXPECT_EQ(state_.Reserve(r, now_).status().code(), StatusCode::kInvalidArgument);
+  r.size = 64 * kMiB;
+  EXPECT_EQ(state_.Reserve(r, now_).status().code(), StatusCode::kInvalidArgument);
+  r.size = kMiB;
+  r.replica_num = 2;
+  EXPECT_EQ(state_.Reserve(r, now_).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(state_.Exists("fresh"));
+}
+
+TEST_F(MasterStateTest, ReservationsAreBestEffortAndExpire) {
+  MasterOptions o = Options();
+  o.low_watermark = 0.5;
+  o.high_watermark = 0.9;
+  MasterState s(o);
+  ASSERT_TRUE(s.RegisterNode("n1", "n1:1", {{{11, 4 * kMiB}}, 0}, {}, now_).ok());
+  PutRequest r;
+  r.size = kMiB;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(s.Reserve(r, now_).ok());
+  }
+  EXPECT_EQ(s.Reserve(r, now_).status().code(), StatusCode::kResourceExhausted)
+      << "no reservation past the high watermark";
+  const TimePoint later = now_ + o.reservation_timeout + 1s;
+  s.Heartbeat("n1", 0, {}, later);
+  s.Tick(later);
+  EXPECT_EQ(s.Stats().reservations, 0u);
+  EXPECT_EQ(s.Stats().used_bytes, 0u) << "unused reservations are freed";
+}
+
+TEST_F(MasterStateTest, ALostNodeTakesItsReservationsWithIt) {
+  AddNode("n1", 8 * kMiB, 11);
+  AddNode("n2", 8 * kMiB, 12);
+  PutRequest r;
+  r.size = kMiB;
+  r.replica_num = 2;
+  auto res = state_.Reserve(r, now_);
+  ASSERT_TRUE(res.ok());
+  const TimePoint later = now_ + state_.options().node_timeout + 1s;
+  state_.Heartbeat("n2", 0, {}, later);
+  state_.Tick(later);
+  EXPECT_EQ(state_.Stats().reservations, 0u);
+  EXPECT_EQ(state_.Stats().used_bytes, 0u) << "the surviving replica's space is freed too";
+  r.key = "k";
+  EXPECT_EQ(state_.PutReserved(r, res->put_id, later).code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace sluice::internal

@@ -21,6 +21,7 @@ class RpcStats {
     kPutStart,
     kPutEnd,
     kPutRevoke,
+    kPutReserved,
     kGetStart,
     kGetEnd,
     kRemove,
@@ -29,7 +30,7 @@ class RpcStats {
   };
   static constexpr std::array<const char*, kCount> kNames = {
       "RegisterNode", "Heartbeat", "PutStart", "PutEnd", "PutRevoke",
-      "GetStart",     "GetEnd",    "Remove",   "Exists"};
+      "PutReserved",  "GetStart",  "GetEnd",   "Remove", "Exists"};
   static constexpr std::array<double, 8> kBuckets = {25e-6,  50e-6, 100e-6, 250e-6,
                                                      500e-6, 1e-3,  1e-2,   1e-1};
 

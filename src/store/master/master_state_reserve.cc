@@ -1,0 +1,93 @@
+// Reservations: space held for a client's next put, so that the put is one
+// round trip (write into the reservation, then PutReserved) instead of two.
+#include <algorithm>
+
+#include "store/master/master_state.h"
+#include "store/master/master_state_types.h"
+
+namespace sluice::internal {
+
+Result<PutGrant> MasterState::Reserve(const PutRequest& req, TimePoint now) {
+  if (req.size == 0) {
+    return InvalidArgumentError("Reserve: size must be > 0");
+  }
+  SLUICE_RETURN_IF_ERROR(CheckPlacement(req));
+  if (options_.reservation_timeout.count() <= 0) {
+    return ResourceExhaustedError("Reserve: reservations are off");
+  }
+  if (reservations_.size() >= options_.max_reservations) {
+    return ResourceExhaustedError("Reserve: " + std::to_string(reservations_.size()) +
+                                  " reservations are open");
+  }
+  PutRequest r = req;
+  r.replica_num = std::max<std::uint32_t>(1, req.replica_num);
+  const auto [used, cap] = MemoryUsage();
+  const double after = static_cast<double>(used + r.size * r.replica_num);
+  if (after > options_.high_watermark * static_cast<double>(cap)) {
+    return ResourceExhaustedError("Reserve: memory would pass the high watermark");
+  }
+  auto obj = std::make_unique<Object>();
+  obj->size = r.size;
+  obj->put_id = options_.id_salt + next_id_++;
+  obj->put_deadline = now + options_.reservation_timeout;
+  if (!TryPlace(*obj, r)) {
+    return ResourceExhaustedError("Reserve: no free extent of " + std::to_string(r.size) +
+                                  " bytes");
+  }
+  PutGrant g = GrantOf(*obj);
+  reservations_[obj->put_id] = std::move(obj);
+  return g;
+}
+
+Status MasterState::PutReserved(const PutRequest& req, std::uint64_t reservation_id,
+                                TimePoint now) {
+  SLUICE_RETURN_IF_ERROR(CheckPut(req));
+  auto existing = objects_.find(req.key);
+  if (existing != objects_.end()) {
+    const Object& o = *existing->second;
+    if (o.complete && o.put_id == reservation_id && o.request_id == req.request_id) {
+      return Status::Ok();  // A retry of a PutReserved that succeeded.
+    }
+  }
+  auto it = reservations_.find(reservation_id);
+  if (it == reservations_.end()) {
+    return NotFoundError("no reservation " + std::to_string(reservation_id) +
+                         " (expired, its node was lost, or the master restarted): put again");
+  }
+  std::unique_ptr<Object> obj = std::move(it->second);
+  reservations_.erase(it);
+  if (obj->size != req.size) {
+    FreeTiers(obj.get());
+    return InvalidArgumentError("PutReserved: " + std::to_string(req.size) +
+                                " bytes do not match reservation of " + std::to_string(obj->size));
+  }
+  if (existing != objects_.end()) {
+    FreeTiers(obj.get());
+    return AlreadyExistsError(
+        "key '" + req.key + "' " +
+        (existing->second->complete ? "is already committed" : "is being written"));
+  }
+  obj->key = req.key;
+  obj->tensor = req.tensor;
+  obj->policy = req.policy;
+  obj->request_id = req.request_id;
+  Object& o = *obj;
+  objects_[req.key] = std::move(obj);
+  ++counters_.reserved_puts;
+  Commit(o, now);
+  return Status::Ok();
+}
+
+void MasterState::ExpireReservations(TimePoint now) {
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    if (now > it->second->put_deadline) {
+      ++counters_.lease_expiries;
+      FreeTiers(it->second.get());
+      it = reservations_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace sluice::internal
