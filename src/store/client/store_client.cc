@@ -14,7 +14,7 @@
 #include "common/random.h"
 #include "common/rpc_status.h"
 #include "proto/master.grpc.pb.h"
-#include "store/client/reservation_slot.h"
+#include "store/client/reservation_cache.h"
 #include "store/fastlane/client.h"
 #include "store/proto_convert.h"
 
@@ -136,41 +136,27 @@ class StoreClientImpl {
     // that the master which granted one still runs (a restarted master may
     // have given the space away).
     std::shared_ptr<fastlane::Client> lane = config_.reserve_puts ? FastLane() : nullptr;
+    std::vector<std::uint64_t> release;
     std::optional<HeldReservation> held =
-        lane != nullptr ? reservations_.Take(shape, std::chrono::steady_clock::now())
+        lane != nullptr ? reservations_.Take(shape, std::chrono::steady_clock::now(), &release)
                         : std::nullopt;
     if (held.has_value() && !lane->IdleConnectionAlive()) {
       held.reset();
+      reservations_.Clear();
+      release.clear();
     }
+    Unreserve(lane, release);
     const bool ask = lane != nullptr && reservations_.NotePut(shape);
     pb::ReserveNext next;
     next.set_size(shape.size);
     next.set_replica_num(shape.replica_num);
     next.set_preferred_node(shape.preferred_node);
     if (held.has_value()) {
-      OpenPut put{std::string(key), held->id, std::move(held->replicas)};
-      if (write(put).ok()) {
-        pb::PutReservedRequest req;
-        req.set_key(put.key);
-        req.set_reservation_id(put.put_id);
-        req.set_size(len);
-        FillPutFields(o, &req);
-        if (ask) {
-          *req.mutable_reserve() = next;
-        }
-        pb::PutReservedResponse resp;
-        const Status s = Call(&pb::Master::Stub::PutReserved, fastlane::Method::kPutReserved, req,
-                              &resp, "PutReserved");
-        if (s.ok()) {
-          KeepReservation(resp.reservation(), shape);
-          return Status::Ok();
-        }
-        if (s.code() != StatusCode::kNotFound) {
-          return s.WithContext("put '" + put.key + "'");
-        }
+      std::optional<Status> done =
+          PutOverReservation(lane, std::move(*held), key, len, o, write, ask ? &next : nullptr);
+      if (done.has_value()) {
+        return *done;
       }
-      // The reservation is gone (expired, node lost, master restarted) or
-      // its write failed: put the long way, which reports errors properly.
     }
     SLUICE_ASSIGN_OR_RETURN(OpenPut put, PutStart(key, len, o));
     const Status written = write(put);
@@ -187,14 +173,66 @@ class StoreClientImpl {
     pb::PutEndResponse resp;
     SLUICE_RETURN_IF_ERROR(
         Call(&pb::Master::Stub::PutEnd, fastlane::Method::kPutEnd, req, &resp, "PutEnd"));
-    KeepReservation(resp.reservation(), shape);
+    KeepReservation(lane, resp.reservation(), shape);
     return Status::Ok();
   }
 
+  // The one-round-trip put: writes into `held` and commits with PutReserved
+  // (asking for the next reservation with `next`). nullopt when the caller
+  // should put the long way: the reservation is gone (expired, node lost)
+  // or the write failed (the long way then reports errors properly).
+  std::optional<Status> PutOverReservation(const std::shared_ptr<fastlane::Client>& lane,
+                                           HeldReservation held, std::string_view key,
+                                           std::uint64_t len, const PutOptions& o,
+                                           const WriteFn& write, const pb::ReserveNext* next) {
+    OpenPut put{std::string(key), held.id, std::move(held.replicas)};
+    if (!write(put).ok()) {
+      Unreserve(lane, {put.put_id});
+      return std::nullopt;
+    }
+    pb::PutReservedRequest req;
+    req.set_key(put.key);
+    req.set_reservation_id(put.put_id);
+    req.set_size(len);
+    FillPutFields(o, &req);
+    if (next != nullptr) {
+      *req.mutable_reserve() = *next;
+    }
+    pb::PutReservedResponse resp;
+    const Status s = Call(&pb::Master::Stub::PutReserved, fastlane::Method::kPutReserved, req,
+                          &resp, "PutReserved");
+    if (s.ok()) {
+      KeepReservation(lane, resp.reservation(), held.shape);
+      return Status::Ok();
+    }
+    if (s.code() == StatusCode::kNotFound) {
+      return std::nullopt;
+    }
+    return s.WithContext("put '" + put.key + "'");
+  }
+
+  // Releases reservations this client gives up, one way (no answer awaited;
+  // if it is lost the master frees them after their ttl).
+  void Unreserve(const std::shared_ptr<fastlane::Client>& lane,
+                 const std::vector<std::uint64_t>& ids) {
+    if (lane == nullptr || ids.empty()) {
+      return;
+    }
+    pb::UnreserveRequest req;
+    for (std::uint64_t id : ids) {
+      req.add_reservation_ids(id);
+    }
+    (void)lane->Send(fastlane::Method::kUnreserve, req.SerializeAsString(), config_.rpc_timeout);
+  }
+
   // Keeps an offered reservation (none when the master declined).
-  void KeepReservation(const pb::Reservation& r, const PutShape& shape) {
-    if (r.reservation_id() == 0 || r.size() != shape.size ||
-        r.replicas_size() != static_cast<int>(shape.replica_num)) {
+  void KeepReservation(const std::shared_ptr<fastlane::Client>& lane, const pb::Reservation& r,
+                       const PutShape& shape) {
+    if (r.reservation_id() == 0) {
+      return;
+    }
+    if (r.size() != shape.size || r.replicas_size() != static_cast<int>(shape.replica_num)) {
+      Unreserve(lane, {r.reservation_id()});
       return;
     }
     HeldReservation h;
@@ -203,14 +241,17 @@ class StoreClientImpl {
     for (const pb::Replica& rep : r.replicas()) {
       Result<SegmentId> seg = engine_->OpenSegment(rep.endpoint());
       if (!seg.ok()) {
-        return;  // Unused: the master frees it after its ttl.
+        Unreserve(lane, {r.reservation_id()});
+        return;
       }
       h.replicas.emplace_back(*seg, FromProto(rep));
     }
     // Used only in the first fifth of its ttl, so that a write started then
     // ends long before the master frees the space.
     h.usable_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(r.ttl_ms()) / 5;
-    reservations_.Keep(std::move(h));
+    std::vector<std::uint64_t> release;
+    reservations_.Keep(std::move(h), &release);
+    Unreserve(lane, release);
   }
 
   Status PutFrom(std::string_view key, const void* data, std::size_t len, const PutOptions& o) {
@@ -694,7 +735,7 @@ class StoreClientImpl {
   std::mutex lane_mu_;
   std::shared_ptr<fastlane::Client> lane_;                 // Guarded by lane_mu_.
   std::chrono::steady_clock::time_point next_lane_probe_;  // Guarded by lane_mu_.
-  ReservationSlot reservations_;
+  ReservationCache reservations_;
   SharedBuffer staging_;
   RegionKey staging_key_;
   std::mutex staging_mu_;

@@ -140,6 +140,8 @@ const char* MethodName(Method m) {
       return "WaitFor";
     case Method::kPutReserved:
       return "PutReserved";
+    case Method::kUnreserve:
+      return "Unreserve";
   }
   return "unknown";
 }

@@ -32,8 +32,9 @@ enum class Method : std::uint16_t {
   kExists = 7,
   kWaitFor = 8,  // Parks on the master until the key commits or times out.
   kPutReserved = 9,
+  kUnreserve = 10,
 };
-inline constexpr std::uint16_t kMaxMethod = 9;
+inline constexpr std::uint16_t kMaxMethod = 10;
 
 // Request flag: the caller reads no answer (the server sends none).
 inline constexpr std::uint16_t kFlagOneWay = 1;

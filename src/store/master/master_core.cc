@@ -243,6 +243,17 @@ Status MasterCore::PutReserved(const pb::PutReservedRequest& req, pb::PutReserve
   return st;
 }
 
+Status MasterCore::Unreserve(const pb::UnreserveRequest& req) {
+  if (req.reservation_ids_size() > 1024) {
+    return InvalidArgumentError("Unreserve: at most 1024 reservation ids per call");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::uint64_t id : req.reservation_ids()) {
+    state_.Unreserve(id);
+  }
+  return Status::Ok();
+}
+
 Status MasterCore::PutRevoke(const pb::PutRevokeRequest& req) {
   const auto start = MasterClock::now();
   Status st;

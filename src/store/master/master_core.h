@@ -50,6 +50,7 @@ class MasterCore {
   Status PutReserved(const store::v1::PutReservedRequest& req,
                      store::v1::PutReservedResponse* resp);
   Status PutRevoke(const store::v1::PutRevokeRequest& req);
+  Status Unreserve(const store::v1::UnreserveRequest& req);
   // `req` and `resp` must stay valid until `done` runs. With `wait_ms`, a
   // missing or uncommitted key parks the call until its commit.
   void GetStart(const store::v1::GetStartRequest* req, store::v1::GetStartResponse* resp, Done done,

@@ -170,6 +170,11 @@ class MasterServerImpl final : public pb::Master::CallbackService {
                                         pb::PutReservedResponse* resp) override {
     return Done(ctx, core_.PutReserved(*req, resp));
   }
+  grpc::ServerUnaryReactor* Unreserve(grpc::CallbackServerContext* ctx,
+                                      const pb::UnreserveRequest* req,
+                                      pb::UnreserveResponse*) override {
+    return Done(ctx, core_.Unreserve(*req));
+  }
   grpc::ServerUnaryReactor* PutRevoke(grpc::CallbackServerContext* ctx,
                                       const pb::PutRevokeRequest* req,
                                       pb::PutRevokeResponse*) override {
@@ -251,6 +256,9 @@ class MasterServerImpl final : public pb::Master::CallbackService {
       case Method::kPutEnd:
         return Unary<pb::PutEndRequest, pb::PutEndResponse>(
             body, [this](const auto& q, auto* r) { return core_.PutEnd(q, r); });
+      case Method::kUnreserve:
+        return Unary<pb::UnreserveRequest, pb::UnreserveResponse>(
+            body, [this](const auto& q, auto*) { return core_.Unreserve(q); });
       case Method::kPutReserved:
         return Unary<pb::PutReservedRequest, pb::PutReservedResponse>(
             body, [this](const auto& q, auto* r) { return core_.PutReserved(q, r); });

@@ -235,9 +235,9 @@ bool MasterState::TryPlace(Object& obj, const PutRequest& req) {
   return false;
 }
 
-Status MasterState::Allocate(Object& obj, const PutRequest& req) {
+Status MasterState::Allocate(Object& obj, const PutRequest& req, TimePoint now) {
   while (!TryPlace(obj, req)) {
-    if (!EvictOne(&obj)) {
+    if (!ReclaimReservations(now) && !EvictOne(&obj)) {
       ScheduleSpills(req.size * req.replica_num);
       if (InFlightSpillBytes() > 0) {
         return ResourceExhaustedError("store memory is full; " +
@@ -317,7 +317,7 @@ Result<PutGrant> MasterState::PutStart(const PutRequest& req, TimePoint now) {
   obj->request_id = req.request_id;
   obj->put_id = next_id_++;
   obj->put_deadline = now + options_.put_timeout;
-  SLUICE_RETURN_IF_ERROR(Allocate(*obj, r));
+  SLUICE_RETURN_IF_ERROR(Allocate(*obj, r, now));
   PutGrant g = GrantOf(*obj);
   objects_[req.key] = std::move(obj);
   EvictToLowWatermark();
@@ -537,13 +537,11 @@ void MasterState::DropNode(const std::string& node_id, bool lost) {
     }
   }
   for (auto it = reservations_.begin(); it != reservations_.end();) {
-    auto& reps = it->second->replicas;
+    const auto& reps = it->second->replicas;
     const bool on_node = std::any_of(reps.begin(), reps.end(),
                                      [node](const Object::Placement& p) { return p.node == node; });
     if (on_node) {
-      std::erase_if(reps, [node](const Object::Placement& p) { return p.node == node; });
-      FreeTiers(it->second.get());
-      it = reservations_.erase(it);
+      FreeReservation(it++);  // The node's allocator goes with it below.
     } else {
       ++it;
     }

@@ -193,6 +193,8 @@ class MasterState {
   // kAlreadyExists (the key exists; the reservation is freed), the key and
   // policy errors of PutStart. A retry of a success answers OK.
   Status PutReserved(const PutRequest& req, std::uint64_t reservation_id, TimePoint now);
+  // Frees an unused reservation; unknown ids are ignored (idempotent).
+  void Unreserve(std::uint64_t reservation_id);
   Result<ReadGrant> GetStart(const std::string& key, const std::string& client_endpoint,
                              TimePoint now);
   Status GetEnd(const std::string& key, std::uint64_t lease_id, bool completed);
@@ -220,6 +222,10 @@ class MasterState {
   // One placement pass without eviction; false (nothing held) if it failed.
   bool TryPlace(Object& obj, const PutRequest& req);
   void ExpireReservations(TimePoint now);
+  // Frees reservations past half their ttl (clients write into one only in
+  // its first fifth): called before evicting for a put.
+  bool ReclaimReservations(TimePoint now);
+  void FreeReservation(std::unordered_map<std::uint64_t, std::unique_ptr<Object>>::iterator it);
   // (used, capacity) bytes over every node's memory segments.
   std::pair<std::uint64_t, std::uint64_t> MemoryUsage() const;
   // A complete or writing object that Remove has not hidden; null if none.
@@ -231,7 +237,7 @@ class MasterState {
   void CommandDone(Node* node, const CommandResult& r);
   void FreeTiers(Object* obj);
   std::uint64_t InFlightSpillBytes() const;
-  Status Allocate(Object& obj, const PutRequest& req);
+  Status Allocate(Object& obj, const PutRequest& req, TimePoint now);
   bool EvictOne(const Object* protect);
   void EvictToLowWatermark();
   void Erase(Object* obj, std::optional<ObjectEventKind> event);
@@ -245,10 +251,11 @@ class MasterState {
   std::unordered_map<std::string, std::unique_ptr<Object>> objects_;
   // Open reservations by id: keyless objects holding space.
   std::unordered_map<std::uint64_t, std::unique_ptr<Object>> reservations_;
-  std::list<Object*> lru_cache_;     // Complete kCache objects, least recent first.
-  std::list<Object*> lru_soft_pin_;  // Complete kSoftPin objects.
-  std::list<Object*> lru_consume_;   // Complete kDeleteOnConsume objects: spill order.
-  std::vector<std::string> loaded_;  // For TakeLoaded().
+  std::uint64_t reserved_bytes_ = 0;  // Over reservations_, times replicas.
+  std::list<Object*> lru_cache_;      // Complete kCache objects, least recent first.
+  std::list<Object*> lru_soft_pin_;   // Complete kSoftPin objects.
+  std::list<Object*> lru_consume_;    // Complete kDeleteOnConsume objects: spill order.
+  std::vector<std::string> loaded_;   // For TakeLoaded().
   std::uint64_t next_id_ = 1;
   std::vector<ObjectEvent> events_;
   MasterStats counters_;

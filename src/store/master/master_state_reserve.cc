@@ -6,6 +6,12 @@
 #include "store/master/master_state_types.h"
 
 namespace sluice::internal {
+namespace {
+
+// Reservations together hold at most this fraction (1/n) of memory.
+constexpr std::uint64_t kMaxReservedShare = 8;
+
+}  // namespace
 
 Result<PutGrant> MasterState::Reserve(const PutRequest& req, TimePoint now) {
   if (req.size == 0) {
@@ -21,10 +27,14 @@ Result<PutGrant> MasterState::Reserve(const PutRequest& req, TimePoint now) {
   }
   PutRequest r = req;
   r.replica_num = std::max<std::uint32_t>(1, req.replica_num);
+  const std::uint64_t bytes = r.size * r.replica_num;
   const auto [used, cap] = MemoryUsage();
-  const double after = static_cast<double>(used + r.size * r.replica_num);
-  if (after > options_.high_watermark * static_cast<double>(cap)) {
+  if (static_cast<double>(used + bytes) > options_.high_watermark * static_cast<double>(cap)) {
     return ResourceExhaustedError("Reserve: memory would pass the high watermark");
+  }
+  if (reserved_bytes_ + bytes > cap / kMaxReservedShare) {
+    return ResourceExhaustedError("Reserve: reservations hold 1/" +
+                                  std::to_string(kMaxReservedShare) + " of memory");
   }
   auto obj = std::make_unique<Object>();
   obj->size = r.size;
@@ -35,6 +45,7 @@ Result<PutGrant> MasterState::Reserve(const PutRequest& req, TimePoint now) {
                                   " bytes");
   }
   PutGrant g = GrantOf(*obj);
+  reserved_bytes_ += bytes;
   reservations_[obj->put_id] = std::move(obj);
   return g;
 }
@@ -54,19 +65,21 @@ Status MasterState::PutReserved(const PutRequest& req, std::uint64_t reservation
     return NotFoundError("no reservation " + std::to_string(reservation_id) +
                          " (expired, its node was lost, or the master restarted): put again");
   }
-  std::unique_ptr<Object> obj = std::move(it->second);
-  reservations_.erase(it);
-  if (obj->size != req.size) {
-    FreeTiers(obj.get());
+  if (it->second->size != req.size) {
+    const std::uint64_t size = it->second->size;
+    FreeReservation(it);
     return InvalidArgumentError("PutReserved: " + std::to_string(req.size) +
-                                " bytes do not match reservation of " + std::to_string(obj->size));
+                                " bytes do not match reservation of " + std::to_string(size));
   }
   if (existing != objects_.end()) {
-    FreeTiers(obj.get());
+    FreeReservation(it);
     return AlreadyExistsError(
         "key '" + req.key + "' " +
         (existing->second->complete ? "is already committed" : "is being written"));
   }
+  std::unique_ptr<Object> obj = std::move(it->second);
+  reservations_.erase(it);
+  reserved_bytes_ -= obj->size * obj->replicas.size();
   obj->key = req.key;
   obj->tensor = req.tensor;
   obj->policy = req.policy;
@@ -78,12 +91,38 @@ Status MasterState::PutReserved(const PutRequest& req, std::uint64_t reservation
   return Status::Ok();
 }
 
+void MasterState::Unreserve(std::uint64_t reservation_id) {
+  auto it = reservations_.find(reservation_id);
+  if (it != reservations_.end()) {
+    FreeReservation(it);
+  }
+}
+
+void MasterState::FreeReservation(
+    std::unordered_map<std::uint64_t, std::unique_ptr<Object>>::iterator it) {
+  reserved_bytes_ -= it->second->size * it->second->replicas.size();
+  FreeTiers(it->second.get());
+  reservations_.erase(it);
+}
+
+bool MasterState::ReclaimReservations(TimePoint now) {
+  bool freed = false;
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    if (now > it->second->put_deadline - options_.reservation_timeout / 2) {
+      FreeReservation(it++);
+      freed = true;
+    } else {
+      ++it;
+    }
+  }
+  return freed;
+}
+
 void MasterState::ExpireReservations(TimePoint now) {
   for (auto it = reservations_.begin(); it != reservations_.end();) {
     if (now > it->second->put_deadline) {
       ++counters_.lease_expiries;
-      FreeTiers(it->second.get());
-      it = reservations_.erase(it);
+      FreeReservation(it++);
     } else {
       ++it;
     }

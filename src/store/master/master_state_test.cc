@@ -422,22 +422,50 @@ TEST_F(MasterStateTest, ReservedPutRejectsTakenKeysWrongSizesAndUnknownReservati
 
 TEST_F(MasterStateTest, ReservationsAreBestEffortAndExpire) {
   MasterOptions o = Options();
-  o.low_watermark = 0.5;
-  o.high_watermark = 0.9;
+  o.low_watermark = 0.4;
+  o.high_watermark = 0.5;
   MasterState s(o);
-  ASSERT_TRUE(s.RegisterNode("n1", "n1:1", {{{11, 4 * kMiB}}, 0}, {}, now_).ok());
+  ASSERT_TRUE(s.RegisterNode("n1", "n1:1", {{{11, 64 * kMiB}}, 0}, {}, now_).ok());
   PutRequest r;
+  r.key = "resident";
+  r.size = 31 * kMiB;
+  auto put = s.PutStart(r, now_);
+  ASSERT_TRUE(put.ok());
+  ASSERT_TRUE(s.PutEnd("resident", put->put_id, now_).ok());
   r.size = kMiB;
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(s.Reserve(r, now_).ok());
-  }
+  ASSERT_TRUE(s.Reserve(r, now_).ok());
   EXPECT_EQ(s.Reserve(r, now_).status().code(), StatusCode::kResourceExhausted)
       << "no reservation past the high watermark";
+  EXPECT_TRUE(s.Exists("resident")) << "nothing evicted for a reservation";
   const TimePoint later = now_ + o.reservation_timeout + 1s;
   s.Heartbeat("n1", 0, {}, later);
   s.Tick(later);
   EXPECT_EQ(s.Stats().reservations, 0u);
-  EXPECT_EQ(s.Stats().used_bytes, 0u) << "unused reservations are freed";
+  EXPECT_EQ(s.Stats().used_bytes, 31 * kMiB) << "unused reservations are freed";
+}
+
+TEST_F(MasterStateTest, ReservationsYieldToPutsAndAreReleasedOnRequest) {
+  AddNode("n1", 8 * kMiB, 11);
+  PutRequest r;
+  r.size = kMiB;
+  auto held = state_.Reserve(r, now_);
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(state_.Reserve(r, now_).status().code(), StatusCode::kResourceExhausted)
+      << "reservations hold at most an eighth of memory";
+  state_.Unreserve(held->put_id);
+  state_.Unreserve(held->put_id);  // Idempotent.
+  EXPECT_EQ(state_.Stats().used_bytes, 0u);
+  held = state_.Reserve(r, now_);
+  ASSERT_TRUE(held.ok());
+  // A full store: a put reclaims a reservation past half its ttl (its
+  // client no longer writes into it) before failing.
+  r.size = 7 * kMiB + kMiB / 2;
+  r.key = "big";
+  EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kResourceExhausted)
+      << "a fresh reservation is not reclaimed";
+  const TimePoint later = now_ + state_.options().reservation_timeout / 2 + 1ms;
+  EXPECT_TRUE(state_.PutStart(r, later).ok());
+  EXPECT_EQ(state_.Stats().reservations, 0u);
 }
 
 TEST_F(MasterStateTest, ALostNodeTakesItsReservationsWithIt) {
