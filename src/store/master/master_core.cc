@@ -34,6 +34,7 @@ void MasterCore::Shutdown() {
       }
     }
     parked_gets_.clear();
+    AnswerHeartbeatsLocked(MasterClock::now(), /*all=*/true, &finish);
   }
   cv_.notify_all();
   if (ticker_.joinable()) {
@@ -88,24 +89,10 @@ Status MasterCore::RegisterNode(const pb::RegisterNodeRequest& req,
   return st;
 }
 
-Status MasterCore::Heartbeat(const pb::HeartbeatRequest& req, pb::HeartbeatResponse* resp) {
-  const auto start = MasterClock::now();
-  std::vector<CommandResult> done;
-  for (const pb::CommandResult& r : req.done()) {
-    done.push_back({r.id(), r.ok(), r.error()});
-    if (!r.ok()) {
-      SLUICE_LOG(warn, "store node {}: disk-tier command {} failed: {}", req.node_id(), r.id(),
-                 r.error());
-    }
-  }
-  HeartbeatReply reply;
-  Finish finish;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    reply = state_.Heartbeat(req.node_id(), req.acked_seq(), done, MasterClock::now());
-    ResumeParkedGetsLocked(state_.TakeLoaded(), false, &finish);
-  }
-  Run(finish);
+void MasterCore::FillHeartbeatLocked(const std::string& node_id, std::uint64_t acked_seq,
+                                     const std::vector<CommandResult>& done,
+                                     pb::HeartbeatResponse* resp) {
+  const HeartbeatReply reply = state_.Heartbeat(node_id, acked_seq, done, MasterClock::now());
   for (const NodeCommand& c : reply.commands) {
     pb::NodeCommand* p = resp->add_commands();
     p->set_id(c.id);
@@ -128,8 +115,63 @@ Status MasterCore::Heartbeat(const pb::HeartbeatRequest& req, pb::HeartbeatRespo
       p->mutable_record()->set_key(d.record.key);
     }
   }
-  rpc_stats_.Record(RpcStats::kHeartbeat, start);
-  return Status::Ok();
+}
+
+void MasterCore::Heartbeat(const pb::HeartbeatRequest* req, pb::HeartbeatResponse* resp,
+                           Done done) {
+  const auto start = MasterClock::now();
+  std::vector<CommandResult> results;
+  for (const pb::CommandResult& r : req->done()) {
+    results.push_back({r.id(), r.ok(), r.error()});
+    if (!r.ok()) {
+      SLUICE_LOG(warn, "store node {}: disk-tier command {} failed: {}", req->node_id(), r.id(),
+                 r.error());
+    }
+  }
+  Finish finish;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto held = parked_heartbeats_.find(req->node_id());
+    if (held != parked_heartbeats_.end()) {
+      // The node gave up on it (or a second one runs): answer it empty.
+      finish.emplace_back(std::move(held->second.done), Status::Ok());
+      parked_heartbeats_.erase(held);
+    }
+    const bool news = state_.HasNews(req->node_id(), req->acked_seq());
+    FillHeartbeatLocked(req->node_id(), req->acked_seq(), results, resp);
+    ResumeParkedGetsLocked(state_.TakeLoaded(), false, &finish);
+    if (req->wait_ms() > 0 && !stopping_ && !news && resp->commands_size() == 0 &&
+        !resp->reregister()) {
+      const auto wait = std::chrono::milliseconds(std::min<std::uint32_t>(req->wait_ms(), 10000));
+      parked_heartbeats_[req->node_id()] =
+          ParkedHeartbeat{req, resp, start, MasterClock::now() + wait, std::move(done)};
+      done = nullptr;
+    }
+  }
+  Run(finish);
+  if (done) {
+    rpc_stats_.Record(RpcStats::kHeartbeat, start);
+    done(Status::Ok());
+  }
+}
+
+void MasterCore::AnswerHeartbeatsLocked(TimePoint now, bool all, Finish* finish) {
+  for (auto it = parked_heartbeats_.begin(); it != parked_heartbeats_.end();) {
+    ParkedHeartbeat& p = it->second;
+    if (!all && now < p.deadline && !state_.HasNews(it->first, p.req->acked_seq())) {
+      ++it;
+      continue;
+    }
+    p.resp->Clear();
+    if (!stopping_) {
+      FillHeartbeatLocked(it->first, p.req->acked_seq(), {}, p.resp);
+    }
+    rpc_stats_.Record(RpcStats::kHeartbeat, p.start);
+    finish->emplace_back(
+        std::move(p.done),
+        stopping_ ? Status(StatusCode::kCancelled, "master is shutting down") : Status::Ok());
+    it = parked_heartbeats_.erase(it);
+  }
 }
 
 namespace {
@@ -181,7 +223,9 @@ Status MasterCore::PutStart(const pb::PutStartRequest& req, pb::PutStartResponse
 
 std::vector<MasterCore::Waiter> MasterCore::CommittedLocked(const std::string& key,
                                                             const pb::ReserveNext* reserve,
-                                                            pb::Reservation* out) {
+                                                            pb::Reservation* out, Finish* finish) {
+  // The node learns of the commit now, so a master restart keeps the object.
+  AnswerHeartbeatsLocked(MasterClock::now(), false, finish);
   std::vector<Waiter> wake;
   auto it = waiters_.find(key);
   if (it != waiters_.end()) {
@@ -205,15 +249,17 @@ std::vector<MasterCore::Waiter> MasterCore::CommittedLocked(const std::string& k
 Status MasterCore::PutEnd(const pb::PutEndRequest& req, pb::PutEndResponse* resp) {
   const auto start = MasterClock::now();
   std::vector<Waiter> wake;
+  Finish finish;
   Status st;
   {
     std::lock_guard<std::mutex> lock(mu_);
     st = state_.PutEnd(req.key(), req.put_id(), MasterClock::now());
     if (st.ok()) {
       wake = CommittedLocked(req.key(), req.has_reserve() ? &req.reserve() : nullptr,
-                             resp != nullptr ? resp->mutable_reservation() : nullptr);
+                             resp != nullptr ? resp->mutable_reservation() : nullptr, &finish);
     }
   }
+  Run(finish);
   for (Waiter& w : wake) {
     w.done(Status::Ok());
   }
@@ -227,15 +273,17 @@ Status MasterCore::PutReserved(const pb::PutReservedRequest& req, pb::PutReserve
       FromPutFields(req.key(), req.size(), req.has_tensor() ? &req.tensor() : nullptr, req.policy(),
                     req.request_id());
   std::vector<Waiter> wake;
+  Finish finish;
   Status st;
   {
     std::lock_guard<std::mutex> lock(mu_);
     st = state_.PutReserved(r, req.reservation_id(), MasterClock::now());
     if (st.ok()) {
       wake = CommittedLocked(req.key(), req.has_reserve() ? &req.reserve() : nullptr,
-                             resp->mutable_reservation());
+                             resp->mutable_reservation(), &finish);
     }
   }
+  Run(finish);
   for (Waiter& w : wake) {
     w.done(Status::Ok());
   }
@@ -415,6 +463,7 @@ void MasterCore::TickLoop() {
     state_.Tick(now);
     Finish finish;
     ResumeParkedGetsLocked(state_.TakeLoaded(), /*all=*/!parked_gets_.empty(), &finish);
+    AnswerHeartbeatsLocked(now, /*all=*/false, &finish);
     const std::vector<ObjectEvent> events = state_.TakeEvents();
     for (const ObjectEvent& e : events) {
       if (e.kind == ObjectEventKind::kLost) {

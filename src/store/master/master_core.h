@@ -42,7 +42,13 @@ class MasterCore {
   // retry-safe as master.proto describes.
   Status RegisterNode(const store::v1::RegisterNodeRequest& req,
                       store::v1::RegisterNodeResponse* resp);
-  Status Heartbeat(const store::v1::HeartbeatRequest& req, store::v1::HeartbeatResponse* resp);
+  // `req` and `resp` must stay valid until `done` runs. With `wait_ms`, a
+  // heartbeat that would carry nothing is held until the node has news
+  // (a commit or removal of an object it holds, a disk-tier command) or the
+  // wait ends: directory changes reach nodes at once, not a heartbeat later.
+  // A new heartbeat from the same node answers a held one.
+  void Heartbeat(const store::v1::HeartbeatRequest* req, store::v1::HeartbeatResponse* resp,
+                 Done done);
   Status PutStart(const store::v1::PutStartRequest& req, store::v1::PutStartResponse* resp);
   // With `reserve`, also offers a reservation for the next put (resp may be
   // null when the caller does not want the answer).
@@ -77,6 +83,13 @@ class MasterCore {
     Done done;
     TimePoint deadline;
   };
+  struct ParkedHeartbeat {
+    const store::v1::HeartbeatRequest* req;
+    store::v1::HeartbeatResponse* resp;
+    MasterClock::time_point start;
+    TimePoint deadline;
+    Done done;
+  };
   using Finish = std::vector<std::pair<Done, Status>>;
 
   static void FillGetStart(const ReadGrant& g, store::v1::GetStartResponse* resp);
@@ -85,11 +98,19 @@ class MasterCore {
   void ResumeParkedGetsLocked(const std::vector<std::string>& keys, bool all, Finish* finish);
   void TickLoop();
   static void Run(Finish& finish);
-  // After `key` committed: takes its waiters (to wake without the lock) and,
-  // when `reserve` asks, offers a reservation into `out` (left empty when
+  // After `key` committed: answers held heartbeats of nodes with news (into
+  // `finish`), takes the key's waiters (to wake without the lock) and, when
+  // `reserve` asks, offers a reservation into `out` (left empty when
   // declined: the caller's next put takes two round trips).
   std::vector<Waiter> CommittedLocked(const std::string& key, const store::v1::ReserveNext* reserve,
-                                      store::v1::Reservation* out);
+                                      store::v1::Reservation* out, Finish* finish);
+  // Answers held heartbeats whose node has news, or is past its deadline
+  // (`now`), or every one when `all`.
+  void AnswerHeartbeatsLocked(TimePoint now, bool all, Finish* finish);
+  // One heartbeat's answer for `node_id` (applies `done`, acknowledges).
+  void FillHeartbeatLocked(const std::string& node_id, std::uint64_t acked_seq,
+                           const std::vector<CommandResult>& done,
+                           store::v1::HeartbeatResponse* resp);
 
   EventSink sink_;
   std::mutex mu_;
@@ -98,6 +119,7 @@ class MasterCore {
   MasterState state_;                                          // Guarded by mu_.
   std::map<std::string, std::vector<Waiter>> waiters_;         // Guarded by mu_.
   std::map<std::string, std::vector<ParkedGet>> parked_gets_;  // Guarded by mu_.
+  std::map<std::string, ParkedHeartbeat> parked_heartbeats_;   // By node id. Guarded by mu_.
   RpcStats rpc_stats_;
   std::thread ticker_;
 };

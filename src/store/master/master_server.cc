@@ -154,7 +154,10 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const pb::HeartbeatRequest* req,
                                       pb::HeartbeatResponse* resp) override {
-    return Done(ctx, core_.Heartbeat(*req, resp));
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    // gRPC keeps `req` and `resp` alive until Finish.
+    core_.Heartbeat(req, resp, [reactor](const Status& s) { reactor->Finish(ToGrpc(s)); });
+    return reactor;
   }
   grpc::ServerUnaryReactor* PutStart(grpc::CallbackServerContext* ctx,
                                      const pb::PutStartRequest* req,

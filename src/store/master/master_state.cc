@@ -170,6 +170,15 @@ HeartbeatReply MasterState::Heartbeat(const std::string& node_id, std::uint64_t 
   return reply;
 }
 
+bool MasterState::HasNews(const std::string& node_id, std::uint64_t acked_seq) const {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) {
+    return true;  // Lost meanwhile: the answer tells it to register again.
+  }
+  const Node& n = *it->second;
+  return !n.commands.empty() || (!n.log.empty() && n.log.back().seq > acked_seq);
+}
+
 void MasterState::LogDelta(Object* obj, bool added) {
   for (const auto& p : obj->replicas) {
     NodeDelta d;

@@ -172,6 +172,9 @@ class MasterState {
   // 4096) with the commands still pending.
   HeartbeatReply Heartbeat(const std::string& node_id, std::uint64_t acked_seq,
                            const std::vector<CommandResult>& done, TimePoint now);
+  // True when a heartbeat from `node_id` that acknowledged `acked_seq` would
+  // carry something: directory changes after it, or commands.
+  bool HasNews(const std::string& node_id, std::uint64_t acked_seq) const;
   // Keys whose disk-tier load finished (or failed) since the last call: their
   // parked readers may ask again.
   std::vector<std::string> TakeLoaded();
@@ -232,11 +235,13 @@ class MasterState {
   Object* FindVisible(const std::string& key);
   bool Restore(Node* node, const ObjectRecord& rec, TimePoint now);
   // Disk tier (master_state_tier.cc).
-  void ScheduleSpills(std::uint64_t need = 0);
+  // Spills payloads until memory is under the low watermark with `need`
+  // bytes free: over every node, or only `on`'s memory and payloads.
+  void ScheduleSpills(std::uint64_t need = 0, const Node* on = nullptr);
   Status StartLoad(Object* obj);
   void CommandDone(Node* node, const CommandResult& r);
   void FreeTiers(Object* obj);
-  std::uint64_t InFlightSpillBytes() const;
+  std::uint64_t InFlightSpillBytes(const Node* on = nullptr) const;
   Status Allocate(Object& obj, const PutRequest& req, TimePoint now);
   bool EvictOne(const Object* protect);
   void EvictToLowWatermark();

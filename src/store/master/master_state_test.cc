@@ -335,6 +335,32 @@ TEST_F(MasterTierTest, UnconsumedPayloadsSpillInsteadOfBeingRefusedAndReadBackTr
   }
 }
 
+TEST_F(MasterTierTest, ALoadOnAFullNodeSpillsOnThatNodeWhateverTheOthersHold) {
+  disk_bytes_ = 16 * kMiB;
+  AddNode("n1", 2 * kMiB, 11);
+  const auto doc = LeasePolicy::DeleteOnConsume(1);
+  ASSERT_TRUE(Put("a", kMiB, doc).ok());
+  ASSERT_TRUE(Put("b", kMiB, doc).ok());
+  ASSERT_EQ(Put("c", kMiB, doc).status().code(), StatusCode::kResourceExhausted);
+  NodeDoesItsWork("n1");  // Spills "a".
+  ASSERT_TRUE(Put("c", kMiB, doc).ok());
+  AddNode("n2", 64 * kMiB, 12);  // The store as a whole is nearly empty now.
+  auto parked = state_.GetStart("a", "", now_);
+  ASSERT_TRUE(parked.ok()) << parked.status().ToString();
+  EXPECT_TRUE(parked->loading);
+  HeartbeatReply hb = state_.Heartbeat("n1", 0, {}, now_);
+  ASSERT_EQ(hb.commands.size(), 1u);
+  EXPECT_EQ(hb.commands[0].kind, NodeCommand::Kind::kSpill) << "room is made on n1";
+  NodeDoesItsWork("n1");  // The spill.
+  parked = state_.GetStart("a", "", now_);
+  ASSERT_TRUE(parked.ok());
+  NodeDoesItsWork("n1");  // The load.
+  auto read = state_.GetStart("a", "", now_);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_FALSE(read->loading);
+  EXPECT_EQ(read->replicas[0].node_id, "n1");
+}
+
 TEST_F(MasterTierTest, WithoutADiskTierAFullStoreRefusesPuts) {
   AddNode("n1", 2 * kMiB, 11);
   const auto doc = LeasePolicy::DeleteOnConsume(1);
@@ -361,6 +387,17 @@ TEST_F(MasterTierTest, RemovingAnObjectMidSpillWaitsForTheNode) {
   state_.Heartbeat("n1", 0, {{hb.commands[0].id, true, ""}}, now_);
   EXPECT_EQ(state_.Stats().used_bytes, kMiB);
   EXPECT_EQ(state_.Stats().disk_used_bytes, 0u);
+}
+
+TEST_F(MasterStateTest, HasNewsWhileDirectoryChangesAreUnacknowledged) {
+  AddNode("n1", 8 * kMiB, 11);
+  EXPECT_FALSE(state_.HasNews("n1", 0));
+  EXPECT_TRUE(state_.HasNews("gone", 0)) << "an unknown node must hear it should register";
+  ASSERT_TRUE(Put("k", 100).ok());
+  EXPECT_TRUE(state_.HasNews("n1", 0));
+  const HeartbeatReply hb = state_.Heartbeat("n1", 0, {}, now_);
+  ASSERT_EQ(hb.deltas.size(), 1u);
+  EXPECT_FALSE(state_.HasNews("n1", hb.deltas[0].seq));
 }
 
 TEST_F(MasterStateTest, ReservedPutCommitsInOneStepAndRetriesAreOk) {

@@ -9,9 +9,12 @@
 
 namespace sluice::internal {
 
-std::uint64_t MasterState::InFlightSpillBytes() const {
+std::uint64_t MasterState::InFlightSpillBytes(const Node* on) const {
   std::uint64_t bytes = 0;
   for (const auto& [id, n] : nodes_) {
+    if (on != nullptr && n.get() != on) {
+      continue;
+    }
     for (const auto& [cid, cmd] : n->commands) {
       bytes += cmd.kind == NodeCommand::Kind::kSpill ? cmd.size : 0;
     }
@@ -19,8 +22,12 @@ std::uint64_t MasterState::InFlightSpillBytes() const {
   return bytes;
 }
 
-void MasterState::ScheduleSpills(std::uint64_t need) {
-  const auto [used_bytes, cap_bytes] = MemoryUsage();
+void MasterState::ScheduleSpills(std::uint64_t need, const Node* on) {
+  auto [used_bytes, cap_bytes] = MemoryUsage();
+  if (on != nullptr) {
+    used_bytes = on->UsedBytes();
+    cap_bytes = on->CapacityBytes();
+  }
   const auto used = static_cast<double>(used_bytes);
   const auto cap = static_cast<double>(cap_bytes);
   if (cap == 0 || (need == 0 && used <= options_.high_watermark * cap)) {
@@ -28,7 +35,7 @@ void MasterState::ScheduleSpills(std::uint64_t need) {
   }
   // Down to the low watermark, and at least `need` bytes free.
   const double target = std::min(options_.low_watermark * cap, cap - static_cast<double>(need));
-  double projected = used - static_cast<double>(InFlightSpillBytes());
+  double projected = used - static_cast<double>(InFlightSpillBytes(on));
   for (Object* o : lru_consume_) {
     if (projected <= target) {
       break;
@@ -38,7 +45,7 @@ void MasterState::ScheduleSpills(std::uint64_t need) {
       continue;
     }
     const Object::Placement& p = o->replicas.front();
-    if (!p.node->disk.has_value()) {
+    if (!p.node->disk.has_value() || (on != nullptr && p.node != on)) {
       continue;
     }
     Result<std::uint64_t> off = p.node->disk->Allocate(o->size);
@@ -79,8 +86,9 @@ Status MasterState::StartLoad(Object* o) {
     if (!EvictOne(o)) {
       // Make room by spilling other payloads; the reader waits (parked) and
       // asks again. With nothing to spill, the store is truly full.
-      ScheduleSpills(o->size);
-      if (InFlightSpillBytes() > 0) {
+      // On this node: the load needs room here.
+      ScheduleSpills(o->size, n);
+      if (InFlightSpillBytes(n) > 0) {
         return Status::Ok();
       }
       return ResourceExhaustedError("no memory to load spilled object '" + o->key +

@@ -27,13 +27,21 @@ struct MasterState::Node {
   std::optional<SegmentAllocator> disk;           // The disk tier, if any.
   std::map<std::uint64_t, NodeCommand> commands;  // Sent until reported done.
 
-  std::uint64_t FreeBytes() const {
-    std::uint64_t f = 0;
+  std::uint64_t CapacityBytes() const {
+    std::uint64_t c = 0;
     for (const Seg& s : segs) {
-      f += s.alloc.capacity() - s.alloc.used();
+      c += s.alloc.capacity();
     }
-    return f;
+    return c;
   }
+  std::uint64_t UsedBytes() const {
+    std::uint64_t u = 0;
+    for (const Seg& s : segs) {
+      u += s.alloc.used();
+    }
+    return u;
+  }
+  std::uint64_t FreeBytes() const { return CapacityBytes() - UsedBytes(); }
 };
 
 struct MasterState::Object {

@@ -24,6 +24,10 @@ namespace sluice::internal {
 
 namespace pb = ::sluice::store::v1;
 
+// After a heartbeat that carried directory changes, the next one waits this
+// long, so that a stream of commits costs at most 500 heartbeats a second.
+constexpr std::chrono::milliseconds kMinHeartbeatGap{2};
+
 class StoreNodeImpl {
  public:
   StoreNodeImpl(TransferEngine* engine, StoreNodeConfig config)
@@ -33,6 +37,9 @@ class StoreNodeImpl {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
+      if (heartbeat_ctx_ != nullptr) {
+        heartbeat_ctx_->TryCancel();  // A held heartbeat ends now.
+      }
     }
     cv_.notify_all();
     if (thread_.joinable()) {
@@ -116,11 +123,12 @@ class StoreNodeImpl {
     while (!stopping_) {
       lock.unlock();
       Status s;
-      bool report_now = false;
+      std::chrono::milliseconds pause = interval_;  // Before the next heartbeat.
       if (need_register) {
         s = Register();
         need_register = !s.ok();
         if (s.ok()) {
+          pause = std::chrono::milliseconds(0);  // Held heartbeats start now.
           SLUICE_LOG(info, "store node {} registered with master {}", config_.node_id,
                      config_.master);
         }
@@ -131,14 +139,42 @@ class StoreNodeImpl {
         for (const auto& [id, r] : done_) {
           *req.add_done() = r;
         }
+        // The master holds the answer until it has news for this node (or
+        // one interval), so directory changes arrive as they happen: the
+        // next heartbeat goes out at once.
+        req.set_wait_ms(static_cast<std::uint32_t>(interval_.count()));
         pb::HeartbeatResponse resp;
         grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + config_.rpc_timeout);
+        ctx.set_deadline(std::chrono::system_clock::now() + config_.rpc_timeout + interval_);
+        {
+          std::lock_guard<std::mutex> guard(mu_);
+          if (stopping_) {
+            break;
+          }
+          heartbeat_ctx_ = &ctx;
+        }
+        const auto sent = std::chrono::steady_clock::now();
         s = FromGrpc(stub_->Heartbeat(&ctx, req, &resp), "Heartbeat");
+        {
+          std::lock_guard<std::mutex> guard(mu_);
+          heartbeat_ctx_ = nullptr;
+          if (stopping_) {
+            break;  // Cancelled by the destructor.
+          }
+        }
         need_register = !s.ok() || resp.reregister();
         if (s.ok()) {
           Apply(resp);
-          report_now = RunCommands(resp);
+          // Results of commands go back at once; after news, a short gap
+          // lets changes batch up (at most 1 / kMinHeartbeatGap per second);
+          // an answer held its full wait means none is needed.
+          if (RunCommands(resp)) {
+            pause = std::chrono::milliseconds(0);
+          } else if (resp.deltas_size() > 0) {
+            pause = kMinHeartbeatGap;
+          } else if (std::chrono::steady_clock::now() - sent >= interval_ / 2) {
+            pause = std::chrono::milliseconds(0);
+          }
         }
       }
       registered_ = !need_register;
@@ -147,8 +183,11 @@ class StoreNodeImpl {
       }
       last_error = s;
       lock.lock();
-      if (!report_now) {
-        cv_.wait_for(lock, need_register ? std::chrono::milliseconds(200) : interval_);
+      if (need_register) {
+        pause = std::chrono::milliseconds(200);
+      }
+      if (pause.count() > 0) {
+        cv_.wait_for(lock, pause);
       }
     }
   }
@@ -266,7 +305,8 @@ class StoreNodeImpl {
   std::atomic<bool> registered_{false};
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;  // Guarded by mu_.
+  bool stopping_ = false;                         // Guarded by mu_.
+  grpc::ClientContext* heartbeat_ctx_ = nullptr;  // The call in flight. Guarded by mu_.
   std::thread thread_;
 };
 
