@@ -84,16 +84,24 @@ inline void ToProto(const ObjectRecord& r, store::v1::ObjectRecord* p) {
   ToProto(r.policy, p->mutable_policy());
   p->set_on_disk(r.on_disk);
   p->set_disk_offset(r.disk_offset);
+  p->set_reads_done(r.reads_done);
+  // `expires_at` travels as time left (ttl_left_ms), set by the sender.
 }
 
 inline ObjectRecord FromProto(const store::v1::ObjectRecord& p) {
-  ObjectRecord r{p.key(),  p.region_key(), p.offset(),
-                 p.size(), std::nullopt,   FromProto(p.policy())};
+  ObjectRecord r;
+  r.key = p.key();
+  r.region_key = p.region_key();
+  r.offset = p.offset();
+  r.size = p.size();
+  r.policy = FromProto(p.policy());
   if (p.has_tensor()) {
     r.tensor = FromProto(p.tensor());
   }
   r.on_disk = p.on_disk();
   r.disk_offset = p.disk_offset();
+  r.reads_done = p.reads_done();
+  // `expires_at` comes from ttl_left_ms, set by the receiver.
   return r;
 }
 

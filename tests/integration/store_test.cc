@@ -306,6 +306,10 @@ TEST_F(StoreTest, RestartedMasterServesEveryObjectAgain) {
   two.replica_num = 2;
   ASSERT_TRUE(client_->Put("a", a, two).ok());
   ASSERT_TRUE(client_->Put("b", b, doc).ok());
+  PutOptions twice;
+  twice.policy = LeasePolicy::DeleteOnConsume(2);
+  ASSERT_TRUE(client_->Put("twice", b, twice).ok());
+  ASSERT_TRUE(client_->Get("twice").ok());
   // Nodes learn of commits as they happen (the master answers a held
   // heartbeat), well within this.
   std::this_thread::sleep_for(100ms);
@@ -329,6 +333,8 @@ TEST_F(StoreTest, RestartedMasterServesEveryObjectAgain) {
   ASSERT_TRUE(got_b.ok()) << got_b.status().ToString();
   EXPECT_EQ(meta.tensor, doc.tensor);
   EXPECT_TRUE(EventuallyGone(*client_, "b")) << "delete-on-consume still applies after restart";
+  ASSERT_TRUE(client_->Get("twice").ok());
+  EXPECT_TRUE(EventuallyGone(*client_, "twice")) << "the read before the restart counted";
   EXPECT_EQ(client_->Put("a", b).code(), StatusCode::kAlreadyExists);
   EXPECT_TRUE(client_->Put("c", b).ok());
 }

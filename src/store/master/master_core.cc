@@ -68,8 +68,13 @@ Status MasterCore::RegisterNode(const pb::RegisterNodeRequest& req,
     segs.push_back({s.region_key(), s.size()});
   }
   std::vector<ObjectRecord> objects;
+  const TimePoint now = MasterClock::now();
   for (const pb::ObjectRecord& o : req.objects()) {
     objects.push_back(FromProto(o));
+    if (o.ttl_left_ms() > 0) {
+      objects.back().expires_at =
+          now + std::chrono::milliseconds(std::min<std::uint64_t>(o.ttl_left_ms(), 1ULL << 40));
+    }
   }
   std::size_t skipped = 0;
   Status st;
@@ -111,6 +116,12 @@ void MasterCore::FillHeartbeatLocked(const std::string& node_id, std::uint64_t a
     p->set_added(d.added);
     if (d.added) {
       ToProto(d.record, p->mutable_record());
+      if (d.record.expires_at.has_value()) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            *d.record.expires_at - MasterClock::now());
+        p->mutable_record()->set_ttl_left_ms(
+            static_cast<std::uint64_t>(std::max<std::int64_t>(1, left.count())));
+      }
     } else {
       p->mutable_record()->set_key(d.record.key);
     }
@@ -353,10 +364,13 @@ void MasterCore::GetStart(const pb::GetStartRequest* req, pb::GetStartResponse* 
 Status MasterCore::GetEnd(const pb::GetEndRequest& req) {
   const auto start = MasterClock::now();
   Status st;
+  Finish finish;
   {
     std::lock_guard<std::mutex> lock(mu_);
     st = state_.GetEnd(req.key(), req.lease_id(), req.completed());
+    AnswerHeartbeatsLocked(MasterClock::now(), false, &finish);  // Directory changes.
   }
+  Run(finish);
   rpc_stats_.Record(RpcStats::kGetEnd, start);
   return st;
 }
@@ -364,10 +378,13 @@ Status MasterCore::GetEnd(const pb::GetEndRequest& req) {
 Status MasterCore::Remove(const pb::KeyRequest& req) {
   const auto start = MasterClock::now();
   Status st;
+  Finish finish;
   {
     std::lock_guard<std::mutex> lock(mu_);
     st = state_.Remove(req.key());
+    AnswerHeartbeatsLocked(MasterClock::now(), false, &finish);  // Directory changes.
   }
+  Run(finish);
   rpc_stats_.Record(RpcStats::kRemove, start);
   return st;
 }

@@ -125,8 +125,11 @@ bool MasterState::Restore(Node* node, const ObjectRecord& rec, TimePoint now) {
     obj->policy = rec.policy;
     obj->complete = true;
     obj->put_id = next_id_++;
+    obj->reads_done = rec.reads_done;
     if (obj->policy.kind == LeaseKind::kTtl) {
-      obj->expires_at = now + obj->policy.ttl;  // The clock restarts with the master.
+      // The time left as the node last heard it (its clock kept running
+      // while the master was down), else a full ttl.
+      obj->expires_at = rec.expires_at.value_or(now + obj->policy.ttl);
     }
     obj->lru = obj->policy.kind == LeaseKind::kCache             ? &lru_cache_
                : obj->policy.kind == LeaseKind::kSoftPin         ? &lru_soft_pin_
@@ -187,10 +190,11 @@ void MasterState::LogDelta(Object* obj, bool added) {
     d.record.key = obj->key;
     if (added) {
       const bool on_disk = obj->tier == Object::Tier::kDisk;
-      d.record = ObjectRecord{obj->key,    p.node->segs[p.seg].region_key,
-                              p.offset,    obj->size,
-                              obj->tensor, obj->policy,
-                              on_disk,     obj->disk_offset};
+      d.record = ObjectRecord{obj->key,        p.node->segs[p.seg].region_key,
+                              p.offset,        obj->size,
+                              obj->tensor,     obj->policy,
+                              on_disk,         obj->disk_offset,
+                              obj->reads_done, obj->expires_at};
     }
     p.node->log.push_back(std::move(d));
   }
@@ -350,10 +354,10 @@ Status MasterState::PutEnd(const std::string& key, std::uint64_t put_id, TimePoi
 
 void MasterState::Commit(Object& o, TimePoint now) {
   o.complete = true;
-  LogDelta(&o, true);
   if (o.policy.kind == LeaseKind::kTtl) {
     o.expires_at = now + o.policy.ttl;
   }
+  LogDelta(&o, true);
   o.lru = o.policy.kind == LeaseKind::kCache             ? &lru_cache_
           : o.policy.kind == LeaseKind::kSoftPin         ? &lru_soft_pin_
           : o.policy.kind == LeaseKind::kDeleteOnConsume ? &lru_consume_
@@ -428,6 +432,8 @@ Status MasterState::GetEnd(const std::string& key, std::uint64_t lease_id, bool 
   }
   if (o.policy.kind == LeaseKind::kDeleteOnConsume && o.reads_done >= o.policy.consume_count) {
     o.removed = true;
+  } else if (completed && o.policy.kind == LeaseKind::kDeleteOnConsume && o.complete) {
+    LogDelta(&o, true);  // Nodes keep the count, for a master restart.
   }
   if (o.removed && o.leases.empty()) {
     const bool consumed =

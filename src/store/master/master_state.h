@@ -66,6 +66,8 @@ struct ObjectRecord {
   LeasePolicy policy;
   bool on_disk = false;  // Spilled: the bytes are at `disk_offset` of the node's disk file.
   std::uint64_t disk_offset = 0;
+  std::uint32_t reads_done = 0;         // Completed reads so far.
+  std::optional<TimePoint> expires_at;  // TTL objects (sent to nodes as time left).
 };
 
 // Work the master asks of a node (sent with every heartbeat answer until the

@@ -1,5 +1,7 @@
 #include "store/master/master_state.h"
 
+#include <map>
+
 #include "gtest/gtest.h"
 
 namespace sluice::internal {
@@ -387,6 +389,36 @@ TEST_F(MasterTierTest, RemovingAnObjectMidSpillWaitsForTheNode) {
   state_.Heartbeat("n1", 0, {{hb.commands[0].id, true, ""}}, now_);
   EXPECT_EQ(state_.Stats().used_bytes, kMiB);
   EXPECT_EQ(state_.Stats().disk_used_bytes, 0u);
+}
+
+TEST_F(MasterStateTest, ARestartedMasterKeepsReadCountsAndTheTimeLeftOfTtls) {
+  AddNode("n1", 8 * kMiB, 11);
+  ASSERT_TRUE(Put("twice", 100, LeasePolicy::DeleteOnConsume(2)).ok());
+  ASSERT_TRUE(Put("ttl", 100, LeasePolicy::Ttl(10s)).ok());
+  Read("twice");
+  // The node's directory: the latest record of each key.
+  std::map<std::string, ObjectRecord> dir;
+  for (const NodeDelta& d : state_.Heartbeat("n1", 0, {}, now_).deltas) {
+    dir[d.record.key] = d.record;
+  }
+  ASSERT_EQ(dir.size(), 2u);
+  EXPECT_EQ(dir["twice"].reads_done, 1u);
+  ASSERT_TRUE(dir["ttl"].expires_at.has_value());
+  EXPECT_EQ(*dir["ttl"].expires_at, now_ + 10s);
+
+  MasterState fresh(Options());
+  const TimePoint later = now_ + 4s;
+  ObjectRecord ttl = dir["ttl"];
+  ttl.expires_at = later + 6s;  // What the node reports: 6 s left.
+  ASSERT_TRUE(
+      fresh.RegisterNode("n1", "n1:1", {{{11, 8 * kMiB}}, 0}, {dir["twice"], ttl}, later).ok());
+  auto g = fresh.GetStart("twice", "", later);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(fresh.GetEnd("twice", g->lease_id, true).ok());
+  EXPECT_FALSE(fresh.Exists("twice")) << "the read before the restart counted";
+  fresh.Heartbeat("n1", 0, {}, later + 7s);
+  fresh.Tick(later + 7s);
+  EXPECT_FALSE(fresh.Exists("ttl")) << "expired on time, not a full ttl after the restart";
 }
 
 TEST_F(MasterStateTest, HasNewsWhileDirectoryChangesAreUnacknowledged) {

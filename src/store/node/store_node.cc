@@ -94,8 +94,16 @@ class StoreNodeImpl {
       s->set_region_key(keys_[i].value);
       s->set_size(sizes_[i]);
     }
+    const auto now = std::chrono::steady_clock::now();
     for (const auto& [key, rec] : directory_) {
-      *req.add_objects() = rec;
+      pb::ObjectRecord* r = req.add_objects();
+      *r = rec;
+      auto ttl = ttl_deadline_.find(key);
+      if (ttl != ttl_deadline_.end()) {
+        // The time left now: the TTL keeps running while the master is away.
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(ttl->second - now);
+        r->set_ttl_left_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(1, left.count())));
+      }
     }
     req.set_disk_bytes(disk_fd_.valid() ? config_.disk_bytes : 0);
     pb::RegisterNodeResponse resp;
@@ -195,11 +203,17 @@ class StoreNodeImpl {
   // Applies directory changes in order; a change seen twice (a lost
   // heartbeat answer) is applied again harmlessly.
   void Apply(const pb::HeartbeatResponse& resp) {
+    const auto now = std::chrono::steady_clock::now();
     for (const pb::NodeDelta& d : resp.deltas()) {
       if (d.added()) {
         directory_[d.record().key()] = d.record();
+        if (d.record().ttl_left_ms() > 0) {
+          ttl_deadline_[d.record().key()] =
+              now + std::chrono::milliseconds(d.record().ttl_left_ms());
+        }
       } else {
         directory_.erase(d.record().key());
+        ttl_deadline_.erase(d.record().key());
       }
       acked_seq_ = std::max(acked_seq_, d.seq());
     }
@@ -296,6 +310,8 @@ class StoreNodeImpl {
   std::map<std::uint64_t, pb::CommandResult> done_;  // Heartbeat thread only.
   // Objects this node holds, as the master reported them (heartbeat thread).
   std::map<std::string, pb::ObjectRecord> directory_;
+  // When each TTL object in `directory_` expires (heartbeat thread).
+  std::map<std::string, std::chrono::steady_clock::time_point> ttl_deadline_;
   std::uint64_t acked_seq_ = 0;
   std::vector<SharedBuffer> memory_;
   std::vector<RegionKey> keys_;
