@@ -409,7 +409,7 @@ std::vector<std::byte> Pattern(std::size_t size, std::size_t seed) {
 TEST_F(StoreTest, AnObjectCommittedJustBeforeTheMasterDiesSurvivesItsRestart) {
   const std::vector<std::byte> v = Pattern(300 * 1024, 60);
   ASSERT_TRUE(client_->Put("late", v).ok());
-  std::this_thread::sleep_for(20ms);  // A small fraction of the heartbeat interval.
+  std::this_thread::sleep_for(100ms);  // A fifth of the heartbeat interval.
   master_->Kill();
   StartMaster(master_ep_);
   ASSERT_EQ(master_->Word(2), master_ep_) << master_->banner();

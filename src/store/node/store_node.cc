@@ -25,8 +25,9 @@ namespace sluice::internal {
 namespace pb = ::sluice::store::v1;
 
 // After a heartbeat that carried directory changes, the next one waits this
-// long, so that a stream of commits costs at most 500 heartbeats a second.
-constexpr std::chrono::milliseconds kMinHeartbeatGap{2};
+// long, so that a stream of commits costs at most 50 heartbeats a second (a
+// master crash can lose what was committed in the last ~20 ms).
+constexpr std::chrono::milliseconds kMinHeartbeatGap{20};
 
 class StoreNodeImpl {
  public:
