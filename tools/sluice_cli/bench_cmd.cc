@@ -1,0 +1,254 @@
+// `sluice bench ...`: benchmarks that print figures (JSON), each against a
+// baseline measured in the same run.
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include "sluice/units.h"
+
+#include "bench/connector_bench.h"
+#include "bench/e2e_bench.h"
+#include "bench/orchestrator_bench.h"
+#include "bench/store_bench.h"
+#include "bench/transfer_bench.h"
+#include "tools/sluice_cli/commands.h"
+
+namespace sluice::cli {
+namespace {
+
+std::string SelfExe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("sluice");
+}
+
+// Prints a benchmark's result as JSON, or its error naming the benchmark.
+template <typename R>
+int Report(const char* name, const Result<R>& r) {
+  if (!r.ok()) {
+    std::cerr << "sluice bench " << name << ": " << r.status().ToString() << "\n";
+    return r.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::cout << bench::ToJson(*r) << std::endl;
+  return 0;
+}
+
+void AddTransfer(CLI::App& bench, std::vector<Command>* out) {
+  struct Opts {
+    bench::TransferBenchOptions b;
+    std::string op = "write", block = "16MiB", slice = "1MiB";
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = bench.add_subcommand(
+      "transfer", "transfer engine throughput between two processes on loopback");
+  cmd->add_option("--transport", o->b.transport, "tcp or shm")
+      ->check(CLI::IsMember({"tcp", "shm"}))
+      ->capture_default_str();
+  cmd->add_option("--op", o->op, "read or write")
+      ->check(CLI::IsMember({"read", "write"}))
+      ->capture_default_str();
+  cmd->add_option("--block-size", o->block, "bytes per op")
+      ->check(ByteSizeValidator())
+      ->capture_default_str();
+  cmd->add_option("--batch", o->b.batch, "ops per batch")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--threads", o->b.threads, "initiator threads, each with its own batches")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--duration", o->b.duration_s, "seconds per measurement")
+      ->check(CLI::Range(0.01, 600.0))
+      ->capture_default_str();
+  cmd->add_option("--io-threads", o->b.io_threads, "engine I/O threads per process")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--connections", o->b.connections, "tcp connections per peer")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--slice-size", o->slice, "tcp slice size")
+      ->check(ByteSizeValidator())
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object");
+  out->push_back({cmd, [o] {
+                    o->b.op = o->op == "read" ? OpKind::kRead : OpKind::kWrite;
+                    o->b.block_size = *ParseByteSize(o->block);
+                    o->b.slice_size = *ParseByteSize(o->slice);
+                    auto r = bench::RunTransferBench(o->b, SelfExe());
+                    if (!r.ok()) {
+                      std::cerr << "sluice bench transfer: " << r.status().ToString() << "\n";
+                      return 1;
+                    }
+                    std::cout << (o->json ? bench::ToJson(*r) : bench::ToText(*r)) << std::endl;
+                    return 0;
+                  }});
+}
+
+void AddStore(CLI::App& bench, std::vector<Command>* out) {
+  struct Opts {
+    bench::StoreBenchOptions b;
+    std::string value_size = "16MiB";
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = bench.add_subcommand(
+      "store", "store put/get through a master and a store node, against raw engine batches");
+  cmd->add_option("--value-size", o->value_size, "bytes per object")
+      ->check(ByteSizeValidator())
+      ->capture_default_str();
+  cmd->add_option("--op", o->b.op, "put or get")
+      ->check(CLI::IsMember({"put", "get"}))
+      ->capture_default_str();
+  cmd->add_option("--transport", o->b.transport, "the client's transport: shm or tcp")
+      ->check(CLI::IsMember({"tcp", "shm"}))
+      ->capture_default_str();
+  cmd->add_option("--clients", o->b.clients, "client threads")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--duration", o->b.duration_s, "seconds")
+      ->check(CLI::Range(0.01, 600.0))
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
+  out->push_back({cmd, [o] {
+                    o->b.value_size = *ParseByteSize(o->value_size);
+                    return Report("store", bench::RunStoreBench(o->b, SelfExe()));
+                  }});
+}
+
+// "1,16,21,90,160" -> dimensions; false if it is not such a list.
+bool ParseShape(const std::string& text, std::vector<std::int64_t>* shape) {
+  shape->clear();
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string dim = text.substr(at, comma - at);
+    if (dim.empty() || dim.find_first_not_of("0123456789") != std::string::npos || dim.size() > 9) {
+      return false;
+    }
+    shape->push_back(std::stoll(dim));
+    at = comma + 1;
+  }
+  return true;
+}
+
+void AddConnector(CLI::App& bench, std::vector<Command>* out) {
+  struct Opts {
+    bench::ConnectorBenchOptions b;
+    std::string shape = "1,16,21,90,160";
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = bench.add_subcommand(
+      "connector", "publish/consume/release through the connector, against raw engine batches");
+  cmd->add_option("--mode", o->b.mode, "p2p or store")
+      ->check(CLI::IsMember({"p2p", "store"}))
+      ->capture_default_str();
+  cmd->add_option("--transport", o->b.transport, "shm or tcp")
+      ->check(CLI::IsMember({"tcp", "shm"}))
+      ->capture_default_str();
+  cmd->add_option("--shape", o->shape, "comma-separated dimensions")->capture_default_str();
+  cmd->add_option("--dtype", o->b.dtype, "bf16, f16, f32, u8, ...")->capture_default_str();
+  cmd->add_option("--chunks", o->b.chunks, "chunks per payload")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--chunk-dim", o->b.chunk_dim, "dimension the chunks cut")->capture_default_str();
+  cmd->add_option("--chunk-work-us", o->b.chunk_work_us, "consumer work per chunk (microseconds)")
+      ->capture_default_str();
+  cmd->add_option("--duration", o->b.duration_s, "seconds")
+      ->check(CLI::Range(0.01, 600.0))
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
+  out->push_back({cmd, [o] {
+                    if (!ParseShape(o->shape, &o->b.shape)) {
+                      std::cerr << "sluice bench connector: --shape: '" << o->shape
+                                << "' is not a list of dimensions like 1,16,21,90,160\n";
+                      return 2;
+                    }
+                    return Report("connector", bench::RunConnectorBench(o->b, SelfExe()));
+                  }});
+}
+
+void AddE2e(CLI::App& bench, std::vector<Command>* out) {
+  struct Opts {
+    bench::E2eBenchOptions b;
+    bool json = true;
+  };
+  auto o = std::make_shared<Opts>();
+  bench::E2eBenchOptions& b = o->b;
+  CLI::App* cmd = bench.add_subcommand(
+      "e2e", "jobs through an embedded deployment over HTTP: throughput, latency, TTFF");
+  cmd->add_option("--workload", b.workload, "reference, wan480-profile, flux-profile or mixed")
+      ->check(CLI::IsMember({"reference", "wan480-profile", "flux-profile", "mixed"}))
+      ->capture_default_str();
+  cmd->add_option("--mode", b.mode, "disagg or colocated")
+      ->check(CLI::IsMember({"disagg", "colocated"}))
+      ->capture_default_str();
+  cmd->add_option("--workers", b.workers, "stage workers in all (equal across modes)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--rate", b.rate, "job arrivals per second (Poisson)")
+      ->check(CLI::Range(0.001, 1000.0))
+      ->capture_default_str();
+  cmd->add_option("--duration", b.duration_s, "arrival window, seconds")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--warmup", b.warmup_s, "seconds of arrivals served, not measured")
+      ->check(CLI::Range(0.0, 600.0))
+      ->capture_default_str();
+  cmd->add_option("--time-factor", b.time_factor, "profile timings scale")
+      ->check(CLI::Range(1e-6, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--light-stages", b.light_stages,
+                  "disagg: encode/decode on every denoise worker (shared) or one edge worker")
+      ->check(CLI::IsMember({"shared", "edge"}))
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
+  out->push_back({cmd, [o] { return Report("e2e", bench::RunE2eBench(o->b)); }});
+}
+
+void AddOrchestrator(CLI::App& bench, std::vector<Command>* out) {
+  struct Opts {
+    bench::OrchestratorBenchOptions b;
+    bool json = true;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd =
+      bench.add_subcommand("orchestrator", "scheduler core decisions per second (no I/O)");
+  cmd->add_option("--jobs", o->b.jobs, "jobs through encode, denoise, decode")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{10000000}))
+      ->capture_default_str();
+  cmd->add_option("--workers", o->b.workers, "workers, split over the stages")
+      ->check(CLI::Range(3, 100000))
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
+  out->push_back({cmd, [o] { return Report("orchestrator", bench::RunOrchestratorBench(o->b)); }});
+}
+
+void AddTransferTarget(CLI::App& bench, std::vector<Command>* out) {
+  struct Opts {
+    std::uint64_t region_size = 0;
+    bool shared = false;
+    int io_threads = 2;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = bench.add_subcommand("transfer-target", "internal: the benchmark's target");
+  cmd->group("");  // Hidden from --help.
+  cmd->add_option("--region-size", o->region_size)->required();
+  cmd->add_option("--io-threads", o->io_threads);
+  cmd->add_flag("--shared", o->shared);
+  out->push_back(
+      {cmd, [o] { return bench::RunTransferTarget(o->region_size, o->shared, o->io_threads); }});
+}
+
+}  // namespace
+
+void AddBenchCommands(CLI::App& bench, std::vector<Command>* out) {
+  AddTransfer(bench, out);
+  AddStore(bench, out);
+  AddConnector(bench, out);
+  AddE2e(bench, out);
+  AddOrchestrator(bench, out);
+  AddTransferTarget(bench, out);
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,35 @@
+// The `sluice` subcommands, declared per group: each Add* function declares
+// its subcommands' options on `app` and appends what to run when one of
+// them is chosen. Options live in objects the runners own, so they outlive
+// the parse.
+#ifndef SLUICE_TOOLS_COMMANDS_H_
+#define SLUICE_TOOLS_COMMANDS_H_
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace sluice::cli {
+
+struct Command {
+  CLI::App* app;             // The subcommand; chosen when `*app` is true after parsing.
+  std::function<int()> run;  // Returns the process exit code.
+};
+
+// master, store-node, orchestrator, worker (roles_cmd.cc).
+void AddRoleCommands(CLI::App& app, std::vector<Command>* out);
+// serve, generate (serve_cmd.cc).
+void AddServeCommands(CLI::App& app, std::vector<Command>* out);
+// bench transfer|store|connector|e2e|orchestrator and the internal
+// transfer-target (bench_cmd.cc).
+void AddBenchCommands(CLI::App& bench, std::vector<Command>* out);
+
+// CLI11 validator for byte sizes ("16MiB").
+struct ByteSizeValidator : CLI::Validator {
+  ByteSizeValidator();
+};
+
+}  // namespace sluice::cli
+
+#endif  // SLUICE_TOOLS_COMMANDS_H_

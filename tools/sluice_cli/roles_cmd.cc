@@ -1,0 +1,207 @@
+// `sluice master`, `store-node`, `orchestrator` and `worker`: the roles of a
+// cluster, each running until SIGTERM/SIGINT (or stdin closing).
+#include <iostream>
+#include <memory>
+
+#include "sluice/orchestrator/server.h"
+#include "sluice/store/master.h"
+#include "sluice/store/store_node.h"
+#include "sluice/units.h"
+
+#include "tools/sluice_cli/commands.h"
+#include "tools/sluice_cli/serve.h"
+#include "tools/sluice_cli/signals.h"
+
+namespace sluice::cli {
+namespace {
+
+constexpr const char* kExitOnEofHelp = "stop when stdin closes (for supervisors)";
+
+int RunMaster(const MasterConfig& config, bool exit_on_eof) {
+  BlockStopSignals();
+  auto master = MasterServer::Start(config);
+  if (!master.ok()) {
+    std::cerr << "sluice master: " << master.status().ToString() << "\n";
+    return 1;
+  }
+  std::cout << "READY master " << (*master)->endpoint() << " "
+            << ((*master)->metrics_endpoint().empty() ? "-" : (*master)->metrics_endpoint())
+            << std::endl;
+  WaitForStopSignal(exit_on_eof);
+  return 0;
+}
+
+int RunStoreNode(const std::string& listen, const StoreNodeConfig& config, bool exit_on_eof) {
+  BlockStopSignals();
+  EngineConfig ec;
+  ec.listen = listen;
+  auto engine = TransferEngine::Create(ec);
+  if (!engine.ok()) {
+    std::cerr << "sluice store-node: " << engine.status().ToString() << "\n";
+    return 1;
+  }
+  auto node = StoreNode::Start(engine->get(), config);
+  if (!node.ok()) {
+    std::cerr << "sluice store-node: " << node.status().ToString() << "\n";
+    return 1;
+  }
+  std::cout << "READY store-node " << (*node)->node_id() << " " << (*engine)->endpoint()
+            << std::endl;
+  WaitForStopSignal(exit_on_eof);
+  return 0;
+}
+
+int RunOrchestrator(const OrchestratorConfig& config, bool exit_on_eof) {
+  BlockStopSignals();
+  auto orch = OrchestratorServer::Start(config);
+  if (!orch.ok()) {
+    std::cerr << "sluice orchestrator: " << orch.status().ToString() << "\n";
+    return 1;
+  }
+  std::cout << "READY orchestrator " << (*orch)->endpoint() << " " << (*orch)->http_endpoint()
+            << std::endl;
+  WaitForStopSignal(exit_on_eof);
+  return 0;
+}
+
+void AddMaster(CLI::App& app, std::vector<Command>* out) {
+  struct Opts {
+    MasterConfig config;
+    std::int64_t reservation_ttl_ms = 0;
+    bool exit_on_eof = false;
+  };
+  auto o = std::make_shared<Opts>();
+  o->reservation_ttl_ms = o->config.reservation_ttl.count();
+  CLI::App* cmd = app.add_subcommand("master", "run the store master (metadata, gRPC)");
+  cmd->add_option("--listen", o->config.listen, "gRPC endpoint host:port (port 0 picks one)")
+      ->capture_default_str();
+  cmd->add_option("--metrics-port", o->config.metrics_port,
+                  "serve Prometheus /metrics on this port of the --listen host (0 picks one)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--reservation-ttl-ms", o->reservation_ttl_ms,
+                  "how long space reserved for a client's next put stays held unused (0: off)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{600000}))
+      ->capture_default_str();
+  cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
+  out->push_back({cmd, [o] {
+                    o->config.reservation_ttl = std::chrono::milliseconds(o->reservation_ttl_ms);
+                    return RunMaster(o->config, o->exit_on_eof);
+                  }});
+}
+
+void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
+  struct Opts {
+    StoreNodeConfig config;
+    std::string listen = "127.0.0.1:0", memory = "1GiB", disk_size = "0";
+    bool exit_on_eof = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd =
+      app.add_subcommand("store-node", "contribute memory to the store (runs until stopped)");
+  cmd->add_option("--master", o->config.master, "master host:port")->required();
+  cmd->add_option("--memory", o->memory, "memory to contribute")
+      ->check(ByteSizeValidator())
+      ->capture_default_str();
+  cmd->add_option("--segments", o->config.segments, "split the memory into N segments")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--listen", o->listen, "transfer-engine endpoint host:port")
+      ->capture_default_str();
+  cmd->add_option("--node-id", o->config.node_id, "default: the engine endpoint");
+  cmd->add_option("--disk", o->config.disk_dir, "directory for the disk tier");
+  cmd->add_option("--disk-size", o->disk_size, "disk tier size (needs --disk)")
+      ->check(ByteSizeValidator())
+      ->capture_default_str();
+  cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
+  out->push_back({cmd, [o] {
+                    o->config.memory_bytes = *ParseByteSize(o->memory);
+                    o->config.disk_bytes = *ParseByteSize(o->disk_size);
+                    if (o->config.disk_dir.empty() != (o->config.disk_bytes == 0)) {
+                      std::cerr << "sluice store-node: --disk and --disk-size go together\n";
+                      return 2;
+                    }
+                    return RunStoreNode(o->listen, o->config, o->exit_on_eof);
+                  }});
+}
+
+void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
+  struct Opts {
+    OrchestratorConfig config;
+    std::int64_t worker_timeout_ms = 0;
+    bool exit_on_eof = false;
+  };
+  auto o = std::make_shared<Opts>();
+  o->worker_timeout_ms = o->config.worker_timeout.count();
+  CLI::App* cmd = app.add_subcommand(
+      "orchestrator", "run the orchestrator (gRPC for workers, HTTP/JSON for clients)");
+  cmd->add_option("--listen", o->config.listen, "gRPC endpoint for workers (port 0 picks one)")
+      ->capture_default_str();
+  cmd->add_option("--http", o->config.http_listen, "HTTP endpoint for clients")
+      ->capture_default_str();
+  cmd->add_option("--max-queued-jobs", o->config.max_queued_jobs,
+                  "queued jobs beyond which submissions answer 429")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
+      ->capture_default_str();
+  cmd->add_option("--worker-timeout-ms", o->worker_timeout_ms,
+                  "a worker silent this long is lost and its work re-queued")
+      ->check(CLI::Range(std::int64_t{600}, std::int64_t{3600000}))
+      ->capture_default_str();
+  cmd->add_option("--store-master", o->config.store_master,
+                  "store master host:port (release cancelled payloads, re-run lost ones)");
+  cmd->add_option("--journal", o->config.journal_path,
+                  "SQLite file journaling accepted jobs (they survive a restart)");
+  cmd->add_flag("--colocated", o->config.colocated,
+                "each job is one assignment to a denoise-pool worker running every stage");
+  cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
+  out->push_back({cmd, [o] {
+                    o->config.worker_timeout = std::chrono::milliseconds(o->worker_timeout_ms);
+                    return RunOrchestrator(o->config, o->exit_on_eof);
+                  }});
+}
+
+void AddWorker(CLI::App& app, std::vector<Command>* out) {
+  struct Opts {
+    WorkerOptions worker;
+    bool exit_on_eof = false;
+  };
+  auto o = std::make_shared<Opts>();
+  WorkerOptions& w = o->worker;
+  CLI::App* cmd = app.add_subcommand(
+      "worker", "run a stage worker (reference models, or profile stages with real payload sizes)");
+  cmd->add_option("--stage", w.stage, "encode, denoise or decode")
+      ->required()
+      ->check(CLI::IsMember({"encode", "denoise", "decode"}));
+  cmd->add_option("--orchestrator", w.orchestrator, "orchestrator gRPC host:port")->required();
+  cmd->add_option("--master", w.master, "store master host:port");
+  cmd->add_option("--profile", w.profile,
+                  "model profile, e.g. wan2.1-480p (default: the reference models)");
+  cmd->add_flag("--colocated", w.colocated,
+                "run all three stages of a job (with `orchestrator --colocated`; --stage denoise)");
+  cmd->add_option("--steps", w.steps, "reference: denoise steps when a request names none")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-every", w.checkpoint_every,
+                  "reference denoise: store the state every k steps (0: never; needs --master)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  cmd->add_option("--time-factor", w.time_factor, "scales every profile timing")
+      ->capture_default_str();
+  cmd->add_option("--capacity", w.capacity, "concurrent assignments")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--mode", w.mode, "transfer mode: store, p2p or auto")->capture_default_str();
+  cmd->add_option("--listen", w.listen, "transfer engine endpoint")->capture_default_str();
+  cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
+  out->push_back({cmd, [o] { return RunWorker(o->worker, o->exit_on_eof); }});
+}
+
+}  // namespace
+
+void AddRoleCommands(CLI::App& app, std::vector<Command>* out) {
+  AddMaster(app, out);
+  AddOrchestrator(app, out);
+  AddWorker(app, out);
+  AddStoreNode(app, out);
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,115 @@
+// `sluice serve` (every role in one process, optionally a demo) and `sluice
+// generate` (one job through a running server).
+#include <memory>
+
+#include "sluice/units.h"
+
+#include "tools/sluice_cli/commands.h"
+#include "tools/sluice_cli/serve.h"
+
+namespace sluice::cli {
+namespace {
+
+void AddServe(CLI::App& app, std::vector<Command>* out) {
+  struct Opts {
+    ServeOptions serve;
+    std::string memory = "1GiB";
+  };
+  auto o = std::make_shared<Opts>();
+  EmbeddedConfig& c = o->serve.cluster;
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "every role in one process: store, orchestrator, stage pools (HTTP API)");
+  cmd->add_option("--http", c.http_listen, "HTTP host:port (port 0 picks one)")
+      ->capture_default_str();
+  cmd->add_option("--workers", c.workers, "stage workers in all")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--encode-workers", c.encode_workers)
+      ->check(CLI::Range(0, 62))
+      ->capture_default_str();
+  cmd->add_option("--decode-workers", c.decode_workers)
+      ->check(CLI::Range(0, 62))
+      ->capture_default_str();
+  cmd->add_option("--edge-workers", c.edge_workers,
+                  "workers serving both the encode and the decode pool")
+      ->check(CLI::Range(0, 62))
+      ->capture_default_str();
+  cmd->add_flag("--colocated", c.colocated,
+                "each worker runs all three stages of a job (the baseline)");
+  cmd->add_option("--memory", o->memory, "store memory")
+      ->check(ByteSizeValidator())
+      ->capture_default_str();
+  cmd->add_option("--stages", c.stages,
+                  "reference (real models on the CPU) or a profile (wan2.1-480p, flux-1024, ...)")
+      ->capture_default_str();
+  cmd->add_option("--time-factor", c.time_factor, "profile stages: time scale")
+      ->check(CLI::Range(1e-6, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--steps", c.default_steps, "denoise steps when a request names none")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-every", c.checkpoint_every,
+                  "store the denoise state every k steps (0: never)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  cmd->add_option("--max-queued-jobs", c.max_queued_jobs)
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--journal", c.journal_path, "SQLite journal of accepted jobs");
+  cmd->add_flag("--demo", o->serve.demo,
+                "submit demo images and a video, write them to --out, print figures, exit");
+  cmd->add_option("--out", o->serve.out_dir, "demo output directory")->capture_default_str();
+  cmd->add_flag("--exit-on-stdin-eof", o->serve.exit_on_eof,
+                "stop when stdin closes (for supervisors)");
+  out->push_back({cmd, [o, cmd] {
+                    o->serve.cluster.store_memory = *ParseByteSize(o->memory);
+                    if (o->serve.demo && cmd->count("--http") == 0) {
+                      // Never collide with a running server.
+                      o->serve.cluster.http_listen = "127.0.0.1:0";
+                    }
+                    return RunServe(o->serve);
+                  }});
+}
+
+void AddGenerate(CLI::App& app, std::vector<Command>* out) {
+  struct Opts {
+    GenerateOptions gen;
+    int steps = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  GenerateRequest& r = o->gen.request;
+  CLI::App* cmd =
+      app.add_subcommand("generate", "submit one image or video to a server and save it");
+  cmd->add_option("--server", o->gen.server, "orchestrator HTTP endpoint")->capture_default_str();
+  cmd->add_option("--prompt", r.prompt)->required();
+  cmd->add_flag("--video", r.video, "generate a video (default: an image)");
+  cmd->add_option("--frames", r.frames, "video frames")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--size", r.size, "WIDTHxHEIGHT (default: the server's)");
+  cmd->add_option("--steps", o->steps, "denoise steps (default: the server's)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--seed", r.seed)->capture_default_str();
+  cmd->add_option("--priority", r.priority)
+      ->check(CLI::IsMember({"interactive", "standard", "batch"}))
+      ->capture_default_str();
+  cmd->add_option("-o,--output", o->gen.output, "file to write")->required();
+  cmd->add_option("--timeout", o->gen.timeout_s, "seconds to wait")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  out->push_back({cmd, [o] {
+                    if (o->steps > 0) {
+                      o->gen.request.steps = o->steps;
+                    }
+                    return RunGenerate(o->gen);
+                  }});
+}
+
+}  // namespace
+
+void AddServeCommands(CLI::App& app, std::vector<Command>* out) {
+  AddServe(app, out);
+  AddGenerate(app, out);
+}
+
+}  // namespace sluice::cli
