@@ -71,7 +71,7 @@ TEST(DescriptorTest, TruncatedCorruptedAndNewerAreClearErrors) {
   EXPECT_NE(PayloadDescriptor::Decode(flipped).status().message().find("checksum"),
             std::string_view::npos);
   std::string newer = bytes;
-  newer[4] = 2;
+  newer[4] = static_cast<char>(PayloadDescriptor::kVersion + 1);
   Result<PayloadDescriptor> n = PayloadDescriptor::Decode(newer);
   EXPECT_EQ(n.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(n.status().message().find("newer"), std::string_view::npos);

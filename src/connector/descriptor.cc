@@ -144,7 +144,25 @@ Status PayloadDescriptor::Validate() const {
   } else {
     return bad("mode must be p2p or store");
   }
+  if (one_object && (mode != TransferMode::kStore || !complete)) {
+    return bad("one_object needs store mode and a complete payload");
+  }
   return Status::Ok();
+}
+
+std::string PayloadDescriptor::StoreKey(int i) const {
+  return one_object ? key_prefix + "/all" : key_prefix + "/" + std::to_string(i);
+}
+
+std::vector<std::string> PayloadDescriptor::StoreKeys() const {
+  std::vector<std::string> keys;
+  if (mode != TransferMode::kStore) {
+    return keys;
+  }
+  for (int i = 0; i < (one_object ? 1 : num_chunks); ++i) {
+    keys.push_back(StoreKey(i));
+  }
+  return keys;
 }
 
 std::string PayloadDescriptor::Encode() const {
@@ -165,6 +183,7 @@ std::string PayloadDescriptor::Encode() const {
   p.set_payload_id(payload_id);
   p.set_key_prefix(key_prefix);
   p.set_complete(complete);
+  p.set_one_object(one_object);
   const std::string body = p.SerializeAsString();
   std::string out;
   out.reserve(kHeader + body.size());
@@ -219,6 +238,7 @@ Result<PayloadDescriptor> PayloadDescriptor::Decode(std::string_view in) {
   d.payload_id = p.payload_id();
   d.key_prefix = p.key_prefix();
   d.complete = p.complete();
+  d.one_object = p.one_object();
   SLUICE_RETURN_IF_ERROR(d.Validate());
   return d;
 }
@@ -236,6 +256,7 @@ std::string PayloadDescriptor::ToJson() const {
   j["mode"] = TransferModeName(mode);
   j["lease"] = lease.ToString();
   j["complete"] = complete;
+  j["one_object"] = one_object;
   if (mode == TransferMode::kP2p) {
     j["producer_endpoint"] = producer_endpoint;
     j["region_key"] = region_key;
@@ -322,6 +343,12 @@ Result<PayloadDescriptor> PayloadDescriptor::FromJson(std::string_view text) {
       return InvalidArgumentError("descriptor JSON: 'complete' has the wrong type");
     }
     d.complete = it->get<bool>();
+  }
+  if (auto it = j.find("one_object"); it != j.end()) {
+    if (!it->is_boolean()) {
+      return InvalidArgumentError("descriptor JSON: 'one_object' has the wrong type");
+    }
+    d.one_object = it->get<bool>();
   }
   SLUICE_ASSIGN_OR_RETURN(d.kind, ParsePayloadKind(kind));
   SLUICE_ASSIGN_OR_RETURN(d.dtype, ParseDType(dtype));

@@ -1,6 +1,9 @@
 // store mode: each chunk is one store object "<prefix>/<i>" written from
 // the producer's runs by a pool of connector threads; consumers wait for
-// each key and read it straight into dst's runs.
+// each key and read it straight into dst's runs. A payload complete at
+// publish with several chunks is one object "<prefix>/all" (its chunks back
+// to back): one put and one lookup instead of one per chunk, and the
+// consumer still sees chunk i as soon as its range has landed.
 #include "common/log.h"
 #include "common/random.h"
 #include "connector/connector_impl.h"
@@ -20,10 +23,6 @@ LeasePolicy ToPolicy(const Lease& l) {
       return LeasePolicy::SoftPin();
   }
   return LeasePolicy::Cache();
-}
-
-std::string ChunkKey(const PayloadDescriptor& d, int i) {
-  return d.key_prefix + "/" + std::to_string(i);
 }
 
 std::vector<StoreClient::IoRun> RunsOf(const ChunkLayout& l, int i, char* base) {
@@ -61,17 +60,25 @@ void ConnectorImpl::PutChunk(const std::shared_ptr<HandleState>& hs, int i) {
   PutOptions o;
   o.policy = ToPolicy(hs->desc.lease);
   TensorMeta meta{std::string(DTypeName(hs->desc.dtype)), hs->desc.shape, {}, ""};
-  if (hs->desc.chunk_dim >= 0) {
-    meta.shape[static_cast<std::size_t>(hs->desc.chunk_dim)] = hs->layout.length(i);
+  std::vector<StoreClient::IoRun> runs;
+  if (hs->desc.one_object) {
+    for (int k = 0; k < hs->desc.num_chunks; ++k) {
+      const auto chunk = RunsOf(hs->layout, k, hs->base);
+      runs.insert(runs.end(), chunk.begin(), chunk.end());
+    }
+  } else {
+    if (hs->desc.chunk_dim >= 0) {
+      meta.shape[static_cast<std::size_t>(hs->desc.chunk_dim)] = hs->layout.length(i);
+    }
+    runs = RunsOf(hs->layout, i, hs->base);
   }
   o.tensor = meta;
   o.request_id = hs->desc.key_prefix + "#" + std::to_string(i);
-  const auto runs = RunsOf(hs->layout, i, hs->base);
   const auto give_up = std::chrono::steady_clock::now() + config_.consume_timeout;
   auto backoff = std::chrono::milliseconds(5);
   Status s;
   while (true) {
-    s = store_->PutFromRuns(ChunkKey(hs->desc, i), runs, o);
+    s = store_->PutFromRuns(hs->desc.StoreKey(i), runs, o);
     // A full store is backpressure: wait for consumers to drain it.
     if (s.code() != StatusCode::kResourceExhausted ||
         std::chrono::steady_clock::now() + backoff > give_up) {
@@ -85,7 +92,8 @@ void ConnectorImpl::PutChunk(const std::shared_ptr<HandleState>& hs, int i) {
     std::lock_guard<std::mutex> lock(hs->mu);
     if (!s.ok()) {
       cbs = hs->CompleteLocked(s.WithContext("chunk " + std::to_string(i)));
-    } else if (++hs->published == hs->desc.num_chunks) {
+    } else if ((hs->published += hs->desc.one_object ? hs->desc.num_chunks : 1) ==
+               hs->desc.num_chunks) {
       cbs = hs->CompleteLocked(Status::Ok());
       auto rel = hs->ReleaseLocked();  // The producer's buffer is free.
       cbs.insert(cbs.end(), rel.begin(), rel.end());
@@ -97,6 +105,7 @@ void ConnectorImpl::PutChunk(const std::shared_ptr<HandleState>& hs, int i) {
 Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const StagePayload& p) {
   SLUICE_RETURN_IF_ERROR(Ensure(p.tensor.data, p.tensor.nbytes(), Access::kLocalOnly).status());
   h->desc.key_prefix = "sluice/" + config_.role + "/" + p.request_id + "/" + RandomId();
+  h->desc.one_object = !p.progressive && h->desc.num_chunks > 1;
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::erase_if(store_pending_, [](const std::weak_ptr<HandleState>& w) {
@@ -121,6 +130,9 @@ Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const 
         return Status::Ok();
       }
       hs->ready[static_cast<std::size_t>(i)] = true;
+      if (hs->desc.one_object && i + 1 < hs->desc.num_chunks) {
+        return Status::Ok();  // The last chunk's call puts them all.
+      }
       if (hs->draining) {
         return Status::Ok();  // The running drain task picks it up.
       }
@@ -160,9 +172,23 @@ Status ConnectorImpl::ConsumeStore(const std::shared_ptr<StreamState>& s) {
   StoreClient* store = store_.get();
   s->fetcher = std::thread([this, s, store] {
     using Clock = std::chrono::steady_clock;
-    for (int i = 0; i < s->desc.num_chunks; ++i) {
-      const std::string key = ChunkKey(s->desc, i);
-      const auto runs = RunsOf(s->layout, i, static_cast<char*>(s->dst.data));
+    // One object: a single read whose groups of runs are the chunks.
+    const int objects = s->desc.one_object ? 1 : s->desc.num_chunks;
+    for (int i = 0; i < objects; ++i) {
+      const std::string key = s->desc.StoreKey(i);
+      std::vector<StoreClient::IoRun> runs;
+      std::vector<std::size_t> parts;
+      for (int k = s->desc.one_object ? 0 : i;
+           k < (s->desc.one_object ? s->desc.num_chunks : i + 1); ++k) {
+        const auto chunk = RunsOf(s->layout, k, static_cast<char*>(s->dst.data));
+        runs.insert(runs.end(), chunk.begin(), chunk.end());
+        parts.push_back(chunk.size());
+      }
+      auto landed = [&s, i](std::size_t part) {
+        std::lock_guard<std::mutex> lock(s->mu);
+        s->chunks[static_cast<std::size_t>(i) + part] = StreamState::Chunk::kLanded;
+        s->cv.notify_all();
+      };
       const auto deadline = Clock::now() + s->timeout;
       // One call: the master answers once the chunk is committed. Short
       // waits, so a destroyed stream stops promptly.
@@ -179,18 +205,17 @@ Status ConnectorImpl::ConsumeStore(const std::shared_ptr<StreamState>& s) {
         if (left.count() <= 0) {
           break;
         }
-        got = store->GetIntoRuns(key, runs, std::min(left, std::chrono::milliseconds(200)));
+        got = store->GetIntoRunsInParts(key, runs, parts,
+                                        std::min(left, std::chrono::milliseconds(200)), landed);
         if (got.ok() || got.status().code() != StatusCode::kDeadlineExceeded) {
           break;
         }
       }
       if (!got.ok()) {
-        s->Fail(got.status().WithContext("chunk " + std::to_string(i)));
+        s->Fail(got.status().WithContext(s->desc.one_object ? "payload"
+                                                            : "chunk " + std::to_string(i)));
         return;
       }
-      std::lock_guard<std::mutex> lock(s->mu);
-      s->chunks[static_cast<std::size_t>(i)] = StreamState::Chunk::kLanded;
-      s->cv.notify_all();
     }
     std::lock_guard<std::mutex> lock(mu_);
     consumed_.push_back(s->desc.key_prefix);
@@ -220,9 +245,8 @@ Status ConnectorImpl::ReleaseStore(const PayloadDescriptor& d) {
     }
   }
   Status first;
-  for (int i = 0; i < d.num_chunks; ++i) {
-    Status s =
-        store_ == nullptr ? FailedPreconditionError("no store") : store_->Remove(ChunkKey(d, i));
+  for (const std::string& key : d.StoreKeys()) {
+    Status s = store_ == nullptr ? FailedPreconditionError("no store") : store_->Remove(key);
     if (!s.ok() && s.code() != StatusCode::kNotFound && first.ok()) {
       first = s;  // kNotFound: already consumed by the read.
     }

@@ -22,11 +22,7 @@ Result<StageOutput> PublishForNextStage(DiffusionConnector& conn, std::uint64_t 
   SLUICE_RETURN_IF_ERROR(s);
   StageOutput out;
   out.output = h->descriptor().Encode();
-  if (h->descriptor().mode == TransferMode::kStore) {
-    for (int i = 0; i < h->descriptor().num_chunks; ++i) {
-      out.payload_keys.push_back(h->descriptor().key_prefix + "/" + std::to_string(i));
-    }
-  }
+  out.payload_keys = h->descriptor().StoreKeys();
   return out;
 }
 

@@ -56,7 +56,8 @@ struct Lease {
 };
 
 struct PayloadDescriptor {
-  static constexpr std::uint16_t kVersion = 1;
+  // 2: `one_object` (a reader of version 1 would look for per-chunk keys).
+  static constexpr std::uint16_t kVersion = 2;
 
   std::string request_id;
   PayloadKind kind = PayloadKind::kLatent;
@@ -72,13 +73,22 @@ struct PayloadDescriptor {
   std::uint64_t region_key = 0;
   std::uint64_t region_offset = 0;  // Of the tensor's first byte in the region.
   std::uint64_t payload_id = 0;     // Names the payload in the producer's messages.
-  // store: chunk i is the object "<key_prefix>/<i>".
+  // store: chunk i is the object "<key_prefix>/<i>", or with `one_object`
+  // every chunk is in "<key_prefix>/all", chunk after chunk (each chunk's
+  // runs back to back), read with one lookup.
   std::string key_prefix;
+  bool one_object = false;
   // Every chunk existed at publish (not progressive): p2p consumers read at
   // once instead of waiting for readiness messages.
   bool complete = false;
 
   std::uint64_t nbytes() const;
+  // Store mode: the key of the store object holding chunk `i`
+  // ("<key_prefix>/<i>", or "<key_prefix>/all" with one_object).
+  std::string StoreKey(int i) const;
+  // Store mode: every object holding the payload, in chunk order; empty in
+  // p2p mode. For releasing a payload without reading it.
+  std::vector<std::string> StoreKeys() const;
   // Field-by-field consistency (rank, chunking, mode and location).
   // Errors: kInvalidArgument naming the field.
   Status Validate() const;

@@ -133,6 +133,15 @@ class StoreClient {
   // kFailedPrecondition at once; kDeadlineExceeded when the wait ran out).
   Result<ObjectMeta> GetIntoRuns(std::string_view key, std::span<const IoRun> runs,
                                  std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+  // As GetIntoRuns, reading the runs in consecutive groups (`parts[i]` runs
+  // each; the counts sum to runs.size()) and calling `landed(i)` on this
+  // thread once group i has landed, in order: one lookup and one lease for
+  // a reader that starts on the first group before the last arrives. On an
+  // error no further group is read and `landed` is not called again.
+  Result<ObjectMeta> GetIntoRunsInParts(std::string_view key, std::span<const IoRun> runs,
+                                        std::span<const std::size_t> parts,
+                                        std::chrono::milliseconds wait,
+                                        const std::function<void(std::size_t)>& landed);
 
   // Bytes copied through the staging buffer so far (Put and Get only; the
   // zero-copy forms copy nothing).

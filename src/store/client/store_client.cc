@@ -301,14 +301,25 @@ class StoreClientImpl {
     });
   }
 
-  Result<ObjectMeta> GetIntoRuns(std::string_view key, std::span<const StoreClient::IoRun> runs,
-                                 std::chrono::milliseconds wait) {
+  Result<ObjectMeta> GetIntoRunsInParts(std::string_view key,
+                                        std::span<const StoreClient::IoRun> runs,
+                                        std::span<const std::size_t> parts,
+                                        std::chrono::milliseconds wait,
+                                        const std::function<void(std::size_t)>& landed) {
     std::uint64_t total = 0;
     for (const auto& r : runs) {
       if (r.data == nullptr || r.len == 0) {
         return InvalidArgumentError("GetIntoRuns: null or empty run");
       }
       total += r.len;
+    }
+    std::size_t grouped = 0;
+    for (std::size_t n : parts) {
+      grouped += n;
+    }
+    if (grouped != runs.size()) {
+      return InvalidArgumentError("GetIntoRunsInParts: parts hold " + std::to_string(grouped) +
+                                  " runs of " + std::to_string(runs.size()));
     }
     SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key, wait));
     if (g.meta.size != total) {
@@ -317,10 +328,13 @@ class StoreClientImpl {
                                   std::to_string(g.meta.size) + " bytes; the runs hold " +
                                   std::to_string(total));
     }
-    const Status last = ReadRuns(g, runs, 0);
-    GetEnd(g, last.ok());
-    if (!last.ok()) {
-      return last;
+    const Status s = parts.size() == 1 ? ReadRuns(g, runs, 0) : ReadParts(g, runs, parts, landed);
+    GetEnd(g, s.ok());
+    if (!s.ok()) {
+      return s;
+    }
+    if (parts.size() == 1 && landed) {
+      landed(0);
     }
     return g.meta;
   }
@@ -420,6 +434,49 @@ class StoreClientImpl {
       }
     }
     return last.WithContext("get '" + g.key + "'");
+  }
+
+  // Reads `runs` from the nearest replica as one batch per part, all in
+  // flight at once, calling `landed(i)` as part i lands, in order. Returns
+  // only once no batch writes into `runs` any more.
+  Status ReadParts(const OpenGet& g, std::span<const StoreClient::IoRun> runs,
+                   std::span<const std::size_t> parts,
+                   const std::function<void(std::size_t)>& landed) {
+    if (g.replicas.empty()) {
+      return UnavailableError("object '" + g.key + "' has no replica", FailureScope::kEndpoint);
+    }
+    const ReplicaLocation& r = g.replicas.front();
+    SLUICE_ASSIGN_OR_RETURN(SegmentId seg, engine_->OpenSegment(r.endpoint));
+    std::vector<std::shared_ptr<TransferBatch>> batches;
+    std::vector<TransferRequest> ops;
+    Status s;
+    std::size_t first = 0;
+    std::uint64_t at = r.offset;
+    for (std::size_t i = 0; i < parts.size() && s.ok(); ++i) {
+      ops.clear();
+      for (const auto& run : runs.subspan(first, parts[i])) {
+        ops.push_back(TransferRequest{OpKind::kRead, run.data, seg, RegionKey{r.region_key}, at,
+                                      run.len, TransportHint::kAuto});
+        at += run.len;
+      }
+      first += parts[i];
+      Result<std::shared_ptr<TransferBatch>> b = engine_->Submit(ops);
+      if (b.ok()) {
+        batches.push_back(std::move(*b));
+      } else {
+        s = b.status();
+      }
+    }
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      const Status w = batches[i]->Wait(config_.transfer_timeout);
+      if (s.ok() && !w.ok()) {
+        s = w;
+      }
+      if (s.ok() && landed) {
+        landed(i);
+      }
+    }
+    return s.ok() ? s : s.WithContext("get '" + g.key + "'");
   }
 
   Result<ObjectMeta> GetInto(std::string_view key, void* dst, std::size_t capacity) {
@@ -801,7 +858,15 @@ Status StoreClient::PutFromRuns(std::string_view key, std::span<const IoRun> run
 }
 Result<ObjectMeta> StoreClient::GetIntoRuns(std::string_view key, std::span<const IoRun> runs,
                                             std::chrono::milliseconds wait) {
-  return impl_->GetIntoRuns(key, runs, wait);
+  const std::size_t all = runs.size();
+  return impl_->GetIntoRunsInParts(key, runs, {&all, 1}, wait, nullptr);
+}
+Result<ObjectMeta> StoreClient::GetIntoRunsInParts(std::string_view key,
+                                                   std::span<const IoRun> runs,
+                                                   std::span<const std::size_t> parts,
+                                                   std::chrono::milliseconds wait,
+                                                   const std::function<void(std::size_t)>& landed) {
+  return impl_->GetIntoRunsInParts(key, runs, parts, wait, landed);
 }
 std::uint64_t StoreClient::bytes_staged() const {
   return impl_->bytes_staged_.load(std::memory_order_relaxed);
