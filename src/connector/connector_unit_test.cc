@@ -56,6 +56,24 @@ TEST(DescriptorTest, BinaryAndJsonRoundTrip) {
   ASSERT_TRUE(sj.ok()) << sj.status().ToString();
   EXPECT_EQ(sj->lease, s.lease);
   EXPECT_EQ(sj->key_prefix, "sluice/x");
+  EXPECT_EQ(s.StoreKeys(), (std::vector<std::string>{"sluice/x/0"}));
+  // A complete chunked store payload may be one object, round-tripped.
+  s.shape = {4, 8};
+  s.chunk_dim = 1;
+  s.num_chunks = 4;
+  s.complete = true;
+  EXPECT_EQ(s.StoreKeys().size(), 4u);
+  s.one_object = true;
+  EXPECT_EQ(s.StoreKeys(), (std::vector<std::string>{"sluice/x/all"}));
+  EXPECT_EQ(s.StoreKey(3), "sluice/x/all");
+  for (const Result<PayloadDescriptor>& r :
+       {PayloadDescriptor::Decode(s.Encode()), PayloadDescriptor::FromJson(s.ToJson())}) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r->one_object);
+  }
+  s.complete = false;  // A progressive payload's chunks are separate objects.
+  EXPECT_NE(s.Validate().message().find("one_object"), std::string_view::npos);
+  EXPECT_TRUE(SampleP2p().StoreKeys().empty());
 }
 
 TEST(DescriptorTest, TruncatedCorruptedAndNewerAreClearErrors) {
