@@ -338,17 +338,15 @@ Result<PayloadDescriptor> PayloadDescriptor::FromJson(std::string_view text) {
     }
   }
   SLUICE_RETURN_IF_ERROR(field("key_prefix", &d.key_prefix, false));
-  if (auto it = j.find("complete"); it != j.end()) {
-    if (!it->is_boolean()) {
-      return InvalidArgumentError("descriptor JSON: 'complete' has the wrong type");
+  // Optional booleans: absent means false.
+  for (auto [name, out] : {std::pair{"complete", &d.complete}, {"one_object", &d.one_object}}) {
+    if (auto it = j.find(name); it != j.end()) {
+      if (!it->is_boolean()) {
+        return InvalidArgumentError(std::string("descriptor JSON: '") + name +
+                                    "' has the wrong type");
+      }
+      *out = it->get<bool>();
     }
-    d.complete = it->get<bool>();
-  }
-  if (auto it = j.find("one_object"); it != j.end()) {
-    if (!it->is_boolean()) {
-      return InvalidArgumentError("descriptor JSON: 'one_object' has the wrong type");
-    }
-    d.one_object = it->get<bool>();
   }
   SLUICE_ASSIGN_OR_RETURN(d.kind, ParsePayloadKind(kind));
   SLUICE_ASSIGN_OR_RETURN(d.dtype, ParseDType(dtype));
