@@ -225,6 +225,9 @@ class StageWorkerImpl {
   void Run(const std::shared_ptr<RunState>& s) {
     StageContext ctx(s);
     Result<StageOutput> out = handler_(ctx);
+    // Counted before the report: once the orchestrator has heard of it (and
+    // a client may have its result), `completed()` includes it.
+    ++completed_;
     if (!s->reported.exchange(true)) {
       if (s->stop && !(out.ok() && !out->preempted)) {
         ReportFailed(*s, "stopped", false, false);
@@ -256,7 +259,6 @@ class StageWorkerImpl {
         }
       }
     }
-    ++completed_;
     std::lock_guard<std::mutex> lock(mu_);
     auto it = running_.find(s->job_id);
     if (it != running_.end() && it->second == s) {
