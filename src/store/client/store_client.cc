@@ -110,8 +110,12 @@ class StoreClientImpl {
     (void)Call(&pb::Master::Stub::PutRevoke, fastlane::Method::kPutRevoke, req, &resp, "PutRevoke");
   }
 
-  // Commits a batch item's put (PutEnd), or revokes it when `written` failed.
-  Status FinishPut(const OpenPut& put, Status written) {
+  // Commits `put` (PutEnd), or revokes it when `written` failed. With
+  // `next`, the commit asks for a reservation for the client's next put,
+  // which is kept when offered.
+  Status FinishPut(const OpenPut& put, Status written,
+                   const std::optional<pb::ReserveNext>& next = std::nullopt,
+                   const std::shared_ptr<fastlane::Client>& lane = nullptr) {
     if (!written.ok()) {
       Revoke(put);
       return written.WithContext("put '" + put.key + "'");
@@ -119,18 +123,24 @@ class StoreClientImpl {
     pb::PutEndRequest req;
     req.set_key(put.key);
     req.set_put_id(put.put_id);
+    if (next.has_value()) {
+      *req.mutable_reserve() = *next;
+    }
     pb::PutEndResponse resp;
-    return Call(&pb::Master::Stub::PutEnd, fastlane::Method::kPutEnd, req, &resp, "PutEnd");
+    SLUICE_RETURN_IF_ERROR(
+        Call(&pb::Master::Stub::PutEnd, fastlane::Method::kPutEnd, req, &resp, "PutEnd"));
+    if (next.has_value()) {
+      KeepReservation(lane, resp.reservation(), *next);
+    }
+    return Status::Ok();
   }
 
-  // How a put's bytes get written once it knows where: into every replica of
-  // `put` (the engine's errors, unchanged).
-  using WriteFn = std::function<Status(const OpenPut& put)>;
-
-  // Puts `len` bytes under `key`: over a held reservation in one round trip
-  // when one fits, else PutStart + write + PutEnd. Either commit asks for a
-  // reservation for the next put when puts repeat one shape.
-  Status DoPut(std::string_view key, std::uint64_t len, const PutOptions& o, const WriteFn& write) {
+  // Puts `len` bytes under `key`; `write(const OpenPut&) -> Status` writes
+  // them into every replica of the put it is given. Over a held reservation
+  // in one round trip when one fits, else PutStart + write + PutEnd. Either
+  // commit asks for a reservation for the next put when puts repeat a shape.
+  template <typename Write>
+  Status DoPut(std::string_view key, std::uint64_t len, const PutOptions& o, const Write& write) {
     const PutShape shape{len, std::max<std::uint32_t>(1, o.replica_num), o.preferred_node};
     // Reservations ride on the fast lane only: its open connection shows
     // that the master which granted one still runs (a restarted master may
@@ -146,45 +156,32 @@ class StoreClientImpl {
       release.clear();
     }
     Unreserve(lane, release);
-    const bool ask = lane != nullptr && reservations_.NotePut(shape);
-    pb::ReserveNext next;
-    next.set_size(shape.size);
-    next.set_replica_num(shape.replica_num);
-    next.set_preferred_node(shape.preferred_node);
+    std::optional<pb::ReserveNext> next;
+    if (lane != nullptr && reservations_.NotePut(shape)) {
+      next.emplace();
+      next->set_size(shape.size);
+      next->set_replica_num(shape.replica_num);
+      next->set_preferred_node(shape.preferred_node);
+    }
     if (held.has_value()) {
-      std::optional<Status> done =
-          PutOverReservation(lane, std::move(*held), key, len, o, write, ask ? &next : nullptr);
+      std::optional<Status> done = PutOverReservation(lane, std::move(*held), key, o, write, next);
       if (done.has_value()) {
         return *done;
       }
     }
     SLUICE_ASSIGN_OR_RETURN(OpenPut put, PutStart(key, len, o));
-    const Status written = write(put);
-    if (!written.ok()) {
-      Revoke(put);
-      return written.WithContext("put '" + put.key + "'");
-    }
-    pb::PutEndRequest req;
-    req.set_key(put.key);
-    req.set_put_id(put.put_id);
-    if (ask) {
-      *req.mutable_reserve() = next;
-    }
-    pb::PutEndResponse resp;
-    SLUICE_RETURN_IF_ERROR(
-        Call(&pb::Master::Stub::PutEnd, fastlane::Method::kPutEnd, req, &resp, "PutEnd"));
-    KeepReservation(lane, resp.reservation(), shape);
-    return Status::Ok();
+    return FinishPut(put, write(put), next, lane);
   }
 
   // The one-round-trip put: writes into `held` and commits with PutReserved
   // (asking for the next reservation with `next`). nullopt when the caller
   // should put the long way: the reservation is gone (expired, node lost)
   // or the write failed (the long way then reports errors properly).
+  template <typename Write>
   std::optional<Status> PutOverReservation(const std::shared_ptr<fastlane::Client>& lane,
                                            HeldReservation held, std::string_view key,
-                                           std::uint64_t len, const PutOptions& o,
-                                           const WriteFn& write, const pb::ReserveNext* next) {
+                                           const PutOptions& o, const Write& write,
+                                           const std::optional<pb::ReserveNext>& next) {
     OpenPut put{std::string(key), held.id, std::move(held.replicas)};
     if (!write(put).ok()) {
       Unreserve(lane, {put.put_id});
@@ -193,16 +190,18 @@ class StoreClientImpl {
     pb::PutReservedRequest req;
     req.set_key(put.key);
     req.set_reservation_id(put.put_id);
-    req.set_size(len);
+    req.set_size(held.shape.size);
     FillPutFields(o, &req);
-    if (next != nullptr) {
+    if (next.has_value()) {
       *req.mutable_reserve() = *next;
     }
     pb::PutReservedResponse resp;
     const Status s = Call(&pb::Master::Stub::PutReserved, fastlane::Method::kPutReserved, req,
                           &resp, "PutReserved");
     if (s.ok()) {
-      KeepReservation(lane, resp.reservation(), held.shape);
+      if (next.has_value()) {
+        KeepReservation(lane, resp.reservation(), *next);
+      }
       return Status::Ok();
     }
     if (s.code() == StatusCode::kNotFound) {
@@ -225,12 +224,13 @@ class StoreClientImpl {
     (void)lane->Send(fastlane::Method::kUnreserve, req.SerializeAsString(), config_.rpc_timeout);
   }
 
-  // Keeps an offered reservation (none when the master declined).
+  // Keeps a reservation offered for `asked` (none when the master declined).
   void KeepReservation(const std::shared_ptr<fastlane::Client>& lane, const pb::Reservation& r,
-                       const PutShape& shape) {
+                       const pb::ReserveNext& asked) {
     if (r.reservation_id() == 0) {
       return;
     }
+    const PutShape shape{asked.size(), asked.replica_num(), asked.preferred_node()};
     if (r.size() != shape.size || r.replicas_size() != static_cast<int>(shape.replica_num)) {
       Unreserve(lane, {r.reservation_id()});
       return;
