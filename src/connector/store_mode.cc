@@ -25,10 +25,19 @@ LeasePolicy ToPolicy(const Lease& l) {
   return LeasePolicy::Cache();
 }
 
-std::vector<StoreClient::IoRun> RunsOf(const ChunkLayout& l, int i, char* base) {
+// The runs of chunks [first, first + count) at `base`, chunk after chunk
+// (a store object's layout); `parts` gets each chunk's number of runs.
+std::vector<StoreClient::IoRun> RunsOf(const ChunkLayout& l, int first, int count, char* base,
+                                       std::vector<std::size_t>* parts = nullptr) {
   std::vector<StoreClient::IoRun> runs;
-  for (const ByteRun& r : l.Runs(i)) {
-    runs.push_back(StoreClient::IoRun{base + r.offset, r.length});
+  for (int i = first; i < first + count; ++i) {
+    const std::vector<ByteRun> chunk = l.Runs(i);
+    for (const ByteRun& r : chunk) {
+      runs.push_back(StoreClient::IoRun{base + r.offset, r.length});
+    }
+    if (parts != nullptr) {
+      parts->push_back(chunk.size());
+    }
   }
   return runs;
 }
@@ -60,18 +69,11 @@ void ConnectorImpl::PutChunk(const std::shared_ptr<HandleState>& hs, int i) {
   PutOptions o;
   o.policy = ToPolicy(hs->desc.lease);
   TensorMeta meta{std::string(DTypeName(hs->desc.dtype)), hs->desc.shape, {}, ""};
-  std::vector<StoreClient::IoRun> runs;
-  if (hs->desc.one_object) {
-    for (int k = 0; k < hs->desc.num_chunks; ++k) {
-      const auto chunk = RunsOf(hs->layout, k, hs->base);
-      runs.insert(runs.end(), chunk.begin(), chunk.end());
-    }
-  } else {
-    if (hs->desc.chunk_dim >= 0) {
-      meta.shape[static_cast<std::size_t>(hs->desc.chunk_dim)] = hs->layout.length(i);
-    }
-    runs = RunsOf(hs->layout, i, hs->base);
+  if (!hs->desc.one_object && hs->desc.chunk_dim >= 0) {
+    meta.shape[static_cast<std::size_t>(hs->desc.chunk_dim)] = hs->layout.length(i);
   }
+  const auto runs = hs->desc.one_object ? RunsOf(hs->layout, 0, hs->desc.num_chunks, hs->base)
+                                        : RunsOf(hs->layout, i, 1, hs->base);
   o.tensor = meta;
   o.request_id = hs->desc.key_prefix + "#" + std::to_string(i);
   const auto give_up = std::chrono::steady_clock::now() + config_.consume_timeout;
@@ -176,14 +178,9 @@ Status ConnectorImpl::ConsumeStore(const std::shared_ptr<StreamState>& s) {
     const int objects = s->desc.one_object ? 1 : s->desc.num_chunks;
     for (int i = 0; i < objects; ++i) {
       const std::string key = s->desc.StoreKey(i);
-      std::vector<StoreClient::IoRun> runs;
       std::vector<std::size_t> parts;
-      for (int k = s->desc.one_object ? 0 : i;
-           k < (s->desc.one_object ? s->desc.num_chunks : i + 1); ++k) {
-        const auto chunk = RunsOf(s->layout, k, static_cast<char*>(s->dst.data));
-        runs.insert(runs.end(), chunk.begin(), chunk.end());
-        parts.push_back(chunk.size());
-      }
+      const auto runs = RunsOf(s->layout, i, s->desc.one_object ? s->desc.num_chunks : 1,
+                               static_cast<char*>(s->dst.data), &parts);
       auto landed = [&s, i](std::size_t part) {
         std::lock_guard<std::mutex> lock(s->mu);
         s->chunks[static_cast<std::size_t>(i) + part] = StreamState::Chunk::kLanded;

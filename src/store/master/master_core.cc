@@ -148,11 +148,10 @@ void MasterCore::Heartbeat(const pb::HeartbeatRequest* req, pb::HeartbeatRespons
       finish.emplace_back(std::move(held->second.done), Status::Ok());
       parked_heartbeats_.erase(held);
     }
-    const bool news = state_.HasNews(req->node_id(), req->acked_seq());
     FillHeartbeatLocked(req->node_id(), req->acked_seq(), results, resp);
     ResumeParkedGetsLocked(state_.TakeLoaded(), false, &finish);
-    if (req->wait_ms() > 0 && !stopping_ && !news && resp->commands_size() == 0 &&
-        !resp->reregister()) {
+    const bool news = resp->deltas_size() > 0 || resp->commands_size() > 0 || resp->reregister();
+    if (req->wait_ms() > 0 && !stopping_ && !news) {
       const auto wait = std::chrono::milliseconds(std::min<std::uint32_t>(req->wait_ms(), 10000));
       parked_heartbeats_[req->node_id()] =
           ParkedHeartbeat{req, resp, start, MasterClock::now() + wait, std::move(done)};
@@ -232,15 +231,15 @@ Status MasterCore::PutStart(const pb::PutStartRequest& req, pb::PutStartResponse
   return g.status();
 }
 
-std::vector<MasterCore::Waiter> MasterCore::CommittedLocked(const std::string& key,
-                                                            const pb::ReserveNext* reserve,
-                                                            pb::Reservation* out, Finish* finish) {
+void MasterCore::CommittedLocked(const std::string& key, const pb::ReserveNext* reserve,
+                                 pb::Reservation* out, Finish* finish) {
   // The node learns of the commit now, so a master restart keeps the object.
   AnswerHeartbeatsLocked(MasterClock::now(), false, finish);
-  std::vector<Waiter> wake;
   auto it = waiters_.find(key);
   if (it != waiters_.end()) {
-    wake = std::move(it->second);
+    for (Waiter& w : it->second) {
+      finish->emplace_back(std::move(w.done), Status::Ok());
+    }
     waiters_.erase(it);
   }
   if (reserve != nullptr && out != nullptr && reserve->size() > 0) {
@@ -254,26 +253,21 @@ std::vector<MasterCore::Waiter> MasterCore::CommittedLocked(const std::string& k
       FillReservation(*g, r.size, state_.options().reservation_timeout, out);
     }
   }
-  return wake;
 }
 
 Status MasterCore::PutEnd(const pb::PutEndRequest& req, pb::PutEndResponse* resp) {
   const auto start = MasterClock::now();
-  std::vector<Waiter> wake;
   Finish finish;
   Status st;
   {
     std::lock_guard<std::mutex> lock(mu_);
     st = state_.PutEnd(req.key(), req.put_id(), MasterClock::now());
     if (st.ok()) {
-      wake = CommittedLocked(req.key(), req.has_reserve() ? &req.reserve() : nullptr,
-                             resp != nullptr ? resp->mutable_reservation() : nullptr, &finish);
+      CommittedLocked(req.key(), req.has_reserve() ? &req.reserve() : nullptr,
+                      resp != nullptr ? resp->mutable_reservation() : nullptr, &finish);
     }
   }
   Run(finish);
-  for (Waiter& w : wake) {
-    w.done(Status::Ok());
-  }
   rpc_stats_.Record(RpcStats::kPutEnd, start);
   return st;
 }
@@ -283,21 +277,17 @@ Status MasterCore::PutReserved(const pb::PutReservedRequest& req, pb::PutReserve
   const PutRequest r =
       FromPutFields(req.key(), req.size(), req.has_tensor() ? &req.tensor() : nullptr, req.policy(),
                     req.request_id());
-  std::vector<Waiter> wake;
   Finish finish;
   Status st;
   {
     std::lock_guard<std::mutex> lock(mu_);
     st = state_.PutReserved(r, req.reservation_id(), MasterClock::now());
     if (st.ok()) {
-      wake = CommittedLocked(req.key(), req.has_reserve() ? &req.reserve() : nullptr,
-                             resp->mutable_reservation(), &finish);
+      CommittedLocked(req.key(), req.has_reserve() ? &req.reserve() : nullptr,
+                      resp->mutable_reservation(), &finish);
     }
   }
   Run(finish);
-  for (Waiter& w : wake) {
-    w.done(Status::Ok());
-  }
   rpc_stats_.Record(RpcStats::kPutReserved, start);
   return st;
 }

@@ -98,12 +98,12 @@ class MasterCore {
   void ResumeParkedGetsLocked(const std::vector<std::string>& keys, bool all, Finish* finish);
   void TickLoop();
   static void Run(Finish& finish);
-  // After `key` committed: answers held heartbeats of nodes with news (into
-  // `finish`), takes the key's waiters (to wake without the lock) and, when
+  // After `key` committed: answers held heartbeats of nodes with news and
+  // the key's waiters (into `finish`, to run without the lock) and, when
   // `reserve` asks, offers a reservation into `out` (left empty when
   // declined: the caller's next put takes two round trips).
-  std::vector<Waiter> CommittedLocked(const std::string& key, const store::v1::ReserveNext* reserve,
-                                      store::v1::Reservation* out, Finish* finish);
+  void CommittedLocked(const std::string& key, const store::v1::ReserveNext* reserve,
+                       store::v1::Reservation* out, Finish* finish);
   // Answers held heartbeats whose node has news, or is past its deadline
   // (`now`), or every one when `all`.
   void AnswerHeartbeatsLocked(TimePoint now, bool all, Finish* finish);

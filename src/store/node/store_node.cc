@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -96,13 +97,13 @@ class StoreNodeImpl {
       s->set_size(sizes_[i]);
     }
     const auto now = std::chrono::steady_clock::now();
-    for (const auto& [key, rec] : directory_) {
+    for (const auto& [key, entry] : directory_) {
       pb::ObjectRecord* r = req.add_objects();
-      *r = rec;
-      auto ttl = ttl_deadline_.find(key);
-      if (ttl != ttl_deadline_.end()) {
+      *r = entry.record;
+      if (entry.expires.has_value()) {
         // The time left now: the TTL keeps running while the master is away.
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(ttl->second - now);
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(*entry.expires - now);
         r->set_ttl_left_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(1, left.count())));
       }
     }
@@ -207,14 +208,14 @@ class StoreNodeImpl {
     const auto now = std::chrono::steady_clock::now();
     for (const pb::NodeDelta& d : resp.deltas()) {
       if (d.added()) {
-        directory_[d.record().key()] = d.record();
+        DirectoryEntry& e = directory_[d.record().key()];
+        e.record = d.record();
+        e.expires.reset();
         if (d.record().ttl_left_ms() > 0) {
-          ttl_deadline_[d.record().key()] =
-              now + std::chrono::milliseconds(d.record().ttl_left_ms());
+          e.expires = now + std::chrono::milliseconds(d.record().ttl_left_ms());
         }
       } else {
         directory_.erase(d.record().key());
-        ttl_deadline_.erase(d.record().key());
       }
       acked_seq_ = std::max(acked_seq_, d.seq());
     }
@@ -310,9 +311,11 @@ class StoreNodeImpl {
   std::string disk_path_;
   std::map<std::uint64_t, pb::CommandResult> done_;  // Heartbeat thread only.
   // Objects this node holds, as the master reported them (heartbeat thread).
-  std::map<std::string, pb::ObjectRecord> directory_;
-  // When each TTL object in `directory_` expires (heartbeat thread).
-  std::map<std::string, std::chrono::steady_clock::time_point> ttl_deadline_;
+  struct DirectoryEntry {
+    pb::ObjectRecord record;
+    std::optional<std::chrono::steady_clock::time_point> expires;  // TTL objects.
+  };
+  std::map<std::string, DirectoryEntry> directory_;
   std::uint64_t acked_seq_ = 0;
   std::vector<SharedBuffer> memory_;
   std::vector<RegionKey> keys_;
