@@ -97,7 +97,8 @@ Status MasterCore::RegisterNode(const pb::RegisterNodeRequest& req,
 void MasterCore::FillHeartbeatLocked(const std::string& node_id, std::uint64_t acked_seq,
                                      const std::vector<CommandResult>& done,
                                      pb::HeartbeatResponse* resp) {
-  const HeartbeatReply reply = state_.Heartbeat(node_id, acked_seq, done, MasterClock::now());
+  const TimePoint now = MasterClock::now();
+  const HeartbeatReply reply = state_.Heartbeat(node_id, acked_seq, done, now);
   for (const NodeCommand& c : reply.commands) {
     pb::NodeCommand* p = resp->add_commands();
     p->set_id(c.id);
@@ -117,8 +118,8 @@ void MasterCore::FillHeartbeatLocked(const std::string& node_id, std::uint64_t a
     if (d.added) {
       ToProto(d.record, p->mutable_record());
       if (d.record.expires_at.has_value()) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            *d.record.expires_at - MasterClock::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(*d.record.expires_at - now);
         p->mutable_record()->set_ttl_left_ms(
             static_cast<std::uint64_t>(std::max<std::int64_t>(1, left.count())));
       }
