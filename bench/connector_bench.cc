@@ -62,16 +62,22 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   const bool store = o.mode == "store";
 
   std::unique_ptr<BenchChild> master, node;
+  const std::uint64_t mem = std::max<std::uint64_t>(bytes * 4, std::uint64_t{256} << 20);
   if (store) {
     SLUICE_ASSIGN_OR_RETURN(master, BenchChild::Spawn({exe, "master", "--listen", "127.0.0.1:0",
                                                        "--exit-on-stdin-eof"}));
-    const std::uint64_t mem = std::max<std::uint64_t>(bytes * 4, std::uint64_t{256} << 20);
     SLUICE_ASSIGN_OR_RETURN(
         node, BenchChild::Spawn({exe, "store-node", "--master", master->Word(1), "--memory",
                                  std::to_string(mem), "--exit-on-stdin-eof"}));
   }
+  // In store mode the raw target has the store node's footprint and raw
+  // round trips cycle over it, as payloads cycle through the node's memory:
+  // both paths then see the same cache behaviour (a payload-sized target
+  // would stay in the CPU cache, which no store holding several payloads
+  // does).
+  const std::uint64_t raw_slots = store ? mem / bytes : 1;
   std::vector<std::string> raw_args = {exe, "bench", "transfer-target", "--region-size",
-                                       std::to_string(bytes)};
+                                       std::to_string(raw_slots * bytes)};
   if (o.transport == "shm") {
     raw_args.push_back("--shared");
   }
@@ -150,12 +156,15 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   if (!store) {
     SLUICE_ASSIGN_OR_RETURN(p2p_seg, consumer->engine().OpenSegment(p2p_desc->producer_endpoint));
   }
+  std::uint64_t raw_slot = 0;
   auto raw_op = [&]() -> Status {
     if (store) {
-      TransferRequest w{OpKind::kWrite, src.data, raw_seg, raw_key, 0, bytes, TransportHint::kAuto};
+      const std::uint64_t at = (raw_slot++ % raw_slots) * bytes;
+      TransferRequest w{OpKind::kWrite,      src.data, raw_seg, raw_key, at, bytes,
+                        TransportHint::kAuto};
       SLUICE_RETURN_IF_ERROR(producer->engine().TransferSync({&w, 1}));
       SLUICE_ASSIGN_OR_RETURN(SegmentId back, consumer->engine().OpenSegment(raw_target->Word(0)));
-      TransferRequest r{OpKind::kRead, dst.data, back, raw_key, 0, bytes, TransportHint::kAuto};
+      TransferRequest r{OpKind::kRead, dst.data, back, raw_key, at, bytes, TransportHint::kAuto};
       return consumer->engine().TransferSync({&r, 1});
     }
     TransferRequest r{OpKind::kRead,

@@ -551,6 +551,21 @@ TEST_F(SmallStoreTest, CacheObjectsAreEvictedLeastRecentlyUsedFirst) {
   EXPECT_TRUE(*client_->Exists("k4"));
 }
 
+TEST_F(SmallStoreTest, AFullCacheKeepsStreamingPutsOnReservations) {
+  const std::string metrics = master_->Word(3);
+  const std::vector<std::byte> v(kMiB);  // 8 MiB of nodes: the cache turns over 3 times.
+  for (int i = 0; i < 24; ++i) {
+    ASSERT_TRUE(client_->Put("stream/" + std::to_string(i), v).ok()) << i;
+  }
+  // The first put asks nothing, the second asks; every later one finds the
+  // space its predecessor reserved, though the store sits at its high
+  // watermark (each commit evicts, as PutStart would).
+  EXPECT_EQ(MetricValue(metrics, "sluice_store_reserved_puts_total"), 22);
+  EXPECT_GT(MetricValue(metrics, "sluice_store_evictions_total"), 10);
+  EXPECT_TRUE(*client_->Exists("stream/23"));
+  EXPECT_FALSE(*client_->Exists("stream/0"));
+}
+
 class DiskTierStoreTest : public StoreTest {
  protected:
   std::string NodeMemory() const override { return "4MiB"; }

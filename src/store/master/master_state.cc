@@ -486,15 +486,30 @@ bool MasterState::EvictOne(const Object* protect) {
   return false;
 }
 
-void MasterState::EvictToLowWatermark() {
+void MasterState::EvictToLowWatermark(const Object* protect) {
   auto [used, cap] = MemoryUsage();
   if (cap == 0 || static_cast<double>(used) <= options_.high_watermark * static_cast<double>(cap)) {
     return;
   }
   while (static_cast<double>(used) > options_.low_watermark * static_cast<double>(cap) &&
-         EvictOne(nullptr)) {
+         EvictOne(protect)) {
     used = MemoryUsage().first;
   }
+}
+
+std::uint64_t MasterState::EvictableBytes(std::uint64_t enough) const {
+  std::uint64_t bytes = 0;
+  for (const std::list<Object*>* lru : {&lru_cache_, &lru_soft_pin_}) {
+    for (const Object* o : *lru) {
+      if (bytes >= enough) {
+        return bytes;
+      }
+      if (o->leases.empty() && !o->removed) {
+        bytes += o->size * o->replicas.size();
+      }
+    }
+  }
+  return bytes;
 }
 
 std::pair<std::uint64_t, std::uint64_t> MasterState::MemoryUsage() const {

@@ -186,9 +186,12 @@ class MasterState {
   Status PutRevoke(const std::string& key, std::uint64_t put_id);
   // Holds space for one future put of `req.size` bytes with `req`'s replica
   // count and preferred node (the key, tensor and policy are ignored). A
-  // best-effort offer: declined with kResourceExhausted when the space would
-  // take memory past the high watermark (never evicts for it) or too many
-  // reservations are open, kInvalidArgument/kFailedPrecondition as PutStart.
+  // best-effort offer, declined with kResourceExhausted when it does not fit
+  // in free space (it never evicts), when it would take memory past the high
+  // watermark and too little is evictable for its put to get back under it
+  // (that put's commit evicts, as PutStart does), or when too many
+  // reservations are open; kInvalidArgument / kFailedPrecondition as
+  // PutStart.
   // Freed after `reservation_timeout` unless committed.
   Result<PutGrant> Reserve(const PutRequest& req, TimePoint now);
   // PutStart + PutEnd in one step over a reservation whose bytes the caller
@@ -246,7 +249,11 @@ class MasterState {
   std::uint64_t InFlightSpillBytes(const Node* on = nullptr) const;
   Status Allocate(Object& obj, const PutRequest& req, TimePoint now);
   bool EvictOne(const Object* protect);
-  void EvictToLowWatermark();
+  // Past the high watermark, evicts LRU objects (never `protect`) down to
+  // the low watermark.
+  void EvictToLowWatermark(const Object* protect = nullptr);
+  // Bytes EvictOne could free now, counted until `enough` is reached.
+  std::uint64_t EvictableBytes(std::uint64_t enough) const;
   void Erase(Object* obj, std::optional<ObjectEventKind> event);
   void DropNode(const std::string& node_id, bool lost);
   void Touch(Object* obj);

@@ -28,9 +28,17 @@ Result<PutGrant> MasterState::Reserve(const PutRequest& req, TimePoint now) {
   PutRequest r = req;
   r.replica_num = std::max<std::uint32_t>(1, req.replica_num);
   const std::uint64_t bytes = r.size * r.replica_num;
+  // Past the high watermark only when the put it stands for, evicting at
+  // its commit as PutStart does (LRU order as of then), gets back under it:
+  // nothing is evicted early, and the headroom above the watermark is never
+  // held for a put that could not free it.
   const auto [used, cap] = MemoryUsage();
-  if (static_cast<double>(used + bytes) > options_.high_watermark * static_cast<double>(cap)) {
-    return ResourceExhaustedError("Reserve: memory would pass the high watermark");
+  const double over =
+      static_cast<double>(used + bytes) - options_.high_watermark * static_cast<double>(cap);
+  if (over > 0 &&
+      static_cast<double>(EvictableBytes(static_cast<std::uint64_t>(over) + 1)) < over) {
+    return ResourceExhaustedError(
+        "Reserve: memory would pass the high watermark, and too little is evictable");
   }
   if (reserved_bytes_ + bytes > cap / kMaxReservedShare) {
     return ResourceExhaustedError("Reserve: reservations hold 1/" +
@@ -88,6 +96,7 @@ Status MasterState::PutReserved(const PutRequest& req, std::uint64_t reservation
   objects_[req.key] = std::move(obj);
   ++counters_.reserved_puts;
   Commit(o, now);
+  EvictToLowWatermark(&o);  // As PutStart does, once the space is taken.
   return Status::Ok();
 }
 

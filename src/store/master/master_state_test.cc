@@ -498,19 +498,59 @@ TEST_F(MasterStateTest, ReservationsAreBestEffortAndExpire) {
   PutRequest r;
   r.key = "resident";
   r.size = 31 * kMiB;
+  r.policy.kind = LeaseKind::kDeleteOnConsume;
   auto put = s.PutStart(r, now_);
   ASSERT_TRUE(put.ok());
   ASSERT_TRUE(s.PutEnd("resident", put->put_id, now_).ok());
   r.size = kMiB;
   ASSERT_TRUE(s.Reserve(r, now_).ok());
   EXPECT_EQ(s.Reserve(r, now_).status().code(), StatusCode::kResourceExhausted)
-      << "no reservation past the high watermark";
-  EXPECT_TRUE(s.Exists("resident")) << "nothing evicted for a reservation";
+      << "no reservation past the high watermark when nothing is evictable";
+  EXPECT_TRUE(s.Exists("resident")) << "an unconsumed payload is never evicted for one";
   const TimePoint later = now_ + o.reservation_timeout + 1s;
   s.Heartbeat("n1", 0, {}, later);
   s.Tick(later);
   EXPECT_EQ(s.Stats().reservations, 0u);
   EXPECT_EQ(s.Stats().used_bytes, 31 * kMiB) << "unused reservations are freed";
+}
+
+TEST_F(MasterStateTest, AReservationPastTheWatermarkLeavesEvictionToItsPut) {
+  MasterOptions o = Options();
+  o.low_watermark = 0.55;
+  o.high_watermark = 0.75;
+  MasterState s(o);
+  ASSERT_TRUE(s.RegisterNode("n1", "n1:1", {{{11, 64 * kMiB}}, 0}, {}, now_).ok());
+  PutRequest r;
+  r.size = 8 * kMiB;
+  for (const char* key : {"old", "mid", "new"}) {  // Cache policy: evictable.
+    r.key = key;
+    auto put = s.PutStart(r, now_);
+    ASSERT_TRUE(put.ok());
+    ASSERT_TRUE(s.PutEnd(key, put->put_id, now_).ok());
+  }
+  r.key = "pinned";
+  r.size = 22 * kMiB;
+  r.policy.kind = LeaseKind::kDeleteOnConsume;
+  auto put = s.PutStart(r, now_);
+  ASSERT_TRUE(put.ok());
+  ASSERT_TRUE(s.PutEnd("pinned", put->put_id, now_).ok());
+  ASSERT_EQ(s.Stats().used_bytes, 46 * kMiB);  // 0.72 of 64 MiB.
+  r.size = 4 * kMiB;                           // 50 MiB > 48 MiB: past the high mark.
+  auto res = s.Reserve(r, now_);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(s.Stats().evictions, 0u) << "nothing is evicted for the reservation itself";
+  ASSERT_TRUE(s.GetStart("old", "c:1", now_).ok());  // "mid" is now the oldest unread.
+  r.key = "next";
+  r.policy.kind = LeaseKind::kCache;
+  ASSERT_TRUE(s.PutReserved(r, res->put_id, now_).ok());
+  // Its commit evicts in LRU order as of now, down to the low watermark
+  // (35.2 MiB): "old" is being read, so "mid" then "new" go.
+  EXPECT_TRUE(s.Exists("old"));
+  EXPECT_FALSE(s.Exists("mid"));
+  EXPECT_FALSE(s.Exists("new"));
+  EXPECT_TRUE(s.Exists("next")) << "the put itself is never its own victim";
+  EXPECT_TRUE(s.Exists("pinned"));
+  EXPECT_EQ(s.Stats().evictions, 2u);
 }
 
 TEST_F(MasterStateTest, ReservationsYieldToPutsAndAreReleasedOnRequest) {
