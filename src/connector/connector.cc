@@ -45,17 +45,16 @@ void StreamState::Fail(const Status& s) {
   cv.notify_all();
 }
 
-StreamState::~StreamState() {
-  if (fetcher.joinable()) {
-    fetcher.join();
-  }
-}
-
 ConnectorImpl::~ConnectorImpl() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     for (auto& [id, w] : streams_) {
+      if (auto s = w.lock()) {
+        s->Fail(Status(StatusCode::kCancelled, "connector is shutting down"));
+      }
+    }
+    for (auto& w : store_streams_) {
       if (auto s = w.lock()) {
         s->Fail(Status(StatusCode::kCancelled, "connector is shutting down"));
       }
@@ -68,6 +67,7 @@ ConnectorImpl::~ConnectorImpl() {
   for (auto& t : store_workers_) {
     t.join();
   }
+  fetch_pool_.reset();  // Failed streams end their fetch tasks.
   // Queued store puts never ran: their handles end cancelled, not hanging.
   std::vector<std::weak_ptr<HandleState>> pending;
   {
@@ -115,6 +115,8 @@ Status ConnectorImpl::Init() {
   engine_->SetNotifyHandler([this](const NotifyMessage& m) {
     OnNotify(m.sender, std::string(reinterpret_cast<const char*>(m.data.data()), m.data.size()));
   });
+  // Up to 4096 store-mode consumes read at once; threads idle for 30 s exit.
+  fetch_pool_ = std::make_unique<ElasticPool>("sluice-fetch", 4096, std::chrono::seconds(30));
   control_ = std::thread([this] { ControlLoop(); });
   for (int i = 0; i < config_.store_threads && store_ != nullptr; ++i) {
     store_workers_.emplace_back([this] { StoreWorker(); });

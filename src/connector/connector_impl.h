@@ -16,6 +16,7 @@
 
 #include "sluice/connector/connector.h"
 
+#include "common/elastic_pool.h"
 #include "connector/chunk_layout.h"
 
 namespace sluice::internal {
@@ -66,11 +67,10 @@ class StreamState {
   std::function<Status()> ping;  // Re-sends the subscription (liveness probe).
   int in_flight = 0;             // Batches writing into dst. Guarded by mu.
   // store
-  std::thread fetcher;
+  bool fetching = false;  // A fetch task reads into dst. Guarded by mu.
   std::function<void()> on_destroy;
 
   void Fail(const Status& s);
-  ~StreamState();
 };
 
 inline void RunAll(std::vector<std::function<void()>>& fns) {
@@ -116,6 +116,8 @@ class ConnectorImpl {
   // store (store_mode.cc).
   Status PublishStore(const std::shared_ptr<HandleState>& h, const StagePayload& p);
   Status ConsumeStore(const std::shared_ptr<StreamState>& s);
+  // Reads every chunk of `s` from the store (on a fetch_pool_ thread).
+  void FetchStore(const std::shared_ptr<StreamState>& s);
   Status ReleaseStore(const PayloadDescriptor& d);
   void StoreWorker();
   void PutChunk(const std::shared_ptr<HandleState>& hs, int i);
@@ -140,8 +142,13 @@ class ConnectorImpl {
   std::deque<std::string> consumed_;  // Guarded by mu_.
   // Store payloads not yet complete, failed with kCancelled on shutdown.
   std::vector<std::weak_ptr<HandleState>> store_pending_;  // Guarded by mu_.
+  // Store streams, told to stop on shutdown. Guarded by mu_.
+  std::vector<std::weak_ptr<StreamState>> store_streams_;
   std::thread control_;
   std::vector<std::thread> store_workers_;
+  // Store-mode consumes: one task per stream (each may wait long for its
+  // producer), on reused threads.
+  std::unique_ptr<ElasticPool> fetch_pool_;
 };
 
 }  // namespace sluice::internal

@@ -171,62 +171,85 @@ Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const 
 }
 
 Status ConnectorImpl::ConsumeStore(const std::shared_ptr<StreamState>& s) {
-  StoreClient* store = store_.get();
-  s->fetcher = std::thread([this, s, store] {
-    using Clock = std::chrono::steady_clock;
-    // One object: a single read whose groups of runs are the chunks.
-    const int objects = s->desc.one_object ? 1 : s->desc.num_chunks;
-    for (int i = 0; i < objects; ++i) {
-      const std::string key = s->desc.StoreKey(i);
-      std::vector<std::size_t> parts;
-      const auto runs = RunsOf(s->layout, i, s->desc.one_object ? s->desc.num_chunks : 1,
-                               static_cast<char*>(s->dst.data), &parts);
-      auto landed = [&s, i](std::size_t part) {
-        std::lock_guard<std::mutex> lock(s->mu);
-        s->chunks[static_cast<std::size_t>(i) + part] = StreamState::Chunk::kLanded;
-        s->cv.notify_all();
-      };
-      const auto deadline = Clock::now() + s->timeout;
-      // One call: the master answers once the chunk is committed. Short
-      // waits, so a destroyed stream stops promptly.
-      Result<ObjectMeta> got = DeadlineExceededError("chunk not published in time");
-      while (true) {
-        {
-          std::lock_guard<std::mutex> lock(s->mu);
-          if (s->stopping) {
-            return;
-          }
-        }
-        const auto left =
-            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-        if (left.count() <= 0) {
-          break;
-        }
-        got = store->GetIntoRunsInParts(key, runs, parts,
-                                        std::min(left, std::chrono::milliseconds(200)), landed);
-        if (got.ok() || got.status().code() != StatusCode::kDeadlineExceeded) {
-          break;
-        }
-      }
-      if (!got.ok()) {
-        s->Fail(got.status().WithContext(s->desc.one_object ? "payload"
-                                                            : "chunk " + std::to_string(i)));
-        return;
-      }
-    }
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    consumed_.push_back(s->desc.key_prefix);
-    if (consumed_.size() > 4096) {
-      consumed_.pop_front();
-    }
-  });
+    std::erase_if(store_streams_, [](const std::weak_ptr<StreamState>& w) { return w.expired(); });
+    store_streams_.push_back(s);
+  }
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->fetching = true;
+  }
   StreamState* raw = s.get();
   s->on_destroy = [raw] {
-    if (raw->fetcher.joinable()) {
-      raw->fetcher.join();
-    }
+    std::unique_lock<std::mutex> lock(raw->mu);
+    raw->cv.wait(lock, [raw] { return !raw->fetching; });
   };
-  return Status::Ok();
+  Status started = fetch_pool_->Run([this, s] {
+    FetchStore(s);
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->fetching = false;
+    s->cv.notify_all();
+  });
+  if (!started.ok()) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->fetching = false;
+  }
+  return started.WithContext("consume");
+}
+
+void ConnectorImpl::FetchStore(const std::shared_ptr<StreamState>& s) {
+  using Clock = std::chrono::steady_clock;
+  // One object: a single read whose groups of runs are the chunks.
+  const int objects = s->desc.one_object ? 1 : s->desc.num_chunks;
+  for (int i = 0; i < objects; ++i) {
+    const std::string key = s->desc.StoreKey(i);
+    std::vector<std::size_t> parts;
+    const auto runs = RunsOf(s->layout, i, s->desc.one_object ? s->desc.num_chunks : 1,
+                             static_cast<char*>(s->dst.data), &parts);
+    auto landed = [this, &s, i](std::size_t part) {
+      const std::size_t chunk = static_cast<std::size_t>(i) + part;
+      if (chunk + 1 == s->chunks.size()) {
+        // The whole payload is read, and the read's end (sent next) deletes
+        // a delete-on-consume payload: a Release from here on needs no call.
+        std::lock_guard<std::mutex> lock(mu_);
+        consumed_.push_back(s->desc.key_prefix);
+        if (consumed_.size() > 4096) {
+          consumed_.pop_front();
+        }
+      }
+      std::lock_guard<std::mutex> lock(s->mu);
+      s->chunks[chunk] = StreamState::Chunk::kLanded;
+      s->cv.notify_all();
+    };
+    const auto deadline = Clock::now() + s->timeout;
+    // One call: the master answers once the chunk is committed. Short
+    // waits, so a destroyed stream stops promptly.
+    Result<ObjectMeta> got = DeadlineExceededError("chunk not published in time");
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(s->mu);
+        if (s->stopping || !s->error.ok()) {
+          return;
+        }
+      }
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        break;
+      }
+      got = store_->GetIntoRunsInParts(key, runs, parts,
+                                       std::min(left, std::chrono::milliseconds(200)), landed);
+      if (got.ok() || got.status().code() != StatusCode::kDeadlineExceeded) {
+        break;
+      }
+    }
+    if (!got.ok()) {
+      s->Fail(
+          got.status().WithContext(s->desc.one_object ? "payload" : "chunk " + std::to_string(i)));
+      return;
+    }
+  }
 }
 
 Status ConnectorImpl::ReleaseStore(const PayloadDescriptor& d) {
