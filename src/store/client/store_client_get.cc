@@ -1,0 +1,265 @@
+// Gets: GetStart (optionally parked until the key commits), reads from the
+// nearest replica, GetEnd.
+#include <cstring>
+
+#include "store/client/store_client_impl.h"
+
+namespace sluice::internal {
+
+Result<ObjectMeta> StoreClientImpl::GetIntoRunsInParts(
+    std::string_view key, std::span<const StoreClient::IoRun> runs,
+    std::span<const std::size_t> parts, std::chrono::milliseconds wait,
+    const std::function<void(std::size_t)>& landed) {
+  std::uint64_t total = 0;
+  for (const auto& r : runs) {
+    if (r.data == nullptr || r.len == 0) {
+      return InvalidArgumentError("GetIntoRuns: null or empty run");
+    }
+    total += r.len;
+  }
+  std::size_t grouped = 0;
+  for (std::size_t n : parts) {
+    grouped += n;
+  }
+  if (grouped != runs.size()) {
+    return InvalidArgumentError("GetIntoRunsInParts: parts hold " + std::to_string(grouped) +
+                                " runs of " + std::to_string(runs.size()));
+  }
+  SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key, wait));
+  if (g.meta.size != total) {
+    GetEnd(g, false);
+    return InvalidArgumentError("GetIntoRuns: object '" + g.key + "' has " +
+                                std::to_string(g.meta.size) + " bytes; the runs hold " +
+                                std::to_string(total));
+  }
+  const Status s = parts.size() == 1 ? ReadRuns(g, runs, 0) : ReadParts(g, runs, parts, landed);
+  GetEnd(g, s.ok());
+  if (!s.ok()) {
+    return s;
+  }
+  if (parts.size() == 1 && landed) {
+    landed(0);
+  }
+  return g.meta;
+}
+
+Result<StoreClientImpl::OpenGet> StoreClientImpl::GetStart(std::string_view key,
+                                                           std::chrono::milliseconds wait) {
+  pb::GetStartRequest req;
+  req.set_key(std::string(key));
+  req.set_client_endpoint(engine_->endpoint());
+  req.set_wait_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(0, wait.count())));
+  pb::GetStartResponse resp;
+  SLUICE_RETURN_IF_ERROR(Call(&pb::Master::Stub::GetStart, fastlane::Method::kGetStart, req, &resp,
+                              "GetStart", config_.rpc_timeout + wait));
+  OpenGet g{std::string(key), resp.lease_id(), {resp.size(), std::nullopt}, {}};
+  if (resp.has_tensor()) {
+    g.meta.tensor = FromProto(resp.tensor());
+  }
+  for (const pb::Replica& r : resp.replicas()) {
+    g.replicas.push_back(FromProto(r));
+  }
+  return g;
+}
+
+void StoreClientImpl::GetEnd(const OpenGet& g, bool completed) {
+  if (std::shared_ptr<fastlane::Client> lane = FastLane()) {
+    pb::GetEndRequest req;
+    req.set_key(g.key);
+    req.set_lease_id(g.lease_id);
+    req.set_completed(completed);
+    if (lane->Send(fastlane::Method::kGetEnd, req.SerializeAsString(), config_.rpc_timeout)) {
+      return;
+    }
+    LaneFailed(lane, UnavailableError("send failed", FailureScope::kEndpoint));
+  }
+  struct Call {
+    grpc::ClientContext ctx;
+    pb::GetEndRequest req;
+    pb::GetEndResponse resp;
+  };
+  auto* call = new Call;
+  call->req.set_key(g.key);
+  call->req.set_lease_id(g.lease_id);
+  call->req.set_completed(completed);
+  SetDeadline(&call->ctx, config_.rpc_timeout);
+  {
+    std::lock_guard<std::mutex> lock(release_mu_);
+    ++releases_in_flight_;
+  }
+  stub_->async()->GetEnd(&call->ctx, &call->req, &call->resp, [this, call](const grpc::Status&) {
+    delete call;
+    std::lock_guard<std::mutex> lock(release_mu_);
+    if (--releases_in_flight_ == 0) {
+      release_cv_.notify_all();
+    }
+  });
+}
+
+Status StoreClientImpl::ReadRange(const OpenGet& g, char* local, std::uint64_t object_offset,
+                                  std::uint64_t len) {
+  const StoreClient::IoRun run{local, len};
+  return ReadRuns(g, {&run, 1}, object_offset);
+}
+
+Status StoreClientImpl::ReadRuns(const OpenGet& g, std::span<const StoreClient::IoRun> runs,
+                                 std::uint64_t object_offset) {
+  Status last = UnavailableError("object '" + g.key + "' has no replica", FailureScope::kEndpoint);
+  std::vector<TransferRequest> ops;
+  ops.reserve(runs.size());
+  for (const ReplicaLocation& r : g.replicas) {
+    Result<SegmentId> seg = engine_->OpenSegment(r.endpoint);
+    if (!seg.ok()) {
+      last = seg.status();
+      continue;
+    }
+    ops.clear();
+    std::uint64_t at = r.offset + object_offset;
+    for (const auto& run : runs) {
+      ops.push_back(TransferRequest{OpKind::kRead, run.data, *seg, RegionKey{r.region_key}, at,
+                                    run.len, TransportHint::kAuto});
+      at += run.len;
+    }
+    last = engine_->TransferSync(ops, config_.transfer_timeout);
+    if (last.ok() || last.scope() == FailureScope::kRequest) {
+      return last;  // Done, or an error another replica would repeat.
+    }
+  }
+  return last.WithContext("get '" + g.key + "'");
+}
+
+Status StoreClientImpl::ReadParts(const OpenGet& g, std::span<const StoreClient::IoRun> runs,
+                                  std::span<const std::size_t> parts,
+                                  const std::function<void(std::size_t)>& landed) {
+  if (g.replicas.empty()) {
+    return UnavailableError("object '" + g.key + "' has no replica", FailureScope::kEndpoint);
+  }
+  const ReplicaLocation& r = g.replicas.front();
+  SLUICE_ASSIGN_OR_RETURN(SegmentId seg, engine_->OpenSegment(r.endpoint));
+  std::vector<std::shared_ptr<TransferBatch>> batches;
+  std::vector<TransferRequest> ops;
+  Status s;
+  std::size_t first = 0;
+  std::uint64_t at = r.offset;
+  for (std::size_t i = 0; i < parts.size() && s.ok(); ++i) {
+    ops.clear();
+    for (const auto& run : runs.subspan(first, parts[i])) {
+      ops.push_back(TransferRequest{OpKind::kRead, run.data, seg, RegionKey{r.region_key}, at,
+                                    run.len, TransportHint::kAuto});
+      at += run.len;
+    }
+    first += parts[i];
+    Result<std::shared_ptr<TransferBatch>> b = engine_->Submit(ops);
+    if (b.ok()) {
+      batches.push_back(std::move(*b));
+    } else {
+      s = b.status();
+    }
+  }
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    const Status w = batches[i]->Wait(config_.transfer_timeout);
+    if (s.ok() && !w.ok()) {
+      s = w;
+    }
+    if (s.ok() && landed) {
+      landed(i);
+    }
+  }
+  return s.ok() ? s : s.WithContext("get '" + g.key + "'");
+}
+
+Result<ObjectMeta> StoreClientImpl::GetInto(std::string_view key, void* dst, std::size_t capacity) {
+  if (dst == nullptr) {
+    return InvalidArgumentError("GetInto: null destination");
+  }
+  SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key));
+  if (g.meta.size > capacity) {
+    GetEnd(g, false);
+    return InvalidArgumentError("GetInto: object '" + g.key + "' has " +
+                                std::to_string(g.meta.size) + " bytes; the buffer holds " +
+                                std::to_string(capacity));
+  }
+  Status s = ReadRange(g, static_cast<char*>(dst), 0, g.meta.size);
+  GetEnd(g, s.ok());
+  if (!s.ok()) {
+    return s;
+  }
+  return g.meta;
+}
+
+Result<std::vector<std::byte>> StoreClientImpl::Get(std::string_view key, ObjectMeta* meta) {
+  SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key));
+  std::vector<std::byte> out(g.meta.size);
+  Status s;
+  {
+    std::lock_guard<std::mutex> lock(staging_mu_);
+    char* stage = static_cast<char*>(staging_.data());
+    for (std::uint64_t off = 0; s.ok() && off < out.size(); off += staging_.size()) {
+      const std::uint64_t n = std::min<std::uint64_t>(staging_.size(), out.size() - off);
+      s = ReadRange(g, stage, off, n);
+      if (s.ok()) {
+        std::memcpy(out.data() + off, stage, n);
+        bytes_staged_.fetch_add(n, std::memory_order_relaxed);
+      }
+    }
+  }
+  GetEnd(g, s.ok());
+  if (!s.ok()) {
+    return s;
+  }
+  if (meta != nullptr) {
+    *meta = g.meta;
+  }
+  return out;
+}
+
+std::vector<Result<ObjectMeta>> StoreClientImpl::BatchGetInto(
+    std::span<const StoreClient::GetItem> items) {
+  std::vector<Result<ObjectMeta>> out;
+  out.reserve(items.size());
+  std::vector<std::optional<OpenGet>> gets(items.size());
+  std::vector<std::shared_ptr<TransferBatch>> batches(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    out.emplace_back(InternalError("not run"));
+    const auto& it = items[i];
+    Result<OpenGet> g = GetStart(it.key);
+    if (!g.ok()) {
+      out[i] = g.status();
+      continue;
+    }
+    if (g->meta.size > it.capacity || it.dst == nullptr || g->replicas.empty()) {
+      GetEnd(*g, false);
+      out[i] = InvalidArgumentError("GetInto '" + it.key + "': buffer of " +
+                                    std::to_string(it.capacity) + " bytes for " +
+                                    std::to_string(g->meta.size) + " (or no replica)");
+      continue;
+    }
+    gets[i] = std::move(*g);
+    const ReplicaLocation& r = gets[i]->replicas.front();
+    Result<SegmentId> seg = engine_->OpenSegment(r.endpoint);
+    if (seg.ok()) {
+      TransferRequest op{OpKind::kRead,           it.dst,   *seg,
+                         RegionKey{r.region_key}, r.offset, gets[i]->meta.size,
+                         TransportHint::kAuto};
+      auto b = engine_->Submit({&op, 1});
+      if (b.ok()) {
+        batches[i] = *b;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (!gets[i].has_value()) {
+      continue;
+    }
+    Status s = batches[i] ? batches[i]->Wait(config_.transfer_timeout)
+                          : UnavailableError("first replica unreachable", FailureScope::kEndpoint);
+    if (!s.ok() && s.scope() != FailureScope::kRequest) {
+      s = ReadRange(*gets[i], static_cast<char*>(items[i].dst), 0, gets[i]->meta.size);
+    }
+    GetEnd(*gets[i], s.ok());
+    out[i] = s.ok() ? Result<ObjectMeta>(gets[i]->meta) : Result<ObjectMeta>(s);
+  }
+  return out;
+}
+
+}  // namespace sluice::internal
