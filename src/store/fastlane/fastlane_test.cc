@@ -4,7 +4,9 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -60,25 +62,46 @@ TEST(FastLaneFrameTest, HeadersRoundTripAndBadFieldsAreNamed) {
   EXPECT_FALSE(DecodeResponse(buf).ok());
 }
 
+// Polls `pred` for up to 5 s.
+template <typename Pred>
+bool Eventually(Pred pred) {
+  const auto end = std::chrono::steady_clock::now() + 5s;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) {
+      return false;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
 class FastLaneServerTest : public ::testing::Test {
  protected:
   void Start(std::size_t max_connections = 8) {
     auto s = Server::Start(
         HostPort{"127.0.0.1", 0},
-        [this](Method m, std::string_view body) -> Result<std::string> {
+        [this](Method m, std::string_view body, Responder respond) {
           ++calls_;
+          if (body == "defer") {
+            // Answered later, from another thread (as a parked read is).
+            std::lock_guard<std::mutex> lock(deferred_mu_);
+            deferred_.push_back(std::move(respond));
+            return;
+          }
           if (body == "block") {
             while (!release_) {
               std::this_thread::sleep_for(1ms);
             }
           }
           if (body == "fail") {
-            return Status(StatusCode::kNotFound, "no such key", FailureScope::kRequest);
+            respond(Status(StatusCode::kNotFound, "no such key", FailureScope::kRequest));
+            return;
           }
           if (m == Method::kGetEnd) {
             ++one_way_;
           }
-          return std::string(MethodName(m)) + ":" + std::string(body);
+          respond(std::string(MethodName(m)) + ":" + std::string(body));
+          respond(std::string("a second answer is ignored"));
         },
         max_connections);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -96,12 +119,63 @@ class FastLaneServerTest : public ::testing::Test {
     return std::move(*fd);
   }
 
+  std::mutex deferred_mu_;
+  std::vector<Responder> deferred_;  // Guarded by deferred_mu_.
   std::atomic<int> calls_{0};
   std::atomic<int> one_way_{0};
   std::atomic<bool> release_{false};
   std::unique_ptr<Server> server_;
   HostPort endpoint_;
 };
+
+TEST_F(FastLaneServerTest, AnswersMayComeLaterFromAnyThread) {
+  Start();
+  Client c(endpoint_, 20us, 4);
+  std::thread answerer([this] {
+    Responder r({}, true);  // Replaced once the call has arrived.
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(deferred_mu_);
+        if (!deferred_.empty()) {
+          r = deferred_.back();
+          deferred_.clear();
+          break;
+        }
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    std::this_thread::sleep_for(20ms);
+    r(std::string("later"));
+  });
+  Client::Outcome out = c.Call(Method::kGetStart, "defer", 5s);
+  answerer.join();
+  ASSERT_TRUE(out.transport_ok) << out.result.status().ToString();
+  ASSERT_TRUE(out.result.ok()) << out.result.status().ToString();
+  EXPECT_EQ(*out.result, "later");
+  // The connection serves the next call as usual.
+  Client::Outcome next = c.Call(Method::kExists, "k", 2s);
+  ASSERT_TRUE(next.result.ok());
+  EXPECT_EQ(*next.result, "Exists:k") << "the ignored second answer never reached the client";
+}
+
+TEST_F(FastLaneServerTest, AnAnswerAfterTheConnectionClosedIsDropped) {
+  Start();
+  {
+    Client c(endpoint_, 20us, 4);
+    Client::Outcome out = c.Call(Method::kWaitFor, "defer", 50ms);
+    EXPECT_FALSE(out.transport_ok) << "no answer in time";
+  }  // The client hangs up.
+  ASSERT_TRUE(Eventually([&] { return server_->connections() == 0; }));
+  std::vector<Responder> late;
+  {
+    std::lock_guard<std::mutex> lock(deferred_mu_);
+    late.swap(deferred_);
+  }
+  ASSERT_EQ(late.size(), 1u);
+  late[0](std::string("too late"));  // Must neither crash nor write elsewhere.
+  server_.reset();
+  late[0](std::string("after the server"));
+}
 
 TEST_F(FastLaneServerTest, CallsAnswerAndErrorsKeepTheirCode) {
   Start();

@@ -40,6 +40,48 @@ Status SendFrame(int fd, const ResponseHeader& h, std::string_view body) {
 
 }  // namespace
 
+// The socket stays open while any Responder holds it (its number is never
+// reused under a late answer); the serving thread shuts it down on exit, so
+// late answers fail quietly.
+struct Responder::Conn {
+  explicit Conn(UniqueFd f) : fd(std::move(f)) {}
+  UniqueFd fd;
+  std::mutex write_mu;  // One frame at a time.
+};
+
+Responder::Responder(std::shared_ptr<Conn> conn, bool one_way)
+    : conn_(std::move(conn)),
+      answered_(std::make_shared<std::atomic<bool>>(false)),
+      one_way_(one_way) {}
+
+void Responder::operator()(const Result<std::string>& out) const {
+  if (one_way_ || answered_->exchange(true)) {
+    return;
+  }
+  ResponseHeader r;
+  std::string_view reply;
+  std::string error;
+  if (out.ok()) {
+    reply = *out;
+  } else {
+    r.code = static_cast<std::uint8_t>(out.status().code());
+    r.scope = static_cast<std::uint8_t>(out.status().scope());
+    error = std::string(out.status().message());
+    reply = error;
+  }
+  if (reply.size() > kMaxResponseBody) {
+    r = ResponseHeader{};
+    r.code = static_cast<std::uint8_t>(StatusCode::kInternal);
+    error = "fast lane: response too large";
+    reply = error;
+  }
+  r.body_len = static_cast<std::uint32_t>(reply.size());
+  std::lock_guard<std::mutex> lock(conn_->write_mu);
+  if (!SendFrame(conn_->fd.get(), r, reply).ok()) {
+    ::shutdown(conn_->fd.get(), SHUT_RDWR);  // Its serving thread ends the connection.
+  }
+}
+
 Server::Server(Handler handler, std::size_t max_connections)
     : handler_(std::move(handler)), max_connections_(max_connections) {}
 
@@ -64,8 +106,8 @@ Server::~Server() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     for (Conn& c : conns_) {
-      if (c.fd.valid()) {
-        ::shutdown(c.fd.get(), SHUT_RDWR);  // Unblocks its thread's poll/recv.
+      if (!c.done) {
+        ::shutdown(c.io->fd.get(), SHUT_RDWR);  // Unblocks its thread's poll/recv.
       }
     }
   }
@@ -138,13 +180,14 @@ void Server::AcceptLoop() {
     (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     (void)SetIoTimeout(fd.get(), kBodyTimeout);
     Conn& c = conns_.emplace_back();
-    c.fd = std::move(fd);
+    c.io = std::make_shared<Responder::Conn>(std::move(fd));
     c.thread = std::thread([this, &c] { Serve(&c); });
   }
 }
 
 void Server::Serve(Conn* conn) {
-  const int fd = conn->fd.get();
+  const std::shared_ptr<Responder::Conn> io = conn->io;
+  const int fd = io->fd.get();
   std::vector<char> body;
   while (WaitReadable(fd)) {
     std::byte head[kHeaderSize];
@@ -154,12 +197,8 @@ void Server::Serve(Conn* conn) {
     Result<RequestHeader> h = DecodeRequest(head);
     if (!h.ok()) {
       // The stream cannot be resynchronized: answer once, then close.
-      ResponseHeader r;
-      r.code = static_cast<std::uint8_t>(h.status().code());
-      const std::string msg(h.status().message());
-      r.body_len = static_cast<std::uint32_t>(msg.size());
-      (void)SendFrame(fd, r, msg);
-      SLUICE_LOG(warn, "{}; closing the connection", msg);
+      Responder(io, false)(h.status());
+      SLUICE_LOG(warn, "{}; closing the connection", h.status().message());
       break;
     }
     body.resize(h->body_len);
@@ -167,35 +206,11 @@ void Server::Serve(Conn* conn) {
       break;
     }
     requests_.fetch_add(1, std::memory_order_relaxed);
-    Result<std::string> out =
-        handler_(static_cast<Method>(h->method), std::string_view(body.data(), body.size()));
-    if ((h->flags & kFlagOneWay) != 0) {
-      continue;
-    }
-    ResponseHeader r;
-    std::string_view reply;
-    std::string error;
-    if (out.ok()) {
-      reply = *out;
-    } else {
-      r.code = static_cast<std::uint8_t>(out.status().code());
-      r.scope = static_cast<std::uint8_t>(out.status().scope());
-      error = std::string(out.status().message());
-      reply = error;
-    }
-    if (reply.size() > kMaxResponseBody) {
-      r = ResponseHeader{};
-      r.code = static_cast<std::uint8_t>(StatusCode::kInternal);
-      error = "fast lane: response too large";
-      reply = error;
-    }
-    r.body_len = static_cast<std::uint32_t>(reply.size());
-    if (!SendFrame(fd, r, reply).ok()) {
-      break;
-    }
+    handler_(static_cast<Method>(h->method), std::string_view(body.data(), body.size()),
+             Responder(io, (h->flags & kFlagOneWay) != 0));
   }
+  ::shutdown(fd, SHUT_RDWR);  // Late answers fail; the socket closes with its last holder.
   std::lock_guard<std::mutex> lock(mu_);
-  conn->fd.reset();  // Under the lock: the destructor shuts down open fds.
   conn->done = true;
 }
 

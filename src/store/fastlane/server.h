@@ -1,8 +1,11 @@
 // Serves the master's fast lane: one thread per connection reads a request
-// frame, runs the handler and writes the answer. Callers keep connections
-// open and idle between calls, so the thread count follows the number of
-// concurrently calling client threads (capped by `max_connections`; a
-// connection over the cap is closed at once and the client uses gRPC).
+// frame and runs the handler, which answers through a Responder — at once,
+// or later from whichever thread completes the call (a read parked until
+// its object commits is answered by the committing thread, with no hand-off
+// to the connection's thread). Callers keep connections open and idle
+// between calls, so the thread count follows the number of concurrently
+// calling client threads (capped by `max_connections`; a connection over
+// the cap is closed at once and the client uses gRPC).
 #ifndef SLUICE_STORE_FASTLANE_SERVER_H_
 #define SLUICE_STORE_FASTLANE_SERVER_H_
 
@@ -21,14 +24,31 @@
 
 namespace sluice::internal::fastlane {
 
+// Sends one call's answer on its connection. Copyable; the first call
+// sends, later ones are ignored (as is any call for a one-way request, or
+// after the connection closed). Thread-safe: any thread may answer. Clients
+// send one request at a time on a connection, so answers never interleave.
+class Responder {
+ public:
+  struct Conn;  // The connection's socket and write lock, shared.
+  Responder(std::shared_ptr<Conn> conn, bool one_way);
+  // Sends the serialized response, or the error.
+  void operator()(const Result<std::string>& out) const;
+
+ private:
+  std::shared_ptr<Conn> conn_;
+  std::shared_ptr<std::atomic<bool>> answered_;
+  bool one_way_;
+};
+
 class Server {
  public:
   // Runs one call. `body` is the request's serialized message (unparsed: the
-  // handler validates it). Returns the serialized response or the error to
-  // send back. Called on connection threads, concurrently; it may block
-  // (a read parked until its object is loaded from disk). For one-way
-  // requests the result is dropped.
-  using Handler = std::function<Result<std::string>(Method, std::string_view body)>;
+  // handler validates it), valid only during the call. The handler answers
+  // through `respond`, before it returns or later from any thread (it must
+  // answer every call, or the client waits for its timeout). Called on
+  // connection threads, concurrently; it may block.
+  using Handler = std::function<void(Method, std::string_view body, Responder respond)>;
 
   // Listens on `listen` (port 0 picks one). Errors: kUnavailable (bind).
   static Result<std::unique_ptr<Server>> Start(const HostPort& listen, Handler handler,
@@ -45,7 +65,7 @@ class Server {
 
  private:
   struct Conn {
-    UniqueFd fd;
+    std::shared_ptr<Responder::Conn> io;  // Set before the thread starts.
     std::thread thread;
     bool done = false;  // Guarded by mu_.
   };

@@ -106,8 +106,9 @@ class MasterServerImpl final : public pb::Master::CallbackService {
       fast.port = 0;
       SLUICE_ASSIGN_OR_RETURN(fast_lane_, fastlane::Server::Start(
                                               fast,
-                                              [this](fastlane::Method m, std::string_view body) {
-                                                return HandleFast(m, body);
+                                              [this](fastlane::Method m, std::string_view body,
+                                                     fastlane::Responder respond) {
+                                                HandleFast(m, body, std::move(respond));
                                               },
                                               config.fast_lane_connections));
     }
@@ -238,7 +239,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   }
 
   // One fast-lane call: parse, run, serialize. Runs on a lane connection
-  // thread, so a parked read simply blocks it until answered.
+  // thread.
   template <typename Req, typename Resp, typename Fn>
   static Result<std::string> Unary(std::string_view body, Fn fn) {
     Req req;
@@ -250,7 +251,48 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     return resp.SerializeAsString();
   }
 
-  Result<std::string> HandleFast(fastlane::Method m, std::string_view body) {
+  // A fast-lane call that may park (a read of a key not yet committed, a
+  // WaitFor): `start(req, resp, done)` runs it, and `done` answers from
+  // whichever thread completes it — the committing thread for a parked one,
+  // with no hand-off back to the connection's thread.
+  template <typename Req, typename Resp, typename Start>
+  static void Parkable(std::string_view body, const fastlane::Responder& respond, Start start) {
+    struct Call {
+      Req req;
+      Resp resp;
+    };
+    auto call = std::make_shared<Call>();
+    if (!call->req.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+      respond(InvalidArgumentError(std::string("malformed ") + Req::descriptor()->name()));
+      return;
+    }
+    // `call` stays alive in the completion until it has answered.
+    start(call->req, &call->resp, [call, respond](const Status& s) {
+      respond(s.ok() ? Result<std::string>(call->resp.SerializeAsString())
+                     : Result<std::string>(s));
+    });
+  }
+
+  void HandleFast(fastlane::Method m, std::string_view body, const fastlane::Responder& respond) {
+    using fastlane::Method;
+    switch (m) {
+      case Method::kGetStart:
+        Parkable<pb::GetStartRequest, pb::GetStartResponse>(
+            body, respond, [this](const auto& q, auto* r, MasterCore::Done d) {
+              core_.GetStart(&q, r, std::move(d));
+            });
+        return;
+      case Method::kWaitFor:
+        Parkable<pb::WaitForRequest, pb::WaitForResponse>(
+            body, respond,
+            [this](const auto& q, auto*, MasterCore::Done d) { core_.WaitFor(q, std::move(d)); });
+        return;
+      default:
+        respond(HandleUnary(m, body));
+    }
+  }
+
+  Result<std::string> HandleUnary(fastlane::Method m, std::string_view body) {
     using fastlane::Method;
     switch (m) {
       case Method::kPutStart:
@@ -268,11 +310,6 @@ class MasterServerImpl final : public pb::Master::CallbackService {
       case Method::kPutRevoke:
         return Unary<pb::PutRevokeRequest, pb::PutRevokeResponse>(
             body, [this](const auto& q, auto*) { return core_.PutRevoke(q); });
-      case Method::kGetStart:
-        return Unary<pb::GetStartRequest, pb::GetStartResponse>(
-            body, [this](const auto& q, auto* r) {
-              return AwaitDone([&](MasterCore::Done d) { core_.GetStart(&q, r, std::move(d)); });
-            });
       case Method::kGetEnd:
         return Unary<pb::GetEndRequest, pb::GetEndResponse>(
             body, [this](const auto& q, auto*) { return core_.GetEnd(q); });
@@ -282,28 +319,11 @@ class MasterServerImpl final : public pb::Master::CallbackService {
       case Method::kExists:
         return Unary<pb::KeyRequest, pb::ExistsResponse>(
             body, [this](const auto& q, auto* r) { return core_.Exists(q, r); });
+      case Method::kGetStart:
       case Method::kWaitFor:
-        return Unary<pb::WaitForRequest, pb::WaitForResponse>(body, [this](const auto& q, auto*) {
-          return AwaitDone([&](MasterCore::Done d) { core_.WaitFor(q, std::move(d)); });
-        });
+        break;  // Parkable: HandleFast.
     }
     return InvalidArgumentError("fast lane: unknown method");
-  }
-
-  // Runs a call that answers through a completion (it may park) and waits
-  // for that answer on this lane thread.
-  static Status AwaitDone(const std::function<void(MasterCore::Done)>& start) {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::optional<Status> result;
-    start([&](const Status& s) {
-      std::lock_guard<std::mutex> lock(mu);
-      result = s;
-      cv.notify_all();
-    });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return result.has_value(); });
-    return *result;
   }
 
   std::mutex watchers_mu_;            // Taken inside the core's lock (Publish).
