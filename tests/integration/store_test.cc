@@ -621,5 +621,44 @@ TEST_F(DiskTierStoreTest, UnconsumedPayloadsSpillToDiskAndReadBackTransparently)
   }
 }
 
+// A disk that moves 1 MiB/s: one spill takes longer than the master waits
+// for a silent node.
+class SlowDiskStoreTest : public DiskTierStoreTest {
+ protected:
+  std::vector<std::string> NodeExtraArgs() override {
+    std::vector<std::string> args = DiskTierStoreTest::NodeExtraArgs();
+    args.insert(args.end(), {"--disk-rate", "1MiB"});
+    return args;
+  }
+  std::vector<std::string> MasterExtraArgs() override { return {"--node-timeout-ms", "2000"}; }
+};
+
+TEST_F(SlowDiskStoreTest, HeartbeatsGoOnWhileASpillRuns) {
+  const std::string metrics = master_->Word(3);
+  PutOptions o;
+  o.policy = LeasePolicy::DeleteOnConsume(1);
+  // 3 MiB on each 4 MiB node; a 2 MiB payload then fits only once one of
+  // them is spilled: 3 s of disk time, past the 2 s node timeout.
+  const std::vector<std::byte> a = Pattern(3 * kMiB, 1), b = Pattern(3 * kMiB, 2);
+  const std::vector<std::byte> c = Pattern(2 * kMiB, 3);
+  ASSERT_TRUE(client_->Put("slow/a", a, o).ok());
+  ASSERT_TRUE(client_->Put("slow/b", b, o).ok());
+  Status s;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!(s = client_->Put("slow/c", c, o)).ok() && s.code() == StatusCode::kResourceExhausted &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);  // "being spilled, retry shortly".
+  }
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_GE(MetricValue(metrics, "sluice_store_spills_total"), 1);
+  EXPECT_EQ(MetricValue(metrics, "sluice_store_nodes"), 2) << "no node went silent";
+  EXPECT_EQ(MetricValue(metrics, "sluice_store_objects_lost_total"), 0);
+  for (const auto& [key, want] : {std::pair{"slow/a", &a}, {"slow/b", &b}, {"slow/c", &c}}) {
+    auto got = client_->Get(key);  // A spilled one is loaded back first.
+    ASSERT_TRUE(got.ok()) << key << ": " << got.status().ToString();
+    EXPECT_TRUE(*got == *want) << key;
+  }
+}
+
 }  // namespace
 }  // namespace sluice::testing

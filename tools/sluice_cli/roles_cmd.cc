@@ -68,10 +68,12 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
   struct Opts {
     MasterConfig config;
     std::int64_t reservation_ttl_ms = 0;
+    std::int64_t node_timeout_ms = 0;
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
   o->reservation_ttl_ms = o->config.reservation_ttl.count();
+  o->node_timeout_ms = o->config.node_timeout.count();
   CLI::App* cmd = app.add_subcommand("master", "run the store master (metadata, gRPC)");
   cmd->add_option("--listen", o->config.listen, "gRPC endpoint host:port (port 0 picks one)")
       ->capture_default_str();
@@ -82,9 +84,15 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
                   "how long space reserved for a client's next put stays held unused (0: off)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{600000}))
       ->capture_default_str();
+  cmd->add_option("--node-timeout-ms", o->node_timeout_ms,
+                  "a store node silent this long is lost (its objects with it); at least "
+                  "4 heartbeat intervals (500 ms each)")
+      ->check(CLI::Range(std::int64_t{2000}, std::int64_t{600000}))
+      ->capture_default_str();
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   out->push_back({cmd, [o] {
                     o->config.reservation_ttl = std::chrono::milliseconds(o->reservation_ttl_ms);
+                    o->config.node_timeout = std::chrono::milliseconds(o->node_timeout_ms);
                     return RunMaster(o->config, o->exit_on_eof);
                   }});
 }
@@ -92,7 +100,7 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
 void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
   struct Opts {
     StoreNodeConfig config;
-    std::string listen = "127.0.0.1:0", memory = "1GiB", disk_size = "0";
+    std::string listen = "127.0.0.1:0", memory = "1GiB", disk_size = "0", disk_rate = "0";
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
@@ -112,10 +120,15 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--disk-size", o->disk_size, "disk tier size (needs --disk)")
       ->check(ByteSizeValidator())
       ->capture_default_str();
+  cmd->add_option("--disk-rate", o->disk_rate,
+                  "cap on disk-tier copies per second, e.g. 200MiB (0: none)")
+      ->check(ByteSizeValidator())
+      ->capture_default_str();
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   out->push_back({cmd, [o] {
                     o->config.memory_bytes = *ParseByteSize(o->memory);
                     o->config.disk_bytes = *ParseByteSize(o->disk_size);
+                    o->config.disk_bytes_per_s = *ParseByteSize(o->disk_rate);
                     if (o->config.disk_dir.empty() != (o->config.disk_bytes == 0)) {
                       std::cerr << "sluice store-node: --disk and --disk-size go together\n";
                       return 2;

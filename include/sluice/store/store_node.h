@@ -37,6 +37,10 @@ struct StoreNodeConfig {
   // runs short. The node reserves `disk_bytes` in one file in `disk_dir`.
   std::string disk_dir;
   std::uint64_t disk_bytes = 0;  // 0: no disk tier.
+  // Caps the disk tier's copy rate, spills and loads together, so spills
+  // leave the disk to other users (0: no cap). Copies run on their own
+  // thread: heartbeats go on while they run.
+  std::uint64_t disk_bytes_per_s = 0;
   std::chrono::milliseconds rpc_timeout{5000};
 };
 

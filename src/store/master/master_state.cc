@@ -252,6 +252,11 @@ Status MasterState::Allocate(Object& obj, const PutRequest& req, TimePoint now) 
   while (!TryPlace(obj, req)) {
     if (!ReclaimReservations(now) && !EvictOne(&obj)) {
       ScheduleSpills(req.size * req.replica_num);
+      // The free space may be spread over nodes none of which holds the
+      // object alone: then make room on one node.
+      for (auto it = nodes_.begin(); it != nodes_.end() && InFlightSpillBytes() == 0; ++it) {
+        ScheduleSpills(req.size, it->second.get());
+      }
       if (InFlightSpillBytes() > 0) {
         return ResourceExhaustedError("store memory is full; " +
                                       std::to_string(InFlightSpillBytes()) +

@@ -363,6 +363,24 @@ TEST_F(MasterTierTest, ALoadOnAFullNodeSpillsOnThatNodeWhateverTheOthersHold) {
   EXPECT_EQ(read->replicas[0].node_id, "n1");
 }
 
+TEST_F(MasterTierTest, APutThatFitsNoNodeSpillsOnOneThoughTheStoreHasRoomOverall) {
+  disk_bytes_ = 16 * kMiB;
+  AddNode("n1", 4 * kMiB, 11);
+  AddNode("n2", 4 * kMiB, 12);
+  const auto doc = LeasePolicy::DeleteOnConsume(1);
+  ASSERT_TRUE(Put("a", 3 * kMiB, doc).ok());
+  ASSERT_TRUE(Put("b", 3 * kMiB, doc).ok());
+  // 2 MiB free in all, 1 MiB on each node: "c" fits nowhere until a spill.
+  Status wait = Put("c", 2 * kMiB, doc).status();
+  EXPECT_EQ(wait.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(wait.message().find("spilled"), std::string_view::npos)
+      << "a spill is under way, not a full store: " << wait.ToString();
+  NodeDoesItsWork("n1");
+  NodeDoesItsWork("n2");
+  ASSERT_TRUE(Put("c", 2 * kMiB, doc).ok());
+  EXPECT_EQ(state_.Stats().spills, 1u) << "one node's room was enough";
+}
+
 TEST_F(MasterTierTest, WithoutADiskTierAFullStoreRefusesPuts) {
   AddNode("n1", 2 * kMiB, 11);
   const auto doc = LeasePolicy::DeleteOnConsume(1);

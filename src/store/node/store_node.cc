@@ -20,6 +20,7 @@
 #include "common/net.h"
 #include "common/rpc_status.h"
 #include "proto/master.grpc.pb.h"
+#include "store/node/disk_tier.h"
 
 namespace sluice::internal {
 
@@ -47,6 +48,7 @@ class StoreNodeImpl {
     if (thread_.joinable()) {
       thread_.join();
     }
+    tier_.reset();  // Before the memory its commands copy goes.
     for (RegionKey key : keys_) {
       Status s = engine_->UnregisterMemory(key);
       if (!s.ok()) {
@@ -76,7 +78,21 @@ class StoreNodeImpl {
       keys_.push_back(key);
       sizes_.push_back(per);
     }
-    SLUICE_RETURN_IF_ERROR(OpenDisk());
+    if (config_.disk_bytes > 0) {
+      SLUICE_ASSIGN_OR_RETURN(
+          tier_,
+          DiskTier::Open(
+              config_.disk_dir, config_.disk_bytes, config_.node_id, config_.disk_bytes_per_s,
+              [this](std::uint64_t key, std::uint64_t offset, std::uint64_t size) {
+                return Memory(key, offset, size);
+              },
+              [this] {
+                // Report it now rather than at the next heartbeat.
+                std::lock_guard<std::mutex> lock(mu_);
+                result_ready_ = true;
+                cv_.notify_all();
+              }));
+    }
     stub_ = pb::Master::NewStub(
         grpc::CreateChannel(config_.master, grpc::InsecureChannelCredentials()));
     thread_ = std::thread([this] { Run(); });
@@ -107,7 +123,7 @@ class StoreNodeImpl {
         r->set_ttl_left_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(1, left.count())));
       }
     }
-    req.set_disk_bytes(disk_fd_.valid() ? config_.disk_bytes : 0);
+    req.set_disk_bytes(tier_ != nullptr ? tier_->bytes() : 0);
     pb::RegisterNodeResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + config_.rpc_timeout);
@@ -146,8 +162,10 @@ class StoreNodeImpl {
         pb::HeartbeatRequest req;
         req.set_node_id(config_.node_id);
         req.set_acked_seq(acked_seq_);
-        for (const auto& [id, r] : done_) {
-          *req.add_done() = r;
+        if (tier_ != nullptr) {
+          for (pb::CommandResult& r : tier_->Results()) {
+            *req.add_done() = std::move(r);
+          }
         }
         // The master holds the answer until it has news for this node (or
         // one interval), so directory changes arrive as they happen: the
@@ -175,12 +193,15 @@ class StoreNodeImpl {
         need_register = !s.ok() || resp.reregister();
         if (s.ok()) {
           Apply(resp);
-          // Results of commands go back at once; after news, a short gap
-          // lets changes batch up (at most 1 / kMinHeartbeatGap per second);
-          // an answer held its full wait means none is needed.
-          if (RunCommands(resp)) {
-            pause = std::chrono::milliseconds(0);
-          } else if (resp.deltas_size() > 0) {
+          // Disk-tier commands run on the tier's thread, which cuts the
+          // pause short when one finishes (results go back at once). After
+          // news, a short gap lets changes batch up (at most 1 /
+          // kMinHeartbeatGap per second); an answer held its full wait
+          // means none is needed.
+          if (tier_ != nullptr) {
+            tier_->Update(resp.commands());
+          }
+          if (resp.deltas_size() > 0) {
             pause = kMinHeartbeatGap;
           } else if (std::chrono::steady_clock::now() - sent >= interval_ / 2) {
             pause = std::chrono::milliseconds(0);
@@ -197,8 +218,9 @@ class StoreNodeImpl {
         pause = std::chrono::milliseconds(200);
       }
       if (pause.count() > 0) {
-        cv_.wait_for(lock, pause);
+        cv_.wait_for(lock, pause, [this] { return stopping_ || result_ready_; });
       }
+      result_ready_ = false;
     }
   }
 
@@ -221,95 +243,19 @@ class StoreNodeImpl {
     }
   }
 
-  // Creates the disk-tier file and reserves its space.
-  Status OpenDisk() {
-    if (config_.disk_bytes == 0) {
-      return Status::Ok();
-    }
-    if (config_.disk_dir.empty() || config_.disk_bytes < (std::uint64_t{1} << 20)) {
-      return InvalidArgumentError("store node: a disk tier needs --disk DIR and at least 1 MiB");
-    }
-    std::string name;
-    for (char c : config_.node_id) {
-      name.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
-    }
-    disk_path_ = config_.disk_dir + "/sluice-" + name + ".tier";
-    disk_fd_.reset(::open(disk_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (!disk_fd_.valid()) {
-      return InvalidArgumentError("store node: cannot create " + disk_path_ + ": " +
-                                  strerror(errno));
-    }
-    const int rc = ::posix_fallocate(disk_fd_.get(), 0, static_cast<off_t>(config_.disk_bytes));
-    if (rc == EOPNOTSUPP || rc == EINVAL) {
-      if (::ftruncate(disk_fd_.get(), static_cast<off_t>(config_.disk_bytes)) != 0) {
-        return ResourceExhaustedError("store node: cannot size " + disk_path_);
-      }
-    } else if (rc != 0) {
-      return ResourceExhaustedError("store node: cannot reserve " +
-                                    std::to_string(config_.disk_bytes) + " bytes in " + disk_path_ +
-                                    ": " + strerror(rc));
-    }
-    return Status::Ok();
-  }
-
-  // Runs the master's disk-tier commands not run yet. The master resends a
-  // command until it sees the result; results are forgotten once the master
-  // stops sending the command.
-  // Returns true if it ran any, so the results are reported at once.
-  bool RunCommands(const pb::HeartbeatResponse& resp) {
-    std::map<std::uint64_t, pb::CommandResult> kept;
-    bool ran = false;
-    for (const pb::NodeCommand& c : resp.commands()) {
-      auto it = done_.find(c.id());
-      if (it != done_.end()) {
-        kept[c.id()] = it->second;
-      } else {
-        kept[c.id()] = Run(c);
-        ran = true;
-      }
-    }
-    done_ = std::move(kept);
-    return ran;
-  }
-
-  pb::CommandResult Run(const pb::NodeCommand& c) {
-    pb::CommandResult r;
-    r.set_id(c.id());
-    char* mem = nullptr;
+  // The node memory [offset, offset + size) of region `key`, or null.
+  char* Memory(std::uint64_t key, std::uint64_t offset, std::uint64_t size) {
     for (std::size_t i = 0; i < keys_.size(); ++i) {
-      if (keys_[i].value == c.mem_region_key() && c.mem_offset() <= sizes_[i] &&
-          c.size() <= sizes_[i] - c.mem_offset()) {
-        mem = static_cast<char*>(memory_[i].data()) + c.mem_offset();
+      if (keys_[i].value == key && offset <= sizes_[i] && size <= sizes_[i] - offset) {
+        return static_cast<char*>(memory_[i].data()) + offset;
       }
     }
-    if (mem == nullptr || !disk_fd_.valid() || c.disk_offset() > config_.disk_bytes ||
-        c.size() > config_.disk_bytes - c.disk_offset()) {
-      r.set_error("command " + std::to_string(c.id()) + " is outside this node's memory or disk");
-      return r;
-    }
-    const bool spill = c.kind() == pb::NodeCommand::SPILL;
-    std::uint64_t done = 0;
-    while (done < c.size()) {
-      const ssize_t n = spill ? ::pwrite(disk_fd_.get(), mem + done, c.size() - done,
-                                         static_cast<off_t>(c.disk_offset() + done))
-                              : ::pread(disk_fd_.get(), mem + done, c.size() - done,
-                                        static_cast<off_t>(c.disk_offset() + done));
-      if (n <= 0) {
-        r.set_error(std::string(spill ? "write " : "read ") + disk_path_ + ": " +
-                    (n < 0 ? strerror(errno) : "short transfer"));
-        return r;
-      }
-      done += static_cast<std::uint64_t>(n);
-    }
-    r.set_ok(true);
-    return r;
+    return nullptr;
   }
 
   TransferEngine* engine_;
   StoreNodeConfig config_;
-  UniqueFd disk_fd_;
-  std::string disk_path_;
-  std::map<std::uint64_t, pb::CommandResult> done_;  // Heartbeat thread only.
+  std::unique_ptr<DiskTier> tier_;  // Null without a disk tier.
   // Objects this node holds, as the master reported them (heartbeat thread).
   struct DirectoryEntry {
     pb::ObjectRecord record;
@@ -326,6 +272,7 @@ class StoreNodeImpl {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;                         // Guarded by mu_.
+  bool result_ready_ = false;                     // A disk-tier result to report. Guarded by mu_.
   grpc::ClientContext* heartbeat_ctx_ = nullptr;  // The call in flight. Guarded by mu_.
   std::thread thread_;
 };

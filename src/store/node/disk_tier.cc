@@ -1,0 +1,173 @@
+#include "store/node/disk_tier.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+namespace sluice::internal {
+
+namespace pb = ::sluice::store::v1;
+
+namespace {
+
+// A command copies in blocks of this size, checking between blocks whether
+// the node stops and pacing to the rate cap.
+constexpr std::uint64_t kBlock = std::uint64_t{4} << 20;
+
+}  // namespace
+
+DiskTier::DiskTier(std::uint64_t bytes, std::uint64_t bytes_per_s, Resolve resolve,
+                   std::function<void()> on_result)
+    : bytes_(bytes),
+      bytes_per_s_(bytes_per_s),
+      resolve_(std::move(resolve)),
+      on_result_(std::move(on_result)) {}
+
+Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, std::uint64_t bytes,
+                                                 const std::string& node_id,
+                                                 std::uint64_t bytes_per_s, Resolve resolve,
+                                                 std::function<void()> on_result) {
+  if (dir.empty() || bytes < (std::uint64_t{1} << 20)) {
+    return InvalidArgumentError("store node: a disk tier needs --disk DIR and at least 1 MiB");
+  }
+  std::unique_ptr<DiskTier> t(
+      new DiskTier(bytes, bytes_per_s, std::move(resolve), std::move(on_result)));
+  std::string name;
+  for (char c : node_id) {
+    name.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  }
+  t->path_ = dir + "/sluice-" + name + ".tier";
+  t->fd_.reset(::open(t->path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!t->fd_.valid()) {
+    return InvalidArgumentError("store node: cannot create " + t->path_ + ": " + strerror(errno));
+  }
+  const int rc = ::posix_fallocate(t->fd_.get(), 0, static_cast<off_t>(bytes));
+  if (rc == EOPNOTSUPP || rc == EINVAL) {
+    if (::ftruncate(t->fd_.get(), static_cast<off_t>(bytes)) != 0) {
+      return ResourceExhaustedError("store node: cannot size " + t->path_);
+    }
+  } else if (rc != 0) {
+    return ResourceExhaustedError("store node: cannot reserve " + std::to_string(bytes) +
+                                  " bytes in " + t->path_ + ": " + strerror(rc));
+  }
+  t->thread_ = std::thread([p = t.get()] { p->Loop(); });
+  return t;
+}
+
+DiskTier::~DiskTier() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+void DiskTier::Update(const google::protobuf::RepeatedPtrField<pb::NodeCommand>& commands) {
+  std::set<std::uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const pb::NodeCommand& c : commands) {
+      ids.insert(c.id());
+      if (listed_.emplace(c.id(), false).second) {
+        queue_.push_back(c);
+      }
+    }
+    // The master stops listing a command once it has its result (or it
+    // restarted, or dropped this node): forget it, and skip it if queued.
+    std::erase_if(listed_, [&](const auto& e) { return !ids.contains(e.first); });
+    std::erase_if(results_, [&](const auto& e) { return !ids.contains(e.first); });
+    std::erase_if(queue_, [&](const pb::NodeCommand& c) { return !ids.contains(c.id()); });
+  }
+  cv_.notify_all();
+}
+
+std::vector<pb::CommandResult> DiskTier::Results() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<pb::CommandResult> out;
+  out.reserve(results_.size());
+  for (const auto& [id, r] : results_) {
+    out.push_back(r);
+  }
+  return out;
+}
+
+void DiskTier::Loop() {
+  pthread_setname_np(pthread_self(), "sluice-disk");
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) {
+      return;
+    }
+    const pb::NodeCommand c = std::move(queue_.front());
+    queue_.pop_front();
+    listed_[c.id()] = true;
+    lock.unlock();
+    pb::CommandResult r = Run(c);
+    lock.lock();
+    if (stopping_) {
+      return;
+    }
+    if (listed_.contains(c.id())) {
+      results_[c.id()] = std::move(r);
+      lock.unlock();
+      on_result_();
+      lock.lock();
+    }
+  }
+}
+
+pb::CommandResult DiskTier::Run(const pb::NodeCommand& c) {
+  pb::CommandResult r;
+  r.set_id(c.id());
+  char* mem = resolve_(c.mem_region_key(), c.mem_offset(), c.size());
+  if (mem == nullptr || c.disk_offset() > bytes_ || c.size() > bytes_ - c.disk_offset()) {
+    r.set_error("command " + std::to_string(c.id()) + " is outside this node's memory or disk");
+    return r;
+  }
+  const bool spill = c.kind() == pb::NodeCommand::SPILL;
+  const auto start = std::chrono::steady_clock::now();
+  std::uint64_t done = 0;
+  while (done < c.size()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) {
+        r.set_error("store node is stopping");
+        return r;
+      }
+    }
+    const std::uint64_t n = std::min(kBlock, c.size() - done);
+    std::uint64_t moved = 0;
+    while (moved < n) {
+      const auto off = static_cast<off_t>(c.disk_offset() + done + moved);
+      const ssize_t k = spill ? ::pwrite(fd_.get(), mem + done + moved, n - moved, off)
+                              : ::pread(fd_.get(), mem + done + moved, n - moved, off);
+      if (k <= 0) {
+        r.set_error(std::string(spill ? "write " : "read ") + path_ + ": " +
+                    (k < 0 ? strerror(errno) : "short transfer"));
+        return r;
+      }
+      moved += static_cast<std::uint64_t>(k);
+    }
+    done += n;
+    if (bytes_per_s_ > 0) {
+      // Paced: block i may end no earlier than its share of the rate allows.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock, start + std::chrono::microseconds(done * 1000000 / bytes_per_s_),
+                     [this] { return stopping_; });
+    }
+  }
+  r.set_ok(true);
+  return r;
+}
+
+}  // namespace sluice::internal
