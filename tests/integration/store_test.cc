@@ -320,8 +320,9 @@ TEST_F(StoreTest, RestartedMasterServesEveryObjectAgain) {
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   bool back = false;
   while (!back && std::chrono::steady_clock::now() < deadline) {
-    Result<bool> e = client_->Exists("b");
-    back = e.ok() && *e;
+    // Each node re-registers on its own: wait for the objects of both.
+    Result<bool> b_back = client_->Exists("b"), twice_back = client_->Exists("twice");
+    back = b_back.ok() && *b_back && twice_back.ok() && *twice_back;
     std::this_thread::sleep_for(50ms);
   }
   ASSERT_TRUE(back) << "nodes did not re-register their objects";
@@ -333,7 +334,8 @@ TEST_F(StoreTest, RestartedMasterServesEveryObjectAgain) {
   ASSERT_TRUE(got_b.ok()) << got_b.status().ToString();
   EXPECT_EQ(meta.tensor, doc.tensor);
   EXPECT_TRUE(EventuallyGone(*client_, "b")) << "delete-on-consume still applies after restart";
-  ASSERT_TRUE(client_->Get("twice").ok());
+  auto got_twice = client_->Get("twice");
+  ASSERT_TRUE(got_twice.ok()) << got_twice.status().ToString();
   EXPECT_TRUE(EventuallyGone(*client_, "twice")) << "the read before the restart counted";
   EXPECT_EQ(client_->Put("a", b).code(), StatusCode::kAlreadyExists);
   EXPECT_TRUE(client_->Put("c", b).ok());

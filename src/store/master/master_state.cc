@@ -492,13 +492,16 @@ bool MasterState::EvictOne(const Object* protect) {
 }
 
 void MasterState::EvictToLowWatermark(const Object* protect) {
+  // Reserved space does not count: a reservation's put evicts for itself
+  // when it commits, and one never used must not cost another object.
   auto [used, cap] = MemoryUsage();
+  used -= reserved_bytes_;
   if (cap == 0 || static_cast<double>(used) <= options_.high_watermark * static_cast<double>(cap)) {
     return;
   }
   while (static_cast<double>(used) > options_.low_watermark * static_cast<double>(cap) &&
          EvictOne(protect)) {
-    used = MemoryUsage().first;
+    used = MemoryUsage().first - reserved_bytes_;
   }
 }
 

@@ -250,7 +250,7 @@ class MasterState {
   Status Allocate(Object& obj, const PutRequest& req, TimePoint now);
   bool EvictOne(const Object* protect);
   // Past the high watermark, evicts LRU objects (never `protect`) down to
-  // the low watermark.
+  // the low watermark, counting memory without reservations.
   void EvictToLowWatermark(const Object* protect = nullptr);
   // Bytes EvictOne could free now, counted until `enough` is reached.
   std::uint64_t EvictableBytes(std::uint64_t enough) const;

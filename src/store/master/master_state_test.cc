@@ -571,6 +571,36 @@ TEST_F(MasterStateTest, AReservationPastTheWatermarkLeavesEvictionToItsPut) {
   EXPECT_EQ(s.Stats().evictions, 2u);
 }
 
+TEST_F(MasterStateTest, AnUnusedReservationNeverCostsAnotherObject) {
+  MasterOptions o = Options();
+  o.low_watermark = 0.85;
+  o.high_watermark = 0.95;
+  MasterState s(o);
+  ASSERT_TRUE(s.RegisterNode("n1", "n1:1", {{{11, 16 * kMiB}}, 0}, {}, now_).ok());
+  ASSERT_TRUE(s.RegisterNode("n2", "n2:1", {{{12, 16 * kMiB}}, 0}, {}, now_).ok());
+  PutRequest r;
+  r.size = 4 * kMiB;
+  for (int i = 1; i <= 7; ++i) {  // 28 of 32 MiB.
+    r.key = "k" + std::to_string(i);
+    auto put = s.PutStart(r, now_);
+    ASSERT_TRUE(put.ok());
+    ASSERT_TRUE(s.PutEnd(r.key, put->put_id, now_).ok());
+  }
+  // A client's reservation takes the last free 4 MiB, past the high mark
+  // (30.4 MiB; k1 is evictable) ...
+  ASSERT_TRUE(s.Reserve(r, now_).ok());
+  // ... but the client puts the long way (its reservation went stale).
+  r.key = "k8";
+  auto put = s.PutStart(r, now_);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  ASSERT_TRUE(s.PutEnd("k8", put->put_id, now_).ok());
+  EXPECT_FALSE(s.Exists("k1")) << "evicted to make room";
+  for (int i = 2; i <= 8; ++i) {
+    EXPECT_TRUE(s.Exists("k" + std::to_string(i))) << "the unused reservation cost k" << i;
+  }
+  EXPECT_EQ(s.Stats().evictions, 1u);
+}
+
 TEST_F(MasterStateTest, ReservationsYieldToPutsAndAreReleasedOnRequest) {
   AddNode("n1", 8 * kMiB, 11);
   PutRequest r;
