@@ -5,23 +5,12 @@
 
 #include "gtest/gtest.h"
 
+#include "common/testing/eventually.h"
+
 namespace sluice::internal {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Polls `pred` for up to 5 s.
-template <typename Pred>
-bool Eventually(Pred pred) {
-  const auto end = std::chrono::steady_clock::now() + 5s;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) {
-      return false;
-    }
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 TEST(ElasticPoolTest, ABlockedTaskNeverDelaysAnother) {
   ElasticPool pool("test-pool", 8, 10s);

@@ -1,6 +1,7 @@
 // The fast lane's framing and its server against a scripted handler:
-// calls, one-way sends, master errors, garbage and over-long frames, the
-// connection cap, and shutdown with idle and blocked connections.
+// calls, one-way sends, answers from other threads, master errors, garbage
+// and over-long frames, the connection cap, and shutdown with idle and
+// blocked connections.
 #include <sys/socket.h>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "common/net.h"
+#include "common/testing/eventually.h"
 #include "store/fastlane/client.h"
 #include "store/fastlane/server.h"
 
@@ -60,19 +62,6 @@ TEST(FastLaneFrameTest, HeadersRoundTripAndBadFieldsAreNamed) {
   r.code = 200;
   Encode(r, buf);
   EXPECT_FALSE(DecodeResponse(buf).ok());
-}
-
-// Polls `pred` for up to 5 s.
-template <typename Pred>
-bool Eventually(Pred pred) {
-  const auto end = std::chrono::steady_clock::now() + 5s;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) {
-      return false;
-    }
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
 }
 
 class FastLaneServerTest : public ::testing::Test {
