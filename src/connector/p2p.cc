@@ -225,13 +225,17 @@ void ConnectorImpl::FetchP2p(const std::shared_ptr<StreamState>& s, int first, i
                                     r.length, TransportHint::kAuto});
     }
     auto landed = [s, i](const Status& st) {
-      std::lock_guard<std::mutex> lock(s->mu);
-      --s->in_flight;
-      if (st.ok()) {
-        s->chunks[static_cast<std::size_t>(i)] = StreamState::Chunk::kLanded;
-      } else if (s->error.ok()) {
-        s->error = st.WithContext("chunk " + std::to_string(i));
+      {
+        std::lock_guard<std::mutex> lock(s->mu);
+        --s->in_flight;
+        if (st.ok()) {
+          s->chunks[static_cast<std::size_t>(i)] = StreamState::Chunk::kLanded;
+        } else if (s->error.ok()) {
+          s->error = st.WithContext("chunk " + std::to_string(i));
+        }
       }
+      // After unlocking: the woken consumer finds the lock free. `s` keeps
+      // the state alive.
       s->cv.notify_all();
     };
     Result<std::shared_ptr<TransferBatch>> b = engine_->Submit(ops, landed);

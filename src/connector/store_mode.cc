@@ -218,9 +218,11 @@ void ConnectorImpl::FetchStore(const std::shared_ptr<StreamState>& s) {
           consumed_.pop_front();
         }
       }
-      std::lock_guard<std::mutex> lock(s->mu);
-      s->chunks[chunk] = StreamState::Chunk::kLanded;
-      s->cv.notify_all();
+      {
+        std::lock_guard<std::mutex> lock(s->mu);
+        s->chunks[chunk] = StreamState::Chunk::kLanded;
+      }
+      s->cv.notify_all();  // Unlocked: the woken consumer finds the lock free.
     };
     const auto deadline = Clock::now() + s->timeout;
     // One call: the master answers once the chunk is committed. Short
