@@ -100,6 +100,14 @@ std::vector<pb::CommandResult> DiskTier::Results() {
   return out;
 }
 
+void DiskTier::Quiesce() {
+  std::unique_lock<std::mutex> lock(mu_);
+  queue_.clear();
+  listed_.clear();
+  results_.clear();
+  cv_.wait(lock, [this] { return !running_; });
+}
+
 void DiskTier::Loop() {
   pthread_setname_np(pthread_self(), "sluice-disk");
   std::unique_lock<std::mutex> lock(mu_);
@@ -111,9 +119,12 @@ void DiskTier::Loop() {
     const pb::NodeCommand c = std::move(queue_.front());
     queue_.pop_front();
     listed_[c.id()] = true;
+    running_ = true;
     lock.unlock();
     pb::CommandResult r = Run(c);
     lock.lock();
+    running_ = false;
+    cv_.notify_all();  // Quiesce.
     if (stopping_) {
       return;
     }

@@ -49,6 +49,10 @@ class DiskTier {
   void Update(const google::protobuf::RepeatedPtrField<store::v1::NodeCommand>& commands);
   // Results of finished commands the master still lists, to report.
   std::vector<store::v1::CommandResult> Results();
+  // Forgets every command and waits for the running one to end: before the
+  // node registers with a (restarted) master, which must not see memory a
+  // load still writes as free. Heartbeat thread.
+  void Quiesce();
 
   std::uint64_t bytes() const { return bytes_; }
 
@@ -70,6 +74,7 @@ class DiskTier {
   std::map<std::uint64_t, bool> listed_;                       // Id -> started. Guarded by mu_.
   std::map<std::uint64_t, store::v1::CommandResult> results_;  // Guarded by mu_.
   bool stopping_ = false;                                      // Guarded by mu_.
+  bool running_ = false;  // A command is being copied. Guarded by mu_.
   std::thread thread_;
 };
 

@@ -151,6 +151,9 @@ class StoreNodeImpl {
       Status s;
       std::chrono::milliseconds pause = interval_;  // Before the next heartbeat.
       if (need_register) {
+        if (tier_ != nullptr) {
+          tier_->Quiesce();  // No load still writes memory the master sees as free.
+        }
         s = Register();
         need_register = !s.ok();
         if (s.ok()) {
