@@ -102,9 +102,24 @@ class StageWorkerImpl {
 
   void Stop() {
     Drain(std::chrono::milliseconds(0));
+    std::uint64_t id;
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
+      id = worker_id_;
+    }
+    if (id != 0) {
+      // Leave at once rather than after the heartbeat timeout (best effort:
+      // the orchestrator may be gone).
+      pb::UnregisterRequest req;
+      req.set_worker_id(id);
+      pb::UnregisterResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      (void)stub_->Unregister(&ctx, req, &resp);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
       if (stream_ctx_ != nullptr) {
         stream_ctx_->TryCancel();
       }

@@ -208,6 +208,24 @@ TEST_F(StageWorkerTest, DrainingWorkerHandsItsJobBackAndAnotherFinishesIt) {
   EXPECT_GE(fast->completed(), 1u);
 }
 
+TEST_F(StageWorkerTest, AStoppedWorkerLeavesTheOrchestratorAtOnce) {
+  auto workers = [&] {
+    const std::string body = http_->Get("/metrics")->body;
+    const std::string name = "sluice_orchestrator_workers{stage=\"denoise\"} ";
+    const std::size_t at = body.find(name);
+    return at == std::string::npos ? -1 : std::stoi(body.substr(at + name.size()));
+  };
+  auto c1 = Connector("denoise"), c2 = Connector("denoise");
+  auto w1 = Worker("denoise", c1.get()), w2 = Worker("denoise", c2.get());
+  const auto up_by = std::chrono::steady_clock::now() + 10s;
+  while (workers() != 2 && std::chrono::steady_clock::now() < up_by) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(workers(), 2);
+  w1.reset();  // Drains, unregisters, stops.
+  EXPECT_EQ(workers(), 1) << "gone at once, not after the 1 s heartbeat timeout";
+}
+
 TEST_F(StageWorkerTest, ProfileStagesMoveRealPayloadSizesAtScaledTimings) {
   auto profile = FindModelProfile("flux-1024");
   ASSERT_TRUE(profile.ok());

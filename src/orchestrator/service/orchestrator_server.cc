@@ -226,6 +226,11 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
                                    pb::FailedResponse*) override {
     return Done(ctx, state_.Failed(*req));
   }
+  grpc::ServerUnaryReactor* Unregister(grpc::CallbackServerContext* ctx,
+                                       const pb::UnregisterRequest* req,
+                                       pb::UnregisterResponse*) override {
+    return Done(ctx, state_.Unregister(req->worker_id()));
+  }
 
  private:
   static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const Status& s) {

@@ -479,6 +479,23 @@ std::vector<std::string> OrchestratorState::TakeReleasedKeys() {
   return std::exchange(released_keys_, {});
 }
 
+Status OrchestratorState::Unregister(WorkerId id) {
+  const TimePoint now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(id);
+  if (it == workers_.end()) {
+    return NotFoundError("no worker " + std::to_string(id));
+  }
+  SLUICE_LOG(info, "worker {} ({}) unregistered", id, StageName(it->second.stage));
+  (void)scheduler_.WorkerLost(id, now);
+  if (it->second.closed) {
+    it->second.closed();
+  }
+  workers_.erase(it);
+  ApplyLocked(now);
+  return Status::Ok();
+}
+
 void OrchestratorState::Tick() {
   const TimePoint now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);

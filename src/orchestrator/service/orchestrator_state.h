@@ -129,6 +129,9 @@ class OrchestratorState {
   // Errors: kNotFound, kFailedPrecondition (stale or duplicate report).
   Status Done(const v1::DoneRequest& r);
   Status Failed(const v1::FailedRequest& r);
+  // Forgets worker `w` now (it leaves on purpose), re-queueing what it still
+  // holds. Errors: kNotFound (unknown worker; already gone).
+  Status Unregister(WorkerId w);
   // Errors: kNotFound (unknown or finished job).
   Status Cancel(JobId id);
   // The store lost `key` (its last replica): the stage whose output it held
