@@ -22,6 +22,11 @@ class MasterStateTest : public ::testing::Test {
   void AddNode(const std::string& id, std::uint64_t bytes, std::uint64_t key) {
     ASSERT_TRUE(state_.RegisterNode(id, id + ":1", {{{key, bytes}}, disk_bytes_}, {}, now_).ok());
   }
+  // PutStart + PutEnd of `r` on `s` (a state with its own options).
+  static Status Commit(MasterState& s, const PutRequest& r, TimePoint now) {
+    Result<PutGrant> put = s.PutStart(r, now);
+    return put.ok() ? s.PutEnd(r.key, put->put_id, now) : put.status();
+  }
   Result<PutGrant> Put(const std::string& key, std::uint64_t size,
                        LeasePolicy policy = LeasePolicy::Cache()) {
     PutRequest r;
@@ -517,9 +522,7 @@ TEST_F(MasterStateTest, ReservationsAreBestEffortAndExpire) {
   r.key = "resident";
   r.size = 31 * kMiB;
   r.policy.kind = LeaseKind::kDeleteOnConsume;
-  auto put = s.PutStart(r, now_);
-  ASSERT_TRUE(put.ok());
-  ASSERT_TRUE(s.PutEnd("resident", put->put_id, now_).ok());
+  ASSERT_TRUE(Commit(s, r, now_).ok()) << r.key;
   r.size = kMiB;
   ASSERT_TRUE(s.Reserve(r, now_).ok());
   EXPECT_EQ(s.Reserve(r, now_).status().code(), StatusCode::kResourceExhausted)
@@ -542,16 +545,12 @@ TEST_F(MasterStateTest, AReservationPastTheWatermarkLeavesEvictionToItsPut) {
   r.size = 8 * kMiB;
   for (const char* key : {"old", "mid", "new"}) {  // Cache policy: evictable.
     r.key = key;
-    auto put = s.PutStart(r, now_);
-    ASSERT_TRUE(put.ok());
-    ASSERT_TRUE(s.PutEnd(key, put->put_id, now_).ok());
+    ASSERT_TRUE(Commit(s, r, now_).ok()) << r.key;
   }
   r.key = "pinned";
   r.size = 22 * kMiB;
   r.policy.kind = LeaseKind::kDeleteOnConsume;
-  auto put = s.PutStart(r, now_);
-  ASSERT_TRUE(put.ok());
-  ASSERT_TRUE(s.PutEnd("pinned", put->put_id, now_).ok());
+  ASSERT_TRUE(Commit(s, r, now_).ok()) << r.key;
   ASSERT_EQ(s.Stats().used_bytes, 46 * kMiB);  // 0.72 of 64 MiB.
   r.size = 4 * kMiB;                           // 50 MiB > 48 MiB: past the high mark.
   auto res = s.Reserve(r, now_);
@@ -582,18 +581,14 @@ TEST_F(MasterStateTest, AnUnusedReservationNeverCostsAnotherObject) {
   r.size = 4 * kMiB;
   for (int i = 1; i <= 7; ++i) {  // 28 of 32 MiB.
     r.key = "k" + std::to_string(i);
-    auto put = s.PutStart(r, now_);
-    ASSERT_TRUE(put.ok());
-    ASSERT_TRUE(s.PutEnd(r.key, put->put_id, now_).ok());
+    ASSERT_TRUE(Commit(s, r, now_).ok()) << r.key;
   }
   // A client's reservation takes the last free 4 MiB, past the high mark
   // (30.4 MiB; k1 is evictable) ...
   ASSERT_TRUE(s.Reserve(r, now_).ok());
   // ... but the client puts the long way (its reservation went stale).
   r.key = "k8";
-  auto put = s.PutStart(r, now_);
-  ASSERT_TRUE(put.ok()) << put.status().ToString();
-  ASSERT_TRUE(s.PutEnd("k8", put->put_id, now_).ok());
+  ASSERT_TRUE(Commit(s, r, now_).ok()) << r.key;
   EXPECT_FALSE(s.Exists("k1")) << "evicted to make room";
   for (int i = 2; i <= 8; ++i) {
     EXPECT_TRUE(s.Exists("k" + std::to_string(i))) << "the unused reservation cost k" << i;

@@ -1,14 +1,9 @@
 #include "sluice/store/store_node.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
-#include <string.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <condition_variable>
 #include <map>
 #include <mutex>
