@@ -126,7 +126,7 @@ TEST_F(FastLaneServerTest, AnswersMayComeLaterFromAnyThread) {
       {
         std::lock_guard<std::mutex> lock(deferred_mu_);
         if (!deferred_.empty()) {
-          r = deferred_.back();
+          r = std::move(deferred_.back());
           deferred_.clear();
           break;
         }

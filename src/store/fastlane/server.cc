@@ -50,14 +50,13 @@ struct Responder::Conn {
 };
 
 Responder::Responder(std::shared_ptr<Conn> conn, bool one_way)
-    : conn_(std::move(conn)),
-      answered_(std::make_shared<std::atomic<bool>>(false)),
-      one_way_(one_way) {}
+    : conn_(std::move(conn)), one_way_(one_way) {}
 
-void Responder::operator()(const Result<std::string>& out) const {
-  if (one_way_ || answered_->exchange(true)) {
+void Responder::operator()(const Result<std::string>& out) {
+  if (one_way_ || answered_) {
     return;
   }
+  answered_ = true;
   ResponseHeader r;
   std::string_view reply;
   std::string error;

@@ -24,21 +24,24 @@
 
 namespace sluice::internal::fastlane {
 
-// Sends one call's answer on its connection. Copyable; the first call
-// sends, later ones are ignored (as is any call for a one-way request, or
-// after the connection closed). Thread-safe: any thread may answer. Clients
-// send one request at a time on a connection, so answers never interleave.
+// Sends one call's answer on its connection. Move-only: whoever holds it
+// answers, on any thread; the first answer is sent, later ones are ignored
+// (as is any answer to a one-way request, or after the connection closed).
+// Clients send one request at a time on a connection, so answers never
+// interleave.
 class Responder {
  public:
   struct Conn;  // The connection's socket and write lock, shared.
   Responder(std::shared_ptr<Conn> conn, bool one_way);
+  Responder(Responder&&) = default;
+  Responder& operator=(Responder&&) = default;
   // Sends the serialized response, or the error.
-  void operator()(const Result<std::string>& out) const;
+  void operator()(const Result<std::string>& out);
 
  private:
   std::shared_ptr<Conn> conn_;
-  std::shared_ptr<std::atomic<bool>> answered_;
   bool one_way_;
+  bool answered_ = false;
 };
 
 class Server {

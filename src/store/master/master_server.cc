@@ -256,35 +256,37 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   // whichever thread completes it — the committing thread for a parked one,
   // with no hand-off back to the connection's thread.
   template <typename Req, typename Resp, typename Start>
-  static void Parkable(std::string_view body, const fastlane::Responder& respond, Start start) {
+  static void Parkable(std::string_view body, fastlane::Responder respond, Start start) {
     struct Call {
+      explicit Call(fastlane::Responder r) : respond(std::move(r)) {}
       Req req;
       Resp resp;
+      fastlane::Responder respond;
     };
-    auto call = std::make_shared<Call>();
+    auto call = std::make_shared<Call>(std::move(respond));
     if (!call->req.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-      respond(InvalidArgumentError(std::string("malformed ") + Req::descriptor()->name()));
+      call->respond(InvalidArgumentError(std::string("malformed ") + Req::descriptor()->name()));
       return;
     }
     // `call` stays alive in the completion until it has answered.
-    start(call->req, &call->resp, [call, respond](const Status& s) {
-      respond(s.ok() ? Result<std::string>(call->resp.SerializeAsString())
-                     : Result<std::string>(s));
+    start(call->req, &call->resp, [call](const Status& s) {
+      call->respond(s.ok() ? Result<std::string>(call->resp.SerializeAsString())
+                           : Result<std::string>(s));
     });
   }
 
-  void HandleFast(fastlane::Method m, std::string_view body, const fastlane::Responder& respond) {
+  void HandleFast(fastlane::Method m, std::string_view body, fastlane::Responder respond) {
     using fastlane::Method;
     switch (m) {
       case Method::kGetStart:
         Parkable<pb::GetStartRequest, pb::GetStartResponse>(
-            body, respond, [this](const auto& q, auto* r, MasterCore::Done d) {
+            body, std::move(respond), [this](const auto& q, auto* r, MasterCore::Done d) {
               core_.GetStart(&q, r, std::move(d));
             });
         return;
       case Method::kWaitFor:
         Parkable<pb::WaitForRequest, pb::WaitForResponse>(
-            body, respond,
+            body, std::move(respond),
             [this](const auto& q, auto*, MasterCore::Done d) { core_.WaitFor(q, std::move(d)); });
         return;
       default:
