@@ -95,12 +95,17 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   };
   SLUICE_ASSIGN_OR_RETURN(auto producer, make("denoise"));
   SLUICE_ASSIGN_OR_RETURN(auto consumer, make("decode"));
-  WarmMemory src(bytes), dst(bytes);
-  if (src.data == nullptr || dst.data == nullptr) {
+  WarmMemory plain_src(o.shared_tensors ? 0 : bytes), dst(bytes);
+  SharedTensor shared_src;
+  if (o.shared_tensors) {
+    SLUICE_ASSIGN_OR_RETURN(shared_src, producer->AllocateTensor(dtype, o.shape));
+  }
+  char* const src = o.shared_tensors ? static_cast<char*>(shared_src.data()) : plain_src.data;
+  if (src == nullptr || dst.data == nullptr) {
     return ResourceExhaustedError("cannot allocate 2 x " + FormatByteSize(bytes));
   }
   for (std::uint64_t i = 0; i < bytes; ++i) {
-    src.data[i] = static_cast<char>(i * 131);
+    src[i] = static_cast<char>(i * 131);
   }
 
   std::uint64_t iteration = 0;
@@ -109,7 +114,7 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
     const auto start = Clock::now();
     StagePayload p;
     p.request_id = "bench-" + std::to_string(iteration++);
-    p.tensor = TensorView{src.data, dtype, o.shape, {}};
+    p.tensor = TensorView{src, dtype, o.shape, {}};
     p.chunk_dim = chunks > 1 ? o.chunk_dim : -1;
     p.num_chunks = chunks;
     SLUICE_ASSIGN_OR_RETURN(auto h, producer->Publish(p));
@@ -147,7 +152,7 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   if (!store) {
     StagePayload p;
     p.request_id = "bench-raw";
-    p.tensor = TensorView{src.data, dtype, o.shape, {}};
+    p.tensor = TensorView{src, dtype, o.shape, {}};
     SLUICE_ASSIGN_OR_RETURN(auto h, producer->Publish(p));
     p2p_desc = h->descriptor();
     SLUICE_RETURN_IF_ERROR(consumer->Release(*p2p_desc));
@@ -160,8 +165,7 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   auto raw_op = [&]() -> Status {
     if (store) {
       const std::uint64_t at = (raw_slot++ % raw_slots) * bytes;
-      TransferRequest w{OpKind::kWrite,      src.data, raw_seg, raw_key, at, bytes,
-                        TransportHint::kAuto};
+      TransferRequest w{OpKind::kWrite, src, raw_seg, raw_key, at, bytes, TransportHint::kAuto};
       SLUICE_RETURN_IF_ERROR(producer->engine().TransferSync({&w, 1}));
       SLUICE_ASSIGN_OR_RETURN(SegmentId back, consumer->engine().OpenSegment(raw_target->Word(0)));
       TransferRequest r{OpKind::kRead, dst.data, back, raw_key, at, bytes, TransportHint::kAuto};
@@ -233,6 +237,7 @@ std::string ToJson(const ConnectorBenchResult& r) {
   j["chunks"] = r.options.chunks;
   j["chunk_dim"] = r.options.chunk_dim;
   j["chunk_work_us"] = r.options.chunk_work_us;
+  j["shared_tensors"] = r.options.shared_tensors;
   j["payload_bytes"] = r.payload_bytes;
   j["iterations"] = r.iterations;
   j["gbps"] = r.gbps;

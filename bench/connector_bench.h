@@ -24,6 +24,9 @@ struct ConnectorBenchOptions {
   int chunks = 1;
   int chunk_dim = 2;
   int chunk_work_us = 0;  // The consumer's work per chunk (a sleep).
+  // The producer's tensor comes from DiffusionConnector::AllocateTensor
+  // (p2p readers map it) instead of plain memory.
+  bool shared_tensors = false;
   double duration_s = 3;
 };
 

@@ -47,6 +47,10 @@ void StreamState::Fail(const Status& s) {
 
 ConnectorImpl::~ConnectorImpl() {
   {
+    std::lock_guard<std::mutex> lock(link_->mu);  // Live SharedTensors stop calling in.
+    link_->owner = nullptr;
+  }
+  {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     for (auto& [id, w] : streams_) {

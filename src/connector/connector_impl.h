@@ -79,9 +79,21 @@ inline void RunAll(std::vector<std::function<void()>>& fns) {
   }
 }
 
+class ConnectorImpl;
+
+// How a SharedTensor reaches its connector to drop its registration: the
+// connector clears `owner` (under `mu`) before it goes away.
+struct RegistryLink {
+  std::mutex mu;
+  ConnectorImpl* owner = nullptr;  // Guarded by mu.
+};
+
 class ConnectorImpl {
  public:
-  explicit ConnectorImpl(ConnectorConfig config) : config_(std::move(config)) {}
+  explicit ConnectorImpl(ConnectorConfig config)
+      : config_(std::move(config)), link_(std::make_shared<RegistryLink>()) {
+    link_->owner = this;
+  }
   ~ConnectorImpl();
   Status Init();
 
@@ -89,6 +101,8 @@ class ConnectorImpl {
   Result<std::unique_ptr<ChunkStream>> Consume(const PayloadDescriptor& d, const TensorView& dst);
   Status Release(const PayloadDescriptor& d);
   void Forget(const void* data);
+  // shared_tensor.cc.
+  Result<SharedTensor> AllocateTensor(DType dtype, const std::vector<std::int64_t>& shape);
 
   TransferEngine& engine() { return *engine_; }
   std::uint64_t bytes_copied() const { return store_ == nullptr ? 0 : store_->bytes_staged(); }
@@ -124,6 +138,7 @@ class ConnectorImpl {
   void RunStoreTask(std::function<void()> task);
 
   ConnectorConfig config_;
+  std::shared_ptr<RegistryLink> link_;
   std::unique_ptr<TransferEngine> engine_;
   std::unique_ptr<StoreClient> store_;
 

@@ -1,6 +1,9 @@
 // Descriptor encoding, chunk layout, and both modes end to end inside one
 // process (an embedded master and store node; two connectors).
+#include <algorithm>
+#include <cstring>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -9,6 +12,7 @@
 #include "sluice/store/master.h"
 #include "sluice/store/store_node.h"
 
+#include "common/testing/eventually.h"
 #include "connector/chunk_layout.h"
 
 namespace sluice {
@@ -17,6 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 using internal::ByteRun;
 using internal::ChunkLayout;
+using internal::Eventually;
 
 PayloadDescriptor SampleP2p() {
   PayloadDescriptor d;
@@ -302,6 +307,109 @@ TEST_F(ConnectorTest, BadInputIsRejectedBeforeAnyTransfer) {
   c.role = "decode";
   c.mode = TransferMode::kStore;
   EXPECT_EQ(DiffusionConnector::Create(c).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The region behind `key` in the table `c` holds for the peer at `endpoint`.
+std::optional<RegionInfo> PeerRegion(DiffusionConnector& c, const std::string& endpoint,
+                                     std::uint64_t key) {
+  auto seg = c.engine().OpenSegment(endpoint);
+  auto regions =
+      seg.ok() ? c.engine().SegmentRegions(*seg) : Result<std::vector<RegionInfo>>(seg.status());
+  if (regions.ok()) {
+    for (const RegionInfo& r : *regions) {
+      if (r.key.value == key) {
+        return r;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+TEST_F(ConnectorTest, ConnectorTensorsArePublishedThroughTheSharedMapping) {
+  const std::vector<std::int64_t> shape = {2, 3, 16, 10, 12};
+  auto t = producer_->AllocateTensor(DType::kBF16, shape);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->nbytes(), 2u * 3 * 16 * 10 * 12 * 2);
+  EXPECT_EQ(t->view().shape, shape);
+  EXPECT_TRUE(t->view().contiguous());
+  auto* src = static_cast<std::uint16_t*>(t->data());
+  const std::size_t n = t->nbytes() / 2;
+  EXPECT_TRUE(std::all_of(src, src + n, [](std::uint16_t v) { return v == 0; }));
+  std::iota(src, src + n, std::uint16_t{3});
+
+  StagePayload p;
+  p.request_id = "shared";
+  p.tensor = t->view();
+  p.chunk_dim = 2;
+  p.num_chunks = 8;
+  p.bound_consumer = consumer_->engine().endpoint();
+  auto h = producer_->Publish(p);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  const PayloadDescriptor d = (*h)->descriptor();
+  ASSERT_EQ(d.mode, TransferMode::kP2p);
+  // The consumer sees a shared allocation: it maps it and copies by memcpy.
+  auto region = PeerRegion(*consumer_, d.producer_endpoint, d.region_key);
+  ASSERT_TRUE(region.has_value());
+  EXPECT_TRUE(region->shared);
+
+  // A connector tensor works as dst too.
+  auto dst = consumer_->AllocateTensor(DType::kBF16, shape);
+  ASSERT_TRUE(dst.ok()) << dst.status().ToString();
+  auto stream = consumer_->Consume(d, dst->view());
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  int chunks = 0;
+  while (true) {
+    auto c = (*stream)->Next();
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    if (!c->has_value()) {
+      break;
+    }
+    ++chunks;
+  }
+  EXPECT_EQ(chunks, 8);
+  EXPECT_EQ(std::memcmp(dst->data(), t->data(), t->nbytes()), 0);
+  ASSERT_TRUE(consumer_->Release(d).ok());
+  ASSERT_TRUE((*h)->WaitReleased(5s).ok());
+
+  // Destroying the tensor drops its registration: peers stop seeing it.
+  const std::uint64_t key = d.region_key;
+  *t = SharedTensor();
+  EXPECT_EQ(t->data(), nullptr);
+  EXPECT_TRUE(Eventually([&] { return !PeerRegion(*consumer_, d.producer_endpoint, key); }))
+      << "the freed tensor's region is still in the producer's table";
+}
+
+TEST_F(ConnectorTest, AConnectorTensorMayOutliveItsConnector) {
+  std::unique_ptr<DiffusionConnector> c = Make("encode");
+  auto t = c->AllocateTensor(DType::kF32, {4, 1024});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  SharedTensor moved = std::move(*t);
+  EXPECT_EQ(t->data(), nullptr) << "a moved-from tensor is empty";
+  c.reset();
+  static_cast<float*>(moved.data())[4095] = 1.5f;  // Still mapped (ASan checks).
+  EXPECT_EQ(static_cast<float*>(moved.data())[4095], 1.5f);
+}
+
+TEST_F(ConnectorTest, AllocateTensorRejectsBadShapes) {
+  EXPECT_EQ(producer_->AllocateTensor(DType::kF32, {}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(producer_->AllocateTensor(DType::kF32, {1, 2, 3, 4, 5, 6, 7, 8, 9}).status().code(),
+            StatusCode::kInvalidArgument);
+  auto zero = producer_->AllocateTensor(DType::kF32, {4, 0});
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(zero.status().message().find("dimension 1 is 0"), std::string_view::npos)
+      << zero.status().ToString();
+  EXPECT_EQ(producer_->AllocateTensor(DType::kF32, {-3}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(producer_->AllocateTensor(DType::kU8, {std::int64_t{1} << 40, std::int64_t{1} << 30})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument)
+      << "2^70 bytes overflow";
+  auto huge = producer_->AllocateTensor(DType::kU8, {std::int64_t{1} << 52});
+  EXPECT_EQ(huge.status().code(), StatusCode::kResourceExhausted) << huge.status().ToString();
+  // The connector still serves.
+  EXPECT_TRUE(producer_->AllocateTensor(DType::kU8, {16}).ok());
 }
 
 }  // namespace

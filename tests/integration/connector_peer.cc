@@ -4,6 +4,7 @@
 //   --progressive: chunks are marked ready one by one, --chunk-ms apart;
 //                  payload --slow (if >= 0) takes --slow-ms per chunk.
 //   store mode without --progressive: READY once every put has landed.
+//   --shared-tensors: tensors come from DiffusionConnector::AllocateTensor.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   CLI::App app("connector test producer");
   std::string master, mode = "p2p", shape_text = "2,4,16,24,32";
   int dim = -1, chunks = 1, count = 1, slow = -1, chunk_ms = 0, slow_ms = 0;
-  bool progressive = false;
+  bool progressive = false, shared_tensors = false;
   app.add_option("--master", master);
   app.add_option("--mode", mode);
   app.add_option("--shape", shape_text);
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   app.add_option("--chunk-ms", chunk_ms);
   app.add_option("--slow-ms", slow_ms);
   app.add_flag("--progressive", progressive);
+  app.add_flag("--shared-tensors", shared_tensors);
   CLI11_PARSE(app, argc, argv);
 
   std::vector<std::int64_t> shape;
@@ -49,18 +51,30 @@ int main(int argc, char** argv) {
   }
   const TensorView proto{nullptr, DType::kBF16, shape, {}};
   std::vector<std::vector<char>> tensors(static_cast<std::size_t>(count));
+  std::vector<SharedTensor> shared(static_cast<std::size_t>(count));
   std::vector<std::unique_ptr<StageHandle>> handles;
   std::string banner = "READY";
   for (int k = 0; k < count; ++k) {
-    auto& t = tensors[static_cast<std::size_t>(k)];
-    t.resize(proto.nbytes());
-    for (std::size_t i = 0; i < t.size(); ++i) {
-      t[i] = testing::PatternByte(static_cast<std::uint64_t>(k) + 1, i);
+    char* data = nullptr;
+    if (shared_tensors) {
+      auto t = (*conn)->AllocateTensor(proto.dtype, proto.shape);
+      if (!t.ok()) {
+        std::cout << "ERROR " << t.status().ToString() << std::endl;
+        return 1;
+      }
+      shared[static_cast<std::size_t>(k)] = std::move(*t);
+      data = static_cast<char*>(shared[static_cast<std::size_t>(k)].data());
+    } else {
+      tensors[static_cast<std::size_t>(k)].resize(proto.nbytes());
+      data = tensors[static_cast<std::size_t>(k)].data();
+    }
+    for (std::size_t i = 0; i < proto.nbytes(); ++i) {
+      data[i] = testing::PatternByte(static_cast<std::uint64_t>(k) + 1, i);
     }
     StagePayload p;
     p.request_id = "req-" + std::to_string(k);
     p.tensor = proto;
-    p.tensor.data = t.data();
+    p.tensor.data = data;
     p.chunk_dim = dim;
     p.num_chunks = chunks;
     p.progressive = progressive;

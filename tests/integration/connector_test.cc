@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -122,6 +123,28 @@ TEST_F(ConnectorProcessTest, EveryModeWholeAndChunkedAlongDims0And2IsByteExact) 
     std::this_thread::sleep_for(20ms);
   }
   EXPECT_EQ(Metric("sluice_store_objects"), 0) << "delete-on-consume leaves the store empty";
+}
+
+TEST_F(ConnectorProcessTest, ConnectorTensorsAreReadThroughTheProducersSharedMemory) {
+  for (auto [dim, chunks] : {std::pair{-1, 1}, {2, 8}}) {
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    auto p = Producer({"--mode", "p2p", "--shape", "8,16,16,24,32", "--dim", std::to_string(dim),
+                       "--chunks", std::to_string(chunks), "--shared-tensors"});
+    const PayloadDescriptor d = FromHex(p->Word(1));
+    // The producer's table marks the payload's region as a shared
+    // allocation: this process maps it and copies with memcpy.
+    auto seg = consumer_->engine().OpenSegment(d.producer_endpoint);
+    ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+    auto regions = consumer_->engine().SegmentRegions(*seg);
+    ASSERT_TRUE(regions.ok());
+    auto r = std::find_if(regions->begin(), regions->end(),
+                          [&](const RegionInfo& i) { return i.key.value == d.region_key; });
+    ASSERT_NE(r, regions->end());
+    EXPECT_TRUE(r->shared);
+    Status s = ConsumeAndCheck(d, 0);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(consumer_->Release(d).ok());
+  }
 }
 
 TEST_F(ConnectorProcessTest, ConsumerArrivingFirstGetsChunksAsTheyAreMarked) {

@@ -1,0 +1,86 @@
+// Connector-allocated tensors (SharedTensor): memfd-backed memory that
+// same-host peers map, so p2p consumers read it with one memcpy.
+#include <unistd.h>
+
+#include <limits>
+#include <mutex>
+#include <utility>
+
+#include "connector/connector_impl.h"
+
+namespace sluice {
+namespace internal {
+
+struct SharedTensorState {
+  SharedBuffer buffer;
+  std::shared_ptr<RegistryLink> link;
+
+  ~SharedTensorState() {
+    // Under the link's lock, so the connector cannot go away mid-call.
+    std::lock_guard<std::mutex> lock(link->mu);
+    if (link->owner != nullptr) {
+      link->owner->Forget(buffer.data());
+    }
+  }
+};
+
+Result<SharedTensor> ConnectorImpl::AllocateTensor(DType dtype,
+                                                   const std::vector<std::int64_t>& shape) {
+  if (shape.empty() || shape.size() > 8) {
+    return InvalidArgumentError("AllocateTensor: rank must be 1..8, got " +
+                                std::to_string(shape.size()));
+  }
+  std::uint64_t bytes = DTypeSize(dtype);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 1) {
+      return InvalidArgumentError("AllocateTensor: dimension " + std::to_string(i) + " is " +
+                                  std::to_string(shape[i]) + "; every dimension must be >= 1");
+    }
+    const auto d = static_cast<std::uint64_t>(shape[i]);
+    if (bytes > std::numeric_limits<std::uint64_t>::max() / d) {
+      return InvalidArgumentError("AllocateTensor: the tensor's size overflows 64 bits");
+    }
+    bytes *= d;
+  }
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const std::uint64_t host =
+      pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                            : std::numeric_limits<std::uint64_t>::max();
+  TensorView view{nullptr, dtype, shape, {}};
+  if (bytes > host) {
+    return ResourceExhaustedError("AllocateTensor: " + view.ToString() + " needs " +
+                                  std::to_string(bytes) + " bytes, more than this host's " +
+                                  std::to_string(host));
+  }
+  auto state = std::make_shared<SharedTensorState>();
+  state->link = link_;
+  SLUICE_ASSIGN_OR_RETURN(state->buffer, engine_->AllocateShared(bytes));
+  SLUICE_RETURN_IF_ERROR(Ensure(state->buffer.data(), bytes, Access::kRemoteRead).status());
+  view.data = state->buffer.data();
+  SharedTensor t;
+  t.state_ = std::move(state);
+  t.view_ = std::move(view);
+  return t;
+}
+
+}  // namespace internal
+
+SharedTensor::SharedTensor() = default;
+SharedTensor::SharedTensor(SharedTensor&& o) noexcept
+    : state_(std::move(o.state_)), view_(std::exchange(o.view_, TensorView{})) {}
+SharedTensor& SharedTensor::operator=(SharedTensor&& o) noexcept {
+  if (this != &o) {
+    state_ = std::move(o.state_);
+    view_ = std::exchange(o.view_, TensorView{});
+  }
+  return *this;
+}
+SharedTensor::~SharedTensor() = default;
+
+Result<SharedTensor> DiffusionConnector::AllocateTensor(DType dtype,
+                                                        const std::vector<std::int64_t>& shape) {
+  return impl_->AllocateTensor(dtype, shape);
+}
+
+}  // namespace sluice
