@@ -171,6 +171,21 @@ class Stream {
   std::unique_ptr<ChunkStream> s_;
 };
 
+// A connector-allocated tensor's memory, exposed as a writable byte buffer
+// (buffer protocol). sluice/diffusion.py wraps it in a numpy array or torch
+// tensor, which keeps this object, and so the memory, alive.
+class SharedMemory {
+ public:
+  explicit SharedMemory(SharedTensor t) : t_(std::move(t)) {}
+  py::buffer_info Info() {
+    return py::buffer_info(t_.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
+                           {static_cast<py::ssize_t>(t_.nbytes())}, {1});
+  }
+
+ private:
+  SharedTensor t_;
+};
+
 class Connector {
  public:
   Connector(const std::string& role, const std::string& mode, const py::dict& store,
@@ -223,40 +238,68 @@ class Connector {
     p.progressive = progressive;
     p.bound_consumer = bound_consumer;
     p.keep_buffer = keep_buffer;
+    std::shared_ptr<DiffusionConnector> c = Conn();
     py::gil_scoped_release nogil;
-    return Handle(Unwrap(conn_->Publish(p)));
+    auto h = c->Publish(p);
+    c.reset();  // Ends the connector here, without the GIL, if close() ran meanwhile.
+    return Handle(Unwrap(std::move(h)));
   }
 
   Stream consume(const py::bytes& descriptor, std::uintptr_t ptr, const std::string& dtype,
                  std::vector<std::int64_t> shape) {
     const PayloadDescriptor d = Descriptor(descriptor);
     const TensorView dst = View(ptr, dtype, std::move(shape));
+    std::shared_ptr<DiffusionConnector> c = Conn();
     py::gil_scoped_release nogil;
-    return Stream(Unwrap(conn_->Consume(d, dst)));
+    auto stream = c->Consume(d, dst);
+    c.reset();
+    return Stream(Unwrap(std::move(stream)));
   }
 
   void release(const py::bytes& descriptor) {
     const PayloadDescriptor d = Descriptor(descriptor);
+    std::shared_ptr<DiffusionConnector> c = Conn();
     Status s;
     {
       py::gil_scoped_release nogil;
-      s = conn_->Release(d);
+      s = c->Release(d);
+      c.reset();
     }
     Check(s);
   }
 
-  void forget(std::uintptr_t ptr) { conn_->Forget(reinterpret_cast<const void*>(ptr)); }
-  std::string endpoint() { return conn_->engine().endpoint(); }
-  std::string role() { return conn_->config().role; }
-  std::string mode() { return std::string(TransferModeName(conn_->config().mode)); }
-  std::uint64_t bytes_copied() { return conn_->bytes_copied_outside_transfers(); }
+  SharedMemory allocate(const std::string& dtype, const std::vector<std::int64_t>& shape) {
+    const DType d = Unwrap(ParseDType(dtype));
+    std::shared_ptr<DiffusionConnector> c = Conn();
+    py::gil_scoped_release nogil;  // Pre-faulting a large tensor takes a while.
+    auto t = c->AllocateTensor(d, shape);
+    c.reset();
+    return SharedMemory(Unwrap(std::move(t)));
+  }
+
+  void forget(std::uintptr_t ptr) { Conn()->Forget(reinterpret_cast<const void*>(ptr)); }
+  std::string endpoint() { return Conn()->engine().endpoint(); }
+  std::string role() { return Conn()->config().role; }
+  std::string mode() { return std::string(TransferModeName(Conn()->config().mode)); }
+  std::uint64_t bytes_copied() { return Conn()->bytes_copied_outside_transfers(); }
   void close() {
+    std::shared_ptr<DiffusionConnector> c = std::move(conn_);  // Under the GIL.
     py::gil_scoped_release nogil;
-    conn_.reset();
+    c.reset();  // Joins connector threads, whose callbacks may need the GIL.
   }
 
  private:
-  std::unique_ptr<DiffusionConnector> conn_;
+  // The connector, or kFailedPrecondition once close() ran. Called with the
+  // GIL held (which guards conn_); a call holds its copy while it runs, so a
+  // concurrent close() never frees the connector under it.
+  std::shared_ptr<DiffusionConnector> Conn() {
+    if (conn_ == nullptr) {
+      throw StatusException{FailedPreconditionError("the connector is closed")};
+    }
+    return conn_;
+  }
+
+  std::shared_ptr<DiffusionConnector> conn_;
 };
 
 // The context a Python stage handler sees; valid during the handler call.
@@ -385,6 +428,8 @@ PYBIND11_MODULE(_sluice, m) {
       .def("on_complete", &Handle::on_complete)
       .def("on_released", &Handle::on_released);
   py::class_<Stream>(m, "Stream").def("next", &Stream::next).def("close", &Stream::close);
+  py::class_<SharedMemory>(m, "SharedMemory", py::buffer_protocol())
+      .def_buffer(&SharedMemory::Info);
   py::class_<Connector>(m, "Connector")
       .def(py::init<const std::string&, const std::string&, const py::dict&, const py::dict&, int,
                     double>())
@@ -392,6 +437,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def("consume", &Connector::consume)
       .def("release", &Connector::release)
       .def("forget", &Connector::forget)
+      .def("allocate", &Connector::allocate)
       .def_property_readonly("endpoint", &Connector::endpoint)
       .def_property_readonly("role", &Connector::role)
       .def_property_readonly("mode", &Connector::mode)

@@ -24,6 +24,9 @@ the sluice store; the producer's buffer is free once published), "auto"
 (p2p when `bound_consumer` is given and `keep_buffer` is true, else store;
 p2p when there is no store).
 
+Same-host p2p is fastest from tensors `conn.empty(shape, dtype)` allocated:
+consumers map that memory and copy it with one memcpy.
+
 Configuration: `store_config` / `te_config` take dicts or StoreConfig /
 TransferEngineConfig objects. When omitted, environment variables fill in:
 SLUICE_MASTER (store master host:port), SLUICE_LISTEN (engine endpoint),
@@ -301,6 +304,41 @@ class DiffusionConnector:
         """Ends the consumer's lease (store: deletes delete-on-consume chunks;
         p2p: tells the producer its buffer is free)."""
         self._core.release(_descriptor_bytes(descriptor))
+
+    @translated
+    def empty(self, shape, dtype):
+        """A zeroed, contiguous tensor in memory sluice allocated (memfd-backed,
+        pre-faulted, registered). Publish from it: a p2p consumer on the same
+        host maps it and reads it with one memcpy, several times faster than
+        reading ordinary memory. `dtype` is a torch dtype (gives a torch
+        tensor) or a numpy dtype (gives a numpy array). The memory lives as
+        long as the returned tensor (and any view of it), even past close()."""
+        try:
+            shape = [int(d) for d in shape]
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"empty: shape must be a sequence of ints, got {shape!r}")
+        if dtype is None:
+            raise InvalidArgumentError("empty: dtype is required (a numpy or torch dtype)")
+        if str(dtype).startswith("torch."):
+            import torch
+
+            name = _TORCH_DTYPES.get(str(dtype))
+            if name is None:
+                raise InvalidArgumentError(f"empty: unsupported dtype {dtype}")
+            mem = self._core.allocate(name, shape)
+            return torch.frombuffer(mem, dtype=dtype).view(shape)
+        import numpy as np
+
+        try:
+            np_dtype = np.dtype(dtype)
+        except TypeError:
+            raise InvalidArgumentError(f"empty: unsupported dtype {dtype!r} "
+                                       "(a numpy or torch dtype)")
+        name = _NUMPY_DTYPES.get(np_dtype.name)
+        if name is None:
+            raise InvalidArgumentError(f"empty: unsupported dtype {np_dtype}")
+        mem = self._core.allocate(name, shape)
+        return np.frombuffer(mem, dtype=np_dtype).reshape(shape)
 
     def forget(self, tensor) -> None:
         """Drops the cached registration of a tensor's memory before it is freed."""

@@ -1,9 +1,10 @@
 """A producer process for the Python connector tests.
 
-usage: producer.py MODE LIB DIM CHUNKS [MASTER] [--progressive-ms N]
+usage: producer.py MODE LIB DIM CHUNKS [MASTER] [--progressive-ms N] [--shared]
 Publishes one bf16 (torch) or f32 (numpy) tensor of shape (8, 4, 16, 6, 10)
 whose values are a function of their index, prints "READY <descriptor hex>
 <endpoint>", then marks chunks ready (progressive) and waits for stdin to close.
+--shared publishes from a tensor conn.empty() allocated.
 """
 
 import sys
@@ -36,6 +37,10 @@ def main():
     conn = DiffusionConnector(role="denoise", transfer_mode=mode,
                               store_config={"master": master} if master else None)
     t = make(lib)
+    if "--shared" in sys.argv:
+        shared = conn.empty(SHAPE, t.dtype)
+        shared[...] = t
+        t = shared
     h = conn.publish(StagePayload(request_id="py-req", kind="latent", tensor=t,
                                   chunk_dim=None if dim < 0 else dim, num_chunks=chunks,
                                   progressive=progressive_ms is not None))

@@ -191,3 +191,58 @@ def test_rfc_api_sketch_runs_as_written(store):
     assert decoder.bytes_copied_outside_transfers == 0
     decoder.close()
     conn.close()
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_empty_tensors_are_published_p2p_from_shared_memory(store, consumer, producer, lib):
+    p = producer("p2p", lib, 2, 8, store.endpoint, "--shared")
+    desc = bytes.fromhex(p.words[1])
+    dst = consumer.empty(SHAPE, make(lib).dtype)  # A connector tensor as dst works too.
+    assert type(dst) is type(make(lib))
+    assert len(list(consumer.consume(desc, dst=dst))) == 8
+    assert equal(dst, make(lib))
+    consumer.release(desc)
+
+
+def test_empty_gives_zeroed_writable_contiguous_tensors(store):
+    conn = DiffusionConnector(role="encode")
+    t = conn.empty((4, 3, 5), torch.bfloat16)
+    assert t.dtype == torch.bfloat16 and tuple(t.shape) == (4, 3, 5) and t.is_contiguous()
+    assert torch.count_nonzero(t) == 0
+    a = conn.empty([2, 8], np.int32)
+    assert a.dtype == np.int32 and a.shape == (2, 8) and a.flags.c_contiguous
+    assert a.flags.writeable and not a.any()
+    a[1, 7] = 9
+    view = t[1]
+    conn.close()
+    del t
+    view.fill_(2)  # The memory outlives the connector and the base tensor.
+    assert float(view.float().sum()) == 30.0 and a[1, 7] == 9
+
+
+def test_empty_rejects_bad_input(store):
+    conn = DiffusionConnector(role="encode")
+    with pytest.raises(sluice.InvalidArgumentError, match="dimension 1 is 0"):
+        conn.empty((4, 0), np.float32)
+    with pytest.raises(sluice.InvalidArgumentError, match="dimension 0 is -2"):
+        conn.empty((-2,), torch.float32)
+    with pytest.raises(sluice.InvalidArgumentError, match="rank"):
+        conn.empty((), torch.float32)
+    with pytest.raises(sluice.InvalidArgumentError, match="sequence of ints"):
+        conn.empty("abc", np.float32)
+    with pytest.raises(sluice.InvalidArgumentError, match="unsupported dtype"):
+        conn.empty((4,), np.complex64)
+    with pytest.raises(sluice.InvalidArgumentError, match="unsupported dtype"):
+        conn.empty((4,), torch.complex64)
+    with pytest.raises(sluice.InvalidArgumentError, match="unsupported dtype"):
+        conn.empty((4,), "bogus")
+    with pytest.raises(sluice.InvalidArgumentError, match="dtype is required"):
+        conn.empty((4,), None)
+    with pytest.raises(sluice.ResourceExhaustedError, match="more than this host"):
+        conn.empty((1 << 50,), np.uint8)
+    assert conn.empty((2,), np.uint8).shape == (2,)  # Still serving.
+    conn.close()
+    with pytest.raises(sluice.FailedPreconditionError, match="closed"):
+        conn.empty((2,), np.uint8)
+    with pytest.raises(sluice.FailedPreconditionError, match="closed"):
+        conn.publish(StagePayload(request_id="r", kind="latent", tensor=np.zeros(4)))
