@@ -44,6 +44,9 @@ Status ValidateConnectorOptions(const ConnectorBenchOptions& o) {
                         o.chunks > o.shape[static_cast<std::size_t>(o.chunk_dim)]))) {
     return InvalidArgumentError("--chunks must be in 1..shape[--chunk-dim]");
   }
+  if (o.in_place && (o.mode != "p2p" || !o.shared_tensors || o.chunks != 1)) {
+    return InvalidArgumentError("--in-place needs --mode p2p, --shared-tensors and --chunks 1");
+  }
   if (o.chunk_work_us < 0 || o.chunk_work_us > 1000000) {
     return InvalidArgumentError("--chunk-work-us must be in 0..1000000");
   }
@@ -119,6 +122,16 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
     p.num_chunks = chunks;
     SLUICE_ASSIGN_OR_RETURN(auto h, producer->Publish(p));
     const PayloadDescriptor d = h->descriptor();
+    if (o.in_place) {
+      SLUICE_ASSIGN_OR_RETURN(PayloadView v, consumer->ConsumeInPlace(d));
+      *ttfc_us = Us(Clock::now() - start);
+      if (o.chunk_work_us > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(o.chunk_work_us));
+      }
+      SLUICE_RETURN_IF_ERROR(consumer->Release(d));
+      *total_us = Us(Clock::now() - start);
+      return h->WaitReleased(std::chrono::seconds(60));
+    }
     SLUICE_ASSIGN_OR_RETURN(auto stream,
                             consumer->Consume(d, TensorView{dst.data, dtype, o.shape, {}}));
     bool first = true;
@@ -146,6 +159,12 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   // Raw: the same bytes as plain engine batches.
   double ignored = 0;
   SLUICE_RETURN_IF_ERROR(connector_op(1, &ignored, &ignored));  // Registers both tensors.
+  if (o.in_place) {  // Consume never ran: the raw reads need dst registered.
+    SLUICE_RETURN_IF_ERROR(
+        consumer->engine()
+            .RegisterMemory(dst.data, bytes, MemoryKind::kHost, Access::kLocalOnly)
+            .status());
+  }
   SLUICE_ASSIGN_OR_RETURN(SegmentId raw_seg, producer->engine().OpenSegment(raw_target->Word(0)));
   const RegionKey raw_key{std::stoull(raw_target->Word(1))};
   std::optional<PayloadDescriptor> p2p_desc;
@@ -238,6 +257,7 @@ std::string ToJson(const ConnectorBenchResult& r) {
   j["chunk_dim"] = r.options.chunk_dim;
   j["chunk_work_us"] = r.options.chunk_work_us;
   j["shared_tensors"] = r.options.shared_tensors;
+  j["in_place"] = r.options.in_place;
   j["payload_bytes"] = r.payload_bytes;
   j["iterations"] = r.iterations;
   j["gbps"] = r.gbps;

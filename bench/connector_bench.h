@@ -27,6 +27,9 @@ struct ConnectorBenchOptions {
   // The producer's tensor comes from DiffusionConnector::AllocateTensor
   // (p2p readers map it) instead of plain memory.
   bool shared_tensors = false;
+  // The consumer reads the payload in place (ConsumeInPlace) instead of
+  // copying it into dst. p2p, --shared-tensors, 1 chunk.
+  bool in_place = false;
   double duration_s = 3;
 };
 

@@ -186,6 +186,22 @@ class SharedMemory {
   SharedTensor t_;
 };
 
+// A payload read in place: the producer's memory mapped into this process,
+// exposed read-only through the buffer protocol.
+class MappedPayload {
+ public:
+  explicit MappedPayload(PayloadView v) : v_(std::move(v)) {}
+  py::buffer_info Info() {
+    return py::buffer_info(v_.view.data, 1, py::format_descriptor<std::uint8_t>::format(), 1,
+                           {static_cast<py::ssize_t>(v_.view.nbytes())}, {1}, /*readonly=*/true);
+  }
+  std::string dtype() const { return std::string(DTypeName(v_.view.dtype)); }
+  std::vector<std::int64_t> shape() const { return v_.view.shape; }
+
+ private:
+  PayloadView v_;
+};
+
 class Connector {
  public:
   Connector(const std::string& role, const std::string& mode, const py::dict& store,
@@ -254,6 +270,15 @@ class Connector {
     auto stream = c->Consume(d, dst);
     c.reset();
     return Stream(Unwrap(std::move(stream)));
+  }
+
+  MappedPayload consume_in_place(const py::bytes& descriptor) {
+    const PayloadDescriptor d = Descriptor(descriptor);
+    std::shared_ptr<DiffusionConnector> c = Conn();
+    py::gil_scoped_release nogil;
+    auto v = c->ConsumeInPlace(d);
+    c.reset();
+    return MappedPayload(Unwrap(std::move(v)));
   }
 
   void release(const py::bytes& descriptor) {
@@ -430,6 +455,10 @@ PYBIND11_MODULE(_sluice, m) {
   py::class_<Stream>(m, "Stream").def("next", &Stream::next).def("close", &Stream::close);
   py::class_<SharedMemory>(m, "SharedMemory", py::buffer_protocol())
       .def_buffer(&SharedMemory::Info);
+  py::class_<MappedPayload>(m, "MappedPayload", py::buffer_protocol())
+      .def_buffer(&MappedPayload::Info)
+      .def_property_readonly("dtype", &MappedPayload::dtype)
+      .def_property_readonly("shape", &MappedPayload::shape);
   py::class_<Connector>(m, "Connector")
       .def(py::init<const std::string&, const std::string&, const py::dict&, const py::dict&, int,
                     double>())
@@ -438,6 +467,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def("release", &Connector::release)
       .def("forget", &Connector::forget)
       .def("allocate", &Connector::allocate)
+      .def("consume_in_place", &Connector::consume_in_place)
       .def_property_readonly("endpoint", &Connector::endpoint)
       .def_property_readonly("role", &Connector::role)
       .def_property_readonly("mode", &Connector::mode)

@@ -76,6 +76,25 @@ _TORCH_DTYPES = {
 }
 
 
+_NUMPY_BY_NAME = {v: k for k, v in _NUMPY_DTYPES.items()}
+
+
+class _TorchByName(dict):
+    """sluice dtype name -> torch dtype, resolved on first use (torch is optional)."""
+
+    def __missing__(self, name):
+        import torch
+
+        for k, v in _TORCH_DTYPES.items():
+            if v == name:
+                self[name] = getattr(torch, k.split(".", 1)[1])
+                return self[name]
+        raise KeyError(name)
+
+
+_TORCH_BY_NAME = _TorchByName()
+
+
 def _is_torch(t) -> bool:
     return hasattr(t, "data_ptr") and hasattr(t, "element_size") and hasattr(t, "narrow")
 
@@ -298,6 +317,34 @@ class DiffusionConnector:
                 yield _chunk_view(dst, chunk_dim, start, length)
         finally:
             stream.close()
+
+    @translated
+    def consume_in_place(self, descriptor: Descriptor, framework: str = "numpy"):
+        """The payload itself, copied nowhere: the producer's tensor mapped into
+        this process, as a read-only numpy array (framework="numpy") or a torch
+        tensor (framework="torch"; torch has no read-only tensors: never write
+        it). Only for a complete p2p payload a producer on this host published
+        from a tensor `empty()` allocated; otherwise FailedPreconditionError
+        says why (use consume). The bytes are the payload's until release(),
+        after which the producer may reuse its buffer."""
+        if framework not in ("numpy", "torch"):
+            raise InvalidArgumentError(f"framework must be 'numpy' or 'torch', got {framework!r}")
+        mem = self._core.consume_in_place(_descriptor_bytes(descriptor))
+        shape = list(mem.shape)
+        if framework == "torch":
+            import torch
+            import warnings
+
+            dtype = _TORCH_BY_NAME[mem.dtype]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "buffer is not writable": it is not meant to be.
+                return torch.frombuffer(mem, dtype=dtype).view(shape)
+        import numpy as np
+
+        name = _NUMPY_BY_NAME.get(mem.dtype)
+        if name is None:
+            raise InvalidArgumentError(f"numpy has no {mem.dtype}; use framework='torch'")
+        return np.frombuffer(mem, dtype=np.dtype(name)).reshape(shape)
 
     @translated
     def release(self, descriptor: Descriptor) -> None:

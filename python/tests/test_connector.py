@@ -238,7 +238,7 @@ def test_empty_rejects_bad_input(store):
         conn.empty((4,), "bogus")
     with pytest.raises(sluice.InvalidArgumentError, match="dtype is required"):
         conn.empty((4,), None)
-    with pytest.raises(sluice.ResourceExhaustedError, match="more than this host"):
+    with pytest.raises(sluice.ResourceExhaustedError, match="available on this host"):
         conn.empty((1 << 50,), np.uint8)
     assert conn.empty((2,), np.uint8).shape == (2,)  # Still serving.
     conn.close()
@@ -246,3 +246,32 @@ def test_empty_rejects_bad_input(store):
         conn.empty((2,), np.uint8)
     with pytest.raises(sluice.FailedPreconditionError, match="closed"):
         conn.publish(StagePayload(request_id="r", kind="latent", tensor=np.zeros(4)))
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_consume_in_place_reads_the_producers_tensor_without_copying(store, consumer, producer,
+                                                                     lib):
+    p = producer("p2p", lib, -1, 1, store.endpoint, "--shared")
+    desc = bytes.fromhex(p.words[1])
+    t = consumer.consume_in_place(desc, framework=lib)
+    assert type(t) is type(make(lib))
+    assert tuple(t.shape) == SHAPE
+    assert equal(t, make(lib))
+    if lib == "numpy":
+        assert not t.flags.writeable
+    consumer.release(desc)
+
+
+def test_consume_in_place_says_why_it_cannot(store, consumer, producer):
+    plain = producer("p2p", "torch", -1, 1, store.endpoint)
+    desc = bytes.fromhex(plain.words[1])
+    with pytest.raises(sluice.FailedPreconditionError, match="not a shared allocation"):
+        consumer.consume_in_place(desc, framework="torch")
+    consumer.release(desc)
+    shared = producer("p2p", "torch", -1, 1, store.endpoint, "--shared")
+    desc = bytes.fromhex(shared.words[1])
+    with pytest.raises(sluice.InvalidArgumentError, match="numpy has no bf16"):
+        consumer.consume_in_place(desc)
+    with pytest.raises(sluice.InvalidArgumentError, match="framework"):
+        consumer.consume_in_place(desc, framework="jax")
+    consumer.release(desc)

@@ -444,6 +444,9 @@ Result<std::unique_ptr<ChunkStream>> DiffusionConnector::Consume(const PayloadDe
 Status DiffusionConnector::Release(const PayloadDescriptor& d) {
   return impl_->Release(d);
 }
+Result<PayloadView> DiffusionConnector::ConsumeInPlace(const PayloadDescriptor& d) {
+  return impl_->ConsumeInPlace(d);
+}
 void DiffusionConnector::Forget(const void* data) {
   impl_->Forget(data);
 }

@@ -100,6 +100,7 @@ class ConnectorImpl {
   Result<std::unique_ptr<StageHandle>> Publish(const StagePayload& p);
   Result<std::unique_ptr<ChunkStream>> Consume(const PayloadDescriptor& d, const TensorView& dst);
   Status Release(const PayloadDescriptor& d);
+  Result<PayloadView> ConsumeInPlace(const PayloadDescriptor& d);  // p2p.cc.
   void Forget(const void* data);
   // shared_tensor.cc.
   Result<SharedTensor> AllocateTensor(DType dtype, const std::vector<std::int64_t>& shape);

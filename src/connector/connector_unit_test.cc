@@ -379,6 +379,74 @@ TEST_F(ConnectorTest, ConnectorTensorsArePublishedThroughTheSharedMapping) {
       << "the freed tensor's region is still in the producer's table";
 }
 
+TEST_F(ConnectorTest, ConsumeInPlaceMapsTheProducersTensorWithoutCopying) {
+  auto t = producer_->AllocateTensor(DType::kF32, {4, 8, 16});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  float* src = static_cast<float*>(t->data());
+  std::iota(src, src + 4 * 8 * 16, 0.5f);
+  StagePayload p;
+  p.request_id = "in-place";
+  p.tensor = t->view();
+  p.bound_consumer = consumer_->engine().endpoint();
+  auto h = producer_->Publish(p);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  const PayloadDescriptor d = (*h)->descriptor();
+
+  auto v = consumer_->ConsumeInPlace(d);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->view.dtype, DType::kF32);
+  EXPECT_EQ(v->view.shape, (std::vector<std::int64_t>{4, 8, 16}));
+  const auto* seen = static_cast<const float*>(v->view.data);
+  EXPECT_NE(static_cast<const void*>(seen), t->data()) << "the consumer maps its own view";
+  EXPECT_EQ(std::memcmp(seen, src, t->nbytes()), 0);
+  src[77] = -1.0f;  // No copy: the view is the producer's memory.
+  EXPECT_EQ(seen[77], -1.0f);
+  ASSERT_TRUE(consumer_->Release(d).ok());
+  ASSERT_TRUE((*h)->WaitReleased(5s).ok());
+  *t = SharedTensor();  // The producer frees its tensor: the view stays mapped.
+  EXPECT_EQ(seen[78], 78.5f);
+}
+
+TEST_F(ConnectorTest, ConsumeInPlaceNamesWhyAPayloadCannotBeReadInPlace) {
+  std::vector<float> plain(64, 1.0f);
+  StagePayload p;
+  p.request_id = "plain";
+  p.tensor = TensorView{plain.data(), DType::kF32, {64}, {}};
+  p.bound_consumer = consumer_->engine().endpoint();
+  auto h = producer_->Publish(p);
+  ASSERT_TRUE(h.ok());
+  auto v = consumer_->ConsumeInPlace((*h)->descriptor());
+  EXPECT_EQ(v.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(v.status().message().find("not a shared allocation"), std::string_view::npos)
+      << v.status().ToString();
+  ASSERT_TRUE(consumer_->Release((*h)->descriptor()).ok());
+  ASSERT_TRUE((*h)->WaitReleased(5s).ok());
+
+  p.request_id = "progressive";
+  p.progressive = true;
+  p.chunk_dim = 0;
+  p.num_chunks = 2;
+  h = producer_->Publish(p);
+  ASSERT_TRUE(h.ok());
+  v = consumer_->ConsumeInPlace((*h)->descriptor());
+  EXPECT_EQ(v.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(v.status().message().find("one by one"), std::string_view::npos)
+      << v.status().ToString();
+  ASSERT_TRUE(consumer_->Release((*h)->descriptor()).ok());
+
+  p.request_id = "stored";
+  p.progressive = false;
+  p.bound_consumer.clear();  // auto: the store.
+  h = producer_->Publish(p);
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE((*h)->Wait(5s).ok());
+  v = consumer_->ConsumeInPlace((*h)->descriptor());
+  EXPECT_EQ(v.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(v.status().message().find("in the store"), std::string_view::npos)
+      << v.status().ToString();
+  ASSERT_TRUE(consumer_->Release((*h)->descriptor()).ok());
+}
+
 TEST_F(ConnectorTest, AConnectorTensorMayOutliveItsConnector) {
   std::unique_ptr<DiffusionConnector> c = Make("encode");
   auto t = c->AllocateTensor(DType::kF32, {4, 1024});
@@ -408,6 +476,8 @@ TEST_F(ConnectorTest, AllocateTensorRejectsBadShapes) {
       << "2^70 bytes overflow";
   auto huge = producer_->AllocateTensor(DType::kU8, {std::int64_t{1} << 52});
   EXPECT_EQ(huge.status().code(), StatusCode::kResourceExhausted) << huge.status().ToString();
+  EXPECT_NE(huge.status().message().find("available on this host"), std::string_view::npos)
+      << huge.status().ToString();
   // The connector still serves.
   EXPECT_TRUE(producer_->AllocateTensor(DType::kU8, {16}).ok());
 }

@@ -274,6 +274,34 @@ Status ConnectorImpl::ConsumeP2p(const std::shared_ptr<StreamState>& s) {
   return s->desc.complete ? Status::Ok() : s->ping();
 }
 
+Result<PayloadView> ConnectorImpl::ConsumeInPlace(const PayloadDescriptor& d) {
+  SLUICE_RETURN_IF_ERROR(d.Validate());
+  auto refuse = [&](const std::string& why) {
+    return FailedPreconditionError("payload '" + d.request_id +
+                                   "' cannot be read in place: " + why + "; Consume it instead");
+  };
+  if (d.mode != TransferMode::kP2p) {
+    return refuse("it is in the store");
+  }
+  if (!d.complete) {
+    return refuse("its chunks are published one by one");
+  }
+  SLUICE_ASSIGN_OR_RETURN(SegmentId seg, engine_->OpenSegment(d.producer_endpoint));
+  const TensorView shape_only{nullptr, d.dtype, d.shape, {}};
+  Result<PeerMemory> mem =
+      engine_->MapPeerMemory(seg, RegionKey{d.region_key}, d.region_offset, shape_only.nbytes());
+  if (!mem.ok()) {
+    return mem.status().code() == StatusCode::kFailedPrecondition
+               ? refuse(std::string(mem.status().message()))
+               : mem.status().WithContext("payload '" + d.request_id + "'");
+  }
+  PayloadView v;
+  v.view = shape_only;
+  v.view.data = const_cast<void*>(mem->data);  // Read-only by contract.
+  v.keep = std::move(mem->keep);
+  return v;
+}
+
 Status ConnectorImpl::ReleaseP2p(const PayloadDescriptor& d) {
   SLUICE_ASSIGN_OR_RETURN(SegmentId seg, engine_->OpenSegment(d.producer_endpoint));
   std::string m(1, static_cast<char>(kRelease));

@@ -1,7 +1,5 @@
 // Connector-allocated tensors (SharedTensor): memfd-backed memory that
 // same-host peers map, so p2p consumers read it with one memcpy.
-#include <unistd.h>
-
 #include <limits>
 #include <mutex>
 #include <utility>
@@ -42,20 +40,14 @@ Result<SharedTensor> ConnectorImpl::AllocateTensor(DType dtype,
     }
     bytes *= d;
   }
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGESIZE);
-  const std::uint64_t host =
-      pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
-                            : std::numeric_limits<std::uint64_t>::max();
   TensorView view{nullptr, dtype, shape, {}};
-  if (bytes > host) {
-    return ResourceExhaustedError("AllocateTensor: " + view.ToString() + " needs " +
-                                  std::to_string(bytes) + " bytes, more than this host's " +
-                                  std::to_string(host));
-  }
   auto state = std::make_shared<SharedTensorState>();
   state->link = link_;
-  SLUICE_ASSIGN_OR_RETURN(state->buffer, engine_->AllocateShared(bytes));
+  Result<SharedBuffer> buffer = engine_->AllocateShared(bytes);
+  if (!buffer.ok()) {
+    return buffer.status().WithContext("AllocateTensor " + view.ToString());
+  }
+  state->buffer = std::move(buffer).value();
   SLUICE_RETURN_IF_ERROR(Ensure(state->buffer.data(), bytes, Access::kRemoteRead).status());
   view.data = state->buffer.data();
   SharedTensor t;

@@ -63,6 +63,11 @@ Result<std::vector<RegionInfo>> TransferEngine::SegmentRegions(SegmentId segment
   return impl_->SegmentRegions(segment);
 }
 
+Result<PeerMemory> TransferEngine::MapPeerMemory(SegmentId segment, RegionKey key,
+                                                 std::uint64_t offset, std::uint64_t length) {
+  return impl_->MapPeerMemory(segment, key, offset, length);
+}
+
 Result<std::shared_ptr<TransferBatch>> TransferEngine::Submit(std::span<const TransferRequest> ops,
                                                               BatchCallback callback) {
   return impl_->Submit(ops, std::move(callback));

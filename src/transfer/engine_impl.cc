@@ -253,6 +253,63 @@ Result<std::vector<RegionInfo>> EngineImpl::SegmentRegions(SegmentId segment) co
   return peer->Regions();
 }
 
+namespace {
+
+// True when [offset, offset + length) of `region` lies inside the mapping of
+// its allocation (a peer's table is input: never trust its offsets).
+bool InsideMapping(const WireRegion& region, std::uint64_t offset, std::uint64_t length,
+                   const PeerMapping& m) {
+  return region.memfd_offset <= m.size && offset <= m.size - region.memfd_offset &&
+         length <= m.size - region.memfd_offset - offset;
+}
+
+}  // namespace
+
+Result<PeerMemory> EngineImpl::MapPeerMemory(SegmentId segment, RegionKey key, std::uint64_t offset,
+                                             std::uint64_t length) {
+  if (length == 0) {
+    return InvalidArgumentError("MapPeerMemory: length must be > 0");
+  }
+  SLUICE_ASSIGN_OR_RETURN(Peer * peer, FindPeer(segment));
+  std::shared_ptr<Link> link = peer->link();
+  if (link == nullptr || !link->alive->load(std::memory_order_acquire)) {
+    return UnavailableError("peer " + peer->endpoint() + " is down", FailureScope::kEndpoint);
+  }
+  if (!shm_enabled_ || link->shm == nullptr) {
+    return FailedPreconditionError("peer " + peer->endpoint() +
+                                   (shm_enabled_ ? " is not on this host" : ": shm is disabled") +
+                                   "; read its memory with Submit");
+  }
+  WireRegion region;
+  if (!peer->FindRegion(key.value, &region)) {
+    return NotFoundError("no region " + std::to_string(key.value) + " on " + peer->endpoint());
+  }
+  const RegionInfo& info = region.info;
+  if (offset > info.length || length > info.length - offset) {
+    return InvalidArgumentError("range outside the remote region of " +
+                                std::to_string(info.length) + " bytes");
+  }
+  if (!AllowsRemoteRead(info.access)) {
+    return PermissionDeniedError("remote region does not allow reads");
+  }
+  if (!info.shared) {
+    return FailedPreconditionError("region " + std::to_string(key.value) + " on " +
+                                   peer->endpoint() +
+                                   " is not a shared allocation; read it with Submit");
+  }
+  SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<PeerMapping> m, link->shm->Map(region));
+  if (!InsideMapping(region, offset, length, *m)) {
+    return UnavailableError(
+        "peer " + peer->endpoint() + "'s region table points outside its shared allocation",
+        FailureScope::kEndpoint);
+  }
+  PeerMemory out;
+  out.data = m->addr + region.memfd_offset + offset;
+  out.length = length;
+  out.keep = std::move(m);
+  return out;
+}
+
 Status EngineImpl::PlanOp(const TransferRequest& op, Peer* peer, const Link& link,
                           Plan* plan) const {
   const bool shm_ok = shm_enabled_ && link.shm != nullptr;
@@ -288,6 +345,13 @@ Status EngineImpl::PlanOp(const TransferRequest& op, Peer* peer, const Link& lin
     }
     if (info.shared) {
       Result<std::shared_ptr<PeerMapping>> m = link.shm->Map(region);
+      if (m.ok() && !InsideMapping(region, op.remote_offset, op.length, **m)) {
+        plan->route = Plan::Route::kFail;
+        plan->failure = UnavailableError(
+            "peer " + peer->endpoint() + "'s region table points outside its shared allocation",
+            FailureScope::kEndpoint);
+        return Status::Ok();
+      }
       if (m.ok()) {
         plan->route = Plan::Route::kShm;
         plan->mapping = *m;

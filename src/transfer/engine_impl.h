@@ -32,6 +32,8 @@ class EngineImpl final : public ServerHost {
   Result<SharedBuffer> AllocateShared(std::size_t len);
   Result<SegmentId> OpenSegment(std::string_view endpoint);
   Result<std::vector<RegionInfo>> SegmentRegions(SegmentId segment) const;
+  Result<PeerMemory> MapPeerMemory(SegmentId segment, RegionKey key, std::uint64_t offset,
+                                   std::uint64_t length);
   Result<std::shared_ptr<TransferBatch>> Submit(std::span<const TransferRequest> ops,
                                                 BatchCallback callback);
   Status Notify(SegmentId segment, std::span<const std::byte> data);

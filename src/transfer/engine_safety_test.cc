@@ -285,6 +285,49 @@ TEST_F(EngineSafetyTest, TableChangesArePushedToOpenSegments) {
   EXPECT_TRUE(gone);
 }
 
+TEST(EngineMapTest, MapPeerMemoryMapsASharedAllocationAndNamesWhatItCannotMap) {
+  auto pair = EnginePair::Make(Mode::kShmMapped);
+  RegionKey key;
+  TestBuffer shared = pair->TargetBuffer(64 << 10, Access::kRemoteRead, &key);
+  shared.Fill(5);
+  TransferEngine& e = *pair->initiator;
+  Result<PeerMemory> m = e.MapPeerMemory(pair->segment, key, 4096, 8192);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->length, 8192u);
+  EXPECT_EQ(std::memcmp(m->data, shared.data() + 4096, 8192), 0);
+  shared.data()[4096] = 'Q';  // The peer's live memory, not a copy.
+  EXPECT_EQ(static_cast<const char*>(m->data)[0], 'Q');
+
+  EXPECT_EQ(e.MapPeerMemory(pair->segment, key, 0, 0).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(e.MapPeerMemory(pair->segment, key, 60 << 10, 8192).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(e.MapPeerMemory(pair->segment, RegionKey{key.value + 1000}, 0, 1).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(e.MapPeerMemory(SegmentId{999}, key, 0, 1).status().code(),
+            StatusCode::kInvalidArgument);
+  TestBuffer plain = TestBuffer::Anonymous(4096);
+  auto plain_key =
+      pair->target->RegisterMemory(plain.data(), 4096, MemoryKind::kHost, Access::kRemoteRead);
+  ASSERT_TRUE(plain_key.ok());
+  ASSERT_TRUE(pair->AwaitRemoteKey(*plain_key));
+  Result<PeerMemory> not_shared = e.MapPeerMemory(pair->segment, *plain_key, 0, 4096);
+  EXPECT_EQ(not_shared.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(not_shared.status().message().find("not a shared allocation"), std::string_view::npos)
+      << not_shared.status().ToString();
+
+  RegionKey write_key;
+  TestBuffer write_only = pair->TargetBuffer(64 << 10, Access::kRemoteWrite, &write_key);
+  EXPECT_EQ(e.MapPeerMemory(pair->segment, write_key, 0, 4096).status().code(),
+            StatusCode::kPermissionDenied);
+
+  auto tcp = EnginePair::Make(Mode::kTcp);
+  RegionKey tcp_key;
+  TestBuffer over_tcp = tcp->TargetBuffer(4096, Access::kRemoteRead, &tcp_key);
+  EXPECT_EQ(tcp->initiator->MapPeerMemory(tcp->segment, tcp_key, 0, 4096).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
 // A peer that completes the handshake and then never reads: every pending
 // op must fail with an endpoint-scope error within the op timeout.
 TEST(EngineTimeoutTest, StalledPeerFailsPendingOpsWithinTheTimeout) {

@@ -147,6 +147,26 @@ TEST_F(ConnectorProcessTest, ConnectorTensorsAreReadThroughTheProducersSharedMem
   }
 }
 
+TEST_F(ConnectorProcessTest, ConsumeInPlaceMapsAnotherProcesssTensorAndOutlivesIt) {
+  auto p = Producer({"--mode", "p2p", "--shape", "8,16,16,24,32", "--shared-tensors"});
+  const PayloadDescriptor d = FromHex(p->Word(1));
+  auto v = consumer_->ConsumeInPlace(d);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  const auto* bytes = static_cast<const char*>(v->view.data);
+  auto matches = [&] {
+    for (std::size_t i = 0; i < v->view.nbytes(); ++i) {
+      if (bytes[i] != PatternByte(1, i)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  EXPECT_TRUE(matches());
+  EXPECT_TRUE(consumer_->Release(d).ok());
+  p->Kill();  // The mapping keeps the pages: reading after the producer died is safe.
+  EXPECT_TRUE(matches());
+}
+
 TEST_F(ConnectorProcessTest, ConsumerArrivingFirstGetsChunksAsTheyAreMarked) {
   for (std::string mode : {"p2p", "store"}) {
     SCOPED_TRACE(mode);

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -119,6 +120,12 @@ Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& 
   if (out.status != "succeeded") {
     return out;
   }
+  // Muxing a video (ffmpeg) takes seconds on a busy host, more than the
+  // client's 5 s default read timeout: wait as long as the job's timeout
+  // still allows, and at least 30 s.
+  const auto left =
+      std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
+  http.set_read_timeout(std::max<std::chrono::seconds>(left, std::chrono::seconds(30)).count(), 0);
   auto res = http.Get((mp4 ? "/v1/videos/" : "/v1/jobs/") + id + "/content");
   if (!res || res->status != 200) {
     return HttpStatus(res, "content of " + id);

@@ -163,6 +163,16 @@ class SharedTensor {
   TensorView view_;
 };
 
+// A payload read in place (DiffusionConnector::ConsumeInPlace): the
+// producer's memory, mapped into this process. Read it, never write it; its
+// bytes are the payload's until Release, after which the producer may
+// reuse its buffer. `keep` holds the mapping: `view.data` stays mapped
+// while it lives, whatever the producer does.
+struct PayloadView {
+  TensorView view;
+  std::shared_ptr<const void> keep;
+};
+
 class DiffusionConnector {
  public:
   // Starts an engine (and a store client when `store.master` is set).
@@ -184,6 +194,16 @@ class DiffusionConnector {
   // payload without a store).
   Result<std::unique_ptr<ChunkStream>> Consume(const PayloadDescriptor& d, const TensorView& dst);
 
+  // Reads a payload without copying it: maps the producer's tensor into
+  // this process and returns a view of it. For a complete p2p payload
+  // published from a connector tensor (AllocateTensor) by a producer on
+  // this host; Release() it when done, as after Consume. Errors:
+  // kFailedPrecondition naming why the payload cannot be read in place
+  // (store mode, progressive, another host, ordinary memory): Consume it
+  // instead; kUnavailable (scope kEndpoint: the producer is gone);
+  // kNotFound (its tensor is no longer registered).
+  Result<PayloadView> ConsumeInPlace(const PayloadDescriptor& d);
+
   // Ends the consumer's lease: store mode removes delete-on-consume chunks
   // still present; p2p tells the producer its buffer is free. Idempotent.
   Status Release(const PayloadDescriptor& d);
@@ -196,8 +216,8 @@ class DiffusionConnector {
   // same-host peers can map (see SharedTensor), registered for publishing
   // and consuming. Use it for buffers a stage publishes p2p. Errors:
   // kInvalidArgument (rank not 1..8, a dimension < 1, or the size overflows);
-  // kResourceExhausted (larger than this host's memory, or the kernel
-  // refused the memory). Thread-safe.
+  // kResourceExhausted (more than the host's available memory, or the
+  // kernel refused it). Thread-safe.
   Result<SharedTensor> AllocateTensor(DType dtype, const std::vector<std::int64_t>& shape);
 
   TransferEngine& engine();

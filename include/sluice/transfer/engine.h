@@ -137,6 +137,15 @@ struct NotifyMessage {
 };
 using NotifyHandler = std::function<void(const NotifyMessage&)>;
 
+// A same-host peer's memory mapped into this process (MapPeerMemory).
+struct PeerMemory {
+  const void* data = nullptr;
+  std::uint64_t length = 0;
+  // Holds the mapping: `data` stays mapped while any copy of it lives, even
+  // after the peer unregisters, frees the memory or exits.
+  std::shared_ptr<const void> keep;
+};
+
 // Memory from AllocateShared(): pre-faulted, memfd-backed, hugepage-advised.
 // Moving it keeps the mapping; destroying it unmaps once no registration
 // still uses it (registrations keep the mapping alive until unregistered).
@@ -189,7 +198,8 @@ class TransferEngine {
 
   // Allocates `len` bytes (rounded up to 2 MiB) of memfd-backed memory,
   // pre-faulted so first use costs no page faults. Register it to use it.
-  // Errors: kInvalidArgument (0 bytes); kResourceExhausted (no memory).
+  // Errors: kInvalidArgument (0 bytes); kResourceExhausted (more than the
+  // host's available memory, MemAvailable, or the kernel refused it).
   Result<SharedBuffer> AllocateShared(std::size_t len);
 
   // Connects to the peer at `endpoint` ("host:port"), authenticates, fetches
@@ -220,6 +230,19 @@ class TransferEngine {
   // died or stalled for op_timeout; reopen the segment and retry).
   Result<std::shared_ptr<TransferBatch>> Submit(std::span<const TransferRequest> ops,
                                                 BatchCallback callback = nullptr);
+
+  // Maps [offset, offset + length) of the peer's region `key` for reading
+  // in place: nothing is copied, the bytes are the peer's memory as it
+  // changes. Only for a shared allocation (AllocateShared memory) of a peer
+  // on this host whose region allows remote reads. Mappings are cached per
+  // allocation. Errors: kInvalidArgument (unknown segment, zero length,
+  // range outside the region); kNotFound (no such key in the peer's table);
+  // kPermissionDenied (no remote reads); kFailedPrecondition (the peer is on
+  // another host, shm is disabled, or the region is not a shared
+  // allocation: read it with Submit); kUnavailable (scope kEndpoint: the
+  // peer is down; or the mapping failed).
+  Result<PeerMemory> MapPeerMemory(SegmentId segment, RegionKey key, std::uint64_t offset,
+                                   std::uint64_t length);
 
   // Submit() then Wait(timeout): the batch's status, or kDeadlineExceeded.
   Status TransferSync(std::span<const TransferRequest> ops,

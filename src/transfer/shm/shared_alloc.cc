@@ -6,11 +6,31 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <limits>
 #include <string>
 
 #include "common/log.h"
 
 namespace sluice::internal {
+namespace {
+
+// MemAvailable from /proc/meminfo in bytes, or 0 when unknown.
+std::uint64_t AvailableMemory() {
+  std::ifstream f("/proc/meminfo");
+  std::string name;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (f >> name >> kib) {
+    std::getline(f, unit);
+    if (name == "MemAvailable:") {
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
 
 SharedAllocation::~SharedAllocation() {
   if (addr != nullptr && ::munmap(addr, size) != 0) {
@@ -26,7 +46,18 @@ Result<std::shared_ptr<SharedAllocation>> SharedAllocator::Allocate(std::size_t 
     return InvalidArgumentError("AllocateShared: length must be > 0");
   }
   constexpr std::size_t kAlign = std::size_t{2} << 20;
+  if (len > std::numeric_limits<std::size_t>::max() - kAlign) {
+    return ResourceExhaustedError("AllocateShared: " + std::to_string(len) + " bytes is too large");
+  }
   const std::size_t size = (len + kAlign - 1) / kAlign * kAlign;
+  // Pre-faulting more than the host can give would end in the OOM killer
+  // or a SIGBUS, not in an error: refuse up front.
+  const std::uint64_t available = AvailableMemory();
+  if (available > 0 && size > available) {
+    return ResourceExhaustedError("AllocateShared: " + std::to_string(size) + " bytes asked, " +
+                                  std::to_string(available) +
+                                  " available on this host (MemAvailable)");
+  }
   auto alloc = std::make_shared<SharedAllocation>();
   alloc->memfd = ::memfd_create("sluice-shared", MFD_CLOEXEC);
   if (alloc->memfd < 0) {
@@ -48,7 +79,13 @@ Result<std::shared_ptr<SharedAllocation>> SharedAllocator::Allocate(std::size_t 
   alloc->size = size;
   (void)::madvise(p, size, MADV_HUGEPAGE);  // Best effort; not all kernels allow it.
   if (::madvise(p, size, MADV_POPULATE_WRITE) != 0) {
-    // Older kernels: touch every page by hand.
+    if (errno != EINVAL) {
+      // No memory behind the file (ENOMEM, or EFAULT where a page could
+      // not be had): touching the pages would SIGBUS the process instead.
+      return ResourceExhaustedError("cannot pre-fault " + std::to_string(size) +
+                                    " bytes of shared memory: " + strerror(errno));
+    }
+    // Kernels before 5.14 lack MADV_POPULATE_WRITE: touch every page.
     for (std::size_t off = 0; off < size; off += 4096) {
       static_cast<volatile char*>(p)[off] = 0;
     }
