@@ -320,13 +320,17 @@ class DiffusionConnector:
 
     @translated
     def consume_in_place(self, descriptor: Descriptor, framework: str = "numpy"):
-        """The payload itself, copied nowhere: the producer's tensor mapped into
-        this process, as a read-only numpy array (framework="numpy") or a torch
-        tensor (framework="torch"; torch has no read-only tensors: never write
-        it). Only for a complete p2p payload a producer on this host published
-        from a tensor `empty()` allocated; otherwise FailedPreconditionError
-        says why (use consume). The bytes are the payload's until release(),
-        after which the producer may reuse its buffer."""
+        """The payload itself, copied nowhere, as a read-only numpy array
+        (framework="numpy") or a torch tensor (framework="torch"; torch has no
+        read-only tensors: never write it). p2p: the producer's tensor mapped
+        into this process, for a complete payload a producer on this host
+        published from a tensor `empty()` allocated; its bytes are the
+        payload's until release(). store: the store node's memory, for a
+        payload in one object (whole, or chunked along its outermost
+        non-trivial dimension) on a node on this host, under a read lease
+        that ends when the returned tensor and its views are freed (drop them
+        within the master's read lease timeout, 60 s by default). Otherwise
+        FailedPreconditionError says why (use consume)."""
         if framework not in ("numpy", "torch"):
             raise InvalidArgumentError(f"framework must be 'numpy' or 'torch', got {framework!r}")
         mem = self._core.consume_in_place(_descriptor_bytes(descriptor))

@@ -275,3 +275,19 @@ def test_consume_in_place_says_why_it_cannot(store, consumer, producer):
     with pytest.raises(sluice.InvalidArgumentError, match="framework"):
         consumer.consume_in_place(desc, framework="jax")
     consumer.release(desc)
+
+
+def test_consume_in_place_reads_a_store_payload_under_a_lease(store, consumer, producer):
+    p = producer("store", "numpy", -1, 1, store.endpoint)
+    desc = bytes.fromhex(p.words[1])
+    t = consumer.consume_in_place(desc)
+    assert equal(t, make("numpy")) and not t.flags.writeable
+    held = store.metric("sluice_store_objects")
+    assert held >= 1, "the view's lease keeps the payload"
+    del t  # Ends the read: delete-on-consume counts it.
+    deadline = time.time() + 5
+    while store.metric("sluice_store_objects") != held - 1:
+        assert time.time() < deadline, "the payload outlived its only read"
+        time.sleep(0.02)
+    consumer.release(desc)
+

@@ -81,6 +81,9 @@ inline void RunAll(std::vector<std::function<void()>>& fns) {
 
 class ConnectorImpl;
 
+// kFailedPrecondition: `d` cannot be read in place, because `why` (p2p.cc).
+Status RefuseInPlace(const PayloadDescriptor& d, std::string_view why);
+
 // How a SharedTensor reaches its connector to drop its registration: the
 // connector clears `owner` (under `mu`) before it goes away.
 struct RegistryLink {
@@ -134,6 +137,7 @@ class ConnectorImpl {
   // Reads every chunk of `s` from the store (on a fetch_pool_ thread).
   void FetchStore(const std::shared_ptr<StreamState>& s);
   Status ReleaseStore(const PayloadDescriptor& d);
+  Result<PayloadView> ConsumeInPlaceStore(const PayloadDescriptor& d);
   void StoreWorker();
   void PutChunk(const std::shared_ptr<HandleState>& hs, int i);
   void RunStoreTask(std::function<void()> task);

@@ -434,17 +434,51 @@ TEST_F(ConnectorTest, ConsumeInPlaceNamesWhyAPayloadCannotBeReadInPlace) {
       << v.status().ToString();
   ASSERT_TRUE(consumer_->Release((*h)->descriptor()).ok());
 
-  p.request_id = "stored";
-  p.progressive = false;
-  p.bound_consumer.clear();  // auto: the store.
+  p.request_id = "stored-by-chunk";
+  p.bound_consumer.clear();  // auto: the store; progressive: one object per chunk.
   h = producer_->Publish(p);
   ASSERT_TRUE(h.ok());
+  ASSERT_TRUE((*h)->MarkReady(0).ok() && (*h)->MarkReady(1).ok());
   ASSERT_TRUE((*h)->Wait(5s).ok());
   v = consumer_->ConsumeInPlace((*h)->descriptor());
   EXPECT_EQ(v.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(v.status().message().find("in the store"), std::string_view::npos)
+  EXPECT_NE(v.status().message().find("separate store objects"), std::string_view::npos)
       << v.status().ToString();
   ASSERT_TRUE(consumer_->Release((*h)->descriptor()).ok());
+}
+
+TEST_F(ConnectorTest, ConsumeInPlaceReadsAStorePayloadUnderAReadLease) {
+  std::vector<float> src(2 * 8 * 16);
+  std::iota(src.begin(), src.end(), 2.0f);
+  StagePayload p;
+  p.request_id = "stored";
+  p.tensor = TensorView{src.data(), DType::kF32, {2, 8, 16}, {}};
+  p.chunk_dim = 2;
+  p.num_chunks = 8;  // Complete at publish: one store object, chunk after chunk.
+  auto across = producer_->Publish(p);
+  ASSERT_TRUE(across.ok()) << across.status().ToString();
+  auto refused = consumer_->ConsumeInPlace((*across)->descriptor());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("not in the tensor's layout"), std::string_view::npos)
+      << refused.status().ToString();
+  ASSERT_TRUE((*across)->Wait(5s).ok());
+  ASSERT_TRUE(consumer_->Release((*across)->descriptor()).ok());
+  ASSERT_TRUE(Eventually([&] { return master_->Metrics().objects == 0; }));
+
+  p.chunk_dim = 0;  // Chunk after chunk is the tensor's layout now.
+  p.num_chunks = 2;
+  auto h = producer_->Publish(p);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  const PayloadDescriptor d = (*h)->descriptor();
+  ASSERT_EQ(d.mode, TransferMode::kStore);
+  auto v = consumer_->ConsumeInPlace(d);  // Waits for the put if needed.
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->view.shape, (std::vector<std::int64_t>{2, 8, 16}));
+  EXPECT_EQ(std::memcmp(v->view.data, src.data(), src.size() * sizeof(float)), 0);
+  EXPECT_EQ(master_->Metrics().objects, 1u) << "the view's read lease keeps the payload";
+  v->keep.reset();  // Ends the read: delete-on-consume counts it.
+  EXPECT_TRUE(Eventually([&] { return master_->Metrics().objects == 0; }));
+  EXPECT_TRUE(consumer_->Release(d).ok());
 }
 
 TEST_F(ConnectorTest, AConnectorTensorMayOutliveItsConnector) {

@@ -274,15 +274,17 @@ Status ConnectorImpl::ConsumeP2p(const std::shared_ptr<StreamState>& s) {
   return s->desc.complete ? Status::Ok() : s->ping();
 }
 
+Status RefuseInPlace(const PayloadDescriptor& d, std::string_view why) {
+  return FailedPreconditionError("payload '" + d.request_id + "' cannot be read in place: " +
+                                 std::string(why) + "; Consume it instead");
+}
+
 Result<PayloadView> ConnectorImpl::ConsumeInPlace(const PayloadDescriptor& d) {
   SLUICE_RETURN_IF_ERROR(d.Validate());
-  auto refuse = [&](const std::string& why) {
-    return FailedPreconditionError("payload '" + d.request_id +
-                                   "' cannot be read in place: " + why + "; Consume it instead");
-  };
-  if (d.mode != TransferMode::kP2p) {
-    return refuse("it is in the store");
+  if (d.mode == TransferMode::kStore) {
+    return ConsumeInPlaceStore(d);
   }
+  auto refuse = [&](std::string_view why) { return RefuseInPlace(d, why); };
   if (!d.complete) {
     return refuse("its chunks are published one by one");
   }
@@ -292,7 +294,7 @@ Result<PayloadView> ConnectorImpl::ConsumeInPlace(const PayloadDescriptor& d) {
       engine_->MapPeerMemory(seg, RegionKey{d.region_key}, d.region_offset, shape_only.nbytes());
   if (!mem.ok()) {
     return mem.status().code() == StatusCode::kFailedPrecondition
-               ? refuse(std::string(mem.status().message()))
+               ? refuse(mem.status().message())
                : mem.status().WithContext("payload '" + d.request_id + "'");
   }
   PayloadView v;

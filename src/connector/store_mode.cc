@@ -254,6 +254,44 @@ void ConnectorImpl::FetchStore(const std::shared_ptr<StreamState>& s) {
   }
 }
 
+Result<PayloadView> ConnectorImpl::ConsumeInPlaceStore(const PayloadDescriptor& d) {
+  if (store_ == nullptr) {
+    return FailedPreconditionError("a store-mode payload needs a store (store.master)");
+  }
+  if (!d.one_object && d.num_chunks > 1) {
+    return RefuseInPlace(d, "its chunks are separate store objects");
+  }
+  if (d.num_chunks > 1 && NumElements({d.shape.begin(), d.shape.begin() + d.chunk_dim}) != 1) {
+    // The object holds chunk after chunk, each its runs back to back: the
+    // tensor's own layout only when every chunk is one run.
+    return RefuseInPlace(d,
+                         "its store object holds the chunks one after another, not in the "
+                         "tensor's layout (chunks along dimension " +
+                             std::to_string(d.chunk_dim) + ")");
+  }
+  Result<ObjectView> v = store_->GetInPlace(d.StoreKey(0), config_.consume_timeout);
+  if (!v.ok()) {
+    return v.status().code() == StatusCode::kFailedPrecondition &&
+                   v.status().message().find("in place") != std::string_view::npos
+               ? RefuseInPlace(d, v.status().message())
+               : v.status().WithContext("payload '" + d.request_id + "'");
+  }
+  const TensorView shape_only{nullptr, d.dtype, d.shape, {}};
+  if (v->size() != shape_only.nbytes()) {
+    return Status(StatusCode::kDataLoss, "payload '" + d.request_id + "': its store object holds " +
+                                             std::to_string(v->size()) + " bytes, not the " +
+                                             std::to_string(shape_only.nbytes()) + " of " +
+                                             shape_only.ToString());
+  }
+  // The view's read lease lasts as long as `keep`.
+  auto held = std::make_shared<ObjectView>(std::move(*v));
+  PayloadView pv;
+  pv.view = shape_only;
+  pv.view.data = const_cast<void*>(held->data());  // Read-only by contract.
+  pv.keep = std::move(held);
+  return pv;
+}
+
 Status ConnectorImpl::ReleaseStore(const PayloadDescriptor& d) {
   if (d.lease.kind != Lease::Kind::kDeleteOnConsume) {
     return Status::Ok();  // Other leases end by themselves (ttl, eviction) or never.

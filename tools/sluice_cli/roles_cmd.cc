@@ -69,11 +69,13 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
     MasterConfig config;
     std::int64_t reservation_ttl_ms = 0;
     std::int64_t node_timeout_ms = 0;
+    std::int64_t read_lease_timeout_ms = 0;
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
   o->reservation_ttl_ms = o->config.reservation_ttl.count();
   o->node_timeout_ms = o->config.node_timeout.count();
+  o->read_lease_timeout_ms = o->config.read_lease_timeout.count();
   CLI::App* cmd = app.add_subcommand("master", "run the store master (metadata, gRPC)");
   cmd->add_option("--listen", o->config.listen, "gRPC endpoint host:port (port 0 picks one)")
       ->capture_default_str();
@@ -89,8 +91,15 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
                   "4 heartbeat intervals (500 ms each)")
       ->check(CLI::Range(std::int64_t{2000}, std::int64_t{600000}))
       ->capture_default_str();
+  cmd->add_option("--read-lease-timeout-ms", o->read_lease_timeout_ms,
+                  "a read (a get, or an in-place view) not ended this long loses its lease and "
+                  "no longer protects the object")
+      ->check(CLI::Range(std::int64_t{100}, std::int64_t{3600000}))
+      ->capture_default_str();
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   out->push_back({cmd, [o] {
+                    o->config.read_lease_timeout =
+                        std::chrono::milliseconds(o->read_lease_timeout_ms);
                     o->config.reservation_ttl = std::chrono::milliseconds(o->reservation_ttl_ms);
                     o->config.node_timeout = std::chrono::milliseconds(o->node_timeout_ms);
                     return RunMaster(o->config, o->exit_on_eof);

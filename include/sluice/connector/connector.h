@@ -164,10 +164,14 @@ class SharedTensor {
 };
 
 // A payload read in place (DiffusionConnector::ConsumeInPlace): the
-// producer's memory, mapped into this process. Read it, never write it; its
-// bytes are the payload's until Release, after which the producer may
-// reuse its buffer. `keep` holds the mapping: `view.data` stays mapped
-// while it lives, whatever the producer does.
+// producer's tensor (p2p) or the store node's memory (store), mapped into
+// this process. Read it, never write it. `keep` holds the mapping:
+// `view.data` stays mapped while any copy of it lives, whatever the peer
+// does. p2p: the bytes are the payload's until Release, after which the
+// producer may reuse its buffer. store: `keep` also holds a read lease,
+// which ends (a completed read: delete-on-consume counts it) when the last
+// copy is dropped; drop it within the master's read lease timeout (60 s by
+// default), past which the store may reclaim the object.
 struct PayloadView {
   TensorView view;
   std::shared_ptr<const void> keep;
@@ -194,14 +198,16 @@ class DiffusionConnector {
   // payload without a store).
   Result<std::unique_ptr<ChunkStream>> Consume(const PayloadDescriptor& d, const TensorView& dst);
 
-  // Reads a payload without copying it: maps the producer's tensor into
-  // this process and returns a view of it. For a complete p2p payload
-  // published from a connector tensor (AllocateTensor) by a producer on
-  // this host; Release() it when done, as after Consume. Errors:
-  // kFailedPrecondition naming why the payload cannot be read in place
-  // (store mode, progressive, another host, ordinary memory): Consume it
-  // instead; kUnavailable (scope kEndpoint: the producer is gone);
-  // kNotFound (its tensor is no longer registered).
+  // Reads a payload without copying it and returns a view (PayloadView).
+  // p2p: a complete payload published from a connector tensor
+  // (AllocateTensor) by a producer on this host. store: a payload in one
+  // store object (complete at publish, or one chunk) held by a node on this
+  // host; waits up to consume_timeout for it to be committed. Release() it
+  // when done, as after Consume. Errors: kFailedPrecondition naming why the
+  // payload cannot be read in place (progressive p2p, chunks in separate
+  // objects, another host, ordinary memory): Consume it instead;
+  // kUnavailable (scope kEndpoint: the producer or node is gone);
+  // kNotFound (the tensor or object is gone); kDeadlineExceeded.
   Result<PayloadView> ConsumeInPlace(const PayloadDescriptor& d);
 
   // Ends the consumer's lease: store mode removes delete-on-consume chunks

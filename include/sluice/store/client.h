@@ -36,7 +36,8 @@ namespace sluice {
 
 namespace internal {
 class StoreClientImpl;
-}
+struct ObjectViewState;
+}  // namespace internal
 
 struct StoreClientConfig {
   std::string master;  // "host:port".
@@ -65,6 +66,38 @@ struct PutOptions {
   std::string preferred_node;  // Node id or endpoint to place the first copy on.
   // Makes PutStart idempotent across retries; empty: one is generated.
   std::string request_id;
+};
+
+// A committed object read in place (StoreClient::GetInPlace): a same-host
+// store node's memory mapped into this process, under a read lease. Read it,
+// never write it. Move-only. The bytes are the object's while the lease
+// holds: until End() or destruction, within the master's read lease timeout
+// (MasterConfig::read_lease_timeout, 60 s by default); End() says whether it
+// held. The mapping itself outlives everything (reading never faults).
+class ObjectView {
+ public:
+  ObjectView();
+  ObjectView(ObjectView&&) noexcept;
+  ObjectView& operator=(ObjectView&&) noexcept;
+  ~ObjectView();  // End(), its outcome ignored.
+
+  const void* data() const { return data_; }
+  std::uint64_t size() const { return meta_.size; }
+  const ObjectMeta& meta() const { return meta_; }
+
+  // Ends the read (a completed one: delete-on-consume counts it) with one
+  // round trip to the master. Idempotent: later calls return OK. Errors:
+  // kDataLoss (the lease had ended first: held past the timeout, or the
+  // master restarted; the bytes read may have changed meanwhile);
+  // kFailedPrecondition (the client is gone: the lease ends by timeout);
+  // kUnavailable (master unreachable: the lease ends by timeout). Blocks.
+  Status End();
+
+ private:
+  friend class internal::StoreClientImpl;
+  std::shared_ptr<internal::ObjectViewState> state_;
+  const void* data_ = nullptr;
+  ObjectMeta meta_;
 };
 
 class StoreClient {
@@ -142,6 +175,15 @@ class StoreClient {
                                         std::span<const std::size_t> parts,
                                         std::chrono::milliseconds wait,
                                         const std::function<void(std::size_t)>& landed);
+
+  // Reads `key` without copying it: maps the memory of a replica held by a
+  // store node on this host and returns a view of it under a read lease
+  // (see ObjectView). `wait` as for GetIntoRuns. Errors: kNotFound;
+  // kFailedPrecondition (still being written; or no replica this process
+  // can map, on another host or over tcp only: read it with GetInto);
+  // kDeadlineExceeded (the wait ran out); kUnavailable.
+  Result<ObjectView> GetInPlace(std::string_view key,
+                                std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 
   // Bytes copied through the staging buffer so far (Put and Get only; the
   // zero-copy forms copy nothing).

@@ -5,6 +5,10 @@
 namespace sluice::internal {
 
 StoreClientImpl::~StoreClientImpl() {
+  {
+    std::unique_lock<std::shared_mutex> lock(link_->mu);  // Live ObjectViews stop calling in.
+    link_->owner = nullptr;
+  }
   StopWatching();
   {
     // Lease releases still in flight finish first (each has a deadline),
@@ -161,6 +165,10 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Create(TransferEngine* engine,
   auto impl = std::make_unique<internal::StoreClientImpl>(engine, config);
   SLUICE_RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<StoreClient>(new StoreClient(std::move(impl)));
+}
+
+Result<ObjectView> StoreClient::GetInPlace(std::string_view key, std::chrono::milliseconds wait) {
+  return impl_->GetInPlace(key, wait);
 }
 
 Status StoreClient::PutFrom(std::string_view key, const void* data, std::size_t len,

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -29,10 +30,22 @@ namespace sluice::internal {
 
 namespace pb = ::sluice::store::v1;
 
+class StoreClientImpl;
+
+// How an ObjectView reaches its client to end its lease: views call in
+// under a shared lock; the client clears `owner` under the exclusive lock
+// before it goes away.
+struct ClientLink {
+  std::shared_mutex mu;
+  StoreClientImpl* owner = nullptr;  // Guarded by mu.
+};
+
 class StoreClientImpl {
  public:
   StoreClientImpl(TransferEngine* engine, StoreClientConfig config)
-      : engine_(engine), config_(std::move(config)) {}
+      : engine_(engine), config_(std::move(config)), link_(std::make_shared<ClientLink>()) {
+    link_->owner = this;
+  }
   ~StoreClientImpl();
   Status Init();
 
@@ -51,6 +64,9 @@ class StoreClientImpl {
                                         const std::function<void(std::size_t)>& landed);
   std::vector<Result<ObjectMeta>> BatchGetInto(std::span<const StoreClient::GetItem> items);
   Status Remove(std::string_view key);
+  // store_client_view.cc.
+  Result<ObjectView> GetInPlace(std::string_view key, std::chrono::milliseconds wait);
+  Status EndView(const std::string& key, std::uint64_t lease_id);
   Result<bool> Exists(std::string_view key);
   Status WaitFor(std::string_view key, std::chrono::milliseconds timeout);
   void Subscribe(std::function<void(const StoreEvent&)> handler);
@@ -196,6 +212,7 @@ class StoreClientImpl {
 
   TransferEngine* engine_;
   StoreClientConfig config_;
+  std::shared_ptr<ClientLink> link_;
   std::unique_ptr<pb::Master::Stub> stub_;
   std::mutex lane_mu_;
   std::shared_ptr<fastlane::Client> lane_;                 // Guarded by lane_mu_.

@@ -1,0 +1,105 @@
+// In-place reads: a same-host node's memory mapped under a read lease
+// (ObjectView), ended with a GetEnd round trip that says whether the lease
+// held.
+#include <atomic>
+#include <utility>
+
+#include "store/client/store_client_impl.h"
+
+namespace sluice {
+namespace internal {
+
+struct ObjectViewState {
+  std::shared_ptr<ClientLink> link;
+  std::string key;
+  std::uint64_t lease_id = 0;
+  std::shared_ptr<const void> mapping;  // Keeps the node's memory mapped.
+  std::atomic<bool> ended{false};
+};
+
+Result<ObjectView> StoreClientImpl::GetInPlace(std::string_view key,
+                                               std::chrono::milliseconds wait) {
+  SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key, wait));
+  Status last = FailedPreconditionError("object '" + g.key + "' has no replica");
+  for (const ReplicaLocation& r : g.replicas) {
+    Result<SegmentId> seg = engine_->OpenSegment(r.endpoint);
+    Result<PeerMemory> mem =
+        seg.ok() ? engine_->MapPeerMemory(*seg, RegionKey{r.region_key}, r.offset, g.meta.size)
+                 : Result<PeerMemory>(seg.status());
+    if (!mem.ok()) {
+      last = mem.status();
+      continue;
+    }
+    auto state = std::make_shared<ObjectViewState>();
+    state->link = link_;
+    state->key = g.key;
+    state->lease_id = g.lease_id;
+    state->mapping = std::move(mem->keep);
+    ObjectView v;
+    v.state_ = std::move(state);
+    v.data_ = mem->data;
+    v.meta_ = std::move(g.meta);
+    return v;
+  }
+  GetEnd(g, false);
+  if (last.code() == StatusCode::kFailedPrecondition) {
+    return FailedPreconditionError("object '" + g.key + "' cannot be read in place: " +
+                                   std::string(last.message()) + "; read it with GetInto");
+  }
+  return last.WithContext("GetInPlace '" + g.key + "'");
+}
+
+Status StoreClientImpl::EndView(const std::string& key, std::uint64_t lease_id) {
+  pb::GetEndRequest req;
+  req.set_key(key);
+  req.set_lease_id(lease_id);
+  req.set_completed(true);
+  pb::GetEndResponse resp;
+  Status s = Call(&pb::Master::Stub::GetEnd, fastlane::Method::kGetEnd, req, &resp, "GetEnd");
+  if (s.code() == StatusCode::kNotFound) {
+    return Status(StatusCode::kDataLoss,
+                  "the read lease on '" + key +
+                      "' ended before the view did (held past the master's read lease timeout, "
+                      "or the master restarted): the bytes read may have changed meanwhile");
+  }
+  return s;
+}
+
+}  // namespace internal
+
+ObjectView::ObjectView() = default;
+ObjectView::ObjectView(ObjectView&& o) noexcept
+    : state_(std::move(o.state_)),
+      data_(std::exchange(o.data_, nullptr)),
+      meta_(std::exchange(o.meta_, ObjectMeta{})) {}
+ObjectView& ObjectView::operator=(ObjectView&& o) noexcept {
+  if (this != &o) {
+    (void)End();
+    state_ = std::move(o.state_);
+    data_ = std::exchange(o.data_, nullptr);
+    meta_ = std::exchange(o.meta_, ObjectMeta{});
+  }
+  return *this;
+}
+ObjectView::~ObjectView() {
+  (void)End();
+}
+
+Status ObjectView::End() {
+  if (state_ == nullptr) {
+    return Status::Ok();
+  }
+  if (state_->ended.exchange(true)) {
+    return Status::Ok();
+  }
+  // Under the link's lock, so the client cannot go away mid-call (shared:
+  // views end concurrently).
+  std::shared_lock<std::shared_mutex> lock(state_->link->mu);
+  if (state_->link->owner == nullptr) {
+    return FailedPreconditionError("the store client is gone; the read lease on '" + state_->key +
+                                   "' ends by the master's timeout");
+  }
+  return state_->link->owner->EndView(state_->key, state_->lease_id);
+}
+
+}  // namespace sluice
