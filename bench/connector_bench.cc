@@ -44,8 +44,8 @@ Status ValidateConnectorOptions(const ConnectorBenchOptions& o) {
                         o.chunks > o.shape[static_cast<std::size_t>(o.chunk_dim)]))) {
     return InvalidArgumentError("--chunks must be in 1..shape[--chunk-dim]");
   }
-  if (o.in_place && (o.mode != "p2p" || !o.shared_tensors || o.chunks != 1)) {
-    return InvalidArgumentError("--in-place needs --mode p2p, --shared-tensors and --chunks 1");
+  if (o.in_place && (o.chunks != 1 || (o.mode == "p2p" && !o.shared_tensors))) {
+    return InvalidArgumentError("--in-place needs --chunks 1 (and --shared-tensors in p2p mode)");
   }
   if (o.chunk_work_us < 0 || o.chunk_work_us > 1000000) {
     return InvalidArgumentError("--chunk-work-us must be in 0..1000000");
@@ -128,8 +128,10 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
       if (o.chunk_work_us > 0) {
         std::this_thread::sleep_for(std::chrono::microseconds(o.chunk_work_us));
       }
+      v.keep.reset();  // Store mode: ends the read (and its lease).
       SLUICE_RETURN_IF_ERROR(consumer->Release(d));
       *total_us = Us(Clock::now() - start);
+      SLUICE_RETURN_IF_ERROR(h->Wait(std::chrono::seconds(60)));
       return h->WaitReleased(std::chrono::seconds(60));
     }
     SLUICE_ASSIGN_OR_RETURN(auto stream,

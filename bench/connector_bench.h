@@ -28,7 +28,7 @@ struct ConnectorBenchOptions {
   // (p2p readers map it) instead of plain memory.
   bool shared_tensors = false;
   // The consumer reads the payload in place (ConsumeInPlace) instead of
-  // copying it into dst. p2p, --shared-tensors, 1 chunk.
+  // copying it into dst. 1 chunk; p2p needs shared_tensors.
   bool in_place = false;
   double duration_s = 3;
 };

@@ -155,8 +155,8 @@ void AddConnector(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_flag("--shared-tensors", o->b.shared_tensors,
                 "publish from a connector-allocated tensor (same-host p2p readers map it)");
   cmd->add_flag("--in-place", o->b.in_place,
-                "the consumer maps the payload instead of copying it (p2p, --shared-tensors, 1 "
-                "chunk)");
+                "the consumer maps the payload instead of copying it (1 chunk; p2p needs "
+                "--shared-tensors)");
   cmd->add_option("--chunk-work-us", o->b.chunk_work_us, "consumer work per chunk (microseconds)")
       ->capture_default_str();
   cmd->add_option("--duration", o->b.duration_s, "seconds")
