@@ -79,7 +79,9 @@ class ObjectView {
   ObjectView();
   ObjectView(ObjectView&&) noexcept;
   ObjectView& operator=(ObjectView&&) noexcept;
-  ~ObjectView();  // End(), its outcome ignored.
+  // Ends the read as End() does, without waiting for the master's answer
+  // (the client's destructor waits for it); never blocks.
+  ~ObjectView();
 
   const void* data() const { return data_; }
   std::uint64_t size() const { return meta_.size; }

@@ -66,7 +66,8 @@ class StoreClientImpl {
   Status Remove(std::string_view key);
   // store_client_view.cc.
   Result<ObjectView> GetInPlace(std::string_view key, std::chrono::milliseconds wait);
-  Status EndView(const std::string& key, std::uint64_t lease_id);
+  Status EndView(const std::string& key, std::uint64_t lease_id);  // Waits for the answer.
+  void EndViewAsync(const std::string& key, std::uint64_t lease_id);
   Result<bool> Exists(std::string_view key);
   Status WaitFor(std::string_view key, std::chrono::milliseconds timeout);
   void Subscribe(std::function<void(const StoreEvent&)> handler);

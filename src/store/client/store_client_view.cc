@@ -49,6 +49,10 @@ Result<ObjectView> StoreClientImpl::GetInPlace(std::string_view key,
   return last.WithContext("GetInPlace '" + g.key + "'");
 }
 
+void StoreClientImpl::EndViewAsync(const std::string& key, std::uint64_t lease_id) {
+  GetEnd(OpenGet{key, lease_id, {}, {}}, true);
+}
+
 Status StoreClientImpl::EndView(const std::string& key, std::uint64_t lease_id) {
   pb::GetEndRequest req;
   req.set_key(key);
@@ -74,7 +78,7 @@ ObjectView::ObjectView(ObjectView&& o) noexcept
       meta_(std::exchange(o.meta_, ObjectMeta{})) {}
 ObjectView& ObjectView::operator=(ObjectView&& o) noexcept {
   if (this != &o) {
-    (void)End();
+    ObjectView old(std::move(*this));  // Ends the old read as its destructor does.
     state_ = std::move(o.state_);
     data_ = std::exchange(o.data_, nullptr);
     meta_ = std::exchange(o.meta_, ObjectMeta{});
@@ -82,7 +86,15 @@ ObjectView& ObjectView::operator=(ObjectView&& o) noexcept {
   return *this;
 }
 ObjectView::~ObjectView() {
-  (void)End();
+  if (state_ == nullptr || state_->ended.exchange(true)) {
+    return;
+  }
+  // Without waiting for the answer: a destructor must not block (Python
+  // drops views with the GIL held). The client's destructor waits for it.
+  std::shared_lock<std::shared_mutex> lock(state_->link->mu);
+  if (state_->link->owner != nullptr) {
+    state_->link->owner->EndViewAsync(state_->key, state_->lease_id);
+  }
 }
 
 Status ObjectView::End() {
