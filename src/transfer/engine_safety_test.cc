@@ -3,7 +3,10 @@
 // error while the engine keeps serving everyone else.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -326,6 +329,67 @@ TEST(EngineMapTest, MapPeerMemoryMapsASharedAllocationAndNamesWhatItCannotMap) {
   TestBuffer over_tcp = tcp->TargetBuffer(4096, Access::kRemoteRead, &tcp_key);
   EXPECT_EQ(tcp->initiator->MapPeerMemory(tcp->segment, tcp_key, 0, 4096).status().code(),
             StatusCode::kFailedPrecondition);
+}
+
+// A same-host peer whose table puts a shared region past the end of its
+// memfd: the initiator must refuse to touch memory outside the mapping,
+// both for in-place views and for copies.
+TEST(EngineMapTest, ARegionTablePointingOutsideItsAllocationIsRefused) {
+  UniqueFd memfd(::memfd_create("sluice-test", MFD_CLOEXEC));
+  ASSERT_TRUE(memfd.valid());
+  constexpr std::uint64_t kSize = 1 << 20;
+  ASSERT_EQ(::ftruncate(memfd.get(), kSize), 0);
+  struct stat st {};
+  ASSERT_EQ(::fstat(memfd.get(), &st), 0);
+  internal::WireRegion r;
+  r.info =
+      RegionInfo{RegionKey{7}, 0x10000, 64 << 10, MemoryKind::kHost, Access::kRemoteRead, true};
+  r.memfd = memfd.get();
+  r.memfd_offset = kSize - 4096;  // 64 KiB from here runs 60 KiB past the end.
+  r.memfd_size = kSize;
+  r.memfd_inode = st.st_ino;
+  internal::HelloOk ok;
+  ok.host = internal::HostInfo::Self();
+  ok.table.version = 1;
+  ok.table.regions.push_back(r);
+
+  std::uint16_t port = 0;
+  auto listener = internal::Listen({"127.0.0.1", 0}, &port);
+  ASSERT_TRUE(listener.ok());
+  std::thread fake([&] {
+    internal::SetNonBlocking(listener->get(), false).ok();
+    UniqueFd conn(::accept(listener->get(), nullptr, nullptr));
+    std::array<std::uint8_t, internal::kNonceBytes> nonce{};
+    WireHeader h = internal::MakeHeader(FrameType::kServerHello, 0, nonce.size());
+    (void)internal::SendAll(conn.get(), &h, sizeof(h));
+    (void)internal::SendAll(conn.get(), nonce.data(), nonce.size());
+    std::string body;
+    ReadFrame(conn.get(), &h, &body);
+    const std::string hello = internal::EncodeHelloOk(ok);
+    h = internal::MakeHeader(FrameType::kHelloOk, 0, hello.size());
+    (void)internal::SendAll(conn.get(), &h, sizeof(h));
+    (void)internal::SendAll(conn.get(), hello.data(), hello.size());
+    std::this_thread::sleep_for(1s);
+  });
+  EngineConfig c = ConfigFor(Mode::kShmMapped, true);
+  c.connections_per_peer = 1;
+  auto e = TransferEngine::Create(c);
+  ASSERT_TRUE(e.ok());
+  auto seg = (*e)->OpenSegment("127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  Result<PeerMemory> m = (*e)->MapPeerMemory(*seg, RegionKey{7}, 0, 64 << 10);
+  EXPECT_EQ(m.status().code(), StatusCode::kUnavailable) << m.status().ToString();
+  EXPECT_NE(m.status().message().find("outside"), std::string_view::npos);
+  TestBuffer dst = TestBuffer::Anonymous(64 << 10);
+  ASSERT_TRUE(
+      (*e)->RegisterMemory(dst.data(), dst.size(), MemoryKind::kHost, Access::kLocalOnly).ok());
+  TransferRequest op{OpKind::kRead, dst.data(),         *seg, RegionKey{7}, 0,
+                     dst.size(),    TransportHint::kShm};
+  Status s = (*e)->TransferSync({&op, 1}, 5s);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_TRUE((*e)->MapPeerMemory(*seg, RegionKey{7}, 0, 4096).ok())
+      << "the part inside the allocation maps";
+  fake.join();
 }
 
 // A peer that completes the handshake and then never reads: every pending
