@@ -201,11 +201,13 @@ class DiffusionConnector {
   // Reads a payload without copying it and returns a view (PayloadView).
   // p2p: a complete payload published from a connector tensor
   // (AllocateTensor) by a producer on this host. store: a payload in one
-  // store object (complete at publish, or one chunk) held by a node on this
-  // host; waits up to consume_timeout for it to be committed. Release() it
-  // when done, as after Consume. Errors: kFailedPrecondition naming why the
-  // payload cannot be read in place (progressive p2p, chunks in separate
-  // objects, another host, ordinary memory): Consume it instead;
+  // store object in the tensor's layout (whole, or complete at publish and
+  // chunked along a dimension with only size-1 dimensions before it) held
+  // by a node on this host; waits up to consume_timeout for the commit.
+  // Release() it when done, as after Consume. Thread-safe. Errors:
+  // kFailedPrecondition naming why the payload cannot be read in place
+  // (progressive p2p, chunks in separate objects or across an inner
+  // dimension, another host, ordinary memory): Consume it instead;
   // kUnavailable (scope kEndpoint: the producer or node is gone);
   // kNotFound (the tensor or object is gone); kDeadlineExceeded.
   Result<PayloadView> ConsumeInPlace(const PayloadDescriptor& d);
