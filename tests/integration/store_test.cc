@@ -15,110 +15,11 @@
 #include "sluice/store/client.h"
 
 #include "child_process.h"
+#include "store_fixture.h"
 #include "transfer/testing/engine_pair.h"
 
 namespace sluice::testing {
 namespace {
-
-using namespace std::chrono_literals;
-constexpr std::size_t kMiB = 1 << 20;
-
-// Counter `name` from the master's /metrics, or -1.
-double MetricValue(const std::string& metrics_ep, const std::string& name) {
-  httplib::Client http("http://" + metrics_ep);
-  auto res = http.Get("/metrics");
-  if (!res) {
-    return -1;
-  }
-  const std::size_t at = res->body.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(res->body.substr(at + name.size() + 2));
-}
-
-class StoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    StartMaster("127.0.0.1:0");
-    ASSERT_EQ(master_->Word(1), "master") << master_->banner();
-    master_ep_ = master_->Word(2);
-    for (int i = 0; i < 2; ++i) {
-      std::vector<std::string> args = {
-          SLUICE_BIN,           "store-node", "--master",  master_ep_,
-          "--memory",           NodeMemory(), "--node-id", "node" + std::to_string(i),
-          "--exit-on-stdin-eof"};
-      for (const std::string& a : NodeExtraArgs()) {
-        args.push_back(a);
-      }
-      nodes_.push_back(std::make_unique<ChildProcess>(args));
-      ASSERT_EQ(nodes_.back()->Word(1), "store-node") << nodes_.back()->banner();
-    }
-    engine_ = MakeEngine({"tcp", "shm"});
-    client_ = MakeClient(*engine_);
-    // Wait until both nodes are registered. (Not by putting probes: a
-    // repeated probe put would leave a reservation that changes where the
-    // test's objects go.)
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (MetricValue(master_->Word(3), "sluice_store_nodes") != 2 &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(20ms);
-    }
-    ASSERT_EQ(MetricValue(master_->Word(3), "sluice_store_nodes"), 2);
-  }
-
-  virtual std::string NodeMemory() const { return "320MiB"; }
-  virtual std::vector<std::string> NodeExtraArgs() { return {}; }
-
-  virtual std::vector<std::string> MasterExtraArgs() { return {}; }
-  void StartMaster(const std::string& listen) {
-    std::vector<std::string> args = {SLUICE_BIN,       "master", "--listen",           listen,
-                                     "--metrics-port", "0",      "--exit-on-stdin-eof"};
-    for (const std::string& a : MasterExtraArgs()) {
-      args.push_back(a);
-    }
-    master_ = std::make_unique<ChildProcess>(args);
-  }
-
-  static std::unique_ptr<TransferEngine> MakeEngine(std::vector<std::string> transports) {
-    EngineConfig c;
-    c.transports = std::move(transports);
-    auto e = TransferEngine::Create(c);
-    EXPECT_TRUE(e.ok()) << e.status().ToString();
-    return std::move(*e);
-  }
-  std::unique_ptr<StoreClient> MakeClient(TransferEngine& engine, bool fast_lane = true) {
-    StoreClientConfig c;
-    c.master = master_ep_;
-    c.fast_lane = fast_lane;
-    c.staging_bytes = 8 * kMiB;
-    auto cl = StoreClient::Create(&engine, c);
-    EXPECT_TRUE(cl.ok()) << cl.status().ToString();
-    return std::move(*cl);
-  }
-  // A registered, pre-faulted buffer on `engine`.
-  TestBuffer Registered(TransferEngine& engine, std::size_t size) {
-    TestBuffer b = TestBuffer::Anonymous(size);
-    EXPECT_TRUE(engine.RegisterMemory(b.data(), size, MemoryKind::kHost, Access::kLocalOnly).ok());
-    return b;
-  }
-
-  // True once `key` no longer exists (bounded wait).
-  static bool EventuallyGone(StoreClient& c, const std::string& key) {
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      Result<bool> e = c.Exists(key);
-      if (e.ok() && !*e) {
-        return true;
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-    return false;
-  }
-
-  std::unique_ptr<ChildProcess> master_;
-  std::string master_ep_;
-  std::vector<std::unique_ptr<ChildProcess>> nodes_;
-  std::unique_ptr<TransferEngine> engine_;
-  std::unique_ptr<StoreClient> client_;
-};
 
 TEST_F(StoreTest, PutGetOneByteTo256MiBWithTensorMetadataOverShmAndTcp) {
   auto tcp_engine = MakeEngine({"tcp"});
@@ -511,52 +412,6 @@ TEST_F(LongReservationStoreTest, ARestartedMasterNeverHonoursAnOldReservation) {
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_TRUE(*got == others[i]) << "the old reservation's write landed in other/" << i;
   }
-}
-
-TEST_F(StoreTest, GetInPlaceMapsASameHostNodeUnderAReadLease) {
-  std::vector<std::byte> v(3 * kMiB + 5);
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    v[i] = static_cast<std::byte>(i * 13 + 1);
-  }
-  PutOptions o;
-  o.policy = LeasePolicy::DeleteOnConsume(1);
-  ASSERT_TRUE(client_->Put("in-place", v, o).ok());
-  Result<ObjectView> view = client_->GetInPlace("in-place");
-  ASSERT_TRUE(view.ok()) << view.status().ToString();
-  ASSERT_EQ(view->size(), v.size());
-  EXPECT_EQ(std::memcmp(view->data(), v.data(), v.size()), 0);
-  EXPECT_TRUE(*client_->Exists("in-place")) << "the view's read is not complete yet";
-  EXPECT_TRUE(view->End().ok());
-  EXPECT_TRUE(view->End().ok()) << "End is idempotent";
-  EXPECT_TRUE(EventuallyGone(*client_, "in-place")) << "ending the view consumed the payload";
-
-  EXPECT_EQ(client_->GetInPlace("never-put").status().code(), StatusCode::kNotFound);
-  ASSERT_TRUE(client_->Put("tcp-only", v).ok());
-  auto tcp_engine = MakeEngine({"tcp"});
-  auto tcp_client = MakeClient(*tcp_engine);
-  Result<ObjectView> far = tcp_client->GetInPlace("tcp-only");
-  EXPECT_EQ(far.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(far.status().message().find("GetInto"), std::string_view::npos)
-      << far.status().ToString();
-  EXPECT_TRUE(tcp_client->Get("tcp-only").ok()) << "the refused view left no lease behind";
-}
-
-class ShortReadLeaseStoreTest : public StoreTest {
- protected:
-  std::vector<std::string> MasterExtraArgs() override { return {"--read-lease-timeout-ms", "300"}; }
-};
-
-TEST_F(ShortReadLeaseStoreTest, AViewHeldPastItsLeaseSaysSoWhenItEnds) {
-  std::vector<std::byte> v(64 * 1024, std::byte{7});
-  ASSERT_TRUE(client_->Put("held", v).ok());
-  Result<ObjectView> view = client_->GetInPlace("held");
-  ASSERT_TRUE(view.ok()) << view.status().ToString();
-  std::this_thread::sleep_for(1500ms);  // Past the lease and the master's next sweep.
-  Status s = view->End();
-  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
-  Result<ObjectView> quick = client_->GetInPlace("held");
-  ASSERT_TRUE(quick.ok()) << quick.status().ToString();
-  EXPECT_TRUE(quick->End().ok()) << "a view ended in time is fine";
 }
 
 class SmallStoreTest : public StoreTest {
