@@ -288,6 +288,25 @@ TEST_F(EngineSafetyTest, TableChangesArePushedToOpenSegments) {
   EXPECT_TRUE(gone);
 }
 
+// A fake target: accepts one connection on `listen_fd` and answers the
+// handshake with `ok` (its host and region table), then returns the
+// connection.
+UniqueFd AcceptAndGreet(int listen_fd, const internal::HelloOk& ok) {
+  internal::SetNonBlocking(listen_fd, false).ok();
+  UniqueFd conn(::accept(listen_fd, nullptr, nullptr));
+  std::array<std::uint8_t, internal::kNonceBytes> nonce{};
+  WireHeader h = internal::MakeHeader(FrameType::kServerHello, 0, nonce.size());
+  (void)internal::SendAll(conn.get(), &h, sizeof(h));
+  (void)internal::SendAll(conn.get(), nonce.data(), nonce.size());
+  std::string body;
+  ReadFrame(conn.get(), &h, &body);
+  const std::string hello = internal::EncodeHelloOk(ok);
+  h = internal::MakeHeader(FrameType::kHelloOk, 0, hello.size());
+  (void)internal::SendAll(conn.get(), &h, sizeof(h));
+  (void)internal::SendAll(conn.get(), hello.data(), hello.size());
+  return conn;
+}
+
 TEST(EngineMapTest, MapPeerMemoryMapsASharedAllocationAndNamesWhatItCannotMap) {
   auto pair = EnginePair::Make(Mode::kShmMapped);
   RegionKey key;
@@ -357,18 +376,7 @@ TEST(EngineMapTest, ARegionTablePointingOutsideItsAllocationIsRefused) {
   auto listener = internal::Listen({"127.0.0.1", 0}, &port);
   ASSERT_TRUE(listener.ok());
   std::thread fake([&] {
-    internal::SetNonBlocking(listener->get(), false).ok();
-    UniqueFd conn(::accept(listener->get(), nullptr, nullptr));
-    std::array<std::uint8_t, internal::kNonceBytes> nonce{};
-    WireHeader h = internal::MakeHeader(FrameType::kServerHello, 0, nonce.size());
-    (void)internal::SendAll(conn.get(), &h, sizeof(h));
-    (void)internal::SendAll(conn.get(), nonce.data(), nonce.size());
-    std::string body;
-    ReadFrame(conn.get(), &h, &body);
-    const std::string hello = internal::EncodeHelloOk(ok);
-    h = internal::MakeHeader(FrameType::kHelloOk, 0, hello.size());
-    (void)internal::SendAll(conn.get(), &h, sizeof(h));
-    (void)internal::SendAll(conn.get(), hello.data(), hello.size());
+    UniqueFd conn = AcceptAndGreet(listener->get(), ok);
     std::this_thread::sleep_for(1s);
   });
   EngineConfig c = ConfigFor(Mode::kShmMapped, true);
@@ -399,18 +407,7 @@ TEST(EngineTimeoutTest, StalledPeerFailsPendingOpsWithinTheTimeout) {
   auto listener = internal::Listen({"127.0.0.1", 0}, &port);
   ASSERT_TRUE(listener.ok());
   std::thread fake([&] {
-    internal::SetNonBlocking(listener->get(), false).ok();
-    UniqueFd conn(::accept(listener->get(), nullptr, nullptr));
-    std::array<std::uint8_t, internal::kNonceBytes> nonce{};
-    WireHeader h = internal::MakeHeader(FrameType::kServerHello, 0, nonce.size());
-    (void)internal::SendAll(conn.get(), &h, sizeof(h));
-    (void)internal::SendAll(conn.get(), nonce.data(), nonce.size());
-    std::string body;
-    ReadFrame(conn.get(), &h, &body);
-    const std::string ok = internal::EncodeHelloOk(internal::HelloOk{});
-    h = internal::MakeHeader(FrameType::kHelloOk, 0, ok.size());
-    (void)internal::SendAll(conn.get(), &h, sizeof(h));
-    (void)internal::SendAll(conn.get(), ok.data(), ok.size());
+    UniqueFd conn = AcceptAndGreet(listener->get(), internal::HelloOk{});
     std::this_thread::sleep_for(1500ms);  // Never reads: the initiator's writes stall.
   });
   EngineConfig c = ConfigFor(Mode::kTcp, true);
