@@ -122,32 +122,30 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
     p.num_chunks = chunks;
     SLUICE_ASSIGN_OR_RETURN(auto h, producer->Publish(p));
     const PayloadDescriptor d = h->descriptor();
+    auto work = [&] {
+      if (o.chunk_work_us > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(o.chunk_work_us));
+      }
+    };
     if (o.in_place) {
+      // The view (and in store mode its read lease) ends with this block.
       SLUICE_ASSIGN_OR_RETURN(PayloadView v, consumer->ConsumeInPlace(d));
       *ttfc_us = Us(Clock::now() - start);
-      if (o.chunk_work_us > 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(o.chunk_work_us));
-      }
-      v.keep.reset();  // Store mode: ends the read (and its lease).
-      SLUICE_RETURN_IF_ERROR(consumer->Release(d));
-      *total_us = Us(Clock::now() - start);
-      SLUICE_RETURN_IF_ERROR(h->Wait(std::chrono::seconds(60)));
-      return h->WaitReleased(std::chrono::seconds(60));
-    }
-    SLUICE_ASSIGN_OR_RETURN(auto stream,
-                            consumer->Consume(d, TensorView{dst.data, dtype, o.shape, {}}));
-    bool first = true;
-    while (true) {
-      SLUICE_ASSIGN_OR_RETURN(auto c, stream->Next());
-      if (!c.has_value()) {
-        break;
-      }
-      if (first) {
-        *ttfc_us = Us(Clock::now() - start);
-        first = false;
-      }
-      if (o.chunk_work_us > 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(o.chunk_work_us));
+      work();
+    } else {
+      SLUICE_ASSIGN_OR_RETURN(auto stream,
+                              consumer->Consume(d, TensorView{dst.data, dtype, o.shape, {}}));
+      bool first = true;
+      while (true) {
+        SLUICE_ASSIGN_OR_RETURN(auto c, stream->Next());
+        if (!c.has_value()) {
+          break;
+        }
+        if (first) {
+          *ttfc_us = Us(Clock::now() - start);
+          first = false;
+        }
+        work();
       }
     }
     SLUICE_RETURN_IF_ERROR(consumer->Release(d));

@@ -77,13 +77,13 @@ void DiskTier::Update(const google::protobuf::RepeatedPtrField<pb::NodeCommand>&
     std::lock_guard<std::mutex> lock(mu_);
     for (const pb::NodeCommand& c : commands) {
       ids.insert(c.id());
-      if (listed_.emplace(c.id(), false).second) {
+      if (listed_.insert(c.id()).second) {
         queue_.push_back(c);
       }
     }
     // The master stops listing a command once it has its result (or it
     // restarted, or dropped this node): forget it, and skip it if queued.
-    std::erase_if(listed_, [&](const auto& e) { return !ids.contains(e.first); });
+    std::erase_if(listed_, [&](std::uint64_t id) { return !ids.contains(id); });
     std::erase_if(results_, [&](const auto& e) { return !ids.contains(e.first); });
     std::erase_if(queue_, [&](const pb::NodeCommand& c) { return !ids.contains(c.id()); });
   }
@@ -118,7 +118,6 @@ void DiskTier::Loop() {
     }
     const pb::NodeCommand c = std::move(queue_.front());
     queue_.pop_front();
-    listed_[c.id()] = true;
     running_ = true;
     lock.unlock();
     pb::CommandResult r = Run(c);

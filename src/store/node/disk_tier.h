@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,8 +71,8 @@ class DiskTier {
   std::string path_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<store::v1::NodeCommand> queue_;                   // Guarded by mu_.
-  std::map<std::uint64_t, bool> listed_;                       // Id -> started. Guarded by mu_.
+  std::deque<store::v1::NodeCommand> queue_;  // Guarded by mu_.
+  std::set<std::uint64_t> listed_;            // Ids the master lists. Guarded by mu_.
   std::map<std::uint64_t, store::v1::CommandResult> results_;  // Guarded by mu_.
   bool stopping_ = false;                                      // Guarded by mu_.
   bool running_ = false;  // A command is being copied. Guarded by mu_.
