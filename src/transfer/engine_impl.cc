@@ -255,12 +255,18 @@ Result<std::vector<RegionInfo>> EngineImpl::SegmentRegions(SegmentId segment) co
 
 namespace {
 
-// True when [offset, offset + length) of `region` lies inside the mapping of
-// its allocation (a peer's table is input: never trust its offsets).
-bool InsideMapping(const WireRegion& region, std::uint64_t offset, std::uint64_t length,
-                   const PeerMapping& m) {
-  return region.memfd_offset <= m.size && offset <= m.size - region.memfd_offset &&
-         length <= m.size - region.memfd_offset - offset;
+// Where [offset, offset + length) of `region` lies in `m`, the mapping of
+// its allocation; kUnavailable when the peer's table points outside it (a
+// peer's table is input: never trust its offsets).
+Result<char*> MappedRange(const PeerMapping& m, const WireRegion& region, std::uint64_t offset,
+                          std::uint64_t length, const std::string& endpoint) {
+  if (region.memfd_offset > m.size || offset > m.size - region.memfd_offset ||
+      length > m.size - region.memfd_offset - offset) {
+    return UnavailableError(
+        "peer " + endpoint + "'s region table points outside its shared allocation",
+        FailureScope::kEndpoint);
+  }
+  return m.addr + region.memfd_offset + offset;
 }
 
 }  // namespace
@@ -285,26 +291,17 @@ Result<PeerMemory> EngineImpl::MapPeerMemory(SegmentId segment, RegionKey key, s
     return NotFoundError("no region " + std::to_string(key.value) + " on " + peer->endpoint());
   }
   const RegionInfo& info = region.info;
-  if (offset > info.length || length > info.length - offset) {
-    return InvalidArgumentError("range outside the remote region of " +
-                                std::to_string(info.length) + " bytes");
-  }
-  if (!AllowsRemoteRead(info.access)) {
-    return PermissionDeniedError("remote region does not allow reads");
-  }
+  SLUICE_RETURN_IF_ERROR(CheckRange(info.length, info.access, offset, length, /*write=*/false));
   if (!info.shared) {
     return FailedPreconditionError("region " + std::to_string(key.value) + " on " +
                                    peer->endpoint() +
                                    " is not a shared allocation; read it with Submit");
   }
   SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<PeerMapping> m, link->shm->Map(region));
-  if (!InsideMapping(region, offset, length, *m)) {
-    return UnavailableError(
-        "peer " + peer->endpoint() + "'s region table points outside its shared allocation",
-        FailureScope::kEndpoint);
-  }
+  SLUICE_ASSIGN_OR_RETURN(const char* at,
+                          MappedRange(*m, region, offset, length, peer->endpoint()));
   PeerMemory out;
-  out.data = m->addr + region.memfd_offset + offset;
+  out.data = at;
   out.length = length;
   out.keep = std::move(m);
   return out;
@@ -330,34 +327,26 @@ Status EngineImpl::PlanOp(const TransferRequest& op, Peer* peer, const Link& lin
   WireRegion region;
   if (peer->FindRegion(op.remote_key.value, &region)) {
     const RegionInfo& info = region.info;
-    const bool write = op.kind == OpKind::kWrite;
-    if (op.remote_offset > info.length || op.length > info.length - op.remote_offset) {
+    Status range = CheckRange(info.length, info.access, op.remote_offset, op.length,
+                              op.kind == OpKind::kWrite);
+    if (!range.ok()) {
       plan->route = Plan::Route::kFail;
-      plan->failure = InvalidArgumentError("op falls outside the remote region of " +
-                                           std::to_string(info.length) + " bytes");
+      plan->failure = std::move(range);
       return Status::Ok();
     }
-    if (write ? !AllowsRemoteWrite(info.access) : !AllowsRemoteRead(info.access)) {
-      plan->route = Plan::Route::kFail;
-      plan->failure = PermissionDeniedError(std::string("remote region does not allow ") +
-                                            (write ? "writes" : "reads"));
-      return Status::Ok();
-    }
-    if (info.shared) {
-      Result<std::shared_ptr<PeerMapping>> m = link.shm->Map(region);
-      if (m.ok() && !InsideMapping(region, op.remote_offset, op.length, **m)) {
+    Result<std::shared_ptr<PeerMapping>> m =
+        info.shared ? link.shm->Map(region) : Result<std::shared_ptr<PeerMapping>>(nullptr);
+    if (m.ok() && *m != nullptr) {
+      Result<char*> at = MappedRange(**m, region, op.remote_offset, op.length, peer->endpoint());
+      if (!at.ok()) {
         plan->route = Plan::Route::kFail;
-        plan->failure = UnavailableError(
-            "peer " + peer->endpoint() + "'s region table points outside its shared allocation",
-            FailureScope::kEndpoint);
+        plan->failure = at.status();
         return Status::Ok();
       }
-      if (m.ok()) {
-        plan->route = Plan::Route::kShm;
-        plan->mapping = *m;
-        plan->mapped = (*m)->addr + region.memfd_offset + op.remote_offset;
-        return Status::Ok();
-      }
+      plan->route = Plan::Route::kShm;
+      plan->mapping = *m;
+      plan->mapped = *at;
+      return Status::Ok();
     }
     if (link.shm->vm_ok()) {
       plan->route = Plan::Route::kShm;

@@ -76,6 +76,20 @@ Result<LocalRegion*> RegionTableLocal::PinLocal(const void* addr, std::uint64_t 
   return InvalidArgumentError("local buffer is not inside one registered region");
 }
 
+Status CheckRange(std::uint64_t region_length, Access access, std::uint64_t offset,
+                  std::uint64_t len, bool write) {
+  if (offset > region_length || len > region_length - offset) {
+    return InvalidArgumentError("op [" + std::to_string(offset) + ", +" + std::to_string(len) +
+                                ") falls outside the region of " + std::to_string(region_length) +
+                                " bytes");
+  }
+  if (write ? !AllowsRemoteWrite(access) : !AllowsRemoteRead(access)) {
+    return PermissionDeniedError(std::string("region does not allow remote ") +
+                                 (write ? "writes" : "reads"));
+  }
+  return Status::Ok();
+}
+
 Result<char*> RegionTableLocal::PinRemote(std::uint64_t key, std::uint64_t offset,
                                           std::uint64_t len, bool write, LocalRegion** region) {
   std::shared_lock lock(mu_);
@@ -84,15 +98,7 @@ Result<char*> RegionTableLocal::PinRemote(std::uint64_t key, std::uint64_t offse
     return NotFoundError("no region with key " + std::to_string(key) + " on the target");
   }
   LocalRegion* r = it->second;
-  if (offset > r->length || len > r->length - offset) {
-    return InvalidArgumentError("op [" + std::to_string(offset) + ", +" + std::to_string(len) +
-                                ") falls outside the region of " + std::to_string(r->length) +
-                                " bytes");
-  }
-  if (write ? !AllowsRemoteWrite(r->access) : !AllowsRemoteRead(r->access)) {
-    return PermissionDeniedError(std::string("region does not allow remote ") +
-                                 (write ? "writes" : "reads"));
-  }
+  SLUICE_RETURN_IF_ERROR(CheckRange(r->length, r->access, offset, len, write));
   r->pins.fetch_add(1, std::memory_order_relaxed);
   *region = r;
   return r->addr + offset;

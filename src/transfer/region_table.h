@@ -32,6 +32,13 @@ struct LocalRegion {
 
 // Thread-safe. Pins are taken under a shared lock; removal under the
 // exclusive lock, so a region is never removed between lookup and pin.
+// Whether an op on [offset, offset + len) of a region of `region_length`
+// bytes with `access` is allowed: the check a target makes on every op, and
+// an initiator on shm ops against the peer's table. Errors:
+// kInvalidArgument (outside the region), kPermissionDenied (access bits).
+Status CheckRange(std::uint64_t region_length, Access access, std::uint64_t offset,
+                  std::uint64_t len, bool write);
+
 class RegionTableLocal {
  public:
   Result<RegionKey> Add(void* addr, std::size_t len, MemoryKind kind, Access access,
