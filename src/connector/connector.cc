@@ -46,10 +46,7 @@ void StreamState::Fail(const Status& s) {
 }
 
 ConnectorImpl::~ConnectorImpl() {
-  {
-    std::lock_guard<std::mutex> lock(link_->mu);  // Live SharedTensors stop calling in.
-    link_->owner = nullptr;
-  }
+  link_->Detach();  // Live SharedTensors stop calling in.
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;

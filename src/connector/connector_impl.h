@@ -17,6 +17,7 @@
 #include "sluice/connector/connector.h"
 
 #include "common/elastic_pool.h"
+#include "common/owner_link.h"
 #include "connector/chunk_layout.h"
 
 namespace sluice::internal {
@@ -84,19 +85,10 @@ class ConnectorImpl;
 // kFailedPrecondition: `d` cannot be read in place, because `why` (p2p.cc).
 Status RefuseInPlace(const PayloadDescriptor& d, std::string_view why);
 
-// How a SharedTensor reaches its connector to drop its registration: the
-// connector clears `owner` (under `mu`) before it goes away.
-struct RegistryLink {
-  std::mutex mu;
-  ConnectorImpl* owner = nullptr;  // Guarded by mu.
-};
-
 class ConnectorImpl {
  public:
   explicit ConnectorImpl(ConnectorConfig config)
-      : config_(std::move(config)), link_(std::make_shared<RegistryLink>()) {
-    link_->owner = this;
-  }
+      : config_(std::move(config)), link_(std::make_shared<OwnerLink<ConnectorImpl>>(this)) {}
   ~ConnectorImpl();
   Status Init();
 
@@ -143,7 +135,8 @@ class ConnectorImpl {
   void RunStoreTask(std::function<void()> task);
 
   ConnectorConfig config_;
-  std::shared_ptr<RegistryLink> link_;
+  // How SharedTensors drop their registrations while the connector lives.
+  std::shared_ptr<OwnerLink<ConnectorImpl>> link_;
   std::unique_ptr<TransferEngine> engine_;
   std::unique_ptr<StoreClient> store_;
 

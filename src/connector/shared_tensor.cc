@@ -11,14 +11,10 @@ namespace internal {
 
 struct SharedTensorState {
   SharedBuffer buffer;
-  std::shared_ptr<RegistryLink> link;
+  std::shared_ptr<OwnerLink<ConnectorImpl>> link;
 
   ~SharedTensorState() {
-    // Under the link's lock, so the connector cannot go away mid-call.
-    std::lock_guard<std::mutex> lock(link->mu);
-    if (link->owner != nullptr) {
-      link->owner->Forget(buffer.data());
-    }
+    link->Call([this](ConnectorImpl& c) { c.Forget(buffer.data()); });
   }
 };
 

@@ -5,10 +5,7 @@
 namespace sluice::internal {
 
 StoreClientImpl::~StoreClientImpl() {
-  {
-    std::unique_lock<std::shared_mutex> lock(link_->mu);  // Live ObjectViews stop calling in.
-    link_->owner = nullptr;
-  }
+  link_->Detach();  // Live ObjectViews stop calling in.
   StopWatching();
   {
     // Lease releases still in flight finish first (each has a deadline),

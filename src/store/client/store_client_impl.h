@@ -13,12 +13,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <thread>
 #include <vector>
 
 #include "sluice/store/client.h"
 
+#include "common/owner_link.h"
 #include "common/random.h"
 #include "common/rpc_status.h"
 #include "proto/master.grpc.pb.h"
@@ -32,20 +32,12 @@ namespace pb = ::sluice::store::v1;
 
 class StoreClientImpl;
 
-// How an ObjectView reaches its client to end its lease: views call in
-// under a shared lock; the client clears `owner` under the exclusive lock
-// before it goes away.
-struct ClientLink {
-  std::shared_mutex mu;
-  StoreClientImpl* owner = nullptr;  // Guarded by mu.
-};
-
 class StoreClientImpl {
  public:
   StoreClientImpl(TransferEngine* engine, StoreClientConfig config)
-      : engine_(engine), config_(std::move(config)), link_(std::make_shared<ClientLink>()) {
-    link_->owner = this;
-  }
+      : engine_(engine),
+        config_(std::move(config)),
+        link_(std::make_shared<OwnerLink<StoreClientImpl>>(this)) {}
   ~StoreClientImpl();
   Status Init();
 
@@ -213,7 +205,8 @@ class StoreClientImpl {
 
   TransferEngine* engine_;
   StoreClientConfig config_;
-  std::shared_ptr<ClientLink> link_;
+  // How ObjectViews end their reads while the client lives.
+  std::shared_ptr<OwnerLink<StoreClientImpl>> link_;
   std::unique_ptr<pb::Master::Stub> stub_;
   std::mutex lane_mu_;
   std::shared_ptr<fastlane::Client> lane_;                 // Guarded by lane_mu_.

@@ -10,7 +10,7 @@ namespace sluice {
 namespace internal {
 
 struct ObjectViewState {
-  std::shared_ptr<ClientLink> link;
+  std::shared_ptr<OwnerLink<StoreClientImpl>> link;
   std::string key;
   std::uint64_t lease_id = 0;
   std::shared_ptr<const void> mapping;  // Keeps the node's memory mapped.
@@ -91,10 +91,8 @@ ObjectView::~ObjectView() {
   }
   // Without waiting for the answer: a destructor must not block (Python
   // drops views with the GIL held). The client's destructor waits for it.
-  std::shared_lock<std::shared_mutex> lock(state_->link->mu);
-  if (state_->link->owner != nullptr) {
-    state_->link->owner->EndViewAsync(state_->key, state_->lease_id);
-  }
+  internal::ObjectViewState& v = *state_;
+  v.link->Call([&v](internal::StoreClientImpl& c) { c.EndViewAsync(v.key, v.lease_id); });
 }
 
 Status ObjectView::End() {
@@ -104,14 +102,13 @@ Status ObjectView::End() {
   if (state_->ended.exchange(true)) {
     return Status::Ok();
   }
-  // Under the link's lock, so the client cannot go away mid-call (shared:
-  // views end concurrently).
-  std::shared_lock<std::shared_mutex> lock(state_->link->mu);
-  if (state_->link->owner == nullptr) {
-    return FailedPreconditionError("the store client is gone; the read lease on '" + state_->key +
+  internal::ObjectViewState& v = *state_;
+  Status s;
+  if (!v.link->Call([&](internal::StoreClientImpl& c) { s = c.EndView(v.key, v.lease_id); })) {
+    return FailedPreconditionError("the store client is gone; the read lease on '" + v.key +
                                    "' ends by the master's timeout");
   }
-  return state_->link->owner->EndView(state_->key, state_->lease_id);
+  return s;
 }
 
 }  // namespace sluice
