@@ -77,22 +77,8 @@ _TORCH_DTYPES = {
 
 
 _NUMPY_BY_NAME = {v: k for k, v in _NUMPY_DTYPES.items()}
-
-
-class _TorchByName(dict):
-    """sluice dtype name -> torch dtype, resolved on first use (torch is optional)."""
-
-    def __missing__(self, name):
-        import torch
-
-        for k, v in _TORCH_DTYPES.items():
-            if v == name:
-                self[name] = getattr(torch, k.split(".", 1)[1])
-                return self[name]
-        raise KeyError(name)
-
-
-_TORCH_BY_NAME = _TorchByName()
+# sluice dtype name -> torch dtype attribute ("bf16" -> "bfloat16").
+_TORCH_BY_NAME = {v: k.split(".", 1)[1] for k, v in _TORCH_DTYPES.items()}
 
 
 def _is_torch(t) -> bool:
@@ -339,7 +325,7 @@ class DiffusionConnector:
             import torch
             import warnings
 
-            dtype = _TORCH_BY_NAME[mem.dtype]
+            dtype = getattr(torch, _TORCH_BY_NAME[mem.dtype])
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "buffer is not writable": it is not meant to be.
                 return torch.frombuffer(mem, dtype=dtype).view(shape)

@@ -271,8 +271,9 @@ Result<PayloadView> ConnectorImpl::ConsumeInPlaceStore(const PayloadDescriptor& 
   }
   Result<ObjectView> v = store_->GetInPlace(d.StoreKey(0), config_.consume_timeout);
   if (!v.ok()) {
-    return v.status().code() == StatusCode::kFailedPrecondition &&
-                   v.status().message().find("in place") != std::string_view::npos
+    // The read waits for the commit, so kFailedPrecondition means no
+    // replica this process can map.
+    return v.status().code() == StatusCode::kFailedPrecondition
                ? RefuseInPlace(d, v.status().message())
                : v.status().WithContext("payload '" + d.request_id + "'");
   }
