@@ -5,6 +5,7 @@
 // typed exceptions. Every call that can block releases the GIL.
 #include <array>
 #include <cstdlib>
+#include <type_traits>
 
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
@@ -171,16 +172,19 @@ class Stream {
   std::unique_ptr<ChunkStream> s_;
 };
 
-// A connector-allocated tensor's memory, exposed as a writable byte buffer
-// (buffer protocol). sluice/diffusion.py wraps it in a numpy array or torch
-// tensor, which keeps this object, and so the memory, alive.
+// `n` bytes at `p` as a 1-D byte buffer (buffer protocol).
+py::buffer_info Bytes(const void* p, std::uint64_t n, bool readonly) {
+  return py::buffer_info(const_cast<void*>(p), 1, py::format_descriptor<std::uint8_t>::format(), 1,
+                         {static_cast<py::ssize_t>(n)}, {1}, readonly);
+}
+
+// A connector-allocated tensor's memory, exposed as a writable byte buffer.
+// sluice/diffusion.py wraps it in a numpy array or torch tensor, which keeps
+// this object, and so the memory, alive.
 class SharedMemory {
  public:
   explicit SharedMemory(SharedTensor t) : t_(std::move(t)) {}
-  py::buffer_info Info() {
-    return py::buffer_info(t_.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
-                           {static_cast<py::ssize_t>(t_.nbytes())}, {1});
-  }
+  py::buffer_info Info() { return Bytes(t_.data(), t_.nbytes(), false); }
 
  private:
   SharedTensor t_;
@@ -191,10 +195,7 @@ class SharedMemory {
 class MappedPayload {
  public:
   explicit MappedPayload(PayloadView v) : v_(std::move(v)) {}
-  py::buffer_info Info() {
-    return py::buffer_info(v_.view.data, 1, py::format_descriptor<std::uint8_t>::format(), 1,
-                           {static_cast<py::ssize_t>(v_.view.nbytes())}, {1}, /*readonly=*/true);
-  }
+  py::buffer_info Info() { return Bytes(v_.view.data, v_.view.nbytes(), true); }
   std::string dtype() const { return std::string(DTypeName(v_.view.dtype)); }
   std::vector<std::int64_t> shape() const { return v_.view.shape; }
 
@@ -254,52 +255,32 @@ class Connector {
     p.progressive = progressive;
     p.bound_consumer = bound_consumer;
     p.keep_buffer = keep_buffer;
-    std::shared_ptr<DiffusionConnector> c = Conn();
-    py::gil_scoped_release nogil;
-    auto h = c->Publish(p);
-    c.reset();  // Ends the connector here, without the GIL, if close() ran meanwhile.
-    return Handle(Unwrap(std::move(h)));
+    return Handle(Unwrap(WithoutGil([&](DiffusionConnector& c) { return c.Publish(p); })));
   }
 
   Stream consume(const py::bytes& descriptor, std::uintptr_t ptr, const std::string& dtype,
                  std::vector<std::int64_t> shape) {
     const PayloadDescriptor d = Descriptor(descriptor);
     const TensorView dst = View(ptr, dtype, std::move(shape));
-    std::shared_ptr<DiffusionConnector> c = Conn();
-    py::gil_scoped_release nogil;
-    auto stream = c->Consume(d, dst);
-    c.reset();
-    return Stream(Unwrap(std::move(stream)));
+    return Stream(Unwrap(WithoutGil([&](DiffusionConnector& c) { return c.Consume(d, dst); })));
   }
 
   MappedPayload consume_in_place(const py::bytes& descriptor) {
     const PayloadDescriptor d = Descriptor(descriptor);
-    std::shared_ptr<DiffusionConnector> c = Conn();
-    py::gil_scoped_release nogil;
-    auto v = c->ConsumeInPlace(d);
-    c.reset();
-    return MappedPayload(Unwrap(std::move(v)));
+    return MappedPayload(
+        Unwrap(WithoutGil([&](DiffusionConnector& c) { return c.ConsumeInPlace(d); })));
   }
 
   void release(const py::bytes& descriptor) {
     const PayloadDescriptor d = Descriptor(descriptor);
-    std::shared_ptr<DiffusionConnector> c = Conn();
-    Status s;
-    {
-      py::gil_scoped_release nogil;
-      s = c->Release(d);
-      c.reset();
-    }
-    Check(s);
+    Check(WithoutGil([&](DiffusionConnector& c) { return c.Release(d); }));
   }
 
   SharedMemory allocate(const std::string& dtype, const std::vector<std::int64_t>& shape) {
     const DType d = Unwrap(ParseDType(dtype));
-    std::shared_ptr<DiffusionConnector> c = Conn();
-    py::gil_scoped_release nogil;  // Pre-faulting a large tensor takes a while.
-    auto t = c->AllocateTensor(d, shape);
-    c.reset();
-    return SharedMemory(Unwrap(std::move(t)));
+    // Without the GIL: pre-faulting a large tensor takes a while.
+    return SharedMemory(
+        Unwrap(WithoutGil([&](DiffusionConnector& c) { return c.AllocateTensor(d, shape); })));
   }
 
   void forget(std::uintptr_t ptr) { Conn()->Forget(reinterpret_cast<const void*>(ptr)); }
@@ -322,6 +303,18 @@ class Connector {
       throw StatusException{FailedPreconditionError("the connector is closed")};
     }
     return conn_;
+  }
+
+  // Runs fn(connector) without the GIL and returns its result. The call's
+  // own reference ends there too, so a close() meanwhile ends the connector
+  // without the GIL.
+  template <typename Fn>
+  std::invoke_result_t<Fn, DiffusionConnector&> WithoutGil(Fn fn) {
+    std::shared_ptr<DiffusionConnector> c = Conn();
+    py::gil_scoped_release nogil;
+    auto out = fn(*c);
+    c.reset();
+    return out;
   }
 
   std::shared_ptr<DiffusionConnector> conn_;
