@@ -329,6 +329,7 @@ class Context {
   std::string request_json() const { return c_->request_json(); }
   py::bytes input() const { return py::bytes(c_->input()); }
   int resume_step() const { return c_->resume_step(); }
+  int reported_checkpoint() const { return c_->ReportedCheckpoint(); }
   void progress(int step, int steps, bool checkpointed) { c_->Progress(step, steps, checkpointed); }
   void first_output() { c_->FirstOutput(); }
   bool should_stop() const { return c_->ShouldStop(); }
@@ -472,6 +473,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def_property_readonly("request_json", &Context::request_json)
       .def_property_readonly("input", &Context::input)
       .def_property_readonly("resume_step", &Context::resume_step)
+      .def_property_readonly("reported_checkpoint", &Context::reported_checkpoint)
       .def("progress", &Context::progress, py::arg("step"), py::arg("steps"),
            py::arg("checkpointed") = false)
       .def("first_output", &Context::first_output)

@@ -12,6 +12,12 @@ with a Python handler.
 
     worker = StageWorker("denoise", orchestrator="127.0.0.1:7200", handler=denoise)
 
+A handler that stores checkpoints reports each with
+ctx.progress(step, steps, checkpointed=True) and removes an older one only
+when its step is below ctx.reported_checkpoint (the newest checkpointed step
+the orchestrator has answered a heartbeat about): a lost job resumes from
+the newest checkpoint the orchestrator heard of, not the newest written.
+
 The handler runs on a sluice thread (holding the GIL while it runs Python),
 up to `capacity` at once. Returning bytes is shorthand for
 StageOutput(output=bytes). Raising fails the assignment; UnavailableError and

@@ -17,9 +17,10 @@ struct SamplerRun {
   bool preempted = false;
   bool resumed = false;         // Assigned with a resume step (another run wrote checkpoints).
   std::uint64_t cond_hash = 0;  // Of the condition: part of every checkpoint key.
-  // Checkpoints this run wrote, oldest first. The newest two are kept: the
-  // orchestrator may not have heard of the newest when this worker dies.
-  std::deque<std::string> checkpoints;
+  // Checkpoints this run wrote (step, key), oldest first. One is removed
+  // once the orchestrator has heard of a later one: until then a lost job
+  // resumes from it, however many newer ones this run wrote since.
+  std::deque<std::pair<int, std::string>> checkpoints;
 };
 
 // Removes the job's checkpoints once they are of no use (done, cancelled).
@@ -29,7 +30,7 @@ void RemoveCheckpoints(const ReferenceStageOptions& o, const Request& r, Sampler
   if (o.store == nullptr) {
     return;
   }
-  for (const std::string& key : run.checkpoints) {
+  for (const auto& [step, key] : run.checkpoints) {
     (void)o.store->Remove(key);
   }
   run.checkpoints.clear();
@@ -92,9 +93,10 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
       // Already there: an earlier run wrote the same step (same bytes).
       saved = s.ok() || s.code() == StatusCode::kAlreadyExists;
       if (saved) {
-        run.checkpoints.push_back(key);
-        if (run.checkpoints.size() > 2) {
-          (void)o.store->Remove(run.checkpoints.front());
+        run.checkpoints.emplace_back(done, key);
+        const int reported = ctx.ReportedCheckpoint();
+        while (run.checkpoints.size() > 1 && run.checkpoints.front().first < reported) {
+          (void)o.store->Remove(run.checkpoints.front().second);
           run.checkpoints.pop_front();
         }
       } else {

@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <list>
 #include <map>
@@ -29,12 +30,18 @@ struct RunState {
   bool first_output = false, first_sent = false;      // Guarded by mu.
   // Latest checkpointed step not yet reported (0: none). Guarded by mu.
   int unsent_checkpoint = 0;
+  // Latest checkpointed step a heartbeat the orchestrator answered carried
+  // (0: none). Guarded by mu.
+  int acked_checkpoint = 0;
 
   // Moves unsent progress into `hb`: the latest checkpointed step first
   // when a later step superseded it (a resumed job starts from it), then
-  // the latest step. REQUIRES: mu held.
-  void AppendProgress(pb::HeartbeatRequest& hb) {
+  // the latest step. Returns the latest checkpointed step it carries (0:
+  // none). REQUIRES: mu held.
+  int AppendProgress(pb::HeartbeatRequest& hb) {
+    int carried = 0;
     if (progress_dirty) {
+      carried = checkpointed ? step : unsent_checkpoint;
       if (unsent_checkpoint > 0 && !(checkpointed && unsent_checkpoint == step)) {
         auto* c = hb.add_progress();
         c->set_job_id(job_id);
@@ -54,6 +61,14 @@ struct RunState {
       hb.add_first_output(job_id);
       first_sent = true;
     }
+    return carried;
+  }
+
+  // The orchestrator answered a heartbeat carrying checkpointed step
+  // `step` (0: none) of this run.
+  void Acked(int step) {
+    std::lock_guard<std::mutex> lock(mu);
+    acked_checkpoint = std::max(acked_checkpoint, step);
   }
 };
 
@@ -98,6 +113,11 @@ class StageWorkerImpl {
         ReportFailed(*s, "worker draining", /*retryable=*/true, false);
       }
     }
+    // A run leaves `running_` just before its report is sent. Wait for the
+    // reports in flight (each RPC has a deadline): leaving before the
+    // orchestrator heard a Done would make it re-queue finished work.
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return reporting_ == 0; });
   }
 
   void Stop() {
@@ -268,6 +288,7 @@ class StageWorkerImpl {
         grpc::ClientContext c2;
         c2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
         const grpc::Status st = stub_->Done(&c2, d, &resp);
+        ReportSent();
         if (!st.ok()) {
           SLUICE_LOG(warn, "stage worker {}: Done for job {} not taken: {}", config_.stage,
                      s->job_id, st.error_message());
@@ -295,9 +316,10 @@ class StageWorkerImpl {
         hb.set_reports(reports_);
       }
     }
+    int carried = 0;
     {
       std::lock_guard<std::mutex> sl(s.mu);
-      s.AppendProgress(hb);
+      carried = s.AppendProgress(hb);
     }
     if (hb.progress_size() == 0 && hb.first_output_size() == 0) {
       return;
@@ -305,13 +327,17 @@ class StageWorkerImpl {
     pb::HeartbeatResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    (void)stub_->Heartbeat(&ctx, hb, &resp);
+    if (stub_->Heartbeat(&ctx, hb, &resp).ok() && !resp.reregister()) {
+      s.Acked(carried);
+    }
   }
 
   // `s` is about to be reported: its slot is free from now on, and later
   // heartbeats say how many reports precede their free-slot count.
+  // Pair with ReportSent once the report's RPC has returned.
   void CountReport(const RunState& s) {
     std::lock_guard<std::mutex> lock(mu_);
+    ++reporting_;
     if (s.worker_id == worker_id_) {
       ++reports_;
     }
@@ -334,9 +360,21 @@ class StageWorkerImpl {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     (void)stub_->Failed(&ctx, f, &resp);
+    ReportSent();
+  }
+
+  // A report counted by CountReport has reached the orchestrator (or its
+  // RPC gave up): Drain may return once none is left in flight.
+  void ReportSent() {
+    std::lock_guard<std::mutex> lock(mu_);
+    --reporting_;
+    cv_.notify_all();
   }
 
   void BeatLoop() {
+    // Runs whose checkpointed step the beat carries, acknowledged when the
+    // orchestrator answers it.
+    std::vector<std::pair<std::shared_ptr<RunState>, int>> carried;
     std::unique_lock<std::mutex> lock(mu_);
     while (!stopping_) {
       cv_.wait_for(lock, config_.heartbeat_interval, [&] { return stopping_; });
@@ -349,10 +387,13 @@ class StageWorkerImpl {
                                   : static_cast<std::uint32_t>(std::max<int>(
                                         0, config_.capacity - static_cast<int>(running_.size()))));
       hb.set_reports(reports_);
+      carried.clear();
       for (auto& [id, s] : running_) {
         std::lock_guard<std::mutex> sl(s->mu);
         if (s->worker_id == worker_id_) {
-          s->AppendProgress(hb);
+          if (const int step = s->AppendProgress(hb); step > 0) {
+            carried.emplace_back(s, step);
+          }
         }
       }
       lock.unlock();
@@ -360,6 +401,12 @@ class StageWorkerImpl {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
       const bool ok = stub_->Heartbeat(&ctx, hb, &resp).ok();
+      if (ok && !resp.reregister()) {
+        for (auto& [s, step] : carried) {
+          s->Acked(step);
+        }
+      }
+      carried.clear();  // Not held past the beat: a run ends on its own.
       lock.lock();
       if (ok && resp.reregister() && stream_ctx_ != nullptr) {
         stream_ctx_->TryCancel();  // ReadLoop registers again.
@@ -374,6 +421,7 @@ class StageWorkerImpl {
   std::condition_variable cv_;
   std::uint64_t worker_id_ = 0;  // Guarded by mu_.
   std::uint64_t reports_ = 0;    // Done/Failed sent by this registration. Guarded by mu_.
+  int reporting_ = 0;            // Reports whose RPC has not returned. Guarded by mu_.
   bool draining_ = false, stopping_ = false;                    // Guarded by mu_.
   std::map<std::uint64_t, std::shared_ptr<RunState>> running_;  // Guarded by mu_.
   std::unique_ptr<grpc::ClientContext> stream_ctx_;             // Guarded by mu_.
@@ -410,6 +458,10 @@ void StageContext::Progress(int step, int steps, bool checkpointed) {
     s_->unsent_checkpoint = step;
   }
   s_->progress_dirty = true;
+}
+int StageContext::ReportedCheckpoint() const {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  return s_->acked_checkpoint;
 }
 void StageContext::FirstOutput() {
   std::lock_guard<std::mutex> lock(s_->mu);

@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -206,6 +207,38 @@ TEST_F(StageWorkerTest, DrainingWorkerHandsItsJobBackAndAnotherFinishesIt) {
   } while (j["status"] != "succeeded" && std::chrono::steady_clock::now() < done_by);
   EXPECT_EQ(j["status"], "succeeded") << j.dump();
   EXPECT_GE(fast->completed(), 1u);
+}
+
+TEST_F(StageWorkerTest, ADrainedWorkersLastDoneIsHeardBeforeItLeaves) {
+  auto ce = Connector("encode"), cd = Connector("denoise"), cv = Connector("decode");
+  auto e = Worker("encode", ce.get()), d = Worker("denoise", cd.get());
+  // A decode whose Done carries 48 MiB: its RPC takes a while to arrive.
+  std::atomic<bool> decoding{false};
+  StageWorkerConfig c;
+  c.orchestrator = orch_->endpoint();
+  c.stage = "decode";
+  c.heartbeat_interval = 50ms;
+  auto v = StageWorker::Start(c, [&](StageContext& ctx) -> Result<StageOutput> {
+    SLUICE_ASSIGN_OR_RETURN(std::vector<float> latent, Fetch(*cv, ctx.input()));
+    decoding = true;
+    std::this_thread::sleep_for(100ms);
+    return StageOutput{std::string(48 << 20, 'v'), "application/octet-stream", {}, false};
+  });
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  auto r = http_->Post("/v1/images/generations",
+                       R"({"prompt":"late heron","steps":2,"async":true})", "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 202) << r->body;
+  const std::string id = json::parse(r->body)["id"];
+  const auto running_by = std::chrono::steady_clock::now() + 10s;
+  while (!decoding && std::chrono::steady_clock::now() < running_by) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(decoding);
+  (*v)->Drain(10s);  // The job finishes; its Done is answered before Drain returns.
+  const json j = json::parse(http_->Get("/v1/jobs/" + id)->body);
+  EXPECT_EQ(j["status"], "succeeded") << j.dump();
+  v->reset();  // Unregisters: nothing of this worker's is left to re-queue.
 }
 
 TEST_F(StageWorkerTest, AStoppedWorkerLeavesTheOrchestratorAtOnce) {

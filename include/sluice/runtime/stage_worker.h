@@ -43,6 +43,12 @@ class StageContext {
   // stored (a lost or preempted job resumes from it). Sent with the next
   // heartbeat.
   void Progress(int step, int steps, bool checkpointed);
+  // The latest checkpointed step the orchestrator has answered a heartbeat
+  // about (0: none). A lost job resumes from the newest checkpoint the
+  // orchestrator heard of, which may lag the newest one written by several
+  // heartbeats: a handler removes a checkpoint only once a later one has
+  // been reported, i.e. only steps below this one.
+  int ReportedCheckpoint() const;
   // The first chunk/frame of the output exists (time-to-first-frame).
   void FirstOutput();
   // The job was cancelled: stop at the next step boundary and return any
@@ -87,7 +93,10 @@ class StageWorker {
   ~StageWorker();
   // Stops taking new work (advertises no free slots), waits up to `timeout`
   // for running handlers, then reports what still runs as failed
-  // (retryable) so the orchestrator re-queues it. Idempotent.
+  // (retryable) so the orchestrator re-queues it. Returns once every
+  // report (Done or Failed) has been answered or its RPC gave up (10 s):
+  // a worker that leaves after Drain never makes the orchestrator re-queue
+  // work it finished. Idempotent.
   void Drain(std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // Assignments finished (done or failed) so far.
   std::uint64_t completed() const;
