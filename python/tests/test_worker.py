@@ -62,6 +62,32 @@ def test_python_handlers_run_every_stage(orchestrator):
             w.close()
 
 
+def test_a_checkpointed_step_is_acknowledged_by_a_later_heartbeat(orchestrator):
+    grpc, http = orchestrator
+    seen = []
+
+    def denoise(ctx):
+        seen.append(ctx.reported_checkpoint)  # Nothing reported yet.
+        ctx.progress(2, 3, checkpointed=True)
+        deadline = time.monotonic() + 10
+        while ctx.reported_checkpoint < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        seen.append(ctx.reported_checkpoint)
+        ctx.progress(3, 3)
+        return StageOutput(output=b"latent")
+
+    workers = [StageWorker("encode", grpc, lambda ctx: b"cond"),
+               StageWorker("denoise", grpc, denoise),
+               StageWorker("decode", grpc, lambda ctx: StageOutput(output=b"png"))]
+    try:
+        status, body = post(http, {"prompt": "a heron"})
+        assert status == 200, body
+        assert seen == [0, 2]
+    finally:
+        for w in workers:
+            w.close()
+
+
 def test_a_raising_handler_fails_the_job_with_its_message(orchestrator):
     grpc, http = orchestrator
 
