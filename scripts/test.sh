@@ -21,8 +21,10 @@ cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs" -LE "gpu|rdma"
 
 if [ "${SLUICE_SKIP_SANITIZERS:-0}" != "1" ]; then
+  # -O1 -g1 (line tables): half the compile time of -O2 -g under ASan+UBSan,
+  # with file:line in every report.
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=address \
-    >/dev/null
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" >/dev/null
   cmake --build build-asan -j "$jobs"
   ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE "gpu|rdma|nosan"
 fi
