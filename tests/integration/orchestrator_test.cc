@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -124,6 +125,19 @@ class FakeWorker {
     }
     ++runs_;
     if (hold_) {
+      if (stage_ == "denoise") {
+        // A worker that got to a checkpointed step 4, then hangs.
+        pb::HeartbeatRequest hb;
+        hb.set_worker_id(id_);
+        auto* p = hb.add_progress();
+        p->set_job_id(a.job_id());
+        p->set_step(4);
+        p->set_steps(10);
+        p->set_checkpointed(true);
+        pb::HeartbeatResponse hr;
+        grpc::ClientContext hctx;
+        (void)stub_->Heartbeat(&hctx, hb, &hr);
+      }
       return;
     }
     const json request = json::parse(a.request_json());
@@ -203,6 +217,7 @@ class OrchestratorTest : public ::testing::Test {
     OrchestratorConfig c;
     c.max_queued_jobs = max_queued;
     c.journal_path = std::move(journal);
+    c.store_master = store_master_;
     if (!listen.empty()) {
       c.listen = listen;
       c.http_listen = http;
@@ -238,6 +253,7 @@ class OrchestratorTest : public ::testing::Test {
 
   std::unique_ptr<OrchestratorServer> server_;
   std::unique_ptr<httplib::Client> http_;
+  std::string store_master_;  // Passed by Start() when set.
 };
 
 TEST_F(OrchestratorTest, ImageJobsRunThroughEveryStageSyncAsyncAndWithEvents) {
@@ -444,6 +460,89 @@ TEST_F(OrchestratorTest, RestartedOrchestratorFinishesEveryAcceptedJob) {
   }
   EXPECT_NE(http_->Get("/metrics")->body.find("sluice_orchestrator_jobs_restored_total 3"),
             std::string::npos);
+  std::remove(journal.c_str());
+}
+
+TEST_F(OrchestratorTest, RestartedOrchestratorRunsAJobOnFromItsLastStageStillInTheStore) {
+  auto master = MasterServer::Start(MasterConfig{});
+  ASSERT_TRUE(master.ok()) << master.status().ToString();
+  auto node_engine = TransferEngine::Create(EngineConfig{});
+  auto client_engine = TransferEngine::Create(EngineConfig{});
+  ASSERT_TRUE(node_engine.ok() && client_engine.ok());
+  StoreNodeConfig nc;
+  nc.master = (*master)->endpoint();
+  nc.memory_bytes = 16 << 20;
+  auto node = StoreNode::Start(node_engine->get(), nc);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  StoreClientConfig cc;
+  cc.master = (*master)->endpoint();
+  cc.staging_bytes = 1 << 20;
+  auto client = StoreClient::Create(client_engine->get(), cc);
+  ASSERT_TRUE(client.ok());
+  while (!(*node)->registered()) {
+    std::this_thread::sleep_for(10ms);
+  }
+  const std::string journal =
+      ::testing::TempDir() + "/sluice-journal-resume-" + std::to_string(::getpid()) + ".db";
+  std::remove(journal.c_str());
+  store_master_ = (*master)->endpoint();
+  Start(64, journal);
+  const std::string grpc_ep = server_->endpoint(), http_ep = server_->http_endpoint();
+  StoreClient* store = client->get();
+  auto encoder = [store](std::uint64_t job) {
+    const std::string key = "job/" + std::to_string(job) + "/encode";
+    std::vector<std::byte> v(4096, std::byte{7});
+    return store->Put(key, v).ok() ? std::vector<std::string>{key} : std::vector<std::string>{};
+  };
+  FakeWorker e(grpc_ep, "encode", false, encoder), v(grpc_ep, "decode");
+  auto stuck = std::make_unique<FakeWorker>(grpc_ep, "denoise", /*hold=*/true);
+  int status = 0;
+  const std::string kept = Post(R"({"prompt":"kept","async":true})", &status)["id"];
+  ASSERT_EQ(status, 202);
+  const std::string lost = Post(R"({"prompt":"lost","async":true})", &status)["id"];
+  ASSERT_EQ(status, 202);
+  // Both finished encode; the stuck denoise worker checkpointed step 4 of each.
+  for (const std::string& id : {kept, lost}) {
+    const auto by = std::chrono::steady_clock::now() + 10s;
+    json j;
+    do {
+      std::this_thread::sleep_for(10ms);
+      j = json::parse(http_->Get("/v1/jobs/" + id)->body);
+    } while (j["progress"]["step"] != 4 && std::chrono::steady_clock::now() < by);
+    ASSERT_EQ(j["progress"]["step"], 4) << j.dump();
+  }
+  EXPECT_EQ(e.runs(), 2);
+  // The orchestrator dies; meanwhile one job's encode output leaves the store.
+  http_.reset();
+  server_.reset();
+  stuck->Kill();
+  ASSERT_TRUE(store->Remove("job/" + lost.substr(4) + "/encode").ok());
+  Start(64, journal, grpc_ep, http_ep);
+  FakeWorker d(server_->endpoint(), "denoise");
+  for (const std::string& id : {kept, lost}) {
+    EXPECT_EQ(WaitStatus(id, "succeeded")["status"], "succeeded") << id;
+  }
+  EXPECT_EQ(e.runs(), 3) << "only the job whose encode output was lost encodes again";
+  // The detail of the job's first event of `type` (its event stream ends
+  // with the job).
+  auto detail = [&](const std::string& id, const std::string& type) {
+    std::istringstream lines(http_->Get("/v1/jobs/" + id + "/events")->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("data: ", 0) == 0) {
+        const json ev = json::parse(line.substr(6));
+        if (ev["type"] == type) {
+          return ev.value("detail", "");
+        }
+      }
+    }
+    return std::string("no such event");
+  };
+  EXPECT_EQ(detail(kept, "queued"), "restored after encode at step 4");
+  EXPECT_EQ(detail(kept, "stage_started"), "resumed from step 4");
+  EXPECT_EQ(detail(lost, "queued"), "");
+  EXPECT_EQ(http_->Get("/v1/jobs/" + kept + "/content")->body, "decode(denoise(encode(kept)))");
+  http_.reset();
+  server_.reset();
   std::remove(journal.c_str());
 }
 

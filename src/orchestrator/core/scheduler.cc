@@ -53,6 +53,14 @@ Status Scheduler::Submit(const JobSpec& spec, TimePoint now) {
   if (static_cast<int>(spec.priority) >= kClassCount) {
     return InvalidArgumentError("Submit: unknown priority class");
   }
+  if (spec.start_stage >= spec.pipeline.size()) {
+    return InvalidArgumentError("Submit: start stage " + std::to_string(spec.start_stage) +
+                                " is past the pipeline's " + std::to_string(spec.pipeline.size()) +
+                                " stage(s)");
+  }
+  if (spec.resume_step < 0) {
+    return InvalidArgumentError("Submit: negative resume step");
+  }
   if (jobs_.count(spec.id) != 0) {
     return AlreadyExistsError("Submit: job " + std::to_string(spec.id) + " exists");
   }
@@ -62,6 +70,8 @@ Status Scheduler::Submit(const JobSpec& spec, TimePoint now) {
   }
   Job& job = jobs_[spec.id];
   job.spec = spec;
+  job.stage_index = spec.start_stage;
+  job.checkpoint_step = spec.resume_step;
   Enqueue(job, false, now);
   Dispatch(now);
   return Status::Ok();

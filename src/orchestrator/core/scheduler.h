@@ -59,6 +59,11 @@ struct JobSpec {
   // Preferred worker label (e.g. "node=a", where the job's input payload
   // lives); a free worker carrying it is chosen over others.
   std::string affinity;
+  // A job taken back after an orchestrator restart: the index in `pipeline`
+  // of the first stage to run (the earlier ones' outputs survived), and the
+  // checkpointed step that stage resumes from (0: from the start).
+  std::size_t start_stage = 0;
+  int resume_step = 0;
 };
 
 struct SchedulerOptions {
@@ -102,9 +107,9 @@ class Scheduler {
   explicit Scheduler(SchedulerOptions options = {},
                      std::unique_ptr<SchedulingPolicy> policy = nullptr);
 
-  // Errors: kInvalidArgument (id 0, empty or malformed pipeline);
-  // kAlreadyExists (id in use); kResourceExhausted (max_queued_jobs: the
-  // service answers 429).
+  // Errors: kInvalidArgument (id 0, empty or malformed pipeline, a start
+  // stage past its end, a negative resume step); kAlreadyExists (id in use); kResourceExhausted
+  // (max_queued_jobs: the service answers 429).
   Status Submit(const JobSpec& spec, TimePoint now);
   // A worker of `stage` with `capacity` slots joins (or rejoins: its
   // assignments are kept). Errors: kInvalidArgument (id 0, capacity < 1).

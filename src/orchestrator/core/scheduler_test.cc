@@ -277,6 +277,27 @@ TEST_F(SchedulerTest, LostDenoiseJobResumesFromItsLatestCheckpoint) {
   EXPECT_EQ(acts[0].resume_step, 10) << "resumes from the checkpoint, not from scratch";
 }
 
+TEST_F(SchedulerTest, AJobTakenBackStartsAtItsStartStageFromItsResumeStep) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, Stage::kDenoise, 1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(3, Stage::kDecode, 1, now_).ok());
+  const std::vector<Stage> all = {Stage::kEncode, Stage::kDenoise, Stage::kDecode};
+  JobSpec spec = Job(1, PriorityClass::kStandard, all);
+  spec.start_stage = 1;
+  spec.resume_step = 6;
+  ASSERT_TRUE(s_.Submit(spec, now_).ok());
+  auto acts = s_.TakeActions();
+  ASSERT_EQ(acts.size(), 1u);
+  EXPECT_EQ(acts[0].stage, Stage::kDenoise) << "encode's output survived: it does not run again";
+  EXPECT_EQ(acts[0].resume_step, 6);
+  spec = Job(2, PriorityClass::kStandard, all);
+  spec.start_stage = 3;
+  EXPECT_EQ(s_.Submit(spec, now_).code(), StatusCode::kInvalidArgument);
+  spec.start_stage = 0;
+  spec.resume_step = -1;
+  EXPECT_EQ(s_.Submit(spec, now_).code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(SchedulerTest, WaitingInteractiveJobPreemptsBatchDenoise) {
   ASSERT_TRUE(s_.WorkerUp(1, Stage::kDenoise, 1, now_).ok());
   ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kBatch, {Stage::kDenoise}), now_).ok());

@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
 
 namespace sluice::orchestrator {
 namespace {
@@ -53,6 +55,10 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
               "deadline_unix_ms INTEGER, affinity TEXT NOT NULL, status TEXT NOT NULL, "
               "created_unix_ms INTEGER NOT NULL)"));
   SLUICE_RETURN_IF_ERROR(j->Exec("CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status)"));
+  // One row per unfinished job that got somewhere; keys is a JSON array.
+  SLUICE_RETURN_IF_ERROR(
+      j->Exec("CREATE TABLE IF NOT EXISTS progress (job_id INTEGER PRIMARY KEY, done_stage TEXT, "
+              "output BLOB NOT NULL, keys TEXT NOT NULL, checkpoint_step INTEGER NOT NULL)"));
   return j;
 }
 
@@ -101,10 +107,40 @@ Status Journal::Add(JobId id, const JobRequest& r) {
   return Status::Ok();
 }
 
-Status Journal::Finish(JobId id, std::string_view status) {
+Status Journal::SaveProgress(JobId id, const JobProgress& p) {
   Stmt st;
+  if (sqlite3_prepare_v2(db_,
+                         "INSERT OR REPLACE INTO progress (job_id, done_stage, output, keys, "
+                         "checkpoint_step) VALUES (?, ?, ?, ?, ?)",
+                         -1, &st.s, nullptr) != SQLITE_OK) {
+    return SqlError(db_, "prepare progress");
+  }
+  // Keys come from workers: invalid UTF-8 is replaced (such a key then
+  // never matches a stored object, and the job runs from its first stage).
+  const std::string keys =
+      nlohmann::json(p.keys).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  sqlite3_bind_int64(st.s, 1, static_cast<sqlite3_int64>(id));
+  if (p.done.has_value()) {
+    const std::string_view stage = StageName(*p.done);
+    sqlite3_bind_text(st.s, 2, stage.data(), static_cast<int>(stage.size()), SQLITE_STATIC);
+  } else {
+    sqlite3_bind_null(st.s, 2);
+  }
+  sqlite3_bind_blob(st.s, 3, p.output.data(), static_cast<int>(p.output.size()), SQLITE_STATIC);
+  sqlite3_bind_text(st.s, 4, keys.data(), static_cast<int>(keys.size()), SQLITE_STATIC);
+  sqlite3_bind_int(st.s, 5, p.checkpoint_step);
+  if (sqlite3_step(st.s) != SQLITE_DONE) {
+    return SqlError(db_, "save progress of job " + std::to_string(id));
+  }
+  return Status::Ok();
+}
+
+Status Journal::Finish(JobId id, std::string_view status) {
+  Stmt st, gone;
   if (sqlite3_prepare_v2(db_, "UPDATE jobs SET status = ? WHERE id = ?", -1, &st.s, nullptr) !=
-      SQLITE_OK) {
+          SQLITE_OK ||
+      sqlite3_prepare_v2(db_, "DELETE FROM progress WHERE job_id = ?", -1, &gone.s, nullptr) !=
+          SQLITE_OK) {
     return SqlError(db_, "prepare update");
   }
   sqlite3_bind_text(st.s, 1, status.data(), static_cast<int>(status.size()), SQLITE_STATIC);
@@ -112,18 +148,24 @@ Status Journal::Finish(JobId id, std::string_view status) {
   if (sqlite3_step(st.s) != SQLITE_DONE) {
     return SqlError(db_, "update job " + std::to_string(id));
   }
+  sqlite3_bind_int64(gone.s, 1, static_cast<sqlite3_int64>(id));
+  if (sqlite3_step(gone.s) != SQLITE_DONE) {
+    return SqlError(db_, "drop the progress of job " + std::to_string(id));
+  }
   return Status::Ok();
 }
 
-Result<std::vector<std::pair<JobId, JobRequest>>> Journal::Unfinished() {
+Result<std::vector<JournaledJob>> Journal::Unfinished() {
   Stmt st;
   if (sqlite3_prepare_v2(db_,
                          "SELECT id, kind, request, pipeline, priority, deadline_unix_ms, "
-                         "affinity FROM jobs WHERE status = 'accepted' ORDER BY id",
+                         "affinity, done_stage, output, keys, checkpoint_step FROM jobs LEFT JOIN "
+                         "progress ON progress.job_id = jobs.id WHERE status = 'accepted' "
+                         "ORDER BY id",
                          -1, &st.s, nullptr) != SQLITE_OK) {
     return SqlError(db_, "prepare select");
   }
-  std::vector<std::pair<JobId, JobRequest>> out;
+  std::vector<JournaledJob> out;
   const std::int64_t now = NowUnixMs();
   int rc;
   while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
@@ -153,7 +195,25 @@ Result<std::vector<std::pair<JobId, JobRequest>>> Journal::Unfinished() {
           std::chrono::milliseconds(std::max<std::int64_t>(1, sqlite3_column_int64(st.s, 5) - now));
     }
     r.affinity = text(6);
-    out.emplace_back(id, std::move(r));
+    JournaledJob job{id, std::move(r), {}};
+    if (sqlite3_column_type(st.s, 7) != SQLITE_NULL) {
+      // A row this journal wrote; anything unreadable in it only costs the
+      // job its progress (it runs from its first stage).
+      Result<Stage> done = ParseStage(text(7));
+      const auto* blob = static_cast<const char*>(sqlite3_column_blob(st.s, 8));
+      const auto keys = nlohmann::json::parse(text(9), nullptr, /*allow_exceptions=*/false);
+      if (done.ok() && keys.is_array() &&
+          std::all_of(keys.begin(), keys.end(), [](const auto& k) { return k.is_string(); })) {
+        job.progress.done = *done;
+        job.progress.output.assign(blob == nullptr ? "" : blob,
+                                   static_cast<std::size_t>(sqlite3_column_bytes(st.s, 8)));
+        job.progress.keys = keys.get<std::vector<std::string>>();
+      }
+    }
+    if (sqlite3_column_type(st.s, 10) != SQLITE_NULL) {
+      job.progress.checkpoint_step = std::max(0, sqlite3_column_int(st.s, 10));
+    }
+    out.push_back(std::move(job));
   }
   if (rc != SQLITE_DONE) {
     return SqlError(db_, "select unfinished");

@@ -1,8 +1,10 @@
 // The orchestrator's journal of accepted jobs (SQLite, WAL): a job is
 // written before its submission is acknowledged and marked finished when it
-// ends, so a restarted orchestrator resubmits every unfinished job (from its
-// first stage: stage outputs are not journaled). Survives a process crash;
-// with synchronous=NORMAL a power loss may drop the last commits.
+// ends, so a restarted orchestrator resubmits every unfinished job. Each
+// job's progress (its last finished stage's output and store keys, the
+// latest checkpointed step after it) is saved as it happens, so the job can
+// run on from there. Survives a process crash; with synchronous=NORMAL a
+// power loss may drop the last commits.
 // Not thread-safe: the caller serializes (OrchestratorState's lock).
 #ifndef SLUICE_ORCHESTRATOR_SERVICE_JOURNAL_H_
 #define SLUICE_ORCHESTRATOR_SERVICE_JOURNAL_H_
@@ -26,9 +28,12 @@ class Journal : public JobJournal {
   ~Journal() override;
 
   Status Add(JobId id, const JobRequest& r) override;
+  Status SaveProgress(JobId id, const JobProgress& p) override;
+  // Marks the job finished and drops its progress.
   Status Finish(JobId id, std::string_view status) override;
-  // Unfinished jobs, oldest first.
-  Result<std::vector<std::pair<JobId, JobRequest>>> Unfinished() override;
+  // Unfinished jobs with their progress, oldest first. A progress row that
+  // cannot be read is left out (the job runs from its first stage).
+  Result<std::vector<JournaledJob>> Unfinished() override;
   Result<JobId> MaxId() override;
 
  private:

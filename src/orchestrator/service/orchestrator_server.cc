@@ -139,7 +139,14 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   }
 
   Status Start() {
-    SLUICE_RETURN_IF_ERROR(state_.Restore());
+    if (!config_.store_master.empty()) {
+      SLUICE_RETURN_IF_ERROR(ParseHostPort(config_.store_master, false).status());
+      store_ = store::v1::Master::NewStub(
+          grpc::CreateChannel(config_.store_master, grpc::InsecureChannelCredentials()));
+    }
+    SLUICE_RETURN_IF_ERROR(state_.Restore(
+        store_ == nullptr ? orchestrator::OrchestratorState::PayloadsExist()
+                          : [this](const std::vector<std::string>& keys) { return Exist(keys); }));
     SLUICE_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(config_.listen, true));
     SLUICE_ASSIGN_OR_RETURN(HostPort hh, ParseHostPort(config_.http_listen, true));
     grpc::ServerBuilder builder;
@@ -168,10 +175,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     hh.port = static_cast<std::uint16_t>(hport);
     http_endpoint_ = hh.ToString();
     http_thread_ = std::thread([this] { http_.listen_after_bind(); });
-    if (!config_.store_master.empty()) {
-      SLUICE_RETURN_IF_ERROR(ParseHostPort(config_.store_master, false).status());
-      store_ = store::v1::Master::NewStub(
-          grpc::CreateChannel(config_.store_master, grpc::InsecureChannelCredentials()));
+    if (store_ != nullptr) {
       watcher_ = std::thread([this] { WatchStore(); });
     }
     ticker_ = std::thread([this] { TickLoop(); });
@@ -250,6 +254,27 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     }
   }
 
+  // Whether the store holds every key complete now. The first call waits
+  // up to 5 s for the master's channel to open; later ones fail fast while
+  // it is away. A master that does not answer counts as "not held".
+  bool Exist(const std::vector<std::string>& keys) {
+    for (const std::string& key : keys) {
+      store::v1::KeyRequest req;
+      req.set_key(key);
+      store::v1::ExistsResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(store_checked_ ? 2 : 5));
+      ctx.set_wait_for_ready(!store_checked_);  // The first call may open the channel.
+      const grpc::Status s = store_->Exists(&ctx, req, &resp);
+      store_checked_ = true;
+      if (!s.ok() || !resp.exists()) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   // Best effort: a key already consumed or gone answers NOT_FOUND.
   void RemoveReleased() {
     if (store_ == nullptr) {
@@ -307,6 +332,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   bool stopping_ = false;  // Guarded by tick_mu_.
   std::thread ticker_;
   std::unique_ptr<store::v1::Master::Stub> store_;
+  bool store_checked_ = false;  // Exist() called once (from Start, before serving).
   std::unique_ptr<grpc::ClientContext> watch_ctx_;  // Guarded by tick_mu_.
   std::thread watcher_;
 };

@@ -1,5 +1,6 @@
 #include "orchestrator/service/orchestrator_state.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/log.h"
@@ -19,28 +20,49 @@ Result<Stage> ParseStage(std::string_view s) {
 OrchestratorState::OrchestratorState(ServiceOptions o, JobJournal* journal)
     : options_(std::move(o)), journal_(journal), scheduler_(options_.scheduler) {}
 
-Status OrchestratorState::Restore() {
+Status OrchestratorState::Restore(const PayloadsExist& exist) {
   if (journal_ == nullptr) {
     return Status::Ok();
   }
   std::lock_guard<std::mutex> lock(mu_);
   SLUICE_ASSIGN_OR_RETURN(JobId max, journal_->MaxId());
   next_job_ = std::max(next_job_, max + 1);
-  SLUICE_ASSIGN_OR_RETURN(auto jobs, journal_->Unfinished());
+  SLUICE_ASSIGN_OR_RETURN(std::vector<JournaledJob> jobs, journal_->Unfinished());
   const TimePoint now = Clock::now();
-  for (const auto& [id, r] : jobs) {
-    Result<JobId> ok = SubmitLocked(id, r, now, /*journal=*/false);
+  std::size_t resumed = 0;
+  for (const JournaledJob& job : jobs) {
+    const JobProgress& p = job.progress;
+    // A finished stage's output counts only while the store still holds it
+    // (an output without store keys cannot be checked); a checkpoint with
+    // no stage finished belongs to the first stage, and its worker starts
+    // over if the checkpoint is gone.
+    const bool usable = p.done.has_value() ? !p.keys.empty() && exist != nullptr && exist(p.keys)
+                                           : p.checkpoint_step > 0;
+    Result<JobId> ok =
+        SubmitLocked(job.id, job.request, now, /*journal=*/false, usable ? &p : nullptr);
     if (!ok.ok()) {
-      SLUICE_LOG(error, "journal: job {} cannot be resubmitted: {}", id, ok.status().ToString());
-      (void)journal_->Finish(id, "failed");
+      SLUICE_LOG(error, "journal: job {} cannot be resubmitted: {}", job.id,
+                 ok.status().ToString());
+      (void)journal_->Finish(job.id, "failed");
       continue;
     }
     ++stats_.restored;
+    resumed += usable ? 1 : 0;
   }
   if (!jobs.empty()) {
-    SLUICE_LOG(info, "journal: {} unfinished job(s) resubmitted", stats_.restored);
+    SLUICE_LOG(info, "journal: {} unfinished job(s) resubmitted, {} past their first stage or step",
+               stats_.restored, resumed);
   }
   return Status::Ok();
+}
+
+void OrchestratorState::SaveProgressLocked(JobRecord& j) {
+  if (journal_ == nullptr) {
+    return;
+  }
+  if (Status s = journal_->SaveProgress(j.view.id, j.saved); !s.ok()) {
+    SLUICE_LOG(error, "{}", s.ToString());
+  }
 }
 
 void OrchestratorState::EventLocked(JobRecord& j, TimePoint now, std::string type,
@@ -71,7 +93,7 @@ Result<JobId> OrchestratorState::Submit(const JobRequest& request) {
 }
 
 Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, TimePoint now,
-                                              bool journal) {
+                                              bool journal, const JobProgress* from) {
   JobSpec spec;
   spec.id = id;
   spec.pipeline = r.pipeline;
@@ -80,6 +102,17 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
     spec.deadline = now + *r.deadline;
   }
   spec.affinity = r.affinity;
+  if (from != nullptr && from->done.has_value()) {
+    const auto at = std::find(r.pipeline.begin(), r.pipeline.end(), *from->done);
+    if (at == r.pipeline.end() || at + 1 == r.pipeline.end()) {
+      from = nullptr;  // Not a stage this job runs before another: start over.
+    } else {
+      spec.start_stage = static_cast<std::size_t>(at - r.pipeline.begin()) + 1;
+    }
+  }
+  if (from != nullptr) {
+    spec.resume_step = from->checkpoint_step;
+  }
   if (Status s = scheduler_.Submit(spec, now); !s.ok()) {
     stats_.rejected += s.code() == StatusCode::kResourceExhausted ? 1 : 0;
     return s;
@@ -101,11 +134,28 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   j.view.kind = r.kind;
   j.view.request_json = r.request_json;
   j.view.status = "queued";
-  j.view.stage = std::string(StageName(r.pipeline.front()));
+  j.view.stage = std::string(StageName(r.pipeline[spec.start_stage]));
   j.view.created_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch())
                               .count();
-  EventLocked(j, now, "queued");
+  std::string restored;
+  if (from != nullptr) {
+    j.saved = *from;
+    if (from->done.has_value()) {
+      j.outputs[*from->done] = from->output;
+      j.payload_keys[*from->done] = from->keys;
+      for (const std::string& k : from->keys) {
+        key_owner_[k] = {id, *from->done};
+      }
+      restored = "restored after " + std::string(StageName(*from->done));
+    } else {
+      restored = "restored";
+    }
+    if (from->checkpoint_step > 0) {
+      restored += " at step " + std::to_string(from->checkpoint_step);
+    }
+  }
+  EventLocked(j, now, "queued", restored);
   ApplyLocked(now);
   return id;
 }
@@ -185,6 +235,11 @@ Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
       continue;  // Stale: the job moved on.
     }
     auto j = jobs_.find(p.job_id());
+    if (j != jobs_.end() && p.checkpointed() &&
+        static_cast<int>(p.step()) > j->second.saved.checkpoint_step) {
+      j->second.saved.checkpoint_step = static_cast<int>(p.step());
+      SaveProgressLocked(j->second);
+    }
     if (j != jobs_.end() && j->second.view.step != static_cast<int>(p.step())) {
       j->second.view.step = static_cast<int>(p.step());
       j->second.view.steps = static_cast<int>(p.steps());
@@ -255,6 +310,9 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
     if (*st == rec.request.pipeline.back()) {
       rec.view.result = r.output();
       rec.view.result_type = r.output_type();
+    } else if (!rec.view.finished()) {
+      rec.saved = JobProgress{*st, r.output(), keys, 0};
+      SaveProgressLocked(rec);
     }
   }
   rec.queued_since = now;
@@ -457,6 +515,10 @@ void OrchestratorState::PayloadLost(const std::string& key) {
     key_owner_.erase(k);
   }
   j->second.payload_keys.erase(stage);
+  // What the journal holds may name the lost output: after a restart the
+  // job runs from its first stage.
+  j->second.saved = JobProgress{};
+  SaveProgressLocked(j->second);
   ++stats_.payloads_lost;
   EventLocked(j->second, now, "payload_lost", std::string(StageName(stage)) + " output: " + key);
   ApplyLocked(now);

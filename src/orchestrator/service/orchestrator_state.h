@@ -40,14 +40,33 @@ struct JobRequest {
   std::string affinity;
 };
 
+// How far an unfinished job got: the output of its last finished stage
+// (the next stage's input) with the store keys holding it, and the latest
+// checkpointed step of the stage running after it.
+struct JobProgress {
+  std::optional<Stage> done;  // None: no stage has finished.
+  std::string output;
+  std::vector<std::string> keys;
+  int checkpoint_step = 0;
+};
+
+struct JournaledJob {
+  JobId id = 0;
+  JobRequest request;
+  JobProgress progress;
+};
+
 // Where accepted jobs are made durable (service/journal.h: SQLite). Called
 // under the state's lock.
 class JobJournal {
  public:
   virtual ~JobJournal() = default;
   virtual Status Add(JobId id, const JobRequest& r) = 0;
+  // Replaces what was saved of `id`'s progress.
+  virtual Status SaveProgress(JobId id, const JobProgress& p) = 0;
   virtual Status Finish(JobId id, std::string_view status) = 0;
-  virtual Result<std::vector<std::pair<JobId, JobRequest>>> Unfinished() = 0;
+  // Unfinished jobs with their progress, oldest first.
+  virtual Result<std::vector<JournaledJob>> Unfinished() = 0;
   virtual Result<JobId> MaxId() = 0;
 };
 
@@ -109,9 +128,14 @@ class OrchestratorState {
   using Sink = std::function<void(const v1::Assignment&)>;
   // `journal` (optional) must outlive the state.
   explicit OrchestratorState(ServiceOptions o, JobJournal* journal = nullptr);
-  // Resubmits the journal's unfinished jobs (same ids, from their first
-  // stage). Call once, before serving. Errors: the journal's.
-  Status Restore();
+  // Whether every one of the store keys still holds a complete object.
+  using PayloadsExist = std::function<bool(const std::vector<std::string>& keys)>;
+  // Resubmits the journal's unfinished jobs (same ids). A job whose last
+  // finished stage's output is still in the store (`exist`) runs on from
+  // the next stage, and from that stage's latest checkpoint; any other job
+  // (no store keys to check, keys gone, no `exist`) runs from its first
+  // stage. Call once, before serving. Errors: the journal's.
+  Status Restore(const PayloadsExist& exist = nullptr);
 
   // Errors: kInvalidArgument (bad pipeline); kResourceExhausted (queue
   // full: the HTTP face answers 429).
@@ -161,6 +185,7 @@ class OrchestratorState {
     TimePoint queued_since;  // Became ready for its current stage.
     std::map<Stage, std::string> outputs;
     std::map<Stage, std::vector<std::string>> payload_keys;
+    JobProgress saved;  // What the journal holds of its progress.
   };
   struct WorkerRecord {
     Stage stage = Stage::kEncode;
@@ -179,7 +204,11 @@ class OrchestratorState {
   void ReleaseKeysLocked(JobRecord& j, Stage stage);
   void FinishLocked(JobRecord& j, std::string status, std::string error, TimePoint now);
 
-  Result<JobId> SubmitLocked(JobId id, const JobRequest& r, TimePoint now, bool journal);
+  // `from` (restored jobs): the progress it resumes from.
+  Result<JobId> SubmitLocked(JobId id, const JobRequest& r, TimePoint now, bool journal,
+                             const JobProgress* from = nullptr);
+  // Writes `j.saved` to the journal (failures are logged: the job runs on).
+  void SaveProgressLocked(JobRecord& j);
 
   ServiceOptions options_;
   JobJournal* journal_;
