@@ -101,7 +101,11 @@ class StageWorkerImpl {
     std::vector<std::shared_ptr<RunState>> left;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      draining_ = true;
+      if (!draining_) {
+        draining_ = true;
+        beat_now_ = true;  // The orchestrator stops assigning at once.
+        cv_.notify_all();
+      }
       cv_.wait_for(lock, timeout, [&] { return running_.empty(); });
       for (auto& [id, s] : running_) {
         left.push_back(s);
@@ -236,8 +240,11 @@ class StageWorkerImpl {
     s->input = a.input();
     s->resume_step = static_cast<int>(a.resume_step());
     if (draining_ || running_.count(a.job_id()) != 0) {
+      // Refused unrun: a draining worker's refusal is not the job's failed
+      // attempt (reported as a yield).
+      const bool draining = draining_;
       lock.unlock();
-      ReportFailed(*s, draining_ ? "worker draining" : "duplicate assignment", true, false);
+      ReportFailed(*s, draining ? "worker draining" : "duplicate assignment", true, draining);
       return;
     }
     running_[a.job_id()] = s;
@@ -309,6 +316,7 @@ class StageWorkerImpl {
     {
       std::lock_guard<std::mutex> lock(mu_);
       hb.set_worker_id(s.worker_id);
+      hb.set_draining(draining_);
       hb.set_free_slots(draining_ ? 0u
                                   : static_cast<std::uint32_t>(std::max<int>(
                                         0, config_.capacity - static_cast<int>(running_.size()))));
@@ -321,7 +329,7 @@ class StageWorkerImpl {
       std::lock_guard<std::mutex> sl(s.mu);
       carried = s.AppendProgress(hb);
     }
-    if (hb.progress_size() == 0 && hb.first_output_size() == 0) {
+    if (hb.progress_size() == 0 && hb.first_output_size() == 0 && !hb.draining()) {
       return;
     }
     pb::HeartbeatResponse resp;
@@ -377,12 +385,14 @@ class StageWorkerImpl {
     std::vector<std::pair<std::shared_ptr<RunState>, int>> carried;
     std::unique_lock<std::mutex> lock(mu_);
     while (!stopping_) {
-      cv_.wait_for(lock, config_.heartbeat_interval, [&] { return stopping_; });
+      cv_.wait_for(lock, config_.heartbeat_interval, [&] { return stopping_ || beat_now_; });
+      beat_now_ = false;
       if (stopping_ || worker_id_ == 0) {
         continue;
       }
       pb::HeartbeatRequest hb;
       hb.set_worker_id(worker_id_);
+      hb.set_draining(draining_);
       hb.set_free_slots(draining_ ? 0u
                                   : static_cast<std::uint32_t>(std::max<int>(
                                         0, config_.capacity - static_cast<int>(running_.size()))));
@@ -422,7 +432,8 @@ class StageWorkerImpl {
   std::uint64_t worker_id_ = 0;  // Guarded by mu_.
   std::uint64_t reports_ = 0;    // Done/Failed sent by this registration. Guarded by mu_.
   int reporting_ = 0;            // Reports whose RPC has not returned. Guarded by mu_.
-  bool draining_ = false, stopping_ = false;                    // Guarded by mu_.
+  bool draining_ = false, stopping_ = false;  // Guarded by mu_.
+  bool beat_now_ = false;  // Send the next heartbeat without waiting. Guarded by mu_.
   std::map<std::uint64_t, std::shared_ptr<RunState>> running_;  // Guarded by mu_.
   std::unique_ptr<grpc::ClientContext> stream_ctx_;             // Guarded by mu_.
   std::list<Runner> runners_;                                   // Guarded by mu_.

@@ -106,8 +106,19 @@ Status Scheduler::Credits(WorkerId id, int free_slots, TimePoint now) {
   }
   Worker& w = it->second;
   const int unassigned = w.capacity - static_cast<int>(w.assigned.size());
-  SetFree(w, std::clamp(free_slots, 0, std::max(0, unassigned)));
+  SetFree(w, w.draining ? 0 : std::clamp(free_slots, 0, std::max(0, unassigned)));
   Dispatch(now);
+  return Status::Ok();
+}
+
+Status Scheduler::Draining(WorkerId id, TimePoint now) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) {
+    return NotFoundError("Draining: unknown worker " + std::to_string(id));
+  }
+  it->second.draining = true;
+  SetFree(it->second, 0);
+  Dispatch(now);  // Preemption may now be due: fewer denoise slots.
   return Status::Ok();
 }
 
@@ -283,7 +294,8 @@ void Scheduler::Stopped(Job& job) {
 void Scheduler::Release(Job& job, Worker& w) {
   Stopped(job);
   w.assigned.erase(job.spec.id);
-  SetFree(w, std::min(w.free + 1, w.capacity - static_cast<int>(w.assigned.size())));
+  SetFree(w,
+          w.draining ? 0 : std::min(w.free + 1, w.capacity - static_cast<int>(w.assigned.size())));
 }
 
 void Scheduler::Finish(Job& job, bool ok, std::string reason) {

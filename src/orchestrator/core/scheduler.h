@@ -118,6 +118,10 @@ class Scheduler {
   // The worker's own count of free slots; clamped to what the scheduler
   // knows is unassigned. Errors: kNotFound.
   Status Credits(WorkerId worker, int free_slots, TimePoint now);
+  // The worker is draining: it finishes what it runs and takes nothing
+  // new, so it gets no further assignment, even for the slots its reports
+  // give back. Idempotent. Errors: kNotFound.
+  Status Draining(WorkerId worker, TimePoint now);
   // `job`'s current stage finished on `worker`; the next stage is queued.
   // Errors: kNotFound (unknown job/worker); kFailedPrecondition (the job is
   // not running that stage on that worker: a stale or duplicate report).
@@ -189,6 +193,7 @@ class Scheduler {
     int free = 0;
     std::vector<std::string> labels;
     std::set<JobId> assigned;
+    bool draining = false;  // No free slot, ever again.
   };
 
   using Queue = std::set<QueueKey>;

@@ -298,6 +298,22 @@ TEST_F(SchedulerTest, AJobTakenBackStartsAtItsStartStageFromItsResumeStep) {
   EXPECT_EQ(s_.Submit(spec, now_).code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(SchedulerTest, ADrainingWorkerGetsNoWorkForTheSlotItsReportGivesBack) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(2), now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 1}}));
+  ASSERT_TRUE(s_.Draining(1, now_).ok());
+  ASSERT_TRUE(s_.Credits(1, 1, now_).ok());
+  ASSERT_TRUE(s_.StageDone(1, 1, now_).ok());
+  for (const Action& a : s_.TakeActions()) {
+    EXPECT_NE(a.kind, Kind::kDispatch) << "job " << a.job << " went to a draining worker";
+  }
+  ASSERT_TRUE(s_.WorkerUp(2, Stage::kEncode, 1, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{2, 2}}));
+  EXPECT_EQ(s_.Draining(7, now_).code(), StatusCode::kNotFound);
+}
+
 TEST_F(SchedulerTest, WaitingInteractiveJobPreemptsBatchDenoise) {
   ASSERT_TRUE(s_.WorkerUp(1, Stage::kDenoise, 1, now_).ok());
   ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kBatch, {Stage::kDenoise}), now_).ok());

@@ -222,6 +222,9 @@ Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
     return NotFoundError("unknown worker " + std::to_string(r.worker_id()) + " (register again)");
   }
   it->second.last_heartbeat = now;
+  if (r.draining()) {
+    (void)scheduler_.Draining(r.worker_id(), now);
+  }
   // Free slots counted before a report this state already processed are
   // stale: that report gave the slot back.
   if (!r.has_reports() || r.reports() >= it->second.reports) {
