@@ -276,6 +276,10 @@ class Connector {
     Check(WithoutGil([&](DiffusionConnector& c) { return c.Release(d); }));
   }
 
+  void warm() {
+    Check(WithoutGil([](DiffusionConnector& c) { return c.Warm(); }));
+  }
+
   SharedMemory allocate(const std::string& dtype, const std::vector<std::int64_t>& shape) {
     const DType d = Unwrap(ParseDType(dtype));
     // Without the GIL: pre-faulting a large tensor takes a while.
@@ -459,6 +463,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def("publish", &Connector::publish)
       .def("consume", &Connector::consume)
       .def("release", &Connector::release)
+      .def("warm", &Connector::warm)
       .def("forget", &Connector::forget)
       .def("allocate", &Connector::allocate)
       .def("consume_in_place", &Connector::consume_in_place)

@@ -337,6 +337,15 @@ class DiffusionConnector:
         return np.frombuffer(mem, dtype=np.dtype(name)).reshape(shape)
 
     @translated
+    def warm(self) -> None:
+        """Opens the store connections the first publish or consume would open
+        (the master, every store node, their shared memory mapped when on this
+        host). Call it before a worker takes traffic; without a store it does
+        nothing. Raises UnavailableError / DeadlineExceededError when the store
+        cannot be reached; the connector stays usable."""
+        self._core.warm()
+
+    @translated
     def release(self, descriptor: Descriptor) -> None:
         """Ends the consumer's lease (store: deletes delete-on-consume chunks;
         p2p: tells the producer its buffer is free)."""

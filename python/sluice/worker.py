@@ -10,6 +10,7 @@ with a Python handler.
             ctx.progress(step + 1, steps)
         return StageOutput(output=handle.descriptor(), payload_keys=[...])
 
+    conn.warm()  # Opens the store's connections now, not on the first job.
     worker = StageWorker("denoise", orchestrator="127.0.0.1:7200", handler=denoise)
 
 A handler that stores checkpoints reports each with

@@ -291,3 +291,14 @@ def test_consume_in_place_reads_a_store_payload_under_a_lease(store, consumer, p
         time.sleep(0.02)
     consumer.release(desc)
 
+
+
+def test_warm_opens_the_store_and_is_idempotent(store):
+    c = DiffusionConnector(role="encode", store_config={"master": store.endpoint})
+    try:
+        c.warm()
+        c.warm()
+    finally:
+        c.close()
+    with pytest.raises(sluice.FailedPreconditionError):
+        c.warm()  # After close().

@@ -447,6 +447,9 @@ Result<PayloadView> DiffusionConnector::ConsumeInPlace(const PayloadDescriptor& 
 void DiffusionConnector::Forget(const void* data) {
   impl_->Forget(data);
 }
+Status DiffusionConnector::Warm() {
+  return impl_->Warm();
+}
 TransferEngine& DiffusionConnector::engine() {
   return impl_->engine();
 }

@@ -101,6 +101,7 @@ class ConnectorImpl {
   Result<SharedTensor> AllocateTensor(DType dtype, const std::vector<std::int64_t>& shape);
 
   TransferEngine& engine() { return *engine_; }
+  Status Warm() { return store_ == nullptr ? Status::Ok() : store_->Warm(); }
   std::uint64_t bytes_copied() const { return store_ == nullptr ? 0 : store_->bytes_staged(); }
   const ConnectorConfig& config() const { return config_; }
 

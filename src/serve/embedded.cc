@@ -14,6 +14,8 @@
 #include "sluice/store/store_node.h"
 #include "sluice/transfer/engine.h"
 
+#include "common/log.h"
+
 namespace sluice {
 namespace internal {
 
@@ -50,6 +52,11 @@ class EmbeddedClusterImpl {
     StoreClientConfig sc;
     sc.master = master->endpoint();
     SLUICE_ASSIGN_OR_RETURN(w.checkpoints, StoreClient::Create(&w.connector->engine(), sc));
+    // Before registering: its first job does not open the store's
+    // connections and mappings. Best effort (the store is in this process).
+    if (Status s = w.connector->Warm(); !s.ok()) {
+      SLUICE_LOG(warn, "serve: warming a worker's store connections: {}", s.ToString());
+    }
     for (const std::string& stage : stages) {
       const bool colocated = stage == "colocated";
       StageHandler handler;

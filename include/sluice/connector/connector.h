@@ -228,6 +228,13 @@ class DiffusionConnector {
   // kernel refused it). Thread-safe.
   Result<SharedTensor> AllocateTensor(DType dtype, const std::vector<std::int64_t>& shape);
 
+  // Opens the store connections a first Publish or Consume would open
+  // (see StoreClient::Warm): a worker calls it before it registers, so its
+  // first job does not pay for them. Without a store (p2p only) there is
+  // nothing to open: OK. Errors: StoreClient::Warm's; the connector stays
+  // usable. Thread-safe, idempotent.
+  Status Warm();
+
   TransferEngine& engine();
   const ConnectorConfig& config() const;
   // Payload bytes this connector copied outside engine transfers (the store

@@ -147,6 +147,17 @@ class StoreClient {
   // kDeadlineExceeded after `timeout`. Idempotent.
   Status WaitFor(std::string_view key, std::chrono::milliseconds timeout);
 
+  // Opens now what the first put or get would open on its way: the
+  // master's channel and fast lane, and the engine's connection to every
+  // store node registered now, with each node's shared memory mapped when
+  // it is on this host (mapping a large segment takes ~0.1 s per GiB here).
+  // Call before taking traffic, so the first request does not pay for it.
+  // Blocks up to rpc_timeout per master call and transfer_timeout per node.
+  // Errors: the master's (kUnavailable, kDeadlineExceeded), or the first
+  // node that could not be reached (the others are warmed anyway); the
+  // client stays usable either way. Idempotent.
+  Status Warm();
+
   // Delivers object events (lost, expired, evicted, consumed) to `handler`
   // on a client thread until the client is destroyed; reconnects when the
   // master goes away. At most once: events while disconnected are missed.

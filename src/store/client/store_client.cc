@@ -105,6 +105,39 @@ void StoreClientImpl::StopWatching() {
   }
 }
 
+Status StoreClientImpl::Warm() {
+  pb::DescribeResponse d;
+  SLUICE_RETURN_IF_ERROR(Call(&pb::Master::Stub::Describe, pb::DescribeRequest(), &d, "Describe",
+                              config_.rpc_timeout));
+  // A first call opens the fast lane, when the master offers one.
+  SLUICE_RETURN_IF_ERROR(Exists("sluice/warm").status());
+  Status first;
+  for (const std::string& endpoint : d.node_endpoints()) {
+    if (Status s = WarmNode(endpoint); !s.ok() && first.ok()) {
+      first = s.WithContext("store node " + endpoint);
+    }
+  }
+  return first;
+}
+
+Status StoreClientImpl::WarmNode(const std::string& endpoint) {
+  SLUICE_ASSIGN_OR_RETURN(SegmentId seg, engine_->OpenSegment(endpoint));
+  SLUICE_ASSIGN_OR_RETURN(std::vector<RegionInfo> regions, engine_->SegmentRegions(seg));
+  std::lock_guard<std::mutex> lock(staging_mu_);
+  auto* dst = static_cast<char*>(staging_.data());
+  std::vector<TransferRequest> ops;
+  for (const RegionInfo& r : regions) {
+    if (AllowsRemoteRead(r.access) && r.length > 0 && ops.size() < staging_.size()) {
+      ops.push_back(TransferRequest{OpKind::kRead, dst + ops.size(), seg, r.key, 0, 1});
+    }
+  }
+  if (ops.empty()) {
+    return Status::Ok();
+  }
+  SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<TransferBatch> batch, engine_->Submit(ops));
+  return batch->Wait(config_.transfer_timeout);
+}
+
 std::shared_ptr<fastlane::Client> StoreClientImpl::FastLane() {
   if (!config_.fast_lane) {
     return nullptr;
@@ -190,6 +223,9 @@ Result<bool> StoreClient::Exists(std::string_view key) {
 }
 Status StoreClient::WaitFor(std::string_view key, std::chrono::milliseconds timeout) {
   return impl_->WaitFor(key, timeout);
+}
+Status StoreClient::Warm() {
+  return impl_->Warm();
 }
 void StoreClient::Subscribe(std::function<void(const StoreEvent&)> handler) {
   impl_->Subscribe(std::move(handler));

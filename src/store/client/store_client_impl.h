@@ -62,6 +62,7 @@ class StoreClientImpl {
   void EndViewAsync(const std::string& key, std::uint64_t lease_id);
   Result<bool> Exists(std::string_view key);
   Status WaitFor(std::string_view key, std::chrono::milliseconds timeout);
+  Status Warm();
   void Subscribe(std::function<void(const StoreEvent&)> handler);
 
   // Bytes copied through the staging buffer (Put, Get).
@@ -69,6 +70,10 @@ class StoreClientImpl {
 
  private:
   // store_client.cc: calls to the master (fast lane, else gRPC) and events.
+
+  // Opens the engine's connection to the node at `endpoint` and reads one
+  // byte of each of its readable regions (a same-host region gets mapped).
+  Status WarmNode(const std::string& endpoint);
 
   // Reads the event stream; reopens it (every 200 ms) while the master is away.
   void WatchLoop();

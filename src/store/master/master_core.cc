@@ -50,6 +50,11 @@ void MasterCore::Run(Finish& finish) {
   finish.clear();
 }
 
+std::vector<std::string> MasterCore::NodeEndpoints() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_.NodeEndpoints();
+}
+
 MasterMetrics MasterCore::Metrics() {
   std::lock_guard<std::mutex> lock(mu_);
   MasterStats s = state_.Stats();

@@ -68,6 +68,8 @@ class MasterCore {
 
   const MasterOptions& options() const { return state_.options(); }
   MasterMetrics Metrics();
+  // Transfer endpoints of the registered store nodes (Describe).
+  std::vector<std::string> NodeEndpoints();
   void WriteRpcStats(std::ostringstream& out) { rpc_stats_.Write(out); }
 
  private:

@@ -145,6 +145,9 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     if (fast_lane_) {
       resp->set_fast_lane_endpoint(fast_lane_->endpoint());
     }
+    for (std::string& ep : core_.NodeEndpoints()) {
+      resp->add_node_endpoints(std::move(ep));
+    }
     return Done(ctx, Status::Ok());
   }
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* ctx,

@@ -634,6 +634,15 @@ void MasterState::Tick(TimePoint now) {
   ScheduleSpills();
 }
 
+std::vector<std::string> MasterState::NodeEndpoints() const {
+  std::vector<std::string> out;
+  for (const auto& [id, n] : nodes_) {
+    out.push_back(n->endpoint);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 MasterStats MasterState::Stats() const {
   std::uint64_t largest_free = 0;
   MasterStats s = counters_;

@@ -214,6 +214,8 @@ class MasterState {
   // Events since the last call, oldest first.
   std::vector<ObjectEvent> TakeEvents();
   MasterStats Stats() const;
+  // Transfer endpoints of the registered nodes, sorted.
+  std::vector<std::string> NodeEndpoints() const;
   const MasterOptions& options() const { return options_; }
 
  private:
