@@ -210,6 +210,47 @@ class FakeWorker {
   std::thread reader_, beater_;
 };
 
+// An in-process store (master, one 16 MiB node, a client) for the
+// orchestrator's store wiring. Members go in reverse order: client, node,
+// engines, master.
+struct InProcessStore {
+  std::unique_ptr<MasterServer> master;
+  std::unique_ptr<TransferEngine> node_engine, client_engine;
+  std::unique_ptr<StoreNode> node;
+  std::unique_ptr<StoreClient> client;
+
+  // Empty once the node is registered, else what failed.
+  std::string Start(const MasterConfig& mc) {
+    auto m = MasterServer::Start(mc);
+    auto ne = TransferEngine::Create(EngineConfig{});
+    auto ce = TransferEngine::Create(EngineConfig{});
+    if (!m.ok() || !ne.ok() || !ce.ok()) {
+      return "master or engines did not start";
+    }
+    master = std::move(*m);
+    node_engine = std::move(*ne);
+    client_engine = std::move(*ce);
+    StoreNodeConfig nc;
+    nc.master = master->endpoint();
+    nc.memory_bytes = 16 << 20;
+    auto n = StoreNode::Start(node_engine.get(), nc);
+    StoreClientConfig cc;
+    cc.master = master->endpoint();
+    cc.staging_bytes = 1 << 20;
+    auto c = StoreClient::Create(client_engine.get(), cc);
+    if (!n.ok() || !c.ok()) {
+      return (n.ok() ? c.status() : n.status()).ToString();
+    }
+    node = std::move(*n);
+    client = std::move(*c);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!node->registered() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+    return node->registered() ? "" : "the node did not register";
+  }
+};
+
 class OrchestratorTest : public ::testing::Test {
  protected:
   void Start(std::size_t max_queued = 64, std::string journal = "", std::string listen = "",
@@ -265,6 +306,13 @@ TEST_F(OrchestratorTest, ImageJobsRunThroughEveryStageSyncAsyncAndWithEvents) {
   ASSERT_EQ(status, 200) << sync.dump();
   EXPECT_EQ(Unbase64(sync["data"][0]["b64_json"]), "decode(denoise(encode(a red fox)))");
 
+  json by_url = Post(R"({"prompt":"a grey fox","response_format":"url"})", &status);
+  ASSERT_EQ(status, 200) << by_url.dump();
+  const std::string url = by_url["data"][0]["url"];
+  const std::string prefix = "http://" + server_->http_endpoint() + "/v1/jobs/job-";
+  ASSERT_EQ(url.rfind(prefix, 0), 0u) << url;
+  EXPECT_EQ(http_->Get(url.substr(url.find("/v1/")))->body, "decode(denoise(encode(a grey fox)))");
+
   json two = Post(R"({"prompt":"owl","n":2,"seed":3})", &status);
   ASSERT_EQ(status, 200) << two.dump();
   ASSERT_EQ(two["data"].size(), 2u);
@@ -282,7 +330,7 @@ TEST_F(OrchestratorTest, ImageJobsRunThroughEveryStageSyncAsyncAndWithEvents) {
     EXPECT_NE(events->body.find(want), std::string::npos) << want << "\n" << events->body;
   }
   auto m = http_->Get("/metrics");
-  EXPECT_NE(m->body.find("sluice_orchestrator_jobs_succeeded_total 4"), std::string::npos)
+  EXPECT_NE(m->body.find("sluice_orchestrator_jobs_succeeded_total 5"), std::string::npos)
       << m->body;
   EXPECT_NE(m->body.find("sluice_orchestrator_workers{stage=\"denoise\"} 1"), std::string::npos);
   EXPECT_EQ(http_->Get("/healthz")->status, 200);
@@ -299,7 +347,7 @@ TEST_F(OrchestratorTest, MalformedRequestsAre400NamingTheField) {
         Case{R"({"prompt":"x","size":"100x7"})", "size"},
         Case{R"({"prompt":"x","steps":0})", "steps"},
         Case{R"({"prompt":"x","priority":"urgent"})", "priority"},
-        Case{R"({"prompt":"x","response_format":"url"})", "response_format"},
+        Case{R"({"prompt":"x","response_format":"png"})", "response_format"},
         Case{R"({"prompt":"x","colour":"red"})", "colour"}}) {
     int status = 0;
     json r = Post(c.body, &status);
@@ -464,31 +512,15 @@ TEST_F(OrchestratorTest, RestartedOrchestratorFinishesEveryAcceptedJob) {
 }
 
 TEST_F(OrchestratorTest, RestartedOrchestratorRunsAJobOnFromItsLastStageStillInTheStore) {
-  auto master = MasterServer::Start(MasterConfig{});
-  ASSERT_TRUE(master.ok()) << master.status().ToString();
-  auto node_engine = TransferEngine::Create(EngineConfig{});
-  auto client_engine = TransferEngine::Create(EngineConfig{});
-  ASSERT_TRUE(node_engine.ok() && client_engine.ok());
-  StoreNodeConfig nc;
-  nc.master = (*master)->endpoint();
-  nc.memory_bytes = 16 << 20;
-  auto node = StoreNode::Start(node_engine->get(), nc);
-  ASSERT_TRUE(node.ok()) << node.status().ToString();
-  StoreClientConfig cc;
-  cc.master = (*master)->endpoint();
-  cc.staging_bytes = 1 << 20;
-  auto client = StoreClient::Create(client_engine->get(), cc);
-  ASSERT_TRUE(client.ok());
-  while (!(*node)->registered()) {
-    std::this_thread::sleep_for(10ms);
-  }
+  InProcessStore st;
+  ASSERT_EQ(st.Start(MasterConfig{}), "");
   const std::string journal =
       ::testing::TempDir() + "/sluice-journal-resume-" + std::to_string(::getpid()) + ".db";
   std::remove(journal.c_str());
-  store_master_ = (*master)->endpoint();
+  store_master_ = st.master->endpoint();
   Start(64, journal);
   const std::string grpc_ep = server_->endpoint(), http_ep = server_->http_endpoint();
-  StoreClient* store = client->get();
+  StoreClient* store = st.client.get();
   auto encoder = [store](std::uint64_t job) {
     const std::string key = "job/" + std::to_string(job) + "/encode";
     std::vector<std::byte> v(4096, std::byte{7});
@@ -567,35 +599,19 @@ TEST_F(OrchestratorTest, CancelRemovesStorePayloadsAndALostPayloadRerunsItsProdu
   MasterConfig mc;
   mc.heartbeat_interval = 100ms;
   mc.node_timeout = 600ms;
-  auto master = MasterServer::Start(mc);
-  ASSERT_TRUE(master.ok()) << master.status().ToString();
-  auto node_engine = TransferEngine::Create(EngineConfig{});
-  auto client_engine = TransferEngine::Create(EngineConfig{});
-  ASSERT_TRUE(node_engine.ok() && client_engine.ok());
-  StoreNodeConfig nc;
-  nc.master = (*master)->endpoint();
-  nc.memory_bytes = 16 << 20;
-  auto node = StoreNode::Start(node_engine->get(), nc);
-  ASSERT_TRUE(node.ok()) << node.status().ToString();
-  StoreClientConfig cc;
-  cc.master = (*master)->endpoint();
-  cc.staging_bytes = 1 << 20;
-  auto client = StoreClient::Create(client_engine->get(), cc);
-  ASSERT_TRUE(client.ok());
-  while (!(*node)->registered()) {
-    std::this_thread::sleep_for(10ms);
-  }
+  InProcessStore st;
+  ASSERT_EQ(st.Start(mc), "");
 
   OrchestratorConfig c;
   c.heartbeat_interval = 100ms;
   c.worker_timeout = 1500ms;
-  c.store_master = (*master)->endpoint();
+  c.store_master = st.master->endpoint();
   auto s = OrchestratorServer::Start(c);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   server_ = std::move(*s);
   http_ = std::make_unique<httplib::Client>("http://" + server_->http_endpoint());
   // Encode stores its output; nothing runs denoise, so jobs wait there.
-  StoreClient* store = client->get();
+  StoreClient* store = st.client.get();
   FakeWorker e(server_->endpoint(), "encode", false, [store](std::uint64_t job) {
     const std::string key = "job/" + std::to_string(job) + "/encode";
     std::vector<std::byte> v(4096, std::byte{7});
@@ -626,8 +642,8 @@ TEST_F(OrchestratorTest, CancelRemovesStorePayloadsAndALostPayloadRerunsItsProdu
   }
   ASSERT_TRUE(*store->Exists(key_b));
   EXPECT_EQ(e.runs(), 2);
-  node->reset();  // The node holding job b's encode output dies.
-  node_engine->reset();
+  st.node.reset();  // The node holding job b's encode output dies.
+  st.node_engine.reset();
   const auto rerun_by = std::chrono::steady_clock::now() + 10s;
   while (e.runs() < 3 && std::chrono::steady_clock::now() < rerun_by) {
     std::this_thread::sleep_for(20ms);

@@ -204,8 +204,9 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
       return bad("size", "WIDTHxHEIGHT, each 64..2048 and a multiple of 8");
     }
   }
-  if (j.contains("response_format") && j["response_format"] != "b64_json") {
-    return bad("response_format", "only \"b64_json\" is supported");
+  if (j.contains("response_format") && j["response_format"] != "b64_json" &&
+      j["response_format"] != "url") {
+    return bad("response_format", "\"b64_json\" or \"url\"");
   }
   if (j.contains("negative_prompt") && !j["negative_prompt"].is_string()) {
     return bad("negative_prompt", "a string");
@@ -299,6 +300,11 @@ void InstallHttpApi(httplib::Server& http, OrchestratorState& state, HttpOptions
                 }
                 return;
               }
+              // "url": the job's content, served while the orchestrator
+              // keeps the job (the newest max_finished_jobs).
+              const bool url = body.value("response_format", "b64_json") == "url";
+              const std::string host = req.get_header_value("Host");
+              const std::string base = host.empty() ? "" : "http://" + host;
               json out;
               out["data"] = json::array();
               for (JobId id : ids) {
@@ -309,7 +315,9 @@ void InstallHttpApi(httplib::Server& http, OrchestratorState& state, HttpOptions
                 if (v->status != "succeeded") {
                   return Error(res, 500, "job_failed", v->status + ": " + v->error);
                 }
-                out["data"].push_back({{"b64_json", Base64(v->result)}});
+                out["data"].push_back(
+                    url ? json{{"url", base + "/v1/jobs/job-" + std::to_string(id) + "/content"}}
+                        : json{{"b64_json", Base64(v->result)}});
               }
               out["created"] = std::chrono::duration_cast<std::chrono::seconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
