@@ -27,7 +27,12 @@ class Journal : public JobJournal {
   static Result<std::unique_ptr<Journal>> Open(const std::string& path);
   ~Journal() override;
 
+  // Every call below fails with kUnavailable naming SQLite's message (disk
+  // full, file gone); the caller logs it and serves on (a job whose
+  // progress was not saved runs from an earlier point after a restart).
   Status Add(JobId id, const JobRequest& r) override;
+  // One row per job, replaced on each save; `p.output` and `p.keys` are
+  // copied.
   Status SaveProgress(JobId id, const JobProgress& p) override;
   // Marks the job finished and drops its progress.
   Status Finish(JobId id, std::string_view status) override;
