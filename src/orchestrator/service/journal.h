@@ -28,8 +28,9 @@ class Journal : public JobJournal {
   ~Journal() override;
 
   // Every call below fails with kUnavailable naming SQLite's message (disk
-  // full, file gone); the caller logs it and serves on (a job whose
-  // progress was not saved runs from an earlier point after a restart).
+  // full, file gone). A failed Add refuses the submission; after any other
+  // failure the caller logs it and serves on (a job whose progress was not
+  // saved runs from an earlier point after a restart).
   Status Add(JobId id, const JobRequest& r) override;
   // One row per job, replaced on each save; `p.output` and `p.keys` are
   // copied.
