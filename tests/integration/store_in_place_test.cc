@@ -53,5 +53,19 @@ TEST_F(ShortReadLeaseStoreTest, AViewHeldPastItsLeaseSaysSoWhenItEnds) {
   ASSERT_TRUE(quick.ok()) << quick.status().ToString();
   EXPECT_TRUE(quick->End().ok()) << "a view ended in time is fine";
 }
+TEST_F(ShortReadLeaseStoreTest, ARenewedViewHoldsPastTheTimeout) {
+  std::vector<std::byte> v(64 * 1024, std::byte{9});
+  ASSERT_TRUE(client_->Put("renewed", v).ok());
+  Result<ObjectView> view = client_->GetInPlace("renewed");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  // 1.5 s against a 0.3 s lease, renewed every 50 ms.
+  for (int i = 0; i < 30; ++i) {
+    std::this_thread::sleep_for(50ms);
+    ASSERT_TRUE(view->Renew().ok()) << i;
+  }
+  EXPECT_TRUE(view->End().ok());
+  EXPECT_EQ(view->Renew().code(), StatusCode::kFailedPrecondition) << "the view has ended";
+}
+
 }  // namespace
 }  // namespace sluice::testing

@@ -72,8 +72,8 @@ struct PutOptions {
 // store node's memory mapped into this process, under a read lease. Read it,
 // never write it. Move-only. The bytes are the object's while the lease
 // holds: until End() or destruction, within the master's read lease timeout
-// (MasterConfig::read_lease_timeout, 60 s by default); End() says whether it
-// held. The mapping itself outlives everything (reading never faults).
+// (MasterConfig::read_lease_timeout, 60 s by default; Renew() restarts
+// it); End() says whether it held. The mapping itself outlives everything (reading never faults).
 class ObjectView {
  public:
   ObjectView();
@@ -94,6 +94,13 @@ class ObjectView {
   // kFailedPrecondition (the client is gone: the lease ends by timeout);
   // kUnavailable (master unreachable: the lease ends by timeout). Blocks.
   Status End();
+  // Restarts the lease's timeout: a reader holding the view longer than
+  // the master's read lease timeout renews it at least once per timeout.
+  // One round trip; blocks. Idempotent. Errors: kDataLoss (the lease had
+  // already ended: the bytes may have changed; drop the view and read the
+  // object again), kFailedPrecondition (the view has ended, or the client
+  // is gone), kUnavailable (master unreachable: retry before the timeout).
+  Status Renew();
 
  private:
   friend class internal::StoreClientImpl;

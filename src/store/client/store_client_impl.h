@@ -59,6 +59,7 @@ class StoreClientImpl {
   // store_client_view.cc.
   Result<ObjectView> GetInPlace(std::string_view key, std::chrono::milliseconds wait);
   Status EndView(const std::string& key, std::uint64_t lease_id);  // Waits for the answer.
+  Status RenewView(const std::string& key, std::uint64_t lease_id);
   void EndViewAsync(const std::string& key, std::uint64_t lease_id);
   Result<bool> Exists(std::string_view key);
   Status WaitFor(std::string_view key, std::chrono::milliseconds timeout);

@@ -53,20 +53,39 @@ void StoreClientImpl::EndViewAsync(const std::string& key, std::uint64_t lease_i
   GetEnd(OpenGet{key, lease_id, {}, {}}, true);
 }
 
+namespace {
+
+// The master no longer has the view's lease (NotFound): the bytes may have
+// changed under the view.
+Status LeaseLost(const Status& s, const std::string& key) {
+  if (s.code() != StatusCode::kNotFound) {
+    return s;
+  }
+  return Status(StatusCode::kDataLoss,
+                "the read lease on '" + key +
+                    "' ended before the view did (held past the master's read lease timeout, "
+                    "or the master restarted): the bytes read may have changed meanwhile");
+}
+
+}  // namespace
+
 Status StoreClientImpl::EndView(const std::string& key, std::uint64_t lease_id) {
   pb::GetEndRequest req;
   req.set_key(key);
   req.set_lease_id(lease_id);
   req.set_completed(true);
   pb::GetEndResponse resp;
-  Status s = Call(&pb::Master::Stub::GetEnd, fastlane::Method::kGetEnd, req, &resp, "GetEnd");
-  if (s.code() == StatusCode::kNotFound) {
-    return Status(StatusCode::kDataLoss,
-                  "the read lease on '" + key +
-                      "' ended before the view did (held past the master's read lease timeout, "
-                      "or the master restarted): the bytes read may have changed meanwhile");
-  }
-  return s;
+  return LeaseLost(Call(&pb::Master::Stub::GetEnd, fastlane::Method::kGetEnd, req, &resp, "GetEnd"),
+                   key);
+}
+
+Status StoreClientImpl::RenewView(const std::string& key, std::uint64_t lease_id) {
+  pb::RenewReadRequest req;
+  req.set_key(key);
+  req.set_lease_id(lease_id);
+  pb::RenewReadResponse resp;
+  return LeaseLost(Call(&pb::Master::Stub::RenewRead, req, &resp, "RenewRead", config_.rpc_timeout),
+                   key);
 }
 
 }  // namespace internal
@@ -93,6 +112,19 @@ ObjectView::~ObjectView() {
   // drops views with the GIL held). The client's destructor waits for it.
   internal::ObjectViewState& v = *state_;
   v.link->Call([&v](internal::StoreClientImpl& c) { c.EndViewAsync(v.key, v.lease_id); });
+}
+
+Status ObjectView::Renew() {
+  if (state_ == nullptr || state_->ended.load()) {
+    return FailedPreconditionError("the view has ended");
+  }
+  internal::ObjectViewState& v = *state_;
+  Status s;
+  if (!v.link->Call([&](internal::StoreClientImpl& c) { s = c.RenewView(v.key, v.lease_id); })) {
+    return FailedPreconditionError("the store client is gone; the read lease on '" + v.key +
+                                   "' ends by the master's timeout");
+  }
+  return s;
 }
 
 Status ObjectView::End() {

@@ -357,6 +357,11 @@ void MasterCore::GetStart(const pb::GetStartRequest* req, pb::GetStartResponse* 
   done(g.status());
 }
 
+Status MasterCore::RenewRead(const pb::RenewReadRequest& req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_.RenewRead(req.key(), req.lease_id(), MasterClock::now());
+}
+
 Status MasterCore::GetEnd(const pb::GetEndRequest& req) {
   const auto start = MasterClock::now();
   Status st;

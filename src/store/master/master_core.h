@@ -62,6 +62,7 @@ class MasterCore {
   void GetStart(const store::v1::GetStartRequest* req, store::v1::GetStartResponse* resp, Done done,
                 bool allow_wait = true);
   Status GetEnd(const store::v1::GetEndRequest& req);
+  Status RenewRead(const store::v1::RenewReadRequest& req);
   Status Remove(const store::v1::KeyRequest& req);
   Status Exists(const store::v1::KeyRequest& req, store::v1::ExistsResponse* resp);
   void WaitFor(const store::v1::WaitForRequest& req, Done done);

@@ -199,6 +199,11 @@ class MasterServerImpl final : public pb::Master::CallbackService {
                                    pb::GetEndResponse*) override {
     return Done(ctx, core_.GetEnd(*req));
   }
+  grpc::ServerUnaryReactor* RenewRead(grpc::CallbackServerContext* ctx,
+                                      const pb::RenewReadRequest* req,
+                                      pb::RenewReadResponse*) override {
+    return Done(ctx, core_.RenewRead(*req));
+  }
   grpc::ServerUnaryReactor* Remove(grpc::CallbackServerContext* ctx, const pb::KeyRequest* req,
                                    pb::RemoveResponse*) override {
     return Done(ctx, core_.Remove(*req));

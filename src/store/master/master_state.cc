@@ -448,6 +448,18 @@ Status MasterState::GetEnd(const std::string& key, std::uint64_t lease_id, bool 
   return Status::Ok();
 }
 
+Status MasterState::RenewRead(const std::string& key, std::uint64_t lease_id, TimePoint now) {
+  auto it = objects_.find(key);
+  auto lease = it == objects_.end() ? std::map<std::uint64_t, TimePoint>::iterator()
+                                    : it->second->leases.find(lease_id);
+  if (it == objects_.end() || lease == it->second->leases.end()) {
+    return NotFoundError("no read lease " + std::to_string(lease_id) + " on '" + key +
+                         "' (already ended or expired)");
+  }
+  lease->second = now + options_.read_lease_timeout;
+  return Status::Ok();
+}
+
 Status MasterState::Remove(const std::string& key) {
   SLUICE_RETURN_IF_ERROR(CheckKey(key));
   Object* found = FindVisible(key);

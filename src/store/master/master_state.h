@@ -206,6 +206,9 @@ class MasterState {
   Result<ReadGrant> GetStart(const std::string& key, const std::string& client_endpoint,
                              TimePoint now);
   Status GetEnd(const std::string& key, std::uint64_t lease_id, bool completed);
+  // The read lease `lease_id` on `key` lasts read_lease_timeout from `now`.
+  // Errors: kNotFound (no such lease: ended or expired). Idempotent.
+  Status RenewRead(const std::string& key, std::uint64_t lease_id, TimePoint now);
   Status Remove(const std::string& key);
   bool Exists(const std::string& key) const;
 

@@ -190,6 +190,32 @@ TEST_F(MasterStateTest, ReadersInFlightKeepRemovedObjectsAlive) {
   EXPECT_EQ(state_.Stats().used_bytes, 0u);
 }
 
+TEST_F(MasterStateTest, ARenewedReadLeaseOutlivesItsFirstTimeout) {
+  AddNode("n1", 2 * kMiB, 11);
+  ASSERT_TRUE(Put("x", kMiB).ok());
+  auto g = state_.GetStart("x", "", now_);
+  ASSERT_TRUE(g.ok());
+  const auto timeout = Options().read_lease_timeout;
+  const TimePoint renewed = now_ + timeout * 3 / 4;
+  ASSERT_TRUE(state_.RenewRead("x", g->lease_id, renewed).ok());
+  ASSERT_TRUE(state_.RenewRead("x", g->lease_id, renewed).ok()) << "idempotent";
+  const TimePoint later = now_ + timeout * 3 / 2;  // Past the first deadline, not the renewed.
+  state_.Heartbeat("n1", 0, {}, later);
+  state_.Tick(later);
+  EXPECT_TRUE(state_.GetEnd("x", g->lease_id, true).ok());
+  EXPECT_EQ(state_.RenewRead("x", g->lease_id, later).code(), StatusCode::kNotFound)
+      << "an ended lease cannot be renewed";
+  EXPECT_EQ(state_.RenewRead("nope", 1, later).code(), StatusCode::kNotFound);
+
+  auto h = state_.GetStart("x", "", later);
+  ASSERT_TRUE(h.ok());
+  const TimePoint expired = later + timeout * 2;
+  state_.Heartbeat("n1", 0, {}, expired);
+  state_.Tick(expired);
+  EXPECT_EQ(state_.RenewRead("x", h->lease_id, expired).code(), StatusCode::kNotFound)
+      << "an expired lease cannot be renewed";
+}
+
 TEST_F(MasterStateTest, SilentNodeIsDroppedAndItsLastReplicasReportedLost) {
   AddNode("n1", 4 * kMiB, 11);
   AddNode("n2", 4 * kMiB, 22);
