@@ -114,33 +114,36 @@ ObjectView::~ObjectView() {
   v.link->Call([&v](internal::StoreClientImpl& c) { c.EndViewAsync(v.key, v.lease_id); });
 }
 
-Status ObjectView::Renew() {
-  if (state_ == nullptr || state_->ended.load()) {
-    return FailedPreconditionError("the view has ended");
-  }
-  internal::ObjectViewState& v = *state_;
+namespace {
+
+// `call` (an RPC about the view's lease) run on the view's client;
+// kFailedPrecondition when the client is gone.
+template <typename Call>
+Status OnClient(internal::ObjectViewState& v, const Call& call) {
   Status s;
-  if (!v.link->Call([&](internal::StoreClientImpl& c) { s = c.RenewView(v.key, v.lease_id); })) {
+  if (!v.link->Call([&](internal::StoreClientImpl& c) { s = call(c); })) {
     return FailedPreconditionError("the store client is gone; the read lease on '" + v.key +
                                    "' ends by the master's timeout");
   }
   return s;
 }
 
-Status ObjectView::End() {
-  if (state_ == nullptr) {
-    return Status::Ok();
+}  // namespace
+
+Status ObjectView::Renew() {
+  if (state_ == nullptr || state_->ended.load()) {
+    return FailedPreconditionError("the view has ended");
   }
-  if (state_->ended.exchange(true)) {
+  internal::ObjectViewState& v = *state_;
+  return OnClient(v, [&v](internal::StoreClientImpl& c) { return c.RenewView(v.key, v.lease_id); });
+}
+
+Status ObjectView::End() {
+  if (state_ == nullptr || state_->ended.exchange(true)) {
     return Status::Ok();
   }
   internal::ObjectViewState& v = *state_;
-  Status s;
-  if (!v.link->Call([&](internal::StoreClientImpl& c) { s = c.EndView(v.key, v.lease_id); })) {
-    return FailedPreconditionError("the store client is gone; the read lease on '" + v.key +
-                                   "' ends by the master's timeout");
-  }
-  return s;
+  return OnClient(v, [&v](internal::StoreClientImpl& c) { return c.EndView(v.key, v.lease_id); });
 }
 
 }  // namespace sluice
