@@ -116,6 +116,9 @@ Status Scheduler::Draining(WorkerId id, TimePoint now) {
   if (it == workers_.end()) {
     return NotFoundError("Draining: unknown worker " + std::to_string(id));
   }
+  if (it->second.draining) {
+    return Status::Ok();  // Every heartbeat of a draining worker says so.
+  }
   it->second.draining = true;
   SetFree(it->second, 0);
   Dispatch(now);  // Preemption may now be due: fewer denoise slots.
