@@ -10,7 +10,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libssl-dev libxxhash-dev libsqlite3-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  libcpp-httplib-dev
+  libcpp-httplib-dev libboost1.81-dev
   libopenblas-pthread-dev libpng-dev libyaml-cpp-dev
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest
   clang-format-16

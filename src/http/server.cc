@@ -1,0 +1,169 @@
+#include "http/server.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <thread>
+
+#include "common/log.h"
+#include "common/net.h"
+#include "http/session.h"
+
+namespace sluice::http {
+namespace {
+
+using internal::net::ip::tcp;
+namespace net = internal::net;
+using boost::system::error_code;
+
+class ServerImpl final : public Server {
+ public:
+  explicit ServerImpl(const ServerOptions& options, Router router)
+      : acceptor_(ioc_),
+        retry_(ioc_),
+        blocking_(static_cast<std::size_t>(options.blocking_threads)) {
+    core_.options = options;
+    core_.router = std::move(router);
+    core_.gate->blocking = &blocking_;
+  }
+
+  ~ServerImpl() override {
+    {
+      std::unique_lock<std::shared_mutex> lock(core_.gate->mu);
+      core_.gate->open = false;
+    }
+    work_.reset();
+    ioc_.stop();
+    for (std::thread& t : threads_) {
+      t.join();
+    }
+    blocking_.stop();
+    blocking_.join();
+    error_code ec;
+    acceptor_.close(ec);
+    // The io_context's destructor (after this body) destroys pending
+    // handlers, and with them every session and its socket.
+  }
+
+  Status Listen() {
+    const ServerOptions& o = core_.options;
+    SLUICE_ASSIGN_OR_RETURN(sluice::internal::HostPort hp,
+                            sluice::internal::ParseHostPort(o.listen, true));
+    error_code ec;
+    net::ip::address addr = net::ip::make_address(hp.host, ec);
+    if (ec) {
+      tcp::resolver resolver(ioc_);
+      auto results = resolver.resolve(hp.host, std::to_string(hp.port), ec);
+      if (ec || results.empty()) {
+        return InvalidArgumentError("HTTP listen address '" + o.listen +
+                                    "': cannot resolve host: " + ec.message());
+      }
+      addr = results.begin()->endpoint().address();
+    }
+    const tcp::endpoint ep(addr, hp.port);
+    auto fail = [&](std::string_view what) {
+      return UnavailableError(
+          "HTTP cannot listen on " + o.listen + ": " + std::string(what) + ": " + ec.message(),
+          FailureScope::kTransport);
+    };
+    acceptor_.open(ep.protocol(), ec);
+    if (ec) {
+      return fail("socket");
+    }
+    acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (o.reuse_port) {
+      const int one = 1;
+      if (::setsockopt(acceptor_.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) !=
+          0) {
+        ec = error_code(errno, boost::system::system_category());
+        return fail("SO_REUSEPORT");
+      }
+    }
+    acceptor_.bind(ep, ec);
+    if (ec) {
+      return fail("bind");
+    }
+    acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return fail("listen");
+    }
+    const tcp::endpoint bound = acceptor_.local_endpoint(ec);
+    sluice::internal::HostPort out{hp.host, bound.port()};
+    endpoint_ = out.ToString();
+    return Status::Ok();
+  }
+
+  void Run() {
+    Accept();
+    for (int i = 0; i < core_.options.io_threads; ++i) {
+      threads_.emplace_back([this] { ioc_.run(); });
+    }
+  }
+
+  const std::string& endpoint() const override { return endpoint_; }
+  std::size_t connections() const override {
+    return core_.connections.load(std::memory_order_relaxed);
+  }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept(net::make_strand(ioc_), [this](error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted) {
+        return;
+      }
+      if (ec) {
+        // Out of descriptors (EMFILE) and the like: wait rather than spin.
+        SLUICE_LOG(warn, "HTTP accept on {}: {}; retrying in 100 ms", endpoint_, ec.message());
+        retry_.expires_after(std::chrono::milliseconds(100));
+        retry_.async_wait([this](error_code wec) {
+          if (!wec) {
+            Accept();
+          }
+        });
+        return;
+      }
+      if (core_.connections.load(std::memory_order_relaxed) >= core_.options.max_connections) {
+        internal::RefuseConnection(socket);
+      } else {
+        core_.connections.fetch_add(1, std::memory_order_relaxed);
+        std::make_shared<internal::Session>(&core_, std::move(socket))->Start();
+      }
+      Accept();
+    });
+  }
+
+  internal::Core core_;
+  net::io_context ioc_;
+  net::executor_work_guard<net::io_context::executor_type> work_ = net::make_work_guard(ioc_);
+  tcp::acceptor acceptor_;
+  net::steady_timer retry_;
+  net::thread_pool blocking_;
+  std::vector<std::thread> threads_;
+  std::string endpoint_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Router router) {
+  auto positive = [](std::chrono::milliseconds d) { return d.count() > 0; };
+  if (options.io_threads < 1 || options.io_threads > 256 || options.blocking_threads < 1 ||
+      options.blocking_threads > 256) {
+    return InvalidArgumentError("HTTP server: io_threads and blocking_threads must be in 1..256");
+  }
+  if (options.max_header_bytes < 1024 || options.max_connections < 1) {
+    return InvalidArgumentError(
+        "HTTP server: max_header_bytes must be at least 1024, max_connections at least 1");
+  }
+  if (!positive(options.idle_timeout) || !positive(options.request_timeout) ||
+      !positive(options.write_timeout) || !positive(options.stream_keepalive)) {
+    return InvalidArgumentError("HTTP server: timeouts must be positive");
+  }
+  auto server = std::make_unique<ServerImpl>(options, std::move(router));
+  SLUICE_RETURN_IF_ERROR(server->Listen());
+  server->Run();
+  return std::unique_ptr<Server>(std::move(server));
+}
+
+}  // namespace sluice::http

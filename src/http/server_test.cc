@@ -1,0 +1,414 @@
+// The HTTP server on loopback, driven by raw sockets so each limit, timeout
+// and disconnect is exercised byte by byte.
+#include "http/server.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/net.h"
+#include "common/testing/eventually.h"
+
+namespace sluice::http {
+namespace {
+
+using namespace std::chrono_literals;
+using sluice::internal::Eventually;
+using sluice::internal::UniqueFd;
+
+struct Reply {
+  int status = 0;  // 0: the connection closed without an answer.
+  std::string head;
+  std::string body;
+  bool closed = false;  // The server closed the connection after it.
+};
+
+class Conn {
+ public:
+  explicit Conn(const std::string& endpoint, std::chrono::milliseconds io_timeout = 5s) {
+    auto hp = sluice::internal::ParseHostPort(endpoint, false);
+    auto fd = sluice::internal::ConnectTcp(*hp, 2s);
+    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+    fd_ = std::move(*fd);
+    EXPECT_TRUE(sluice::internal::SetIoTimeout(fd_.get(), io_timeout).ok());
+  }
+  bool Send(std::string_view s) {
+    return ::send(fd_.get(), s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
+  }
+  // Reads one answer (Content-Length or chunked body).
+  Reply Read() {
+    Reply r;
+    std::size_t end;
+    while ((end = in_.find("\r\n\r\n")) == std::string::npos) {
+      if (!Fill()) {
+        r.closed = true;
+        return r;
+      }
+    }
+    r.head = in_.substr(0, end + 4);
+    in_.erase(0, end + 4);
+    r.status = std::stoi(r.head.substr(9, 3));
+    const std::string lower = [&] {
+      std::string l = r.head;
+      for (char& c : l) {
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      }
+      return l;
+    }();
+    if (lower.find("transfer-encoding: chunked") != std::string::npos) {
+      while (true) {
+        std::size_t eol;
+        while ((eol = in_.find("\r\n")) == std::string::npos) {
+          if (!Fill()) {
+            r.closed = true;
+            return r;
+          }
+        }
+        const std::size_t n = std::stoul(in_.substr(0, eol), nullptr, 16);
+        while (in_.size() < eol + 2 + n + 2) {
+          if (!Fill()) {
+            r.closed = true;
+            return r;
+          }
+        }
+        r.body += in_.substr(eol + 2, n);
+        in_.erase(0, eol + 2 + n + 2);
+        if (n == 0) {
+          break;
+        }
+      }
+    } else {
+      const std::size_t cl = lower.find("content-length: ");
+      const std::size_t n = cl == std::string::npos ? 0 : std::stoul(lower.substr(cl + 16));
+      while (in_.size() < n) {
+        if (!Fill()) {
+          r.closed = true;
+          return r;
+        }
+      }
+      r.body = in_.substr(0, n);
+      in_.erase(0, n);
+    }
+    r.closed = lower.find("connection: close") != std::string::npos;
+    return r;
+  }
+  // Whether the server closed the connection (EOF or reset) within the
+  // socket's I/O timeout, with nothing more sent.
+  bool ClosedByServer() {
+    char c;
+    const ssize_t n = ::recv(fd_.get(), &c, 1, 0);
+    return n == 0 || (n < 0 && errno == ECONNRESET);
+  }
+  void Close() { fd_.reset(); }
+
+ private:
+  bool Fill() {
+    char buf[65536];
+    const ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), 0);
+    if (n <= 0) {
+      return false;
+    }
+    in_.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+  UniqueFd fd_;
+  std::string in_;
+};
+
+std::string Get(const std::string& path, const std::string& extra = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: t\r\n" + extra + "\r\n";
+}
+
+nlohmann::json Json(const std::string& body) {
+  return nlohmann::json::parse(body, nullptr, false);
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void StartServer(ServerOptions o = {}) {
+    Router r;
+    r.Add("GET", "/hello", [](Request&, std::shared_ptr<Exchange> ex) {
+      Response res;
+      res.content_type = "text/plain";
+      res.body = "hi";
+      ex->Respond(std::move(res));
+    });
+    r.Add("GET", "/echo/{a}/{b}", [](Request& req, std::shared_ptr<Exchange> ex) {
+      Response res;
+      res.body =
+          nlohmann::json{
+              {"a", req.params[0]}, {"b", req.params[1]}, {"q", req.Query("q").value_or("-")}}
+              .dump();
+      ex->Respond(std::move(res));
+    });
+    r.Add("POST", "/echo", [](Request& req, std::shared_ptr<Exchange> ex) {
+      Response res;
+      res.body = req.body;
+      ex->Respond(std::move(res));
+    });
+    // Answers after ?ms=N, from a timer: a waiting request costs no thread.
+    r.Add("GET", "/wait", [](Request& req, std::shared_ptr<Exchange> ex) {
+      const int ms = std::stoi(req.Query("ms").value_or("100"));
+      ex->After(std::chrono::milliseconds(ms), [ex] {
+        Response res;
+        res.body = "waited";
+        ex->Respond(std::move(res));
+      });
+    });
+    // Never answers; counts clients that left while waiting.
+    r.Add("GET", "/hang",
+          [this](Request&, std::shared_ptr<Exchange> ex) { ex->OnClose([this] { ++left_; }); });
+    r.Add("GET", "/stream", [](Request&, std::shared_ptr<Exchange> ex) {
+      ex->StartStream(200, "text/event-stream", {}, ": ka\n\n");
+      ex->Send("data: 1\n\n");
+      ex->After(300ms, [ex] {
+        ex->Send("data: 2\n\n");
+        ex->End();
+      });
+    });
+    r.Add("GET", "/blocking", [](Request&, std::shared_ptr<Exchange> ex) {
+      ex->RunBlocking([ex] {
+        std::this_thread::sleep_for(50ms);
+        Response res;
+        res.body = "slow";
+        ex->Respond(std::move(res));
+      });
+    });
+    auto s = Server::Start(o, std::move(r));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+  }
+  const std::string& ep() const { return server_->endpoint(); }
+
+  std::atomic<int> left_{0};
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(HttpServerTest, RoutesParamsQueriesAndKeepAlive) {
+  StartServer();
+  Conn c(ep());
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  Reply r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hi");
+  // Same connection, then two pipelined requests.
+  ASSERT_TRUE(c.Send(Get("/echo/x/y?q=a%20b+c")));
+  r = c.Read();
+  EXPECT_EQ(Json(r.body), (nlohmann::json{{"a", "x"}, {"b", "y"}, {"q", "a b c"}}));
+  ASSERT_TRUE(
+      c.Send(Get("/hello") + "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc"));
+  EXPECT_EQ(c.Read().body, "hi");
+  EXPECT_EQ(c.Read().body, "abc");
+}
+
+TEST_F(HttpServerTest, UnknownRoutesAndMethodsAnswerOpenAiErrors) {
+  StartServer();
+  Conn c(ep());
+  ASSERT_TRUE(c.Send(Get("/nope")));
+  Reply r = c.Read();
+  EXPECT_EQ(r.status, 404);
+  nlohmann::json j = Json(r.body);
+  EXPECT_EQ(j["error"]["code"], "not_found");
+  EXPECT_TRUE(j["error"].contains("param"));
+  EXPECT_TRUE(j["error"]["message"].is_string());
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  ASSERT_TRUE(c.Send("DELETE /hello HTTP/1.1\r\nHost: t\r\n\r\n"));
+  r = c.Read();
+  EXPECT_EQ(r.status, 405);
+  EXPECT_NE(r.head.find("Allow: GET"), std::string::npos);
+  EXPECT_EQ(Json(r.body)["error"]["code"], "method_not_allowed");
+  ASSERT_TRUE(c.Send("OPTIONS /echo HTTP/1.1\r\nHost: t\r\n\r\n"));
+  r = c.Read();
+  EXPECT_EQ(r.status, 204);
+  EXPECT_NE(r.head.find("Allow: OPTIONS, POST"), std::string::npos);
+  EXPECT_EQ(r.head.find("Access-Control"), std::string::npos);  // CORS is off.
+}
+
+TEST_F(HttpServerTest, OversizedHeadersBodiesAndMalformedRequestsAreRefusedAndServingGoesOn) {
+  ServerOptions o;
+  o.max_header_bytes = 4096;
+  o.max_body_bytes = 1 << 20;
+  StartServer(o);
+  {
+    Conn c(ep());
+    ASSERT_TRUE(c.Send(Get("/hello", "X-Big: " + std::string(8192, 'a') + "\r\n")));
+    Reply r = c.Read();
+    EXPECT_EQ(r.status, 431);
+    EXPECT_EQ(Json(r.body)["error"]["code"], "request_header_fields_too_large");
+    EXPECT_TRUE(r.closed);
+  }
+  {
+    // Refused from its Content-Length, before a byte of the body is sent.
+    Conn c(ep());
+    ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 52428800\r\n\r\n"));
+    Reply r = c.Read();
+    EXPECT_EQ(r.status, 413);
+    EXPECT_EQ(Json(r.body)["error"]["code"], "request_too_large");
+  }
+  {
+    // A chunked body that grows past the limit.
+    Conn c(ep());
+    std::string req = "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+    const std::string chunk(256 << 10, 'z');
+    ASSERT_TRUE(c.Send(req));
+    for (int i = 0; i < 5; ++i) {
+      if (!c.Send("40000\r\n" + chunk + "\r\n")) {
+        break;
+      }
+    }
+    EXPECT_EQ(c.Read().status, 413);
+  }
+  {
+    Conn c(ep());
+    ASSERT_TRUE(c.Send("GARBAGE\x01 / HTTP/9\r\n\r\n"));
+    EXPECT_EQ(c.Read().status, 400);
+  }
+  Conn c(ep());
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  EXPECT_EQ(c.Read().status, 200);
+}
+
+TEST_F(HttpServerTest, SlowRequestsAndIdleConnectionsAreDroppedWithoutBlockingOthers) {
+  ServerOptions o;
+  o.request_timeout = 400ms;
+  o.idle_timeout = 1500ms;
+  StartServer(o);
+  std::vector<std::unique_ptr<Conn>> slow;
+  for (int i = 0; i < 20; ++i) {
+    slow.push_back(std::make_unique<Conn>(ep()));
+    ASSERT_TRUE(slow.back()->Send("GET /hello HTTP/1.1\r\nHo"));  // And never the rest.
+  }
+  Conn idle(ep(), 5s);
+  const auto t0 = std::chrono::steady_clock::now();
+  Conn c(ep());
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  EXPECT_EQ(c.Read().status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 300ms);
+  for (auto& s : slow) {
+    EXPECT_TRUE(s->ClosedByServer());
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1200ms);  // Dropped at ~400 ms.
+  EXPECT_TRUE(idle.ClosedByServer());                        // At ~1.5 s.
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 1000ms);
+}
+
+TEST_F(HttpServerTest, ManyWaitingRequestsDoNotHoldThreads) {
+  ServerOptions o;
+  o.io_threads = 1;
+  StartServer(o);
+  std::vector<std::unique_ptr<Conn>> waiting;
+  for (int i = 0; i < 64; ++i) {
+    waiting.push_back(std::make_unique<Conn>(ep()));
+    ASSERT_TRUE(waiting.back()->Send(Get("/wait?ms=1500")));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  Conn c(ep());
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  EXPECT_EQ(c.Read().status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 500ms);
+  ASSERT_TRUE(c.Send(Get("/blocking")));
+  EXPECT_EQ(c.Read().body, "slow");
+  for (auto& w : waiting) {
+    EXPECT_EQ(w->Read().body, "waited");
+  }
+}
+
+TEST_F(HttpServerTest, AClientThatLeavesWhileItsRequestWaitsIsNoticed) {
+  StartServer();
+  for (int i = 0; i < 3; ++i) {
+    Conn c(ep());
+    ASSERT_TRUE(c.Send(Get("/hang")));
+    std::this_thread::sleep_for(50ms);
+    c.Close();
+  }
+  EXPECT_TRUE(Eventually([&] { return left_ == 3; }, 2s));
+  EXPECT_TRUE(Eventually([&] { return server_->connections() == 0; }, 2s));
+}
+
+TEST_F(HttpServerTest, StreamsAreChunkedWithKeepAlivesAndEnd) {
+  ServerOptions o;
+  o.stream_keepalive = 100ms;
+  StartServer(o);
+  Conn c(ep());
+  ASSERT_TRUE(c.Send(Get("/stream")));
+  Reply r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body.find("data: 1\n\n"), 0u);
+  EXPECT_NE(r.body.find(": ka\n\n"), std::string::npos);  // Quiet for 300 ms.
+  EXPECT_EQ(r.body.substr(r.body.size() - 9), "data: 2\n\n");
+  ASSERT_TRUE(c.Send(Get("/hello")));  // The connection is reusable after.
+  EXPECT_EQ(c.Read().body, "hi");
+}
+
+TEST_F(HttpServerTest, ATakenPortIsAnError) {
+  StartServer();
+  ServerOptions o;
+  o.listen = ep();
+  auto second = Server::Start(o, Router());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find(ep()), std::string::npos);
+}
+
+TEST_F(HttpServerTest, ConnectionsPastTheLimitAre503) {
+  ServerOptions o;
+  o.max_connections = 4;
+  StartServer(o);
+  std::vector<std::unique_ptr<Conn>> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(std::make_unique<Conn>(ep()));
+  }
+  ASSERT_TRUE(Eventually([&] { return server_->connections() == 4; }, 2s));
+  Conn extra(ep());
+  Reply r = extra.Read();
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(Json(r.body)["error"]["code"], "too_many_connections");
+  held.clear();
+  ASSERT_TRUE(Eventually([&] { return server_->connections() == 0; }, 2s));
+  Conn c(ep());
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  EXPECT_EQ(c.Read().status, 200);
+}
+
+TEST_F(HttpServerTest, CorsAnswersPreflightsForAllowedOriginsOnly) {
+  ServerOptions o;
+  o.cors_origins = {"https://app.example"};
+  StartServer(o);
+  Conn c(ep());
+  const std::string preflight =
+      "OPTIONS /echo HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\n"
+      "Access-Control-Request-Method: POST\r\n\r\n";
+  ASSERT_TRUE(c.Send(preflight));
+  Reply r = c.Read();
+  EXPECT_EQ(r.status, 204);
+  EXPECT_NE(r.head.find("Access-Control-Allow-Origin: https://app.example"), std::string::npos);
+  EXPECT_NE(r.head.find("Access-Control-Allow-Methods: OPTIONS, POST"), std::string::npos);
+  EXPECT_NE(r.head.find("Authorization"), std::string::npos);
+  ASSERT_TRUE(c.Send(Get("/hello", "Origin: https://app.example\r\n")));
+  r = c.Read();
+  EXPECT_NE(r.head.find("Access-Control-Allow-Origin: https://app.example"), std::string::npos);
+  ASSERT_TRUE(c.Send(Get("/hello", "Origin: https://evil.example\r\n")));
+  r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.head.find("Access-Control"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, BadOptionsAreRefused) {
+  ServerOptions o;
+  o.io_threads = 0;
+  EXPECT_EQ(Server::Start(o, Router()).status().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.listen = "127.0.0.1";
+  EXPECT_EQ(Server::Start(o, Router()).status().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.request_timeout = 0ms;
+  EXPECT_EQ(Server::Start(o, Router()).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sluice::http

@@ -1,0 +1,139 @@
+// Internal to the HTTP server: one connection (Session), the exchange it
+// hands to handlers, and what the server shares with both (Core).
+#ifndef SLUICE_HTTP_SESSION_H_
+#define SLUICE_HTTP_SESSION_H_
+
+#include <array>
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+
+#include "http/server.h"
+
+namespace sluice::http::internal {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+// What outlives the server for exchanges still held elsewhere: posts go
+// through it only while it is open (Server's destructor closes it first).
+struct Gate {
+  std::shared_mutex mu;
+  bool open = true;                      // Guarded by mu.
+  net::thread_pool* blocking = nullptr;  // Valid while open.
+};
+
+struct Core {
+  ServerOptions options;
+  Router router;
+  std::shared_ptr<Gate> gate = std::make_shared<Gate>();
+  std::atomic<std::size_t> connections{0};
+};
+
+// One client connection. Every member runs on the connection's strand.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  // `core` outlives every session (sessions die with the io_context).
+  Session(Core* core, tcp::socket socket);
+  ~Session();
+  void Start();
+
+  net::any_io_executor executor() { return socket_.get_executor(); }
+  bool closed() const { return closed_; }
+
+  // The exchange's operations, posted by ExchangeImpl; `seq` names the
+  // exchange (a stale one's calls are ignored).
+  void DoRespond(std::uint64_t seq, Response r);
+  void DoStartStream(std::uint64_t seq, int status, std::string content_type, Headers headers,
+                     std::string keepalive);
+  void DoSend(std::uint64_t seq, std::string data);
+  void DoEnd(std::uint64_t seq);
+  void DoOnClose(std::uint64_t seq, std::function<void()> fn);
+  void DoAfter(std::uint64_t seq, std::chrono::milliseconds delay, std::function<void()> fn);
+
+ private:
+  enum class Phase {
+    kIdle,       // Waiting for a request's first byte.
+    kReading,    // Reading a request.
+    kHandling,   // A handler owes the answer.
+    kStreaming,  // Sending a chunked answer.
+    kWriting,    // The answer is written; then the next request (or close).
+  };
+  using Parser = boost::beast::http::request_parser<boost::beast::http::string_body>;
+
+  void WaitRequest();
+  void ReadHeader();
+  void OnHeader(boost::system::error_code ec);
+  void OnBody(boost::system::error_code ec);
+  void OnReadError(boost::system::error_code ec);
+  void Dispatch();
+  bool ExchangeOpen(std::uint64_t seq) const;
+  void EndExchange();
+  void StartWatch();
+  void OnWatch(boost::system::error_code ec);
+  // Answers `r` (headers completed here) and, with `close`, closes after.
+  void Answer(Response r, bool close);
+  void Queue(std::string head, std::string body = {});
+  void Write();
+  void OnWritten(boost::system::error_code ec);
+  void AfterAnswer();
+  void Linger();
+  void Drain();
+  void KeepAlive();
+  void ArmDeadline(std::chrono::milliseconds d);
+  void CancelDeadline();
+  void Close();
+  // CORS headers for the current request's origin (none if not allowed).
+  void AddCors(Headers& h) const;
+
+  Core* core_;
+  tcp::socket socket_;
+  std::string peer_;
+  net::steady_timer deadline_;
+  std::uint64_t deadline_gen_ = 0;
+  boost::beast::flat_buffer buffer_;
+  std::optional<Parser> parser_;
+  Phase phase_ = Phase::kIdle;
+  bool closed_ = false;
+  bool keep_alive_ = true;
+  bool close_after_ = false;  // Close once the queue is written.
+  bool watching_ = false;     // A disconnect watch is pending.
+  std::string origin_;        // The current request's Origin header.
+
+  std::uint64_t seq_ = 0;      // The current exchange.
+  bool exchange_done_ = true;  // Answered (or never started).
+  bool streaming_ = false;     // Its answer is a stream.
+  std::function<void()> on_close_;
+  std::vector<std::shared_ptr<net::steady_timer>> timers_;  // The exchange's After()s.
+  std::optional<net::steady_timer> keepalive_timer_;
+  std::string keepalive_;
+  std::chrono::steady_clock::time_point last_write_;
+
+  struct Out {
+    std::string head, body;
+  };
+  std::deque<Out> out_;
+  bool writing_ = false;
+  std::unique_ptr<std::array<char, 4096>> scratch_;  // Linger's discard buffer.
+};
+
+// The exchange handed to a handler for the session's exchange `seq`.
+std::shared_ptr<Exchange> MakeExchange(std::weak_ptr<Session> session, std::shared_ptr<Gate> gate,
+                                       std::uint64_t seq);
+
+// Accept-time refusal when max_connections are open: a canned 503, best
+// effort, then close.
+void RefuseConnection(tcp::socket& socket);
+
+}  // namespace sluice::http::internal
+
+#endif  // SLUICE_HTTP_SESSION_H_
