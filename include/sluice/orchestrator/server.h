@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sluice/status.h"
 
@@ -48,14 +49,39 @@ struct OrchestratorConfig {
   // every job is one assignment to a worker of the denoise pool, which runs
   // encode, denoise and decode in turn.
   bool colocated = false;
+
+  // The HTTP face. Requests past a limit are answered in OpenAI's error
+  // shape and their connection closed: headers over http_max_header_bytes
+  // 431, a body over http_max_body_bytes 413 (before it is read), JSON
+  // nested deeper than http_max_json_depth 400; past http_max_connections a
+  // new connection gets 503. A request not read whole within
+  // http_request_timeout of its first byte, or a connection idle for
+  // http_idle_timeout, is closed.
+  int http_threads = 2;  // I/O threads; waiting requests and streams hold none.
+  std::size_t http_max_header_bytes = 16 << 10;
+  std::size_t http_max_body_bytes = 64 << 20;
+  std::size_t http_max_json_depth = 32;
+  std::size_t http_max_connections = 10000;
+  std::chrono::milliseconds http_request_timeout{10000};
+  std::chrono::milliseconds http_idle_timeout{60000};
+  // Server-sent event streams send a keep-alive comment this often when
+  // quiet.
+  std::chrono::milliseconds sse_keepalive{15000};
+  // Browser origins allowed cross-origin ("*": any); empty: CORS off.
+  std::vector<std::string> cors_origins;
+  // A synchronous request whose client disconnects keeps its jobs running
+  // (default: they are cancelled and their payloads freed, as DELETE does).
+  bool keep_abandoned_jobs = false;
 };
 
 class OrchestratorServer {
  public:
-  // Errors: kInvalidArgument naming the bad field; kUnavailable (a port
-  // cannot be bound).
+  // Binds both ports (never shared with another process: a port in use is
+  // an error) before returning. Errors: kInvalidArgument naming the bad
+  // field; kUnavailable (a port cannot be bound).
   static Result<std::unique_ptr<OrchestratorServer>> Start(const OrchestratorConfig& config);
-  // Stops both faces; worker streams end, waiting HTTP requests answer.
+  // Stops both faces; worker streams end, open HTTP connections (waiting
+  // requests, event streams) are closed without cancelling their jobs.
   ~OrchestratorServer();
 
   const std::string& endpoint() const;       // gRPC "host:port".

@@ -1,530 +1,453 @@
 #include "orchestrator/service/http_api.h"
 
-#include <openssl/evp.h>
-
 #include <charconv>
 #include <deque>
-#include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
-#include <set>
-#include <sstream>
 
+#include "common/log.h"
+#include "http/server.h"
 #include "media/frames_archive.h"
+#include "orchestrator/service/http_views.h"
 #include "orchestrator/service/video_mux.h"
 
 namespace sluice::orchestrator {
 namespace {
 
+using http::Exchange;
+using http::Request;
+using http::Response;
 using nlohmann::json;
+using ExchangePtr = std::shared_ptr<Exchange>;
 
-std::string Base64(const std::string& in) {
-  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(in.data()),
-                                static_cast<int>(in.size()));
-  out.resize(static_cast<std::size_t>(n));
-  return out;
+Response JsonResponse(int status, const json& j) {
+  Response r;
+  r.status = status;
+  r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
 }
 
-void Error(httplib::Response& res, int http, std::string_view type, std::string_view message,
-           std::string_view param = {}) {
-  json j;
-  j["error"] = {{"message", message}, {"type", type}};
-  if (!param.empty()) {
-    j["error"]["param"] = param;
-  }
-  res.status = http;
-  res.set_content(j.dump(), "application/json");
+Response BytesResponse(std::string body, const std::string& type) {
+  Response r;
+  r.content_type = type.empty() ? "application/octet-stream" : type;
+  r.body = std::move(body);
+  return r;
 }
 
-void StatusError(httplib::Response& res, const Status& s) {
-  const bool full = s.code() == StatusCode::kResourceExhausted;
-  if (full) {
-    res.set_header("Retry-After", "1");
-  }
-  Error(res,
-        full                                       ? 429
-        : s.code() == StatusCode::kInvalidArgument ? 400
-        : s.code() == StatusCode::kNotFound        ? 404
-                                                   : 503,
-        full ? "rate_limit_exceeded" : "invalid_request_error", s.message());
+// A body that failed validation: 400 naming the field ("field: why").
+Response BadRequest(const Status& s) {
+  const std::string msg(s.message());
+  return http::ErrorResponse(400, "invalid_request_error", msg, msg.substr(0, msg.find(':')),
+                             "invalid_value");
 }
 
-json JobJson(const JobView& v) {
-  json j;
-  j["id"] = "job-" + std::to_string(v.id);
-  j["object"] = "job";
-  j["kind"] = v.kind;
-  j["status"] = v.status;
-  j["stage"] = v.stage;
-  j["progress"] = {{"step", v.step}, {"steps", v.steps}};
-  if (!v.error.empty()) {
-    j["error"] = v.error;
+Response StatusError(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kResourceExhausted: {
+      Response r = http::ErrorResponse(429, "rate_limit_exceeded", s.message(), {}, "queue_full");
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
+    case StatusCode::kInvalidArgument:
+      return BadRequest(s);
+    case StatusCode::kNotFound:
+      return http::ErrorResponse(404, "invalid_request_error", s.message(), {}, "not_found");
+    default:
+      return http::ErrorResponse(503, "server_error", s.message(), {}, "unavailable");
   }
-  if (v.ttff_ms >= 0) {
-    j["ttff_ms"] = v.ttff_ms;
-  }
-  return j;
 }
 
-json EventJson(const JobEvent& e) {
-  json j = {{"type", e.type}, {"t_ms", e.t_ms}, {"stage", e.stage}};
-  if (e.type == "step") {
-    j["step"] = e.step;
-    j["steps"] = e.steps;
-  }
-  if (!e.detail.empty()) {
-    j["detail"] = e.detail;
-  }
-  return j;
+Response NoSuch(std::string_view what, const std::string& id) {
+  return http::ErrorResponse(404, "invalid_request_error", "no " + std::string(what) + " " + id,
+                             "id", "not_found");
 }
 
-// OpenAI's video object.
-json VideoJson(const JobView& v) {
-  static const std::map<std::string, std::string> kStatus = {{"queued", "queued"},
-                                                             {"running", "in_progress"},
-                                                             {"succeeded", "completed"},
-                                                             {"failed", "failed"},
-                                                             {"cancelled", "cancelled"}};
-  int progress = 0;
-  if (v.status == "succeeded") {
-    progress = 100;
-  } else if (v.stage == "denoise") {
-    progress = 10 + (v.steps > 0 ? 80 * v.step / v.steps : 0);
-  } else if (v.stage == "decode") {
-    progress = 90;
-  }
-  json j = {{"id", "job-" + std::to_string(v.id)},
-            {"object", "video"},
-            {"status", kStatus.at(v.status)},
-            {"progress", progress},
-            {"created_at", v.created_unix_s}};
-  if (!v.error.empty()) {
-    j["error"] = {{"message", v.error}};
-  }
-  return j;
+// The job a path's {id} names, if the state still has it.
+std::optional<JobView> FindJob(OrchestratorState& state, const std::string& id) {
+  std::optional<JobId> n = ParseJobId(id);
+  return n ? state.Get(*n) : std::nullopt;
 }
 
-// "job-42" -> 42.
-std::optional<JobId> ParseJobId(const std::string& s) {
-  std::string_view v = s;
-  if (v.starts_with("job-")) {
-    v.remove_prefix(4);
+// A synchronous images request: waits for its jobs on the connection's
+// strand (woken by the state's watches), answers once all are done, one
+// failed, the wait times out, or its client leaves (then its unfinished jobs
+// are cancelled unless `keep`).
+class SyncImages : public std::enable_shared_from_this<SyncImages> {
+ public:
+  SyncImages(OrchestratorState& state, ExchangePtr ex, std::vector<JobId> ids, std::string base,
+             bool url, bool keep)
+      : state_(state),
+        ex_(std::move(ex)),
+        ids_(std::move(ids)),
+        base_(std::move(base)),
+        url_(url),
+        keep_(keep) {}
+
+  void Start(std::chrono::milliseconds timeout) {
+    auto self = shared_from_this();
+    for (JobId id : ids_) {
+      tokens_.push_back(state_.Watch(id, [self] { self->ex_->Post([self] { self->Check(); }); }));
+    }
+    ex_->OnClose([self] { self->Abandoned(); });
+    ex_->After(timeout, [self] { self->TimedOut(); });
+    ex_->Post([self] { self->Check(); });  // They may have finished before the watches.
   }
-  JobId id = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), id);
-  if (ec != std::errc() || end != v.data() + v.size() || id == 0) {
+
+ private:
+  void Check() {
+    if (done_) {
+      return;
+    }
+    json data = json::array();
+    for (JobId id : ids_) {
+      std::optional<JobView> v = state_.Get(id);
+      if (v.has_value() && !v->finished()) {
+        return;
+      }
+      if (!v.has_value() || v->status != "succeeded") {
+        const std::string why = v.has_value() ? v->status + ": " + v->error : "job dropped";
+        CancelUnfinished();
+        return Answer(
+            http::ErrorResponse(500, "server_error", JobName(id) + " " + why, {}, "job_failed"));
+      }
+      data.push_back(url_ ? json{{"url", base_ + "/v1/jobs/" + JobName(id) + "/content"}}
+                          : json{{"b64_json", Base64(v->result)}});
+    }
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    Answer(JsonResponse(200,
+                        {{"created", std::chrono::duration_cast<std::chrono::seconds>(now).count()},
+                         {"id", JobName(ids_[0])},
+                         {"data", std::move(data)}}));
+  }
+
+  void TimedOut() {
+    if (done_) {
+      return;
+    }
+    std::string names;
+    for (JobId id : ids_) {
+      names += (names.empty() ? "" : ", ") + JobName(id);
+    }
+    // The jobs run on; their ids let the client fetch them later.
+    Answer(http::ErrorResponse(504, "server_error", names + " still running", {}, "timeout"));
+  }
+
+  void Abandoned() {
+    if (done_) {
+      return;
+    }
+    Finish();
+    if (!keep_) {
+      CancelUnfinished();
+      SLUICE_LOG(info, "HTTP: client of {} left; its unfinished jobs are cancelled",
+                 JobName(ids_[0]));
+    }
+  }
+
+  void CancelUnfinished() {
+    for (JobId id : ids_) {
+      (void)state_.Cancel(id);  // kNotFound: finished already.
+    }
+  }
+
+  void Answer(Response r) {
+    Finish();
+    ex_->Respond(std::move(r));
+  }
+
+  // Ends the watches (they hold this object).
+  void Finish() {
+    done_ = true;
+    for (std::uint64_t t : tokens_) {
+      state_.Unwatch(t);
+    }
+    tokens_.clear();
+  }
+
+  OrchestratorState& state_;
+  ExchangePtr ex_;
+  std::vector<JobId> ids_;
+  std::string base_;
+  bool url_, keep_;
+  std::vector<std::uint64_t> tokens_;
+  bool done_ = false;  // On the strand only.
+};
+
+// A job's events as server-sent events: `id:` is the event's index (a
+// reconnecting client's Last-Event-ID resumes after it); after the job's
+// last event comes `event: end` with the job itself, then the stream ends.
+class EventFeed : public std::enable_shared_from_this<EventFeed> {
+ public:
+  EventFeed(OrchestratorState& state, ExchangePtr ex, JobId id, std::size_t next)
+      : state_(state), ex_(std::move(ex)), id_(id), next_(next) {}
+
+  void Start() {
+    auto self = shared_from_this();
+    ex_->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, ": keep-alive\n\n");
+    token_ = state_.Watch(id_, [self] { self->ex_->Post([self] { self->Pump(); }); });
+    ex_->OnClose([self] { self->Stop(); });
+    ex_->Post([self] { self->Pump(); });
+  }
+
+ private:
+  void Pump() {
+    if (stopped_) {
+      return;
+    }
+    auto [events, finished] = state_.EventsFrom(id_, next_, std::chrono::milliseconds(0));
+    std::string out;
+    for (const JobEvent& e : events) {
+      out += "id: " + std::to_string(next_++) + "\nevent: " + e.type +
+             "\ndata: " + EventJson(e).dump(-1, ' ', false, json::error_handler_t::replace) +
+             "\n\n";
+    }
+    if (finished) {
+      std::optional<JobView> v = state_.Get(id_);
+      out += "event: end\ndata: " +
+             (v.has_value() ? JobJson(*v) : json{{"id", JobName(id_)}})
+                 .dump(-1, ' ', false, json::error_handler_t::replace) +
+             "\n\n";
+    }
+    ex_->Send(std::move(out));
+    if (finished) {
+      ex_->End();
+      Stop();
+    }
+  }
+
+  void Stop() {
+    stopped_ = true;
+    state_.Unwatch(token_);
+  }
+
+  OrchestratorState& state_;
+  ExchangePtr ex_;
+  JobId id_;
+  std::size_t next_;
+  std::uint64_t token_ = 0;
+  bool stopped_ = false;  // On the strand only.
+};
+
+// MP4s made from frames archives, newest last (a few, for repeated GETs).
+class Mp4Cache {
+ public:
+  std::optional<std::string> Find(JobId id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [job, mp4] : items_) {
+      if (job == id) {
+        return mp4;
+      }
+    }
     return std::nullopt;
   }
-  return id;
+  void Add(JobId id, std::string mp4) {
+    std::lock_guard<std::mutex> lock(mu_);
+    items_.emplace_back(id, std::move(mp4));
+    if (items_.size() > 8) {
+      items_.pop_front();
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<std::pair<JobId, std::string>> items_;
+};
+
+void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
+                  const ExchangePtr& ex) {
+  bool async = false;
+  Result<JobRequest> r = ParseGenerationRequest(req.body, "image", o.max_json_depth, &async);
+  if (!r.ok()) {
+    return ex->Respond(BadRequest(r.status()));
+  }
+  // One job per image (seed + i), all or none accepted.
+  const json body = json::parse(r->request_json);
+  const int n = body.value("n", 1);
+  std::vector<JobId> ids;
+  for (int i = 0; i < n; ++i) {
+    JobRequest one = *r;
+    json b = body;
+    b["n"] = 1;
+    b["index"] = i;
+    b["seed"] = body.value("seed", 0) + i;
+    one.request_json = b.dump();
+    Result<JobId> id = state.Submit(one);
+    if (!id.ok()) {
+      for (JobId done : ids) {
+        (void)state.Cancel(done);
+      }
+      return ex->Respond(StatusError(id.status()));
+    }
+    ids.push_back(*id);
+  }
+  if (async) {
+    if (n == 1) {
+      return ex->Respond(JsonResponse(202, JobJson(*state.Get(ids[0]))));
+    }
+    json list = {{"object", "list"}, {"data", json::array()}};
+    for (JobId id : ids) {
+      list["data"].push_back(JobJson(*state.Get(id)));
+    }
+    return ex->Respond(JsonResponse(202, list));
+  }
+  // "url": the job's content, served while the orchestrator keeps the job
+  // (the newest max_finished_jobs).
+  const bool url = body.value("response_format", "b64_json") == "url";
+  const std::string host(req.Header("host"));
+  auto wait = std::make_shared<SyncImages>(
+      state, ex, std::move(ids), host.empty() ? "" : "http://" + host, url, o.keep_abandoned_jobs);
+  wait->Start(o.sync_timeout);
+}
+
+void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
+                 const ExchangePtr& ex) {
+  bool async = true;
+  Result<JobRequest> r = ParseGenerationRequest(req.body, "video", o.max_json_depth, &async);
+  if (!r.ok()) {
+    return ex->Respond(BadRequest(r.status()));
+  }
+  Result<JobId> id = state.Submit(*r);
+  if (!id.ok()) {
+    return ex->Respond(StatusError(id.status()));
+  }
+  ex->Respond(JsonResponse(200, VideoJson(*state.Get(*id))));
+}
+
+// A video's bytes: frames archives become MP4 (ffmpeg, on the blocking
+// pool) when ffmpeg is known, else the archive itself is served.
+void VideoContent(const JobView& v, const std::string& ffmpeg,
+                  const std::shared_ptr<Mp4Cache>& cache, const ExchangePtr& ex) {
+  if (v.result_type != media::kFramesArchiveType) {
+    return ex->Respond(BytesResponse(v.result, v.result_type));
+  }
+  if (ffmpeg.empty()) {
+    return ex->Respond(BytesResponse(v.result, "application/x-tar"));
+  }
+  if (std::optional<std::string> mp4 = cache->Find(v.id)) {
+    return ex->Respond(BytesResponse(std::move(*mp4), "video/mp4"));
+  }
+  ex->RunBlocking([v, ffmpeg, cache, ex] {
+    const json request = json::parse(v.request_json, nullptr, false);
+    const int fps = request.is_object() ? request.value("fps", 16) : 16;
+    Result<std::string> mp4 = FramesToMp4(v.result, fps, ffmpeg);
+    if (!mp4.ok()) {
+      return ex->Respond(
+          http::ErrorResponse(500, "server_error", mp4.status().message(), {}, "encode_failed"));
+    }
+    cache->Add(v.id, *mp4);
+    ex->Respond(BytesResponse(std::move(*mp4), "video/mp4"));
+  });
+}
+
+// 200 when every stage a job may need has a registered worker, else 503
+// naming the stages without one.
+Response Readiness(OrchestratorState& state) {
+  const ServiceStats s = state.Stats();
+  const std::vector<Stage> pipeline = state.options().pipeline.value_or(
+      std::vector<Stage>{Stage::kEncode, Stage::kDenoise, Stage::kDecode});
+  std::string missing;
+  for (Stage st : pipeline) {
+    if (s.workers[static_cast<int>(st)] == 0) {
+      missing += (missing.empty() ? "" : ", ") + std::string(StageName(st));
+    }
+  }
+  if (!missing.empty()) {
+    return http::ErrorResponse(503, "server_error", "no registered worker for stage " + missing, {},
+                               "not_ready");
+  }
+  return JsonResponse(200, {{"status", "ready"}});
 }
 
 }  // namespace
 
-Result<JobRequest> ParseImageRequest(std::string_view body, bool* async) {
-  return ParseGenerationRequest(body, "image", async);
-}
-
-Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_view kind,
-                                          bool* async) {
-  const bool video = kind == "video";
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return InvalidArgumentError("body: not a JSON object");
-  }
-  auto bad = [](const char* field, const std::string& why) {
-    return InvalidArgumentError(std::string(field) + ": " + why);
-  };
-  static const std::set<std::string> kImage = {
-      "prompt",      "n",     "size",    "response_format", "negative_prompt",
-      "seed",        "steps", "model",   "async",           "priority",
-      "deadline_ms", "user",  "guidance"};
-  static const std::set<std::string> kVideo = {
-      "prompt", "size",  "seconds",  "frames",      "fps",  "negative_prompt", "seed",
-      "steps",  "model", "priority", "deadline_ms", "user", "guidance"};
-  for (const auto& [k, v] : j.items()) {
-    if ((video ? kVideo : kImage).count(k) == 0) {
-      return bad(k.c_str(), "unknown field");
-    }
-  }
-  if (video) {
-    // OpenAI sends seconds as a string ("4"); numbers are accepted too.
-    if (j.contains("seconds")) {
-      int secs = 0;
-      if (j["seconds"].is_string()) {
-        const std::string t = j["seconds"];
-        auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), secs);
-        if (ec != std::errc() || end != t.data() + t.size()) {
-          secs = 0;
-        }
-      } else if (j["seconds"].is_number_integer()) {
-        secs = j["seconds"].get<int>();
-      }
-      if (secs < 1 || secs > 60) {
-        return bad("seconds", "1..60");
-      }
-      j["seconds"] = secs;
-    }
-    if (j.contains("frames") &&
-        (!j["frames"].is_number_integer() || j["frames"] < 1 || j["frames"] > 1024)) {
-      return bad("frames", "an integer in 1..1024");
-    }
-    if (j.contains("fps") && (!j["fps"].is_number_integer() || j["fps"] < 1 || j["fps"] > 60)) {
-      return bad("fps", "an integer in 1..60");
-    }
-    j["fps"] = j.value("fps", 16);
-    if (!j.contains("frames")) {
-      j["frames"] = j.value("seconds", 1) * j["fps"].get<int>() + 1;
-    }
-  }
-  if (!j.contains("prompt") || !j["prompt"].is_string() || j["prompt"].get<std::string>().empty() ||
-      j["prompt"].get<std::string>().size() > 10000) {
-    return bad("prompt", "required, a string of 1..10000 characters");
-  }
-  if (j.contains("n") && (!j["n"].is_number_integer() || j["n"] < 1 || j["n"] > 4)) {
-    return bad("n", "an integer in 1..4");
-  }
-  const std::string default_size = video ? "320x192" : "256x256";
-  std::string size = j.value("size", json(default_size)).is_string() ? j.value("size", default_size)
-                                                                     : std::string();
-  if (size.empty()) {
-    return bad("size", "a string like \"256x256\"");
-  }
-  int w = 0, h = 0;
-  {
-    const auto x = size.find('x');
-    auto p1 = std::from_chars(size.data(), size.data() + (x == std::string::npos ? 0 : x), w);
-    auto p2 = x == std::string::npos
-                  ? std::from_chars_result{nullptr, std::errc::invalid_argument}
-                  : std::from_chars(size.data() + x + 1, size.data() + size.size(), h);
-    if (x == std::string::npos || p1.ec != std::errc() || p2.ec != std::errc() ||
-        p2.ptr != size.data() + size.size() || w < 64 || h < 64 || w > 2048 || h > 2048 ||
-        w % 8 != 0 || h % 8 != 0) {
-      return bad("size", "WIDTHxHEIGHT, each 64..2048 and a multiple of 8");
-    }
-  }
-  if (j.contains("response_format") && j["response_format"] != "b64_json" &&
-      j["response_format"] != "url") {
-    return bad("response_format", "\"b64_json\" or \"url\"");
-  }
-  if (j.contains("negative_prompt") && !j["negative_prompt"].is_string()) {
-    return bad("negative_prompt", "a string");
-  }
-  if (j.contains("seed") && !j["seed"].is_number_integer()) {
-    return bad("seed", "an integer");
-  }
-  if (j.contains("steps") &&
-      (!j["steps"].is_number_integer() || j["steps"] < 1 || j["steps"] > 1000)) {
-    return bad("steps", "an integer in 1..1000");
-  }
-  if (j.contains("async") && !j["async"].is_boolean()) {
-    return bad("async", "true or false");
-  }
-  JobRequest r;
-  r.kind = std::string(kind);
-  const std::string prio = j.value("priority", json("standard")).is_string()
-                               ? j.value("priority", std::string("standard"))
-                               : std::string("?");
-  if (prio == "interactive") {
-    r.priority = PriorityClass::kInteractive;
-  } else if (prio == "standard") {
-    r.priority = PriorityClass::kStandard;
-  } else if (prio == "batch") {
-    r.priority = PriorityClass::kBatch;
-  } else {
-    return bad("priority", "interactive, standard or batch");
-  }
-  if (j.contains("deadline_ms")) {
-    if (!j["deadline_ms"].is_number_integer() || j["deadline_ms"] < 1 ||
-        j["deadline_ms"] > 86400000) {
-      return bad("deadline_ms", "an integer in 1..86400000");
-    }
-    r.deadline = std::chrono::milliseconds(j["deadline_ms"].get<std::int64_t>());
-  }
-  *async = j.value("async", false);
-  j["size"] = size;
-  j["seed"] = j.value("seed", 0);
-  j.erase("async");
-  r.request_json = j.dump();
-  return r;
-}
-
-void InstallHttpApi(httplib::Server& http, OrchestratorState& state, HttpOptions options) {
-  const auto sync_timeout = options.sync_timeout;
-  // MP4s made from frames archives, newest last (a few, for repeated GETs).
-  struct Mp4Cache {
-    std::mutex mu;
-    std::deque<std::pair<JobId, std::string>> items;
-  };
+void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOptions& options) {
+  OrchestratorState* st = &state;
+  const HttpOptions o = options;
   auto cache = std::make_shared<Mp4Cache>();
-  const std::string ffmpeg = options.ffmpeg;
-  http.Post("/v1/images/generations",
-            [&state, sync_timeout](const httplib::Request& req, httplib::Response& res) {
-              bool async = false;
-              Result<JobRequest> r = ParseImageRequest(req.body, &async);
-              if (!r.ok()) {
-                const std::string msg(r.status().message());
-                return Error(res, 400, "invalid_request_error", msg, msg.substr(0, msg.find(':')));
-              }
-              // One job per image (seed + i), all or none accepted.
-              const json body = json::parse(r->request_json);
-              const int n = body.value("n", 1);
-              std::vector<JobId> ids;
-              for (int i = 0; i < n; ++i) {
-                JobRequest one = *r;
-                json b = body;
-                b["n"] = 1;
-                b["index"] = i;
-                b["seed"] = body.value("seed", 0) + i;
-                one.request_json = b.dump();
-                Result<JobId> id = state.Submit(one);
-                if (!id.ok()) {
-                  for (JobId done : ids) {
-                    (void)state.Cancel(done);
-                  }
-                  return StatusError(res, id.status());
-                }
-                ids.push_back(*id);
-              }
-              if (async) {
-                res.status = 202;
-                if (n == 1) {
-                  res.set_content(JobJson(*state.Get(ids[0])).dump(), "application/json");
-                } else {
-                  json list = {{"object", "list"}, {"data", json::array()}};
-                  for (JobId id : ids) {
-                    list["data"].push_back(JobJson(*state.Get(id)));
-                  }
-                  res.set_content(list.dump(), "application/json");
-                }
-                return;
-              }
-              // "url": the job's content, served while the orchestrator
-              // keeps the job (the newest max_finished_jobs).
-              const bool url = body.value("response_format", "b64_json") == "url";
-              const std::string host = req.get_header_value("Host");
-              const std::string base = host.empty() ? "" : "http://" + host;
-              json out;
-              out["data"] = json::array();
-              for (JobId id : ids) {
-                std::optional<JobView> v = state.WaitFinished(id, sync_timeout);
-                if (!v.has_value() || !v->finished()) {
-                  return Error(res, 504, "timeout", "job-" + std::to_string(id) + " still running");
-                }
-                if (v->status != "succeeded") {
-                  return Error(res, 500, "job_failed", v->status + ": " + v->error);
-                }
-                out["data"].push_back(
-                    url ? json{{"url", base + "/v1/jobs/job-" + std::to_string(id) + "/content"}}
-                        : json{{"b64_json", Base64(v->result)}});
-              }
-              out["created"] = std::chrono::duration_cast<std::chrono::seconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count();
-              out["id"] = "job-" + std::to_string(ids[0]);
-              res.set_content(out.dump(), "application/json");
-            });
 
-  http.Post("/v1/videos", [&state](const httplib::Request& req, httplib::Response& res) {
-    bool async = true;
-    Result<JobRequest> r = ParseGenerationRequest(req.body, "video", &async);
-    if (!r.ok()) {
-      const std::string msg(r.status().message());
-      return Error(res, 400, "invalid_request_error", msg, msg.substr(0, msg.find(':')));
-    }
-    Result<JobId> id = state.Submit(*r);
-    if (!id.ok()) {
-      return StatusError(res, id.status());
-    }
-    res.set_content(VideoJson(*state.Get(*id)).dump(), "application/json");
-  });
-  http.Get(R"(/v1/videos/([^/]+))", [&state](const httplib::Request& req, httplib::Response& res) {
-    std::optional<JobId> id = ParseJobId(req.matches[1]);
-    std::optional<JobView> v = id ? state.Get(*id) : std::nullopt;
+  router.Add("POST", "/v1/images/generations",
+             [st, o](Request& req, ExchangePtr ex) { SubmitImages(*st, o, req, ex); });
+  router.Add("POST", "/v1/videos",
+             [st, o](Request& req, ExchangePtr ex) { SubmitVideo(*st, o, req, ex); });
+  router.Add("GET", "/v1/videos/{id}", [st](Request& req, ExchangePtr ex) {
+    std::optional<JobView> v = FindJob(*st, req.params[0]);
     if (!v.has_value() || v->kind != "video") {
-      return Error(res, 404, "not_found", "no video " + std::string(req.matches[1]));
+      return ex->Respond(NoSuch("video", req.params[0]));
     }
-    res.set_content(VideoJson(*v).dump(), "application/json");
+    ex->Respond(JsonResponse(200, VideoJson(*v)));
   });
-  http.Get(R"(/v1/videos/([^/]+)/content)",
-           [&state, ffmpeg, cache](const httplib::Request& req, httplib::Response& res) {
-             std::optional<JobId> id = ParseJobId(req.matches[1]);
-             std::optional<JobView> v = id ? state.Get(*id) : std::nullopt;
-             if (!v.has_value() || v->kind != "video") {
-               return Error(res, 404, "not_found", "no video " + std::string(req.matches[1]));
-             }
-             if (v->status != "succeeded") {
-               return Error(res, 409, "video_not_ready", "video is " + v->status);
-             }
-             if (v->result_type != media::kFramesArchiveType) {
-               res.set_content(v->result, v->result_type.empty() ? "application/octet-stream"
-                                                                 : v->result_type.c_str());
-               return;
-             }
-             if (ffmpeg.empty()) {
-               res.set_content(v->result, "application/x-tar");  // The frames themselves.
-               return;
-             }
-             {
-               std::lock_guard<std::mutex> lock(cache->mu);
-               for (const auto& [id, mp4] : cache->items) {
-                 if (id == v->id) {
-                   res.set_content(mp4, "video/mp4");
-                   return;
-                 }
-               }
-             }
-             const json request = json::parse(v->request_json, nullptr, false);
-             const int fps = request.is_object() ? request.value("fps", 16) : 16;
-             Result<std::string> mp4 = FramesToMp4(v->result, fps, ffmpeg);
-             if (!mp4.ok()) {
-               return Error(res, 500, "encode_failed", mp4.status().message());
-             }
-             res.set_content(*mp4, "video/mp4");
-             std::lock_guard<std::mutex> lock(cache->mu);
-             cache->items.emplace_back(v->id, std::move(*mp4));
-             if (cache->items.size() > 8) {
-               cache->items.pop_front();
-             }
-           });
-
-  http.Get(R"(/v1/jobs/([^/]+))", [&state](const httplib::Request& req, httplib::Response& res) {
-    std::optional<JobId> id = ParseJobId(req.matches[1]);
-    std::optional<JobView> v = id ? state.Get(*id) : std::nullopt;
+  router.Add("GET", "/v1/videos/{id}/content", [st, o, cache](Request& req, ExchangePtr ex) {
+    std::optional<JobView> v = FindJob(*st, req.params[0]);
+    if (!v.has_value() || v->kind != "video") {
+      return ex->Respond(NoSuch("video", req.params[0]));
+    }
+    if (v->status != "succeeded") {
+      return ex->Respond(http::ErrorResponse(409, "invalid_request_error", "video is " + v->status,
+                                             {}, "video_not_ready"));
+    }
+    VideoContent(*v, o.ffmpeg, cache, ex);
+  });
+  router.Add("GET", "/v1/jobs/{id}", [st](Request& req, ExchangePtr ex) {
+    std::optional<JobView> v = FindJob(*st, req.params[0]);
     if (!v.has_value()) {
-      return Error(res, 404, "not_found", "no job " + std::string(req.matches[1]));
+      return ex->Respond(NoSuch("job", req.params[0]));
     }
-    res.set_content(JobJson(*v).dump(), "application/json");
+    ex->Respond(JsonResponse(200, JobJson(*v)));
   });
-
   // Any finished job's result bytes (a PNG image, a frames archive), as the
   // final stage returned them.
-  http.Get(R"(/v1/jobs/([^/]+)/content)",
-           [&state](const httplib::Request& req, httplib::Response& res) {
-             std::optional<JobId> id = ParseJobId(req.matches[1]);
-             std::optional<JobView> v = id ? state.Get(*id) : std::nullopt;
-             if (!v.has_value()) {
-               return Error(res, 404, "not_found", "no job " + std::string(req.matches[1]));
-             }
-             if (v->status != "succeeded") {
-               return Error(res, 409, "job_not_ready", "job is " + v->status);
-             }
-             res.set_content(v->result, v->result_type.empty() ? "application/octet-stream"
-                                                               : v->result_type.c_str());
-           });
-
-  http.Delete(R"(/v1/jobs/([^/]+))", [&state](const httplib::Request& req, httplib::Response& res) {
-    std::optional<JobId> id = ParseJobId(req.matches[1]);
-    Status s = id ? state.Cancel(*id) : NotFoundError("no job " + std::string(req.matches[1]));
+  router.Add("GET", "/v1/jobs/{id}/content", [st](Request& req, ExchangePtr ex) {
+    std::optional<JobView> v = FindJob(*st, req.params[0]);
+    if (!v.has_value()) {
+      return ex->Respond(NoSuch("job", req.params[0]));
+    }
+    if (v->status != "succeeded") {
+      return ex->Respond(http::ErrorResponse(409, "invalid_request_error", "job is " + v->status,
+                                             {}, "job_not_ready"));
+    }
+    ex->Respond(BytesResponse(std::move(v->result), v->result_type));
+  });
+  router.Add("DELETE", "/v1/jobs/{id}", [st](Request& req, ExchangePtr ex) {
+    std::optional<JobId> id = ParseJobId(req.params[0]);
+    Status s = id ? st->Cancel(*id) : NotFoundError("no job " + req.params[0]);
     if (!s.ok()) {
-      return StatusError(res, s);
+      return ex->Respond(StatusError(s));
     }
-    res.set_content(JobJson(*state.Get(*id)).dump(), "application/json");
+    ex->Respond(JsonResponse(200, JobJson(*st->Get(*id))));
   });
-
-  http.Get(R"(/v1/jobs/([^/]+)/events)", [&state](const httplib::Request& req,
-                                                  httplib::Response& res) {
-    std::optional<JobId> id = ParseJobId(req.matches[1]);
-    if (!id || !state.Get(*id)) {
-      return Error(res, 404, "not_found", "no job " + std::string(req.matches[1]));
+  router.Add("GET", "/v1/jobs/{id}/events", [st](Request& req, ExchangePtr ex) {
+    std::optional<JobId> id = ParseJobId(req.params[0]);
+    if (!id || !st->Get(*id)) {
+      return ex->Respond(NoSuch("job", req.params[0]));
     }
-    auto next = std::make_shared<std::size_t>(0);
-    res.set_chunked_content_provider(
-        "text/event-stream", [&state, id = *id, next](std::size_t, httplib::DataSink& sink) {
-          auto [events, finished] = state.EventsFrom(id, *next, std::chrono::seconds(1));
-          for (const JobEvent& e : events) {
-            const std::string line = "event: " + e.type + "\ndata: " + EventJson(e).dump() + "\n\n";
-            if (!sink.write(line.data(), line.size())) {
-              return false;
-            }
-          }
-          *next += events.size();
-          if (finished) {
-            sink.done();
-          }
-          return true;
-        });
-  });
-
-  http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
-
-  http.Get("/metrics", [&state](const httplib::Request&, httplib::Response& res) {
-    const ServiceStats s = state.Stats();
-    std::ostringstream out;
-    out << "# HELP sluice_orchestrator_queued Queued stage work.\n"
-        << "# TYPE sluice_orchestrator_queued gauge\n";
-    for (int st = 0; st < kStageCount; ++st) {
-      out << "sluice_orchestrator_queued{stage=\"" << StageName(static_cast<Stage>(st)) << "\"} "
-          << s.scheduler.queued[st] << "\n";
-    }
-    out << "# HELP sluice_orchestrator_workers Registered workers.\n"
-        << "# TYPE sluice_orchestrator_workers gauge\n";
-    for (int st = 0; st < kStageCount; ++st) {
-      out << "sluice_orchestrator_workers{stage=\"" << StageName(static_cast<Stage>(st)) << "\"} "
-          << s.workers[st] << "\n";
-    }
-    auto counter = [&](const char* name, const char* help, std::uint64_t v) {
-      out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
-          << name << " " << v << "\n";
-    };
-    static constexpr const char* kClasses[kClassCount] = {"interactive", "standard", "batch"};
-    out << "# HELP sluice_orchestrator_queued_by_class Queued stage work per priority class.\n"
-        << "# TYPE sluice_orchestrator_queued_by_class gauge\n";
-    for (int st = 0; st < kStageCount; ++st) {
-      for (int c = 0; c < kClassCount; ++c) {
-        out << "sluice_orchestrator_queued_by_class{stage=\"" << StageName(static_cast<Stage>(st))
-            << "\",class=\"" << kClasses[c] << "\"} " << s.scheduler.queued_by_class[st][c] << "\n";
+    std::size_t next = 0;
+    const std::string_view last(req.Header("last-event-id"));
+    if (!last.empty()) {
+      std::size_t n = 0;
+      auto [end, ec] = std::from_chars(last.data(), last.data() + last.size(), n);
+      if (ec != std::errc() || end != last.data() + last.size()) {
+        return ex->Respond(http::ErrorResponse(400, "invalid_request_error",
+                                               "Last-Event-ID: an event id (an integer)",
+                                               "Last-Event-ID", "invalid_value"));
       }
+      next = n + 1;
     }
-    out << "# HELP sluice_orchestrator_free_slots Credits advertised by workers, unassigned.\n"
-        << "# TYPE sluice_orchestrator_free_slots gauge\n";
-    for (int st = 0; st < kStageCount; ++st) {
-      out << "sluice_orchestrator_free_slots{stage=\"" << StageName(static_cast<Stage>(st))
-          << "\"} " << s.scheduler.free_slots[st] << "\n";
-    }
-    auto hist = [&](const char* name, const char* help, const Histogram& h,
-                    const std::string& labels) {
-      const std::string sep = labels.empty() ? "" : ",";
-      for (std::size_t b = 0; b < Histogram::kBuckets.size(); ++b) {
-        out << name << "_bucket{" << labels << sep << "le=\"" << Histogram::kBuckets[b] << "\"} "
-            << h.counts[b] << "\n";
-      }
-      out << name << "_bucket{" << labels << sep << "le=\"+Inf\"} " << h.count << "\n"
-          << name << "_sum" << (labels.empty() ? "" : "{" + labels + "}") << " " << h.sum << "\n"
-          << name << "_count" << (labels.empty() ? "" : "{" + labels + "}") << " " << h.count
-          << "\n";
-      (void)help;
-    };
-    out << "# HELP sluice_orchestrator_job_seconds Submission to success.\n"
-        << "# TYPE sluice_orchestrator_job_seconds histogram\n";
-    hist("sluice_orchestrator_job_seconds", "", s.job_latency, "");
-    out << "# HELP sluice_orchestrator_ttff_seconds Submission to the first decoded frame.\n"
-        << "# TYPE sluice_orchestrator_ttff_seconds histogram\n";
-    hist("sluice_orchestrator_ttff_seconds", "", s.ttff, "");
-    out << "# HELP sluice_orchestrator_dispatch_seconds Queued to dispatched, per stage.\n"
-        << "# TYPE sluice_orchestrator_dispatch_seconds histogram\n";
-    for (int st = 0; st < kStageCount; ++st) {
-      hist("sluice_orchestrator_dispatch_seconds", "", s.dispatch_latency[st],
-           "stage=\"" + std::string(StageName(static_cast<Stage>(st))) + "\"");
-    }
-    out << "# TYPE sluice_orchestrator_running gauge\nsluice_orchestrator_running "
-        << s.scheduler.running << "\n";
-    counter("sluice_orchestrator_jobs_submitted_total", "Jobs accepted.", s.submitted);
-    counter("sluice_orchestrator_jobs_rejected_total", "Submissions answered 429.", s.rejected);
-    counter("sluice_orchestrator_jobs_succeeded_total", "Jobs done.", s.succeeded);
-    counter("sluice_orchestrator_jobs_failed_total", "Jobs failed.", s.failed);
-    counter("sluice_orchestrator_jobs_cancelled_total", "Jobs cancelled.", s.cancelled);
-    counter("sluice_orchestrator_dispatches_total", "Stage dispatches.", s.scheduler.dispatches);
-    counter("sluice_orchestrator_preemptions_total", "Checkpoint preemptions.",
-            s.scheduler.preemptions);
-    counter("sluice_orchestrator_payloads_lost_total", "Store payloads lost; producer re-run.",
-            s.payloads_lost);
-    counter("sluice_orchestrator_jobs_restored_total",
-            "Unfinished jobs taken back from the journal.", s.restored);
-    res.set_content(out.str(), "text/plain; version=0.0.4");
+    std::make_shared<EventFeed>(*st, ex, *id, next)->Start();
+  });
+
+  auto alive = [](Request&, ExchangePtr ex) {
+    Response r;
+    r.content_type = "text/plain";
+    r.body = "ok\n";
+    ex->Respond(std::move(r));
+  };
+  router.Add("GET", "/healthz", alive);
+  router.Add("GET", "/health", alive);
+  router.Add("GET", "/readyz", [st](Request&, ExchangePtr ex) { ex->Respond(Readiness(*st)); });
+  router.Add("GET", "/metrics", [st](Request&, ExchangePtr ex) {
+    Response r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = MetricsText(st->Stats());
+    ex->Respond(std::move(r));
   });
 }
 

@@ -4,19 +4,19 @@
 //   POST   /v1/videos              OpenAI's video body (prompt, size, seconds;
 //                                  + frames, fps, seed, steps, ...): a job
 //   GET    /v1/videos/{id}[/content]  the video object, then its bytes
-//   GET    /v1/jobs/{id}           status, stage, step progress, error
+//   GET    /v1/jobs/{id}[/content] status, stage, step progress, error; bytes
 //   GET    /v1/jobs/{id}/events    server-sent events until the job ends
 //   DELETE /v1/jobs/{id}           cancel
-//   GET    /metrics, /healthz
+//   GET    /metrics, /healthz (/health), /readyz
 // A malformed body answers 400 naming the field; a full queue 429 with
-// Retry-After.
+// Retry-After. A synchronous request waits without holding a thread; if its
+// client disconnects, its jobs are cancelled (unless keep_abandoned_jobs).
 #ifndef SLUICE_ORCHESTRATOR_SERVICE_HTTP_API_H_
 #define SLUICE_ORCHESTRATOR_SERVICE_HTTP_API_H_
 
-#include <httplib.h>
-
 #include <chrono>
 
+#include "http/router.h"
 #include "orchestrator/service/orchestrator_state.h"
 
 namespace sluice::orchestrator {
@@ -24,17 +24,23 @@ namespace sluice::orchestrator {
 struct HttpOptions {
   std::chrono::milliseconds sync_timeout{600000};
   std::string ffmpeg;  // Path of ffmpeg for frames-archive videos; empty: serve the archive.
+  std::size_t max_json_depth = 32;
+  // A synchronous request's client that disconnects leaves its jobs
+  // running (default: they are cancelled, their payloads freed).
+  bool keep_abandoned_jobs = false;
 };
 
-void InstallHttpApi(httplib::Server& http, OrchestratorState& state, HttpOptions options);
+// Adds the API's routes to `router`. `state` must outlive the server that
+// serves them.
+void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOptions& options);
 
-// Validates an images request body; on success returns the job request
-// (the body, normalized, becomes request_json). Errors: kInvalidArgument
-// naming the field.
-Result<JobRequest> ParseImageRequest(std::string_view body, bool* async);
-// The same for "image" or "video" bodies (videos: seconds, frames, fps).
+// Validates an "image" or "video" generation body; on success returns the
+// job request (the body, normalized, becomes request_json) and sets
+// `*async`. Bodies nested deeper than `max_json_depth` are refused before a
+// tree is built. Errors: kInvalidArgument naming the field ("body" for the
+// body as a whole).
 Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_view kind,
-                                          bool* async);
+                                          std::size_t max_json_depth, bool* async);
 
 }  // namespace sluice::orchestrator
 

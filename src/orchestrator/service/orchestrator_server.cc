@@ -1,7 +1,6 @@
 // gRPC and HTTP faces of OrchestratorState, plus the ticker that declares
 // silent workers lost.
 #include <grpcpp/grpcpp.h>
-#include <httplib.h>
 
 #include <deque>
 #include <thread>
@@ -11,6 +10,7 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/rpc_status.h"
+#include "http/server.h"
 #include "orchestrator/service/http_api.h"
 #include "orchestrator/service/journal.h"
 #include "orchestrator/service/orchestrator_state.h"
@@ -129,10 +129,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     if (watcher_.joinable()) {
       watcher_.join();
     }
-    if (http_thread_.joinable()) {
-      http_.stop();
-      http_thread_.join();
-    }
+    http_.reset();
     if (server_ != nullptr) {
       server_->Shutdown(std::chrono::system_clock::now());
     }
@@ -150,6 +147,8 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     SLUICE_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(config_.listen, true));
     SLUICE_ASSIGN_OR_RETURN(HostPort hh, ParseHostPort(config_.http_listen, true));
     grpc::ServerBuilder builder;
+    // A second orchestrator on the same port must fail, not split traffic.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     int port = 0;
     builder.AddListeningPort(hp.ToString(), grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(this);
@@ -165,16 +164,26 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     orchestrator::HttpOptions ho;
     ho.sync_timeout = config_.sync_timeout;
     ho.ffmpeg = config_.ffmpeg == "auto" ? orchestrator::FindFfmpeg() : config_.ffmpeg;
-    orchestrator::InstallHttpApi(http_, state_, ho);
-    const int hport = hh.port == 0 ? http_.bind_to_any_port(hh.host)
-                                   : (http_.bind_to_port(hh.host, hh.port) ? hh.port : -1);
-    if (hport <= 0) {
-      return UnavailableError("orchestrator HTTP cannot listen on " + hh.ToString(),
-                              FailureScope::kTransport);
+    ho.max_json_depth = config_.http_max_json_depth;
+    ho.keep_abandoned_jobs = config_.keep_abandoned_jobs;
+    http::Router router;
+    orchestrator::InstallHttpApi(router, state_, ho);
+    http::ServerOptions so;
+    so.listen = hh.ToString();
+    so.io_threads = config_.http_threads;
+    so.max_header_bytes = config_.http_max_header_bytes;
+    so.max_body_bytes = config_.http_max_body_bytes;
+    so.max_connections = config_.http_max_connections;
+    so.request_timeout = config_.http_request_timeout;
+    so.idle_timeout = config_.http_idle_timeout;
+    so.stream_keepalive = config_.sse_keepalive;
+    so.cors_origins = config_.cors_origins;
+    Result<std::unique_ptr<http::Server>> http = http::Server::Start(so, std::move(router));
+    if (!http.ok()) {
+      return http.status().WithContext("orchestrator");
     }
-    hh.port = static_cast<std::uint16_t>(hport);
-    http_endpoint_ = hh.ToString();
-    http_thread_ = std::thread([this] { http_.listen_after_bind(); });
+    http_ = std::move(*http);
+    http_endpoint_ = http_->endpoint();
     if (store_ != nullptr) {
       watcher_ = std::thread([this] { WatchStore(); });
     }
@@ -323,8 +332,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   std::unique_ptr<orchestrator::Journal> journal_;  // Before state_: outlives it.
   OrchestratorState state_;
   std::unique_ptr<grpc::Server> server_;
-  httplib::Server http_;
-  std::thread http_thread_;
+  std::unique_ptr<http::Server> http_;
   std::string endpoint_;
   std::string http_endpoint_;
   std::mutex tick_mu_;
@@ -356,6 +364,12 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
   }
   if (config.max_attempts < 1 || config.max_attempts > 100) {
     return InvalidArgumentError("orchestrator: max_attempts must be in 1..100");
+  }
+  if (config.http_max_json_depth < 2 || config.http_max_json_depth > 1000) {
+    return InvalidArgumentError("orchestrator: http_max_json_depth must be in 2..1000");
+  }
+  if (config.sync_timeout.count() <= 0) {
+    return InvalidArgumentError("orchestrator: sync_timeout must be positive");
   }
   std::unique_ptr<orchestrator::Journal> journal;
   if (!config.journal_path.empty()) {

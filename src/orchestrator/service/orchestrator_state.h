@@ -172,6 +172,15 @@ class OrchestratorState {
   // Returns the events and whether the job has finished.
   std::pair<std::vector<JobEvent>, bool> EventsFrom(JobId id, std::size_t from,
                                                     std::chrono::milliseconds timeout);
+  // Calls `wake` each time job `id` gets an event (every status, stage and
+  // step change comes with one), until Unwatch. `wake` runs under the
+  // state's lock: it must only hand work elsewhere (post it), never call
+  // back into the state or block. Returns the watch's token; 0 (nothing
+  // registered) when the job is unknown.
+  std::uint64_t Watch(JobId id, std::function<void()> wake);
+  // Ends a watch; `wake` is not called after this returns. Unknown tokens
+  // (0, ended) are ignored.
+  void Unwatch(std::uint64_t token);
   // Declares silent workers lost and lets time pass in the scheduler.
   void Tick();
   ServiceStats Stats();
@@ -220,6 +229,10 @@ class OrchestratorState {
   std::map<WorkerId, WorkerRecord> workers_;
   std::map<std::string, std::pair<JobId, Stage>> key_owner_;  // Store key -> producer.
   std::vector<std::string> released_keys_;
+  // Watches per job (token, wake), and each token's job.
+  std::map<JobId, std::vector<std::pair<std::uint64_t, std::function<void()>>>> watchers_;
+  std::map<std::uint64_t, JobId> watch_jobs_;
+  std::uint64_t next_watch_ = 1;
   JobId next_job_ = 1;
   WorkerId next_worker_ = 1;
   ServiceStats stats_;

@@ -1,0 +1,139 @@
+// Validation of generation request bodies (images and videos).
+#include <charconv>
+#include <set>
+
+#include "http/json_body.h"
+#include "orchestrator/service/http_api.h"
+
+namespace sluice::orchestrator {
+
+using nlohmann::json;
+
+Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_view kind,
+                                          std::size_t max_json_depth, bool* async) {
+  const bool video = kind == "video";
+  SLUICE_ASSIGN_OR_RETURN(json j, http::ParseJsonBody(body, max_json_depth));
+  if (!j.is_object()) {
+    return InvalidArgumentError("body: not a JSON object");
+  }
+  auto bad = [](const char* field, const std::string& why) {
+    return InvalidArgumentError(std::string(field) + ": " + why);
+  };
+  static const std::set<std::string> kImage = {
+      "prompt",      "n",     "size",    "response_format", "negative_prompt",
+      "seed",        "steps", "model",   "async",           "priority",
+      "deadline_ms", "user",  "guidance"};
+  static const std::set<std::string> kVideo = {
+      "prompt", "size",  "seconds",  "frames",      "fps",  "negative_prompt", "seed",
+      "steps",  "model", "priority", "deadline_ms", "user", "guidance"};
+  for (const auto& [k, v] : j.items()) {
+    if ((video ? kVideo : kImage).count(k) == 0) {
+      return bad(k.c_str(), "unknown field");
+    }
+  }
+  if (video) {
+    // OpenAI sends seconds as a string ("4"); numbers are accepted too.
+    if (j.contains("seconds")) {
+      int secs = 0;
+      if (j["seconds"].is_string()) {
+        const std::string t = j["seconds"];
+        auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), secs);
+        if (ec != std::errc() || end != t.data() + t.size()) {
+          secs = 0;
+        }
+      } else if (j["seconds"].is_number_integer()) {
+        secs = j["seconds"].get<int>();
+      }
+      if (secs < 1 || secs > 60) {
+        return bad("seconds", "1..60");
+      }
+      j["seconds"] = secs;
+    }
+    if (j.contains("frames") &&
+        (!j["frames"].is_number_integer() || j["frames"] < 1 || j["frames"] > 1024)) {
+      return bad("frames", "an integer in 1..1024");
+    }
+    if (j.contains("fps") && (!j["fps"].is_number_integer() || j["fps"] < 1 || j["fps"] > 60)) {
+      return bad("fps", "an integer in 1..60");
+    }
+    j["fps"] = j.value("fps", 16);
+    if (!j.contains("frames")) {
+      j["frames"] = j.value("seconds", 1) * j["fps"].get<int>() + 1;
+    }
+  }
+  if (!j.contains("prompt") || !j["prompt"].is_string() || j["prompt"].get<std::string>().empty() ||
+      j["prompt"].get<std::string>().size() > 10000) {
+    return bad("prompt", "required, a string of 1..10000 characters");
+  }
+  if (j.contains("n") && (!j["n"].is_number_integer() || j["n"] < 1 || j["n"] > 4)) {
+    return bad("n", "an integer in 1..4");
+  }
+  const std::string default_size = video ? "320x192" : "256x256";
+  std::string size = j.value("size", json(default_size)).is_string() ? j.value("size", default_size)
+                                                                     : std::string();
+  if (size.empty()) {
+    return bad("size", "a string like \"256x256\"");
+  }
+  int w = 0, h = 0;
+  {
+    const auto x = size.find('x');
+    auto p1 = std::from_chars(size.data(), size.data() + (x == std::string::npos ? 0 : x), w);
+    auto p2 = x == std::string::npos
+                  ? std::from_chars_result{nullptr, std::errc::invalid_argument}
+                  : std::from_chars(size.data() + x + 1, size.data() + size.size(), h);
+    if (x == std::string::npos || p1.ec != std::errc() || p2.ec != std::errc() ||
+        p2.ptr != size.data() + size.size() || w < 64 || h < 64 || w > 2048 || h > 2048 ||
+        w % 8 != 0 || h % 8 != 0) {
+      return bad("size", "WIDTHxHEIGHT, each 64..2048 and a multiple of 8");
+    }
+  }
+  if (j.contains("response_format") && j["response_format"] != "b64_json" &&
+      j["response_format"] != "url") {
+    return bad("response_format", "\"b64_json\" or \"url\"");
+  }
+  if (j.contains("user") && (!j["user"].is_string() || j["user"].get<std::string>().size() > 256)) {
+    return bad("user", "a string of at most 256 characters");
+  }
+  if (j.contains("negative_prompt") && !j["negative_prompt"].is_string()) {
+    return bad("negative_prompt", "a string");
+  }
+  if (j.contains("seed") && !j["seed"].is_number_integer()) {
+    return bad("seed", "an integer");
+  }
+  if (j.contains("steps") &&
+      (!j["steps"].is_number_integer() || j["steps"] < 1 || j["steps"] > 1000)) {
+    return bad("steps", "an integer in 1..1000");
+  }
+  if (j.contains("async") && !j["async"].is_boolean()) {
+    return bad("async", "true or false");
+  }
+  JobRequest r;
+  r.kind = std::string(kind);
+  const std::string prio = j.value("priority", json("standard")).is_string()
+                               ? j.value("priority", std::string("standard"))
+                               : std::string("?");
+  if (prio == "interactive") {
+    r.priority = PriorityClass::kInteractive;
+  } else if (prio == "standard") {
+    r.priority = PriorityClass::kStandard;
+  } else if (prio == "batch") {
+    r.priority = PriorityClass::kBatch;
+  } else {
+    return bad("priority", "interactive, standard or batch");
+  }
+  if (j.contains("deadline_ms")) {
+    if (!j["deadline_ms"].is_number_integer() || j["deadline_ms"] < 1 ||
+        j["deadline_ms"] > 86400000) {
+      return bad("deadline_ms", "an integer in 1..86400000");
+    }
+    r.deadline = std::chrono::milliseconds(j["deadline_ms"].get<std::int64_t>());
+  }
+  *async = j.value("async", false);
+  j["size"] = size;
+  j["seed"] = j.value("seed", 0);
+  j.erase("async");
+  r.request_json = j.dump();
+  return r;
+}
+
+}  // namespace sluice::orchestrator

@@ -1,0 +1,168 @@
+#include "orchestrator/service/http_views.h"
+
+#include <openssl/evp.h>
+
+#include <charconv>
+#include <map>
+#include <sstream>
+
+namespace sluice::orchestrator {
+
+using nlohmann::json;
+
+std::string Base64(const std::string& in) {
+  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(in.data()),
+                                static_cast<int>(in.size()));
+  out.resize(static_cast<std::size_t>(n));
+  return out;
+}
+
+json JobJson(const JobView& v) {
+  json j;
+  j["id"] = JobName(v.id);
+  j["object"] = "job";
+  j["kind"] = v.kind;
+  j["status"] = v.status;
+  j["stage"] = v.stage;
+  j["progress"] = {{"step", v.step}, {"steps", v.steps}};
+  if (!v.error.empty()) {
+    j["error"] = v.error;
+  }
+  if (v.ttff_ms >= 0) {
+    j["ttff_ms"] = v.ttff_ms;
+  }
+  return j;
+}
+
+json EventJson(const JobEvent& e) {
+  json j = {{"type", e.type}, {"t_ms", e.t_ms}, {"stage", e.stage}};
+  if (e.type == "step") {
+    j["step"] = e.step;
+    j["steps"] = e.steps;
+  }
+  if (!e.detail.empty()) {
+    j["detail"] = e.detail;
+  }
+  return j;
+}
+
+// OpenAI's video object.
+json VideoJson(const JobView& v) {
+  static const std::map<std::string, std::string> kStatus = {{"queued", "queued"},
+                                                             {"running", "in_progress"},
+                                                             {"succeeded", "completed"},
+                                                             {"failed", "failed"},
+                                                             {"cancelled", "cancelled"}};
+  int progress = 0;
+  if (v.status == "succeeded") {
+    progress = 100;
+  } else if (v.stage == "denoise") {
+    progress = 10 + (v.steps > 0 ? 80 * v.step / v.steps : 0);
+  } else if (v.stage == "decode") {
+    progress = 90;
+  }
+  json j = {{"id", JobName(v.id)},
+            {"object", "video"},
+            {"status", kStatus.at(v.status)},
+            {"progress", progress},
+            {"created_at", v.created_unix_s}};
+  if (!v.error.empty()) {
+    j["error"] = {{"message", v.error}};
+  }
+  return j;
+}
+
+std::optional<JobId> ParseJobId(const std::string& s) {
+  std::string_view v = s;
+  if (v.starts_with("job-")) {
+    v.remove_prefix(4);
+  }
+  JobId id = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), id);
+  if (ec != std::errc() || end != v.data() + v.size() || id == 0) {
+    return std::nullopt;
+  }
+  return id;
+}
+
+std::string JobName(JobId id) {
+  return "job-" + std::to_string(id);
+}
+
+std::string MetricsText(const ServiceStats& s) {
+  std::ostringstream out;
+  out << "# HELP sluice_orchestrator_queued Queued stage work.\n"
+      << "# TYPE sluice_orchestrator_queued gauge\n";
+  for (int st = 0; st < kStageCount; ++st) {
+    out << "sluice_orchestrator_queued{stage=\"" << StageName(static_cast<Stage>(st)) << "\"} "
+        << s.scheduler.queued[st] << "\n";
+  }
+  out << "# HELP sluice_orchestrator_workers Registered workers.\n"
+      << "# TYPE sluice_orchestrator_workers gauge\n";
+  for (int st = 0; st < kStageCount; ++st) {
+    out << "sluice_orchestrator_workers{stage=\"" << StageName(static_cast<Stage>(st)) << "\"} "
+        << s.workers[st] << "\n";
+  }
+  auto counter = [&](const char* name, const char* help, std::uint64_t v) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
+        << name << " " << v << "\n";
+  };
+  static constexpr const char* kClasses[kClassCount] = {"interactive", "standard", "batch"};
+  out << "# HELP sluice_orchestrator_queued_by_class Queued stage work per priority class.\n"
+      << "# TYPE sluice_orchestrator_queued_by_class gauge\n";
+  for (int st = 0; st < kStageCount; ++st) {
+    for (int c = 0; c < kClassCount; ++c) {
+      out << "sluice_orchestrator_queued_by_class{stage=\"" << StageName(static_cast<Stage>(st))
+          << "\",class=\"" << kClasses[c] << "\"} " << s.scheduler.queued_by_class[st][c] << "\n";
+    }
+  }
+  out << "# HELP sluice_orchestrator_free_slots Credits advertised by workers, unassigned.\n"
+      << "# TYPE sluice_orchestrator_free_slots gauge\n";
+  for (int st = 0; st < kStageCount; ++st) {
+    out << "sluice_orchestrator_free_slots{stage=\"" << StageName(static_cast<Stage>(st)) << "\"} "
+        << s.scheduler.free_slots[st] << "\n";
+  }
+  auto hist = [&](const char* name, const char* help, const Histogram& h,
+                  const std::string& labels) {
+    const std::string sep = labels.empty() ? "" : ",";
+    for (std::size_t b = 0; b < Histogram::kBuckets.size(); ++b) {
+      out << name << "_bucket{" << labels << sep << "le=\"" << Histogram::kBuckets[b] << "\"} "
+          << h.counts[b] << "\n";
+    }
+    out << name << "_bucket{" << labels << sep << "le=\"+Inf\"} " << h.count << "\n"
+        << name << "_sum" << (labels.empty() ? "" : "{" + labels + "}") << " " << h.sum << "\n"
+        << name << "_count" << (labels.empty() ? "" : "{" + labels + "}") << " " << h.count << "\n";
+    (void)help;
+  };
+  out << "# HELP sluice_orchestrator_job_seconds Submission to success.\n"
+      << "# TYPE sluice_orchestrator_job_seconds histogram\n";
+  hist("sluice_orchestrator_job_seconds", "", s.job_latency, "");
+  out << "# HELP sluice_orchestrator_ttff_seconds Submission to the first decoded frame.\n"
+      << "# TYPE sluice_orchestrator_ttff_seconds histogram\n";
+  hist("sluice_orchestrator_ttff_seconds", "", s.ttff, "");
+  out << "# HELP sluice_orchestrator_dispatch_seconds Queued to dispatched, per stage.\n"
+      << "# TYPE sluice_orchestrator_dispatch_seconds histogram\n";
+  for (int st = 0; st < kStageCount; ++st) {
+    hist("sluice_orchestrator_dispatch_seconds", "", s.dispatch_latency[st],
+         "stage=\"" + std::string(StageName(static_cast<Stage>(st))) + "\"");
+  }
+  out << "# TYPE sluice_orchestrator_running gauge\nsluice_orchestrator_running "
+      << s.scheduler.running << "\n";
+  counter("sluice_orchestrator_jobs_submitted_total", "Jobs accepted.", s.submitted);
+  counter("sluice_orchestrator_jobs_rejected_total", "Submissions answered 429.", s.rejected);
+  counter("sluice_orchestrator_jobs_succeeded_total", "Jobs done.", s.succeeded);
+  counter("sluice_orchestrator_jobs_failed_total", "Jobs failed.", s.failed);
+  counter("sluice_orchestrator_jobs_cancelled_total", "Jobs cancelled.", s.cancelled);
+  counter("sluice_orchestrator_dispatches_total", "Stage dispatches.", s.scheduler.dispatches);
+  counter("sluice_orchestrator_preemptions_total", "Checkpoint preemptions.",
+          s.scheduler.preemptions);
+  counter("sluice_orchestrator_payloads_lost_total", "Store payloads lost; producer re-run.",
+          s.payloads_lost);
+  counter("sluice_orchestrator_jobs_restored_total", "Unfinished jobs taken back from the journal.",
+          s.restored);
+  return out.str();
+}
+
+}  // namespace sluice::orchestrator
