@@ -35,7 +35,7 @@ struct ServerOptions {
   int io_threads = 2;
   int blocking_threads = 2;  // For Exchange::RunBlocking.
   std::size_t max_header_bytes = 16 << 10;
-  std::size_t max_body_bytes = 64 << 20;
+  std::size_t max_body_bytes = 16 << 20;
   std::size_t max_connections = 10000;
   std::chrono::milliseconds idle_timeout{60000};     // Keep-alive with no request.
   std::chrono::milliseconds request_timeout{10000};  // First byte to whole request.

@@ -2,123 +2,22 @@
 // and disconnect is exercised byte by byte.
 #include "http/server.h"
 
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include <gtest/gtest.h>
 
-#include "common/net.h"
 #include "common/testing/eventually.h"
+#include "http/testing/raw_conn.h"
 
 namespace sluice::http {
 namespace {
 
 using namespace std::chrono_literals;
 using sluice::internal::Eventually;
-using sluice::internal::UniqueFd;
-
-struct Reply {
-  int status = 0;  // 0: the connection closed without an answer.
-  std::string head;
-  std::string body;
-  bool closed = false;  // The server closed the connection after it.
-};
-
-class Conn {
- public:
-  explicit Conn(const std::string& endpoint, std::chrono::milliseconds io_timeout = 5s) {
-    auto hp = sluice::internal::ParseHostPort(endpoint, false);
-    auto fd = sluice::internal::ConnectTcp(*hp, 2s);
-    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
-    fd_ = std::move(*fd);
-    EXPECT_TRUE(sluice::internal::SetIoTimeout(fd_.get(), io_timeout).ok());
-  }
-  bool Send(std::string_view s) {
-    return ::send(fd_.get(), s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
-  }
-  // Reads one answer (Content-Length or chunked body).
-  Reply Read() {
-    Reply r;
-    std::size_t end;
-    while ((end = in_.find("\r\n\r\n")) == std::string::npos) {
-      if (!Fill()) {
-        r.closed = true;
-        return r;
-      }
-    }
-    r.head = in_.substr(0, end + 4);
-    in_.erase(0, end + 4);
-    r.status = std::stoi(r.head.substr(9, 3));
-    const std::string lower = [&] {
-      std::string l = r.head;
-      for (char& c : l) {
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      }
-      return l;
-    }();
-    if (lower.find("transfer-encoding: chunked") != std::string::npos) {
-      while (true) {
-        std::size_t eol;
-        while ((eol = in_.find("\r\n")) == std::string::npos) {
-          if (!Fill()) {
-            r.closed = true;
-            return r;
-          }
-        }
-        const std::size_t n = std::stoul(in_.substr(0, eol), nullptr, 16);
-        while (in_.size() < eol + 2 + n + 2) {
-          if (!Fill()) {
-            r.closed = true;
-            return r;
-          }
-        }
-        r.body += in_.substr(eol + 2, n);
-        in_.erase(0, eol + 2 + n + 2);
-        if (n == 0) {
-          break;
-        }
-      }
-    } else {
-      const std::size_t cl = lower.find("content-length: ");
-      const std::size_t n = cl == std::string::npos ? 0 : std::stoul(lower.substr(cl + 16));
-      while (in_.size() < n) {
-        if (!Fill()) {
-          r.closed = true;
-          return r;
-        }
-      }
-      r.body = in_.substr(0, n);
-      in_.erase(0, n);
-    }
-    r.closed = lower.find("connection: close") != std::string::npos;
-    return r;
-  }
-  // Whether the server closed the connection (EOF or reset) within the
-  // socket's I/O timeout, with nothing more sent.
-  bool ClosedByServer() {
-    char c;
-    const ssize_t n = ::recv(fd_.get(), &c, 1, 0);
-    return n == 0 || (n < 0 && errno == ECONNRESET);
-  }
-  void Close() { fd_.reset(); }
-
- private:
-  bool Fill() {
-    char buf[65536];
-    const ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), 0);
-    if (n <= 0) {
-      return false;
-    }
-    in_.append(buf, static_cast<std::size_t>(n));
-    return true;
-  }
-  UniqueFd fd_;
-  std::string in_;
-};
+using testing::Conn;
+using testing::Reply;
 
 std::string Get(const std::string& path, const std::string& extra = "") {
   return "GET " + path + " HTTP/1.1\r\nHost: t\r\n" + extra + "\r\n";

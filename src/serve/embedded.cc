@@ -147,6 +147,7 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   OrchestratorConfig oc;
   oc.listen = "127.0.0.1:0";
   oc.http_listen = config.http_listen;
+  oc.http = config.http;
   oc.max_queued_jobs = config.max_queued_jobs;
   oc.worker_timeout = config.worker_timeout;
   oc.store_master = impl->master->endpoint();

@@ -1,5 +1,7 @@
 // The `sluice` command: one binary, one subcommand per role or tool. The
 // subcommands live in roles_cmd.cc, serve_cmd.cc and bench_cmd.cc.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
@@ -23,7 +25,21 @@ ByteSizeValidator::ByteSizeValidator() {
 
 }  // namespace sluice::cli
 
+namespace {
+
+// Servers hold a descriptor per client connection: take the hard limit.
+void RaiseDescriptorLimit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  RaiseDescriptorLimit();
   // `ROLE --config FILE`: the file's section for the role becomes flags.
   auto expanded = sluice::cli::ExpandConfig(
       std::vector<std::string>(argv + 1, argv + argc),

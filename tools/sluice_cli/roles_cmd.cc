@@ -9,6 +9,7 @@
 #include "sluice/units.h"
 
 #include "tools/sluice_cli/commands.h"
+#include "tools/sluice_cli/http_flags.h"
 #include "tools/sluice_cli/serve.h"
 #include "tools/sluice_cli/signals.h"
 
@@ -174,8 +175,10 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
                   "SQLite file journaling accepted jobs (they survive a restart)");
   cmd->add_flag("--colocated", o->config.colocated,
                 "each job is one assignment to a denoise-pool worker running every stage");
+  auto http = AddHttpFrontFlags(cmd, &o->config.http);
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
-  out->push_back({cmd, [o] {
+  out->push_back({cmd, [o, http] {
+                    http();
                     o->config.worker_timeout = std::chrono::milliseconds(o->worker_timeout_ms);
                     return RunOrchestrator(o->config, o->exit_on_eof);
                   }});

@@ -5,6 +5,7 @@
 #include "sluice/units.h"
 
 #include "tools/sluice_cli/commands.h"
+#include "tools/sluice_cli/http_flags.h"
 #include "tools/sluice_cli/serve.h"
 
 namespace sluice::cli {
@@ -61,7 +62,9 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--out", o->serve.out_dir, "demo output directory")->capture_default_str();
   cmd->add_flag("--exit-on-stdin-eof", o->serve.exit_on_eof,
                 "stop when stdin closes (for supervisors)");
-  out->push_back({cmd, [o, cmd] {
+  auto http = AddHttpFrontFlags(cmd, &c.http);
+  out->push_back({cmd, [o, cmd, http] {
+                    http();
                     o->serve.cluster.store_memory = *ParseByteSize(o->memory);
                     if (o->serve.demo && cmd->count("--http") == 0) {
                       // Never collide with a running server.

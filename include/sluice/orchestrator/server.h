@@ -25,6 +25,29 @@ namespace internal {
 class OrchestratorServerImpl;
 }
 
+// The client-facing HTTP server. Requests past a limit are answered in
+// OpenAI's error shape and their connection closed: headers over
+// max_header_bytes 431, a body over max_body_bytes 413 (before it is read),
+// JSON nested deeper than max_json_depth 400; past max_connections a new
+// connection gets 503. A request not read whole within request_timeout of
+// its first byte, or a connection idle for idle_timeout, is closed.
+struct HttpFrontConfig {
+  int threads = 2;  // I/O threads; waiting requests and event streams hold none.
+  std::size_t max_header_bytes = 16 << 10;
+  std::size_t max_body_bytes = 16 << 20;
+  std::size_t max_json_depth = 32;
+  std::size_t max_connections = 10000;
+  std::chrono::milliseconds request_timeout{10000};
+  std::chrono::milliseconds idle_timeout{60000};
+  // A quiet server-sent event stream gets a keep-alive comment this often.
+  std::chrono::milliseconds sse_keepalive{15000};
+  // Browser origins allowed cross-origin ("*": any); empty: CORS off.
+  std::vector<std::string> cors_origins;
+  // A synchronous request whose client disconnects keeps its jobs running
+  // (default: they are cancelled and their payloads freed, as DELETE does).
+  bool keep_abandoned_jobs = false;
+};
+
 struct OrchestratorConfig {
   std::string listen = "127.0.0.1:0";       // gRPC for workers; port 0 picks one.
   std::string http_listen = "127.0.0.1:0";  // HTTP for clients; port 0 picks one.
@@ -50,28 +73,7 @@ struct OrchestratorConfig {
   // encode, denoise and decode in turn.
   bool colocated = false;
 
-  // The HTTP face. Requests past a limit are answered in OpenAI's error
-  // shape and their connection closed: headers over http_max_header_bytes
-  // 431, a body over http_max_body_bytes 413 (before it is read), JSON
-  // nested deeper than http_max_json_depth 400; past http_max_connections a
-  // new connection gets 503. A request not read whole within
-  // http_request_timeout of its first byte, or a connection idle for
-  // http_idle_timeout, is closed.
-  int http_threads = 2;  // I/O threads; waiting requests and streams hold none.
-  std::size_t http_max_header_bytes = 16 << 10;
-  std::size_t http_max_body_bytes = 64 << 20;
-  std::size_t http_max_json_depth = 32;
-  std::size_t http_max_connections = 10000;
-  std::chrono::milliseconds http_request_timeout{10000};
-  std::chrono::milliseconds http_idle_timeout{60000};
-  // Server-sent event streams send a keep-alive comment this often when
-  // quiet.
-  std::chrono::milliseconds sse_keepalive{15000};
-  // Browser origins allowed cross-origin ("*": any); empty: CORS off.
-  std::vector<std::string> cors_origins;
-  // A synchronous request whose client disconnects keeps its jobs running
-  // (default: they are cancelled and their payloads freed, as DELETE does).
-  bool keep_abandoned_jobs = false;
+  HttpFrontConfig http;
 };
 
 class OrchestratorServer {

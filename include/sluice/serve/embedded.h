@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "sluice/orchestrator/server.h"
 #include "sluice/status.h"
 
 namespace sluice {
@@ -53,6 +54,7 @@ struct EmbeddedConfig {
   std::size_t max_queued_jobs = 256;
   std::chrono::milliseconds worker_timeout{3000};
   std::string journal_path;  // Empty: no journal.
+  HttpFrontConfig http;      // The HTTP front's limits and options.
 };
 
 class EmbeddedCluster {

@@ -164,20 +164,20 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     orchestrator::HttpOptions ho;
     ho.sync_timeout = config_.sync_timeout;
     ho.ffmpeg = config_.ffmpeg == "auto" ? orchestrator::FindFfmpeg() : config_.ffmpeg;
-    ho.max_json_depth = config_.http_max_json_depth;
-    ho.keep_abandoned_jobs = config_.keep_abandoned_jobs;
+    ho.max_json_depth = config_.http.max_json_depth;
+    ho.keep_abandoned_jobs = config_.http.keep_abandoned_jobs;
     http::Router router;
     orchestrator::InstallHttpApi(router, state_, ho);
     http::ServerOptions so;
     so.listen = hh.ToString();
-    so.io_threads = config_.http_threads;
-    so.max_header_bytes = config_.http_max_header_bytes;
-    so.max_body_bytes = config_.http_max_body_bytes;
-    so.max_connections = config_.http_max_connections;
-    so.request_timeout = config_.http_request_timeout;
-    so.idle_timeout = config_.http_idle_timeout;
-    so.stream_keepalive = config_.sse_keepalive;
-    so.cors_origins = config_.cors_origins;
+    so.io_threads = config_.http.threads;
+    so.max_header_bytes = config_.http.max_header_bytes;
+    so.max_body_bytes = config_.http.max_body_bytes;
+    so.max_connections = config_.http.max_connections;
+    so.request_timeout = config_.http.request_timeout;
+    so.idle_timeout = config_.http.idle_timeout;
+    so.stream_keepalive = config_.http.sse_keepalive;
+    so.cors_origins = config_.http.cors_origins;
     Result<std::unique_ptr<http::Server>> http = http::Server::Start(so, std::move(router));
     if (!http.ok()) {
       return http.status().WithContext("orchestrator");
@@ -365,8 +365,8 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
   if (config.max_attempts < 1 || config.max_attempts > 100) {
     return InvalidArgumentError("orchestrator: max_attempts must be in 1..100");
   }
-  if (config.http_max_json_depth < 2 || config.http_max_json_depth > 1000) {
-    return InvalidArgumentError("orchestrator: http_max_json_depth must be in 2..1000");
+  if (config.http.max_json_depth < 2 || config.http.max_json_depth > 1000) {
+    return InvalidArgumentError("orchestrator: http.max_json_depth must be in 2..1000");
   }
   if (config.sync_timeout.count() <= 0) {
     return InvalidArgumentError("orchestrator: sync_timeout must be positive");

@@ -1,0 +1,214 @@
+// The HTTP front of a `sluice orchestrator` process under load and abuse,
+// driven from raw sockets on loopback: thousands of idle connections, event
+// streams and waiting synchronous requests while health probes are
+// answered; crafted requests refused without harm; clients that leave have
+// their jobs cancelled; a taken port is an error.
+#include <sys/resource.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "child_process.h"
+#include "common/testing/eventually.h"
+#include "http/testing/raw_conn.h"
+
+namespace sluice::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using http::testing::Conn;
+using http::testing::Reply;
+using nlohmann::json;
+using sluice::internal::Eventually;
+
+std::string Get(const std::string& path) {
+  return "GET " + path + " HTTP/1.1\r\nHost: t\r\n\r\n";
+}
+std::string Post(const std::string& path, const std::string& body) {
+  return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n" +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// One request on a fresh connection.
+Reply Call(const std::string& ep, const std::string& request) {
+  Conn c(ep, 60s);
+  EXPECT_TRUE(c.Send(request));
+  return c.Read();
+}
+
+// The value of an unlabelled counter in /metrics text, or -1.
+long Counter(const std::string& ep, const std::string& name) {
+  const Reply r = Call(ep, Get("/metrics"));
+  std::smatch m;
+  if (!std::regex_search(r.body, m, std::regex("\n" + name + " ([0-9]+)"))) {
+    return -1;
+  }
+  return std::stol(m[1]);
+}
+
+// The slowest of `n` /healthz probes, each on its own connection.
+std::chrono::microseconds SlowestHealthProbe(const std::string& ep, int n) {
+  std::chrono::microseconds worst{0};
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Reply r = Call(ep, Get("/healthz"));
+    const auto took = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - t0);
+    EXPECT_EQ(r.status, 200);
+    worst = std::max(worst, took);
+    std::this_thread::sleep_for(10ms);
+  }
+  return worst;
+}
+
+class HttpFrontTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    rlimit r{};
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &r), 0);
+    r.rlim_cur = r.rlim_max;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &r), 0);
+    ASSERT_GE(r.rlim_cur, 4096u) << "the load test needs ~3,000 descriptors per process";
+  }
+
+  std::unique_ptr<ChildProcess> Orchestrator(std::vector<std::string> extra) {
+    std::vector<std::string> argv = {SLUICE_BIN, "orchestrator", "--exit-on-stdin-eof"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto p = std::make_unique<ChildProcess>(argv);
+    EXPECT_EQ(p->Word(1), "orchestrator") << p->banner();
+    return p;
+  }
+};
+
+TEST_F(HttpFrontTest, HealthAnswersUnderThousandsOfConnectionsAndAbandonedJobsAreCancelled) {
+  ChildProcess master({SLUICE_BIN, "master", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"});
+  ASSERT_EQ(master.Word(1), "master") << master.banner();
+  ChildProcess node({SLUICE_BIN, "store-node", "--master", master.Word(2), "--memory", "128MiB",
+                     "--exit-on-stdin-eof"});
+  ASSERT_EQ(node.Word(1), "store-node") << node.banner();
+  auto orch = Orchestrator({"--store-master", master.Word(2)});
+  const std::string ep = orch->Word(3);
+
+  std::vector<std::unique_ptr<Conn>> idle;
+  for (int i = 0; i < 2000; ++i) {
+    idle.push_back(std::make_unique<Conn>(ep, 30s));
+  }
+  // One queued job (no workers yet) watched by 500 event streams.
+  const Reply job =
+      Call(ep, Post("/v1/images/generations", R"({"prompt":"a kite","steps":4,"async":true})"));
+  ASSERT_EQ(job.status, 202) << job.body;
+  const std::string id = json::parse(job.body)["id"];
+  std::vector<std::unique_ptr<Conn>> streams;
+  for (int i = 0; i < 500; ++i) {
+    streams.push_back(std::make_unique<Conn>(ep, 60s));
+    ASSERT_TRUE(streams.back()->Send(Get("/v1/jobs/" + id + "/events")));
+    ASSERT_NE(streams.back()->ReadUntil("event: queued"), "") << "stream " << i;
+  }
+  // 200 synchronous requests waiting for workers that are not there.
+  std::vector<std::unique_ptr<Conn>> waiting;
+  for (int i = 0; i < 200; ++i) {
+    waiting.push_back(std::make_unique<Conn>(ep, 60s));
+    ASSERT_TRUE(waiting.back()->Send(
+        Post("/v1/images/generations", R"({"prompt":"wait )" + std::to_string(i) + R"("})")));
+  }
+  ASSERT_TRUE(Eventually(
+      [&] { return Counter(ep, "sluice_orchestrator_jobs_submitted_total") == 201; }, 10s));
+  const auto worst = SlowestHealthProbe(ep, 50);
+  std::printf("healthz slowest of 50 probes with 2,700 connections open: %.2f ms\n",
+              static_cast<double>(worst.count()) / 1000.0);
+  EXPECT_LT(worst, 100ms);
+
+  // The waiting clients leave: their jobs are cancelled, never run.
+  waiting.clear();
+  ASSERT_TRUE(Eventually(
+      [&] { return Counter(ep, "sluice_orchestrator_jobs_cancelled_total") == 200; }, 10s));
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (const char* stage : {"encode", "denoise", "decode"}) {
+    workers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+        SLUICE_BIN, "worker", "--stage", stage, "--orchestrator", orch->Word(2), "--master",
+        master.Word(2), "--profile", "flux-1024", "--time-factor", "0.01", "--exit-on-stdin-eof"}));
+    ASSERT_EQ(workers.back()->Word(1), "worker") << workers.back()->banner();
+  }
+  const Reply fresh = Call(ep, Post("/v1/images/generations", R"({"prompt":"a new one"})"));
+  EXPECT_EQ(fresh.status, 200) << fresh.body;
+  // Every stream sees the watched job through to its end event.
+  for (auto& s : streams) {
+    const std::string rest = s->ReadUntil("event: end\n");
+    ASSERT_NE(rest, "");
+    EXPECT_NE(rest.find("event: done"), std::string::npos);
+  }
+  EXPECT_EQ(Counter(ep, "sluice_orchestrator_jobs_succeeded_total"), 2);
+  EXPECT_EQ(Counter(ep, "sluice_orchestrator_jobs_cancelled_total"), 200);
+  // The idle connections are still served.
+  ASSERT_TRUE(idle[1234]->Send(Get("/healthz")));
+  EXPECT_EQ(idle[1234]->Read().status, 200);
+}
+
+TEST_F(HttpFrontTest, CraftedRequestsAreRefusedAndTheServerGoesOn) {
+  auto orch = Orchestrator({"--http-request-timeout-ms", "500"});
+  const std::string ep = orch->Word(3);
+  // A 200 KB body nesting arrays 100,000 deep used to overflow the stack.
+  const std::string deep =
+      R"({"prompt":"x","user":)" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  Reply r = Call(ep, Post("/v1/images/generations", deep));
+  EXPECT_EQ(r.status, 400);
+  const json e = json::parse(r.body)["error"];
+  EXPECT_NE(e["message"].get<std::string>().find("nested deeper than 32"), std::string::npos);
+  EXPECT_EQ(e["param"], "body");
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  EXPECT_TRUE(e.contains("code"));
+  // A 50 MB body is refused from its Content-Length, before it is sent.
+  {
+    Conn c(ep);
+    ASSERT_TRUE(c.Send("POST /v1/videos HTTP/1.1\r\nHost: t\r\nContent-Length: 52428800\r\n\r\n"));
+    EXPECT_EQ(c.Read().status, 413);
+  }
+  r = Call(ep,
+           "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Pad: " + std::string(20000, 'p') + "\r\n\r\n");
+  EXPECT_EQ(r.status, 431);
+  r = Call(ep, Get("/v1/nothing-here"));
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "not_found");
+  r = Call(ep, "PUT /v1/images/generations HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_NE(r.head.find("Allow: POST"), std::string::npos);
+  // Clients trickling headers are dropped and hold nobody else up.
+  std::vector<std::unique_ptr<Conn>> slow;
+  for (int i = 0; i < 50; ++i) {
+    slow.push_back(std::make_unique<Conn>(ep, 5s));
+    ASSERT_TRUE(slow.back()->Send("POST /v1/images/generations HTTP/1.1\r\nHost: t\r\nX-"));
+  }
+  EXPECT_LT(SlowestHealthProbe(ep, 10), 100ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& s : slow) {
+    EXPECT_TRUE(s->ClosedByServer());
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  EXPECT_EQ(Call(ep, Get("/healthz")).status, 200);
+  r = Call(ep, Get("/readyz"));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("no registered worker for stage encode, denoise, decode"),
+            std::string::npos)
+      << r.body;
+}
+
+TEST_F(HttpFrontTest, ASecondOrchestratorOnTakenPortsExitsNonZero) {
+  auto first = Orchestrator({});
+  for (const std::string& flag : {std::string("--listen"), std::string("--http")}) {
+    const std::string taken = flag == "--listen" ? first->Word(2) : first->Word(3);
+    ChildProcess second({SLUICE_BIN, "orchestrator", "--listen",
+                         flag == "--listen" ? taken : "127.0.0.1:0", "--http",
+                         flag == "--http" ? taken : "127.0.0.1:0", "--exit-on-stdin-eof"});
+    EXPECT_EQ(second.banner().find("READY"), std::string::npos) << second.banner();
+    const int status = second.Wait(10000);
+    ASSERT_NE(status, -1) << flag << ": still running";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << flag;
+  }
+  EXPECT_EQ(Call(first->Word(3), Get("/healthz")).status, 200);
+}
+
+}  // namespace
+}  // namespace sluice::testing

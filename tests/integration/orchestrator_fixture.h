@@ -1,0 +1,306 @@
+// For the orchestrator service's tests: fake stage workers over gRPC, an
+// in-process store, and a fixture that starts an orchestrator with an HTTP
+// client.
+#ifndef SLUICE_TESTS_INTEGRATION_ORCHESTRATOR_FIXTURE_H_
+#define SLUICE_TESTS_INTEGRATION_ORCHESTRATOR_FIXTURE_H_
+
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "sluice/orchestrator/server.h"
+#include "sluice/store/client.h"
+#include "sluice/store/master.h"
+#include "sluice/store/store_node.h"
+
+#include "media/frames_archive.h"
+#include "media/png.h"
+#include "service/proto/orchestrator.grpc.pb.h"
+
+namespace sluice::testing {
+
+using namespace std::chrono_literals;
+namespace pb = ::sluice::orchestrator::v1;
+using nlohmann::json;
+
+// A w x h RGB PNG, row y filled with shade + y.
+inline std::string Png(int w, int h, unsigned char shade) {
+  std::vector<std::uint8_t> rgb(static_cast<std::size_t>(w) * h * 3);
+  for (std::size_t i = 0; i < rgb.size(); ++i) {
+    rgb[i] = static_cast<std::uint8_t>(shade + i / (static_cast<std::size_t>(w) * 3));
+  }
+  return *media::EncodePng(rgb.data(), w, h);
+}
+
+// A stage worker: registers, heartbeats, and answers RUN with Done whose
+// output is "<stage>(<input or prompt>)". `hold` keeps assignments without
+// answering (a worker that hangs).
+class FakeWorker {
+ public:
+  // `keys` (optional) stores the output and returns its store keys.
+  using KeysFn = std::function<std::vector<std::string>(std::uint64_t job)>;
+  FakeWorker(const std::string& endpoint, const std::string& stage, bool hold = false,
+             KeysFn keys = nullptr)
+      : stage_(stage), hold_(hold), keys_(std::move(keys)) {
+    stub_ = pb::Orchestrator::NewStub(
+        grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()));
+    EXPECT_TRUE(Register());
+    reader_ = std::thread([this] { Read(); });
+    beater_ = std::thread([this] { Beat(); });
+  }
+  ~FakeWorker() { Kill(); }
+
+  // Stops heartbeating and drops the stream, like a dead process.
+  void Kill() {
+    if (dead_.exchange(true)) {
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stream_ctx_ != nullptr) {
+        stream_ctx_->TryCancel();
+      }
+    }
+    reader_.join();
+    beater_.join();
+  }
+  int runs() const { return runs_; }
+  int stops() const { return stops_; }
+
+ private:
+  bool Register() {
+    pb::RegisterRequest req;
+    req.set_stage(stage_);
+    req.set_capacity(2);
+    req.set_name("fake-" + stage_);
+    pb::RegisterResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 2s);
+    if (!stub_->Register(&ctx, req, &resp).ok()) {
+      return false;
+    }
+    id_ = resp.worker_id();
+    return true;
+  }
+
+  // Reads assignments; when the stream ends (the orchestrator restarted or
+  // declared this worker lost), registers again and reopens it.
+  void Read() {
+    while (!dead_) {
+      pb::AssignmentsRequest req;
+      req.set_worker_id(id_);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stream_ctx_ = std::make_unique<grpc::ClientContext>();
+      }
+      auto reader = stub_->Assignments(stream_ctx_.get(), req);
+      pb::Assignment a;
+      while (reader->Read(&a)) {
+        Handle(a);
+      }
+      (void)reader->Finish();
+      while (!dead_) {
+        std::this_thread::sleep_for(50ms);
+        if (Register()) {
+          break;
+        }
+      }
+    }
+  }
+
+  void Handle(const pb::Assignment& a) {
+    if (a.kind() == pb::Assignment::STOP) {
+      ++stops_;
+      return;
+    }
+    if (a.kind() != pb::Assignment::RUN) {
+      return;
+    }
+    ++runs_;
+    if (hold_) {
+      if (stage_ == "denoise") {
+        // A worker that got to a checkpointed step 4, then hangs.
+        pb::HeartbeatRequest hb;
+        hb.set_worker_id(id_);
+        auto* p = hb.add_progress();
+        p->set_job_id(a.job_id());
+        p->set_step(4);
+        p->set_steps(10);
+        p->set_checkpointed(true);
+        pb::HeartbeatResponse hr;
+        grpc::ClientContext hctx;
+        (void)stub_->Heartbeat(&hctx, hb, &hr);
+      }
+      return;
+    }
+    const json request = json::parse(a.request_json());
+    const bool video = request.contains("frames");
+    if (stage_ == "denoise" || (stage_ == "decode" && video)) {
+      pb::HeartbeatRequest hb;
+      hb.set_worker_id(id_);
+      hb.set_free_slots(1);
+      if (stage_ == "denoise") {
+        auto* p = hb.add_progress();
+        p->set_job_id(a.job_id());
+        p->set_step(5);
+        p->set_steps(10);
+      } else {
+        hb.add_first_output(a.job_id());
+      }
+      pb::HeartbeatResponse hr;
+      grpc::ClientContext hctx;
+      (void)stub_->Heartbeat(&hctx, hb, &hr);
+    }
+    std::string in = a.input();
+    if (in.empty()) {
+      in = request["prompt"].get<std::string>();
+    }
+    pb::DoneRequest d;
+    d.set_worker_id(id_);
+    d.set_job_id(a.job_id());
+    d.set_output(stage_ + "(" + in + ")");
+    d.set_output_type("text/plain");
+    if (video && stage_ == "decode") {
+      // Frames the orchestrator muxes into an MP4 (or serves as they are).
+      d.set_output(media::WriteFramesTar({Png(32, 24, 10), Png(32, 24, 90), Png(32, 24, 170)}));
+      d.set_output_type(std::string(media::kFramesArchiveType));
+    }
+    if (keys_) {
+      for (const std::string& k : keys_(a.job_id())) {
+        d.add_payload_keys(k);
+      }
+    }
+    pb::DoneResponse dr;
+    grpc::ClientContext dctx;
+    (void)stub_->Done(&dctx, d, &dr);
+  }
+  void Beat() {
+    while (!dead_) {
+      pb::HeartbeatRequest hb;
+      hb.set_worker_id(id_);
+      hb.set_free_slots(static_cast<std::uint32_t>(std::max(0, 2 - (hold_ ? runs_.load() : 0))));
+      pb::HeartbeatResponse hr;
+      grpc::ClientContext ctx;
+      if (stub_->Heartbeat(&ctx, hb, &hr).ok() && hr.reregister()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stream_ctx_ != nullptr) {
+          stream_ctx_->TryCancel();  // Read() registers again.
+        }
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+
+  std::string stage_;
+  bool hold_;
+  KeysFn keys_;
+  std::unique_ptr<pb::Orchestrator::Stub> stub_;
+  std::atomic<std::uint64_t> id_{0};
+  std::mutex mu_;
+  std::unique_ptr<grpc::ClientContext> stream_ctx_;
+  std::atomic<bool> dead_{false};
+  std::atomic<int> runs_{0}, stops_{0};
+  std::thread reader_, beater_;
+};
+
+// An in-process store (master, one 16 MiB node, a client) for the
+// orchestrator's store wiring. Members go in reverse order: client, node,
+// engines, master.
+struct InProcessStore {
+  std::unique_ptr<MasterServer> master;
+  std::unique_ptr<TransferEngine> node_engine, client_engine;
+  std::unique_ptr<StoreNode> node;
+  std::unique_ptr<StoreClient> client;
+
+  // Empty once the node is registered, else what failed.
+  std::string Start(const MasterConfig& mc) {
+    auto m = MasterServer::Start(mc);
+    auto ne = TransferEngine::Create(EngineConfig{});
+    auto ce = TransferEngine::Create(EngineConfig{});
+    if (!m.ok() || !ne.ok() || !ce.ok()) {
+      return "master or engines did not start";
+    }
+    master = std::move(*m);
+    node_engine = std::move(*ne);
+    client_engine = std::move(*ce);
+    StoreNodeConfig nc;
+    nc.master = master->endpoint();
+    nc.memory_bytes = 16 << 20;
+    auto n = StoreNode::Start(node_engine.get(), nc);
+    StoreClientConfig cc;
+    cc.master = master->endpoint();
+    cc.staging_bytes = 1 << 20;
+    auto c = StoreClient::Create(client_engine.get(), cc);
+    if (!n.ok() || !c.ok()) {
+      return (n.ok() ? c.status() : n.status()).ToString();
+    }
+    node = std::move(*n);
+    client = std::move(*c);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!node->registered() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+    return node->registered() ? "" : "the node did not register";
+  }
+};
+
+class OrchestratorTest : public ::testing::Test {
+ protected:
+  void Start(std::size_t max_queued = 64, std::string journal = "", std::string listen = "",
+             std::string http = "") {
+    OrchestratorConfig c;
+    c.max_queued_jobs = max_queued;
+    c.journal_path = std::move(journal);
+    c.store_master = store_master_;
+    if (!listen.empty()) {
+      c.listen = listen;
+      c.http_listen = http;
+    }
+    c.heartbeat_interval = 100ms;
+    c.worker_timeout = 1500ms;
+    c.sync_timeout = 20s;
+    if (configure_) {
+      configure_(c);
+    }
+    auto s = OrchestratorServer::Start(c);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+    http_ = std::make_unique<httplib::Client>("http://" + server_->http_endpoint());
+    http_->set_read_timeout(30, 0);
+  }
+  json Post(const std::string& body, int* status) {
+    auto r = http_->Post("/v1/images/generations", body, "application/json");
+    EXPECT_TRUE(r);
+    *status = r ? r->status : -1;
+    return r ? json::parse(r->body, nullptr, false) : json();
+  }
+  json WaitStatus(const std::string& id, const std::string& want) {
+    json j;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto r = http_->Get("/v1/jobs/" + id);
+      j = json::parse(r->body, nullptr, false);
+      if (j.value("status", "") == want) {
+        break;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return j;
+  }
+
+  std::unique_ptr<OrchestratorServer> server_;
+  std::unique_ptr<httplib::Client> http_;
+  std::string store_master_;  // Passed by Start() when set.
+  // Applied by Start() to the config last, when set.
+  std::function<void(OrchestratorConfig&)> configure_;
+};
+
+}  // namespace sluice::testing
+
+#endif  // SLUICE_TESTS_INTEGRATION_ORCHESTRATOR_FIXTURE_H_

@@ -1,0 +1,161 @@
+// The orchestrator's HTTP front in process: event streams (ids, resume,
+// keep-alives, the end event), synchronous clients that leave, health and
+// readiness, and the error shape of every refusal.
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "common/testing/eventually.h"
+#include "http/testing/raw_conn.h"
+#include "orchestrator_fixture.h"
+
+namespace sluice::testing {
+namespace {
+
+using http::testing::Conn;
+using sluice::internal::Eventually;
+
+std::string Get(const std::string& path, const std::string& extra = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: t\r\n" + extra + "\r\n";
+}
+std::string PostImages(const std::string& body) {
+  return "POST /v1/images/generations HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// The `id:` values of an event stream's text, in order.
+std::vector<int> EventIds(const std::string& text) {
+  std::vector<int> ids;
+  const std::regex id_line("(^|\n)id: ([0-9]+)\n");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), id_line);
+       it != std::sregex_iterator(); ++it) {
+    ids.push_back(std::stoi((*it)[2]));
+  }
+  return ids;
+}
+
+class OrchestratorHttpTest : public OrchestratorTest {};
+
+TEST_F(OrchestratorHttpTest, EventStreamsNumberEventsKeepAliveEndAndResumeFromLastEventId) {
+  configure_ = [](OrchestratorConfig& c) { c.http.sse_keepalive = 100ms; };
+  Start();
+  int status = 0;
+  const std::string id = Post(R"({"prompt":"a heron","async":true})", &status)["id"];
+  ASSERT_EQ(status, 202);
+  Conn c(server_->http_endpoint());
+  ASSERT_TRUE(c.Send(Get("/v1/jobs/" + id + "/events")));
+  std::string seen = c.ReadUntil("event: queued\n");
+  ASSERT_NE(seen, "");
+  EXPECT_NE(seen.find("text/event-stream"), std::string::npos);
+  // Quiet (no workers): keep-alive comments.
+  const std::string quiet = c.ReadUntil(": keep-alive\n\n");
+  EXPECT_NE(quiet, "");
+  FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),
+      v(server_->endpoint(), "decode");
+  std::string rest = c.ReadUntil("event: end\n");
+  ASSERT_NE(rest, "");
+  rest += c.ReadUntil("\n\n");
+  ASSERT_NE(c.ReadUntil("\r\n0\r\n\r\n"), "");  // The stream's last chunk.
+  seen += quiet + rest;
+  const std::vector<int> ids = EventIds(seen);
+  ASSERT_GE(ids.size(), 5u) << seen;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(ids[i], static_cast<int>(i)) << seen;
+  }
+  EXPECT_NE(seen.find("event: done"), std::string::npos);
+  const std::string end = seen.substr(seen.find("event: end\ndata: ") + 17);
+  EXPECT_EQ(json::parse(end.substr(0, end.find('\n')))["status"], "succeeded");
+  // The stream ends with the job: the connection serves the next request.
+  ASSERT_TRUE(c.Send(Get("/healthz")));
+  EXPECT_EQ(c.Read().status, 200);
+
+  // A client that reconnects with Last-Event-ID gets only what came after.
+  Conn again(server_->http_endpoint());
+  ASSERT_TRUE(again.Send(Get("/v1/jobs/" + id + "/events", "Last-Event-ID: 1\r\n")));
+  const std::string resumed = again.ReadUntil("event: end\n");
+  const std::vector<int> later = EventIds(resumed);
+  ASSERT_EQ(later.size(), ids.size() - 2) << resumed;
+  EXPECT_EQ(later.front(), 2);
+  ASSERT_TRUE(again.Send(Get("/v1/jobs/" + id + "/events", "Last-Event-ID: two\r\n")));
+  again.ReadUntil("\r\n0\r\n\r\n");  // The rest of the first stream.
+  const http::testing::Reply bad = again.Read();
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(json::parse(bad.body)["error"]["param"], "Last-Event-ID");
+}
+
+TEST_F(OrchestratorHttpTest, ASynchronousClientThatLeavesHasItsJobCancelledAndItsPayloadsFreed) {
+  MasterConfig mc;
+  mc.heartbeat_interval = 100ms;
+  mc.reservation_ttl = 0ms;  // No space held for a next put: used bytes go back to 0.
+  InProcessStore st;
+  ASSERT_EQ(st.Start(mc), "");
+  store_master_ = st.master->endpoint();
+  Start();
+  // Encode stores its output; nothing runs denoise, so the job waits there.
+  StoreClient* store = st.client.get();
+  FakeWorker e(server_->endpoint(), "encode", false, [store](std::uint64_t job) {
+    const std::string key = "job/" + std::to_string(job) + "/encode";
+    std::vector<std::byte> bytes(65536, std::byte{7});
+    return store->Put(key, bytes).ok() ? std::vector<std::string>{key} : std::vector<std::string>{};
+  });
+  auto client = std::make_unique<Conn>(server_->http_endpoint());
+  ASSERT_TRUE(client->Send(PostImages(R"({"prompt":"left behind"})")));
+  ASSERT_TRUE(Eventually([&] { return st.master->Metrics().used_bytes >= 65536; }, 10s));
+  client.reset();  // The client gives up and disconnects.
+  EXPECT_TRUE(
+      Eventually([&] { return WaitStatus("job-1", "cancelled")["status"] == "cancelled"; }, 10s));
+  EXPECT_TRUE(Eventually([&] { return st.master->Metrics().used_bytes == 0; }, 10s))
+      << st.master->Metrics().used_bytes << " bytes still used";
+  http_.reset();
+  server_.reset();
+}
+
+TEST_F(OrchestratorHttpTest, KeepAbandonedJobsLetsALeftJobRunOn) {
+  configure_ = [](OrchestratorConfig& c) { c.http.keep_abandoned_jobs = true; };
+  Start();
+  auto client = std::make_unique<Conn>(server_->http_endpoint());
+  ASSERT_TRUE(client->Send(PostImages(R"({"prompt":"kept"})")));
+  ASSERT_TRUE(Eventually([&] { return WaitStatus("job-1", "queued")["status"] == "queued"; }));
+  client.reset();
+  std::this_thread::sleep_for(200ms);
+  FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),
+      v(server_->endpoint(), "decode");
+  EXPECT_EQ(WaitStatus("job-1", "succeeded")["status"], "succeeded");
+}
+
+TEST_F(OrchestratorHttpTest, HealthReadinessAndTheErrorShapeOfRefusals) {
+  Start();
+  EXPECT_EQ(http_->Get("/healthz")->status, 200);
+  EXPECT_EQ(http_->Get("/health")->status, 200);
+  auto r = http_->Get("/readyz");
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(json::parse(r->body)["error"]["code"], "not_ready");
+  EXPECT_NE(r->body.find("encode, denoise, decode"), std::string::npos) << r->body;
+  {
+    FakeWorker e(server_->endpoint(), "encode"), v(server_->endpoint(), "decode");
+    ASSERT_TRUE(Eventually([&] {
+      auto x = http_->Get("/readyz");
+      return x && x->body.find("stage denoise\"") != std::string::npos;
+    }));
+    FakeWorker d(server_->endpoint(), "denoise");
+    EXPECT_TRUE(Eventually([&] { return http_->Get("/readyz")->status == 200; }));
+  }
+  // Every refusal: {"error": {"message", "type", "param", "code"}}.
+  for (const auto& [path, want] : std::vector<std::pair<std::string, int>>{
+           {"/v1/nowhere", 404}, {"/v1/jobs/job-77", 404}, {"/v1/jobs/job-77/events", 404}}) {
+    auto x = http_->Get(path);
+    ASSERT_TRUE(x);
+    EXPECT_EQ(x->status, want) << path;
+    const json e = json::parse(x->body, nullptr, false)["error"];
+    for (const char* field : {"message", "type", "param", "code"}) {
+      EXPECT_TRUE(e.contains(field)) << path << " lacks " << field << ": " << x->body;
+    }
+  }
+  auto m = http_->Put("/v1/images/generations", "{}", "application/json");
+  EXPECT_EQ(m->status, 405);
+  EXPECT_EQ(json::parse(m->body)["error"]["code"], "method_not_allowed");
+}
+
+}  // namespace
+}  // namespace sluice::testing

@@ -1,0 +1,65 @@
+#include "tools/sluice_cli/http_flags.h"
+
+#include "sluice/units.h"
+
+#include "tools/sluice_cli/commands.h"
+
+namespace sluice::cli {
+
+std::function<void()> AddHttpFrontFlags(CLI::App* cmd, HttpFrontConfig* config) {
+  struct Flags {
+    std::string max_header = "16KiB", max_body = "16MiB";
+    std::int64_t request_timeout_ms = 0, idle_timeout_ms = 0, sse_keepalive_ms = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  HttpFrontConfig& c = *config;
+  f->request_timeout_ms = c.request_timeout.count();
+  f->idle_timeout_ms = c.idle_timeout.count();
+  f->sse_keepalive_ms = c.sse_keepalive.count();
+  cmd->add_option("--http-threads", c.threads,
+                  "HTTP I/O threads (waiting requests and event streams hold none)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--http-max-header", f->max_header, "request headers beyond this answer 431")
+      ->check(ByteSizeValidator())
+      ->capture_default_str();
+  cmd->add_option("--http-max-body", f->max_body,
+                  "request bodies beyond this answer 413, before they are read")
+      ->check(ByteSizeValidator())
+      ->capture_default_str();
+  cmd->add_option("--http-max-json-depth", c.max_json_depth, "JSON bodies nested deeper answer 400")
+      ->check(CLI::Range(std::size_t{2}, std::size_t{1000}))
+      ->capture_default_str();
+  cmd->add_option("--http-max-connections", c.max_connections,
+                  "open connections beyond this are answered 503 and closed")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--http-request-timeout-ms", f->request_timeout_ms,
+                  "a request not read whole this long after its first byte is dropped")
+      ->check(CLI::Range(std::int64_t{100}, std::int64_t{3600000}))
+      ->capture_default_str();
+  cmd->add_option("--http-idle-timeout-ms", f->idle_timeout_ms,
+                  "a connection without a request this long is closed")
+      ->check(CLI::Range(std::int64_t{100}, std::int64_t{86400000}))
+      ->capture_default_str();
+  cmd->add_option("--sse-keepalive-ms", f->sse_keepalive_ms,
+                  "a quiet event stream gets a keep-alive comment this often")
+      ->check(CLI::Range(std::int64_t{10}, std::int64_t{3600000}))
+      ->capture_default_str();
+  cmd->add_option("--cors-origin", c.cors_origins,
+                  "a browser origin allowed cross-origin, e.g. https://app.example "
+                  "(repeatable; * for any; default: CORS off)");
+  cmd->add_flag("--keep-abandoned-jobs", c.keep_abandoned_jobs,
+                "a synchronous request's client that disconnects leaves its jobs running "
+                "(default: they are cancelled)");
+  return [f, config] {
+    // The validators ran: both sizes parse.
+    config->max_header_bytes = static_cast<std::size_t>(*ParseByteSize(f->max_header));
+    config->max_body_bytes = static_cast<std::size_t>(*ParseByteSize(f->max_body));
+    config->request_timeout = std::chrono::milliseconds(f->request_timeout_ms);
+    config->idle_timeout = std::chrono::milliseconds(f->idle_timeout_ms);
+    config->sse_keepalive = std::chrono::milliseconds(f->sse_keepalive_ms);
+  };
+}
+
+}  // namespace sluice::cli

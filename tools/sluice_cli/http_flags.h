@@ -1,0 +1,18 @@
+// The HTTP front's flags, shared by `sluice orchestrator` and `sluice serve`.
+#ifndef SLUICE_TOOLS_HTTP_FLAGS_H_
+#define SLUICE_TOOLS_HTTP_FLAGS_H_
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "sluice/orchestrator/server.h"
+
+namespace sluice::cli {
+
+// Declares the flags on `cmd`; the returned function writes their values
+// into `*config` (call it after parsing; `config` must outlive it).
+std::function<void()> AddHttpFrontFlags(CLI::App* cmd, HttpFrontConfig* config);
+
+}  // namespace sluice::cli
+
+#endif  // SLUICE_TOOLS_HTTP_FLAGS_H_
