@@ -45,11 +45,19 @@ Result<std::unique_ptr<BenchChild>> BenchChild::Spawn(std::vector<std::string> a
     return UnavailableError("cannot start " + args[0] + ": " + strerror(rc),
                             FailureScope::kTransport);
   }
+  // Lines before the banner (a role's summary) are skipped.
   std::string line;
   char c;
   pollfd p{child->out_fd_, POLLIN, 0};
-  while (::poll(&p, 1, 30000) == 1 && ::read(child->out_fd_, &c, 1) == 1 && c != '\n') {
-    line.push_back(c);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (line.rfind("READY ", 0) != 0 && std::chrono::steady_clock::now() < until) {
+    line.clear();
+    while (::poll(&p, 1, 30000) == 1 && ::read(child->out_fd_, &c, 1) == 1 && c != '\n') {
+      line.push_back(c);
+    }
+    if (p.revents & (POLLHUP | POLLERR)) {
+      break;
+    }
   }
   if (line.rfind("READY ", 0) != 0) {
     return UnavailableError(

@@ -24,6 +24,7 @@ class BenchChild {
   const std::string& banner() const { return banner_; }
   // Word `i` of the banner (after "READY").
   std::string Word(int i) const;
+  pid_t pid() const { return pid_; }
 
  private:
   BenchChild() = default;

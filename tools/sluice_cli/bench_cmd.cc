@@ -9,6 +9,7 @@
 
 #include "bench/connector_bench.h"
 #include "bench/e2e_bench.h"
+#include "bench/http_bench.h"
 #include "bench/orchestrator_bench.h"
 #include "bench/store_bench.h"
 #include "bench/transfer_bench.h"
@@ -211,6 +212,38 @@ void AddE2e(CLI::App& bench, std::vector<Command>* out) {
   out->push_back({cmd, [o] { return Report("e2e", bench::RunE2eBench(o->b)); }});
 }
 
+void AddHttp(CLI::App& bench, std::vector<Command>* out) {
+  struct Opts {
+    bench::HttpBenchOptions b;
+    bool json = true;
+  };
+  auto o = std::make_shared<Opts>();
+  bench::HttpBenchOptions& b = o->b;
+  CLI::App* cmd = bench.add_subcommand(
+      "http", "the HTTP front of sluice serve under idle, streaming and waiting clients");
+  cmd->add_option("--connections", b.connections, "idle connections held open")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  cmd->add_option("--sse", b.sse, "event streams held open")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  cmd->add_option("--sync", b.sync, "synchronous requests left waiting")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  cmd->add_option("--probes", b.probes, "/healthz probes per phase")
+      ->check(CLI::Range(10, 100000))
+      ->capture_default_str();
+  cmd->add_option("--submit-threads", b.submit_threads, "clients submitting async jobs")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--submit-seconds", b.submit_seconds, "how long they submit")
+      ->check(CLI::Range(0.1, 600.0))
+      ->capture_default_str();
+  cmd->add_option("--stages", b.stages, "the server's profile stages")->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
+  out->push_back({cmd, [o] { return Report("http", bench::RunHttpBench(o->b, SelfExe())); }});
+}
+
 void AddOrchestrator(CLI::App& bench, std::vector<Command>* out) {
   struct Opts {
     bench::OrchestratorBenchOptions b;
@@ -252,6 +285,7 @@ void AddBenchCommands(CLI::App& bench, std::vector<Command>* out) {
   AddStore(bench, out);
   AddConnector(bench, out);
   AddE2e(bench, out);
+  AddHttp(bench, out);
   AddOrchestrator(bench, out);
   AddTransferTarget(bench, out);
 }

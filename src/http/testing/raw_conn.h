@@ -1,6 +1,7 @@
-// For tests: a blocking HTTP/1.1 client on a raw socket, so a test controls
-// every byte it sends (partial headers, declared-but-unsent bodies,
-// pipelining) and sees exactly how the server answers or closes.
+// For tests and benchmarks: a blocking HTTP/1.1 client on a raw socket, so
+// the caller controls every byte it sends (partial headers, declared-but-
+// unsent bodies, pipelining) and sees exactly how the server answers or
+// closes.
 #ifndef SLUICE_HTTP_TESTING_RAW_CONN_H_
 #define SLUICE_HTTP_TESTING_RAW_CONN_H_
 
@@ -10,8 +11,6 @@
 #include <chrono>
 #include <string>
 #include <string_view>
-
-#include <gtest/gtest.h>
 
 #include "common/net.h"
 
@@ -29,11 +28,14 @@ class Conn {
   explicit Conn(const std::string& endpoint,
                 std::chrono::milliseconds io_timeout = std::chrono::seconds(5)) {
     auto hp = sluice::internal::ParseHostPort(endpoint, false);
-    auto fd = sluice::internal::ConnectTcp(*hp, std::chrono::seconds(2));
-    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
-    fd_ = std::move(*fd);
-    EXPECT_TRUE(sluice::internal::SetIoTimeout(fd_.get(), io_timeout).ok());
+    auto fd = hp.ok() ? sluice::internal::ConnectTcp(*hp, std::chrono::seconds(2))
+                      : Result<sluice::internal::UniqueFd>(hp.status());
+    if (fd.ok() && sluice::internal::SetIoTimeout(fd->get(), io_timeout).ok()) {
+      fd_ = std::move(*fd);
+    }
   }
+  // Whether the connection was made (else every Send fails).
+  bool connected() const { return fd_.valid(); }
   bool Send(std::string_view s) {
     return ::send(fd_.get(), s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
   }
