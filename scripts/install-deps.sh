@@ -14,7 +14,7 @@ PACKAGES=(
   libopenblas-pthread-dev libpng-dev libyaml-cpp-dev
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest
   clang-format-16
-  ffmpeg
+  ffmpeg nodejs
 )
 
 missing=()

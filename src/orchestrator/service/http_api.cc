@@ -3,8 +3,10 @@
 #include <charconv>
 #include <deque>
 #include <mutex>
+#include <set>
 
 #include "common/log.h"
+#include "http/multipart.h"
 #include "http/server.h"
 #include "media/frames_archive.h"
 #include "orchestrator/service/http_views.h"
@@ -298,10 +300,48 @@ void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
   wait->Start(o.sync_timeout);
 }
 
+// A multipart/form-data video body (OpenAI's SDKs) as the JSON body it
+// stands for: every field is text; sluice's integer fields are converted.
+Result<std::string> VideoFormAsJson(const Request& req) {
+  SLUICE_ASSIGN_OR_RETURN(std::vector<http::FormPart> parts,
+                          http::ParseMultipartForm(req.Header("content-type"), req.body));
+  static const std::set<std::string> kIntegers = {"frames", "fps", "steps", "seed", "deadline_ms"};
+  json j = json::object();
+  for (http::FormPart& p : parts) {
+    if (p.name == "input_reference") {
+      return InvalidArgumentError(
+          "input_reference: the served model takes no reference image (text to video only)");
+    }
+    if (p.is_file()) {
+      return InvalidArgumentError(p.name + ": a file where a text field is expected");
+    }
+    if (j.contains(p.name)) {
+      return InvalidArgumentError(p.name + ": given twice");
+    }
+    std::int64_t n = 0;
+    auto [end, ec] = std::from_chars(p.data.data(), p.data.data() + p.data.size(), n);
+    if (kIntegers.count(p.name) != 0 && ec == std::errc() && end == p.data.data() + p.data.size()) {
+      j[p.name] = n;
+    } else {
+      j[p.name] = std::move(p.data);
+    }
+  }
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
                  const ExchangePtr& ex) {
+  std::string form;
+  if (http::IsMultipartForm(req.Header("content-type"))) {
+    Result<std::string> body = VideoFormAsJson(req);
+    if (!body.ok()) {
+      return ex->Respond(BadRequest(body.status()));
+    }
+    form = std::move(*body);
+  }
   bool async = true;
-  Result<JobRequest> r = ParseGenerationRequest(req.body, "video", o.max_json_depth, &async);
+  Result<JobRequest> r =
+      ParseGenerationRequest(form.empty() ? req.body : form, "video", o.max_json_depth, &async);
   if (!r.ok()) {
     return ex->Respond(BadRequest(r.status()));
   }
@@ -310,6 +350,46 @@ void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
     return ex->Respond(StatusError(id.status()));
   }
   ex->Respond(JsonResponse(200, VideoJson(*state.Get(*id))));
+}
+
+// GET /v1/videos: OpenAI's list (after, limit 1..100, order asc|desc).
+void ListVideos(OrchestratorState& state, const Request& req, const ExchangePtr& ex) {
+  std::size_t limit = 20;
+  if (std::optional<std::string> l = req.Query("limit")) {
+    auto [end, ec] = std::from_chars(l->data(), l->data() + l->size(), limit);
+    if (ec != std::errc() || end != l->data() + l->size() || limit < 1 || limit > 100) {
+      return ex->Respond(http::ErrorResponse(
+          400, "invalid_request_error", "limit: an integer in 1..100", "limit", "invalid_value"));
+    }
+  }
+  const std::string order = req.Query("order").value_or("desc");
+  if (order != "asc" && order != "desc") {
+    return ex->Respond(http::ErrorResponse(400, "invalid_request_error",
+                                           "order: \"asc\" or \"desc\"", "order", "invalid_value"));
+  }
+  JobId after = 0;
+  if (std::optional<std::string> a = req.Query("after")) {
+    std::optional<JobId> id = ParseJobId(*a);
+    if (!id) {
+      return ex->Respond(http::ErrorResponse(400, "invalid_request_error", "after: a video id",
+                                             "after", "invalid_value"));
+    }
+    after = *id;
+  }
+  // One more than asked, to know whether there is more.
+  std::vector<JobView> views = state.List("video", after, limit + 1, order == "asc");
+  const bool more = views.size() > limit;
+  views.resize(std::min(views.size(), limit));
+  json data = json::array();
+  for (const JobView& v : views) {
+    data.push_back(VideoJson(v));
+  }
+  ex->Respond(JsonResponse(
+      200, {{"object", "list"},
+            {"data", std::move(data)},
+            {"first_id", views.empty() ? json(nullptr) : json(JobName(views.front().id))},
+            {"last_id", views.empty() ? json(nullptr) : json(JobName(views.back().id))},
+            {"has_more", more}}));
 }
 
 // A video's bytes: frames archives become MP4 (ffmpeg, on the blocking
@@ -368,6 +448,15 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
              [st, o](Request& req, ExchangePtr ex) { SubmitImages(*st, o, req, ex); });
   router.Add("POST", "/v1/videos",
              [st, o](Request& req, ExchangePtr ex) { SubmitVideo(*st, o, req, ex); });
+  router.Add("GET", "/v1/videos", [st](Request& req, ExchangePtr ex) { ListVideos(*st, req, ex); });
+  router.Add("DELETE", "/v1/videos/{id}", [st](Request& req, ExchangePtr ex) {
+    std::optional<JobView> v = FindJob(*st, req.params[0]);
+    if (!v.has_value() || v->kind != "video" || !st->Forget(v->id).ok()) {
+      return ex->Respond(NoSuch("video", req.params[0]));
+    }
+    ex->Respond(JsonResponse(
+        200, {{"id", JobName(v->id)}, {"object", "video.deleted"}, {"deleted", true}}));
+  });
   router.Add("GET", "/v1/videos/{id}", [st](Request& req, ExchangePtr ex) {
     std::optional<JobView> v = FindJob(*st, req.params[0]);
     if (!v.has_value() || v->kind != "video") {

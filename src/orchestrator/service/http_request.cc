@@ -1,6 +1,8 @@
 // Validation of generation request bodies (images and videos).
 #include <charconv>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "http/json_body.h"
 #include "orchestrator/service/http_api.h"
@@ -19,10 +21,24 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
   auto bad = [](const char* field, const std::string& why) {
     return InvalidArgumentError(std::string(field) + ": " + why);
   };
-  static const std::set<std::string> kImage = {
-      "prompt",      "n",     "size",    "response_format", "negative_prompt",
-      "seed",        "steps", "model",   "async",           "priority",
-      "deadline_ms", "user",  "guidance"};
+  // OpenAI's fields, then sluice's own (all optional but the prompt).
+  static const std::set<std::string> kImage = {"prompt",
+                                               "n",
+                                               "size",
+                                               "quality",
+                                               "style",
+                                               "response_format",
+                                               "output_format",
+                                               "background",
+                                               "user",
+                                               "model",
+                                               "negative_prompt",
+                                               "seed",
+                                               "steps",
+                                               "async",
+                                               "priority",
+                                               "deadline_ms",
+                                               "guidance"};
   static const std::set<std::string> kVideo = {
       "prompt", "size",  "seconds",  "frames",      "fps",  "negative_prompt", "seed",
       "steps",  "model", "priority", "deadline_ms", "user", "guidance"};
@@ -90,6 +106,33 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
   if (j.contains("response_format") && j["response_format"] != "b64_json" &&
       j["response_format"] != "url") {
     return bad("response_format", "\"b64_json\" or \"url\"");
+  }
+  // Hints OpenAI documents that sluice accepts and ignores (README).
+  static const std::vector<std::pair<const char*, std::set<std::string>>> kHints = {
+      {"quality", {"auto", "standard", "hd", "low", "medium", "high"}},
+      {"style", {"vivid", "natural"}},
+      {"background", {"auto", "opaque", "transparent"}}};
+  for (const auto& [field, allowed] : kHints) {
+    if (j.contains(field) &&
+        (!j[field].is_string() || allowed.count(j[field].get<std::string>()) == 0)) {
+      std::string list;
+      for (const std::string& a : allowed) {
+        list += (list.empty() ? "" : ", ") + a;
+      }
+      return bad(field, "one of " + list);
+    }
+  }
+  if (j.contains("output_format")) {
+    if (!j["output_format"].is_string()) {
+      return bad("output_format", "a string: png");
+    }
+    const std::string f = j["output_format"];
+    if (f == "jpeg" || f == "webp") {
+      return bad("output_format", f + " is not served (no " + f + " encoder linked); png is");
+    }
+    if (f != "png") {
+      return bad("output_format", "png (jpeg and webp are not served)");
+    }
   }
   if (j.contains("user") && (!j["user"].is_string() || j["user"].get<std::string>().size() > 256)) {
     return bad("user", "a string of at most 256 characters");

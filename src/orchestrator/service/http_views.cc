@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <sstream>
@@ -50,11 +51,12 @@ json EventJson(const JobEvent& e) {
 
 // OpenAI's video object.
 json VideoJson(const JobView& v) {
+  // OpenAI's statuses; a cancelled video is failed with code "cancelled".
   static const std::map<std::string, std::string> kStatus = {{"queued", "queued"},
                                                              {"running", "in_progress"},
                                                              {"succeeded", "completed"},
                                                              {"failed", "failed"},
-                                                             {"cancelled", "cancelled"}};
+                                                             {"cancelled", "failed"}};
   int progress = 0;
   if (v.status == "succeeded") {
     progress = 100;
@@ -63,13 +65,31 @@ json VideoJson(const JobView& v) {
   } else if (v.stage == "decode") {
     progress = 90;
   }
+  // The request as accepted (normalized): seconds, or frames at fps.
+  const json req = json::parse(v.request_json, nullptr, false);
+  const json r = req.is_object() ? req : json::object();
+  const int fps = r.value("fps", 16);
+  const int seconds = r.contains("seconds") && r["seconds"].is_number_integer()
+                          ? r["seconds"].get<int>()
+                          : (r.value("frames", 1) - 1 + fps - 1) / std::max(1, fps);
   json j = {{"id", JobName(v.id)},
             {"object", "video"},
+            {"model",
+             r.value("model", json("sluice")).is_string() ? r.value("model", "sluice") : "sluice"},
             {"status", kStatus.at(v.status)},
             {"progress", progress},
-            {"created_at", v.created_unix_s}};
-  if (!v.error.empty()) {
-    j["error"] = {{"message", v.error}};
+            {"created_at", v.created_unix_s},
+            {"completed_at", v.finished_unix_s > 0 ? json(v.finished_unix_s) : json(nullptr)},
+            // Finished jobs are kept by count (the newest max_finished_jobs),
+            // not by time: no expiry time is known.
+            {"expires_at", nullptr},
+            {"seconds", std::to_string(seconds)},
+            {"size", r.value("size", json("")).is_string() ? r.value("size", "") : ""},
+            {"error", nullptr}};
+  if (v.status == "cancelled") {
+    j["error"] = {{"code", "cancelled"}, {"message", "the video was cancelled"}};
+  } else if (!v.error.empty()) {
+    j["error"] = {{"code", "generation_failed"}, {"message", v.error}};
   }
   return j;
 }

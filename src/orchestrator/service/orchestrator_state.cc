@@ -406,6 +406,9 @@ void OrchestratorState::FinishLocked(JobRecord& j, std::string status, std::stri
   }
   j.view.status = std::move(status);
   j.view.error = std::move(error);
+  j.view.finished_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
   if (journal_ != nullptr) {
     if (Status s = journal_->Finish(j.view.id, j.view.status); !s.ok()) {
       SLUICE_LOG(error, "{}", s.ToString());
@@ -505,6 +508,49 @@ std::optional<JobView> OrchestratorState::Get(JobId id) {
     return std::nullopt;
   }
   return j->second.view;
+}
+
+std::vector<JobView> OrchestratorState::List(std::string_view kind, JobId after, std::size_t limit,
+                                             bool ascending) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<JobView> out;
+  auto add = [&](const JobRecord& j) {
+    if (j.view.kind != kind) {
+      return true;
+    }
+    JobView v = j.view;
+    v.result.clear();
+    v.events.clear();
+    out.push_back(std::move(v));
+    return out.size() < limit;
+  };
+  if (ascending) {
+    for (auto it = jobs_.upper_bound(after); it != jobs_.end() && add(it->second); ++it) {
+    }
+  } else {
+    auto it = after == 0 ? jobs_.end() : jobs_.lower_bound(after);
+    while (it != jobs_.begin() && add((--it)->second)) {
+    }
+  }
+  return out;
+}
+
+Status OrchestratorState::Forget(JobId id) {
+  const TimePoint now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto j = jobs_.find(id);
+  if (j == jobs_.end()) {
+    return NotFoundError("no job " + std::to_string(id));
+  }
+  if (!j->second.view.finished()) {
+    SLUICE_RETURN_IF_ERROR(scheduler_.Cancel(id, now));
+    FinishLocked(j->second, "cancelled", "", now);
+    ApplyLocked(now);
+  }
+  jobs_.erase(id);
+  finished_order_.erase(std::remove(finished_order_.begin(), finished_order_.end(), id),
+                        finished_order_.end());
+  return Status::Ok();
 }
 
 std::optional<JobView> OrchestratorState::WaitFinished(JobId id,

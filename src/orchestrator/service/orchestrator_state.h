@@ -106,7 +106,8 @@ struct JobView {
   std::string request_json;
   std::vector<JobEvent> events;
   std::int64_t created_unix_s = 0;
-  double ttff_ms = -1;  // Submission to the first decoded chunk/frame; -1: not yet.
+  std::int64_t finished_unix_s = 0;  // 0 until it finishes.
+  double ttff_ms = -1;               // Submission to the first decoded chunk/frame; -1: not yet.
   bool finished() const {
     return status == "succeeded" || status == "failed" || status == "cancelled";
   }
@@ -166,6 +167,14 @@ class OrchestratorState {
   std::vector<std::string> TakeReleasedKeys();
 
   std::optional<JobView> Get(JobId id);
+  // Jobs of `kind` the state still holds, in id (submission) order:
+  // ascending from just after `after` (0: from the oldest), or descending
+  // from just before it (0: from the newest); at most `limit`. Views carry
+  // no result bytes and no events.
+  std::vector<JobView> List(std::string_view kind, JobId after, std::size_t limit, bool ascending);
+  // Cancels job `id` if it is unfinished, then forgets it (its result and
+  // events; later lookups answer not found). Errors: kNotFound.
+  Status Forget(JobId id);
   // Blocks until the job finishes or `timeout` passes; nullopt if unknown.
   std::optional<JobView> WaitFinished(JobId id, std::chrono::milliseconds timeout);
   // Events of `id` from index `from` on; blocks up to `timeout` for new ones.

@@ -1,0 +1,51 @@
+#include "http/multipart.h"
+
+#include <gtest/gtest.h>
+
+namespace sluice::http {
+namespace {
+
+const char* kType = "multipart/form-data; boundary=\"----b;1\"";
+
+TEST(MultipartTest, FieldsAndFilesAsSdksSendThem) {
+  const std::string body =
+      "preamble\r\n------b;1\r\n"
+      "Content-Disposition: form-data; name=\"prompt\"\r\n\r\n"
+      "a fox\r\nin snow\r\n"
+      "------b;1\r\n"
+      "Content-Disposition: form-data; name=\"input_reference\"; filename=\"ref \\\"1\\\".png\"\r\n"
+      "Content-Type: image/png\r\n\r\n" +
+      std::string("\x89PNG\r\n\0\r\n--", 12) + "\r\n------b;1--\r\n";
+  EXPECT_TRUE(IsMultipartForm(kType));
+  EXPECT_FALSE(IsMultipartForm("application/json"));
+  auto parts = ParseMultipartForm(kType, body);
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  ASSERT_EQ(parts->size(), 2u);
+  EXPECT_EQ((*parts)[0].name, "prompt");
+  EXPECT_EQ((*parts)[0].data, "a fox\r\nin snow");
+  EXPECT_FALSE((*parts)[0].is_file());
+  EXPECT_EQ((*parts)[1].name, "input_reference");
+  EXPECT_EQ((*parts)[1].filename, "ref \"1\".png");
+  EXPECT_EQ((*parts)[1].content_type, "image/png");
+  EXPECT_EQ((*parts)[1].data, std::string("\x89PNG\r\n\0\r\n--", 12));
+}
+
+TEST(MultipartTest, MalformedBodiesAreRefusedNamingWhy) {
+  auto why = [](std::string_view type, std::string_view body) {
+    auto r = ParseMultipartForm(type, body, 2);
+    EXPECT_FALSE(r.ok());
+    return std::string(r.status().message());
+  };
+  EXPECT_NE(why("multipart/form-data", "x").find("no boundary"), std::string::npos);
+  EXPECT_NE(why(kType, "no delimiter").find("opens"), std::string::npos);
+  EXPECT_NE(why(kType, "------b;1\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nno end")
+                .find("ends inside part 'a'"),
+            std::string::npos);
+  EXPECT_NE(why(kType, "------b;1\r\nX: y\r\n\r\nv\r\n------b;1--").find("name"),
+            std::string::npos);
+  const std::string part = "------b;1\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nv\r\n";
+  EXPECT_NE(why(kType, part + part + part + "------b;1--").find("more than 2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice::http
