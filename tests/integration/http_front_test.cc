@@ -74,6 +74,31 @@ class HttpFrontTest : public ::testing::Test {
     ASSERT_GE(r.rlim_cur, 4096u) << "the load test needs ~3,000 descriptors per process";
   }
 
+  // A store (master, node) and an orchestrator; Workers() adds one
+  // profile-stage worker per stage.
+  void StartCluster() {
+    master_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+        SLUICE_BIN, "master", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"});
+    ASSERT_EQ(master_->Word(1), "master") << master_->banner();
+    node_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{SLUICE_BIN, "store-node", "--master", master_->Word(2), "--memory",
+                                 "128MiB", "--exit-on-stdin-eof"});
+    ASSERT_EQ(node_->Word(1), "store-node") << node_->banner();
+    orch_ = Orchestrator({"--store-master", master_->Word(2)});
+  }
+  void Workers(const std::string& time_factor) {
+    for (const char* stage : {"encode", "denoise", "decode"}) {
+      workers_.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+          SLUICE_BIN, "worker", "--stage", stage, "--orchestrator", orch_->Word(2), "--master",
+          master_->Word(2), "--profile", "flux-1024", "--time-factor", time_factor,
+          "--exit-on-stdin-eof"}));
+      ASSERT_EQ(workers_.back()->Word(1), "worker") << workers_.back()->banner();
+    }
+  }
+
+  std::unique_ptr<ChildProcess> master_, node_, orch_;
+  std::vector<std::unique_ptr<ChildProcess>> workers_;
+
   std::unique_ptr<ChildProcess> Orchestrator(std::vector<std::string> extra) {
     std::vector<std::string> argv = {SLUICE_BIN, "orchestrator", "--exit-on-stdin-eof"};
     argv.insert(argv.end(), extra.begin(), extra.end());
@@ -84,13 +109,8 @@ class HttpFrontTest : public ::testing::Test {
 };
 
 TEST_F(HttpFrontTest, HealthAnswersUnderThousandsOfConnectionsAndAbandonedJobsAreCancelled) {
-  ChildProcess master({SLUICE_BIN, "master", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"});
-  ASSERT_EQ(master.Word(1), "master") << master.banner();
-  ChildProcess node({SLUICE_BIN, "store-node", "--master", master.Word(2), "--memory", "128MiB",
-                     "--exit-on-stdin-eof"});
-  ASSERT_EQ(node.Word(1), "store-node") << node.banner();
-  auto orch = Orchestrator({"--store-master", master.Word(2)});
-  const std::string ep = orch->Word(3);
+  StartCluster();
+  const std::string ep = orch_->Word(3);
 
   std::vector<std::unique_ptr<Conn>> idle;
   for (int i = 0; i < 2000; ++i) {
@@ -125,13 +145,7 @@ TEST_F(HttpFrontTest, HealthAnswersUnderThousandsOfConnectionsAndAbandonedJobsAr
   waiting.clear();
   ASSERT_TRUE(Eventually(
       [&] { return Counter(ep, "sluice_orchestrator_jobs_cancelled_total") == 200; }, 10s));
-  std::vector<std::unique_ptr<ChildProcess>> workers;
-  for (const char* stage : {"encode", "denoise", "decode"}) {
-    workers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
-        SLUICE_BIN, "worker", "--stage", stage, "--orchestrator", orch->Word(2), "--master",
-        master.Word(2), "--profile", "flux-1024", "--time-factor", "0.01", "--exit-on-stdin-eof"}));
-    ASSERT_EQ(workers.back()->Word(1), "worker") << workers.back()->banner();
-  }
+  Workers("0.01");
   const Reply fresh = Call(ep, Post("/v1/images/generations", R"({"prompt":"a new one"})"));
   EXPECT_EQ(fresh.status, 200) << fresh.body;
   // Every stream sees the watched job through to its end event.
@@ -193,6 +207,39 @@ TEST_F(HttpFrontTest, CraftedRequestsAreRefusedAndTheServerGoesOn) {
   EXPECT_NE(r.body.find("no registered worker for stage encode, denoise, decode"),
             std::string::npos)
       << r.body;
+}
+
+TEST_F(HttpFrontTest, GenerateShowsProgressAndCancelsItsJobOnCtrlCAndAtItsTimeout) {
+  StartCluster();
+  Workers("0.3");  // 100 steps: about 4 s of denoise.
+  const std::string ep = orch_->Word(3);
+  const std::string out = ::testing::TempDir() + "/generate-cancelled.png";
+  auto generate = [&](const std::string& timeout) {
+    return std::make_unique<ChildProcess>(
+        std::vector<std::string>{SLUICE_BIN, "generate", "--server", ep, "--prompt", "a slow one",
+                                 "--steps", "100", "--timeout", timeout, "-o", out});
+  };
+  auto status_of = [&](const std::string& id) {
+    return json::parse(Call(ep, Get("/v1/jobs/" + id)).body)["status"].get<std::string>();
+  };
+  {
+    auto g = generate("60");
+    // Its first progress line (stdout is a pipe: plain lines).
+    EXPECT_EQ(g->banner().rfind("job-1 ", 0), 0u) << g->banner();
+    ASSERT_TRUE(Eventually([&] { return status_of("job-1") == "running"; }, 10s));
+    g->Signal(SIGINT);
+    const int st = g->Wait(10000);
+    ASSERT_TRUE(WIFEXITED(st)) << st;
+    EXPECT_EQ(WEXITSTATUS(st), 130);
+    EXPECT_EQ(status_of("job-1"), "cancelled");
+  }
+  {
+    auto g = generate("1");
+    const int st = g->Wait(15000);
+    ASSERT_TRUE(WIFEXITED(st)) << st;
+    EXPECT_EQ(WEXITSTATUS(st), 1);
+    EXPECT_EQ(status_of("job-2"), "cancelled");
+  }
 }
 
 TEST_F(HttpFrontTest, ASecondOrchestratorOnTakenPortsExitsNonZero) {

@@ -37,6 +37,13 @@ Status HttpStatus(const httplib::Result& res, const std::string& what) {
   }
 }
 
+httplib::Headers Auth(const std::string& api_key) {
+  if (api_key.empty()) {
+    return {};
+  }
+  return {{"Authorization", "Bearer " + api_key}};
+}
+
 }  // namespace
 
 Result<std::string> BaseUrl(const std::string& server) {
@@ -78,7 +85,7 @@ Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r
   } else {
     body["async"] = true;
   }
-  auto res = http.Post(path, body.dump(), "application/json");
+  auto res = http.Post(path, Auth(r.api_key), body.dump(), "application/json");
   if (!res || (res->status != 200 && res->status != 202)) {
     return HttpStatus(res, "submit");
   }
@@ -89,33 +96,62 @@ Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r
   return j["id"].get<std::string>();
 }
 
-Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& id, bool mp4,
-                                std::chrono::steady_clock::time_point submitted,
-                                std::chrono::milliseconds timeout) {
+Status Cancel(const std::string& base_url, const std::string& id, const std::string& api_key) {
   httplib::Client http(base_url);
   http.set_connection_timeout(5);
+  auto res = http.Delete("/v1/jobs/" + id, Auth(api_key));
+  return res && res->status == 200 ? Status::Ok() : HttpStatus(res, "cancel " + id);
+}
+
+Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& id, bool mp4,
+                                std::chrono::steady_clock::time_point submitted,
+                                std::chrono::milliseconds timeout, const WaitOptions& wait) {
+  httplib::Client http(base_url);
+  http.set_connection_timeout(5);
+  const httplib::Headers auth = Auth(wait.api_key);
   JobOutcome out;
   out.id = id;
+  JobProgress seen;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    auto res = http.Get("/v1/jobs/" + id);
+    auto res = http.Get("/v1/jobs/" + id, auth);
     if (!res || res->status != 200) {
       return HttpStatus(res, "job " + id);
     }
     const json j = json::parse(res->body, nullptr, false);
     out.status = j.is_object() ? j.value("status", "") : "";
+    JobProgress now;
+    now.status = out.status;
+    now.stage = j.is_object() ? j.value("stage", "") : "";
+    if (j.is_object() && j.contains("progress") && j["progress"].is_object()) {
+      now.step = j["progress"].value("step", 0);
+      now.steps = j["progress"].value("steps", 0);
+    }
+    now.elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - submitted).count();
+    now.ttff_s = j.is_object() && j.contains("ttff_ms") ? j["ttff_ms"].get<double>() / 1000 : -1;
+    if (wait.on_progress && (now.status != seen.status || now.stage != seen.stage ||
+                             now.step != seen.step || (now.ttff_s >= 0) != (seen.ttff_s >= 0))) {
+      wait.on_progress(now);
+    }
+    seen = now;
     if (out.status == "succeeded" || out.status == "failed" || out.status == "cancelled") {
-      out.latency_s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - submitted).count();
+      out.latency_s = now.elapsed_s;
       out.error = j.value("error", "");
-      out.ttff_s = j.contains("ttff_ms") ? j["ttff_ms"].get<double>() / 1000.0 : -1;
+      out.ttff_s = now.ttff_s;
       break;
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      return Status(StatusCode::kDeadlineExceeded,
-                    "job " + id + " still " + out.status + " after the timeout");
+    const bool stopped = wait.stop != nullptr && wait.stop->load();
+    if (stopped || std::chrono::steady_clock::now() > deadline) {
+      const Status cancel = Cancel(base_url, id, wait.api_key);
+      const std::string what = cancel.ok()
+                                   ? "; cancelled it"
+                                   : "; cancelling it failed: " + std::string(cancel.message());
+      return Status(stopped ? StatusCode::kCancelled : StatusCode::kDeadlineExceeded,
+                    "job " + id + " still " + out.status +
+                        (stopped ? " when stopped" : " after the timeout") + what);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (out.status != "succeeded") {
     return out;
@@ -126,7 +162,7 @@ Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& 
   const auto left =
       std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
   http.set_read_timeout(std::max<std::chrono::seconds>(left, std::chrono::seconds(30)).count(), 0);
-  auto res = http.Get((mp4 ? "/v1/videos/" : "/v1/jobs/") + id + "/content");
+  auto res = http.Get((mp4 ? "/v1/videos/" : "/v1/jobs/") + id + "/content", auth);
   if (!res || res->status != 200) {
     return HttpStatus(res, "content of " + id);
   }

@@ -4,8 +4,10 @@
 #ifndef SLUICE_TOOLS_HTTP_CLIENT_H_
 #define SLUICE_TOOLS_HTTP_CLIENT_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -21,7 +23,8 @@ struct GenerateRequest {
   std::optional<int> steps;
   std::int64_t seed = 0;
   std::string priority = "standard";
-  std::string model;  // Empty: the server's default.
+  std::string model;    // Empty: the server's default.
+  std::string api_key;  // Sent as "Authorization: Bearer KEY" when set.
 };
 
 struct JobOutcome {
@@ -43,13 +46,37 @@ Result<std::string> BaseUrl(const std::string& server);
 // kUnavailable (no answer).
 Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r);
 
-// Polls the job until it finishes (or `timeout`: kDeadlineExceeded), then
-// fetches the content of a succeeded job: with `mp4`, a video's MP4 (else
-// the final stage's bytes as they are: a PNG or a frames archive).
-// `submitted` is when Submit was called (for latency).
+// Where a waiting job is, as the client last saw it.
+struct JobProgress {
+  std::string status;  // queued | running | ...
+  std::string stage;
+  int step = 0, steps = 0;
+  double elapsed_s = 0;  // Since submission.
+  double ttff_s = -1;    // Once known.
+};
+
+struct WaitOptions {
+  std::string api_key;  // As GenerateRequest::api_key.
+  // Called (on the waiting thread) whenever the job's status, stage or
+  // step changes.
+  std::function<void(const JobProgress&)> on_progress;
+  // Polled while waiting; when it turns true the job is cancelled and the
+  // wait ends with kCancelled. Must outlive the call.
+  const std::atomic<bool>* stop = nullptr;
+};
+
+// Polls the job until it finishes, then fetches the content of a succeeded
+// job: with `mp4`, a video's MP4 (else the final stage's bytes as they are:
+// a PNG or a frames archive). `submitted` is when Submit was called (for
+// latency). At `timeout` the job is cancelled (kDeadlineExceeded); so it is
+// when `stop` turns true (kCancelled). Errors: also the server's answers.
 Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& id, bool mp4,
                                 std::chrono::steady_clock::time_point submitted,
-                                std::chrono::milliseconds timeout);
+                                std::chrono::milliseconds timeout, const WaitOptions& wait = {});
+
+// Cancels job `id` (DELETE). Errors: kNotFound (unknown or finished),
+// kUnavailable (no answer).
+Status Cancel(const std::string& base_url, const std::string& id, const std::string& api_key);
 
 }  // namespace sluice::cli
 

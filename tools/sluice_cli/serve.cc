@@ -1,5 +1,7 @@
 #include "tools/sluice_cli/serve.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -159,23 +161,79 @@ int RunServe(const ServeOptions& o) {
   return 0;
 }
 
+namespace {
+
+// `sluice generate`'s progress: one line rewritten in place on a terminal;
+// elsewhere a plain line per status or stage change and per tenth of the
+// steps.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(std::string id)
+      : id_(std::move(id)), tty_(::isatty(STDOUT_FILENO) == 1) {}
+  ~ProgressPrinter() {
+    if (tty_ && printed_) {
+      std::printf("\n");
+    }
+  }
+  void operator()(const JobProgress& p) {
+    const int tenth = p.steps > 0 ? 10 * p.step / p.steps : 0;
+    if (!tty_ && p.status == last_.status && p.stage == last_.stage && tenth == tenth_ &&
+        (p.ttff_s >= 0) == (last_.ttff_s >= 0)) {
+      return;
+    }
+    std::string line = id_ + " " + p.status + " " + p.stage;
+    if (p.step > 0) {  // Stages without steps report 0.
+      line += " step " + std::to_string(p.step) + "/" + std::to_string(p.steps);
+    }
+    char times[64];
+    std::snprintf(times, sizeof(times), ", %.1f s", p.elapsed_s);
+    line += times;
+    if (p.ttff_s >= 0) {
+      std::snprintf(times, sizeof(times), ", ttff %.2f s", p.ttff_s);
+      line += times;
+    }
+    std::printf(tty_ ? "\r\033[K%s" : "%s\n", line.c_str());
+    std::fflush(stdout);
+    printed_ = true;
+    last_ = p;
+    tenth_ = tenth;
+  }
+
+ private:
+  std::string id_;
+  bool tty_;
+  bool printed_ = false;
+  JobProgress last_;
+  int tenth_ = -1;
+};
+
+}  // namespace
+
 int RunGenerate(const GenerateOptions& o) {
   Result<std::string> base = BaseUrl(o.server);
   if (!base.ok()) {
     std::cerr << "sluice generate: --" << base.status().message() << "\n";
     return 2;
   }
+  const std::atomic<bool>* stop = StopFlagOnSignals();
   const Clock::time_point at = Clock::now();
   Result<std::string> id = Submit(*base, o.request);
   if (!id.ok()) {
     std::cerr << "sluice generate: " << id.status().message() << "\n";
     return id.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
-  Result<JobOutcome> out =
-      WaitAndFetch(*base, *id, o.request.video, at, std::chrono::seconds(o.timeout_s));
+  Result<JobOutcome> out = [&] {
+    ProgressPrinter printer(*id);
+    WaitOptions w;
+    w.api_key = o.request.api_key;
+    w.on_progress = [&printer](const JobProgress& p) { printer(p); };
+    w.stop = stop;
+    return WaitAndFetch(*base, *id, o.request.video, at, std::chrono::seconds(o.timeout_s), w);
+  }();
   if (!out.ok()) {
     std::cerr << "sluice generate: " << out.status().message() << "\n";
-    return 1;
+    // Killed by a signal: the shell's convention, 128 + its number.
+    return out.status().code() == StatusCode::kCancelled ? 128 + StopSignal() : 1;
   }
   if (out->status != "succeeded") {
     std::cerr << "sluice generate: " << *id << " " << out->status << ": " << out->error << "\n";

@@ -96,8 +96,10 @@ void AddGenerate(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--priority", r.priority)
       ->check(CLI::IsMember({"interactive", "standard", "batch"}))
       ->capture_default_str();
+  cmd->add_option("--model", r.model, "the model to run (default: the server's)");
+  cmd->add_option("--api-key", r.api_key, "sent as a bearer token")->envname("SLUICE_API_KEY");
   cmd->add_option("-o,--output", o->gen.output, "file to write")->required();
-  cmd->add_option("--timeout", o->gen.timeout_s, "seconds to wait")
+  cmd->add_option("--timeout", o->gen.timeout_s, "seconds to wait; then the job is cancelled")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
   out->push_back({cmd, [o] {

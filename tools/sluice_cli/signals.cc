@@ -34,4 +34,29 @@ int WaitForStopSignal(bool exit_on_eof) {
   return sig;
 }
 
+namespace {
+
+std::atomic<bool> g_stop{false};
+std::atomic<int> g_stop_signal{0};
+
+void OnStopSignal(int sig) {
+  g_stop_signal.store(sig);
+  g_stop.store(true);
+}
+
+}  // namespace
+
+const std::atomic<bool>* StopFlagOnSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  return &g_stop;
+}
+
+int StopSignal() {
+  return g_stop_signal.load();
+}
+
 }  // namespace sluice::cli

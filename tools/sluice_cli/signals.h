@@ -2,6 +2,8 @@
 #ifndef SLUICE_TOOLS_SIGNALS_H_
 #define SLUICE_TOOLS_SIGNALS_H_
 
+#include <atomic>
+
 namespace sluice::cli {
 
 // Blocks SIGINT/SIGTERM in every thread (call before starting any), so that
@@ -11,6 +13,12 @@ void BlockStopSignals();
 // turns EOF on stdin into SIGTERM: helper processes started by tests and
 // benchmarks then die with their parent.
 int WaitForStopSignal(bool exit_on_eof);
+// For short-lived clients: installs SIGINT/SIGTERM handlers that set the
+// returned flag (and record the signal in StopSignal()) instead of killing
+// the process, so the client can clean up (cancel its job) and exit.
+const std::atomic<bool>* StopFlagOnSignals();
+// The signal that set the flag; 0 if none.
+int StopSignal();
 
 }  // namespace sluice::cli
 
