@@ -97,9 +97,9 @@ Result<HttpBenchResult> RunHttpBench(const HttpBenchOptions& o, const std::strin
   if (o.connections > 0) {
     r.idle_rss_bytes_per_connection = (RssBytes(server->pid()) - rss0) / o.connections;
   }
-  // A long job (1000 steps at full profile timing) the streams watch.
+  // A long job (200 steps at full profile timing, ~30 s) the streams watch.
   Conn submit(ep);
-  if (!submit.Send(PostImages(R"({"prompt":"watched","steps":1000,"async":true})"))) {
+  if (!submit.Send(PostImages(R"({"prompt":"watched","steps":200,"async":true})"))) {
     return UnavailableError("cannot submit the watched job", FailureScope::kEndpoint);
   }
   const http::testing::Reply watched = submit.Read();
@@ -111,7 +111,7 @@ Result<HttpBenchResult> RunHttpBench(const HttpBenchOptions& o, const std::strin
   const std::string id = wj["id"];
   SLUICE_ASSIGN_OR_RETURN(auto streams, Open(ep, o.sse, Get("/v1/jobs/" + id + "/events")));
   SLUICE_ASSIGN_OR_RETURN(auto waiting,
-                          Open(ep, o.sync, PostImages(R"({"prompt":"waiting","steps":1000})")));
+                          Open(ep, o.sync, PostImages(R"({"prompt":"waiting","steps":200})")));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   r.rss_delta_mib_loaded = (RssBytes(server->pid()) - rss0) / (1 << 20);
   SLUICE_ASSIGN_OR_RETURN(auto loaded, Probe(ep, o.probes));

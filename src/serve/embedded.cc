@@ -148,6 +148,7 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   oc.listen = "127.0.0.1:0";
   oc.http_listen = config.http_listen;
   oc.http = config.http;
+  oc.limits = config.limits;
   oc.max_queued_jobs = config.max_queued_jobs;
   oc.worker_timeout = config.worker_timeout;
   oc.store_master = impl->master->endpoint();

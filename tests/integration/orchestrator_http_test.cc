@@ -8,6 +8,7 @@
 
 #include "common/testing/eventually.h"
 #include "http/testing/raw_conn.h"
+#include "orchestrator/service/http_api.h"
 #include "orchestrator_fixture.h"
 
 namespace sluice::testing {
@@ -155,6 +156,48 @@ TEST_F(OrchestratorHttpTest, HealthReadinessAndTheErrorShapeOfRefusals) {
   auto m = http_->Put("/v1/images/generations", "{}", "application/json");
   EXPECT_EQ(m->status, 405);
   EXPECT_EQ(json::parse(m->body)["error"]["code"], "method_not_allowed");
+}
+
+TEST_F(OrchestratorHttpTest, WhatStagesWouldRefuseAndCostLimitsAre400AtSubmission) {
+  configure_ = [](OrchestratorConfig& c) { c.limits.max_steps = 100; };
+  Start();
+  struct Case {
+    const char* path;
+    const char* body;
+    const char* field;
+  };
+  for (const Case& c : {
+           Case{"/v1/images/generations", R"({"prompt":"x","guidance":31})", "guidance"},
+           Case{"/v1/images/generations", R"({"prompt":"x","steps":101})", "steps"},
+           Case{"/v1/images/generations", R"({"prompt":"x","n":5})", "n"},
+           // The request that used to be accepted: hours of denoise workers.
+           Case{"/v1/images/generations", R"({"prompt":"x","size":"1024x1024","steps":1000,"n":4})",
+                "steps"},
+           Case{"/v1/images/generations", R"({"prompt":"x","seed":1.5})", "seed"},
+           Case{"/v1/images/generations", R"({"prompt":"x","user":["a"]})", "user"},
+           // 60 s at 60 fps: 3,601 frames, past the 1,024-frame limit.
+           Case{"/v1/videos", R"({"prompt":"x","seconds":60,"fps":60})", "seconds"},
+           Case{"/v1/videos", R"({"prompt":"x","size":"1920x1080","frames":129})", "size"},
+       }) {
+    auto r = http_->Post(c.path, c.body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << c.body;
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], c.field) << r->body;
+  }
+}
+
+TEST(GenerationRequestTest, SeedsAreSixtyFourBitsEndToEnd) {
+  orchestrator::HttpOptions o;
+  bool async = false;
+  auto seed_of = [&](const char* body) {
+    auto r = orchestrator::ParseGenerationRequest(body, "image", o, &async);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return json::parse(r->request_json)["seed"].get<std::uint64_t>();
+  };
+  EXPECT_EQ(seed_of(R"({"prompt":"x","seed":4294967296})"), 4294967296u);
+  EXPECT_NE(seed_of(R"({"prompt":"x","seed":4294967296})"), seed_of(R"({"prompt":"x"})"));
+  EXPECT_EQ(seed_of(R"({"prompt":"x","seed":18446744073709551615})"), UINT64_MAX);
+  EXPECT_EQ(seed_of(R"({"prompt":"x","seed":-1})"), UINT64_MAX);  // The same 64 bits.
 }
 
 }  // namespace

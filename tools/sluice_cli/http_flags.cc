@@ -62,4 +62,20 @@ std::function<void()> AddHttpFrontFlags(CLI::App* cmd, HttpFrontConfig* config) 
   };
 }
 
+void AddRequestLimitFlags(CLI::App* cmd, RequestLimits* limits) {
+  cmd->add_option("--max-steps", limits->max_steps, "denoise steps a request may ask for")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--max-images", limits->max_images, "images per request (n)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--max-frames", limits->max_frames, "frames per video")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--max-pixel-frames", limits->max_pixel_frames,
+                  "width x height x frames a request may ask for")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40))
+      ->capture_default_str();
+}
+
 }  // namespace sluice::cli

@@ -12,6 +12,9 @@ namespace sluice::cli {
 // Declares the flags on `cmd`; the returned function writes their values
 // into `*config` (call it after parsing; `config` must outlive it).
 std::function<void()> AddHttpFrontFlags(CLI::App* cmd, HttpFrontConfig* config);
+// Declares --max-steps, --max-images, --max-frames and --max-pixel-frames,
+// writing straight into `*limits` (which must outlive the parse).
+void AddRequestLimitFlags(CLI::App* cmd, RequestLimits* limits);
 
 }  // namespace sluice::cli
 

@@ -176,6 +176,7 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   cmd->add_flag("--colocated", o->config.colocated,
                 "each job is one assignment to a denoise-pool worker running every stage");
   auto http = AddHttpFrontFlags(cmd, &o->config.http);
+  AddRequestLimitFlags(cmd, &o->config.limits);
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   out->push_back({cmd, [o, http] {
                     http();

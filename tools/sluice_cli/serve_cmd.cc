@@ -63,6 +63,7 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
   cmd->add_flag("--exit-on-stdin-eof", o->serve.exit_on_eof,
                 "stop when stdin closes (for supervisors)");
   auto http = AddHttpFrontFlags(cmd, &c.http);
+  AddRequestLimitFlags(cmd, &c.limits);
   out->push_back({cmd, [o, cmd, http] {
                     http();
                     o->serve.cluster.store_memory = *ParseByteSize(o->memory);

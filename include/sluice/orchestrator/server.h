@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,17 @@ struct HttpFrontConfig {
   bool keep_abandoned_jobs = false;
 };
 
+// What one generation request may ask for, checked at submission (400
+// naming the field) so no stage worker is the first to refuse it. One set
+// for the deployment.
+struct RequestLimits {
+  int max_steps = 200;  // Denoise steps.
+  int max_images = 4;   // An images request's n.
+  int max_frames = 1024;
+  // Width x height x frames (frames is 1 for images): 720p at 129 frames.
+  std::uint64_t max_pixel_frames = 1280ull * 720 * 129;
+};
+
 struct OrchestratorConfig {
   std::string listen = "127.0.0.1:0";       // gRPC for workers; port 0 picks one.
   std::string http_listen = "127.0.0.1:0";  // HTTP for clients; port 0 picks one.
@@ -74,6 +86,7 @@ struct OrchestratorConfig {
   bool colocated = false;
 
   HttpFrontConfig http;
+  RequestLimits limits;
 };
 
 class OrchestratorServer {

@@ -55,6 +55,7 @@ struct EmbeddedConfig {
   std::chrono::milliseconds worker_timeout{3000};
   std::string journal_path;  // Empty: no journal.
   HttpFrontConfig http;      // The HTTP front's limits and options.
+  RequestLimits limits;      // What one request may ask for.
 };
 
 class EmbeddedCluster {

@@ -257,7 +257,7 @@ class Mp4Cache {
 void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
                   const ExchangePtr& ex) {
   bool async = false;
-  Result<JobRequest> r = ParseGenerationRequest(req.body, "image", o.max_json_depth, &async);
+  Result<JobRequest> r = ParseGenerationRequest(req.body, "image", o, &async);
   if (!r.ok()) {
     return ex->Respond(BadRequest(r.status()));
   }
@@ -270,7 +270,7 @@ void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
     json b = body;
     b["n"] = 1;
     b["index"] = i;
-    b["seed"] = body.value("seed", 0) + i;
+    b["seed"] = body["seed"].get<std::uint64_t>() + static_cast<std::uint64_t>(i);
     one.request_json = b.dump();
     Result<JobId> id = state.Submit(one);
     if (!id.ok()) {
@@ -340,8 +340,7 @@ void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
     form = std::move(*body);
   }
   bool async = true;
-  Result<JobRequest> r =
-      ParseGenerationRequest(form.empty() ? req.body : form, "video", o.max_json_depth, &async);
+  Result<JobRequest> r = ParseGenerationRequest(form.empty() ? req.body : form, "video", o, &async);
   if (!r.ok()) {
     return ex->Respond(BadRequest(r.status()));
   }

@@ -17,6 +17,7 @@
 #include <chrono>
 
 #include "http/router.h"
+#include "sluice/orchestrator/server.h"
 #include "orchestrator/service/orchestrator_state.h"
 
 namespace sluice::orchestrator {
@@ -28,19 +29,21 @@ struct HttpOptions {
   // A synchronous request's client that disconnects leaves its jobs
   // running (default: they are cancelled, their payloads freed).
   bool keep_abandoned_jobs = false;
+  RequestLimits limits;
 };
 
 // Adds the API's routes to `router`. `state` must outlive the server that
 // serves them.
 void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOptions& options);
 
-// Validates an "image" or "video" generation body; on success returns the
-// job request (the body, normalized, becomes request_json) and sets
-// `*async`. Bodies nested deeper than `max_json_depth` are refused before a
-// tree is built. Errors: kInvalidArgument naming the field ("body" for the
-// body as a whole).
+// Validates an "image" or "video" generation body against every rule a
+// stage applies and `o.limits`; on success returns the job request (the
+// body, normalized, becomes request_json: size, seed, and for videos fps
+// and frames filled in) and sets `*async`. Bodies nested deeper than
+// `o.max_json_depth` are refused before a tree is built. Errors:
+// kInvalidArgument naming the field ("body" for the body as a whole).
 Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_view kind,
-                                          std::size_t max_json_depth, bool* async);
+                                          const HttpOptions& o, bool* async);
 
 }  // namespace sluice::orchestrator
 

@@ -11,10 +11,19 @@ namespace sluice::orchestrator {
 
 using nlohmann::json;
 
+std::uint64_t SeedBits(const json& j) {
+  if (!j.contains("seed")) {
+    return 0;
+  }
+  return j["seed"].is_number_unsigned() ? j["seed"].get<std::uint64_t>()
+                                        : static_cast<std::uint64_t>(j["seed"].get<std::int64_t>());
+}
+
 Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_view kind,
-                                          std::size_t max_json_depth, bool* async) {
+                                          const HttpOptions& o, bool* async) {
   const bool video = kind == "video";
-  SLUICE_ASSIGN_OR_RETURN(json j, http::ParseJsonBody(body, max_json_depth));
+  const RequestLimits& limits = o.limits;
+  SLUICE_ASSIGN_OR_RETURN(json j, http::ParseJsonBody(body, o.max_json_depth));
   if (!j.is_object()) {
     return InvalidArgumentError("body: not a JSON object");
   }
@@ -65,24 +74,32 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
       }
       j["seconds"] = secs;
     }
+    const std::string frame_range = "an integer in 1.." + std::to_string(limits.max_frames);
     if (j.contains("frames") &&
-        (!j["frames"].is_number_integer() || j["frames"] < 1 || j["frames"] > 1024)) {
-      return bad("frames", "an integer in 1..1024");
+        (!j["frames"].is_number_integer() || j["frames"] < 1 || j["frames"] > limits.max_frames)) {
+      return bad("frames", frame_range);
     }
     if (j.contains("fps") && (!j["fps"].is_number_integer() || j["fps"] < 1 || j["fps"] > 60)) {
       return bad("fps", "an integer in 1..60");
     }
     j["fps"] = j.value("fps", 16);
     if (!j.contains("frames")) {
-      j["frames"] = j.value("seconds", 1) * j["fps"].get<int>() + 1;
+      // Frames from seconds: seconds x fps + 1 (the first frame is t = 0).
+      const int frames = j.value("seconds", 1) * j["fps"].get<int>() + 1;
+      if (frames > limits.max_frames) {
+        return bad("seconds", "seconds x fps + 1 = " + std::to_string(frames) +
+                                  " frames; at most " + std::to_string(limits.max_frames));
+      }
+      j["frames"] = frames;
     }
   }
   if (!j.contains("prompt") || !j["prompt"].is_string() || j["prompt"].get<std::string>().empty() ||
       j["prompt"].get<std::string>().size() > 10000) {
     return bad("prompt", "required, a string of 1..10000 characters");
   }
-  if (j.contains("n") && (!j["n"].is_number_integer() || j["n"] < 1 || j["n"] > 4)) {
-    return bad("n", "an integer in 1..4");
+  if (j.contains("n") &&
+      (!j["n"].is_number_integer() || j["n"] < 1 || j["n"] > limits.max_images)) {
+    return bad("n", "an integer in 1.." + std::to_string(limits.max_images));
   }
   const std::string default_size = video ? "320x192" : "256x256";
   std::string size = j.value("size", json(default_size)).is_string() ? j.value("size", default_size)
@@ -140,12 +157,28 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
   if (j.contains("negative_prompt") && !j["negative_prompt"].is_string()) {
     return bad("negative_prompt", "a string");
   }
+  // Seeds are 64 bits end to end: any integer from -2^63 to 2^64-1, kept
+  // as its 64-bit pattern.
   if (j.contains("seed") && !j["seed"].is_number_integer()) {
-    return bad("seed", "an integer");
+    return bad("seed", "a 64-bit integer");
   }
   if (j.contains("steps") &&
-      (!j["steps"].is_number_integer() || j["steps"] < 1 || j["steps"] > 1000)) {
-    return bad("steps", "an integer in 1..1000");
+      (!j["steps"].is_number_integer() || j["steps"] < 1 || j["steps"] > limits.max_steps)) {
+    return bad("steps", "an integer in 1.." + std::to_string(limits.max_steps));
+  }
+  if (j.contains("guidance") &&
+      (!j["guidance"].is_number() || j["guidance"] < 0 || j["guidance"] > 30)) {
+    return bad("guidance", "a number in 0..30");
+  }
+  {
+    const std::uint64_t frames = video ? j["frames"].get<std::uint64_t>() : 1;
+    const std::uint64_t cost =
+        static_cast<std::uint64_t>(w) * static_cast<std::uint64_t>(h) * frames;
+    if (cost > limits.max_pixel_frames) {
+      return bad("size", std::string(video ? "width x height x frames = " : "width x height = ") +
+                             std::to_string(cost) + "; at most " +
+                             std::to_string(limits.max_pixel_frames));
+    }
   }
   if (j.contains("async") && !j["async"].is_boolean()) {
     return bad("async", "true or false");
@@ -173,7 +206,7 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
   }
   *async = j.value("async", false);
   j["size"] = size;
-  j["seed"] = j.value("seed", 0);
+  j["seed"] = SeedBits(j);
   j.erase("async");
   r.request_json = j.dump();
   return r;

@@ -166,6 +166,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     ho.ffmpeg = config_.ffmpeg == "auto" ? orchestrator::FindFfmpeg() : config_.ffmpeg;
     ho.max_json_depth = config_.http.max_json_depth;
     ho.keep_abandoned_jobs = config_.http.keep_abandoned_jobs;
+    ho.limits = config_.limits;
     http::Router router;
     orchestrator::InstallHttpApi(router, state_, ho);
     http::ServerOptions so;
@@ -367,6 +368,10 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
   }
   if (config.http.max_json_depth < 2 || config.http.max_json_depth > 1000) {
     return InvalidArgumentError("orchestrator: http.max_json_depth must be in 2..1000");
+  }
+  const RequestLimits& l = config.limits;
+  if (l.max_steps < 1 || l.max_images < 1 || l.max_frames < 1 || l.max_pixel_frames < 1) {
+    return InvalidArgumentError("orchestrator: request limits must be at least 1");
   }
   if (config.sync_timeout.count() <= 0) {
     return InvalidArgumentError("orchestrator: sync_timeout must be positive");
