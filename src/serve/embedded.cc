@@ -149,6 +149,7 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   oc.http_listen = config.http_listen;
   oc.http = config.http;
   oc.limits = config.limits;
+  oc.access = config.access;
   oc.max_queued_jobs = config.max_queued_jobs;
   oc.worker_timeout = config.worker_timeout;
   oc.store_master = impl->master->endpoint();

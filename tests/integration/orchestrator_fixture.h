@@ -44,7 +44,9 @@ inline std::string Png(int w, int h, unsigned char shade) {
 class FakeWorker {
  public:
   // `keys` (optional) stores the output and returns its store keys.
-  using KeysFn = std::function<std::vector<std::string>(std::uint64_t job)>;
+  // (Clients know jobs by unguessable names: tests key payloads by prompt.)
+  using KeysFn =
+      std::function<std::vector<std::string>(std::uint64_t job, const std::string& prompt)>;
   FakeWorker(const std::string& endpoint, const std::string& stage, bool hold = false,
              KeysFn keys = nullptr)
       : stage_(stage), hold_(hold), keys_(std::move(keys)) {
@@ -172,7 +174,7 @@ class FakeWorker {
       d.set_output_type(std::string(media::kFramesArchiveType));
     }
     if (keys_) {
-      for (const std::string& k : keys_(a.job_id())) {
+      for (const std::string& k : keys_(a.job_id(), request["prompt"].get<std::string>())) {
         d.add_payload_keys(k);
       }
     }

@@ -1,6 +1,9 @@
 // The orchestrator's HTTP front in process: event streams (ids, resume,
 // keep-alives, the end event), synchronous clients that leave, health and
 // readiness, and the error shape of every refusal.
+#include <unistd.h>
+
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -36,7 +39,15 @@ std::vector<int> EventIds(const std::string& text) {
   return ids;
 }
 
-class OrchestratorHttpTest : public OrchestratorTest {};
+class OrchestratorHttpTest : public OrchestratorTest {
+ protected:
+  // Whether /metrics has the line `line` (a sync client that left never
+  // learned its job's name).
+  bool Metric(const std::string& line) {
+    auto m = http_->Get("/metrics");
+    return m && m->body.find("\n" + line + "\n") != std::string::npos;
+  }
+};
 
 TEST_F(OrchestratorHttpTest, EventStreamsNumberEventsKeepAliveEndAndResumeFromLastEventId) {
   configure_ = [](OrchestratorConfig& c) { c.http.sse_keepalive = 100ms; };
@@ -95,17 +106,19 @@ TEST_F(OrchestratorHttpTest, ASynchronousClientThatLeavesHasItsJobCancelledAndIt
   Start();
   // Encode stores its output; nothing runs denoise, so the job waits there.
   StoreClient* store = st.client.get();
-  FakeWorker e(server_->endpoint(), "encode", false, [store](std::uint64_t job) {
-    const std::string key = "job/" + std::to_string(job) + "/encode";
-    std::vector<std::byte> bytes(65536, std::byte{7});
-    return store->Put(key, bytes).ok() ? std::vector<std::string>{key} : std::vector<std::string>{};
-  });
+  FakeWorker e(server_->endpoint(), "encode", false,
+               [store](std::uint64_t job, const std::string&) {
+                 const std::string key = "job/" + std::to_string(job) + "/encode";
+                 std::vector<std::byte> bytes(65536, std::byte{7});
+                 return store->Put(key, bytes).ok() ? std::vector<std::string>{key}
+                                                    : std::vector<std::string>{};
+               });
   auto client = std::make_unique<Conn>(server_->http_endpoint());
   ASSERT_TRUE(client->Send(PostImages(R"({"prompt":"left behind"})")));
   ASSERT_TRUE(Eventually([&] { return st.master->Metrics().used_bytes >= 65536; }, 10s));
   client.reset();  // The client gives up and disconnects.
   EXPECT_TRUE(
-      Eventually([&] { return WaitStatus("job-1", "cancelled")["status"] == "cancelled"; }, 10s));
+      Eventually([&] { return Metric("sluice_orchestrator_jobs_cancelled_total 1"); }, 10s));
   EXPECT_TRUE(Eventually([&] { return st.master->Metrics().used_bytes == 0; }, 10s))
       << st.master->Metrics().used_bytes << " bytes still used";
   http_.reset();
@@ -117,12 +130,14 @@ TEST_F(OrchestratorHttpTest, KeepAbandonedJobsLetsALeftJobRunOn) {
   Start();
   auto client = std::make_unique<Conn>(server_->http_endpoint());
   ASSERT_TRUE(client->Send(PostImages(R"({"prompt":"kept"})")));
-  ASSERT_TRUE(Eventually([&] { return WaitStatus("job-1", "queued")["status"] == "queued"; }));
+  ASSERT_TRUE(Eventually([&] { return Metric("sluice_orchestrator_jobs_submitted_total 1"); }));
   client.reset();
   std::this_thread::sleep_for(200ms);
   FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),
       v(server_->endpoint(), "decode");
-  EXPECT_EQ(WaitStatus("job-1", "succeeded")["status"], "succeeded");
+  EXPECT_TRUE(
+      Eventually([&] { return Metric("sluice_orchestrator_jobs_succeeded_total 1"); }, 10s));
+  EXPECT_TRUE(Metric("sluice_orchestrator_jobs_cancelled_total 0"));
 }
 
 TEST_F(OrchestratorHttpTest, HealthReadinessAndTheErrorShapeOfRefusals) {
@@ -184,6 +199,93 @@ TEST_F(OrchestratorHttpTest, WhatStagesWouldRefuseAndCostLimitsAre400AtSubmissio
     EXPECT_EQ(r->status, 400) << c.body;
     EXPECT_EQ(json::parse(r->body)["error"]["param"], c.field) << r->body;
   }
+}
+
+TEST_F(OrchestratorHttpTest, TenantsNeedKeysSeeOnlyTheirOwnJobsAndMeetTheirLimits) {
+  const std::string key_a = "sk-tenant-a-0123456789", key_b = "sk-tenant-b-0123456789";
+  configure_ = [&](OrchestratorConfig& c) {
+    c.access.keys = {{key_a, "a"}, {key_b, "b"}};
+    c.access.tenants["a"].max_jobs_in_flight = 3;
+    c.access.tenants["b"].requests_per_second = 0.5;
+    c.access.tenants["b"].burst = 2;
+  };
+  Start();
+  const httplib::Headers as_a = {{"Authorization", "Bearer " + key_a}};
+  const httplib::Headers as_b = {{"Authorization", "Bearer " + key_b}};
+  const std::string body = R"({"prompt":"mine","async":true})";
+  auto r = http_->Post("/v1/images/generations", body, "application/json");
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(json::parse(r->body)["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer");
+  r = http_->Post("/v1/images/generations", {{"Authorization", "Bearer sk-not-a-key-at-all"}}, body,
+                  "application/json");
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(http_->Get("/healthz")->status, 200);  // Probes need no key.
+  EXPECT_EQ(http_->Get("/metrics")->status, 200);
+  EXPECT_EQ(http_->Get("/readyz")->status, 503);
+
+  r = http_->Post("/v1/images/generations", as_a, body, "application/json");
+  ASSERT_EQ(r->status, 202) << r->body;
+  const std::string id = json::parse(r->body)["id"];
+  EXPECT_EQ(id.size(), 4u + 32u) << id;
+  EXPECT_EQ(http_->Get("/v1/jobs/" + id, as_a)->status, 200);
+  EXPECT_EQ(http_->Get("/v1/jobs/" + id, as_b)->status, 404);  // Another tenant's.
+  EXPECT_EQ(http_->Get("/v1/jobs/" + id + "/events", as_b)->status, 404);
+  EXPECT_EQ(http_->Delete("/v1/jobs/" + id, as_b)->status, 404);
+  EXPECT_EQ(http_->Get("/v1/jobs/" + id)->status, 401);
+
+  // Tenant a floods: past 3 jobs in flight it gets 429 while b is admitted
+  // at its own rate (a burst of 2, then 429 with when to retry).
+  int a_ok = 1, a_limited = 0, b_ok = 0, b_limited = 0;
+  std::string retry_after;
+  for (int i = 0; i < 6; ++i) {
+    auto ra = http_->Post("/v1/images/generations", as_a, body, "application/json");
+    a_ok += ra->status == 202 ? 1 : 0;
+    a_limited += ra->status == 429 ? 1 : 0;
+    auto rb = http_->Post("/v1/videos", as_b, R"({"prompt":"theirs"})", "application/json");
+    if (rb->status == 429) {
+      ++b_limited;
+      retry_after = rb->get_header_value("Retry-After");
+    } else {
+      b_ok += rb->status == 200 ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(a_ok, 3);
+  EXPECT_EQ(a_limited, 4);
+  EXPECT_EQ(b_ok, 2);
+  EXPECT_EQ(b_limited, 4);
+  EXPECT_EQ(retry_after, "2");
+  // Each tenant lists only its own videos.
+  const json b_list = json::parse(http_->Get("/v1/videos", as_b)->body);
+  EXPECT_EQ(b_list["data"].size(), 2u) << b_list.dump();
+  EXPECT_EQ(json::parse(http_->Get("/v1/videos", as_a)->body)["data"].size(), 0u);
+}
+
+TEST(AccessConfigTest, LoadsKeysAndLimitsAndRefusesWhatIsWrongNamingIt) {
+  const std::string path = ::testing::TempDir() + "/sluice-keys-" + std::to_string(::getpid());
+  auto write = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    return AccessConfig::Load(path);
+  };
+  auto ok = write(
+      "keys:\n  sk-aaaaaaaaaaaaaaaa: team-a\n  sk-bbbbbbbbbbbbbbbb: team-b\n"
+      "tenants:\n  team-a: {requests_per_second: 5, max_jobs_in_flight: 10, queue_share: 0.5}\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->keys.at("sk-bbbbbbbbbbbbbbbb"), "team-b");
+  EXPECT_EQ(ok->tenants.at("team-a").max_jobs_in_flight, 10u);
+  EXPECT_DOUBLE_EQ(ok->tenants.at("team-a").queue_share, 0.5);
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {"keys:\n  short: team-a\n", "at least 16"},
+           {"keys: {}\n", "non-empty"},
+           {"keys:\n  sk-aaaaaaaaaaaaaaaa: a\ntenants:\n  a: {rps: 3}\n", "tenants.a.rps"},
+           {"keys:\n  sk-aaaaaaaaaaaaaaaa: a\ntenants:\n  a: {queue_share: 2}\n", "(0, 1]"},
+           {"kees: {}\n", "kees: unknown"},
+           {"keys: [unclosed\n", path}}) {
+    auto bad = write(text);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(why), std::string::npos) << bad.status().message();
+  }
+  std::remove(path.c_str());
 }
 
 TEST(GenerationRequestTest, SeedsAreSixtyFourBitsEndToEnd) {

@@ -255,8 +255,8 @@ TEST_F(OrchestratorTest, RestartedOrchestratorRunsAJobOnFromItsLastStageStillInT
   Start(64, journal);
   const std::string grpc_ep = server_->endpoint(), http_ep = server_->http_endpoint();
   StoreClient* store = st.client.get();
-  auto encoder = [store](std::uint64_t job) {
-    const std::string key = "job/" + std::to_string(job) + "/encode";
+  auto encoder = [store](std::uint64_t, const std::string& prompt) {
+    const std::string key = "job/" + prompt + "/encode";
     std::vector<std::byte> v(4096, std::byte{7});
     return store->Put(key, v).ok() ? std::vector<std::string>{key} : std::vector<std::string>{};
   };
@@ -282,7 +282,7 @@ TEST_F(OrchestratorTest, RestartedOrchestratorRunsAJobOnFromItsLastStageStillInT
   http_.reset();
   server_.reset();
   stuck->Kill();
-  ASSERT_TRUE(store->Remove("job/" + lost.substr(4) + "/encode").ok());
+  ASSERT_TRUE(store->Remove("job/lost/encode").ok());
   Start(64, journal, grpc_ep, http_ep);
   FakeWorker d(server_->endpoint(), "denoise");
   for (const std::string& id : {kept, lost}) {
@@ -346,8 +346,8 @@ TEST_F(OrchestratorTest, CancelRemovesStorePayloadsAndALostPayloadRerunsItsProdu
   http_ = std::make_unique<httplib::Client>("http://" + server_->http_endpoint());
   // Encode stores its output; nothing runs denoise, so jobs wait there.
   StoreClient* store = st.client.get();
-  FakeWorker e(server_->endpoint(), "encode", false, [store](std::uint64_t job) {
-    const std::string key = "job/" + std::to_string(job) + "/encode";
+  FakeWorker e(server_->endpoint(), "encode", false, [store](std::uint64_t, const std::string& p) {
+    const std::string key = "job/" + p + "/encode";
     std::vector<std::byte> v(4096, std::byte{7});
     if (!store->Put(key, v).ok()) {
       return std::vector<std::string>{};
@@ -356,7 +356,7 @@ TEST_F(OrchestratorTest, CancelRemovesStorePayloadsAndALostPayloadRerunsItsProdu
   });
   int status = 0;
   const std::string a = Post(R"({"prompt":"a","async":true})", &status)["id"];
-  const std::string key_a = "job/" + a.substr(4) + "/encode";
+  const std::string key_a = "job/a/encode";
   const auto until = std::chrono::steady_clock::now() + 5s;
   while (!*store->Exists(key_a) && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(10ms);
@@ -370,7 +370,7 @@ TEST_F(OrchestratorTest, CancelRemovesStorePayloadsAndALostPayloadRerunsItsProdu
   EXPECT_FALSE(*store->Exists(key_a)) << "a cancelled job's payloads are removed";
 
   const std::string b = Post(R"({"prompt":"b","async":true})", &status)["id"];
-  const std::string key_b = "job/" + b.substr(4) + "/encode";
+  const std::string key_b = "job/b/encode";
   while (!*store->Exists(key_b) && std::chrono::steady_clock::now() < until + 5s) {
     std::this_thread::sleep_for(10ms);
   }

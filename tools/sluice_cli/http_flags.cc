@@ -78,4 +78,19 @@ void AddRequestLimitFlags(CLI::App* cmd, RequestLimits* limits) {
       ->capture_default_str();
 }
 
+std::function<Status()> AddApiKeysFlag(CLI::App* cmd, AccessConfig* access) {
+  auto path = std::make_shared<std::string>();
+  cmd->add_option("--api-keys", *path,
+                  "YAML file of API keys -> tenants (and tenant limits); without it the API "
+                  "is open")
+      ->check(CLI::ExistingFile);
+  return [path, access]() -> Status {
+    if (path->empty()) {
+      return Status::Ok();
+    }
+    SLUICE_ASSIGN_OR_RETURN(*access, AccessConfig::Load(*path));
+    return Status::Ok();
+  };
+}
+
 }  // namespace sluice::cli

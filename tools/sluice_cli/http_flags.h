@@ -15,6 +15,9 @@ std::function<void()> AddHttpFrontFlags(CLI::App* cmd, HttpFrontConfig* config);
 // Declares --max-steps, --max-images, --max-frames and --max-pixel-frames,
 // writing straight into `*limits` (which must outlive the parse).
 void AddRequestLimitFlags(CLI::App* cmd, RequestLimits* limits);
+// Declares --api-keys FILE; the returned function loads it into `*access`
+// (after parsing). Errors: the file's (kInvalidArgument naming it).
+std::function<Status()> AddApiKeysFlag(CLI::App* cmd, AccessConfig* access);
 
 }  // namespace sluice::cli
 

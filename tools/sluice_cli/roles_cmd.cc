@@ -177,9 +177,14 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
                 "each job is one assignment to a denoise-pool worker running every stage");
   auto http = AddHttpFrontFlags(cmd, &o->config.http);
   AddRequestLimitFlags(cmd, &o->config.limits);
+  auto keys = AddApiKeysFlag(cmd, &o->config.access);
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
-  out->push_back({cmd, [o, http] {
+  out->push_back({cmd, [o, http, keys] {
                     http();
+                    if (Status s = keys(); !s.ok()) {
+                      std::cerr << "sluice orchestrator: --" << s.message() << "\n";
+                      return 2;
+                    }
                     o->config.worker_timeout = std::chrono::milliseconds(o->worker_timeout_ms);
                     return RunOrchestrator(o->config, o->exit_on_eof);
                   }});

@@ -1,5 +1,6 @@
 // `sluice serve` (every role in one process, optionally a demo) and `sluice
 // generate` (one job through a running server).
+#include <iostream>
 #include <memory>
 
 #include "sluice/units.h"
@@ -64,8 +65,13 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
                 "stop when stdin closes (for supervisors)");
   auto http = AddHttpFrontFlags(cmd, &c.http);
   AddRequestLimitFlags(cmd, &c.limits);
-  out->push_back({cmd, [o, cmd, http] {
+  auto keys = AddApiKeysFlag(cmd, &c.access);
+  out->push_back({cmd, [o, cmd, http, keys] {
                     http();
+                    if (Status s = keys(); !s.ok()) {
+                      std::cerr << "sluice serve: --" << s.message() << "\n";
+                      return 2;
+                    }
                     o->serve.cluster.store_memory = *ParseByteSize(o->memory);
                     if (o->serve.demo && cmd->count("--http") == 0) {
                       // Never collide with a running server.

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,6 +61,30 @@ struct RequestLimits {
   std::uint64_t max_pixel_frames = 1280ull * 720 * 129;
 };
 
+// One tenant's limits (0: none). Submissions beyond them answer 429 with
+// Retry-After.
+struct TenantLimits {
+  double requests_per_second = 0;      // Submissions, as a token bucket...
+  double burst = 0;                    // ...holding this many (0: 2 s worth, at least 1).
+  std::size_t max_jobs_in_flight = 0;  // Unfinished (queued or running) jobs.
+  double queue_share = 0;              // Unfinished jobs as a share of max_queued_jobs, in (0, 1].
+};
+
+// Who may use the HTTP API. Empty `keys`: the API is open (the server says
+// so when it starts). Else every route but /healthz, /health, /readyz and
+// /metrics needs "Authorization: Bearer KEY" of a known key, and a tenant
+// sees and cancels only its own jobs.
+struct AccessConfig {
+  std::map<std::string, std::string> keys;  // API key -> tenant.
+  std::map<std::string, TenantLimits> tenants;
+  // Loads a YAML file:
+  //   keys:     {KEY: TENANT, ...}                   (required, non-empty)
+  //   tenants:  {TENANT: {requests_per_second, burst, max_jobs_in_flight,
+  //              queue_share}, ...}                  (optional)
+  // Errors: kInvalidArgument naming the file and what is wrong in it.
+  static Result<AccessConfig> Load(const std::string& path);
+};
+
 struct OrchestratorConfig {
   std::string listen = "127.0.0.1:0";       // gRPC for workers; port 0 picks one.
   std::string http_listen = "127.0.0.1:0";  // HTTP for clients; port 0 picks one.
@@ -87,6 +112,7 @@ struct OrchestratorConfig {
 
   HttpFrontConfig http;
   RequestLimits limits;
+  AccessConfig access;
 };
 
 class OrchestratorServer {

@@ -56,6 +56,7 @@ struct EmbeddedConfig {
   std::string journal_path;  // Empty: no journal.
   HttpFrontConfig http;      // The HTTP front's limits and options.
   RequestLimits limits;      // What one request may ask for.
+  AccessConfig access;       // API keys; none: the API is open.
 };
 
 class EmbeddedCluster {

@@ -9,6 +9,7 @@
 #include "http/multipart.h"
 #include "http/server.h"
 #include "media/frames_archive.h"
+#include "orchestrator/service/http_access.h"
 #include "orchestrator/service/http_views.h"
 #include "orchestrator/service/video_mux.h"
 
@@ -58,15 +59,27 @@ Response StatusError(const Status& s) {
   }
 }
 
+// Who sent a request: its tenant, and whether the API is closed (keys).
+struct Caller {
+  std::string tenant;
+  bool closed = false;
+};
+
 Response NoSuch(std::string_view what, const std::string& id) {
   return http::ErrorResponse(404, "invalid_request_error", "no " + std::string(what) + " " + id,
                              "id", "not_found");
 }
 
-// The job a path's {id} names, if the state still has it.
-std::optional<JobView> FindJob(OrchestratorState& state, const std::string& id) {
-  std::optional<JobId> n = ParseJobId(id);
-  return n ? state.Get(*n) : std::nullopt;
+// The job a path's {id} names, if the state still has it and it is the
+// caller's (`tenant`; any job when the API is open).
+std::optional<JobView> FindJob(OrchestratorState& state, const std::string& name,
+                               const Caller& caller) {
+  std::optional<JobId> id = state.Find(name);
+  std::optional<JobView> v = id ? state.Get(*id) : std::nullopt;
+  if (v.has_value() && caller.closed && v->tenant != caller.tenant) {
+    return std::nullopt;  // Another tenant's: as if it did not exist.
+  }
+  return v;
 }
 
 // A synchronous images request: waits for its jobs on the connection's
@@ -75,11 +88,12 @@ std::optional<JobView> FindJob(OrchestratorState& state, const std::string& id) 
 // are cancelled unless `keep`).
 class SyncImages : public std::enable_shared_from_this<SyncImages> {
  public:
-  SyncImages(OrchestratorState& state, ExchangePtr ex, std::vector<JobId> ids, std::string base,
-             bool url, bool keep)
+  SyncImages(OrchestratorState& state, ExchangePtr ex, std::vector<JobId> ids,
+             std::vector<std::string> names, std::string base, bool url, bool keep)
       : state_(state),
         ex_(std::move(ex)),
         ids_(std::move(ids)),
+        names_(std::move(names)),
         base_(std::move(base)),
         url_(url),
         keep_(keep) {}
@@ -100,8 +114,8 @@ class SyncImages : public std::enable_shared_from_this<SyncImages> {
       return;
     }
     json data = json::array();
-    for (JobId id : ids_) {
-      std::optional<JobView> v = state_.Get(id);
+    for (std::size_t i = 0; i < ids_.size(); ++i) {
+      std::optional<JobView> v = state_.Get(ids_[i]);
       if (v.has_value() && !v->finished()) {
         return;
       }
@@ -109,15 +123,15 @@ class SyncImages : public std::enable_shared_from_this<SyncImages> {
         const std::string why = v.has_value() ? v->status + ": " + v->error : "job dropped";
         CancelUnfinished();
         return Answer(
-            http::ErrorResponse(500, "server_error", JobName(id) + " " + why, {}, "job_failed"));
+            http::ErrorResponse(500, "server_error", names_[i] + " " + why, {}, "job_failed"));
       }
-      data.push_back(url_ ? json{{"url", base_ + "/v1/jobs/" + JobName(id) + "/content"}}
+      data.push_back(url_ ? json{{"url", base_ + "/v1/jobs/" + names_[i] + "/content"}}
                           : json{{"b64_json", Base64(v->result)}});
     }
     const auto now = std::chrono::system_clock::now().time_since_epoch();
     Answer(JsonResponse(200,
                         {{"created", std::chrono::duration_cast<std::chrono::seconds>(now).count()},
-                         {"id", JobName(ids_[0])},
+                         {"id", names_[0]},
                          {"data", std::move(data)}}));
   }
 
@@ -126,8 +140,8 @@ class SyncImages : public std::enable_shared_from_this<SyncImages> {
       return;
     }
     std::string names;
-    for (JobId id : ids_) {
-      names += (names.empty() ? "" : ", ") + JobName(id);
+    for (const std::string& name : names_) {
+      names += (names.empty() ? "" : ", ") + name;
     }
     // The jobs run on; their ids let the client fetch them later.
     Answer(http::ErrorResponse(504, "server_error", names + " still running", {}, "timeout"));
@@ -140,8 +154,7 @@ class SyncImages : public std::enable_shared_from_this<SyncImages> {
     Finish();
     if (!keep_) {
       CancelUnfinished();
-      SLUICE_LOG(info, "HTTP: client of {} left; its unfinished jobs are cancelled",
-                 JobName(ids_[0]));
+      SLUICE_LOG(info, "HTTP: client of {} left; its unfinished jobs are cancelled", names_[0]);
     }
   }
 
@@ -168,6 +181,7 @@ class SyncImages : public std::enable_shared_from_this<SyncImages> {
   OrchestratorState& state_;
   ExchangePtr ex_;
   std::vector<JobId> ids_;
+  std::vector<std::string> names_;  // Public ids, as ids_.
   std::string base_;
   bool url_, keep_;
   std::vector<std::uint64_t> tokens_;
@@ -205,7 +219,7 @@ class EventFeed : public std::enable_shared_from_this<EventFeed> {
     if (finished) {
       std::optional<JobView> v = state_.Get(id_);
       out += "event: end\ndata: " +
-             (v.has_value() ? JobJson(*v) : json{{"id", JobName(id_)}})
+             (v.has_value() ? JobJson(*v) : json{{"status", "dropped"}})
                  .dump(-1, ' ', false, json::error_handler_t::replace) +
              "\n\n";
     }
@@ -255,16 +269,18 @@ class Mp4Cache {
 };
 
 void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
-                  const ExchangePtr& ex) {
+                  const ExchangePtr& ex, const Caller& caller) {
   bool async = false;
   Result<JobRequest> r = ParseGenerationRequest(req.body, "image", o, &async);
   if (!r.ok()) {
     return ex->Respond(BadRequest(r.status()));
   }
+  r->tenant = caller.tenant;
   // One job per image (seed + i), all or none accepted.
   const json body = json::parse(r->request_json);
   const int n = body.value("n", 1);
   std::vector<JobId> ids;
+  std::vector<std::string> names;
   for (int i = 0; i < n; ++i) {
     JobRequest one = *r;
     json b = body;
@@ -280,6 +296,7 @@ void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
       return ex->Respond(StatusError(id.status()));
     }
     ids.push_back(*id);
+    names.push_back(state.Get(*id)->name);
   }
   if (async) {
     if (n == 1) {
@@ -295,8 +312,9 @@ void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
   // (the newest max_finished_jobs).
   const bool url = body.value("response_format", "b64_json") == "url";
   const std::string host(req.Header("host"));
-  auto wait = std::make_shared<SyncImages>(
-      state, ex, std::move(ids), host.empty() ? "" : "http://" + host, url, o.keep_abandoned_jobs);
+  auto wait = std::make_shared<SyncImages>(state, ex, std::move(ids), std::move(names),
+                                           host.empty() ? "" : "http://" + host, url,
+                                           o.keep_abandoned_jobs);
   wait->Start(o.sync_timeout);
 }
 
@@ -330,7 +348,7 @@ Result<std::string> VideoFormAsJson(const Request& req) {
 }
 
 void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
-                 const ExchangePtr& ex) {
+                 const ExchangePtr& ex, const Caller& caller) {
   std::string form;
   if (http::IsMultipartForm(req.Header("content-type"))) {
     Result<std::string> body = VideoFormAsJson(req);
@@ -344,6 +362,7 @@ void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
   if (!r.ok()) {
     return ex->Respond(BadRequest(r.status()));
   }
+  r->tenant = caller.tenant;
   Result<JobId> id = state.Submit(*r);
   if (!id.ok()) {
     return ex->Respond(StatusError(id.status()));
@@ -352,7 +371,8 @@ void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
 }
 
 // GET /v1/videos: OpenAI's list (after, limit 1..100, order asc|desc).
-void ListVideos(OrchestratorState& state, const Request& req, const ExchangePtr& ex) {
+void ListVideos(OrchestratorState& state, const Request& req, const ExchangePtr& ex,
+                const Caller& caller) {
   std::size_t limit = 20;
   if (std::optional<std::string> l = req.Query("limit")) {
     auto [end, ec] = std::from_chars(l->data(), l->data() + l->size(), limit);
@@ -368,27 +388,28 @@ void ListVideos(OrchestratorState& state, const Request& req, const ExchangePtr&
   }
   JobId after = 0;
   if (std::optional<std::string> a = req.Query("after")) {
-    std::optional<JobId> id = ParseJobId(*a);
-    if (!id) {
+    std::optional<JobView> v = FindJob(state, *a, caller);
+    if (!v.has_value()) {
       return ex->Respond(http::ErrorResponse(400, "invalid_request_error", "after: a video id",
                                              "after", "invalid_value"));
     }
-    after = *id;
+    after = v->id;
   }
   // One more than asked, to know whether there is more.
-  std::vector<JobView> views = state.List("video", after, limit + 1, order == "asc");
+  std::vector<JobView> views =
+      state.List("video", caller.tenant, !caller.closed, after, limit + 1, order == "asc");
   const bool more = views.size() > limit;
   views.resize(std::min(views.size(), limit));
   json data = json::array();
   for (const JobView& v : views) {
     data.push_back(VideoJson(v));
   }
-  ex->Respond(JsonResponse(
-      200, {{"object", "list"},
-            {"data", std::move(data)},
-            {"first_id", views.empty() ? json(nullptr) : json(JobName(views.front().id))},
-            {"last_id", views.empty() ? json(nullptr) : json(JobName(views.back().id))},
-            {"has_more", more}}));
+  ex->Respond(
+      JsonResponse(200, {{"object", "list"},
+                         {"data", std::move(data)},
+                         {"first_id", views.empty() ? json(nullptr) : json(views.front().name)},
+                         {"last_id", views.empty() ? json(nullptr) : json(views.back().name)},
+                         {"has_more", more}}));
 }
 
 // A video's bytes: frames archives become MP4 (ffmpeg, on the blocking
@@ -442,40 +463,79 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
   OrchestratorState* st = &state;
   const HttpOptions o = options;
   auto cache = std::make_shared<Mp4Cache>();
+  auto access = std::make_shared<HttpAccess>(options.access);
+  if (!access->closed()) {
+    SLUICE_LOG(warn,
+               "HTTP API is open: anyone who reaches it may submit, read and cancel any "
+               "job (give --api-keys to require keys)");
+  }
+  using Authed = std::function<void(Request&, const ExchangePtr&, const Caller&)>;
+  // Routes that need a caller: a known key when the API is closed (401).
+  auto add = [&router, access](const char* method, const char* path, Authed h) {
+    router.Add(method, path, [access, h = std::move(h)](Request& req, ExchangePtr ex) {
+      std::optional<std::string> tenant = access->Tenant(req);
+      if (!tenant.has_value()) {
+        return ex->Respond(Unauthorized());
+      }
+      h(req, ex, Caller{*tenant, access->closed()});
+    });
+  };
+  // Submissions also take a token of the tenant's rate (429 when out).
+  auto submit = [access](const Caller& c, const ExchangePtr& ex) {
+    int retry_after = 1;
+    if (access->AdmitSubmission(c.tenant, &retry_after)) {
+      return true;
+    }
+    Response r = http::ErrorResponse(429, "rate_limit_exceeded",
+                                     "tenant '" + c.tenant + "' is over its request rate", {},
+                                     "rate_limit_exceeded");
+    r.headers.emplace_back("Retry-After", std::to_string(retry_after));
+    ex->Respond(std::move(r));
+    return false;
+  };
 
-  router.Add("POST", "/v1/images/generations",
-             [st, o](Request& req, ExchangePtr ex) { SubmitImages(*st, o, req, ex); });
-  router.Add("POST", "/v1/videos",
-             [st, o](Request& req, ExchangePtr ex) { SubmitVideo(*st, o, req, ex); });
-  router.Add("GET", "/v1/videos", [st](Request& req, ExchangePtr ex) { ListVideos(*st, req, ex); });
-  router.Add("DELETE", "/v1/videos/{id}", [st](Request& req, ExchangePtr ex) {
-    std::optional<JobView> v = FindJob(*st, req.params[0]);
+  add("POST", "/v1/images/generations",
+      [st, o, submit](Request& req, const ExchangePtr& ex, const Caller& c) {
+        if (submit(c, ex)) {
+          SubmitImages(*st, o, req, ex, c);
+        }
+      });
+  add("POST", "/v1/videos", [st, o, submit](Request& req, const ExchangePtr& ex, const Caller& c) {
+    if (submit(c, ex)) {
+      SubmitVideo(*st, o, req, ex, c);
+    }
+  });
+  add("GET", "/v1/videos",
+      [st](Request& req, const ExchangePtr& ex, const Caller& c) { ListVideos(*st, req, ex, c); });
+  add("DELETE", "/v1/videos/{id}", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
+    std::optional<JobView> v = FindJob(*st, req.params[0], c);
     if (!v.has_value() || v->kind != "video" || !st->Forget(v->id).ok()) {
       return ex->Respond(NoSuch("video", req.params[0]));
     }
-    ex->Respond(JsonResponse(
-        200, {{"id", JobName(v->id)}, {"object", "video.deleted"}, {"deleted", true}}));
+    ex->Respond(
+        JsonResponse(200, {{"id", v->name}, {"object", "video.deleted"}, {"deleted", true}}));
   });
-  router.Add("GET", "/v1/videos/{id}", [st](Request& req, ExchangePtr ex) {
-    std::optional<JobView> v = FindJob(*st, req.params[0]);
+  add("GET", "/v1/videos/{id}", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
+    std::optional<JobView> v = FindJob(*st, req.params[0], c);
     if (!v.has_value() || v->kind != "video") {
       return ex->Respond(NoSuch("video", req.params[0]));
     }
     ex->Respond(JsonResponse(200, VideoJson(*v)));
   });
-  router.Add("GET", "/v1/videos/{id}/content", [st, o, cache](Request& req, ExchangePtr ex) {
-    std::optional<JobView> v = FindJob(*st, req.params[0]);
-    if (!v.has_value() || v->kind != "video") {
-      return ex->Respond(NoSuch("video", req.params[0]));
-    }
-    if (v->status != "succeeded") {
-      return ex->Respond(http::ErrorResponse(409, "invalid_request_error", "video is " + v->status,
-                                             {}, "video_not_ready"));
-    }
-    VideoContent(*v, o.ffmpeg, cache, ex);
-  });
-  router.Add("GET", "/v1/jobs/{id}", [st](Request& req, ExchangePtr ex) {
-    std::optional<JobView> v = FindJob(*st, req.params[0]);
+  add("GET", "/v1/videos/{id}/content",
+      [st, o, cache](Request& req, const ExchangePtr& ex, const Caller& c) {
+        std::optional<JobView> v = FindJob(*st, req.params[0], c);
+        if (!v.has_value() || v->kind != "video") {
+          return ex->Respond(NoSuch("video", req.params[0]));
+        }
+        if (v->status != "succeeded") {
+          return ex->Respond(http::ErrorResponse(409, "invalid_request_error",
+                                                 "video is " + v->status, {}, "video_not_ready"));
+        }
+        VideoContent(*v, o.ffmpeg, cache, ex);
+      });
+  add("GET", "/v1/jobs/{id}", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
+    std::optional<JobView> v = FindJob(*st, req.params[0], c);
     if (!v.has_value()) {
       return ex->Respond(NoSuch("job", req.params[0]));
     }
@@ -483,8 +543,8 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
   });
   // Any finished job's result bytes (a PNG image, a frames archive), as the
   // final stage returned them.
-  router.Add("GET", "/v1/jobs/{id}/content", [st](Request& req, ExchangePtr ex) {
-    std::optional<JobView> v = FindJob(*st, req.params[0]);
+  add("GET", "/v1/jobs/{id}/content", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
+    std::optional<JobView> v = FindJob(*st, req.params[0], c);
     if (!v.has_value()) {
       return ex->Respond(NoSuch("job", req.params[0]));
     }
@@ -494,17 +554,17 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
     }
     ex->Respond(BytesResponse(std::move(v->result), v->result_type));
   });
-  router.Add("DELETE", "/v1/jobs/{id}", [st](Request& req, ExchangePtr ex) {
-    std::optional<JobId> id = ParseJobId(req.params[0]);
-    Status s = id ? st->Cancel(*id) : NotFoundError("no job " + req.params[0]);
+  add("DELETE", "/v1/jobs/{id}", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
+    std::optional<JobView> v = FindJob(*st, req.params[0], c);
+    Status s = v ? st->Cancel(v->id) : NotFoundError("no job " + req.params[0]);
     if (!s.ok()) {
       return ex->Respond(StatusError(s));
     }
-    ex->Respond(JsonResponse(200, JobJson(*st->Get(*id))));
+    ex->Respond(JsonResponse(200, JobJson(*st->Get(v->id))));
   });
-  router.Add("GET", "/v1/jobs/{id}/events", [st](Request& req, ExchangePtr ex) {
-    std::optional<JobId> id = ParseJobId(req.params[0]);
-    if (!id || !st->Get(*id)) {
+  add("GET", "/v1/jobs/{id}/events", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
+    std::optional<JobView> v = FindJob(*st, req.params[0], c);
+    if (!v.has_value()) {
       return ex->Respond(NoSuch("job", req.params[0]));
     }
     std::size_t next = 0;
@@ -519,7 +579,7 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
       }
       next = n + 1;
     }
-    std::make_shared<EventFeed>(*st, ex, *id, next)->Start();
+    std::make_shared<EventFeed>(*st, ex, v->id, next)->Start();
   });
 
   auto alive = [](Request&, ExchangePtr ex) {

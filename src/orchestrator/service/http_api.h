@@ -16,8 +16,9 @@
 
 #include <chrono>
 
-#include "http/router.h"
 #include "sluice/orchestrator/server.h"
+
+#include "http/router.h"
 #include "orchestrator/service/orchestrator_state.h"
 
 namespace sluice::orchestrator {
@@ -30,6 +31,7 @@ struct HttpOptions {
   // running (default: they are cancelled, their payloads freed).
   bool keep_abandoned_jobs = false;
   RequestLimits limits;
+  AccessConfig access;  // API keys and tenant limits; no keys: open.
 };
 
 // Adds the API's routes to `router`. `state` must outlive the server that

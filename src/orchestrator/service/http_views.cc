@@ -22,7 +22,7 @@ std::string Base64(const std::string& in) {
 
 json JobJson(const JobView& v) {
   json j;
-  j["id"] = JobName(v.id);
+  j["id"] = v.name;
   j["object"] = "job";
   j["kind"] = v.kind;
   j["status"] = v.status;
@@ -72,7 +72,7 @@ json VideoJson(const JobView& v) {
   const int seconds = r.contains("seconds") && r["seconds"].is_number_integer()
                           ? r["seconds"].get<int>()
                           : (r.value("frames", 1) - 1 + fps - 1) / std::max(1, fps);
-  json j = {{"id", JobName(v.id)},
+  json j = {{"id", v.name},
             {"object", "video"},
             {"model",
              r.value("model", json("sluice")).is_string() ? r.value("model", "sluice") : "sluice"},
@@ -92,23 +92,6 @@ json VideoJson(const JobView& v) {
     j["error"] = {{"code", "generation_failed"}, {"message", v.error}};
   }
   return j;
-}
-
-std::optional<JobId> ParseJobId(const std::string& s) {
-  std::string_view v = s;
-  if (v.starts_with("job-")) {
-    v.remove_prefix(4);
-  }
-  JobId id = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), id);
-  if (ec != std::errc() || end != v.data() + v.size() || id == 0) {
-    return std::nullopt;
-  }
-  return id;
-}
-
-std::string JobName(JobId id) {
-  return "job-" + std::to_string(id);
 }
 
 std::string MetricsText(const ServiceStats& s) {

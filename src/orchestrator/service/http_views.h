@@ -1,5 +1,6 @@
 // The JSON shapes the HTTP API answers with (jobs, events, OpenAI's video
-// object), job ids in URLs, and the Prometheus text of /metrics.
+// object; jobs go by their public names) and the Prometheus text of
+// /metrics.
 #ifndef SLUICE_ORCHESTRATOR_SERVICE_HTTP_VIEWS_H_
 #define SLUICE_ORCHESTRATOR_SERVICE_HTTP_VIEWS_H_
 
@@ -15,9 +16,6 @@ nlohmann::json JobJson(const JobView& v);
 nlohmann::json EventJson(const JobEvent& e);
 // OpenAI's video object.
 nlohmann::json VideoJson(const JobView& v);
-// "job-42" (or "42") -> 42; nullopt if malformed.
-std::optional<JobId> ParseJobId(const std::string& s);
-std::string JobName(JobId id);
 std::string Base64(const std::string& in);
 // The orchestrator's Prometheus exposition.
 std::string MetricsText(const ServiceStats& s);

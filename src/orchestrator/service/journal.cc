@@ -55,6 +55,16 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
               "deadline_unix_ms INTEGER, affinity TEXT NOT NULL, status TEXT NOT NULL, "
               "created_unix_ms INTEGER NOT NULL)"));
   SLUICE_RETURN_IF_ERROR(j->Exec("CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status)"));
+  // Added later: a journal from before gets the columns (rows without a
+  // name keep the "job-<id>" their clients were given).
+  for (const char* column : {"name", "tenant"}) {
+    SLUICE_ASSIGN_OR_RETURN(bool has, j->HasColumn("jobs", column));
+    if (!has) {
+      SLUICE_RETURN_IF_ERROR(j->Exec(
+          (std::string("ALTER TABLE jobs ADD COLUMN ") + column + " TEXT NOT NULL DEFAULT ''")
+              .c_str()));
+    }
+  }
   // One row per unfinished job that got somewhere; keys is a JSON array.
   SLUICE_RETURN_IF_ERROR(
       j->Exec("CREATE TABLE IF NOT EXISTS progress (job_id INTEGER PRIMARY KEY, done_stage TEXT, "
@@ -77,12 +87,22 @@ Status Journal::Exec(const char* sql) {
   return Status::Ok();
 }
 
+Result<bool> Journal::HasColumn(const char* table, const char* column) {
+  Stmt st;
+  const std::string sql =
+      std::string("SELECT 1 FROM pragma_table_info('") + table + "') WHERE name = '" + column + "'";
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st.s, nullptr) != SQLITE_OK) {
+    return SqlError(db_, "prepare table_info");
+  }
+  return sqlite3_step(st.s) == SQLITE_ROW;
+}
+
 Status Journal::Add(JobId id, const JobRequest& r) {
   Stmt st;
   if (sqlite3_prepare_v2(db_,
                          "INSERT INTO jobs (id, kind, request, pipeline, priority, "
-                         "deadline_unix_ms, affinity, status, created_unix_ms) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?, 'accepted', ?)",
+                         "deadline_unix_ms, affinity, status, created_unix_ms, name, tenant) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, 'accepted', ?, ?, ?)",
                          -1, &st.s, nullptr) != SQLITE_OK) {
     return SqlError(db_, "prepare insert");
   }
@@ -101,6 +121,8 @@ Status Journal::Add(JobId id, const JobRequest& r) {
   }
   sqlite3_bind_text(st.s, 7, r.affinity.data(), static_cast<int>(r.affinity.size()), SQLITE_STATIC);
   sqlite3_bind_int64(st.s, 8, now);
+  sqlite3_bind_text(st.s, 9, r.name.data(), static_cast<int>(r.name.size()), SQLITE_STATIC);
+  sqlite3_bind_text(st.s, 10, r.tenant.data(), static_cast<int>(r.tenant.size()), SQLITE_STATIC);
   if (sqlite3_step(st.s) != SQLITE_DONE) {
     return SqlError(db_, "insert job " + std::to_string(id));
   }
@@ -159,7 +181,8 @@ Result<std::vector<JournaledJob>> Journal::Unfinished() {
   Stmt st;
   if (sqlite3_prepare_v2(db_,
                          "SELECT id, kind, request, pipeline, priority, deadline_unix_ms, "
-                         "affinity, done_stage, output, keys, checkpoint_step FROM jobs LEFT JOIN "
+                         "affinity, done_stage, output, keys, checkpoint_step, name, tenant "
+                         "FROM jobs LEFT JOIN "
                          "progress ON progress.job_id = jobs.id WHERE status = 'accepted' "
                          "ORDER BY id",
                          -1, &st.s, nullptr) != SQLITE_OK) {
@@ -195,6 +218,8 @@ Result<std::vector<JournaledJob>> Journal::Unfinished() {
           std::chrono::milliseconds(std::max<std::int64_t>(1, sqlite3_column_int64(st.s, 5) - now));
     }
     r.affinity = text(6);
+    r.name = text(11);
+    r.tenant = text(12);
     JournaledJob job{id, std::move(r), {}};
     if (sqlite3_column_type(st.s, 7) != SQLITE_NULL) {
       // A row this journal wrote; anything unreadable in it only costs the

@@ -45,6 +45,8 @@ class Journal : public JobJournal {
  private:
   explicit Journal(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
+  // Whether `table` has `column` (names are literals of this file).
+  Result<bool> HasColumn(const char* table, const char* column);
   sqlite3* db_;
 };
 

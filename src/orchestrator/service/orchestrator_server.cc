@@ -110,6 +110,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
               if (c.colocated) {
                 o.pipeline = {orchestrator::Stage::kDenoise};
               }
+              o.tenants = c.access.tenants;
               return o;
             }(),
             journal_.get()) {}
@@ -167,6 +168,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     ho.max_json_depth = config_.http.max_json_depth;
     ho.keep_abandoned_jobs = config_.http.keep_abandoned_jobs;
     ho.limits = config_.limits;
+    ho.access = config_.access;
     http::Router router;
     orchestrator::InstallHttpApi(router, state_, ho);
     http::ServerOptions so;

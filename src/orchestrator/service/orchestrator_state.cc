@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "common/random.h"
 
 namespace sluice::orchestrator {
 
@@ -125,7 +126,27 @@ Result<JobId> OrchestratorState::Submit(const JobRequest& request) {
   if (options_.pipeline.has_value()) {
     r.pipeline = *options_.pipeline;
   }
+  if (r.name.empty()) {
+    r.name = "job-" + internal::RandomId();
+  }
   std::lock_guard<std::mutex> lock(mu_);
+  if (auto t = options_.tenants.find(r.tenant); t != options_.tenants.end()) {
+    const TenantLimits& l = t->second;
+    const auto u = unfinished_.find(r.tenant);
+    const std::size_t open = u == unfinished_.end() ? 0 : u->second;
+    const auto share = static_cast<std::size_t>(
+        l.queue_share * static_cast<double>(options_.scheduler.max_queued_jobs));
+    if (l.max_jobs_in_flight > 0 && open >= l.max_jobs_in_flight) {
+      ++stats_.rejected;
+      return ResourceExhaustedError("tenant '" + r.tenant + "' has " + std::to_string(open) +
+                                    " jobs in flight, its limit");
+    }
+    if (l.queue_share > 0 && open >= std::max<std::size_t>(1, share)) {
+      ++stats_.rejected;
+      return ResourceExhaustedError("tenant '" + r.tenant + "' holds " + std::to_string(open) +
+                                    " unfinished jobs, its share of the queue");
+    }
+  }
   Result<JobId> id = SubmitLocked(next_job_, r, now, /*journal=*/true);
   if (id.ok()) {
     ++next_job_;
@@ -135,6 +156,11 @@ Result<JobId> OrchestratorState::Submit(const JobRequest& request) {
 
 Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, TimePoint now,
                                               bool journal, const JobProgress* from) {
+  // Journals written before jobs had names: the name clients were given.
+  const std::string name = r.name.empty() ? "job-" + std::to_string(id) : r.name;
+  if (names_.count(name) != 0) {
+    return AlreadyExistsError("job name " + name + " in use");
+  }
   JobSpec spec;
   spec.id = id;
   spec.pipeline = r.pipeline;
@@ -172,6 +198,10 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   j.submitted = now;
   j.queued_since = now;
   j.view.id = id;
+  j.view.name = name;
+  j.view.tenant = r.tenant;
+  names_[j.view.name] = id;
+  ++unfinished_[r.tenant];
   j.view.kind = r.kind;
   j.view.request_json = r.request_json;
   j.view.status = "queued";
@@ -429,9 +459,12 @@ void OrchestratorState::FinishLocked(JobRecord& j, std::string status, std::stri
   while (!j.payload_keys.empty()) {
     ReleaseKeysLocked(j, j.payload_keys.begin()->first);
   }
+  if (--unfinished_[j.view.tenant] == 0) {
+    unfinished_.erase(j.view.tenant);
+  }
   finished_order_.push_back(j.view.id);
   while (finished_order_.size() > options_.max_finished_jobs) {
-    jobs_.erase(finished_order_.front());
+    EraseLocked(finished_order_.front());
     finished_order_.pop_front();
   }
 }
@@ -510,12 +543,13 @@ std::optional<JobView> OrchestratorState::Get(JobId id) {
   return j->second.view;
 }
 
-std::vector<JobView> OrchestratorState::List(std::string_view kind, JobId after, std::size_t limit,
+std::vector<JobView> OrchestratorState::List(std::string_view kind, std::string_view tenant,
+                                             bool any_tenant, JobId after, std::size_t limit,
                                              bool ascending) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<JobView> out;
   auto add = [&](const JobRecord& j) {
-    if (j.view.kind != kind) {
+    if (j.view.kind != kind || (!any_tenant && j.view.tenant != tenant)) {
       return true;
     }
     JobView v = j.view;
@@ -547,10 +581,23 @@ Status OrchestratorState::Forget(JobId id) {
     FinishLocked(j->second, "cancelled", "", now);
     ApplyLocked(now);
   }
-  jobs_.erase(id);
+  EraseLocked(id);
   finished_order_.erase(std::remove(finished_order_.begin(), finished_order_.end(), id),
                         finished_order_.end());
   return Status::Ok();
+}
+
+void OrchestratorState::EraseLocked(JobId id) {
+  if (auto j = jobs_.find(id); j != jobs_.end()) {
+    names_.erase(j->second.view.name);
+    jobs_.erase(j);
+  }
+}
+
+std::optional<JobId> OrchestratorState::Find(std::string_view name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto n = names_.find(std::string(name));
+  return n == names_.end() ? std::nullopt : std::optional<JobId>(n->second);
 }
 
 std::optional<JobView> OrchestratorState::WaitFinished(JobId id,

@@ -14,7 +14,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
+
+#include "sluice/orchestrator/server.h"
 
 #include "orchestrator/core/scheduler.h"
 #include "service/proto/orchestrator.pb.h"
@@ -29,11 +32,17 @@ struct ServiceOptions {
   // When set, every submitted job runs this pipeline instead of its own
   // (colocated serving: {kDenoise}, one worker doing every stage).
   std::optional<std::vector<Stage>> pipeline;
+  // Per-tenant bounds on unfinished jobs (tenants not named: none).
+  std::map<std::string, TenantLimits> tenants;
 };
 
 struct JobRequest {
   std::string kind = "image";  // "image" | "video".
-  std::string request_json;    // Handed to every stage as is.
+  // The job's public id ("job-" + 128 random bits in hex); empty: one is
+  // made at submission. Clients name jobs only by it.
+  std::string name;
+  std::string tenant;        // Who submitted it ("" when the API is open).
+  std::string request_json;  // Handed to every stage as is.
   std::vector<Stage> pipeline = {Stage::kEncode, Stage::kDenoise, Stage::kDecode};
   PriorityClass priority = PriorityClass::kStandard;
   std::optional<std::chrono::milliseconds> deadline;  // From submission.
@@ -96,6 +105,8 @@ struct JobEvent {
 
 struct JobView {
   JobId id = 0;
+  std::string name;  // The public id.
+  std::string tenant;
   std::string kind;
   std::string status;  // queued | running | succeeded | failed | cancelled.
   std::string stage;   // Current or last stage.
@@ -138,9 +149,12 @@ class OrchestratorState {
   // stage. Call once, before serving. Errors: the journal's.
   Status Restore(const PayloadsExist& exist = nullptr);
 
-  // Errors: kInvalidArgument (bad pipeline); kResourceExhausted (queue
-  // full: the HTTP face answers 429).
+  // Errors: kInvalidArgument (bad pipeline); kAlreadyExists (a name in
+  // use); kResourceExhausted (queue full, or the tenant at its jobs in
+  // flight or its share of the queue: the HTTP face answers 429).
   Result<JobId> Submit(const JobRequest& r);
+  // The job whose public id is `name`, if the state holds it.
+  std::optional<JobId> Find(std::string_view name);
   // Errors: kInvalidArgument naming the field (stage, capacity).
   Result<WorkerId> Register(std::string_view stage, int capacity, std::vector<std::string> labels);
   // The worker's assignment stream opened: queued assignments go to `sink`
@@ -170,8 +184,10 @@ class OrchestratorState {
   // Jobs of `kind` the state still holds, in id (submission) order:
   // ascending from just after `after` (0: from the oldest), or descending
   // from just before it (0: from the newest); at most `limit`. Views carry
-  // no result bytes and no events.
-  std::vector<JobView> List(std::string_view kind, JobId after, std::size_t limit, bool ascending);
+  // no result bytes and no events. Only `tenant`'s jobs unless
+  // `any_tenant`.
+  std::vector<JobView> List(std::string_view kind, std::string_view tenant, bool any_tenant,
+                            JobId after, std::size_t limit, bool ascending);
   // Cancels job `id` if it is unfinished, then forgets it (its result and
   // events; later lookups answer not found). Errors: kNotFound.
   Status Forget(JobId id);
@@ -221,6 +237,8 @@ class OrchestratorState {
   // Queues the store keys of `stage`'s output for removal.
   void ReleaseKeysLocked(JobRecord& j, Stage stage);
   void FinishLocked(JobRecord& j, std::string status, std::string error, TimePoint now);
+  // Drops a job from the table (and its name).
+  void EraseLocked(JobId id);
 
   // `from` (restored jobs): the progress it resumes from.
   Result<JobId> SubmitLocked(JobId id, const JobRequest& r, TimePoint now, bool journal,
@@ -242,6 +260,8 @@ class OrchestratorState {
   std::map<JobId, std::vector<std::pair<std::uint64_t, std::function<void()>>>> watchers_;
   std::map<std::uint64_t, JobId> watch_jobs_;
   std::uint64_t next_watch_ = 1;
+  std::unordered_map<std::string, JobId> names_;   // Public id -> job.
+  std::map<std::string, std::size_t> unfinished_;  // Per tenant.
   JobId next_job_ = 1;
   WorkerId next_worker_ = 1;
   ServiceStats stats_;

@@ -1,0 +1,75 @@
+#include "orchestrator/service/http_access.h"
+
+#include <openssl/sha.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace sluice::orchestrator {
+namespace {
+
+std::string Digest(std::string_view key) {
+  unsigned char d[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), d);
+  return std::string(reinterpret_cast<const char*>(d), sizeof(d));
+}
+
+}  // namespace
+
+HttpAccess::HttpAccess(const AccessConfig& config) : limits_(config.tenants) {
+  for (const auto& [key, tenant] : config.keys) {
+    digests_[Digest(key)] = tenant;
+  }
+}
+
+std::optional<std::string> HttpAccess::Tenant(const http::Request& req) const {
+  if (!closed()) {
+    return std::string();
+  }
+  std::string_view auth = req.Header("authorization");
+  constexpr std::string_view kBearer = "bearer ";
+  if (auth.size() <= kBearer.size() ||
+      !std::equal(kBearer.begin(), kBearer.end(), auth.begin(), [](char a, char b) {
+        return a == std::tolower(static_cast<unsigned char>(b));
+      })) {
+    return std::nullopt;
+  }
+  auth.remove_prefix(kBearer.size());
+  // The lookup compares digests: its timing says nothing about the key.
+  auto t = digests_.find(Digest(auth));
+  return t == digests_.end() ? std::nullopt : std::optional<std::string>(t->second);
+}
+
+bool HttpAccess::AdmitSubmission(const std::string& tenant, int* retry_after_s) {
+  auto l = limits_.find(tenant);
+  if (l == limits_.end() || l->second.requests_per_second <= 0) {
+    return true;
+  }
+  const double rate = l->second.requests_per_second;
+  const double burst = l->second.burst > 0 ? l->second.burst : std::max(1.0, 2 * rate);
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [b, fresh] = buckets_.try_emplace(tenant, Bucket{burst, now});
+  Bucket& bucket = b->second;
+  if (!fresh) {
+    const double elapsed = std::chrono::duration<double>(now - bucket.at).count();
+    bucket.tokens = std::min(burst, bucket.tokens + elapsed * rate);
+    bucket.at = now;
+  }
+  if (bucket.tokens >= 1) {
+    bucket.tokens -= 1;
+    return true;
+  }
+  *retry_after_s = std::max(1, static_cast<int>(std::ceil((1 - bucket.tokens) / rate)));
+  return false;
+}
+
+http::Response Unauthorized() {
+  http::Response r = http::ErrorResponse(
+      401, "invalid_request_error", "missing or unknown API key: send 'Authorization: Bearer KEY'",
+      {}, "invalid_api_key");
+  r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+}  // namespace sluice::orchestrator
