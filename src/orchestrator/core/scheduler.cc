@@ -147,7 +147,14 @@ void Scheduler::SetFree(Worker& w, int free) {
 void Scheduler::Enqueue(Job& job, bool at_head, TimePoint now) {
   const std::int64_t deadline =
       job.spec.deadline.has_value() ? job.spec.deadline->time_since_epoch().count() : INT64_MAX;
-  job.key = QueueKey{deadline, at_head ? next_head_seq_-- : next_seq_++, job.spec.id};
+  std::uint64_t fair = 0;
+  if (!at_head) {
+    FairClock& clock = fair_[Idx(job.stage())][static_cast<int>(job.spec.priority)];
+    std::uint64_t& last = clock.last[job.spec.tenant];
+    last = std::max(clock.now, last) + 1;
+    fair = last;
+  }
+  job.key = QueueKey{deadline, fair, at_head ? next_head_seq_-- : next_seq_++, job.spec.id};
   job.queued_at = now;
   job.running = false;
   queues_[Idx(job.stage())][static_cast<int>(job.spec.priority)].insert(*job.key);
@@ -212,6 +219,14 @@ bool Scheduler::DispatchOne(Stage stage, TimePoint now) {
   if (reserve && !job->decode_reserved &&
       total_free_[Idx(Stage::kDecode)] <= static_cast<int>(decode_reserved_)) {
     return false;  // No decode slot for its latent: hold denoise back.
+  }
+  {
+    FairClock& clock = fair_[Idx(stage)][static_cast<int>(job->spec.priority)];
+    clock.now = std::max(clock.now, job->key->fair);
+    if (auto t = clock.last.find(job->spec.tenant);
+        t != clock.last.end() && t->second <= clock.now) {
+      clock.last.erase(t);  // Caught up: max(now, last) is `now` anyway.
+    }
   }
   Dequeue(*job);
   job->running = true;

@@ -13,7 +13,12 @@
 //
 // Order within a stage: priority class (interactive > standard > batch),
 // earliest deadline first within a class (no deadline sorts last), then
-// submission order. A queued item is promoted one class for every
+// fair share across tenants, then submission order. Fair share is start-
+// time fair queuing per (stage, class) queue: a job entering the queue is
+// tagged one past the later of its tenant's last tag and the tag last
+// dispatched from that queue, so tenants take turns and a tenant that
+// floods the queue waits behind its own jobs, not in front of others'. With
+// one tenant this is submission order. A queued item is promoted one class for every
 // `aging_step` it has waited, so batch work never starves. Both the order
 // across classes and the choice of worker come from a SchedulingPolicy
 // (policy.h); DefaultPolicy implements the rules above.
@@ -59,6 +64,7 @@ struct JobSpec {
   // Preferred worker label (e.g. "node=a", where the job's input payload
   // lives); a free worker carrying it is chosen over others.
   std::string affinity;
+  std::string tenant;  // Fair share within its class ("": the one tenant).
   // A job taken back after an orchestrator restart: the index in `pipeline`
   // of the first stage to run (the earlier ones' outputs survived), and the
   // checkpointed step that stage resumes from (0: from the start).
@@ -161,6 +167,7 @@ class Scheduler {
  private:
   struct QueueKey {
     std::int64_t deadline_ns;  // INT64_MAX when none.
+    std::uint64_t fair;        // Fair-share tag (0: re-queued at the head).
     std::uint64_t seq;         // Lower: queued earlier (or re-queued at the head).
     JobId job;
     auto operator<=>(const QueueKey&) const = default;
@@ -220,6 +227,13 @@ class Scheduler {
   std::unordered_map<JobId, Job> jobs_;
   std::unordered_map<WorkerId, Worker> workers_;
   Queue queues_[kStageCount][kClassCount];
+  // Fair share per queue: the tag last dispatched, and each tenant's last
+  // tag (dropped once the queue's time passes it).
+  struct FairClock {
+    std::uint64_t now = 0;
+    std::unordered_map<std::string, std::uint64_t> last;
+  };
+  FairClock fair_[kStageCount][kClassCount];
   // Workers with free slots per stage, most free first: (-free, id).
   std::set<std::pair<int, WorkerId>> free_[kStageCount];
   int total_free_[kStageCount] = {};

@@ -1,5 +1,7 @@
 #include "orchestrator/core/scheduler.h"
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -443,6 +445,74 @@ TEST(SchedulerLimitsTest, SubmitBeyondTheLimitIsResourceExhausted) {
   ASSERT_TRUE(s.Submit(j, now).ok());
   j.id = 3;
   EXPECT_EQ(s.Submit(j, now).code(), StatusCode::kResourceExhausted);
+}
+
+// Fair share across tenants within a class: one encode worker with one
+// slot; each case submits (tenant, class) jobs in order, the first of which
+// occupies the worker, and expects the dispatch order of the rest.
+TEST_F(SchedulerTest, TenantsShareAClassFairly) {
+  struct Sub {
+    std::string tenant;
+    PriorityClass priority = PriorityClass::kBatch;
+  };
+  struct Case {
+    const char* name;
+    std::vector<Sub> subs;
+    std::vector<std::string> order;  // Tenants, as dispatched after the first.
+  };
+  const PriorityClass kI = PriorityClass::kInteractive;
+  const std::vector<Case> cases = {
+      {"one tenant keeps submission order", {{"a"}, {"a"}, {"a"}, {"a"}}, {"a", "a", "a"}},
+      {"a flood does not starve a later tenant",
+       {{"a"}, {"a"}, {"a"}, {"a"}, {"a"}, {"b"}, {"b"}},
+       {"a", "b", "a", "b", "a", "a"}},
+      {"three tenants take turns",
+       {{"a"}, {"a"}, {"a"}, {"b"}, {"b"}, {"c"}, {"c"}},
+       {"a", "b", "c", "a", "b", "c"}},
+      {"classes come first: interactive before any batch",
+       {{"a"}, {"a"}, {"a"}, {"b", kI}, {"b"}},
+       {"b", "a", "b", "a"}},
+      {"unnamed tenants are one tenant", {{""}, {""}, {"x"}, {""}}, {"", "x", ""}},
+  };
+  for (const Case& c : cases) {
+    Scheduler s;
+    ASSERT_TRUE(s.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+    std::map<JobId, std::string> tenant_of;
+    JobId id = 1;
+    for (const Sub& sub : c.subs) {
+      JobSpec j = Job(id, sub.priority);
+      j.tenant = sub.tenant;
+      tenant_of[id] = sub.tenant;
+      ASSERT_TRUE(s.Submit(j, now_).ok()) << c.name;
+      ++id;
+    }
+    std::vector<std::string> order;
+    JobId running = 1;
+    (void)s.TakeActions();
+    for (std::size_t k = 1; k < c.subs.size(); ++k) {
+      ASSERT_TRUE(s.StageDone(running, 1, now_).ok()) << c.name;
+      for (const Action& a : s.TakeActions()) {
+        if (a.kind == Kind::kDispatch) {
+          running = a.job;
+          order.push_back(tenant_of[a.job]);
+        }
+      }
+    }
+    EXPECT_EQ(order, c.order) << c.name;
+  }
+}
+
+TEST_F(SchedulerTest, AJobRequeuedAtTheHeadKeepsItsTurnWhateverItsTenant) {
+  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+  for (JobId id : {1, 2, 3}) {
+    JobSpec j = Job(id);
+    j.tenant = id == 1 ? "flooder" : "other";
+    ASSERT_TRUE(s_.Submit(j, now_).ok());
+  }
+  EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{1});
+  ASSERT_TRUE(s_.WorkerLost(1, now_).ok());  // Job 1 goes back to the head.
+  ASSERT_TRUE(s_.WorkerUp(2, Stage::kEncode, 1, now_).ok());
+  EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{1});
 }
 
 }  // namespace

@@ -169,6 +169,7 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
     spec.deadline = now + *r.deadline;
   }
   spec.affinity = r.affinity;
+  spec.tenant = r.tenant;
   if (from != nullptr && from->done.has_value()) {
     const auto at = std::find(r.pipeline.begin(), r.pipeline.end(), *from->done);
     if (at == r.pipeline.end() || at + 1 == r.pipeline.end()) {
