@@ -93,8 +93,10 @@ int RunDemo(const std::string& base_url, const std::string& out_dir) {
     }
     ids.push_back({*id, at});
   }
-  std::printf("%-8s %-6s %-11s %9s %8s %9s  %s\n", "job", "kind", "status", "latency_s", "ttff_s",
-              "bytes", "file");
+  // Files are named by the demo's own numbering (job ids are 128 random
+  // bits); the id column shows the start of each job id.
+  std::printf("%-4s %-14s %-6s %-11s %9s %8s %9s  %s\n", "#", "job", "kind", "status", "latency_s",
+              "ttff_s", "bytes", "file");
   int ok = 0;
   std::vector<double> latencies;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
@@ -106,7 +108,8 @@ int RunDemo(const std::string& base_url, const std::string& out_dir) {
     }
     std::string file = "-";
     if (o->status == "succeeded") {
-      file = (std::filesystem::path(out_dir) / (o->id + Extension(o->content_type))).string();
+      const std::string name = (jobs[i].video ? "video-" : "image-") + std::to_string(i + 1);
+      file = (std::filesystem::path(out_dir) / (name + Extension(o->content_type))).string();
       if (Status s = WriteFile(file, o->content); !s.ok()) {
         std::cerr << "sluice serve --demo: " << s.ToString() << "\n";
         return 1;
@@ -114,9 +117,10 @@ int RunDemo(const std::string& base_url, const std::string& out_dir) {
       ++ok;
       latencies.push_back(o->latency_s);
     }
-    std::printf("%-8s %-6s %-11s %9.2f %8.2f %9zu  %s%s\n", o->id.c_str(),
-                jobs[i].video ? "video" : "image", o->status.c_str(), o->latency_s, o->ttff_s,
-                o->content.size(), file.c_str(), o->error.empty() ? "" : ("  " + o->error).c_str());
+    std::printf("%-4zu %-14s %-6s %-11s %9.2f %8.2f %9zu  %s%s\n", i + 1,
+                (o->id.substr(0, 12) + "..").c_str(), jobs[i].video ? "video" : "image",
+                o->status.c_str(), o->latency_s, o->ttff_s, o->content.size(), file.c_str(),
+                o->error.empty() ? "" : ("  " + o->error).c_str());
   }
   std::sort(latencies.begin(), latencies.end());
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
