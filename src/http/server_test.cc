@@ -174,26 +174,26 @@ TEST_F(HttpServerTest, OversizedHeadersBodiesAndMalformedRequestsAreRefusedAndSe
 
 TEST_F(HttpServerTest, SlowRequestsAndIdleConnectionsAreDroppedWithoutBlockingOthers) {
   ServerOptions o;
-  o.request_timeout = 400ms;
-  o.idle_timeout = 1500ms;
+  o.request_timeout = 300ms;
+  o.idle_timeout = 3000ms;
   StartServer(o);
   std::vector<std::unique_ptr<Conn>> slow;
   for (int i = 0; i < 20; ++i) {
     slow.push_back(std::make_unique<Conn>(ep()));
     ASSERT_TRUE(slow.back()->Send("GET /hello HTTP/1.1\r\nHo"));  // And never the rest.
   }
-  Conn idle(ep(), 5s);
+  Conn idle(ep(), 10s);
   const auto t0 = std::chrono::steady_clock::now();
   Conn c(ep());
   ASSERT_TRUE(c.Send(Get("/hello")));
   EXPECT_EQ(c.Read().status, 200);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 300ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 500ms);
   for (auto& s : slow) {
     EXPECT_TRUE(s->ClosedByServer());
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1200ms);  // Dropped at ~400 ms.
-  EXPECT_TRUE(idle.ClosedByServer());                        // At ~1.5 s.
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, 1000ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2000ms);  // Dropped at ~300 ms.
+  EXPECT_TRUE(idle.ClosedByServer());                       // At ~3 s.
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 2500ms);
 }
 
 TEST_F(HttpServerTest, ManyWaitingRequestsDoNotHoldThreads) {

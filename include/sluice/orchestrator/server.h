@@ -2,9 +2,10 @@
 //
 // The orchestrator service (`sluice orchestrator`): gRPC for stage workers
 // (register, heartbeat with credits and step progress, a stream of
-// assignments, done/failed) and HTTP/JSON for clients (OpenAI-shaped image
-// generation, jobs, server-sent events, /metrics, /healthz). Scheduling is
-// the deterministic core in src/orchestrator/core.
+// assignments, done/failed) and HTTP/JSON for clients (OpenAI's images and
+// videos APIs, jobs, server-sent events, /metrics, /healthz, /readyz) on an
+// asynchronous server with limits, tenants and API keys. Scheduling is the
+// deterministic core in src/orchestrator/core.
 //
 // Thread safety: all methods may be called from any thread.
 

@@ -1,16 +1,17 @@
-// The orchestrator's HTTP/JSON face for clients:
-//   POST   /v1/images/generations  OpenAI's images body (+ negative_prompt,
-//                                  seed, steps, priority, deadline_ms, async)
-//   POST   /v1/videos              OpenAI's video body (prompt, size, seconds;
-//                                  + frames, fps, seed, steps, ...): a job
-//   GET    /v1/videos/{id}[/content]  the video object, then its bytes
-//   GET    /v1/jobs/{id}[/content] status, stage, step progress, error; bytes
-//   GET    /v1/jobs/{id}/events    server-sent events until the job ends
-//   DELETE /v1/jobs/{id}           cancel
-//   GET    /metrics, /healthz (/health), /readyz
-// A malformed body answers 400 naming the field; a full queue 429 with
-// Retry-After. A synchronous request waits without holding a thread; if its
-// client disconnects, its jobs are cancelled (unless keep_abandoned_jobs).
+// The orchestrator's HTTP/JSON face for clients (OpenAI's images and
+// videos APIs plus sluice's jobs):
+//   POST   /v1/images/generations   an images body: waits, or 202 with "async"
+//   POST   /v1/videos               JSON or multipart/form-data: a video job
+//   GET    /v1/videos               list (after, limit, order)
+//   GET    /v1/videos/{id}[/content], DELETE /v1/videos/{id}
+//   GET    /v1/jobs/{id}[/content], DELETE /v1/jobs/{id}
+//   GET    /v1/jobs/{id}/events     server-sent events until the job ends
+//   GET    /metrics, /healthz (/health), /readyz    (no key needed)
+// Refusals answer OpenAI's error object: a malformed body 400 naming the
+// field, a missing key 401, another tenant's job 404, a full queue or a
+// tenant over its limits 429 with Retry-After. A synchronous request waits
+// without holding a thread; if its client disconnects, its jobs are
+// cancelled (unless keep_abandoned_jobs).
 #ifndef SLUICE_ORCHESTRATOR_SERVICE_HTTP_API_H_
 #define SLUICE_ORCHESTRATOR_SERVICE_HTTP_API_H_
 
