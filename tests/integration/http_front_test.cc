@@ -258,6 +258,13 @@ TEST_F(HttpFrontTest, ASecondOrchestratorOnTakenPortsExitsNonZero) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << flag;
   }
   EXPECT_EQ(Call(first->Word(3), Get("/healthz")).status, 200);
+  // The store master's gRPC port alike.
+  ChildProcess master({SLUICE_BIN, "master", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"});
+  ASSERT_EQ(master.Word(1), "master") << master.banner();
+  ChildProcess again({SLUICE_BIN, "master", "--listen", master.Word(2), "--exit-on-stdin-eof"});
+  EXPECT_EQ(again.banner().find("READY"), std::string::npos) << again.banner();
+  const int status = again.Wait(10000);
+  EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) != 0);
 }
 
 }  // namespace

@@ -113,6 +113,8 @@ class MasterServerImpl final : public pb::Master::CallbackService {
                                               config.fast_lane_connections));
     }
     grpc::ServerBuilder builder;
+    // A second master on the same port must fail, not split the metadata.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     int port = 0;
     builder.AddListeningPort(hp.ToString(), grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(this);
