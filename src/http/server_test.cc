@@ -192,7 +192,7 @@ TEST_F(HttpServerTest, SlowRequestsAndIdleConnectionsAreDroppedWithoutBlockingOt
     EXPECT_TRUE(s->ClosedByServer());
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2000ms);  // Dropped at ~300 ms.
-  EXPECT_TRUE(idle.ClosedByServer());                       // At ~3 s.
+  EXPECT_TRUE(idle.ClosedByServer());                        // At ~3 s.
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 2500ms);
 }
 
