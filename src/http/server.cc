@@ -98,7 +98,18 @@ class ServerImpl final : public Server {
   void Run() {
     Accept();
     for (int i = 0; i < core_.options.io_threads; ++i) {
-      threads_.emplace_back([this] { ioc_.run(); });
+      threads_.emplace_back([this] {
+        // An exception from a posted function (see Session::Dispatch for
+        // handlers) is logged and the loop goes on.
+        while (true) {
+          try {
+            ioc_.run();
+            return;
+          } catch (const std::exception& e) {
+            SLUICE_LOG(error, "HTTP I/O thread: {}", e.what());
+          }
+        }
+      });
     }
   }
 

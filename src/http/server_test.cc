@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -69,6 +70,10 @@ class HttpServerTest : public ::testing::Test {
         ex->Send("data: 2\n\n");
         ex->End();
       });
+    });
+    // A library call that throws (nlohmann on invalid UTF-8).
+    r.Add("GET", "/throws", [](Request&, std::shared_ptr<Exchange>) {
+      (void)nlohmann::json(std::string("\xff")).dump();
     });
     r.Add("GET", "/blocking", [](Request&, std::shared_ptr<Exchange> ex) {
       ex->RunBlocking([ex] {
@@ -295,6 +300,54 @@ TEST_F(HttpServerTest, CorsAnswersPreflightsForAllowedOriginsOnly) {
   r = c.Read();
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.head.find("Access-Control"), std::string::npos);
+}
+
+// Bounded random input (fixed seed): mangled requests, cut anywhere, with
+// random bytes; the server answers or drops each and keeps serving — and a
+// handler that throws gets a 500, not a dead I/O thread.
+TEST_F(HttpServerTest, RandomGarbageNeverTakesTheServerDown) {
+  ServerOptions o;
+  o.request_timeout = 200ms;
+  o.max_header_bytes = 2048;
+  o.max_body_bytes = 4096;
+  StartServer(o);
+  std::mt19937 rng(42);
+  const std::vector<std::string> seeds = {
+      Get("/echo/a/b?q=%zz%4"), Get("/hello", "Expect: 100-continue\r\n"),
+      "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello",
+      "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+      "OPTIONS /echo HTTP/1.1\r\nOrigin: x\r\nAccess-Control-Request-Method: POST\r\n\r\n"};
+  for (int i = 0; i < 300; ++i) {
+    std::string req = seeds[rng() % seeds.size()];
+    const int edits = static_cast<int>(rng() % 6);
+    for (int e = 0; e < edits && !req.empty(); ++e) {
+      const std::size_t at = rng() % req.size();
+      switch (rng() % 3) {
+        case 0:
+          req[at] = static_cast<char>(rng() % 256);
+          break;
+        case 1:
+          req.insert(at, std::string(rng() % 64, static_cast<char>(rng() % 256)));
+          break;
+        default:
+          req.resize(at);  // Cut short.
+      }
+    }
+    Conn c(ep(), 300ms);
+    c.Send(req);
+    if (i % 3 == 0) {
+      c.Read();  // Some wait for whatever comes back.
+    }
+  }
+  Conn c(ep());
+  ASSERT_TRUE(c.Send(Get("/throws")));
+  const Reply thrown = c.Read();
+  EXPECT_EQ(thrown.status, 500);
+  EXPECT_EQ(Json(thrown.body)["error"]["code"], "internal_error");
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  EXPECT_EQ(c.Read().body, "hi");
+  c.Close();
+  EXPECT_TRUE(Eventually([&] { return server_->connections() == 0; }, 5s));
 }
 
 TEST_F(HttpServerTest, BadOptionsAreRefused) {

@@ -218,7 +218,18 @@ void Session::Dispatch() {
   }
   req.params = std::move(m.params);
   auto exchange = MakeExchange(weak_from_this(), core_->gate, seq_);
-  (*m.handler)(req, std::move(exchange));
+  // Handlers return Status, but a library they call may throw (nlohmann's
+  // json, allocation): answer 500 and keep serving rather than let it end
+  // the I/O thread.
+  try {
+    (*m.handler)(req, std::move(exchange));
+  } catch (const std::exception& e) {
+    SLUICE_LOG(error, "HTTP handler for {} {} threw: {}", req.method, req.path, e.what());
+    if (!exchange_done_ && !streaming_) {
+      return DoRespond(seq_,
+                       ErrorResponse(500, "server_error", "internal error", {}, "internal_error"));
+    }
+  }
   // Bytes already buffered are a pipelined request: the client is there.
   if (!exchange_done_ && !watching_ && buffer_.size() == 0) {
     StartWatch();
