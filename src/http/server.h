@@ -69,8 +69,9 @@ class Exchange {
   virtual void Send(std::string data) = 0;
   // The stream's last chunk; ends the exchange.
   virtual void End() = 0;
-  // `fn` runs once, on the strand, if the client disconnects before the
-  // exchange ends. It does not run when the server shuts down.
+  // `fn` runs once, on the strand, if the connection ends before the
+  // exchange does: the client disconnects, or stalls a write past
+  // write_timeout. It does not run when the server shuts down.
   virtual void OnClose(std::function<void()> fn) = 0;
   // Runs `fn` on the connection's strand (after the handler returns, when
   // called from it) unless the connection is gone by then.

@@ -75,6 +75,14 @@ class HttpServerTest : public ::testing::Test {
     r.Add("GET", "/throws", [](Request&, std::shared_ptr<Exchange>) {
       (void)nlohmann::json(std::string("\xff")).dump();
     });
+    // 16 MiB at once to a client that never reads: the write stalls.
+    r.Add("GET", "/flood", [this](Request&, std::shared_ptr<Exchange> ex) {
+      ex->OnClose([this] { ++left_; });
+      ex->StartStream(200, "application/octet-stream", {}, "");
+      for (int i = 0; i < 64; ++i) {
+        ex->Send(std::string(256 << 10, 'f'));
+      }
+    });
     r.Add("GET", "/blocking", [](Request&, std::shared_ptr<Exchange> ex) {
       ex->RunBlocking([ex] {
         std::this_thread::sleep_for(50ms);
@@ -231,6 +239,16 @@ TEST_F(HttpServerTest, AClientThatLeavesWhileItsRequestWaitsIsNoticed) {
     c.Close();
   }
   EXPECT_TRUE(Eventually([&] { return left_ == 3; }, 2s));
+  EXPECT_TRUE(Eventually([&] { return server_->connections() == 0; }, 2s));
+}
+
+TEST_F(HttpServerTest, AStreamWhoseClientStopsReadingIsClosedAtTheWriteTimeout) {
+  ServerOptions o;
+  o.write_timeout = 300ms;
+  StartServer(o);
+  Conn c(ep());
+  ASSERT_TRUE(c.Send(Get("/flood")));
+  EXPECT_TRUE(Eventually([&] { return left_ == 1; }, 5s));  // Its OnClose ran.
   EXPECT_TRUE(Eventually([&] { return server_->connections() == 0; }, 2s));
 }
 

@@ -280,12 +280,7 @@ void Session::OnWatch(error_code ec) {
   if (n > 0) {
     return;  // A pipelined request: read once this exchange ends.
   }
-  std::function<void()> fn = std::move(on_close_);
-  EndExchange();
-  Close();
-  if (fn) {
-    fn();
-  }
+  Close();  // The client left: OnClose runs.
 }
 
 void Session::DoRespond(std::uint64_t seq, Response r) {
@@ -430,13 +425,7 @@ void Session::OnWritten(error_code ec) {
     CancelDeadline();
   }
   if (ec) {
-    std::function<void()> fn = exchange_done_ ? nullptr : std::move(on_close_);
-    EndExchange();
-    Close();
-    if (fn) {
-      fn();  // The client left mid-stream.
-    }
-    return;
+    return Close();  // The client left (or stalled past the write timeout) mid-stream.
   }
   last_write_ = std::chrono::steady_clock::now();
   out_.pop_front();
@@ -499,17 +488,24 @@ void Session::CancelDeadline() {
   deadline_.cancel();
 }
 
+// Every way a connection ends but server shutdown comes here: an exchange
+// still owed an answer (or mid-stream) runs its OnClose, whatever ended it —
+// the client leaving, a reset, or a write stalled past its deadline.
 void Session::Close() {
   if (closed_) {
     return;
   }
   closed_ = true;
+  std::function<void()> fn = exchange_done_ ? nullptr : std::move(on_close_);
   EndExchange();
   CancelDeadline();
   error_code ec;
   socket_.shutdown(tcp::socket::shutdown_both, ec);
   socket_.close(ec);
   out_.clear();
+  if (fn) {
+    fn();
+  }
 }
 
 void Session::AddCors(Headers& h) const {

@@ -46,7 +46,10 @@ Response BadRequest(const Status& s) {
 Response StatusError(const Status& s) {
   switch (s.code()) {
     case StatusCode::kResourceExhausted: {
-      Response r = http::ErrorResponse(429, "rate_limit_exceeded", s.message(), {}, "queue_full");
+      // The queue is full, or the tenant is at its jobs in flight or its
+      // share of the queue (the message says which).
+      Response r =
+          http::ErrorResponse(429, "rate_limit_exceeded", s.message(), {}, "rate_limit_exceeded");
       r.headers.emplace_back("Retry-After", "1");
       return r;
     }
