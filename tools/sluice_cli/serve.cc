@@ -70,7 +70,9 @@ std::vector<GenerateRequest> DemoJobs() {
   return jobs;
 }
 
-int RunDemo(const std::string& base_url, const std::string& out_dir) {
+// `api_key`: sent with every request (the server's first key when it has
+// --api-keys; empty: the API is open).
+int RunDemo(const std::string& base_url, const std::string& out_dir, const std::string& api_key) {
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) {
@@ -84,7 +86,8 @@ int RunDemo(const std::string& base_url, const std::string& out_dir) {
   };
   std::vector<Submitted> ids;
   const Clock::time_point start = Clock::now();
-  for (const GenerateRequest& r : jobs) {
+  for (GenerateRequest r : jobs) {
+    r.api_key = api_key;
     const Clock::time_point at = Clock::now();
     Result<std::string> id = Submit(base_url, r);
     if (!id.ok()) {
@@ -101,7 +104,8 @@ int RunDemo(const std::string& base_url, const std::string& out_dir) {
   std::vector<double> latencies;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     Result<JobOutcome> o =
-        WaitAndFetch(base_url, ids[i].id, jobs[i].video, ids[i].at, std::chrono::minutes(10));
+        WaitAndFetch(base_url, ids[i].id, jobs[i].video, ids[i].at, std::chrono::minutes(10),
+                     WaitOptions{api_key, nullptr, nullptr});
     if (!o.ok()) {
       std::cerr << "sluice serve --demo: " << o.status().ToString() << "\n";
       return 1;
@@ -153,7 +157,8 @@ int RunServe(const ServeOptions& o) {
             << (*cluster)->orchestrator_endpoint() << std::endl;
   std::cout << "READY serve " << url << std::endl;
   if (o.demo) {
-    const int rc = RunDemo(url, o.out_dir);
+    const auto& keys = o.cluster.access.keys;
+    const int rc = RunDemo(url, o.out_dir, keys.empty() ? "" : keys.begin()->first);
     (*cluster)->Drain(std::chrono::seconds(10));
     return rc;
   }
