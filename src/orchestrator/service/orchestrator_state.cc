@@ -424,8 +424,12 @@ Status OrchestratorState::Cancel(JobId id) {
   if (j == jobs_.end() || j->second.view.finished()) {
     return NotFoundError("no running or queued job " + std::to_string(id));
   }
-  SLUICE_RETURN_IF_ERROR(scheduler_.Cancel(id, now));
-  FinishLocked(j->second, "cancelled", "", now);
+  return CancelLocked(j->second, now);
+}
+
+Status OrchestratorState::CancelLocked(JobRecord& j, TimePoint now) {
+  SLUICE_RETURN_IF_ERROR(scheduler_.Cancel(j.view.id, now));
+  FinishLocked(j, "cancelled", "", now);
   ApplyLocked(now);
   return Status::Ok();
 }
@@ -578,9 +582,7 @@ Status OrchestratorState::Forget(JobId id) {
     return NotFoundError("no job " + std::to_string(id));
   }
   if (!j->second.view.finished()) {
-    SLUICE_RETURN_IF_ERROR(scheduler_.Cancel(id, now));
-    FinishLocked(j->second, "cancelled", "", now);
-    ApplyLocked(now);
+    SLUICE_RETURN_IF_ERROR(CancelLocked(j->second, now));
   }
   EraseLocked(id);
   finished_order_.erase(std::remove(finished_order_.begin(), finished_order_.end(), id),

@@ -237,6 +237,8 @@ class OrchestratorState {
   // Queues the store keys of `stage`'s output for removal.
   void ReleaseKeysLocked(JobRecord& j, Stage stage);
   void FinishLocked(JobRecord& j, std::string status, std::string error, TimePoint now);
+  // Cancels an unfinished job. Errors: the scheduler's.
+  Status CancelLocked(JobRecord& j, TimePoint now);
   // Drops a job from the table (and its name).
   void EraseLocked(JobId id);
 
