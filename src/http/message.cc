@@ -1,5 +1,7 @@
 #include "http/message.h"
 
+#include <algorithm>
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 namespace sluice::http {
@@ -42,6 +44,13 @@ Response ErrorResponse(int status, std::string_view type, std::string_view messa
   r.body =
       nlohmann::json{{"error", e}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return r;
+}
+
+std::string AsciiLower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
 }
 
 std::string PercentDecode(std::string_view s) {

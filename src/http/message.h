@@ -42,6 +42,9 @@ struct Response {
 Response ErrorResponse(int status, std::string_view type, std::string_view message,
                        std::string_view param = {}, std::string_view code = {});
 
+// ASCII lower case (header names, media types).
+std::string AsciiLower(std::string_view s);
+
 // "%41b+c" -> "Ab c". Malformed escapes are kept as they are.
 std::string PercentDecode(std::string_view s);
 

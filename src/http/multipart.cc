@@ -3,15 +3,10 @@
 #include <algorithm>
 #include <cctype>
 
+#include "http/message.h"
+
 namespace sluice::http {
 namespace {
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
@@ -38,7 +33,7 @@ std::string Param(std::string_view header, std::string_view key) {
     while (i < n && header[i] != '=' && header[i] != ';') {
       ++i;
     }
-    const std::string name = Lower(Trim(header.substr(name_at, i - name_at)));
+    const std::string name = AsciiLower(Trim(header.substr(name_at, i - name_at)));
     if (i >= n || header[i] == ';') {
       continue;  // A parameter without a value.
     }
@@ -76,7 +71,7 @@ Status Bad(std::string_view why) {
 }  // namespace
 
 bool IsMultipartForm(std::string_view content_type) {
-  return Lower(Trim(content_type.substr(0, content_type.find(';')))) == "multipart/form-data";
+  return AsciiLower(Trim(content_type.substr(0, content_type.find(';')))) == "multipart/form-data";
 }
 
 Result<std::vector<FormPart>> ParseMultipartForm(std::string_view content_type,
@@ -117,10 +112,10 @@ Result<std::vector<FormPart>> ParseMultipartForm(std::string_view content_type,
       if (colon == std::string_view::npos) {
         return Bad("a part header without ':'");
       }
-      const std::string name = Lower(Trim(line.substr(0, colon)));
+      const std::string name = AsciiLower(Trim(line.substr(0, colon)));
       const std::string_view value = Trim(line.substr(colon + 1));
       if (name == "content-disposition") {
-        if (Lower(Trim(value.substr(0, value.find(';')))) != "form-data") {
+        if (AsciiLower(Trim(value.substr(0, value.find(';')))) != "form-data") {
           return Bad("a part's Content-Disposition is not form-data");
         }
         disposition = true;

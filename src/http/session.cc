@@ -19,13 +19,6 @@ namespace {
 namespace beast = boost::beast;
 using boost::system::error_code;
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 std::string Head(int status) {
   const auto reason = beast::http::obsolete_reason(static_cast<beast::http::status>(status));
   return "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) + "\r\n";
@@ -165,7 +158,7 @@ void Session::Dispatch() {
   req.path = req.target.substr(0, q);
   req.query = q == std::string::npos ? std::string() : req.target.substr(q + 1);
   for (const auto& f : msg) {
-    req.headers.emplace_back(Lower(f.name_string()), std::string(f.value()));
+    req.headers.emplace_back(AsciiLower(f.name_string()), std::string(f.value()));
   }
   req.body = std::move(msg.body());
   req.peer = peer_;
