@@ -132,9 +132,10 @@ TEST(ClusterFailureTest, DenoiseWorkerKilledMidJobResumesFromItsCheckpoint) {
   const std::vector<json> events = c.Events(id);
   int resumed = -1, next_step = -1;
   for (const json& e : events) {
-    if (e["type"] == "stage_started" && e.value("detail", "").rfind("resumed from step ", 0) == 0) {
+    if (e.value("type", "") == "stage_started" &&
+        e.value("detail", "").rfind("resumed from step ", 0) == 0) {
       resumed = std::stoi(e["detail"].get<std::string>().substr(18));
-    } else if (resumed > 0 && next_step < 0 && e["type"] == "step") {
+    } else if (resumed > 0 && next_step < 0 && e.value("type", "") == "step") {
       next_step = e["step"].get<int>();
     }
   }
@@ -196,7 +197,8 @@ TEST(ClusterFailureTest, SigtermOnAWorkerLosesNoJob) {
     const std::vector<json> events = c.Events(id);
     EXPECT_EQ(std::count_if(events.begin(), events.end(),
                             [](const json& e) {
-                              return e["type"] == "stage_started" && e["stage"] == "denoise";
+                              return e.value("type", "") == "stage_started" &&
+                                     e.value("stage", "") == "denoise";
                             }),
               1)
         << json(events).dump();
