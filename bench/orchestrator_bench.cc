@@ -51,15 +51,20 @@ Result<OrchestratorBenchResult> RunOrchestratorBench(const OrchestratorBenchOpti
     r.decisions += dispatches;
     return st;
   };
+  const std::vector<StageDecl> pipeline = StandardPipeline();
+  SLUICE_RETURN_IF_ERROR(s.DeclareModel({"bench", pipeline}));
   for (int w = 0; w < o.workers; ++w) {
-    const Stage stage = static_cast<Stage>(w % kStageCount);
-    SLUICE_RETURN_IF_ERROR(timed([&] { return s.WorkerUp(w + 1, stage, 4, now); }));
+    const std::string& stage = pipeline[static_cast<std::size_t>(w) % pipeline.size()].name;
+    SLUICE_RETURN_IF_ERROR(timed([&] {
+      return s.WorkerUp(w + 1, WorkerSpec{{"bench"}, stage, 4, {}}, now);
+    }));
   }
   const PriorityClass classes[] = {PriorityClass::kInteractive, PriorityClass::kStandard,
                                    PriorityClass::kBatch};
   for (std::uint64_t j = 1; j <= o.jobs; ++j) {
     JobSpec spec;
     spec.id = j;
+    spec.model = "bench";
     spec.priority = classes[j % 3];
     SLUICE_RETURN_IF_ERROR(timed([&] { return s.Submit(spec, now); }));
     // Workers finish what they were given, keeping the system busy.

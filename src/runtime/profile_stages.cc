@@ -82,17 +82,15 @@ Result<ModelProfile> FindModelProfile(std::string_view name) {
 
 namespace {
 
-// The request's profile ("model" naming a known one) or `fallback`, and
-// its step count ("steps" when given).
+// The job's profile (its model, when that names a known profile) or
+// `fallback`, and its step count ("steps" when given).
 std::pair<const ModelProfile*, int> ForRequest(const ModelProfile& fallback,
-                                               const std::string& request_json) {
-  const nlohmann::json req = nlohmann::json::parse(request_json, nullptr, false);
+                                               const StageContext& ctx) {
+  const nlohmann::json req = nlohmann::json::parse(ctx.request_json(), nullptr, false);
   const ModelProfile* p = &fallback;
-  if (req.is_object() && req.contains("model") && req["model"].is_string()) {
-    for (const ModelProfile& known : kProfiles) {
-      if (known.name == req["model"].get<std::string>()) {
-        p = &known;
-      }
+  for (const ModelProfile& known : kProfiles) {
+    if (known.name == ctx.model()) {
+      p = &known;
     }
   }
   const int steps = req.is_object() && req.contains("steps") && req["steps"].is_number_integer()
@@ -136,7 +134,7 @@ StageOutput RunDecode(StageContext& ctx, const ModelProfile& p, double time_fact
 StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string& stage,
                                  DiffusionConnector* connector, double time_factor) {
   return [profile, stage, connector, time_factor](StageContext& ctx) -> Result<StageOutput> {
-    const auto [p, steps] = ForRequest(profile, ctx.request_json());
+    const auto [p, steps] = ForRequest(profile, ctx);
     if (stage == "encode") {
       Spend(p->encode_s, time_factor);
       std::vector<std::uint16_t> cond(NumElements(p->condition_shape),
@@ -163,7 +161,7 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
 
 StageHandler ProfileColocatedHandler(const ModelProfile& profile, double time_factor) {
   return [profile, time_factor](StageContext& ctx) -> Result<StageOutput> {
-    const auto [p, steps] = ForRequest(profile, ctx.request_json());
+    const auto [p, steps] = ForRequest(profile, ctx);
     Spend(p->encode_s, time_factor);
     SLUICE_RETURN_IF_ERROR(RunSteps(ctx, *p, steps, time_factor, /*may_yield=*/false).status());
     return RunDecode(ctx, *p, time_factor);

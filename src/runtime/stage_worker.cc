@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/net.h"
+#include "orchestrator/core/model.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
 namespace sluice::internal {
@@ -20,7 +21,7 @@ namespace pb = ::sluice::orchestrator::v1;
 struct RunState {
   std::uint64_t job_id = 0;
   std::uint64_t worker_id = 0;  // The registration that received it.
-  std::string stage, request_json, input;
+  std::string stage, model, request_json, input;
   int resume_step = 0;
   std::atomic<bool> stop{false}, checkpoint{false};
   std::atomic<bool> reported{false};  // Done/Failed sent (by the runner or by Drain).
@@ -81,9 +82,7 @@ class StageWorkerImpl {
 
   Status Start() {
     SLUICE_RETURN_IF_ERROR(ParseHostPort(config_.orchestrator, false).status());
-    if (config_.stage != "encode" && config_.stage != "denoise" && config_.stage != "decode") {
-      return InvalidArgumentError("stage worker: stage must be encode, denoise or decode");
-    }
+    SLUICE_RETURN_IF_ERROR(ValidateModels());
     if (config_.capacity < 1 || config_.capacity > 1024) {
       return InvalidArgumentError("stage worker: capacity must be in 1..1024");
     }
@@ -173,9 +172,53 @@ class StageWorkerImpl {
     std::shared_ptr<std::atomic<bool>> done;
   };
 
+  Status ValidateModels() {
+    auto bad = [](const char* field, const Status& s) {
+      return InvalidArgumentError("stage worker: " + std::string(field) + ": " +
+                                  std::string(s.message()));
+    };
+    if (Status s = orchestrator::ValidateStageName(config_.stage); !s.ok()) {
+      return bad("stage", s);
+    }
+    for (const std::string& m : config_.models) {
+      if (Status s = orchestrator::ValidateModelName(m); !s.ok()) {
+        return bad("models", s);
+      }
+    }
+    if (config_.models.size() > 64) {
+      return InvalidArgumentError("stage worker: models: at most 64");
+    }
+    std::vector<orchestrator::StageDecl> stages = orchestrator::StandardPipeline();
+    if (!config_.pipeline.empty()) {
+      Result<std::vector<orchestrator::StageDecl>> p =
+          orchestrator::ParsePipeline(config_.pipeline);
+      Status s = p.ok() ? orchestrator::ValidateModel({"worker", *p}) : p.status();
+      if (!s.ok()) {
+        return bad("pipeline", s);
+      }
+      stages = std::move(*p);
+      for (const orchestrator::StageDecl& d : stages) {
+        pb::StageDecl* out = pipeline_.Add();
+        out->set_name(d.name);
+        out->set_admission(d.kind == orchestrator::StageKind::kAdmission);
+      }
+    }
+    if (std::none_of(stages.begin(), stages.end(),
+                     [&](const orchestrator::StageDecl& d) { return d.name == config_.stage; })) {
+      return InvalidArgumentError("stage worker: stage '" + config_.stage +
+                                  "' is not in the pipeline " +
+                                  orchestrator::FormatPipeline(stages));
+    }
+    return Status::Ok();
+  }
+
   bool Register() {
     pb::RegisterRequest req;
     req.set_stage(config_.stage);
+    for (const std::string& m : config_.models) {
+      req.add_models(m);
+    }
+    *req.mutable_pipeline() = pipeline_;
     req.set_capacity(static_cast<std::uint32_t>(config_.capacity));
     for (const auto& l : config_.labels) {
       req.add_labels(l);
@@ -184,9 +227,20 @@ class StageWorkerImpl {
     pb::RegisterResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    if (!stub_->Register(&ctx, req, &resp).ok()) {
+    const grpc::Status rpc = stub_->Register(&ctx, req, &resp);
+    if (!rpc.ok()) {
+      // The orchestrator refusing this registration (a pipeline that
+      // differs from its model's declaration) is retried like an absent
+      // orchestrator, and said once per distinct reason.
+      if (rpc.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          rpc.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
+          rpc.error_message() != refused_) {
+        refused_ = rpc.error_message();
+        SLUICE_LOG(error, "stage worker {}: registration refused: {}", config_.stage, refused_);
+      }
       return false;
     }
+    refused_.clear();
     std::lock_guard<std::mutex> lock(mu_);
     worker_id_ = resp.worker_id();
     reports_ = 0;
@@ -236,6 +290,7 @@ class StageWorkerImpl {
     s->job_id = a.job_id();
     s->worker_id = worker_id;
     s->stage = a.stage();
+    s->model = a.model();
     s->request_json = a.request_json();
     s->input = a.input();
     s->resume_step = static_cast<int>(a.resume_step());
@@ -426,6 +481,8 @@ class StageWorkerImpl {
 
   StageWorkerConfig config_;
   StageHandler handler_;
+  google::protobuf::RepeatedPtrField<pb::StageDecl> pipeline_;  // Declared; empty: standard.
+  std::string refused_;  // The last registration refusal logged (reader thread only).
   std::unique_ptr<pb::Orchestrator::Stub> stub_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -450,6 +507,9 @@ std::uint64_t StageContext::job_id() const {
 }
 const std::string& StageContext::stage() const {
   return s_->stage;
+}
+const std::string& StageContext::model() const {
+  return s_->model;
 }
 const std::string& StageContext::request_json() const {
   return s_->request_json;

@@ -76,6 +76,13 @@ class EmbeddedClusterImpl {
       StageWorkerConfig wc;
       wc.orchestrator = orchestrator->endpoint();
       wc.stage = colocated ? "denoise" : stage;
+      if (config.stages == "reference") {
+        wc.models = {std::string(kReferenceModelName)};
+      } else {
+        for (const ModelProfile& p : ModelProfiles()) {
+          wc.models.push_back(p.name);  // One pool of workers serves every profile model.
+        }
+      }
       wc.capacity = stage == "decode" ? decode_capacity : 1;
       wc.name = stage + "-" + std::to_string(workers.size());
       SLUICE_ASSIGN_OR_RETURN(auto reg, StageWorker::Start(wc, std::move(handler)));
@@ -155,6 +162,8 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   oc.store_master = impl->master->endpoint();
   oc.journal_path = config.journal_path;
   oc.colocated = config.colocated;
+  oc.default_model =
+      config.stages == "reference" ? std::string(kReferenceModelName) : config.stages;
   SLUICE_ASSIGN_OR_RETURN(impl->orchestrator, OrchestratorServer::Start(oc));
   if (config.colocated) {
     for (int i = 0; i < config.workers; ++i) {

@@ -32,8 +32,9 @@ TEST(ClusterTest, EveryRoleAsItsOwnProcessServesAnImageRequest) {
   }
   httplib::Client http("http://" + orch.Word(3));
   http.set_read_timeout(60, 0);
-  auto r = http.Post("/v1/images/generations", R"({"prompt":"a lighthouse","steps":8})",
-                     "application/json");
+  auto r =
+      http.Post("/v1/images/generations",
+                R"({"prompt":"a lighthouse","steps":8,"model":"flux-1024"})", "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   const json j = json::parse(r->body);

@@ -74,9 +74,10 @@ class HttpFrontTest : public ::testing::Test {
     ASSERT_GE(r.rlim_cur, 4096u) << "the load test needs ~3,000 descriptors per process";
   }
 
-  // A store (master, node) and an orchestrator; Workers() adds one
-  // profile-stage worker per stage.
-  void StartCluster() {
+  // A store (master, node) and an orchestrator whose requests naming no
+  // model run on `default_model`; Workers() adds one profile-stage worker
+  // (model flux-1024) per stage.
+  void StartCluster(const std::string& default_model = "flux-1024") {
     master_ = std::make_unique<ChildProcess>(std::vector<std::string>{
         SLUICE_BIN, "master", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"});
     ASSERT_EQ(master_->Word(1), "master") << master_->banner();
@@ -84,7 +85,7 @@ class HttpFrontTest : public ::testing::Test {
         std::vector<std::string>{SLUICE_BIN, "store-node", "--master", master_->Word(2), "--memory",
                                  "128MiB", "--exit-on-stdin-eof"});
     ASSERT_EQ(node_->Word(1), "store-node") << node_->banner();
-    orch_ = Orchestrator({"--store-master", master_->Word(2)});
+    orch_ = Orchestrator({"--store-master", master_->Word(2), "--default-model", default_model});
   }
   void Workers(const std::string& time_factor) {
     for (const char* stage : {"encode", "denoise", "decode"}) {
@@ -92,6 +93,16 @@ class HttpFrontTest : public ::testing::Test {
           SLUICE_BIN, "worker", "--stage", stage, "--orchestrator", orch_->Word(2), "--master",
           master_->Word(2), "--profile", "flux-1024", "--time-factor", time_factor,
           "--exit-on-stdin-eof"}));
+      ASSERT_EQ(workers_.back()->Word(1), "worker") << workers_.back()->banner();
+    }
+  }
+
+  // Reference-stage workers (model sluice-reference, named explicitly).
+  void ReferenceWorkers() {
+    for (const char* stage : {"encode", "denoise", "decode"}) {
+      workers_.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+          SLUICE_BIN, "worker", "--stage", stage, "--orchestrator", orch_->Word(2), "--master",
+          master_->Word(2), "--model", "sluice-reference", "--steps", "4", "--exit-on-stdin-eof"}));
       ASSERT_EQ(workers_.back()->Word(1), "worker") << workers_.back()->banner();
     }
   }
@@ -204,7 +215,8 @@ TEST_F(HttpFrontTest, CraftedRequestsAreRefusedAndTheServerGoesOn) {
   EXPECT_EQ(Call(ep, Get("/healthz")).status, 200);
   r = Call(ep, Get("/readyz"));
   EXPECT_EQ(r.status, 503);
-  EXPECT_NE(r.body.find("no registered worker for stage encode, denoise, decode"),
+  EXPECT_NE(r.body.find("no registered worker for sluice-reference/encode, "
+                        "sluice-reference/denoise, sluice-reference/decode"),
             std::string::npos)
       << r.body;
 }
@@ -265,6 +277,73 @@ TEST_F(HttpFrontTest, ASecondOrchestratorOnTakenPortsExitsNonZero) {
   EXPECT_EQ(again.banner().find("READY"), std::string::npos) << again.banner();
   const int status = again.Wait(10000);
   EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) != 0);
+}
+
+// Two models served at once, each by its own workers: the reference
+// model (real PNGs) and the flux-1024 profile (1 MiB of one byte per job).
+// Every job's bytes show which pool ran it; a model nobody serves is 404.
+TEST_F(HttpFrontTest, TwoModelsServedAtOnceEachJobOnItsOwnModelsWorkers) {
+  StartCluster("sluice-reference");
+  const std::string ep = orch_->Word(3);
+  Workers("0.01");
+  ReferenceWorkers();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const Reply r = Call(ep, Get("/readyz"));
+        return r.status == 200 && r.body.find("flux-1024") != std::string::npos;
+      },
+      20s));
+  const json models = json::parse(Call(ep, Get("/v1/models")).body);
+  ASSERT_EQ(models["object"], "list");
+  std::map<std::string, json> by_id;
+  for (const json& m : models["data"]) {
+    by_id[m["id"]] = m;
+  }
+  ASSERT_EQ(by_id.size(), 2u) << models.dump();
+  EXPECT_EQ(by_id["flux-1024"]["object"], "model");
+  EXPECT_EQ(by_id["flux-1024"]["ready"], true);
+  EXPECT_EQ(by_id["flux-1024"]["stages"][1]["kind"], "admission");
+  EXPECT_EQ(by_id["sluice-reference"]["default"], true);
+  EXPECT_EQ(Call(ep, Get("/v1/models/flux-1024")).status, 200);
+
+  std::vector<std::pair<std::string, bool>> jobs;  // (id, flux?)
+  for (int i = 0; i < 6; ++i) {
+    const bool flux = i % 2 == 0;
+    json body = {{"async", true}, {"steps", 4}, {"prompt", "model " + std::to_string(i)}};
+    if (flux) {
+      body["model"] = "flux-1024";
+    }
+    const Reply r = Call(ep, Post("/v1/images/generations", body.dump()));
+    ASSERT_EQ(r.status, 202) << r.body;
+    const json j = json::parse(r.body);
+    EXPECT_EQ(j["model"], flux ? "flux-1024" : "sluice-reference");
+    jobs.emplace_back(j["id"], flux);
+  }
+  for (const auto& [id, flux] : jobs) {
+    ASSERT_TRUE(Eventually(
+        [&] {
+          const Reply r = Call(ep, Get("/v1/jobs/" + id));
+          return r.status == 200 && json::parse(r.body)["status"] != "queued" &&
+                 json::parse(r.body)["status"] != "running";
+        },
+        60s));
+    const Reply content = Call(ep, Get("/v1/jobs/" + id + "/content"));
+    ASSERT_EQ(content.status, 200) << id << " " << content.body.substr(0, 200);
+    if (flux) {
+      EXPECT_EQ(content.body.size(), 1024u * 1024) << "flux-1024's profile decode made it";
+    } else {
+      EXPECT_EQ(content.body.rfind("\x89PNG", 0), 0u) << "the reference decode made it";
+    }
+  }
+
+  const Reply missing =
+      Call(ep, Post("/v1/images/generations", R"({"prompt":"x","model":"no-such-model"})"));
+  EXPECT_EQ(missing.status, 404) << missing.body;
+  const json e = json::parse(missing.body)["error"];
+  EXPECT_EQ(e["code"], "model_not_found");
+  EXPECT_EQ(e["param"], "model");
+  EXPECT_EQ(Call(ep, Get("/v1/models/no-such-model")).status, 404);
+  EXPECT_EQ(Counter(ep, "sluice_orchestrator_jobs_succeeded_total"), 6);
 }
 
 }  // namespace

@@ -147,12 +147,16 @@ TEST_F(OrchestratorHttpTest, HealthReadinessAndTheErrorShapeOfRefusals) {
   auto r = http_->Get("/readyz");
   EXPECT_EQ(r->status, 503);
   EXPECT_EQ(json::parse(r->body)["error"]["code"], "not_ready");
-  EXPECT_NE(r->body.find("encode, denoise, decode"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("sluice-reference/encode, sluice-reference/denoise, "
+                         "sluice-reference/decode"),
+            std::string::npos)
+      << r->body;
+  EXPECT_EQ(http_->Get("/readyz?model=nope")->status, 404);
   {
     FakeWorker e(server_->endpoint(), "encode"), v(server_->endpoint(), "decode");
     ASSERT_TRUE(Eventually([&] {
       auto x = http_->Get("/readyz");
-      return x && x->body.find("stage denoise\"") != std::string::npos;
+      return x && x->body.find("for sluice-reference/denoise\"") != std::string::npos;
     }));
     FakeWorker d(server_->endpoint(), "denoise");
     EXPECT_TRUE(Eventually([&] { return http_->Get("/readyz")->status == 200; }));

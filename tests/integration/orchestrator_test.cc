@@ -66,7 +66,9 @@ TEST_F(OrchestratorTest, ImageJobsRunThroughEveryStageSyncAsyncAndWithEvents) {
   auto m = http_->Get("/metrics");
   EXPECT_NE(m->body.find("sluice_orchestrator_jobs_succeeded_total 5"), std::string::npos)
       << m->body;
-  EXPECT_NE(m->body.find("sluice_orchestrator_workers{stage=\"denoise\"} 1"), std::string::npos);
+  EXPECT_NE(
+      m->body.find("sluice_orchestrator_workers{model=\"sluice-reference\",stage=\"denoise\"} 1"),
+      std::string::npos);
   EXPECT_EQ(http_->Get("/healthz")->status, 200);
 }
 
@@ -325,7 +327,9 @@ TEST_F(OrchestratorTest, FloodedSubmissionsAre429AndTheQueueStaysBounded) {
   EXPECT_EQ(accepted, 50);
   EXPECT_EQ(limited, 450);
   const std::string m = http_->Get("/metrics")->body;
-  EXPECT_NE(m.find("sluice_orchestrator_queued{stage=\"encode\"} 50"), std::string::npos) << m;
+  EXPECT_NE(m.find("sluice_orchestrator_queued{model=\"sluice-reference\",stage=\"encode\"} 50"),
+            std::string::npos)
+      << m;
   EXPECT_NE(m.find("sluice_orchestrator_jobs_rejected_total 450"), std::string::npos);
 }
 

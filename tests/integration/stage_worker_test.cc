@@ -244,7 +244,8 @@ TEST_F(StageWorkerTest, ADrainedWorkersLastDoneIsHeardBeforeItLeaves) {
 TEST_F(StageWorkerTest, AStoppedWorkerLeavesTheOrchestratorAtOnce) {
   auto workers = [&] {
     const std::string body = http_->Get("/metrics")->body;
-    const std::string name = "sluice_orchestrator_workers{stage=\"denoise\"} ";
+    const std::string name =
+        "sluice_orchestrator_workers{model=\"sluice-reference\",stage=\"denoise\"} ";
     const std::size_t at = body.find(name);
     return at == std::string::npos ? -1 : std::stoi(body.substr(at + name.size()));
   };

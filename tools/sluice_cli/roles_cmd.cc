@@ -150,6 +150,7 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
 void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   struct Opts {
     OrchestratorConfig config;
+    std::vector<std::string> declared;
     std::int64_t worker_timeout_ms = 0;
     bool exit_on_eof = false;
   };
@@ -175,6 +176,12 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
                   "SQLite file journaling accepted jobs (they survive a restart)");
   cmd->add_flag("--colocated", o->config.colocated,
                 "each job is one assignment to a denoise-pool worker running every stage");
+  cmd->add_option("--declare-model", o->declared,
+                  "NAME=PIPELINE, e.g. my-i2i=denoise:admission,decode: a model jobs may queue "
+                  "for before its workers register (repeatable)");
+  cmd->add_option("--default-model", o->config.default_model,
+                  "the model of requests that name none")
+      ->capture_default_str();
   auto http = AddHttpFrontFlags(cmd, &o->config.http);
   AddRequestLimitFlags(cmd, &o->config.limits);
   auto keys = AddApiKeysFlag(cmd, &o->config.access);
@@ -186,6 +193,15 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
                       return 2;
                     }
                     o->config.worker_timeout = std::chrono::milliseconds(o->worker_timeout_ms);
+                    for (const std::string& d : o->declared) {
+                      const std::size_t eq = d.find('=');
+                      if (eq == std::string::npos || eq == 0 ||
+                          !o->config.models.emplace(d.substr(0, eq), d.substr(eq + 1)).second) {
+                        std::cerr << "sluice orchestrator: --declare-model '" << d
+                                  << "': NAME=PIPELINE, each NAME once\n";
+                        return 2;
+                      }
+                    }
                     return RunOrchestrator(o->config, o->exit_on_eof);
                   }});
 }
@@ -206,6 +222,10 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--master", w.master, "store master host:port");
   cmd->add_option("--profile", w.profile,
                   "model profile, e.g. wan2.1-480p (default: the reference models)");
+  cmd->add_option("--model", w.models,
+                  "the models it serves, comma-separated (default: sluice-reference, or the "
+                  "--profile name); jobs of a model run only on its workers")
+      ->delimiter(',');
   cmd->add_flag("--colocated", w.colocated,
                 "run all three stages of a job (with `orchestrator --colocated`; --stage denoise)");
   cmd->add_option("--steps", w.steps, "reference: denoise steps when a request names none")

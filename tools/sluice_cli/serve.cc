@@ -331,6 +331,10 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   StageWorkerConfig wc;
   wc.orchestrator = o.orchestrator;
   wc.stage = o.stage;
+  wc.models = o.models;
+  if (wc.models.empty()) {
+    wc.models = {o.profile.empty() ? std::string(kReferenceModelName) : o.profile};
+  }
   wc.capacity = o.capacity;
   wc.name = o.stage + "@" + (*conn)->engine().endpoint();
   auto worker = StageWorker::Start(wc, std::move(*handler));

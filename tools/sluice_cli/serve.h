@@ -4,6 +4,7 @@
 #define SLUICE_TOOLS_SERVE_H_
 
 #include <string>
+#include <vector>
 
 #include "sluice/serve/embedded.h"
 
@@ -30,7 +31,8 @@ int RunGenerate(const GenerateOptions& o);
 
 struct WorkerOptions {
   std::string stage, orchestrator, master, mode = "store", listen = "127.0.0.1:0";
-  std::string profile;  // Empty: the reference models.
+  std::string profile;              // Empty: the reference models.
+  std::vector<std::string> models;  // Empty: the reference model, or the profile's.
   bool colocated = false;
   int capacity = 1;
   int steps = 12;

@@ -110,6 +110,14 @@ struct OrchestratorConfig {
   // every job is one assignment to a worker of the denoise pool, which runs
   // encode, denoise and decode in turn.
   bool colocated = false;
+  // Models declared from the start, name -> pipeline as text
+  // ("encode,denoise:admission,decode": stage names in order, ":admission"
+  // marking admission stages): jobs for them queue before any worker
+  // registers. Workers declare the models they serve as they register.
+  std::map<std::string, std::string> models;
+  // Requests naming no model run on this one (declared with the standard
+  // pipeline encode, denoise:admission, decode unless `models` names it).
+  std::string default_model = "sluice-reference";
 
   HttpFrontConfig http;
   RequestLimits limits;

@@ -25,12 +25,16 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 
 #include "sluice/connector/connector.h"
 #include "sluice/runtime/stage_worker.h"
 #include "sluice/store/client.h"
 
 namespace sluice {
+
+// The model the reference stages serve (and `sluice serve`'s default).
+inline constexpr std::string_view kReferenceModelName = "sluice-reference";
 
 struct ReferenceStageOptions {
   int default_steps = 12;  // When the request names none.

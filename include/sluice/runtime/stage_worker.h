@@ -1,7 +1,8 @@
 // sluice/runtime/stage_worker.h
 //
-// StageWorker runs one stage (encode, denoise or decode) for the
-// orchestrator: it registers with its stage, capacity and labels, receives
+// StageWorker runs one stage of one or more models' pipelines for the
+// orchestrator: it registers with its models, stage, capacity and labels
+// (declaring its models' pipeline), receives
 // assignments on a stream, runs the stage handler for each on its own
 // thread, reports step progress, the first decoded output and credits in
 // heartbeats, reports Done / Failed, re-registers when the orchestrator
@@ -35,6 +36,7 @@ class StageContext {
  public:
   std::uint64_t job_id() const;
   const std::string& stage() const;
+  const std::string& model() const;         // The job's model (one of the worker's).
   const std::string& request_json() const;  // The job's request, as submitted.
   const std::string& input() const;         // The previous stage's output (a descriptor), or empty.
   int resume_step() const;                  // Denoise: continue after this checkpointed step.
@@ -77,8 +79,19 @@ using StageHandler = std::function<Result<StageOutput>(StageContext&)>;
 
 struct StageWorkerConfig {
   std::string orchestrator;  // gRPC "host:port".
-  std::string stage;         // encode | denoise | decode.
-  int capacity = 1;          // Concurrent assignments, 1..1024.
+  // A stage of `pipeline`: a free-form identifier ([a-z0-9_-], 1..64).
+  std::string stage;
+  // The models it serves; empty: the orchestrator's default model. Jobs of
+  // a model run only on its workers.
+  std::vector<std::string> models;
+  // Its models' pipeline as text: stage names in order, ":admission"
+  // marking admission stages (pinned, stateful, preemptible), e.g.
+  // "encode,denoise:admission,decode,upscale". Declares a model the
+  // orchestrator does not know yet; registration is refused (and logged)
+  // when it differs from a model's declaration. Empty: the standard
+  // "encode,denoise:admission,decode" (and `stage` must be one of those).
+  std::string pipeline;
+  int capacity = 1;  // Concurrent assignments, 1..1024.
   std::vector<std::string> labels;
   std::string name;  // For logs.
   std::chrono::milliseconds heartbeat_interval{200};
@@ -87,7 +100,8 @@ struct StageWorkerConfig {
 class StageWorker {
  public:
   // Registers (retrying while the orchestrator is away) and starts serving.
-  // Errors: kInvalidArgument naming the bad field.
+  // Errors: kInvalidArgument naming the bad field (stage, models, pipeline,
+  // a stage not in the pipeline, capacity, heartbeat).
   static Result<std::unique_ptr<StageWorker>> Start(StageWorkerConfig config, StageHandler handler);
   // Drain(), then stops.
   ~StageWorker();

@@ -4,24 +4,6 @@
 
 namespace sluice::orchestrator {
 
-std::string_view StageName(Stage s) {
-  switch (s) {
-    case Stage::kEncode:
-      return "encode";
-    case Stage::kDenoise:
-      return "denoise";
-    case Stage::kDecode:
-      return "decode";
-  }
-  return "unknown";
-}
-
-namespace {
-int Idx(Stage s) {
-  return static_cast<int>(s);
-}
-}  // namespace
-
 Scheduler::Scheduler(SchedulerOptions options, std::unique_ptr<SchedulingPolicy> policy)
     : options_(options),
       policy_(policy != nullptr ? std::move(policy)
@@ -36,26 +18,87 @@ QueuedView Scheduler::View(const Job& job) const {
                     job.spec.affinity};
 }
 
+Status Scheduler::DeclareModel(const ModelSpec& model) {
+  SLUICE_RETURN_IF_ERROR(ValidateModel(model));
+  if (auto it = models_.find(model.name); it != models_.end()) {
+    if (it->second.spec == model) {
+      return Status::Ok();
+    }
+    return AlreadyExistsError("model '" + model.name + "' is declared as " +
+                              FormatPipeline(it->second.spec.stages) + ", not " +
+                              FormatPipeline(model.stages));
+  }
+  ModelEntry& entry = models_[model.name];
+  entry.spec = model;
+  for (std::size_t i = 0; i < model.stages.size(); ++i) {
+    auto pool = std::make_unique<Pool>();
+    pool->model = model.name;
+    pool->stage = model.stages[i].name;
+    pool->kind = model.stages[i].kind;
+    pool->distance_to_end = model.stages.size() - 1 - i;
+    const auto id = static_cast<PoolId>(pools_.size());
+    if (by_distance_.size() <= pool->distance_to_end) {
+      by_distance_.resize(pool->distance_to_end + 1);
+    }
+    by_distance_[pool->distance_to_end].push_back(id);
+    pools_.push_back(std::move(pool));
+    entry.pools.push_back(id);
+  }
+  return Status::Ok();
+}
+
+const ModelSpec* Scheduler::FindModel(std::string_view name) const {
+  auto it = models_.find(name);
+  return it == models_.end() ? nullptr : &it->second.spec;
+}
+
+std::vector<const ModelSpec*> Scheduler::Models() const {
+  std::vector<const ModelSpec*> out;
+  for (const auto& [name, entry] : models_) {
+    out.push_back(&entry.spec);
+  }
+  return out;
+}
+
+Status Scheduler::ResolvePipeline(const JobSpec& spec, std::vector<PoolId>* pools) const {
+  auto it = models_.find(spec.model);
+  if (it == models_.end()) {
+    return NotFoundError("Submit: model '" + spec.model + "' is not declared");
+  }
+  const ModelEntry& m = it->second;
+  if (spec.pipeline.empty()) {
+    *pools = m.pools;
+    return Status::Ok();
+  }
+  std::size_t next = 0;  // Stages of the model not yet passed.
+  for (const std::string& name : spec.pipeline) {
+    std::size_t i = next;
+    while (i < m.spec.stages.size() && m.spec.stages[i].name != name) {
+      ++i;
+    }
+    if (i == m.spec.stages.size()) {
+      return InvalidArgumentError(
+          "Submit: stage '" + name + "' is not a stage of model '" + spec.model +
+          "' after the ones before it (its pipeline: " + FormatPipeline(m.spec.stages) + ")");
+    }
+    pools->push_back(m.pools[i]);
+    next = i + 1;
+  }
+  return Status::Ok();
+}
+
 Status Scheduler::Submit(const JobSpec& spec, TimePoint now) {
   if (spec.id == 0) {
     return InvalidArgumentError("Submit: job id 0 is reserved");
   }
-  if (spec.pipeline.empty()) {
-    return InvalidArgumentError("Submit: empty pipeline");
-  }
-  for (std::size_t i = 1; i < spec.pipeline.size(); ++i) {
-    if (Idx(spec.pipeline[i]) <= Idx(spec.pipeline[i - 1])) {
-      return InvalidArgumentError(
-          "Submit: pipeline stages must run in encode, denoise, decode "
-          "order, each at most once");
-    }
-  }
+  std::vector<PoolId> pools;
+  SLUICE_RETURN_IF_ERROR(ResolvePipeline(spec, &pools));
   if (static_cast<int>(spec.priority) >= kClassCount) {
     return InvalidArgumentError("Submit: unknown priority class");
   }
-  if (spec.start_stage >= spec.pipeline.size()) {
+  if (spec.start_stage >= pools.size()) {
     return InvalidArgumentError("Submit: start stage " + std::to_string(spec.start_stage) +
-                                " is past the pipeline's " + std::to_string(spec.pipeline.size()) +
+                                " is past the pipeline's " + std::to_string(pools.size()) +
                                 " stage(s)");
   }
   if (spec.resume_step < 0) {
@@ -70,6 +113,7 @@ Status Scheduler::Submit(const JobSpec& spec, TimePoint now) {
   }
   Job& job = jobs_[spec.id];
   job.spec = spec;
+  job.pools = std::move(pools);
   job.stage_index = spec.start_stage;
   job.checkpoint_step = spec.resume_step;
   Enqueue(job, false, now);
@@ -77,24 +121,49 @@ Status Scheduler::Submit(const JobSpec& spec, TimePoint now) {
   return Status::Ok();
 }
 
-Status Scheduler::WorkerUp(WorkerId id, Stage stage, int capacity, TimePoint now,
-                           std::vector<std::string> labels) {
-  if (id == 0 || capacity < 1) {
+Status Scheduler::WorkerUp(WorkerId id, WorkerSpec spec, TimePoint now) {
+  if (id == 0 || spec.capacity < 1) {
     return InvalidArgumentError("WorkerUp: worker id must be non-zero and capacity >= 1");
+  }
+  if (spec.models.empty()) {
+    return InvalidArgumentError("WorkerUp: worker " + std::to_string(id) + " serves no model");
+  }
+  std::sort(spec.models.begin(), spec.models.end());
+  spec.models.erase(std::unique(spec.models.begin(), spec.models.end()), spec.models.end());
+  std::vector<PoolId> pools;
+  for (const std::string& name : spec.models) {
+    auto m = models_.find(name);
+    if (m == models_.end()) {
+      return NotFoundError("WorkerUp: model '" + name + "' is not declared");
+    }
+    const auto& stages = m->second.spec.stages;
+    auto st = std::find_if(stages.begin(), stages.end(),
+                           [&](const StageDecl& d) { return d.name == spec.stage; });
+    if (st == stages.end()) {
+      return NotFoundError("WorkerUp: model '" + name + "' has no stage '" + spec.stage +
+                           "' (its pipeline: " + FormatPipeline(stages) + ")");
+    }
+    pools.push_back(m->second.pools[static_cast<std::size_t>(st - stages.begin())]);
   }
   auto [it, fresh] = workers_.try_emplace(id);
   Worker& w = it->second;
-  if (!fresh && w.stage != stage) {
-    return InvalidArgumentError("WorkerUp: worker " + std::to_string(id) + " serves " +
-                                std::string(StageName(w.stage)) + ", not " +
-                                std::string(StageName(stage)));
+  if (!fresh && (w.stage != spec.stage || w.models != spec.models)) {
+    return InvalidArgumentError("WorkerUp: worker " + std::to_string(id) + " serves " + w.stage +
+                                " of its models, not " + spec.stage + " of others");
   }
   SetFree(w, 0);  // Re-indexed below under its (possibly new) labels.
+  if (fresh) {
+    for (PoolId p : pools) {
+      ++pools_[p]->workers;
+    }
+  }
   w.id = id;
-  w.stage = stage;
-  w.capacity = capacity;
-  w.labels = std::move(labels);
-  SetFree(w, std::max(0, capacity - static_cast<int>(w.assigned.size())));
+  w.models = std::move(spec.models);
+  w.stage = std::move(spec.stage);
+  w.pools = std::move(pools);
+  w.capacity = spec.capacity;
+  w.labels = std::move(spec.labels);
+  SetFree(w, std::max(0, w.capacity - static_cast<int>(w.assigned.size())));
   Dispatch(now);
   return Status::Ok();
 }
@@ -121,35 +190,38 @@ Status Scheduler::Draining(WorkerId id, TimePoint now) {
   }
   it->second.draining = true;
   SetFree(it->second, 0);
-  Dispatch(now);  // Preemption may now be due: fewer denoise slots.
+  Dispatch(now);  // Preemption may now be due: fewer admission slots.
   return Status::Ok();
 }
 
 void Scheduler::SetFree(Worker& w, int free) {
-  std::set<std::pair<int, WorkerId>>& set = free_[Idx(w.stage)];
-  auto& by_label = free_by_label_[Idx(w.stage)];
-  if (w.free > 0) {
-    set.erase({-w.free, w.id});
-    for (const std::string& l : w.labels) {
-      by_label[l].erase({-w.free, w.id});
+  for (PoolId p : w.pools) {
+    Pool& pool = *pools_[p];
+    if (w.free > 0) {
+      pool.free.erase({-w.free, w.id});
+      for (const std::string& l : w.labels) {
+        pool.free_by_label[l].erase({-w.free, w.id});
+      }
+    }
+    pool.total_free += free - w.free;
+    if (free > 0) {
+      pool.free.insert({-free, w.id});
+      for (const std::string& l : w.labels) {
+        pool.free_by_label[l].insert({-free, w.id});
+      }
     }
   }
-  total_free_[Idx(w.stage)] += free - w.free;
   w.free = free;
-  if (free > 0) {
-    set.insert({-free, w.id});
-    for (const std::string& l : w.labels) {
-      by_label[l].insert({-free, w.id});
-    }
-  }
 }
 
 void Scheduler::Enqueue(Job& job, bool at_head, TimePoint now) {
+  Pool& pool = *pools_[job.pool()];
+  const int cls = static_cast<int>(job.spec.priority);
   const std::int64_t deadline =
       job.spec.deadline.has_value() ? job.spec.deadline->time_since_epoch().count() : INT64_MAX;
   std::uint64_t fair = 0;
   if (!at_head) {
-    FairClock& clock = fair_[Idx(job.stage())][static_cast<int>(job.spec.priority)];
+    FairClock& clock = pool.fair[cls];
     std::uint64_t& last = clock.last[job.spec.tenant];
     last = std::max(clock.now, last) + 1;
     fair = last;
@@ -157,21 +229,21 @@ void Scheduler::Enqueue(Job& job, bool at_head, TimePoint now) {
   job.key = QueueKey{deadline, fair, at_head ? next_head_seq_-- : next_seq_++, job.spec.id};
   job.queued_at = now;
   job.running = false;
-  queues_[Idx(job.stage())][static_cast<int>(job.spec.priority)].insert(*job.key);
+  pool.queues[cls].insert(*job.key);
 }
 
 void Scheduler::Dequeue(Job& job) {
   if (job.key.has_value()) {
-    queues_[Idx(job.stage())][static_cast<int>(job.spec.priority)].erase(*job.key);
+    pools_[job.pool()]->queues[static_cast<int>(job.spec.priority)].erase(*job.key);
     job.key.reset();
   }
 }
 
-Scheduler::Job* Scheduler::PickNext(Stage stage, TimePoint now) {
+Scheduler::Job* Scheduler::PickNext(const Pool& pool, TimePoint now) {
   Job* best = nullptr;
   QueuedView best_view;
   for (int c = 0; c < kClassCount; ++c) {
-    const Queue& q = queues_[Idx(stage)][c];
+    const Queue& q = pool.queues[c];
     if (q.empty()) {
       continue;
     }
@@ -185,9 +257,8 @@ Scheduler::Job* Scheduler::PickNext(Stage stage, TimePoint now) {
   return best;
 }
 
-Scheduler::Worker* Scheduler::PickWorker(Stage stage, const Job& job) {
-  const auto& set = free_[Idx(stage)];
-  if (set.empty()) {
+Scheduler::Worker* Scheduler::PickWorker(Pool& pool, const Job& job) {
+  if (pool.free.empty()) {
     return nullptr;
   }
   auto view = [this](WorkerId id) {
@@ -196,89 +267,139 @@ Scheduler::Worker* Scheduler::PickWorker(Stage stage, const Job& job) {
   };
   std::optional<WorkerView> near;
   if (!job.spec.affinity.empty()) {
-    auto it = free_by_label_[Idx(stage)].find(job.spec.affinity);
-    if (it != free_by_label_[Idx(stage)].end() && !it->second.empty()) {
+    auto it = pool.free_by_label.find(job.spec.affinity);
+    if (it != pool.free_by_label.end() && !it->second.empty()) {
       near = view(it->second.begin()->second);
     }
   }
-  const WorkerView freest = view(set.begin()->second);
+  const WorkerView freest = view(pool.free.begin()->second);
   const WorkerId chosen = policy_->ChooseWorker(View(job), near ? &*near : nullptr, freest);
   return &workers_.at(chosen == (near ? near->id : 0) ? near->id : freest.id);
 }
 
-bool Scheduler::DispatchOne(Stage stage, TimePoint now) {
-  if (total_free_[Idx(stage)] == 0) {
-    return false;
+std::optional<PoolId> Scheduler::ReservationFor(const Job& job) const {
+  if (pools_[job.pool()]->kind != StageKind::kAdmission ||
+      job.stage_index + 1 >= job.pools.size()) {
+    return std::nullopt;
   }
-  Job* job = PickNext(stage, now);
-  if (job == nullptr) {
-    return false;
+  return job.pools[job.stage_index + 1];
+}
+
+void Scheduler::Unreserve(Job& job) {
+  if (job.reserved_in.has_value()) {
+    --pools_[*job.reserved_in]->reserved;
+    --reserved_;
+    job.reserved_in.reset();
   }
-  Worker* w = PickWorker(stage, *job);
-  const bool reserve = stage == Stage::kDenoise && job->NeedsDecodeAfter();
-  if (reserve && !job->decode_reserved &&
-      total_free_[Idx(Stage::kDecode)] <= static_cast<int>(decode_reserved_)) {
-    return false;  // No decode slot for its latent: hold denoise back.
+}
+
+bool Scheduler::DispatchOne(PoolId pool_id, Job& job) {
+  Pool& pool = *pools_[pool_id];
+  const std::optional<PoolId> reserve = ReservationFor(job);
+  if (reserve.has_value() && job.reserved_in != reserve) {
+    const Pool& next = *pools_[*reserve];
+    if (next.total_free <= static_cast<int>(next.reserved)) {
+      return false;  // No downstream slot for its output: hold admission back.
+    }
   }
+  Worker* w = PickWorker(pool, job);
   {
-    FairClock& clock = fair_[Idx(stage)][static_cast<int>(job->spec.priority)];
-    clock.now = std::max(clock.now, job->key->fair);
-    if (auto t = clock.last.find(job->spec.tenant);
+    FairClock& clock = pool.fair[static_cast<int>(job.spec.priority)];
+    clock.now = std::max(clock.now, job.key->fair);
+    if (auto t = clock.last.find(job.spec.tenant);
         t != clock.last.end() && t->second <= clock.now) {
       clock.last.erase(t);  // Caught up: max(now, last) is `now` anyway.
     }
   }
-  Dequeue(*job);
-  job->running = true;
-  if (stage == Stage::kDenoise && job->spec.priority == PriorityClass::kBatch) {
-    running_batch_denoise_.insert(job->spec.id);
+  Dequeue(job);
+  job.running = true;
+  job.worker = w->id;
+  ++job.attempts;
+  if (pool.kind == StageKind::kAdmission && job.spec.priority == PriorityClass::kBatch) {
+    for (PoolId p : w->pools) {
+      pools_[p]->running_batch.insert(job.spec.id);
+    }
   }
-  job->worker = w->id;
-  ++job->attempts;
-  w->assigned.insert(job->spec.id);
+  w->assigned.insert(job.spec.id);
   SetFree(*w, w->free - 1);
-  if (reserve && !job->decode_reserved) {
-    job->decode_reserved = true;
-    ++decode_reserved_;
+  if (job.reserved_in.has_value() && *job.reserved_in == pool_id) {
+    Unreserve(job);  // The reservation is used now.
   }
-  if (stage == Stage::kDecode && job->decode_reserved) {
-    job->decode_reserved = false;  // The reservation is used now.
-    --decode_reserved_;
+  if (reserve.has_value() && job.reserved_in != reserve) {
+    Unreserve(job);
+    job.reserved_in = reserve;
+    ++pools_[*reserve]->reserved;
+    ++reserved_;
   }
   ++dispatches_;
   actions_.push_back(
-      Action{Action::Kind::kDispatch, job->spec.id, stage, w->id, {}, job->checkpoint_step});
+      Action{Action::Kind::kDispatch, job.spec.id, pool.stage, w->id, {}, job.checkpoint_step});
+  return true;
+}
+
+bool Scheduler::DispatchBest(const std::vector<PoolId>& pools, std::vector<bool>& blocked,
+                             TimePoint now) {
+  Job* best = nullptr;
+  PoolId best_pool = 0;
+  QueuedView best_view;
+  for (PoolId p : pools) {
+    if (blocked[p] || pools_[p]->total_free <= 0) {
+      continue;
+    }
+    Job* job = PickNext(*pools_[p], now);
+    if (job == nullptr) {
+      blocked[p] = true;
+      continue;
+    }
+    QueuedView view = View(*job);
+    if (best == nullptr || policy_->RunsBefore(view, best_view, now)) {
+      best = job;
+      best_pool = p;
+      best_view = view;
+    }
+  }
+  if (best == nullptr) {
+    return false;
+  }
+  if (!DispatchOne(best_pool, *best)) {
+    blocked[best_pool] = true;  // Its head waits for a downstream slot.
+  }
   return true;
 }
 
 void Scheduler::Dispatch(TimePoint now) {
-  // Downstream first: finishing work frees the pipeline.
-  for (Stage s : {Stage::kDecode, Stage::kDenoise, Stage::kEncode}) {
-    while (DispatchOne(s, now)) {
+  // Nearest the pipeline's end first: finishing work frees the pipeline.
+  std::vector<bool> blocked(pools_.size(), false);
+  for (const std::vector<PoolId>& group : by_distance_) {
+    while (DispatchBest(group, blocked, now)) {
     }
   }
-  Preempt(now);
+  for (PoolId p = 0; p < pools_.size(); ++p) {
+    if (pools_[p]->kind == StageKind::kAdmission) {
+      Preempt(p);
+    }
+  }
 }
 
-// An interactive job waiting for denoise while batch jobs hold every slot:
-// ask one batch job per waiting interactive job to checkpoint and yield.
-void Scheduler::Preempt(TimePoint now) {
-  const Queue& waiting =
-      queues_[Idx(Stage::kDenoise)][static_cast<int>(PriorityClass::kInteractive)];
-  if (waiting.empty() || total_free_[Idx(Stage::kDenoise)] > 0 || preempting_ >= waiting.size()) {
+// Interactive jobs waiting at an admission pool while batch jobs hold every
+// slot of its workers: ask one batch job per waiting interactive job to
+// checkpoint and yield.
+void Scheduler::Preempt(PoolId pool_id) {
+  Pool& pool = *pools_[pool_id];
+  const Queue& waiting = pool.queues[static_cast<int>(PriorityClass::kInteractive)];
+  if (waiting.empty() || pool.total_free > 0 || pool.preempting >= waiting.size()) {
     return;
   }
-  (void)now;
-  for (JobId id : running_batch_denoise_) {
-    if (preempting_ >= waiting.size()) {
+  for (JobId id : pool.running_batch) {
+    if (pool.preempting >= waiting.size()) {
       break;
     }
     Job& job = jobs_.at(id);
-    if (!job.cancelled && !job.preempting) {
-      job.preempting = true;
-      ++preempting_;
+    if (!job.cancelled && !job.preempted_for.has_value()) {
+      job.preempted_for = pool_id;
+      ++pool.preempting;
       ++preemptions_;
-      actions_.push_back(Action{Action::Kind::kCheckpoint, id, Stage::kDenoise, job.worker, {}});
+      actions_.push_back(Action{Action::Kind::kCheckpoint, id, StageOf(job), job.worker, {}});
     }
   }
 }
@@ -299,33 +420,33 @@ Status Scheduler::CheckRunning(JobId job, WorkerId worker, Job** j, Worker** w) 
   return Status::Ok();
 }
 
-void Scheduler::Stopped(Job& job) {
-  if (job.preempting) {
-    job.preempting = false;
-    --preempting_;
+void Scheduler::Stopped(Job& job, const std::vector<PoolId>& worker_pools) {
+  if (job.preempted_for.has_value()) {
+    --pools_[*job.preempted_for]->preempting;
+    job.preempted_for.reset();
   }
-  running_batch_denoise_.erase(job.spec.id);
+  for (PoolId p : worker_pools) {
+    pools_[p]->running_batch.erase(job.spec.id);
+  }
   job.running = false;
   job.worker = 0;
 }
 
 void Scheduler::Release(Job& job, Worker& w) {
-  Stopped(job);
+  Stopped(job, w.pools);
   w.assigned.erase(job.spec.id);
   SetFree(w,
           w.draining ? 0 : std::min(w.free + 1, w.capacity - static_cast<int>(w.assigned.size())));
 }
 
 void Scheduler::Finish(Job& job, bool ok, std::string reason) {
-  if (job.decode_reserved) {
-    --decode_reserved_;
-  }
+  Unreserve(job);
   const JobId id = job.spec.id;
   if (!job.cancelled) {
     actions_.push_back(Action{ok ? Action::Kind::kJobDone : Action::Kind::kJobFailed, id,
-                              job.stage(), 0, std::move(reason)});
+                              StageOf(job), 0, std::move(reason)});
     if (!ok) {
-      actions_.push_back(Action{Action::Kind::kReleaseJob, id, job.stage(), 0, {}});
+      actions_.push_back(Action{Action::Kind::kReleaseJob, id, StageOf(job), 0, {}});
     }
   }
   jobs_.erase(id);
@@ -347,7 +468,7 @@ Status Scheduler::StageDone(JobId id, WorkerId worker, TimePoint now) {
   SLUICE_ASSIGN_OR_RETURN(Job * job, EndAssignment(id, worker));
   if (job == nullptr) {
     // Cancelled: nothing follows.
-  } else if (job->stage_index + 1 == job->spec.pipeline.size()) {
+  } else if (job->stage_index + 1 == job->pools.size()) {
     Finish(*job, true, {});
   } else {
     ++job->stage_index;
@@ -375,7 +496,7 @@ Status Scheduler::StageFailed(JobId id, WorkerId worker, std::string_view reason
     Enqueue(*job, true, now);
   } else {
     Finish(*job, false,
-           std::string(StageName(job->stage())) + " failed after " + std::to_string(job->attempts) +
+           StageOf(*job) + " failed after " + std::to_string(job->attempts) +
                " attempt(s): " + std::string(reason));
   }
   Dispatch(now);
@@ -390,18 +511,21 @@ Status Scheduler::WorkerLost(WorkerId id, TimePoint now) {
   Worker& w = it->second;
   SetFree(w, 0);
   const std::set<JobId> assigned = w.assigned;
+  const std::vector<PoolId> pools = w.pools;
+  for (PoolId p : pools) {
+    --pools_[p]->workers;
+  }
   workers_.erase(it);
   for (JobId jid : assigned) {
     Job& job = jobs_.at(jid);
-    Stopped(job);
+    Stopped(job, pools);
     if (job.cancelled) {
       Finish(job, false, "cancelled");
     } else if (job.attempts < options_.max_attempts) {
       Enqueue(job, true, now);  // Back to the head of its queue.
     } else {
       Finish(job, false,
-             std::string(StageName(job.stage())) + " lost its worker " +
-                 std::to_string(job.attempts) + " time(s)");
+             StageOf(job) + " lost its worker " + std::to_string(job.attempts) + " time(s)");
     }
   }
   Dispatch(now);
@@ -415,15 +539,12 @@ Status Scheduler::Cancel(JobId id, TimePoint now) {
   }
   Job& job = it->second;
   job.cancelled = true;
-  if (job.decode_reserved) {
-    job.decode_reserved = false;
-    --decode_reserved_;
-  }
-  actions_.push_back(Action{Action::Kind::kReleaseJob, id, job.stage(), 0, {}});
+  Unreserve(job);
+  actions_.push_back(Action{Action::Kind::kReleaseJob, id, StageOf(job), 0, {}});
   if (job.running) {
     // The worker stops at its next step boundary and reports; its slot
     // returns then.
-    actions_.push_back(Action{Action::Kind::kStop, id, job.stage(), job.worker, {}});
+    actions_.push_back(Action{Action::Kind::kStop, id, StageOf(job), job.worker, {}});
   } else {
     Dequeue(job);
     jobs_.erase(it);
@@ -455,18 +576,19 @@ Status Scheduler::Preempted(JobId id, WorkerId worker, TimePoint now) {
   return Status::Ok();
 }
 
-Status Scheduler::PayloadLost(JobId id, Stage producer, TimePoint now) {
+Status Scheduler::PayloadLost(JobId id, std::string_view producer, TimePoint now) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.cancelled) {
     return NotFoundError("PayloadLost: no live job " + std::to_string(id));
   }
   Job& job = it->second;
-  const auto& p = job.spec.pipeline;
-  const auto pos = std::find(p.begin(), p.end(), producer);
-  const auto index = static_cast<std::size_t>(pos - p.begin());
-  if (pos == p.end() || index >= job.stage_index) {
+  std::size_t index = 0;
+  while (index < job.stage_index && pools_[job.pools[index]]->stage != producer) {
+    ++index;
+  }
+  if (index >= job.stage_index) {
     return InvalidArgumentError("PayloadLost: job " + std::to_string(id) + " has not run " +
-                                std::string(StageName(producer)) + " yet");
+                                std::string(producer) + " yet");
   }
   if (job.running) {
     job.rerun_from = index;  // Applied when the consumer reports.
@@ -491,18 +613,28 @@ std::vector<Action> Scheduler::TakeActions() {
 
 SchedulerStats Scheduler::Stats() const {
   SchedulerStats s;
-  for (int st = 0; st < kStageCount; ++st) {
-    for (int c = 0; c < kClassCount; ++c) {
-      s.queued[st] += queues_[st][c].size();
-      s.queued_by_class[st][c] = queues_[st][c].size();
+  for (const auto& [name, model] : models_) {
+    for (PoolId id : model.pools) {
+      const Pool& p = *pools_[id];
+      PoolStats ps;
+      ps.model = p.model;
+      ps.stage = p.stage;
+      ps.kind = p.kind;
+      for (int c = 0; c < kClassCount; ++c) {
+        ps.queued += p.queues[c].size();
+        ps.queued_by_class[c] = p.queues[c].size();
+      }
+      ps.free_slots = static_cast<std::size_t>(std::max(0, p.total_free));
+      ps.workers = p.workers;
+      ps.reserved = p.reserved;
+      s.pools.push_back(std::move(ps));
     }
-    s.free_slots[st] = static_cast<std::size_t>(std::max(0, total_free_[st]));
   }
   for (const auto& [id, j] : jobs_) {
     s.running += j.running ? 1 : 0;
   }
   s.jobs = jobs_.size();
-  s.decode_reserved = decode_reserved_;
+  s.reserved = reserved_;
   s.dispatches = dispatches_;
   s.preemptions = preemptions_;
   return s;

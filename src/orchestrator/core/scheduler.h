@@ -5,23 +5,32 @@
 // a job finished or failed). No I/O and no threads: the service and the
 // simulator drive the same code, and tests drive it with a fake clock.
 //
-// Queues are asymmetric. Encode and decode are work queues: any worker of
-// the pool takes the next item. Denoise is an admission queue: an admitted
-// job stays on its worker until it finishes, fails or is cancelled, and it
-// is admitted only with a decode slot reserved for its latent, so a slow
-// decode pool holds denoise back before latents pile up.
+// Work is kept per pool: one (model, stage) pair. A job runs only on
+// workers of its own model (a constraint, never a preference); a worker
+// may serve several models, and then sits in each of their pools for its
+// stage. Pools are asymmetric by their stage's kind (model.h). Work stages
+// are work queues: any worker of the pool takes the next item. Admission
+// stages (denoise, typically) are admission queues: an admitted job stays
+// on its worker until it finishes, fails or is cancelled, and it is
+// admitted only with a slot reserved in its next stage for its output, so
+// a slow downstream pool (decode) holds admission back before outputs
+// pile up. Interactive work waiting at a full admission pool preempts
+// batch work there (checkpoint and yield).
 //
-// Order within a stage: priority class (interactive > standard > batch),
+// Order within a pool: priority class (interactive > standard > batch),
 // earliest deadline first within a class (no deadline sorts last), then
 // fair share across tenants, then submission order. Fair share is start-
-// time fair queuing per (stage, class) queue: a job entering the queue is
+// time fair queuing per (pool, class) queue: a job entering the queue is
 // tagged one past the later of its tenant's last tag and the tag last
 // dispatched from that queue, so tenants take turns and a tenant that
 // floods the queue waits behind its own jobs, not in front of others'. With
 // one tenant this is submission order. A queued item is promoted one class for every
-// `aging_step` it has waited, so batch work never starves. Both the order
-// across classes and the choice of worker come from a SchedulingPolicy
-// (policy.h); DefaultPolicy implements the rules above.
+// `aging_step` it has waited, so batch work never starves. Pools compete
+// for shared workers by the same rules: the class heads of every pool at
+// one distance from its pipeline's end are compared by the policy, and the
+// pools nearest the end go first (finishing work frees the pipeline). Both
+// the order across classes and the choice of worker come from a
+// SchedulingPolicy (policy.h); DefaultPolicy implements the rules above.
 //
 // Credits: a worker takes at most `capacity` items; the scheduler never
 // dispatches beyond the free slots it knows of (a worker's own report can
@@ -45,31 +54,37 @@
 
 #include "sluice/status.h"
 
+#include "orchestrator/core/model.h"
 #include "orchestrator/core/policy.h"
 
 namespace sluice::orchestrator {
 
-enum class Stage : std::uint8_t { kEncode = 0, kDenoise = 1, kDecode = 2 };
-inline constexpr int kStageCount = 3;
-
-std::string_view StageName(Stage s);
+using PoolId = std::uint32_t;
 
 struct JobSpec {
-  JobId id = 0;  // Chosen by the caller; unique.
-  // Stages in order. Default encode -> denoise -> decode; encode-only and
-  // other shapes are allowed (each stage at most once, in pipeline order).
-  std::vector<Stage> pipeline = {Stage::kEncode, Stage::kDenoise, Stage::kDecode};
+  JobId id = 0;       // Chosen by the caller; unique.
+  std::string model;  // A declared model; its workers alone run the job.
+  // The stages to run, by name, in the model's order (each at most once);
+  // empty: every stage of the model.
+  std::vector<std::string> pipeline;
   PriorityClass priority = PriorityClass::kStandard;
   std::optional<TimePoint> deadline;  // SLO: earliest deadline first in its class.
   // Preferred worker label (e.g. "node=a", where the job's input payload
   // lives); a free worker carrying it is chosen over others.
   std::string affinity;
   std::string tenant;  // Fair share within its class ("": the one tenant).
-  // A job taken back after an orchestrator restart: the index in `pipeline`
-  // of the first stage to run (the earlier ones' outputs survived), and the
-  // checkpointed step that stage resumes from (0: from the start).
+  // A job taken back after an orchestrator restart: the index in its
+  // pipeline of the first stage to run (the earlier ones' outputs survived),
+  // and the checkpointed step that stage resumes from (0: from the start).
   std::size_t start_stage = 0;
   int resume_step = 0;
+};
+
+struct WorkerSpec {
+  std::vector<std::string> models;  // Declared models with `stage`; at least one.
+  std::string stage;
+  int capacity = 1;
+  std::vector<std::string> labels;
 };
 
 struct SchedulerOptions {
@@ -89,19 +104,27 @@ struct Action {
   };
   Kind kind;
   JobId job = 0;
-  Stage stage = Stage::kEncode;
+  std::string stage;  // The job's stage the action is about.
   WorkerId worker = 0;
   std::string reason;
-  int resume_step = 0;  // kDispatch of denoise: continue from this checkpointed step.
+  int resume_step = 0;  // kDispatch of an admission stage: continue from this checkpointed step.
+};
+
+struct PoolStats {
+  std::string model, stage;
+  StageKind kind = StageKind::kWork;
+  std::size_t queued = 0;
+  std::size_t queued_by_class[kClassCount] = {};
+  std::size_t free_slots = 0;  // Credits its workers advertise, unassigned.
+  std::size_t workers = 0;
+  std::size_t reserved = 0;  // Slots held for jobs admitted upstream.
 };
 
 struct SchedulerStats {
-  std::size_t queued[kStageCount] = {};
-  std::size_t queued_by_class[kStageCount][kClassCount] = {};
-  std::size_t free_slots[kStageCount] = {};  // Credits the workers advertise, unassigned.
+  std::vector<PoolStats> pools;  // Every declared (model, stage), in model order.
   std::size_t running = 0;
   std::size_t jobs = 0;
-  std::size_t decode_reserved = 0;
+  std::size_t reserved = 0;  // Downstream slots held by admitted jobs, all pools.
   std::uint64_t dispatches = 0;
   std::uint64_t preemptions = 0;
 };
@@ -113,14 +136,28 @@ class Scheduler {
   explicit Scheduler(SchedulerOptions options = {},
                      std::unique_ptr<SchedulingPolicy> policy = nullptr);
 
-  // Errors: kInvalidArgument (id 0, empty or malformed pipeline, a start
-  // stage past its end, a negative resume step); kAlreadyExists (id in use); kResourceExhausted
-  // (max_queued_jobs: the service answers 429).
+  // Declares a model and its pipeline; its pools exist from now on (jobs
+  // queue there before any worker comes). Declaring it again with the same
+  // stages is a no-op. Errors: kInvalidArgument (ValidateModel);
+  // kAlreadyExists (declared with other stages; the message names both).
+  Status DeclareModel(const ModelSpec& model);
+  // The declared model named `name`; null if none. Valid until the next
+  // DeclareModel.
+  const ModelSpec* FindModel(std::string_view name) const;
+  // Every declared model, in name order.
+  std::vector<const ModelSpec*> Models() const;
+
+  // Errors: kNotFound (undeclared model); kInvalidArgument (id 0, a stage
+  // the model lacks, stages out of the model's order or repeated, a start
+  // stage past the end, a negative resume step); kAlreadyExists (id in
+  // use); kResourceExhausted (max_queued_jobs: the service answers 429).
   Status Submit(const JobSpec& spec, TimePoint now);
-  // A worker of `stage` with `capacity` slots joins (or rejoins: its
-  // assignments are kept). Errors: kInvalidArgument (id 0, capacity < 1).
-  Status WorkerUp(WorkerId worker, Stage stage, int capacity, TimePoint now,
-                  std::vector<std::string> labels = {});
+  // A worker of `spec.stage` for `spec.models` with `spec.capacity` slots
+  // joins (or rejoins with the same stage and models: its assignments are
+  // kept). Errors: kInvalidArgument (id 0, capacity < 1, no model, a
+  // rejoin with another stage or models); kNotFound (an undeclared model,
+  // or one without that stage).
+  Status WorkerUp(WorkerId worker, WorkerSpec spec, TimePoint now);
   // The worker's own count of free slots; clamped to what the scheduler
   // knows is unassigned. Errors: kNotFound.
   Status Credits(WorkerId worker, int free_slots, TimePoint now);
@@ -145,7 +182,8 @@ class Scheduler {
   // Errors as StageDone.
   Status Preempted(JobId job, WorkerId worker, TimePoint now);
   // Every assignment of the worker goes back to the head of its queue;
-  // denoise jobs resume from their latest checkpoint. Errors: kNotFound.
+  // admission-stage jobs resume from their latest checkpoint. Errors:
+  // kNotFound.
   Status WorkerLost(WorkerId worker, TimePoint now);
   // The output of `producer` for `job` was lost (the store announced it).
   // If the job still needs it, the producing stage runs again: at once when
@@ -153,7 +191,7 @@ class Scheduler {
   // reports failure (that failure does not count as an attempt). Errors:
   // kNotFound (unknown job); kInvalidArgument (`producer` is not a stage of
   // the job that has already run).
-  Status PayloadLost(JobId job, Stage producer, TimePoint now);
+  Status PayloadLost(JobId job, std::string_view producer, TimePoint now);
   // Removes queued work, stops running work, releases the job's payloads.
   // Errors: kNotFound (unknown or already finished job).
   Status Cancel(JobId job, TimePoint now);
@@ -172,48 +210,77 @@ class Scheduler {
     JobId job;
     auto operator<=>(const QueueKey&) const = default;
   };
+  using Queue = std::set<QueueKey>;
+  using FreeSet = std::set<std::pair<int, WorkerId>>;  // Most free first: (-free, id).
+  // Fair share per queue: the tag last dispatched, and each tenant's last
+  // tag (dropped once the queue's time passes it).
+  struct FairClock {
+    std::uint64_t now = 0;
+    std::unordered_map<std::string, std::uint64_t> last;
+  };
+  struct Pool {
+    std::string model, stage;
+    StageKind kind = StageKind::kWork;
+    std::size_t distance_to_end = 0;  // 0: the model's last stage.
+    Queue queues[kClassCount];
+    FairClock fair[kClassCount];
+    FreeSet free;  // Its workers with free slots.
+    int total_free = 0;
+    std::unordered_map<std::string, FreeSet> free_by_label;
+    std::size_t workers = 0;
+    std::size_t reserved = 0;       // Slots held for jobs admitted upstream.
+    std::size_t preempting = 0;     // Jobs asked to yield for this pool's waiting work.
+    std::set<JobId> running_batch;  // Batch jobs on its workers: preemption candidates.
+  };
   struct Job {
     JobSpec spec;
+    std::vector<PoolId> pools;  // Its pipeline.
     std::size_t stage_index = 0;
     bool running = false;
-    bool cancelled = false;  // Stopped; waits for its worker's report.
-    bool decode_reserved = false;
-    int attempts = 0;  // Of the current stage.
+    bool cancelled = false;             // Stopped; waits for its worker's report.
+    std::optional<PoolId> reserved_in;  // A slot held in this (downstream) pool.
+    int attempts = 0;                   // Of the current stage.
     TimePoint queued_at;
     std::optional<QueueKey> key;
     WorkerId worker = 0;
     int checkpoint_step = 0;                // Latest checkpointed step of the current stage.
-    bool preempting = false;                // Asked to checkpoint and yield.
+    std::optional<PoolId> preempted_for;    // Asked to checkpoint and yield for this pool.
     std::optional<std::size_t> rerun_from;  // Producer to re-run after the running stage.
 
-    Stage stage() const { return spec.pipeline[stage_index]; }
-    bool NeedsDecodeAfter() const {
-      return std::find(spec.pipeline.begin() + static_cast<std::ptrdiff_t>(stage_index),
-                       spec.pipeline.end(), Stage::kDecode) != spec.pipeline.end();
-    }
+    PoolId pool() const { return pools[stage_index]; }
   };
-
   struct Worker {
     WorkerId id = 0;
-    Stage stage = Stage::kEncode;
+    std::vector<std::string> models;
+    std::string stage;
+    std::vector<PoolId> pools;  // One per model.
     int capacity = 0;
     int free = 0;
     std::vector<std::string> labels;
     std::set<JobId> assigned;
     bool draining = false;  // No free slot, ever again.
   };
+  struct ModelEntry {
+    ModelSpec spec;
+    std::vector<PoolId> pools;  // One per stage, in order.
+  };
 
-  using Queue = std::set<QueueKey>;
-
+  Status ResolvePipeline(const JobSpec& spec, std::vector<PoolId>* pools) const;
   void Enqueue(Job& job, bool at_head, TimePoint now);
   void Dequeue(Job& job);
   void Dispatch(TimePoint now);
-  bool DispatchOne(Stage stage, TimePoint now);
-  Job* PickNext(Stage stage, TimePoint now);
-  Worker* PickWorker(Stage stage, const Job& job);
+  // Dispatches the best head among `pools` (which may share workers); false
+  // when none can go.
+  bool DispatchBest(const std::vector<PoolId>& pools, std::vector<bool>& blocked, TimePoint now);
+  bool DispatchOne(PoolId pool, Job& job);
+  Job* PickNext(const Pool& pool, TimePoint now);
+  Worker* PickWorker(Pool& pool, const Job& job);
+  // The pool `job` reserves a slot in when admitted at its current stage.
+  std::optional<PoolId> ReservationFor(const Job& job) const;
   QueuedView View(const Job& job) const;
-  void Preempt(TimePoint now);
-  void Stopped(Job& job);  // Bookkeeping when a job stops running.
+  void Preempt(PoolId pool);
+  void Unreserve(Job& job);
+  void Stopped(Job& job, const std::vector<PoolId>& worker_pools);  // A job stops running.
   void SetFree(Worker& w, int free);
   void Release(Job& job, Worker& w);
   Status CheckRunning(JobId job, WorkerId worker, Job** j, Worker** w);
@@ -221,30 +288,20 @@ class Scheduler {
   // was cancelled (it is finished here); errors as CheckRunning.
   Result<Job*> EndAssignment(JobId job, WorkerId worker);
   void Finish(Job& job, bool ok, std::string reason);
+  const std::string& StageOf(const Job& job) const { return pools_[job.pool()]->stage; }
 
   SchedulerOptions options_;
   std::unique_ptr<SchedulingPolicy> policy_;
   std::unordered_map<JobId, Job> jobs_;
   std::unordered_map<WorkerId, Worker> workers_;
-  Queue queues_[kStageCount][kClassCount];
-  // Fair share per queue: the tag last dispatched, and each tenant's last
-  // tag (dropped once the queue's time passes it).
-  struct FairClock {
-    std::uint64_t now = 0;
-    std::unordered_map<std::string, std::uint64_t> last;
-  };
-  FairClock fair_[kStageCount][kClassCount];
-  // Workers with free slots per stage, most free first: (-free, id).
-  std::set<std::pair<int, WorkerId>> free_[kStageCount];
-  int total_free_[kStageCount] = {};
-  // Free workers per stage and label, most free first.
-  std::unordered_map<std::string, std::set<std::pair<int, WorkerId>>> free_by_label_[kStageCount];
-  std::size_t preempting_ = 0;
-  std::set<JobId> running_batch_denoise_;  // Preemption candidates.
+  std::map<std::string, ModelEntry, std::less<>> models_;
+  std::vector<std::unique_ptr<Pool>> pools_;  // PoolId indexes; never shrinks.
+  // Pools grouped by distance to their pipeline's end, nearest first.
+  std::vector<std::vector<PoolId>> by_distance_;
   std::uint64_t preemptions_ = 0;
   std::uint64_t next_seq_ = 1ull << 62;  // Head re-queues count down from here.
   std::uint64_t next_head_seq_ = (1ull << 62) - 1;
-  std::size_t decode_reserved_ = 0;
+  std::size_t reserved_ = 0;
   std::uint64_t dispatches_ = 0;
   std::vector<Action> actions_;
 };

@@ -12,14 +12,41 @@ namespace {
 using namespace std::chrono_literals;
 using Kind = Action::Kind;
 
-class SchedulerTest : public ::testing::Test {
+constexpr const char* kModel = "m";
+
+// A worker of `stage` for model "m".
+WorkerSpec W(std::string stage, int capacity, std::vector<std::string> labels = {},
+             std::vector<std::string> models = {kModel}) {
+  return WorkerSpec{std::move(models), std::move(stage), capacity, std::move(labels)};
+}
+
+// `s` with model "m" (encode, denoise (admission), decode) declared.
+Scheduler& Declared(Scheduler& s) {
+  EXPECT_TRUE(s.DeclareModel({kModel, StandardPipeline()}).ok());
+  return s;
+}
+
+// Model "m", and with `two_models` a second model "other" served at once:
+// idle workers 1001..1003 (one per stage, two slots each) that must never
+// take m's work, nor count as m's downstream slots.
+class SchedulerFixture : public ::testing::Test {
  protected:
-  explicit SchedulerTest(SchedulerOptions o = {}) : s_(o) {}
+  explicit SchedulerFixture(SchedulerOptions o = {}, bool two_models = false) : s_(o) {
+    Declared(s_);
+    if (two_models) {
+      EXPECT_TRUE(s_.DeclareModel({"other", StandardPipeline()}).ok());
+      WorkerId id = 1001;
+      for (const char* stage : {"encode", "denoise", "decode"}) {
+        EXPECT_TRUE(s_.WorkerUp(id++, W(stage, 2, {}, {"other"}), now_).ok());
+      }
+    }
+  }
 
   JobSpec Job(JobId id, PriorityClass p = PriorityClass::kStandard,
-              std::vector<Stage> pipeline = {Stage::kEncode}) {
+              std::vector<std::string> pipeline = {"encode"}) {
     JobSpec j;
     j.id = id;
+    j.model = kModel;
     j.priority = p;
     j.pipeline = std::move(pipeline);
     return j;
@@ -42,12 +69,34 @@ class SchedulerTest : public ::testing::Test {
     return out;
   }
 
+  // Queued at `stage` of `model`.
+  std::size_t Queued(const std::string& stage, const std::string& model = kModel) {
+    for (const PoolStats& p : s_.Stats().pools) {
+      if (p.model == model && p.stage == stage) {
+        return p.queued;
+      }
+    }
+    ADD_FAILURE() << "no pool " << model << "/" << stage;
+    return 0;
+  }
+
   TimePoint now_ = TimePoint{} + 1h;
   Scheduler s_;
 };
 
-TEST_F(SchedulerTest, PriorityClassesThenSubmissionOrder) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+// Every SchedulerTest runs with model "m" alone and with a second model
+// served beside it.
+class SchedulerTest : public SchedulerFixture, public ::testing::WithParamInterface<bool> {
+ protected:
+  SchedulerTest() : SchedulerFixture({}, GetParam()) {}
+};
+INSTANTIATE_TEST_SUITE_P(Models, SchedulerTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "BesideAnotherModel" : "OneModel";
+                         });
+
+TEST_P(SchedulerTest, PriorityClassesThenSubmissionOrder) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(100), now_).ok());  // Occupies the worker.
   ASSERT_TRUE(s_.Submit(Job(3, PriorityClass::kBatch), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(2, PriorityClass::kStandard), now_).ok());
@@ -64,8 +113,8 @@ TEST_F(SchedulerTest, PriorityClassesThenSubmissionOrder) {
   EXPECT_EQ(order, (std::vector<JobId>{1, 4, 2, 3}));
 }
 
-TEST_F(SchedulerTest, EarliestDeadlineFirstWithinAClass) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+TEST_P(SchedulerTest, EarliestDeadlineFirstWithinAClass) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(100), now_).ok());
   JobSpec late = Job(1), early = Job(2), none = Job(3);
   late.deadline = now_ + 10s;
@@ -84,8 +133,8 @@ TEST_F(SchedulerTest, EarliestDeadlineFirstWithinAClass) {
   EXPECT_EQ(order, (std::vector<JobId>{2, 1, 3}));
 }
 
-TEST_F(SchedulerTest, AgingPromotesWaitingBatchWork) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+TEST_P(SchedulerTest, AgingPromotesWaitingBatchWork) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(100), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kBatch), now_).ok());
   now_ += 61s;  // Two aging steps of 30 s: batch now ranks as interactive.
@@ -95,8 +144,8 @@ TEST_F(SchedulerTest, AgingPromotesWaitingBatchWork) {
   EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{1}) << "the older, aged job goes first";
 }
 
-TEST_F(SchedulerTest, CreditsAreNeverOverdrawn) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 2, now_).ok());
+TEST_P(SchedulerTest, CreditsAreNeverOverdrawn) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 2), now_).ok());
   for (JobId j = 1; j <= 5; ++j) {
     ASSERT_TRUE(s_.Submit(Job(j), now_).ok());
   }
@@ -106,16 +155,16 @@ TEST_F(SchedulerTest, CreditsAreNeverOverdrawn) {
   ASSERT_TRUE(s_.Credits(1, 0, now_).ok());
   ASSERT_TRUE(s_.StageDone(1, 1, now_).ok());
   EXPECT_EQ(Dispatched().size(), 1u);
-  ASSERT_TRUE(s_.WorkerUp(2, Stage::kEncode, 3, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("encode", 3), now_).ok());
   EXPECT_EQ(Dispatched().size(), 2u) << "a new worker takes the rest";
-  EXPECT_EQ(s_.Stats().queued[0], 0u);
+  EXPECT_EQ(Queued("encode"), 0u);
 }
 
-TEST_F(SchedulerTest, FullDecodePoolHoldsDenoiseBack) {
-  const std::vector<Stage> edv = {Stage::kEncode, Stage::kDenoise, Stage::kDecode};
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 4, now_).ok());
-  ASSERT_TRUE(s_.WorkerUp(2, Stage::kDenoise, 4, now_).ok());
-  ASSERT_TRUE(s_.WorkerUp(3, Stage::kDecode, 1, now_).ok());
+TEST_P(SchedulerTest, FullDecodePoolHoldsDenoiseBack) {
+  const std::vector<std::string> edv = {"encode", "denoise", "decode"};
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 4), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("denoise", 4), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(3, W("decode", 1), now_).ok());
   for (JobId j = 1; j <= 3; ++j) {
     ASSERT_TRUE(s_.Submit(Job(j, PriorityClass::kStandard, edv), now_).ok());
   }
@@ -126,54 +175,53 @@ TEST_F(SchedulerTest, FullDecodePoolHoldsDenoiseBack) {
   auto d = Dispatched();
   ASSERT_EQ(d.size(), 1u) << "one decode slot: one denoise admitted";
   EXPECT_EQ(d[0], (std::pair<JobId, WorkerId>{1, 2}));
-  EXPECT_EQ(s_.Stats().decode_reserved, 1u);
+  EXPECT_EQ(s_.Stats().reserved, 1u);
   ASSERT_TRUE(s_.StageDone(1, 2, now_).ok());
   d = Dispatched();
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0], (std::pair<JobId, WorkerId>{1, 3})) << "its decode uses the reservation";
-  EXPECT_EQ(s_.Stats().queued[1], 2u) << "the decode pool is busy: denoise still waits";
+  EXPECT_EQ(Queued("denoise"), 2u) << "the decode pool is busy: denoise still waits";
   ASSERT_TRUE(s_.StageDone(1, 3, now_).ok());
   d = Dispatched();
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0], (std::pair<JobId, WorkerId>{2, 2}));
 }
 
-TEST_F(SchedulerTest, RequeuedDenoiseKeepsItsOwnDecodeReservation) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kDenoise, 1, now_).ok());
-  ASSERT_TRUE(s_.WorkerUp(2, Stage::kDecode, 1, now_).ok());
-  ASSERT_TRUE(
-      s_.Submit(Job(1, PriorityClass::kStandard, {Stage::kDenoise, Stage::kDecode}), now_).ok());
+TEST_P(SchedulerTest, RequeuedDenoiseKeepsItsOwnDecodeReservation) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("denoise", 1), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("decode", 1), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kStandard, {"denoise", "decode"}), now_).ok());
   EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{1});
   ASSERT_TRUE(s_.WorkerLost(1, now_).ok());
-  ASSERT_TRUE(s_.WorkerUp(3, Stage::kDenoise, 1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(3, W("denoise", 1), now_).ok());
   EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 3}}))
       << "its own reservation must not block it";
-  EXPECT_EQ(s_.Stats().decode_reserved, 1u);
+  EXPECT_EQ(s_.Stats().reserved, 1u);
 }
 
-TEST_F(SchedulerTest, LostWorkerItemsGoBackToTheHead) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+TEST_P(SchedulerTest, LostWorkerItemsGoBackToTheHead) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(2), now_).ok());
   Dispatched();
   ASSERT_TRUE(s_.WorkerLost(1, now_).ok());
   EXPECT_EQ(s_.StageDone(1, 1, now_).code(), StatusCode::kNotFound) << "a lost worker's report";
-  ASSERT_TRUE(s_.WorkerUp(2, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("encode", 1), now_).ok());
   EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 2}}));
 }
 
-class RetrySchedulerTest : public SchedulerTest {
+class RetrySchedulerTest : public SchedulerFixture {
  protected:
   static SchedulerOptions Opts() {
     SchedulerOptions o;
     o.max_attempts = 2;
     return o;
   }
-  RetrySchedulerTest() : SchedulerTest(Opts()) {}
+  RetrySchedulerTest() : SchedulerFixture(Opts()) {}
 };
 
 TEST_F(RetrySchedulerTest, RetriesAreBoundedAndTheReasonKept) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
   Dispatched();
   ASSERT_TRUE(s_.StageFailed(1, 1, "CUDA OOM", true, now_).ok());
@@ -196,10 +244,9 @@ TEST_F(RetrySchedulerTest, RetriesAreBoundedAndTheReasonKept) {
   EXPECT_EQ(acts[0].kind, Kind::kJobFailed) << "not retryable: fails at once";
 }
 
-TEST_F(SchedulerTest, CancelRemovesQueuedStopsRunningAndReleasesPayloads) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
-  ASSERT_TRUE(
-      s_.Submit(Job(1, PriorityClass::kStandard, {Stage::kEncode, Stage::kDecode}), now_).ok());
+TEST_P(SchedulerTest, CancelRemovesQueuedStopsRunningAndReleasesPayloads) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kStandard, {"encode", "decode"}), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(2), now_).ok());
   Dispatched();
   ASSERT_TRUE(s_.Cancel(2, now_).ok());
@@ -220,14 +267,12 @@ TEST_F(SchedulerTest, CancelRemovesQueuedStopsRunningAndReleasesPayloads) {
   EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{3}) << "the slot came back";
 }
 
-TEST_F(SchedulerTest, WholePipelinesAndEncodeOnlyJobsFinish) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
-  ASSERT_TRUE(s_.WorkerUp(2, Stage::kDenoise, 1, now_).ok());
-  ASSERT_TRUE(s_.WorkerUp(3, Stage::kDecode, 1, now_).ok());
+TEST_P(SchedulerTest, WholePipelinesAndEncodeOnlyJobsFinish) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("denoise", 1), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(3, W("decode", 1), now_).ok());
   ASSERT_TRUE(
-      s_.Submit(Job(1, PriorityClass::kStandard, {Stage::kEncode, Stage::kDenoise, Stage::kDecode}),
-                now_)
-          .ok());
+      s_.Submit(Job(1, PriorityClass::kStandard, {"encode", "denoise", "decode"}), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(2), now_).ok());  // Encode only.
   int done = 0;
   for (int round = 0; round < 10 && done < 2; ++round) {
@@ -244,18 +289,24 @@ TEST_F(SchedulerTest, WholePipelinesAndEncodeOnlyJobsFinish) {
   EXPECT_EQ(s_.Stats().dispatches, 4u);
 }
 
-TEST_F(SchedulerTest, BadEventsGetSpecificErrors) {
+TEST_P(SchedulerTest, BadEventsGetSpecificErrors) {
   EXPECT_EQ(s_.Submit(Job(0), now_).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s_.Submit(Job(1, PriorityClass::kStandard, {}), now_).code(),
+  EXPECT_EQ(s_.Submit(Job(1, PriorityClass::kStandard, {"upscale"}), now_).code(),
+            StatusCode::kInvalidArgument)
+      << "not a stage of the model";
+  JobSpec elsewhere = Job(1);
+  elsewhere.model = "undeclared";
+  EXPECT_EQ(s_.Submit(elsewhere, now_).code(), StatusCode::kNotFound) << "an undeclared model";
+  EXPECT_EQ(s_.Submit(Job(1, PriorityClass::kStandard, {"decode", "encode"}), now_).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      s_.Submit(Job(1, PriorityClass::kStandard, {Stage::kDecode, Stage::kEncode}), now_).code(),
-      StatusCode::kInvalidArgument);
   ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
   EXPECT_EQ(s_.Submit(Job(1), now_).code(), StatusCode::kAlreadyExists);
-  EXPECT_EQ(s_.WorkerUp(5, Stage::kEncode, 0, now_).code(), StatusCode::kInvalidArgument);
-  ASSERT_TRUE(s_.WorkerUp(5, Stage::kEncode, 1, now_).ok());
-  EXPECT_EQ(s_.WorkerUp(5, Stage::kDecode, 1, now_).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s_.WorkerUp(5, W("encode", 0), now_).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(s_.WorkerUp(5, W("encode", 1), now_).ok());
+  EXPECT_EQ(s_.WorkerUp(5, W("decode", 1), now_).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s_.WorkerUp(6, W("upscale", 1), now_).code(), StatusCode::kNotFound);
+  EXPECT_EQ(s_.WorkerUp(6, W("encode", 1, {}, {"undeclared"}), now_).code(), StatusCode::kNotFound);
+  EXPECT_EQ(s_.WorkerUp(6, W("encode", 1, {}, {}), now_).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s_.Credits(9, 1, now_).code(), StatusCode::kNotFound);
   EXPECT_EQ(s_.StageDone(1, 9, now_).code(), StatusCode::kNotFound);
   ASSERT_TRUE(s_.Submit(Job(2), now_).ok());  // Queued behind job 1.
@@ -263,15 +314,15 @@ TEST_F(SchedulerTest, BadEventsGetSpecificErrors) {
   EXPECT_EQ(s_.WorkerLost(9, now_).code(), StatusCode::kNotFound);
 }
 
-TEST_F(SchedulerTest, LostDenoiseJobResumesFromItsLatestCheckpoint) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kDenoise, 1, now_).ok());
-  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kStandard, {Stage::kDenoise}), now_).ok());
+TEST_P(SchedulerTest, LostDenoiseJobResumesFromItsLatestCheckpoint) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("denoise", 1), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kStandard, {"denoise"}), now_).ok());
   Dispatched();
   ASSERT_TRUE(s_.Progress(1, 1, 10, true, now_).ok());
   ASSERT_TRUE(s_.Progress(1, 1, 12, false, now_).ok());
   EXPECT_EQ(s_.Progress(1, 7, 13, true, now_).code(), StatusCode::kNotFound);
   ASSERT_TRUE(s_.WorkerLost(1, now_).ok());
-  ASSERT_TRUE(s_.WorkerUp(2, Stage::kDenoise, 1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("denoise", 1), now_).ok());
   auto acts = s_.TakeActions();
   ASSERT_EQ(acts.size(), 1u);
   EXPECT_EQ(acts[0].kind, Kind::kDispatch);
@@ -279,18 +330,18 @@ TEST_F(SchedulerTest, LostDenoiseJobResumesFromItsLatestCheckpoint) {
   EXPECT_EQ(acts[0].resume_step, 10) << "resumes from the checkpoint, not from scratch";
 }
 
-TEST_F(SchedulerTest, AJobTakenBackStartsAtItsStartStageFromItsResumeStep) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
-  ASSERT_TRUE(s_.WorkerUp(2, Stage::kDenoise, 1, now_).ok());
-  ASSERT_TRUE(s_.WorkerUp(3, Stage::kDecode, 1, now_).ok());
-  const std::vector<Stage> all = {Stage::kEncode, Stage::kDenoise, Stage::kDecode};
+TEST_P(SchedulerTest, AJobTakenBackStartsAtItsStartStageFromItsResumeStep) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("denoise", 1), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(3, W("decode", 1), now_).ok());
+  const std::vector<std::string> all = {"encode", "denoise", "decode"};
   JobSpec spec = Job(1, PriorityClass::kStandard, all);
   spec.start_stage = 1;
   spec.resume_step = 6;
   ASSERT_TRUE(s_.Submit(spec, now_).ok());
   auto acts = s_.TakeActions();
   ASSERT_EQ(acts.size(), 1u);
-  EXPECT_EQ(acts[0].stage, Stage::kDenoise) << "encode's output survived: it does not run again";
+  EXPECT_EQ(acts[0].stage, "denoise") << "encode's output survived: it does not run again";
   EXPECT_EQ(acts[0].resume_step, 6);
   spec = Job(2, PriorityClass::kStandard, all);
   spec.start_stage = 3;
@@ -300,8 +351,8 @@ TEST_F(SchedulerTest, AJobTakenBackStartsAtItsStartStageFromItsResumeStep) {
   EXPECT_EQ(s_.Submit(spec, now_).code(), StatusCode::kInvalidArgument);
 }
 
-TEST_F(SchedulerTest, ADrainingWorkerGetsNoWorkForTheSlotItsReportGivesBack) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+TEST_P(SchedulerTest, ADrainingWorkerGetsNoWorkForTheSlotItsReportGivesBack) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(2), now_).ok());
   EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 1}}));
@@ -311,18 +362,18 @@ TEST_F(SchedulerTest, ADrainingWorkerGetsNoWorkForTheSlotItsReportGivesBack) {
   for (const Action& a : s_.TakeActions()) {
     EXPECT_NE(a.kind, Kind::kDispatch) << "job " << a.job << " went to a draining worker";
   }
-  ASSERT_TRUE(s_.WorkerUp(2, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("encode", 1), now_).ok());
   EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{2, 2}}));
   EXPECT_EQ(s_.Draining(7, now_).code(), StatusCode::kNotFound);
 }
 
-TEST_F(SchedulerTest, WaitingInteractiveJobPreemptsBatchDenoise) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kDenoise, 1, now_).ok());
-  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kBatch, {Stage::kDenoise}), now_).ok());
+TEST_P(SchedulerTest, WaitingInteractiveJobPreemptsBatchDenoise) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("denoise", 1), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kBatch, {"denoise"}), now_).ok());
   Dispatched();
-  ASSERT_TRUE(s_.Submit(Job(2, PriorityClass::kStandard, {Stage::kDenoise}), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(2, PriorityClass::kStandard, {"denoise"}), now_).ok());
   EXPECT_TRUE(s_.TakeActions().empty()) << "standard work waits; only interactive preempts";
-  ASSERT_TRUE(s_.Submit(Job(3, PriorityClass::kInteractive, {Stage::kDenoise}), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(3, PriorityClass::kInteractive, {"denoise"}), now_).ok());
   auto acts = s_.TakeActions();
   ASSERT_EQ(acts.size(), 1u);
   EXPECT_EQ(acts[0].kind, Kind::kCheckpoint);
@@ -345,18 +396,18 @@ TEST_F(SchedulerTest, WaitingInteractiveJobPreemptsBatchDenoise) {
   EXPECT_EQ(s_.Stats().preemptions, 1u);
 }
 
-TEST_F(SchedulerTest, LostPayloadRerunsItsProducer) {
-  const std::vector<Stage> edv = {Stage::kEncode, Stage::kDenoise, Stage::kDecode};
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
-  ASSERT_TRUE(s_.WorkerUp(2, Stage::kDenoise, 1, now_).ok());
-  ASSERT_TRUE(s_.WorkerUp(3, Stage::kDecode, 1, now_).ok());
+TEST_P(SchedulerTest, LostPayloadRerunsItsProducer) {
+  const std::vector<std::string> edv = {"encode", "denoise", "decode"};
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("denoise", 1), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(3, W("decode", 1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kStandard, edv), now_).ok());
   ASSERT_TRUE(s_.StageDone(1, 1, now_).ok());  // Encode done; denoise runs.
   s_.TakeActions();
-  EXPECT_EQ(s_.PayloadLost(1, Stage::kDecode, now_).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s_.PayloadLost(1, "decode", now_).code(), StatusCode::kInvalidArgument);
   // Denoise is running when its input (the embeddings) is lost: it fails,
   // and the encoder runs again instead of the job failing.
-  ASSERT_TRUE(s_.PayloadLost(1, Stage::kEncode, now_).ok());
+  ASSERT_TRUE(s_.PayloadLost(1, "encode", now_).ok());
   EXPECT_TRUE(s_.TakeActions().empty());
   ASSERT_TRUE(s_.StageFailed(1, 2, "input missing", false, now_).ok());
   EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 1}}));
@@ -365,18 +416,18 @@ TEST_F(SchedulerTest, LostPayloadRerunsItsProducer) {
   s_.TakeActions();
   // Now queued or running at decode; lose the latent while decode is busy.
   ASSERT_TRUE(s_.WorkerLost(3, now_).ok());
-  ASSERT_TRUE(s_.PayloadLost(1, Stage::kDenoise, now_).ok());
+  ASSERT_TRUE(s_.PayloadLost(1, "denoise", now_).ok());
   EXPECT_TRUE(Dispatched().empty()) << "back to denoise, but no decode slot: held back";
-  EXPECT_EQ(s_.Stats().queued[1], 1u);
-  ASSERT_TRUE(s_.WorkerUp(4, Stage::kDecode, 1, now_).ok());
+  EXPECT_EQ(Queued("denoise"), 1u);
+  ASSERT_TRUE(s_.WorkerUp(4, W("decode", 1), now_).ok());
   EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 2}}))
       << "denoise re-runs once decode has room";
-  EXPECT_EQ(s_.PayloadLost(99, Stage::kEncode, now_).code(), StatusCode::kNotFound);
+  EXPECT_EQ(s_.PayloadLost(99, "encode", now_).code(), StatusCode::kNotFound);
 }
 
-TEST_F(SchedulerTest, AffinityPrefersTheWorkerNextToThePayload) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_, {"node=a"}).ok());
-  ASSERT_TRUE(s_.WorkerUp(2, Stage::kEncode, 4, now_, {"node=b"}).ok());
+TEST_P(SchedulerTest, AffinityPrefersTheWorkerNextToThePayload) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1, {"node=a"}), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("encode", 4, {"node=b"}), now_).ok());
   JobSpec near = Job(1);
   near.affinity = "node=a";
   ASSERT_TRUE(s_.Submit(near, now_).ok());
@@ -403,11 +454,13 @@ TEST(SchedulerPolicyTest, ACustomPolicyDecidesOrderAndWorkerChoice) {
   for (bool custom : {false, true}) {
     SCOPED_TRACE(custom ? "fifo policy" : "default policy");
     Scheduler s({}, custom ? std::make_unique<FifoPolicy>() : nullptr);
+    Declared(s);
     const TimePoint now{};
-    ASSERT_TRUE(s.WorkerUp(1, Stage::kEncode, 1, now, {"node=a"}).ok());
-    ASSERT_TRUE(s.WorkerUp(2, Stage::kEncode, 1, now, {"node=b"}).ok());
+    ASSERT_TRUE(s.WorkerUp(1, W("encode", 1, {"node=a"}), now).ok());
+    ASSERT_TRUE(s.WorkerUp(2, W("encode", 1, {"node=b"}), now).ok());
     JobSpec j;
-    j.pipeline = {Stage::kEncode};
+    j.model = kModel;
+    j.pipeline = {"encode"};
     j.id = 1;
     j.affinity = "node=b";
     ASSERT_TRUE(s.Submit(j, now).ok());
@@ -437,8 +490,10 @@ TEST(SchedulerLimitsTest, SubmitBeyondTheLimitIsResourceExhausted) {
   SchedulerOptions o;
   o.max_queued_jobs = 2;
   Scheduler s(o);
+  Declared(s);
   const TimePoint now{};
   JobSpec j;
+  j.model = kModel;
   j.id = 1;
   ASSERT_TRUE(s.Submit(j, now).ok());
   j.id = 2;
@@ -450,7 +505,7 @@ TEST(SchedulerLimitsTest, SubmitBeyondTheLimitIsResourceExhausted) {
 // Fair share across tenants within a class: one encode worker with one
 // slot; each case submits (tenant, class) jobs in order, the first of which
 // occupies the worker, and expects the dispatch order of the rest.
-TEST_F(SchedulerTest, TenantsShareAClassFairly) {
+TEST_P(SchedulerTest, TenantsShareAClassFairly) {
   struct Sub {
     std::string tenant;
     PriorityClass priority = PriorityClass::kBatch;
@@ -476,7 +531,8 @@ TEST_F(SchedulerTest, TenantsShareAClassFairly) {
   };
   for (const Case& c : cases) {
     Scheduler s;
-    ASSERT_TRUE(s.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+    Declared(s);
+    ASSERT_TRUE(s.WorkerUp(1, W("encode", 1), now_).ok());
     std::map<JobId, std::string> tenant_of;
     JobId id = 1;
     for (const Sub& sub : c.subs) {
@@ -502,8 +558,8 @@ TEST_F(SchedulerTest, TenantsShareAClassFairly) {
   }
 }
 
-TEST_F(SchedulerTest, AJobRequeuedAtTheHeadKeepsItsTurnWhateverItsTenant) {
-  ASSERT_TRUE(s_.WorkerUp(1, Stage::kEncode, 1, now_).ok());
+TEST_P(SchedulerTest, AJobRequeuedAtTheHeadKeepsItsTurnWhateverItsTenant) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
   for (JobId id : {1, 2, 3}) {
     JobSpec j = Job(id);
     j.tenant = id == 1 ? "flooder" : "other";
@@ -511,8 +567,152 @@ TEST_F(SchedulerTest, AJobRequeuedAtTheHeadKeepsItsTurnWhateverItsTenant) {
   }
   EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{1});
   ASSERT_TRUE(s_.WorkerLost(1, now_).ok());  // Job 1 goes back to the head.
-  ASSERT_TRUE(s_.WorkerUp(2, Stage::kEncode, 1, now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("encode", 1), now_).ok());
   EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{1});
+}
+
+// Two models, one pool each per stage: work goes only to its model's
+// workers, however free the others are.
+TEST(SchedulerModelsTest, JobsRunOnlyOnTheirOwnModelsWorkers) {
+  Scheduler s;
+  const TimePoint now{};
+  ASSERT_TRUE(s.DeclareModel({"a", StandardPipeline()}).ok());
+  ASSERT_TRUE(s.DeclareModel({"b", StandardPipeline()}).ok());
+  ASSERT_TRUE(s.WorkerUp(1, W("encode", 4, {}, {"a"}), now).ok());
+  JobSpec j;
+  j.id = 1;
+  j.model = "b";
+  ASSERT_TRUE(s.Submit(j, now).ok());
+  EXPECT_TRUE(s.TakeActions().empty()) << "a's free worker must not take b's job";
+  ASSERT_TRUE(s.WorkerUp(2, W("encode", 1, {}, {"b"}), now).ok());
+  auto acts = s.TakeActions();
+  ASSERT_EQ(acts.size(), 1u);
+  EXPECT_EQ(acts[0].worker, 2u);
+  EXPECT_EQ(acts[0].stage, "encode");
+}
+
+// A worker serving two models takes the better head of either queue.
+TEST(SchedulerModelsTest, AWorkerOfTwoModelsServesTheirQueuesByPriority) {
+  Scheduler s;
+  const TimePoint now{};
+  ASSERT_TRUE(s.DeclareModel({"a", StandardPipeline()}).ok());
+  ASSERT_TRUE(s.DeclareModel({"b", StandardPipeline()}).ok());
+  ASSERT_TRUE(s.WorkerUp(1, W("encode", 1, {}, {"a", "b"}), now).ok());
+  auto job = [](JobId id, std::string model, PriorityClass p) {
+    JobSpec j;
+    j.id = id;
+    j.model = std::move(model);
+    j.pipeline = {"encode"};
+    j.priority = p;
+    return j;
+  };
+  ASSERT_TRUE(s.Submit(job(1, "a", PriorityClass::kStandard), now).ok());  // Takes the slot.
+  ASSERT_TRUE(s.Submit(job(2, "a", PriorityClass::kBatch), now).ok());
+  ASSERT_TRUE(s.Submit(job(3, "b", PriorityClass::kInteractive), now).ok());
+  ASSERT_TRUE(s.Submit(job(4, "a", PriorityClass::kStandard), now).ok());
+  std::vector<JobId> order;
+  for (JobId running : {1, 3, 4}) {
+    (void)s.TakeActions();
+    ASSERT_TRUE(s.StageDone(running, 1, now).ok());
+    for (const Action& a : s.TakeActions()) {
+      if (a.kind == Kind::kDispatch) {
+        order.push_back(a.job);
+      }
+    }
+  }
+  EXPECT_EQ(order, (std::vector<JobId>{3, 4, 2}));
+}
+
+// Whether a stage admits (pinned, reserving a downstream slot) is declared,
+// not read from its name: "refine" admits, this model's "denoise" does not.
+TEST(SchedulerModelsTest, StageKindsAreDeclaredNotInferredFromNames) {
+  Scheduler s;
+  const TimePoint now{};
+  ASSERT_TRUE(s.DeclareModel({"x",
+                              {{"prep", StageKind::kWork},
+                               {"refine", StageKind::kAdmission},
+                               {"vae", StageKind::kWork},
+                               {"upscale", StageKind::kWork}}})
+                  .ok());
+  ASSERT_TRUE(
+      s.DeclareModel({"y", {{"denoise", StageKind::kWork}, {"decode", StageKind::kWork}}}).ok());
+  ASSERT_TRUE(s.WorkerUp(1, W("refine", 4, {}, {"x"}), now).ok());
+  ASSERT_TRUE(s.WorkerUp(2, W("vae", 1, {}, {"x"}), now).ok());
+  ASSERT_TRUE(s.WorkerUp(3, W("denoise", 4, {}, {"y"}), now).ok());
+  for (JobId id : {1, 2, 3}) {
+    JobSpec j;
+    j.id = id;
+    j.model = "x";
+    j.pipeline = {"refine", "vae", "upscale"};
+    ASSERT_TRUE(s.Submit(j, now).ok());
+    j.id = id + 10;
+    j.model = "y";
+    j.pipeline = {};
+    ASSERT_TRUE(s.Submit(j, now).ok());
+  }
+  std::map<std::string, int> dispatched;
+  for (const Action& a : s.TakeActions()) {
+    dispatched[a.stage] += a.kind == Kind::kDispatch ? 1 : 0;
+  }
+  EXPECT_EQ(dispatched["refine"], 1) << "one vae slot: one refine admitted";
+  EXPECT_EQ(dispatched["denoise"], 3) << "y's denoise is a work stage: no reservation";
+  EXPECT_EQ(s.Stats().reserved, 1u);
+  for (const PoolStats& p : s.Stats().pools) {
+    if (p.model == "x" && p.stage == "vae") {
+      EXPECT_EQ(p.reserved, 1u);
+      EXPECT_EQ(p.workers, 1u);
+    }
+  }
+}
+
+// Interactive work waiting at a full admission pool preempts batch work on
+// that pool's workers only; a worker of both models is in both pools.
+TEST(SchedulerModelsTest, PreemptionStaysWithinThePoolsWorkers) {
+  Scheduler s;
+  const TimePoint now{};
+  ASSERT_TRUE(s.DeclareModel({"a", StandardPipeline()}).ok());
+  ASSERT_TRUE(s.DeclareModel({"b", StandardPipeline()}).ok());
+  ASSERT_TRUE(s.WorkerUp(1, W("denoise", 1, {}, {"b"}), now).ok());
+  auto job = [](JobId id, std::string model, PriorityClass p) {
+    JobSpec j;
+    j.id = id;
+    j.model = std::move(model);
+    j.pipeline = {"denoise"};
+    j.priority = p;
+    return j;
+  };
+  ASSERT_TRUE(s.Submit(job(1, "b", PriorityClass::kBatch), now).ok());
+  ASSERT_TRUE(s.WorkerUp(2, W("denoise", 1, {}, {"a"}), now).ok());
+  ASSERT_TRUE(s.Submit(job(2, "a", PriorityClass::kBatch), now).ok());
+  (void)s.TakeActions();
+  ASSERT_TRUE(s.Submit(job(3, "b", PriorityClass::kInteractive), now).ok());
+  std::vector<JobId> asked;
+  for (const Action& a : s.TakeActions()) {
+    if (a.kind == Kind::kCheckpoint) {
+      asked.push_back(a.job);
+    }
+  }
+  EXPECT_EQ(asked, std::vector<JobId>{1}) << "a's batch job runs on a worker b cannot use";
+  ASSERT_TRUE(s.Preempted(1, 1, now).ok());
+  auto acts = s.TakeActions();
+  ASSERT_FALSE(acts.empty());
+  EXPECT_EQ(acts[0].job, 3u);
+  EXPECT_EQ(acts[0].worker, 1u);
+}
+
+TEST(SchedulerModelsTest, DeclaringAModel) {
+  Scheduler s;
+  ASSERT_TRUE(s.DeclareModel({"a", StandardPipeline()}).ok());
+  EXPECT_TRUE(s.DeclareModel({"a", StandardPipeline()}).ok()) << "the same again: a no-op";
+  EXPECT_EQ(s.DeclareModel({"a", {{"denoise", StageKind::kAdmission}}}).code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(s.DeclareModel({"", StandardPipeline()}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.DeclareModel({"c", {}}).code(), StatusCode::kInvalidArgument);
+  ASSERT_NE(s.FindModel("a"), nullptr);
+  EXPECT_EQ(s.FindModel("a")->stages, StandardPipeline());
+  EXPECT_EQ(s.FindModel("c"), nullptr);
+  EXPECT_EQ(s.Models().size(), 1u);
+  EXPECT_EQ(s.Stats().pools.size(), 3u);
 }
 
 }  // namespace

@@ -62,6 +62,15 @@ Response StatusError(const Status& s) {
   }
 }
 
+// A submission's error: an unknown model is 404 model_not_found.
+Response SubmitError(const Status& s) {
+  if (s.code() == StatusCode::kNotFound) {
+    return http::ErrorResponse(404, "invalid_request_error", s.message(), "model",
+                               "model_not_found");
+  }
+  return StatusError(s);
+}
+
 // Who sent a request: its tenant, and whether the API is closed (keys).
 struct Caller {
   std::string tenant;
@@ -296,7 +305,7 @@ void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
       for (JobId done : ids) {
         (void)state.Cancel(done);
       }
-      return ex->Respond(StatusError(id.status()));
+      return ex->Respond(SubmitError(id.status()));
     }
     ids.push_back(*id);
     names.push_back(state.Get(*id)->name);
@@ -368,7 +377,7 @@ void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
   r->tenant = caller.tenant;
   Result<JobId> id = state.Submit(*r);
   if (!id.ok()) {
-    return ex->Respond(StatusError(id.status()));
+    return ex->Respond(SubmitError(id.status()));
   }
   ex->Respond(JsonResponse(200, VideoJson(*state.Get(*id))));
 }
@@ -441,23 +450,80 @@ void VideoContent(const JobView& v, const std::string& ffmpeg,
   });
 }
 
-// 200 when every stage a job may need has a registered worker, else 503
-// naming the stages without one.
-Response Readiness(OrchestratorState& state) {
-  const ServiceStats s = state.Stats();
-  const std::vector<Stage> pipeline = state.options().pipeline.value_or(
-      std::vector<Stage>{Stage::kEncode, Stage::kDenoise, Stage::kDecode});
-  std::string missing;
-  for (Stage st : pipeline) {
-    if (s.workers[static_cast<int>(st)] == 0) {
-      missing += (missing.empty() ? "" : ", ") + std::string(StageName(st));
+// The stages of `m` its jobs run here (all, or the colocated subset)
+// that no registered worker serves.
+std::vector<std::string> Unserved(const ModelView& m, const ServiceOptions& o) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < m.stages.size(); ++i) {
+    const std::string& stage = m.stages[i].name;
+    const bool runs = !o.pipeline.has_value() ||
+                      std::find(o.pipeline->begin(), o.pipeline->end(), stage) != o.pipeline->end();
+    if (runs && m.workers[i] == 0) {
+      out.push_back(stage);
     }
   }
-  if (!missing.empty()) {
-    return http::ErrorResponse(503, "server_error", "no registered worker for stage " + missing, {},
-                               "not_ready");
+  return out;
+}
+
+// OpenAI's model object, with sluice's pipeline and readiness beside it.
+json ModelJson(const ModelView& m, const ServiceOptions& o) {
+  json stages = json::array();
+  for (std::size_t i = 0; i < m.stages.size(); ++i) {
+    stages.push_back({{"name", m.stages[i].name},
+                      {"kind", m.stages[i].kind == StageKind::kAdmission ? "admission" : "work"},
+                      {"workers", m.workers[i]}});
   }
-  return JsonResponse(200, {{"status", "ready"}});
+  return {{"id", m.name},
+          {"object", "model"},
+          {"created", m.created_unix_s},
+          {"owned_by", "sluice"},
+          {"stages", std::move(stages)},
+          {"ready", Unserved(m, o).empty()},
+          {"default", m.name == o.default_model}};
+}
+
+// /readyz: 200 when every declared model (or the one `?model=` names) has
+// a registered worker for every stage its jobs run, else 503 naming what
+// is missing. The body lists each model's readiness.
+Response Readiness(OrchestratorState& state, const Request& req) {
+  const std::string only = req.Query("model").value_or("");
+  json models = json::object();
+  std::string missing;
+  bool found = only.empty();
+  for (const ModelView& m : state.Models()) {
+    if (!only.empty() && m.name != only) {
+      continue;
+    }
+    found = true;
+    const std::vector<std::string> unserved = Unserved(m, state.options());
+    models[m.name] = {{"ready", unserved.empty()}, {"unserved_stages", unserved}};
+    for (const std::string& stage : unserved) {
+      missing += (missing.empty() ? "" : ", ") + m.name + "/" + stage;
+    }
+  }
+  if (!found) {
+    return http::ErrorResponse(404, "invalid_request_error", "no model '" + only + "'", "model",
+                               "model_not_found");
+  }
+  if (!missing.empty()) {
+    Response r = http::ErrorResponse(503, "server_error", "no registered worker for " + missing, {},
+                                     "not_ready");
+    json body = json::parse(r.body);
+    body["models"] = std::move(models);
+    r.body = body.dump();
+    return r;
+  }
+  return JsonResponse(200, {{"status", "ready"}, {"models", std::move(models)}});
+}
+
+void ModelById(OrchestratorState& state, const std::string& id, const ExchangePtr& ex) {
+  for (const ModelView& m : state.Models()) {
+    if (m.name == id) {
+      return ex->Respond(JsonResponse(200, ModelJson(m, state.options())));
+    }
+  }
+  ex->Respond(http::ErrorResponse(404, "invalid_request_error", "no model '" + id + "'", "model",
+                                  "model_not_found"));
 }
 
 }  // namespace
@@ -537,6 +603,21 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
         }
         VideoContent(*v, o.ffmpeg, cache, ex);
       });
+  add("GET", "/v1/models", [st](Request&, const ExchangePtr& ex, const Caller&) {
+    json list = {{"object", "list"}, {"data", json::array()}};
+    for (const ModelView& m : st->Models()) {
+      list["data"].push_back(ModelJson(m, st->options()));
+    }
+    ex->Respond(JsonResponse(200, list));
+  });
+  // An id may hold one '/' ("org/name"), raw or percent-encoded.
+  add("GET", "/v1/models/{id}", [st](Request& req, const ExchangePtr& ex, const Caller&) {
+    ModelById(*st, http::PercentDecode(req.params[0]), ex);
+  });
+  add("GET", "/v1/models/{org}/{name}", [st](Request& req, const ExchangePtr& ex, const Caller&) {
+    ModelById(*st, http::PercentDecode(req.params[0]) + "/" + http::PercentDecode(req.params[1]),
+              ex);
+  });
   add("GET", "/v1/jobs/{id}", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
     std::optional<JobView> v = FindJob(*st, req.params[0], c);
     if (!v.has_value()) {
@@ -593,7 +674,8 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
   };
   router.Add("GET", "/healthz", alive);
   router.Add("GET", "/health", alive);
-  router.Add("GET", "/readyz", [st](Request&, ExchangePtr ex) { ex->Respond(Readiness(*st)); });
+  router.Add("GET", "/readyz",
+             [st](Request& req, ExchangePtr ex) { ex->Respond(Readiness(*st, req)); });
   router.Add("GET", "/metrics", [st](Request&, ExchangePtr ex) {
     Response r;
     r.content_type = "text/plain; version=0.0.4";

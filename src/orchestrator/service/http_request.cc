@@ -185,6 +185,15 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
   }
   JobRequest r;
   r.kind = std::string(kind);
+  if (j.contains("model")) {
+    if (!j["model"].is_string()) {
+      return bad("model", "a model id (GET /v1/models lists them)");
+    }
+    r.model = j["model"].get<std::string>();
+    if (Status s = ValidateModelName(r.model); !s.ok()) {
+      return bad("model", std::string(s.message()));
+    }
+  }
   const std::string prio = j.value("priority", json("standard")).is_string()
                                ? j.value("priority", std::string("standard"))
                                : std::string("?");

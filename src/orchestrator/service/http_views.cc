@@ -25,6 +25,7 @@ json JobJson(const JobView& v) {
   j["id"] = v.name;
   j["object"] = "job";
   j["kind"] = v.kind;
+  j["model"] = v.model;
   j["status"] = v.status;
   j["stage"] = v.stage;
   j["progress"] = {{"step", v.step}, {"steps", v.steps}};
@@ -74,8 +75,7 @@ json VideoJson(const JobView& v) {
                           : (r.value("frames", 1) - 1 + fps - 1) / std::max(1, fps);
   json j = {{"id", v.name},
             {"object", "video"},
-            {"model",
-             r.value("model", json("sluice")).is_string() ? r.value("model", "sluice") : "sluice"},
+            {"model", v.model},
             {"status", kStatus.at(v.status)},
             {"progress", progress},
             {"created_at", v.created_unix_s},
@@ -96,18 +96,24 @@ json VideoJson(const JobView& v) {
 
 std::string MetricsText(const ServiceStats& s) {
   std::ostringstream out;
-  out << "# HELP sluice_orchestrator_queued Queued stage work.\n"
-      << "# TYPE sluice_orchestrator_queued gauge\n";
-  for (int st = 0; st < kStageCount; ++st) {
-    out << "sluice_orchestrator_queued{stage=\"" << StageName(static_cast<Stage>(st)) << "\"} "
-        << s.scheduler.queued[st] << "\n";
-  }
-  out << "# HELP sluice_orchestrator_workers Registered workers.\n"
-      << "# TYPE sluice_orchestrator_workers gauge\n";
-  for (int st = 0; st < kStageCount; ++st) {
-    out << "sluice_orchestrator_workers{stage=\"" << StageName(static_cast<Stage>(st)) << "\"} "
-        << s.workers[st] << "\n";
-  }
+  // Per pool: one (model, stage).
+  auto pool_label = [](const PoolStats& p) {
+    return "model=\"" + p.model + "\",stage=\"" + p.stage + "\"";
+  };
+  auto pool_gauge = [&](const char* name, const char* help, auto value) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n";
+    for (const PoolStats& p : s.scheduler.pools) {
+      out << name << "{" << pool_label(p) << "} " << value(p) << "\n";
+    }
+  };
+  pool_gauge("sluice_orchestrator_queued", "Queued stage work.",
+             [](const PoolStats& p) { return p.queued; });
+  pool_gauge("sluice_orchestrator_workers", "Registered workers.",
+             [](const PoolStats& p) { return p.workers; });
+  pool_gauge("sluice_orchestrator_free_slots", "Credits advertised by workers, unassigned.",
+             [](const PoolStats& p) { return p.free_slots; });
+  pool_gauge("sluice_orchestrator_reserved_slots", "Slots held for jobs admitted upstream.",
+             [](const PoolStats& p) { return p.reserved; });
   auto counter = [&](const char* name, const char* help, std::uint64_t v) {
     out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
         << name << " " << v << "\n";
@@ -115,17 +121,11 @@ std::string MetricsText(const ServiceStats& s) {
   static constexpr const char* kClasses[kClassCount] = {"interactive", "standard", "batch"};
   out << "# HELP sluice_orchestrator_queued_by_class Queued stage work per priority class.\n"
       << "# TYPE sluice_orchestrator_queued_by_class gauge\n";
-  for (int st = 0; st < kStageCount; ++st) {
+  for (const PoolStats& p : s.scheduler.pools) {
     for (int c = 0; c < kClassCount; ++c) {
-      out << "sluice_orchestrator_queued_by_class{stage=\"" << StageName(static_cast<Stage>(st))
-          << "\",class=\"" << kClasses[c] << "\"} " << s.scheduler.queued_by_class[st][c] << "\n";
+      out << "sluice_orchestrator_queued_by_class{" << pool_label(p) << ",class=\"" << kClasses[c]
+          << "\"} " << p.queued_by_class[c] << "\n";
     }
-  }
-  out << "# HELP sluice_orchestrator_free_slots Credits advertised by workers, unassigned.\n"
-      << "# TYPE sluice_orchestrator_free_slots gauge\n";
-  for (int st = 0; st < kStageCount; ++st) {
-    out << "sluice_orchestrator_free_slots{stage=\"" << StageName(static_cast<Stage>(st)) << "\"} "
-        << s.scheduler.free_slots[st] << "\n";
   }
   auto hist = [&](const char* name, const char* help, const Histogram& h,
                   const std::string& labels) {
@@ -145,11 +145,11 @@ std::string MetricsText(const ServiceStats& s) {
   out << "# HELP sluice_orchestrator_ttff_seconds Submission to the first decoded frame.\n"
       << "# TYPE sluice_orchestrator_ttff_seconds histogram\n";
   hist("sluice_orchestrator_ttff_seconds", "", s.ttff, "");
-  out << "# HELP sluice_orchestrator_dispatch_seconds Queued to dispatched, per stage.\n"
+  out << "# HELP sluice_orchestrator_dispatch_seconds Queued to dispatched, per model and stage.\n"
       << "# TYPE sluice_orchestrator_dispatch_seconds histogram\n";
-  for (int st = 0; st < kStageCount; ++st) {
-    hist("sluice_orchestrator_dispatch_seconds", "", s.dispatch_latency[st],
-         "stage=\"" + std::string(StageName(static_cast<Stage>(st))) + "\"");
+  for (const auto& [pool, h] : s.dispatch_latency) {
+    hist("sluice_orchestrator_dispatch_seconds", "", h,
+         "model=\"" + pool.first + "\",stage=\"" + pool.second + "\"");
   }
   out << "# TYPE sluice_orchestrator_running gauge\nsluice_orchestrator_running "
       << s.scheduler.running << "\n";

@@ -20,10 +20,10 @@ struct Stmt {
   ~Stmt() { sqlite3_finalize(s); }
 };
 
-std::string PipelineText(const std::vector<Stage>& p) {
+std::string PipelineText(const std::vector<std::string>& p) {
   std::string out;
-  for (Stage s : p) {
-    out += (out.empty() ? "" : ",") + std::string(StageName(s));
+  for (const std::string& s : p) {
+    out += (out.empty() ? "" : ",") + s;
   }
   return out;
 }
@@ -56,8 +56,9 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
               "created_unix_ms INTEGER NOT NULL)"));
   SLUICE_RETURN_IF_ERROR(j->Exec("CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status)"));
   // Added later: a journal from before gets the columns (rows without a
-  // name keep the "job-<id>" their clients were given).
-  for (const char* column : {"name", "tenant"}) {
+  // name keep the "job-<id>" their clients were given; rows without a
+  // model run on the default model).
+  for (const char* column : {"name", "tenant", "model", "model_stages"}) {
     SLUICE_ASSIGN_OR_RETURN(bool has, j->HasColumn("jobs", column));
     if (!has) {
       SLUICE_RETURN_IF_ERROR(j->Exec(
@@ -97,16 +98,18 @@ Result<bool> Journal::HasColumn(const char* table, const char* column) {
   return sqlite3_step(st.s) == SQLITE_ROW;
 }
 
-Status Journal::Add(JobId id, const JobRequest& r) {
+Status Journal::Add(JobId id, const JobRequest& r, const std::vector<StageDecl>& model_stages) {
   Stmt st;
   if (sqlite3_prepare_v2(db_,
                          "INSERT INTO jobs (id, kind, request, pipeline, priority, "
-                         "deadline_unix_ms, affinity, status, created_unix_ms, name, tenant) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?, 'accepted', ?, ?, ?)",
+                         "deadline_unix_ms, affinity, status, created_unix_ms, name, tenant, "
+                         "model, model_stages) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, 'accepted', ?, ?, ?, ?, ?)",
                          -1, &st.s, nullptr) != SQLITE_OK) {
     return SqlError(db_, "prepare insert");
   }
   const std::string pipeline = PipelineText(r.pipeline);
+  const std::string stages = FormatPipeline(model_stages);
   const std::int64_t now = NowUnixMs();
   sqlite3_bind_int64(st.s, 1, static_cast<sqlite3_int64>(id));
   sqlite3_bind_text(st.s, 2, r.kind.data(), static_cast<int>(r.kind.size()), SQLITE_STATIC);
@@ -123,6 +126,8 @@ Status Journal::Add(JobId id, const JobRequest& r) {
   sqlite3_bind_int64(st.s, 8, now);
   sqlite3_bind_text(st.s, 9, r.name.data(), static_cast<int>(r.name.size()), SQLITE_STATIC);
   sqlite3_bind_text(st.s, 10, r.tenant.data(), static_cast<int>(r.tenant.size()), SQLITE_STATIC);
+  sqlite3_bind_text(st.s, 11, r.model.data(), static_cast<int>(r.model.size()), SQLITE_STATIC);
+  sqlite3_bind_text(st.s, 12, stages.data(), static_cast<int>(stages.size()), SQLITE_STATIC);
   if (sqlite3_step(st.s) != SQLITE_DONE) {
     return SqlError(db_, "insert job " + std::to_string(id));
   }
@@ -143,7 +148,7 @@ Status Journal::SaveProgress(JobId id, const JobProgress& p) {
       nlohmann::json(p.keys).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   sqlite3_bind_int64(st.s, 1, static_cast<sqlite3_int64>(id));
   if (p.done.has_value()) {
-    const std::string_view stage = StageName(*p.done);
+    const std::string& stage = *p.done;
     sqlite3_bind_text(st.s, 2, stage.data(), static_cast<int>(stage.size()), SQLITE_STATIC);
   } else {
     sqlite3_bind_null(st.s, 2);
@@ -179,13 +184,15 @@ Status Journal::Finish(JobId id, std::string_view status) {
 
 Result<std::vector<JournaledJob>> Journal::Unfinished() {
   Stmt st;
-  if (sqlite3_prepare_v2(db_,
-                         "SELECT id, kind, request, pipeline, priority, deadline_unix_ms, "
-                         "affinity, done_stage, output, keys, checkpoint_step, name, tenant "
-                         "FROM jobs LEFT JOIN "
-                         "progress ON progress.job_id = jobs.id WHERE status = 'accepted' "
-                         "ORDER BY id",
-                         -1, &st.s, nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(
+          db_,
+          "SELECT id, kind, request, pipeline, priority, deadline_unix_ms, "
+          "affinity, done_stage, output, keys, checkpoint_step, name, tenant, model, "
+          "model_stages "
+          "FROM jobs LEFT JOIN "
+          "progress ON progress.job_id = jobs.id WHERE status = 'accepted' "
+          "ORDER BY id",
+          -1, &st.s, nullptr) != SQLITE_OK) {
     return SqlError(db_, "prepare select");
   }
   std::vector<JournaledJob> out;
@@ -200,16 +207,12 @@ Result<std::vector<JournaledJob>> Journal::Unfinished() {
     };
     r.kind = text(1);
     r.request_json = text(2);
-    r.pipeline.clear();
-    const std::string pipe = text(3);
-    for (std::size_t at = 0; at < pipe.size();) {
-      const std::size_t comma = std::min(pipe.find(',', at), pipe.size());
-      Result<Stage> s = ParseStage(pipe.substr(at, comma - at));
-      if (!s.ok()) {
-        return s.status().WithContext("journal row " + std::to_string(id));
-      }
-      r.pipeline.push_back(*s);
-      at = comma + 1;
+    Result<std::vector<StageDecl>> pipe = ParsePipeline(text(3));
+    if (!pipe.ok()) {
+      return pipe.status().WithContext("journal row " + std::to_string(id));
+    }
+    for (StageDecl& d : *pipe) {
+      r.pipeline.push_back(std::move(d.name));
     }
     const int prio = sqlite3_column_int(st.s, 4);
     r.priority = static_cast<PriorityClass>(std::clamp(prio, 0, kClassCount - 1));
@@ -220,16 +223,24 @@ Result<std::vector<JournaledJob>> Journal::Unfinished() {
     r.affinity = text(6);
     r.name = text(11);
     r.tenant = text(12);
-    JournaledJob job{id, std::move(r), {}};
+    r.model = text(13);
+    JournaledJob job{id, std::move(r), {}, {}};
+    if (const std::string stages = text(14); !stages.empty()) {
+      Result<std::vector<StageDecl>> decl = ParsePipeline(stages);
+      if (!decl.ok()) {
+        return decl.status().WithContext("journal row " + std::to_string(id) + ": model_stages");
+      }
+      job.model_stages = std::move(*decl);
+    }
     if (sqlite3_column_type(st.s, 7) != SQLITE_NULL) {
       // A row this journal wrote; anything unreadable in it only costs the
       // job its progress (it runs from its first stage).
-      Result<Stage> done = ParseStage(text(7));
+      Result<std::vector<StageDecl>> done = ParsePipeline(text(7));
       const auto* blob = static_cast<const char*>(sqlite3_column_blob(st.s, 8));
       const auto keys = nlohmann::json::parse(text(9), nullptr, /*allow_exceptions=*/false);
-      if (done.ok() && keys.is_array() &&
+      if (done.ok() && done->size() == 1 && keys.is_array() &&
           std::all_of(keys.begin(), keys.end(), [](const auto& k) { return k.is_string(); })) {
-        job.progress.done = *done;
+        job.progress.done = done->front().name;
         job.progress.output.assign(blob == nullptr ? "" : blob,
                                    static_cast<std::size_t>(sqlite3_column_bytes(st.s, 8)));
         job.progress.keys = keys.get<std::vector<std::string>>();

@@ -31,7 +31,7 @@ class Journal : public JobJournal {
   // full, file gone). A failed Add refuses the submission; after any other
   // failure the caller logs it and serves on (a job whose progress was not
   // saved runs from an earlier point after a restart).
-  Status Add(JobId id, const JobRequest& r) override;
+  Status Add(JobId id, const JobRequest& r, const std::vector<StageDecl>& model_stages) override;
   // One row per job, replaced on each save; `p.output` and `p.keys` are
   // copied.
   Status SaveProgress(JobId id, const JobProgress& p) override;

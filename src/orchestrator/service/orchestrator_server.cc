@@ -108,8 +108,13 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
               o.heartbeat_interval = c.heartbeat_interval;
               o.worker_timeout = c.worker_timeout;
               if (c.colocated) {
-                o.pipeline = {orchestrator::Stage::kDenoise};
+                o.pipeline = std::vector<std::string>{"denoise"};
               }
+              for (const auto& [name, pipeline] : c.models) {
+                // Start() checked every entry.
+                o.models.push_back({name, *orchestrator::ParsePipeline(pipeline)});
+              }
+              o.default_model = c.default_model;
               o.tenants = c.access.tenants;
               return o;
             }(),
@@ -201,16 +206,27 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
                                      const pb::RegisterRequest* req,
                                      pb::RegisterResponse* resp) override {
-    std::vector<std::string> labels(req->labels().begin(), req->labels().end());
-    Result<std::uint64_t> id = state_.Register(
-        req->stage(), static_cast<int>(std::min<std::uint32_t>(req->capacity(), 1u << 20)),
-        std::move(labels));
+    OrchestratorState::Registration r;
+    r.models.assign(req->models().begin(), req->models().end());
+    r.stage = req->stage();
+    r.capacity = static_cast<int>(std::min<std::uint32_t>(req->capacity(), 1u << 20));
+    r.labels.assign(req->labels().begin(), req->labels().end());
+    for (const pb::StageDecl& d : req->pipeline()) {
+      r.pipeline.push_back({d.name(), d.admission() ? orchestrator::StageKind::kAdmission
+                                                    : orchestrator::StageKind::kWork});
+    }
+    std::string models;
+    for (const std::string& m : r.models) {
+      models += (models.empty() ? "" : ",") + m;
+    }
+    Result<std::uint64_t> id = state_.Register(std::move(r));
     if (id.ok()) {
       resp->set_worker_id(*id);
       resp->set_heartbeat_interval_ms(
           static_cast<std::uint64_t>(config_.heartbeat_interval.count()));
-      SLUICE_LOG(info, "worker {} ({}, capacity {}) registered as {}", req->name(), req->stage(),
-                 req->capacity(), *id);
+      SLUICE_LOG(info, "worker {} ({} of {}, capacity {}) registered as {}", req->name(),
+                 req->stage(), models.empty() ? state_.default_model() : models, req->capacity(),
+                 *id);
     }
     return Done(ctx, id.status());
   }
@@ -377,6 +393,17 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
   }
   if (config.sync_timeout.count() <= 0) {
     return InvalidArgumentError("orchestrator: sync_timeout must be positive");
+  }
+  for (const auto& [name, pipeline] : config.models) {
+    Result<std::vector<orchestrator::StageDecl>> p = orchestrator::ParsePipeline(pipeline);
+    Status s = p.ok() ? orchestrator::ValidateModel({name, *p}) : p.status();
+    if (!s.ok()) {
+      return InvalidArgumentError("orchestrator: models: '" + name +
+                                  "': " + std::string(s.message()));
+    }
+  }
+  if (Status s = orchestrator::ValidateModelName(config.default_model); !s.ok()) {
+    return InvalidArgumentError("orchestrator: default_model: " + std::string(s.message()));
   }
   std::unique_ptr<orchestrator::Journal> journal;
   if (!config.journal_path.empty()) {

@@ -8,18 +8,65 @@
 
 namespace sluice::orchestrator {
 
-Result<Stage> ParseStage(std::string_view s) {
-  for (int i = 0; i < kStageCount; ++i) {
-    if (StageName(static_cast<Stage>(i)) == s) {
-      return static_cast<Stage>(i);
-    }
-  }
-  return InvalidArgumentError("unknown stage '" + std::string(s) +
-                              "' (expected encode, denoise or decode)");
+namespace {
+
+std::int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
+std::string Names(const std::vector<const ModelSpec*>& models) {
+  std::string out;
+  for (const ModelSpec* m : models) {
+    out += (out.empty() ? "" : ", ") + m->name;
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
 OrchestratorState::OrchestratorState(ServiceOptions o, JobJournal* journal)
-    : options_(std::move(o)), journal_(journal), scheduler_(options_.scheduler) {}
+    : options_(std::move(o)), journal_(journal), scheduler_(options_.scheduler) {
+  for (const ModelSpec& m : options_.models) {
+    if (Status s = DeclareModel(m); !s.ok()) {
+      SLUICE_LOG(error, "model '{}' not declared: {}", m.name, s.ToString());
+    }
+  }
+  if (!options_.default_model.empty() && scheduler_.FindModel(options_.default_model) == nullptr) {
+    if (Status s = DeclareModel({options_.default_model, StandardPipeline()}); !s.ok()) {
+      SLUICE_LOG(error, "default model not declared: {}", s.ToString());
+    }
+  }
+}
+
+Status OrchestratorState::DeclareModel(const ModelSpec& m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SLUICE_RETURN_IF_ERROR(scheduler_.DeclareModel(m));
+  model_declared_unix_s_.try_emplace(m.name, UnixNow());
+  return Status::Ok();
+}
+
+std::vector<ModelView> OrchestratorState::Models() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ModelView> out;
+  const SchedulerStats st = scheduler_.Stats();
+  for (const ModelSpec* m : scheduler_.Models()) {
+    ModelView v;
+    v.name = m->name;
+    v.stages = m->stages;
+    v.created_unix_s = model_declared_unix_s_[m->name];
+    for (const StageDecl& d : m->stages) {
+      std::size_t n = 0;
+      for (const PoolStats& p : st.pools) {
+        n += p.model == m->name && p.stage == d.name ? p.workers : 0;
+      }
+      v.workers.push_back(n);
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
 
 Status OrchestratorState::Restore(const PayloadsExist& exist) {
   if (journal_ == nullptr) {
@@ -33,6 +80,11 @@ Status OrchestratorState::Restore(const PayloadsExist& exist) {
   std::size_t resumed = 0;
   for (const JournaledJob& job : jobs) {
     const JobProgress& p = job.progress;
+    if (!job.model_stages.empty() && scheduler_.FindModel(job.request.model) == nullptr) {
+      if (Status s = scheduler_.DeclareModel({job.request.model, job.model_stages}); s.ok()) {
+        model_declared_unix_s_.try_emplace(job.request.model, UnixNow());
+      }
+    }
     // A finished stage's output counts only while the store still holds it
     // (an output without store keys cannot be checked); a checkpoint with
     // no stage finished belongs to the first stage, and its worker starts
@@ -161,9 +213,26 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   if (names_.count(name) != 0) {
     return AlreadyExistsError("job name " + name + " in use");
   }
+  JobRequest resolved = r;
+  if (resolved.model.empty()) {
+    resolved.model = options_.default_model;
+  }
+  const ModelSpec* model = scheduler_.FindModel(resolved.model);
+  if (model == nullptr) {
+    return NotFoundError("model '" + resolved.model +
+                         "' is not served here (models: " + Names(scheduler_.Models()) + ")");
+  }
+  const std::vector<StageDecl> model_stages = model->stages;
+  if (resolved.pipeline.empty()) {
+    for (const StageDecl& d : model_stages) {
+      resolved.pipeline.push_back(d.name);
+    }
+  }
+  const JobRequest& req = resolved;
   JobSpec spec;
   spec.id = id;
-  spec.pipeline = r.pipeline;
+  spec.model = req.model;
+  spec.pipeline = req.pipeline;
   spec.priority = r.priority;
   if (r.deadline.has_value()) {
     spec.deadline = now + *r.deadline;
@@ -171,11 +240,11 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   spec.affinity = r.affinity;
   spec.tenant = r.tenant;
   if (from != nullptr && from->done.has_value()) {
-    const auto at = std::find(r.pipeline.begin(), r.pipeline.end(), *from->done);
-    if (at == r.pipeline.end() || at + 1 == r.pipeline.end()) {
+    const auto at = std::find(req.pipeline.begin(), req.pipeline.end(), *from->done);
+    if (at == req.pipeline.end() || at + 1 == req.pipeline.end()) {
       from = nullptr;  // Not a stage this job runs before another: start over.
     } else {
-      spec.start_stage = static_cast<std::size_t>(at - r.pipeline.begin()) + 1;
+      spec.start_stage = static_cast<std::size_t>(at - req.pipeline.begin()) + 1;
     }
   }
   if (from != nullptr) {
@@ -187,7 +256,7 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   }
   if (journal && journal_ != nullptr) {
     // Durable before it is acknowledged; undone when it cannot be.
-    if (Status s = journal_->Add(id, r); !s.ok()) {
+    if (Status s = journal_->Add(id, req, model_stages); !s.ok()) {
       (void)scheduler_.Cancel(id, now);
       (void)scheduler_.TakeActions();
       return s;
@@ -195,7 +264,7 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   }
   ++stats_.submitted;
   JobRecord& j = jobs_[id];
-  j.request = r;
+  j.request = req;
   j.submitted = now;
   j.queued_since = now;
   j.view.id = id;
@@ -204,12 +273,11 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   names_[j.view.name] = id;
   ++unfinished_[r.tenant];
   j.view.kind = r.kind;
+  j.view.model = req.model;
   j.view.request_json = r.request_json;
   j.view.status = "queued";
-  j.view.stage = std::string(StageName(r.pipeline[spec.start_stage]));
-  j.view.created_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
+  j.view.stage = req.pipeline[spec.start_stage];
+  j.view.created_unix_s = UnixNow();
   std::string restored;
   if (from != nullptr) {
     j.saved = *from;
@@ -219,7 +287,7 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
       for (const std::string& k : from->keys) {
         key_owner_[k] = {id, *from->done};
       }
-      restored = "restored after " + std::string(StageName(*from->done));
+      restored = "restored after " + *from->done;
     } else {
       restored = "restored";
     }
@@ -232,19 +300,46 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   return id;
 }
 
-Result<WorkerId> OrchestratorState::Register(std::string_view stage, int capacity,
-                                             std::vector<std::string> labels) {
-  SLUICE_ASSIGN_OR_RETURN(Stage st, ParseStage(stage));
-  if (capacity < 1 || capacity > 1024) {
+Result<WorkerId> OrchestratorState::Register(Registration r) {
+  SLUICE_RETURN_IF_ERROR(ValidateStageName(r.stage));
+  if (r.capacity < 1 || r.capacity > 1024) {
     return InvalidArgumentError("capacity must be in 1..1024");
+  }
+  if (r.models.empty()) {
+    r.models.push_back(options_.default_model);
+  }
+  if (r.models.size() > 64) {
+    return InvalidArgumentError("a worker serves at most 64 models, not " +
+                                std::to_string(r.models.size()));
+  }
+  for (const std::string& m : r.models) {
+    SLUICE_RETURN_IF_ERROR(ValidateModelName(m));
+  }
+  if (!r.pipeline.empty()) {
+    SLUICE_RETURN_IF_ERROR(ValidateModel({r.models.front(), r.pipeline}));
   }
   const TimePoint now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& m : r.models) {
+    const ModelSpec* known = scheduler_.FindModel(m);
+    if (known == nullptr) {
+      SLUICE_RETURN_IF_ERROR(
+          scheduler_.DeclareModel({m, r.pipeline.empty() ? StandardPipeline() : r.pipeline}));
+      model_declared_unix_s_.try_emplace(m, UnixNow());
+      SLUICE_LOG(info, "model '{}' declared by a worker: {}", m,
+                 FormatPipeline(scheduler_.FindModel(m)->stages));
+    } else if (!r.pipeline.empty() && known->stages != r.pipeline) {
+      return InvalidArgumentError("pipeline: model '" + m + "' is declared as " +
+                                  FormatPipeline(known->stages) + "; this worker declares " +
+                                  FormatPipeline(r.pipeline));
+    }
+  }
   const WorkerId id = next_worker_++;
-  SLUICE_RETURN_IF_ERROR(scheduler_.WorkerUp(id, st, capacity, now, std::move(labels)));
+  SLUICE_RETURN_IF_ERROR(scheduler_.WorkerUp(
+      id, WorkerSpec{std::move(r.models), r.stage, r.capacity, std::move(r.labels)}, now));
   WorkerRecord& w = workers_[id];
-  w.stage = st;
-  w.capacity = capacity;
+  w.stage = r.stage;
+  w.capacity = r.capacity;
   w.last_heartbeat = now;
   ApplyLocked(now);
   return id;
@@ -360,8 +455,8 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
     return s;
   }
   JobRecord& rec = j->second;
-  Result<Stage> st = ParseStage(rec.view.stage);
-  if (st.ok()) {
+  const std::optional<std::string> st = rec.view.stage;
+  {
     rec.outputs[*st] = r.output();
     auto& keys = rec.payload_keys[*st];
     for (const std::string& k : keys) {
@@ -483,10 +578,10 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
           break;
         }
         JobRecord& rec = j->second;
-        stats_.dispatch_latency[static_cast<int>(a.stage)].Add(
+        stats_.dispatch_latency[{rec.request.model, a.stage}].Add(
             std::chrono::duration<double>(now - rec.queued_since).count());
         rec.view.status = "running";
-        rec.view.stage = std::string(StageName(a.stage));
+        rec.view.stage = a.stage;
         rec.view.step = a.resume_step;
         EventLocked(rec, now, "stage_started",
                     a.resume_step > 0 ? "resumed from step " + std::to_string(a.resume_step) : "");
@@ -494,6 +589,7 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         out.set_kind(v1::Assignment::RUN);
         out.set_job_id(a.job);
         out.set_stage(rec.view.stage);
+        out.set_model(rec.request.model);
         out.set_resume_step(static_cast<std::uint32_t>(a.resume_step));
         out.set_request_json(rec.request.request_json);
         const auto& pipe = rec.request.pipeline;
@@ -513,7 +609,10 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         out.set_kind(a.kind == Action::Kind::kStop ? v1::Assignment::STOP
                                                    : v1::Assignment::CHECKPOINT);
         out.set_job_id(a.job);
-        out.set_stage(std::string(StageName(a.stage)));
+        out.set_stage(a.stage);
+        if (j != jobs_.end()) {
+          out.set_model(j->second.request.model);
+        }
         SendLocked(a.worker, std::move(out));
         break;
       }
@@ -660,11 +759,11 @@ void OrchestratorState::PayloadLost(const std::string& key) {
   j->second.saved = JobProgress{};
   SaveProgressLocked(j->second);
   ++stats_.payloads_lost;
-  EventLocked(j->second, now, "payload_lost", std::string(StageName(stage)) + " output: " + key);
+  EventLocked(j->second, now, "payload_lost", stage + " output: " + key);
   ApplyLocked(now);
 }
 
-void OrchestratorState::ReleaseKeysLocked(JobRecord& j, Stage stage) {
+void OrchestratorState::ReleaseKeysLocked(JobRecord& j, const std::string& stage) {
   auto it = j.payload_keys.find(stage);
   if (it == j.payload_keys.end()) {
     return;
@@ -688,7 +787,7 @@ Status OrchestratorState::Unregister(WorkerId id) {
   if (it == workers_.end()) {
     return NotFoundError("no worker " + std::to_string(id));
   }
-  SLUICE_LOG(info, "worker {} ({}) unregistered", id, StageName(it->second.stage));
+  SLUICE_LOG(info, "worker {} ({}) unregistered", id, it->second.stage);
   (void)scheduler_.WorkerLost(id, now);
   if (it->second.closed) {
     it->second.closed();
@@ -704,7 +803,7 @@ void OrchestratorState::Tick() {
   for (auto it = workers_.begin(); it != workers_.end();) {
     if (now - it->second.last_heartbeat > options_.worker_timeout) {
       SLUICE_LOG(warn, "worker {} ({}) missed its heartbeats; re-queueing its work", it->first,
-                 StageName(it->second.stage));
+                 it->second.stage);
       (void)scheduler_.WorkerLost(it->first, now);
       if (it->second.closed) {
         it->second.closed();
@@ -722,9 +821,6 @@ ServiceStats OrchestratorState::Stats() {
   std::lock_guard<std::mutex> lock(mu_);
   ServiceStats s = stats_;
   s.scheduler = scheduler_.Stats();
-  for (const auto& [id, w] : workers_) {
-    ++s.workers[static_cast<int>(w.stage)];
-  }
   return s;
 }
 

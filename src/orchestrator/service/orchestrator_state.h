@@ -6,6 +6,7 @@
 #ifndef SLUICE_ORCHESTRATOR_SERVICE_ORCHESTRATOR_STATE_H_
 #define SLUICE_ORCHESTRATOR_SERVICE_ORCHESTRATOR_STATE_H_
 
+#include <algorithm>
 #include <array>
 #include <condition_variable>
 #include <deque>
@@ -29,9 +30,15 @@ struct ServiceOptions {
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds worker_timeout{3000};  // No heartbeat this long: worker lost.
   std::size_t max_finished_jobs = 10000;           // Finished jobs kept for GET, oldest dropped.
-  // When set, every submitted job runs this pipeline instead of its own
-  // (colocated serving: {kDenoise}, one worker doing every stage).
-  std::optional<std::vector<Stage>> pipeline;
+  // Models declared from the start (jobs queue for them before any worker
+  // registers); workers declare more as they register.
+  std::vector<ModelSpec> models;
+  // Jobs naming no model run on this one; declared with the standard
+  // pipeline unless `models` declares it otherwise.
+  std::string default_model = "sluice-reference";
+  // When set, every submitted job runs only these stages of its model
+  // (colocated serving: {"denoise"}, one worker doing every stage).
+  std::optional<std::vector<std::string>> pipeline;
   // Per-tenant bounds on unfinished jobs (tenants not named: none).
   std::map<std::string, TenantLimits> tenants;
 };
@@ -43,7 +50,10 @@ struct JobRequest {
   std::string name;
   std::string tenant;        // Who submitted it ("" when the API is open).
   std::string request_json;  // Handed to every stage as is.
-  std::vector<Stage> pipeline = {Stage::kEncode, Stage::kDenoise, Stage::kDecode};
+  std::string model;         // Empty: the default model.
+  // Stage names in the model's order; empty: every stage of the model.
+  // Submission fills in both, as resolved.
+  std::vector<std::string> pipeline;
   PriorityClass priority = PriorityClass::kStandard;
   std::optional<std::chrono::milliseconds> deadline;  // From submission.
   std::string affinity;
@@ -53,7 +63,7 @@ struct JobRequest {
 // (the next stage's input) with the store keys holding it, and the latest
 // checkpointed step of the stage running after it.
 struct JobProgress {
-  std::optional<Stage> done;  // None: no stage has finished.
+  std::optional<std::string> done;  // None: no stage has finished.
   std::string output;
   std::vector<std::string> keys;
   int checkpoint_step = 0;
@@ -63,6 +73,9 @@ struct JournaledJob {
   JobId id = 0;
   JobRequest request;
   JobProgress progress;
+  // The declaration of its model when it was accepted (empty in journals
+  // older than models): a restart declares it again before workers come.
+  std::vector<StageDecl> model_stages;
 };
 
 // Where accepted jobs are made durable (service/journal.h: SQLite). Called
@@ -70,7 +83,8 @@ struct JournaledJob {
 class JobJournal {
  public:
   virtual ~JobJournal() = default;
-  virtual Status Add(JobId id, const JobRequest& r) = 0;
+  // `model_stages`: the declaration of r.model.
+  virtual Status Add(JobId id, const JobRequest& r, const std::vector<StageDecl>& model_stages) = 0;
   // Replaces what was saved of `id`'s progress.
   virtual Status SaveProgress(JobId id, const JobProgress& p) = 0;
   virtual Status Finish(JobId id, std::string_view status) = 0;
@@ -108,6 +122,7 @@ struct JobView {
   std::string name;  // The public id.
   std::string tenant;
   std::string kind;
+  std::string model;
   std::string status;  // queued | running | succeeded | failed | cancelled.
   std::string stage;   // Current or last stage.
   int step = 0, steps = 0;
@@ -124,15 +139,26 @@ struct JobView {
   }
 };
 
+// A declared model as clients see it.
+struct ModelView {
+  std::string name;
+  std::vector<StageDecl> stages;
+  std::vector<std::size_t> workers;  // Per stage: registered workers serving it.
+  std::int64_t created_unix_s = 0;   // When it was declared.
+  bool ready() const {
+    return std::all_of(workers.begin(), workers.end(), [](std::size_t n) { return n > 0; });
+  }
+};
+
 struct ServiceStats {
   SchedulerStats scheduler;
-  std::size_t workers[kStageCount] = {};
   std::uint64_t submitted = 0, succeeded = 0, failed = 0, cancelled = 0, rejected = 0;
-  std::uint64_t restored = 0;               // Unfinished jobs taken back from the journal.
-  std::uint64_t payloads_lost = 0;          // Store LOST events that re-ran a stage.
-  Histogram job_latency;                    // Submission to success.
-  Histogram ttff;                           // Submission to the first decoded chunk/frame.
-  Histogram dispatch_latency[kStageCount];  // Queued for a stage to dispatched.
+  std::uint64_t restored = 0;       // Unfinished jobs taken back from the journal.
+  std::uint64_t payloads_lost = 0;  // Store LOST events that re-ran a stage.
+  Histogram job_latency;            // Submission to success.
+  Histogram ttff;                   // Submission to the first decoded chunk/frame.
+  // Queued for a stage to dispatched, per (model, stage).
+  std::map<std::pair<std::string, std::string>, Histogram> dispatch_latency;
 };
 
 class OrchestratorState {
@@ -149,14 +175,33 @@ class OrchestratorState {
   // stage. Call once, before serving. Errors: the journal's.
   Status Restore(const PayloadsExist& exist = nullptr);
 
-  // Errors: kInvalidArgument (bad pipeline); kAlreadyExists (a name in
-  // use); kResourceExhausted (queue full, or the tenant at its jobs in
-  // flight or its share of the queue: the HTTP face answers 429).
+  // Errors: kNotFound (a model nobody declared: the HTTP face answers 404
+  // model_not_found); kInvalidArgument (bad pipeline); kAlreadyExists (a
+  // name in use); kResourceExhausted (queue full, or the tenant at its jobs
+  // in flight or its share of the queue: the HTTP face answers 429).
   Result<JobId> Submit(const JobRequest& r);
   // The job whose public id is `name`, if the state holds it.
   std::optional<JobId> Find(std::string_view name);
-  // Errors: kInvalidArgument naming the field (stage, capacity).
-  Result<WorkerId> Register(std::string_view stage, int capacity, std::vector<std::string> labels);
+  // Declares a model (see Scheduler::DeclareModel); errors as there.
+  Status DeclareModel(const ModelSpec& m);
+  // Every declared model with its workers per stage, in name order.
+  std::vector<ModelView> Models();
+  // The model jobs naming none run on.
+  const std::string& default_model() const { return options_.default_model; }
+  struct Registration {
+    std::vector<std::string> models;  // Empty: the default model.
+    std::string stage;
+    int capacity = 1;
+    std::vector<std::string> labels;
+    // The pipeline the worker declares for its models: declares a model
+    // nobody has yet, and must match one that is declared. Empty: the
+    // standard pipeline for an undeclared model, anything for a declared one.
+    std::vector<StageDecl> pipeline;
+  };
+  // Errors: kInvalidArgument naming the field (stage, capacity, model,
+  // pipeline, or a pipeline that differs from its model's declaration);
+  // kNotFound (the stage is not one of a declared model's).
+  Result<WorkerId> Register(Registration r);
   // The worker's assignment stream opened: queued assignments go to `sink`
   // now, later ones as they are decided. Errors: kNotFound (unknown worker).
   // `closed` runs (under the state's lock, must not call back) when the
@@ -216,13 +261,13 @@ class OrchestratorState {
     JobView view;
     JobRequest request;
     TimePoint submitted;
-    TimePoint queued_since;  // Became ready for its current stage.
-    std::map<Stage, std::string> outputs;
-    std::map<Stage, std::vector<std::string>> payload_keys;
+    TimePoint queued_since;                      // Became ready for its current stage.
+    std::map<std::string, std::string> outputs;  // Per stage.
+    std::map<std::string, std::vector<std::string>> payload_keys;
     JobProgress saved;  // What the journal holds of its progress.
   };
   struct WorkerRecord {
-    Stage stage = Stage::kEncode;
+    std::string stage;
     int capacity = 1;
     TimePoint last_heartbeat;
     std::uint64_t reports = 0;           // Done/Failed calls received from it.
@@ -235,7 +280,7 @@ class OrchestratorState {
   void SendLocked(WorkerId w, v1::Assignment a);
   void CountReportLocked(WorkerId w);
   // Queues the store keys of `stage`'s output for removal.
-  void ReleaseKeysLocked(JobRecord& j, Stage stage);
+  void ReleaseKeysLocked(JobRecord& j, const std::string& stage);
   void FinishLocked(JobRecord& j, std::string status, std::string error, TimePoint now);
   // Cancels an unfinished job. Errors: the scheduler's.
   Status CancelLocked(JobRecord& j, TimePoint now);
@@ -256,7 +301,8 @@ class OrchestratorState {
   std::map<JobId, JobRecord> jobs_;
   std::deque<JobId> finished_order_;
   std::map<WorkerId, WorkerRecord> workers_;
-  std::map<std::string, std::pair<JobId, Stage>> key_owner_;  // Store key -> producer.
+  std::map<std::string, std::pair<JobId, std::string>> key_owner_;  // Store key -> producer.
+  std::map<std::string, std::int64_t> model_declared_unix_s_;
   std::vector<std::string> released_keys_;
   // Watches per job (token, wake), and each token's job.
   std::map<JobId, std::vector<std::pair<std::uint64_t, std::function<void()>>>> watchers_;
@@ -268,9 +314,6 @@ class OrchestratorState {
   WorkerId next_worker_ = 1;
   ServiceStats stats_;
 };
-
-// "encode" | "denoise" | "decode". Errors: kInvalidArgument.
-Result<Stage> ParseStage(std::string_view s);
 
 }  // namespace sluice::orchestrator
 

@@ -1,0 +1,100 @@
+#include "orchestrator/core/model.h"
+
+#include <set>
+
+namespace sluice::orchestrator {
+namespace {
+
+bool AlnumLower(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+bool Alnum(char c) {
+  return AlnumLower(c) || (c >= 'A' && c <= 'Z');
+}
+
+}  // namespace
+
+std::vector<StageDecl> StandardPipeline() {
+  return {{"encode", StageKind::kWork},
+          {"denoise", StageKind::kAdmission},
+          {"decode", StageKind::kWork}};
+}
+
+Status ValidateStageName(std::string_view s) {
+  bool ok = !s.empty() && s.size() <= kMaxNameLength && AlnumLower(s[0]);
+  for (char c : s) {
+    ok = ok && (AlnumLower(c) || c == '_' || c == '-');
+  }
+  if (!ok) {
+    return InvalidArgumentError("stage name '" + std::string(s.substr(0, kMaxNameLength)) +
+                                "': 1..64 of a-z, 0-9, '_', '-', starting with a letter or digit");
+  }
+  return Status::Ok();
+}
+
+Status ValidateModelName(std::string_view m) {
+  bool ok = !m.empty() && m.size() <= kMaxNameLength && Alnum(m[0]);
+  for (char c : m) {
+    ok = ok && (Alnum(c) || c == '.' || c == '_' || c == ':' || c == '/' || c == '-');
+  }
+  if (!ok) {
+    return InvalidArgumentError("model name '" + std::string(m.substr(0, kMaxNameLength)) +
+                                "': 1..64 of A-Z, a-z, 0-9, '.', '_', ':', '/', '-', starting "
+                                "with a letter or digit");
+  }
+  return Status::Ok();
+}
+
+Status ValidateModel(const ModelSpec& m) {
+  SLUICE_RETURN_IF_ERROR(ValidateModelName(m.name));
+  if (m.stages.empty() || m.stages.size() > kMaxStages) {
+    return InvalidArgumentError("model '" + m.name + "': a pipeline has 1.." +
+                                std::to_string(kMaxStages) + " stages, not " +
+                                std::to_string(m.stages.size()));
+  }
+  std::set<std::string_view> seen;
+  for (const StageDecl& s : m.stages) {
+    SLUICE_RETURN_IF_ERROR(ValidateStageName(s.name));
+    if (!seen.insert(s.name).second) {
+      return InvalidArgumentError("model '" + m.name + "': stage '" + s.name + "' appears twice");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string FormatPipeline(const std::vector<StageDecl>& stages) {
+  std::string out;
+  for (const StageDecl& s : stages) {
+    out +=
+        (out.empty() ? "" : ",") + s.name + (s.kind == StageKind::kAdmission ? ":admission" : "");
+  }
+  return out;
+}
+
+Result<std::vector<StageDecl>> ParsePipeline(std::string_view text) {
+  std::vector<StageDecl> out;
+  for (;;) {
+    const std::size_t comma = text.find(',');
+    std::string_view entry = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    StageDecl d;
+    const std::size_t colon = entry.find(':');
+    d.name = std::string(entry.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      const std::string_view kind = entry.substr(colon + 1);
+      if (kind == "admission") {
+        d.kind = StageKind::kAdmission;
+      } else if (kind != "work") {
+        return InvalidArgumentError("pipeline entry '" + std::string(entry) +
+                                    "': the kind after ':' is work or admission");
+      }
+    }
+    SLUICE_RETURN_IF_ERROR(ValidateStageName(d.name));
+    out.push_back(std::move(d));
+    if (comma == std::string_view::npos) {
+      return out;
+    }
+  }
+}
+
+}  // namespace sluice::orchestrator

@@ -1,0 +1,59 @@
+// Models and their pipelines, as the scheduler core sees them. A model is a
+// name and its stages in order; each stage is a work queue (any worker of
+// the pool takes the next item) or an admission queue (an admitted job stays
+// on its worker until it finishes, holds a slot reserved in the next stage
+// for its output, checkpoints, and may be preempted). Stage names are
+// free-form identifiers: "encode", "denoise", "decode", "upscale",
+// "safety", ... What a stage does is the workers' business.
+#ifndef SLUICE_ORCHESTRATOR_CORE_MODEL_H_
+#define SLUICE_ORCHESTRATOR_CORE_MODEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/status.h"
+
+namespace sluice::orchestrator {
+
+enum class StageKind : std::uint8_t { kWork = 0, kAdmission = 1 };
+
+struct StageDecl {
+  std::string name;
+  StageKind kind = StageKind::kWork;
+  bool operator==(const StageDecl&) const = default;
+};
+
+struct ModelSpec {
+  std::string name;
+  std::vector<StageDecl> stages;
+  bool operator==(const ModelSpec&) const = default;
+};
+
+inline constexpr std::size_t kMaxStages = 16;
+inline constexpr std::size_t kMaxNameLength = 64;
+
+// encode (work) -> denoise (admission) -> decode (work): the pipeline of
+// the reference and profile models, and of a worker that declares none.
+std::vector<StageDecl> StandardPipeline();
+
+// Errors (kInvalidArgument, naming what is wrong): a stage name that is
+// not 1..64 of [a-z0-9_-] starting with a letter or digit; a repeated stage.
+Status ValidateStageName(std::string_view stage);
+// A model name: 1..64 of [A-Za-z0-9._:/-], starting with a letter or digit
+// (Hugging Face style "org/name" and versions like "wan2.1-480p" pass).
+Status ValidateModelName(std::string_view model);
+// Name, 1..kMaxStages stages, each name valid and unique.
+Status ValidateModel(const ModelSpec& m);
+
+// "encode,denoise:admission,decode": a pipeline as text (config files,
+// flags, the journal). Parse accepts "NAME" and "NAME:work" as work stages
+// and "NAME:admission" as admission stages; errors name the bad entry.
+std::string FormatPipeline(const std::vector<StageDecl>& stages);
+Result<std::vector<StageDecl>> ParsePipeline(std::string_view text);
+
+}  // namespace sluice::orchestrator
+
+#endif  // SLUICE_ORCHESTRATOR_CORE_MODEL_H_
