@@ -330,6 +330,7 @@ class Context {
   explicit Context(StageContext* c) : c_(c) {}
   std::uint64_t job_id() const { return c_->job_id(); }
   std::string stage() const { return c_->stage(); }
+  std::string model() const { return c_->model(); }
   std::string request_json() const { return c_->request_json(); }
   py::bytes input() const { return py::bytes(c_->input()); }
   int resume_step() const { return c_->resume_step(); }
@@ -350,11 +351,13 @@ class Context {
 class Worker {
  public:
   Worker(const std::string& orchestrator, const std::string& stage, py::function handler,
-         int capacity, std::vector<std::string> labels, const std::string& name,
-         double heartbeat_s) {
+         int capacity, std::vector<std::string> labels, const std::string& name, double heartbeat_s,
+         std::vector<std::string> models, const std::string& pipeline) {
     StageWorkerConfig c;
     c.orchestrator = orchestrator;
     c.stage = stage;
+    c.models = std::move(models);
+    c.pipeline = pipeline;
     c.capacity = capacity;
     c.labels = std::move(labels);
     c.name = name;
@@ -475,6 +478,7 @@ PYBIND11_MODULE(_sluice, m) {
   py::class_<Context>(m, "StageContext")
       .def_property_readonly("job_id", &Context::job_id)
       .def_property_readonly("stage", &Context::stage)
+      .def_property_readonly("model", &Context::model)
       .def_property_readonly("request_json", &Context::request_json)
       .def_property_readonly("input", &Context::input)
       .def_property_readonly("resume_step", &Context::resume_step)
@@ -486,7 +490,8 @@ PYBIND11_MODULE(_sluice, m) {
       .def("should_checkpoint", &Context::should_checkpoint);
   py::class_<Worker>(m, "Worker")
       .def(py::init<const std::string&, const std::string&, py::function, int,
-                    std::vector<std::string>, const std::string&, double>())
+                    std::vector<std::string>, const std::string&, double, std::vector<std::string>,
+                    const std::string&>())
       .def("drain", &Worker::drain)
       .def_property_readonly("completed", &Worker::completed)
       .def("close", &Worker::close);

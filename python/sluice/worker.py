@@ -1,4 +1,4 @@
-"""StageWorker: serve one stage (encode, denoise, decode) for the orchestrator
+"""StageWorker: serve one stage of a model's pipeline for the orchestrator
 with a Python handler.
 
     def denoise(ctx):
@@ -12,6 +12,18 @@ with a Python handler.
 
     conn.warm()  # Opens the store's connections now, not on the first job.
     worker = StageWorker("denoise", orchestrator="127.0.0.1:7200", handler=denoise)
+
+A worker serves the models it names (model="wan2.1-480p", or a list; none:
+the orchestrator's default model), and jobs of a model run only on its
+workers. A model's pipeline is declared by its workers as stage names in
+order, ":admission" marking admission stages (pinned, stateful,
+preemptible, holding a slot in the next stage), e.g.
+
+    StageWorker("upscale", orchestrator, handler=upscale, model="my-sr",
+                pipeline="encode,denoise:admission,decode,upscale")
+
+The default pipeline is "encode,denoise:admission,decode". ctx.model says
+which of the worker's models a job is for.
 
 A handler that stores checkpoints reports each with
 ctx.progress(step, steps, checkpointed=True) and removes an older one only
@@ -45,9 +57,15 @@ class StageWorker:
     def __init__(self, stage: str, orchestrator: str,
                  handler: Callable[..., Union[bytes, StageOutput]], capacity: int = 1,
                  labels: Optional[List[str]] = None, name: str = "",
-                 heartbeat: float = 0.2):
+                 heartbeat: float = 0.2, model: Union[str, List[str], None] = None,
+                 pipeline: str = ""):
         if not callable(handler):
             raise InvalidArgumentError("handler must be callable")
+        models = [model] if isinstance(model, str) else list(model or [])
+        if not all(isinstance(m, str) for m in models):
+            raise InvalidArgumentError("model must be a string or a list of strings")
+        if not isinstance(pipeline, str):
+            raise InvalidArgumentError("pipeline must be a string like 'encode,denoise:admission'")
 
         def call(ctx):
             out = handler(ctx)
@@ -59,7 +77,7 @@ class StageWorker:
                     bool(out.preempted))
 
         self._core = _sluice.Worker(orchestrator, stage, call, int(capacity), list(labels or []),
-                                    name, float(heartbeat))
+                                    name, float(heartbeat), models, pipeline)
 
     @property
     def completed(self) -> int:

@@ -112,3 +112,69 @@ def test_bad_worker_arguments_are_typed_errors():
         StageWorker("encode", "127.0.0.1:1", None)
     with pytest.raises(sluice.InvalidArgumentError):
         StageWorker("encode", "no-port", lambda c: b"")
+
+
+def get(http, path):
+    try:
+        with urllib.request.urlopen(f"http://{http}{path}", timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_workers_declare_a_model_with_a_stage_of_its_own(orchestrator):
+    """A model whose pipeline ends in an upscale stage, served beside the
+    default model: each job runs its own model's stages on its workers."""
+    grpc, http = orchestrator
+    sr = "encode,denoise:admission,decode,upscale"
+    seen = []
+
+    def stage(name):
+        def run(ctx):
+            seen.append((ctx.model, ctx.stage))
+            if name == "encode":
+                return json.loads(ctx.request_json)["prompt"].encode()
+            out = name.encode() + b"(" + ctx.input + b")"
+            last = name == "upscale" or (name == "decode" and ctx.model != "py-sr")
+            return StageOutput(output=out, content_type="image/png" if last else "")
+        return run
+
+    workers = [StageWorker(s.split(":")[0], grpc, stage(s.split(":")[0]), model="py-sr",
+                           pipeline=sr) for s in sr.split(",")]
+    workers += [StageWorker(s, grpc, stage(s)) for s in ("encode", "denoise", "decode")]
+    try:
+        status, body = post(http, {"prompt": "a kite", "model": "py-sr"})
+        assert status == 200, body
+        assert base64.b64decode(body["data"][0]["b64_json"]) == \
+            b"upscale(decode(denoise(a kite)))"
+        assert [s for m, s in seen if m == "py-sr"] == ["encode", "denoise", "decode", "upscale"]
+        status, body = post(http, {"prompt": "a gull"})
+        assert status == 200, body
+        assert base64.b64decode(body["data"][0]["b64_json"]) == b"decode(denoise(a gull))"
+        assert [s for m, s in seen if m == "sluice-reference"] == ["encode", "denoise", "decode"]
+        status, listed = get(http, "/v1/models/py-sr")
+        assert status == 200, listed
+        assert [(s["name"], s["kind"], s["workers"]) for s in listed["stages"]] == [
+            ("encode", "work", 1), ("denoise", "admission", 1), ("decode", "work", 1),
+            ("upscale", "work", 1)]
+        status, body = post(http, {"prompt": "x", "model": "nobody-serves-this"})
+        assert status == 404 and body["error"]["code"] == "model_not_found", body
+    finally:
+        for w in workers:
+            w.close()
+
+
+def test_bad_models_and_pipelines_are_refused_by_name(orchestrator):
+    grpc, _ = orchestrator
+    handler = lambda ctx: b""  # noqa: E731
+    bad = [
+        (dict(stage="upscale"), "not in the pipeline"),  # The standard one has no upscale.
+        (dict(stage="encode", pipeline="encode,,decode"), "stage name ''"),
+        (dict(stage="encode", pipeline="encode:pinned"), "work or admission"),
+        (dict(stage="encode", model="a b"), "model name 'a b'"),
+        (dict(stage="encode", model=["ok", 3]), "model must be a string"),
+    ]
+    for kwargs, why in bad:
+        stage = kwargs.pop("stage")
+        with pytest.raises(sluice.InvalidArgumentError, match=why):
+            StageWorker(stage, grpc, handler, **kwargs)
