@@ -47,9 +47,15 @@ class FakeWorker {
   // (Clients know jobs by unguessable names: tests key payloads by prompt.)
   using KeysFn =
       std::function<std::vector<std::string>(std::uint64_t job, const std::string& prompt)>;
+  // `model` and `pipeline` ("prep,denoise:admission"): what it registers
+  // for (empty: the default model, the standard pipeline).
   FakeWorker(const std::string& endpoint, const std::string& stage, bool hold = false,
-             KeysFn keys = nullptr)
-      : stage_(stage), hold_(hold), keys_(std::move(keys)) {
+             KeysFn keys = nullptr, std::string model = {}, std::string pipeline = {})
+      : stage_(stage),
+        hold_(hold),
+        keys_(std::move(keys)),
+        model_(std::move(model)),
+        pipeline_(std::move(pipeline)) {
     stub_ = pb::Orchestrator::NewStub(
         grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()));
     EXPECT_TRUE(Register());
@@ -79,6 +85,17 @@ class FakeWorker {
   bool Register() {
     pb::RegisterRequest req;
     req.set_stage(stage_);
+    if (!model_.empty()) {
+      req.add_models(model_);
+    }
+    for (std::size_t at = 0; at < pipeline_.size();) {
+      const std::size_t comma = std::min(pipeline_.find(',', at), pipeline_.size());
+      const std::string entry = pipeline_.substr(at, comma - at);
+      pb::StageDecl* d = req.add_pipeline();
+      d->set_name(entry.substr(0, entry.find(':')));
+      d->set_admission(entry.find(":admission") != std::string::npos);
+      at = comma + 1;
+    }
     req.set_capacity(2);
     req.set_name("fake-" + stage_);
     pb::RegisterResponse resp;
@@ -202,6 +219,7 @@ class FakeWorker {
   std::string stage_;
   bool hold_;
   KeysFn keys_;
+  std::string model_, pipeline_;
   std::unique_ptr<pb::Orchestrator::Stub> stub_;
   std::atomic<std::uint64_t> id_{0};
   std::mutex mu_;

@@ -247,6 +247,42 @@ TEST_F(OrchestratorTest, RestartedOrchestratorFinishesEveryAcceptedJob) {
   std::remove(journal.c_str());
 }
 
+// A model its workers declared (not the orchestrator) outlives a restart:
+// the journal holds its declaration, so its jobs are taken back and new ones
+// accepted before any of its workers returns.
+TEST_F(OrchestratorTest, AWorkerDeclaredModelIsDeclaredAgainFromTheJournal) {
+  const std::string journal =
+      ::testing::TempDir() + "/sluice-journal-model-" + std::to_string(::getpid()) + ".db";
+  std::remove(journal.c_str());
+  Start(64, journal);
+  const std::string grpc_ep = server_->endpoint(), http_ep = server_->http_endpoint();
+  const std::string pipeline = "prep,denoise:admission";
+  auto prep = std::make_unique<FakeWorker>(grpc_ep, "prep", false, nullptr, "m2", pipeline);
+  auto stuck = std::make_unique<FakeWorker>(grpc_ep, "denoise", true, nullptr, "m2", pipeline);
+  int status = 0;
+  const std::string first = Post(R"({"prompt":"r","model":"m2","async":true})", &status)["id"];
+  ASSERT_EQ(status, 202);
+  WaitStatus(first, "running");
+  http_.reset();
+  server_.reset();
+  prep->Kill();
+  stuck->Kill();
+  Start(64, journal, grpc_ep, http_ep);
+  auto m = http_->Get("/v1/models/m2");
+  ASSERT_EQ(m->status, 200) << m->body;
+  EXPECT_EQ(json::parse(m->body)["stages"][1]["kind"], "admission");
+  const std::string second = Post(R"({"prompt":"s","model":"m2","async":true})", &status)["id"];
+  ASSERT_EQ(status, 202) << "declared again: its jobs queue for its workers";
+  FakeWorker p2(server_->endpoint(), "prep", false, nullptr, "m2", pipeline);
+  FakeWorker d2(server_->endpoint(), "denoise", false, nullptr, "m2", pipeline);
+  for (const auto& [id, prompt] : {std::pair{first, "r"}, std::pair{second, "s"}}) {
+    EXPECT_EQ(WaitStatus(id, "succeeded")["status"], "succeeded") << id;
+    EXPECT_EQ(http_->Get("/v1/jobs/" + id + "/content")->body,
+              "denoise(prep(" + std::string(prompt) + "))");
+  }
+  std::remove(journal.c_str());
+}
+
 TEST_F(OrchestratorTest, RestartedOrchestratorRunsAJobOnFromItsLastStageStillInTheStore) {
   InProcessStore st;
   ASSERT_EQ(st.Start(MasterConfig{}), "");
