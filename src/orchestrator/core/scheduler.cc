@@ -43,6 +43,7 @@ Status Scheduler::DeclareModel(const ModelSpec& model) {
     by_distance_[pool->distance_to_end].push_back(id);
     pools_.push_back(std::move(pool));
     entry.pools.push_back(id);
+    blocked_.push_back(false);
   }
   return Status::Ok();
 }
@@ -369,9 +370,9 @@ bool Scheduler::DispatchBest(const std::vector<PoolId>& pools, std::vector<bool>
 
 void Scheduler::Dispatch(TimePoint now) {
   // Nearest the pipeline's end first: finishing work frees the pipeline.
-  std::vector<bool> blocked(pools_.size(), false);
+  std::fill(blocked_.begin(), blocked_.end(), false);
   for (const std::vector<PoolId>& group : by_distance_) {
-    while (DispatchBest(group, blocked, now)) {
+    while (DispatchBest(group, blocked_, now)) {
     }
   }
   for (PoolId p = 0; p < pools_.size(); ++p) {

@@ -298,6 +298,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Pool>> pools_;  // PoolId indexes; never shrinks.
   // Pools grouped by distance to their pipeline's end, nearest first.
   std::vector<std::vector<PoolId>> by_distance_;
+  std::vector<bool> blocked_;  // Per pool, during one Dispatch: its head cannot go.
   std::uint64_t preemptions_ = 0;
   std::uint64_t next_seq_ = 1ull << 62;  // Head re-queues count down from here.
   std::uint64_t next_head_seq_ = (1ull << 62) - 1;
