@@ -344,6 +344,38 @@ class Context {
   StageContext* c_;
 };
 
+// What a handler's exception tells the orchestrator: a sluice error keeps
+// its code (InvalidArgumentError fails the job as the client's error,
+// UnavailableError and ResourceExhaustedError are retried elsewhere),
+// MemoryError and an out-of-memory error of a framework (a class named
+// OutOfMemoryError, e.g. torch.cuda's) are kResourceExhausted, anything
+// else kInternal. The message is the exception's own; the traceback, with
+// its server paths, goes only to this process's log (logger
+// "sluice.worker"). Runs holding the GIL.
+Status HandlerError(py::error_already_set& e) {
+  py::module_::import("logging")
+      .attr("getLogger")("sluice.worker")
+      .attr("error")("stage handler raised: %s", e.what());
+  py::object value = e.value();
+  py::object type = py::type::of(value);
+  const std::string type_name = py::str(type.attr("__name__"));
+  const std::string message = py::str(value);
+  StatusCode code = StatusCode::kInternal;
+  if (py::hasattr(value, "code") && py::isinstance<py::str>(value.attr("code"))) {
+    const std::string name = py::str(value.attr("code"));
+    for (std::size_t i = 1; i < kCodeNames.size(); ++i) {
+      code = name == kCodeNames[i] ? static_cast<StatusCode>(i) : code;
+    }
+  }
+  for (py::handle base : type.attr("__mro__")) {
+    const std::string base_name = py::str(base.attr("__name__"));
+    if (base_name == "MemoryError" || base_name == "OutOfMemoryError") {
+      code = StatusCode::kResourceExhausted;
+    }
+  }
+  return Status(code, code == StatusCode::kInternal ? type_name + ": " + message : message);
+}
+
 // A StageWorker whose handler is a Python callable: handler(ctx) returns
 // (output: bytes, content_type: str, payload_keys: list[str], preempted: bool);
 // a raised sluice error fails the assignment (retryable for
@@ -379,12 +411,7 @@ class Worker {
         out.preempted = std::get<3>(t);
         return out;
       } catch (py::error_already_set& e) {
-        const std::string what = e.what();
-        const bool retry =
-            e.matches(py::module_::import("sluice.errors").attr("UnavailableError")) ||
-            e.matches(py::module_::import("sluice.errors").attr("ResourceExhaustedError"));
-        return Status(retry ? StatusCode::kUnavailable : StatusCode::kInternal,
-                      "handler raised: " + what);
+        return HandlerError(e);
       } catch (const py::cast_error&) {
         return InternalError("handler must return (bytes, content_type, payload_keys, preempted)");
       }

@@ -98,7 +98,7 @@ def test_a_raising_handler_fails_the_job_with_its_message(orchestrator):
                StageWorker("decode", grpc, lambda c: b"y")]
     try:
         status, body = post(http, {"prompt": "x"})
-        assert status == 500
+        assert status == 400, body  # A handler rejecting its input: the client's error.
         assert "prompt too spicy" in body["error"]["message"]
     finally:
         for w in workers:
@@ -178,3 +178,78 @@ def test_bad_models_and_pipelines_are_refused_by_name(orchestrator):
         stage = kwargs.pop("stage")
         with pytest.raises(sluice.InvalidArgumentError, match=why):
             StageWorker(stage, grpc, handler, **kwargs)
+
+
+def test_handler_failures_keep_their_code_and_no_traceback_reaches_the_client(orchestrator):
+    """A handler rejecting its input is the client's 400; out of memory is
+    retried on another worker; anything else is a 500 naming the exception,
+    never a traceback with server paths."""
+    grpc, http = orchestrator
+    oom_on = []  # The workers that ran out of memory.
+
+    def denoise_on(name):
+        def run(ctx):
+            prompt = json.loads(ctx.request_json)["prompt"]
+            if prompt == "too long":
+                raise sluice.InvalidArgumentError("prompt: longer than the encoder's 77 tokens")
+            if prompt == "boom":
+                raise RuntimeError("boom")
+            if prompt == "oom" and not oom_on:
+                oom_on.append(name)
+                raise MemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return StageOutput(output=name.encode())
+        return run
+
+    workers = [StageWorker("encode", grpc, lambda ctx: b"c"),
+               StageWorker("denoise", grpc, denoise_on("d1")),
+               StageWorker("denoise", grpc, denoise_on("d2")),
+               StageWorker("decode", grpc,
+                           lambda ctx: StageOutput(output=ctx.input, content_type="image/png"))]
+    try:
+        status, body = post(http, {"prompt": "too long"})
+        assert status == 400, body
+        assert body["error"]["type"] == "invalid_request_error"
+        assert "longer than the encoder's 77 tokens" in body["error"]["message"]
+        status, body = post(http, {"prompt": "boom"})
+        assert status == 500, body
+        assert "RuntimeError: boom" in body["error"]["message"]
+        for leak in ("Traceback", ".py", "line "):
+            assert leak not in body["error"]["message"], body
+        status, body = post(http, {"prompt": "oom"})
+        assert status == 200, body
+        ran_on = base64.b64decode(body["data"][0]["b64_json"]).decode()
+        assert oom_on and ran_on != oom_on[0], (oom_on, ran_on)
+    finally:
+        for w in workers:
+            w.close()
+
+
+def test_a_worker_prints_ready_only_once_registered():
+    """Pointed at an orchestrator that is not there yet, a worker retries
+    (logging each failure) and prints READY only when it is accepted."""
+    import socket
+    import subprocess
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    worker = subprocess.Popen(
+        [SLUICE_BIN, "worker", "--stage", "encode", "--orchestrator", f"127.0.0.1:{port}",
+         "--profile", "flux-1024", "--mode", "p2p", "--exit-on-stdin-eof"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    orch = None
+    try:
+        import select
+        early, _, _ = select.select([worker.stdout], [], [], 1.5)
+        assert not early, "READY before any orchestrator: " + worker.stdout.readline()
+        assert worker.poll() is None
+        orch = Proc([SLUICE_BIN, "orchestrator", "--listen", f"127.0.0.1:{port}",
+                     "--exit-on-stdin-eof"])
+        line = worker.stdout.readline()  # Blocks until READY (the test's timeout bounds it).
+        assert line.startswith("READY worker encode"), line
+    finally:
+        worker.stdin.close()
+        worker.wait(timeout=30)
+        if orch is not None:
+            orch.close()
+    err = worker.stderr.read()
+    assert f"orchestrator 127.0.0.1:{port} unreachable" in err, err

@@ -113,7 +113,7 @@ class StageWorkerImpl {
     for (auto& s : left) {
       s->stop = true;
       if (!s->reported.exchange(true)) {
-        ReportFailed(*s, "worker draining", /*retryable=*/true, false);
+        ReportFailed(*s, UnavailableError("worker draining", FailureScope::kEndpoint), false);
       }
     }
     // A run leaves `running_` just before its report is sent. Wait for the
@@ -165,6 +165,11 @@ class StageWorkerImpl {
   }
 
   std::uint64_t completed() const { return completed_.load(); }
+
+  bool WaitRegistered(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return registered_ || stopping_; }) && registered_;
+  }
 
  private:
   struct Runner {
@@ -232,18 +237,24 @@ class StageWorkerImpl {
       // The orchestrator refusing this registration (a pipeline that
       // differs from its model's declaration) is retried like an absent
       // orchestrator, and said once per distinct reason.
-      if (rpc.error_code() != grpc::StatusCode::UNAVAILABLE &&
-          rpc.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
-          rpc.error_message() != refused_) {
+      const bool away = rpc.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                        rpc.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+      if (away) {
+        SLUICE_LOG(warn, "stage worker {}: orchestrator {} unreachable ({}); retrying in {} ms",
+                   config_.stage, config_.orchestrator, rpc.error_message(), backoff_.count());
+      } else if (rpc.error_message() != refused_) {
         refused_ = rpc.error_message();
         SLUICE_LOG(error, "stage worker {}: registration refused: {}", config_.stage, refused_);
       }
       return false;
     }
     refused_.clear();
+    backoff_ = kFirstBackoff;
     std::lock_guard<std::mutex> lock(mu_);
     worker_id_ = resp.worker_id();
     reports_ = 0;
+    registered_ = true;
+    cv_.notify_all();
     return true;
   }
 
@@ -256,7 +267,8 @@ class StageWorkerImpl {
     while (!Stopping()) {
       if (!Register()) {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_; });
+        cv_.wait_for(lock, backoff_, [&] { return stopping_; });
+        backoff_ = std::min(backoff_ * 2, std::chrono::milliseconds(5000));
         continue;
       }
       pb::AssignmentsRequest req;
@@ -299,7 +311,10 @@ class StageWorkerImpl {
       // attempt (reported as a yield).
       const bool draining = draining_;
       lock.unlock();
-      ReportFailed(*s, draining ? "worker draining" : "duplicate assignment", true, draining);
+      ReportFailed(*s,
+                   UnavailableError(draining ? "worker draining" : "duplicate assignment",
+                                    FailureScope::kEndpoint),
+                   draining);
       return;
     }
     running_[a.job_id()] = s;
@@ -327,14 +342,12 @@ class StageWorkerImpl {
     ++completed_;
     if (!s->reported.exchange(true)) {
       if (s->stop && !(out.ok() && !out->preempted)) {
-        ReportFailed(*s, "stopped", false, false);
+        ReportFailed(*s, Status(StatusCode::kCancelled, "stopped"), false);
       } else if (!out.ok()) {
-        const StatusCode c = out.status().code();
-        ReportFailed(*s, out.status().ToString(),
-                     c == StatusCode::kUnavailable || c == StatusCode::kResourceExhausted, false);
+        ReportFailed(*s, out.status(), false);
       } else if (out->preempted) {
         FlushProgress(*s);  // The checkpointed step it yields at, before the yield.
-        ReportFailed(*s, "preempted", true, true);
+        ReportFailed(*s, Status(StatusCode::kCancelled, "preempted"), true);
       } else {
         FlushProgress(*s);  // First output and last step reach the orchestrator before Done.
         pb::DoneRequest d;
@@ -411,13 +424,18 @@ class StageWorkerImpl {
     cv_.notify_all();
   }
 
-  void ReportFailed(const RunState& s, const std::string& reason, bool retryable, bool preempted) {
+  // Reports `why` with its code and scope (the orchestrator decides on the
+  // code: retry elsewhere, fail as the client's error, or fail).
+  void ReportFailed(const RunState& s, const Status& why, bool preempted) {
     CountReport(s);
     pb::FailedRequest f;
     f.set_worker_id(s.worker_id);
     f.set_job_id(s.job_id);
-    f.set_reason(reason);
-    f.set_retryable(retryable);
+    f.set_reason(std::string(why.message()));
+    f.set_retryable(why.code() == StatusCode::kUnavailable ||
+                    why.code() == StatusCode::kResourceExhausted);
+    f.set_code(static_cast<std::uint32_t>(why.code()));
+    f.set_scope(static_cast<std::uint32_t>(why.scope()));
     f.set_preempted(preempted);
     pb::FailedResponse resp;
     grpc::ClientContext ctx;
@@ -483,6 +501,9 @@ class StageWorkerImpl {
   StageHandler handler_;
   google::protobuf::RepeatedPtrField<pb::StageDecl> pipeline_;  // Declared; empty: standard.
   std::string refused_;  // The last registration refusal logged (reader thread only).
+  static constexpr std::chrono::milliseconds kFirstBackoff{200};
+  std::chrono::milliseconds backoff_ = kFirstBackoff;  // Reader thread only.
+  bool registered_ = false;                            // Once registered (ever). Guarded by mu_.
   std::unique_ptr<pb::Orchestrator::Stub> stub_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -561,6 +582,9 @@ void StageWorker::Drain(std::chrono::milliseconds timeout) {
 }
 std::uint64_t StageWorker::completed() const {
   return impl_->completed();
+}
+bool StageWorker::WaitRegistered(std::chrono::milliseconds timeout) {
+  return impl_->WaitRegistered(timeout);
 }
 
 }  // namespace sluice

@@ -342,6 +342,19 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
     std::cerr << "sluice worker: " << worker.status().ToString() << "\n";
     return 2;
   }
+  // READY only once the orchestrator knows it; until then the worker
+  // retries (logging each failure), and a stop signal (or EOF on stdin)
+  // still stops it.
+  if (exit_on_eof) {
+    StopOnStdinEof();
+  }
+  while (!(*worker)->WaitRegistered(std::chrono::milliseconds(200))) {
+    if (StopSignalPending()) {
+      std::cerr << "sluice worker: stopped before the orchestrator at " << o.orchestrator
+                << " accepted it\n";
+      return 1;
+    }
+  }
   std::cout << "READY worker " << o.stage << " " << (*conn)->engine().endpoint() << std::endl;
   WaitForStopSignal(exit_on_eof);
   (*worker)->Drain(std::chrono::seconds(30));

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <mutex>
 #include <thread>
 
 namespace sluice::cli {
@@ -16,14 +17,28 @@ void BlockStopSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int WaitForStopSignal(bool exit_on_eof) {
-  if (exit_on_eof) {
+void StopOnStdinEof() {
+  static std::once_flag once;
+  std::call_once(once, [] {
     std::thread([] {
       char c;
       while (::read(0, &c, 1) > 0) {
       }
       ::kill(::getpid(), SIGTERM);
     }).detach();
+  });
+}
+
+bool StopSignalPending() {
+  sigset_t pending;
+  sigemptyset(&pending);
+  sigpending(&pending);
+  return sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1;
+}
+
+int WaitForStopSignal(bool exit_on_eof) {
+  if (exit_on_eof) {
+    StopOnStdinEof();
   }
   sigset_t set;
   sigemptyset(&set);

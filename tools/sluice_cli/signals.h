@@ -9,6 +9,12 @@ namespace sluice::cli {
 // Blocks SIGINT/SIGTERM in every thread (call before starting any), so that
 // WaitForStopSignal() can take them synchronously.
 void BlockStopSignals();
+// A thread turns EOF on stdin into SIGTERM (once per process, however often
+// it is called).
+void StopOnStdinEof();
+// Whether SIGINT or SIGTERM is pending (blocked by BlockStopSignals, not yet
+// taken): a role still starting up gives up.
+bool StopSignalPending();
 // Waits for SIGINT or SIGTERM and returns it. With `exit_on_eof`, a thread
 // turns EOF on stdin into SIGTERM: helper processes started by tests and
 // benchmarks then die with their parent.

@@ -114,6 +114,12 @@ class StageWorker {
   void Drain(std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // Assignments finished (done or failed) so far.
   std::uint64_t completed() const;
+  // Blocks until the orchestrator has accepted its registration (true) or
+  // `timeout` passes (false). While it is unreachable the worker retries
+  // with backoff (200 ms doubling to 5 s), logging each failure; a refused
+  // registration (a pipeline that differs from its model's) is logged
+  // once per reason and retried the same way.
+  bool WaitRegistered(std::chrono::milliseconds timeout);
 
  private:
   explicit StageWorker(std::unique_ptr<internal::StageWorkerImpl> impl);

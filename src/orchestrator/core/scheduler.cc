@@ -273,7 +273,15 @@ Scheduler::Worker* Scheduler::PickWorker(Pool& pool, const Job& job) {
       near = view(it->second.begin()->second);
     }
   }
-  const WorkerView freest = view(pool.free.begin()->second);
+  // A retry skips the worker it failed on while another is free.
+  auto first = pool.free.begin();
+  if (first->second == job.avoid && std::next(first) != pool.free.end()) {
+    ++first;
+  }
+  if (near.has_value() && near->id == job.avoid && first->second != job.avoid) {
+    near.reset();
+  }
+  const WorkerView freest = view(first->second);
   const WorkerId chosen = policy_->ChooseWorker(View(job), near ? &*near : nullptr, freest);
   return &workers_.at(chosen == (near ? near->id : 0) ? near->id : freest.id);
 }
@@ -474,6 +482,7 @@ Status Scheduler::StageDone(JobId id, WorkerId worker, TimePoint now) {
   } else {
     ++job->stage_index;
     job->attempts = 0;
+    job->avoid = 0;
     job->checkpoint_step = 0;
     Enqueue(*job, false, now);
   }
@@ -494,6 +503,7 @@ Status Scheduler::StageFailed(JobId id, WorkerId worker, std::string_view reason
     job->checkpoint_step = 0;
     Enqueue(*job, true, now);
   } else if (retryable && job->attempts < options_.max_attempts) {
+    job->avoid = worker;
     Enqueue(*job, true, now);
   } else {
     Finish(*job, false,

@@ -170,7 +170,9 @@ class Scheduler {
   // not running that stage on that worker: a stale or duplicate report).
   Status StageDone(JobId job, WorkerId worker, TimePoint now);
   // The stage failed. Retryable failures re-queue it (at the head) until
-  // max_attempts; otherwise the job fails. Errors as StageDone.
+  // max_attempts, to run on another worker of the pool when one is free
+  // (the same one only when it is the only one free); otherwise the job
+  // fails. Errors as StageDone.
   Status StageFailed(JobId job, WorkerId worker, std::string_view reason, bool retryable,
                      TimePoint now);
   // A running stage reached `step`; `checkpointed` says a checkpoint of that
@@ -243,8 +245,9 @@ class Scheduler {
     TimePoint queued_at;
     std::optional<QueueKey> key;
     WorkerId worker = 0;
-    int checkpoint_step = 0;                // Latest checkpointed step of the current stage.
-    std::optional<PoolId> preempted_for;    // Asked to checkpoint and yield for this pool.
+    WorkerId avoid = 0;                   // Its stage failed there: another free worker goes first.
+    int checkpoint_step = 0;              // Latest checkpointed step of the current stage.
+    std::optional<PoolId> preempted_for;  // Asked to checkpoint and yield for this pool.
     std::optional<std::size_t> rerun_from;  // Producer to re-run after the running stage.
 
     PoolId pool() const { return pools[stage_index]; }

@@ -244,6 +244,20 @@ TEST_F(RetrySchedulerTest, RetriesAreBoundedAndTheReasonKept) {
   EXPECT_EQ(acts[0].kind, Kind::kJobFailed) << "not retryable: fails at once";
 }
 
+// A retryable failure (a worker out of memory) runs again on another free
+// worker; with only the same one free, there.
+TEST_P(SchedulerTest, ARetryRunsOnAnotherWorkerWhenOneIsFree) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("encode", 2), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 2}})) << "the freest";
+  ASSERT_TRUE(s_.StageFailed(1, 2, "out of memory", true, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 1}}))
+      << "worker 2 is freer, but the job just failed there";
+  ASSERT_TRUE(s_.StageFailed(1, 1, "out of memory", true, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 2}}));
+}
+
 TEST_P(SchedulerTest, CancelRemovesQueuedStopsRunningAndReleasesPayloads) {
   ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kStandard, {"encode", "decode"}), now_).ok());

@@ -134,6 +134,10 @@ class SyncImages : public std::enable_shared_from_this<SyncImages> {
       if (!v.has_value() || v->status != "succeeded") {
         const std::string why = v.has_value() ? v->status + ": " + v->error : "job dropped";
         CancelUnfinished();
+        if (v.has_value() && v->error_type == "invalid_request_error") {
+          return Answer(http::ErrorResponse(400, "invalid_request_error", names_[i] + " " + why, {},
+                                            "invalid_input"));
+        }
         return Answer(
             http::ErrorResponse(500, "server_error", names_[i] + " " + why, {}, "job_failed"));
       }

@@ -31,6 +31,7 @@ json JobJson(const JobView& v) {
   j["progress"] = {{"step", v.step}, {"steps", v.steps}};
   if (!v.error.empty()) {
     j["error"] = v.error;
+    j["error_type"] = v.error_type;
   }
   if (v.ttff_ms >= 0) {
     j["ttff_ms"] = v.ttff_ms;
@@ -89,7 +90,9 @@ json VideoJson(const JobView& v) {
   if (v.status == "cancelled") {
     j["error"] = {{"code", "cancelled"}, {"message", "the video was cancelled"}};
   } else if (!v.error.empty()) {
-    j["error"] = {{"code", "generation_failed"}, {"message", v.error}};
+    j["error"] = {
+        {"code", v.error_type == "invalid_request_error" ? "invalid_input" : "generation_failed"},
+        {"message", v.error}};
   }
   return j;
 }

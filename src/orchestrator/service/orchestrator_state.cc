@@ -503,8 +503,16 @@ Status OrchestratorState::Failed(const v1::FailedRequest& r) {
     SLUICE_RETURN_IF_ERROR(scheduler_.Preempted(r.job_id(), r.worker_id(), now));
     EventLocked(j->second, now, "preempted");
   } else {
+    // Workers before codes send only `retryable`.
+    const auto code = static_cast<StatusCode>(r.code());
+    const bool retryable =
+        r.code() == 0 ? r.retryable()
+                      : code == StatusCode::kUnavailable || code == StatusCode::kResourceExhausted;
+    if (code == StatusCode::kInvalidArgument) {
+      j->second.view.error_type = "invalid_request_error";  // The client's input.
+    }
     SLUICE_RETURN_IF_ERROR(
-        scheduler_.StageFailed(r.job_id(), r.worker_id(), r.reason(), r.retryable(), now));
+        scheduler_.StageFailed(r.job_id(), r.worker_id(), r.reason(), retryable, now));
     j->second.queued_since = now;
     EventLocked(j->second, now, "stage_failed", r.reason());
   }

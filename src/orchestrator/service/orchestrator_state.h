@@ -127,6 +127,9 @@ struct JobView {
   std::string stage;   // Current or last stage.
   int step = 0, steps = 0;
   std::string error;
+  // Whose fault a failure is: "invalid_request_error" (a stage rejected the
+  // job's input) or "server_error".
+  std::string error_type = "server_error";
   std::string result;  // Final stage output (e.g. PNG bytes).
   std::string result_type;
   std::string request_json;
