@@ -18,6 +18,7 @@
 #include "sluice/store/store_node.h"
 
 #include "base64.h"
+#include "common/testing/eventually.h"
 #include "media/frames_archive.h"
 #include "media/png.h"
 #include "orchestrator/service/video_mux.h"
@@ -28,6 +29,7 @@ namespace sluice::testing {
 namespace {
 
 using namespace std::chrono_literals;
+using sluice::internal::Eventually;
 namespace pb = ::sluice::orchestrator::v1;
 using nlohmann::json;
 
@@ -245,6 +247,26 @@ TEST_F(OrchestratorTest, RestartedOrchestratorFinishesEveryAcceptedJob) {
   EXPECT_NE(http_->Get("/metrics")->body.find("sluice_orchestrator_jobs_restored_total 3"),
             std::string::npos);
   std::remove(journal.c_str());
+}
+
+// A worker that heartbeats but never finishes (no progress) loses the
+// assignment when its lease lapses: the job completes on another worker,
+// and the holder is told to stop.
+TEST_F(OrchestratorTest, AWorkerHoldingAnAssignmentLosesItsLease) {
+  configure_ = [](OrchestratorConfig& c) { c.assignment_timeout = 700ms; };
+  Start();
+  FakeWorker e(server_->endpoint(), "encode"), v(server_->endpoint(), "decode");
+  auto holder = std::make_unique<FakeWorker>(server_->endpoint(), "denoise", /*hold=*/true);
+  int status = 0;
+  const std::string id = Post(R"({"prompt":"held","async":true})", &status)["id"];
+  ASSERT_EQ(status, 202);
+  WaitStatus(id, "running");
+  FakeWorker d(server_->endpoint(), "denoise");
+  EXPECT_EQ(WaitStatus(id, "succeeded")["status"], "succeeded");
+  EXPECT_EQ(http_->Get("/v1/jobs/" + id + "/content")->body, "decode(denoise(encode(held)))");
+  EXPECT_TRUE(Eventually([&] { return holder->stops() >= 1; })) << "the holder was told to stop";
+  auto events = http_->Get("/v1/jobs/" + id + "/events");
+  EXPECT_NE(events->body.find("event: lease_expired"), std::string::npos) << events->body;
 }
 
 // A model its workers declared (not the orchestrator) outlives a restart:

@@ -152,10 +152,12 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
     OrchestratorConfig config;
     std::vector<std::string> declared;
     std::int64_t worker_timeout_ms = 0;
+    std::int64_t assignment_timeout_ms = 0;
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
   o->worker_timeout_ms = o->config.worker_timeout.count();
+  o->assignment_timeout_ms = o->config.assignment_timeout.count();
   CLI::App* cmd = app.add_subcommand(
       "orchestrator", "run the orchestrator (gRPC for workers, HTTP/JSON for clients)");
   cmd->add_option("--listen", o->config.listen, "gRPC endpoint for workers (port 0 picks one)")
@@ -169,6 +171,10 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--worker-timeout-ms", o->worker_timeout_ms,
                   "a worker silent this long is lost and its work re-queued")
       ->check(CLI::Range(std::int64_t{600}, std::int64_t{3600000}))
+      ->capture_default_str();
+  cmd->add_option("--assignment-timeout-ms", o->assignment_timeout_ms,
+                  "an assignment without progress this long goes to another worker")
+      ->check(CLI::Range(std::int64_t{100}, std::int64_t{86400000}))
       ->capture_default_str();
   cmd->add_option("--store-master", o->config.store_master,
                   "store master host:port (release cancelled payloads, re-run lost ones)");
@@ -193,6 +199,8 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
                       return 2;
                     }
                     o->config.worker_timeout = std::chrono::milliseconds(o->worker_timeout_ms);
+                    o->config.assignment_timeout =
+                        std::chrono::milliseconds(o->assignment_timeout_ms);
                     for (const std::string& d : o->declared) {
                       const std::size_t eq = d.find('=');
                       if (eq == std::string::npos || eq == 0 ||

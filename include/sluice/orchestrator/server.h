@@ -93,6 +93,10 @@ struct OrchestratorConfig {
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds worker_timeout{3000};  // Silent this long: the worker is lost.
   int max_attempts = 3;                            // Per stage.
+  // A worker that reports no progress on an assignment this long loses it:
+  // the work goes to another worker, the lapse counts as an attempt, and
+  // the worker is told to stop. Progress (a step) renews it.
+  std::chrono::milliseconds assignment_timeout{600000};
   // A synchronous image request waits this long before answering 504.
   std::chrono::milliseconds sync_timeout{600000};
   // SQLite journal of accepted jobs; after a restart with the same path,

@@ -302,7 +302,47 @@ void Scheduler::Unreserve(Job& job) {
   }
 }
 
-bool Scheduler::DispatchOne(PoolId pool_id, Job& job) {
+void Scheduler::Lease(Job& job, TimePoint now) {
+  if (options_.assignment_timeout.count() <= 0) {
+    return;
+  }
+  Unlease(job);
+  job.lease_until = now + options_.assignment_timeout;
+  leases_.insert({*job.lease_until, job.spec.id});
+}
+
+void Scheduler::Unlease(Job& job) {
+  if (job.lease_until.has_value()) {
+    leases_.erase({*job.lease_until, job.spec.id});
+    job.lease_until.reset();
+  }
+}
+
+void Scheduler::ExpireLeases(TimePoint now) {
+  while (!leases_.empty() && leases_.begin()->first <= now) {
+    Job& job = jobs_.at(leases_.begin()->second);
+    Worker& w = workers_.at(job.worker);  // A lost worker's jobs were stopped first.
+    const WorkerId was = job.worker;
+    // The worker may still be running it: its slot comes back only with
+    // its own reports (Credits), and its late report is stale.
+    actions_.push_back(
+        Action{Action::Kind::kStop, job.spec.id, StageOf(job), was, "lease expired"});
+    Stopped(job, w.pools);  // Ends the lease too.
+    w.assigned.erase(job.spec.id);
+    if (job.cancelled) {
+      Finish(job, false, "cancelled");
+    } else if (job.attempts < options_.max_attempts) {
+      job.avoid = was;
+      Enqueue(job, true, now);
+    } else {
+      Finish(job, false,
+             StageOf(job) + " made no progress within its lease " + std::to_string(job.attempts) +
+                 " time(s)");
+    }
+  }
+}
+
+bool Scheduler::DispatchOne(PoolId pool_id, Job& job, TimePoint now) {
   Pool& pool = *pools_[pool_id];
   const std::optional<PoolId> reserve = ReservationFor(job);
   if (reserve.has_value() && job.reserved_in != reserve) {
@@ -340,6 +380,7 @@ bool Scheduler::DispatchOne(PoolId pool_id, Job& job) {
     ++pools_[*reserve]->reserved;
     ++reserved_;
   }
+  Lease(job, now);
   ++dispatches_;
   actions_.push_back(
       Action{Action::Kind::kDispatch, job.spec.id, pool.stage, w->id, {}, job.checkpoint_step});
@@ -370,7 +411,7 @@ bool Scheduler::DispatchBest(const std::vector<PoolId>& pools, std::vector<bool>
   if (best == nullptr) {
     return false;
   }
-  if (!DispatchOne(best_pool, *best)) {
+  if (!DispatchOne(best_pool, *best, now)) {
     blocked[best_pool] = true;  // Its head waits for a downstream slot.
   }
   return true;
@@ -437,6 +478,7 @@ void Scheduler::Stopped(Job& job, const std::vector<PoolId>& worker_pools) {
   for (PoolId p : worker_pools) {
     pools_[p]->running_batch.erase(job.spec.id);
   }
+  Unlease(job);
   job.running = false;
   job.worker = 0;
 }
@@ -564,7 +606,7 @@ Status Scheduler::Cancel(JobId id, TimePoint now) {
   return Status::Ok();
 }
 
-Status Scheduler::Progress(JobId id, WorkerId worker, int step, bool checkpointed, TimePoint) {
+Status Scheduler::Progress(JobId id, WorkerId worker, int step, bool checkpointed, TimePoint now) {
   Job* job = nullptr;
   Worker* w = nullptr;
   SLUICE_RETURN_IF_ERROR(CheckRunning(id, worker, &job, &w));
@@ -574,6 +616,7 @@ Status Scheduler::Progress(JobId id, WorkerId worker, int step, bool checkpointe
   if (checkpointed) {
     job->checkpoint_step = std::max(job->checkpoint_step, step);
   }
+  Lease(*job, now);
   return Status::Ok();
 }
 
@@ -615,6 +658,7 @@ Status Scheduler::PayloadLost(JobId id, std::string_view producer, TimePoint now
 }
 
 void Scheduler::Tick(TimePoint now) {
+  ExpireLeases(now);
   Dispatch(now);
 }
 

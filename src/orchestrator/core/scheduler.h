@@ -90,7 +90,12 @@ struct WorkerSpec {
 struct SchedulerOptions {
   std::chrono::milliseconds aging_step{30000};  // Wait that promotes one class.
   int max_attempts = 3;                         // Per stage, counting the first.
-  std::size_t max_queued_jobs = 1 << 20;        // Submit beyond: kResourceExhausted.
+  // An assignment's lease: a worker that reports no progress on it for
+  // this long (Progress renews it) loses it — the work is re-queued on
+  // another worker first, the lapse counts as an attempt, and the worker is
+  // told to stop. Zero: no leases.
+  std::chrono::milliseconds assignment_timeout{600000};
+  std::size_t max_queued_jobs = 1 << 20;  // Submit beyond: kResourceExhausted.
 };
 
 struct Action {
@@ -176,8 +181,8 @@ class Scheduler {
   Status StageFailed(JobId job, WorkerId worker, std::string_view reason, bool retryable,
                      TimePoint now);
   // A running stage reached `step`; `checkpointed` says a checkpoint of that
-  // step is stored (a lost or preempted denoise job resumes from it).
-  // Errors as StageDone.
+  // step is stored (a lost or preempted denoise job resumes from it). Renews
+  // the assignment's lease. Errors as StageDone.
   Status Progress(JobId job, WorkerId worker, int step, bool checkpointed, TimePoint now);
   // The worker yielded `job` after a kCheckpoint request (its latest
   // checkpoint was reported by Progress). The job is re-queued at the head.
@@ -197,7 +202,9 @@ class Scheduler {
   // Removes queued work, stops running work, releases the job's payloads.
   // Errors: kNotFound (unknown or already finished job).
   Status Cancel(JobId job, TimePoint now);
-  // Time passes: aging may reorder queues; dispatches what it can.
+  // Time passes: expired leases are taken back (kStop to the worker, with
+  // `reason` "lease expired"); aging may reorder queues; dispatches what it
+  // can.
   void Tick(TimePoint now);
 
   // Actions since the last call, in the order decided.
@@ -249,6 +256,7 @@ class Scheduler {
     int checkpoint_step = 0;              // Latest checkpointed step of the current stage.
     std::optional<PoolId> preempted_for;  // Asked to checkpoint and yield for this pool.
     std::optional<std::size_t> rerun_from;  // Producer to re-run after the running stage.
+    std::optional<TimePoint> lease_until;   // While running, with leases on.
 
     PoolId pool() const { return pools[stage_index]; }
   };
@@ -275,7 +283,7 @@ class Scheduler {
   // Dispatches the best head among `pools` (which may share workers); false
   // when none can go.
   bool DispatchBest(const std::vector<PoolId>& pools, std::vector<bool>& blocked, TimePoint now);
-  bool DispatchOne(PoolId pool, Job& job);
+  bool DispatchOne(PoolId pool, Job& job, TimePoint now);
   Job* PickNext(const Pool& pool, TimePoint now);
   Worker* PickWorker(Pool& pool, const Job& job);
   // The pool `job` reserves a slot in when admitted at its current stage.
@@ -285,6 +293,9 @@ class Scheduler {
   void Unreserve(Job& job);
   void Stopped(Job& job, const std::vector<PoolId>& worker_pools);  // A job stops running.
   void SetFree(Worker& w, int free);
+  void Lease(Job& job, TimePoint now);  // Starts or renews; a no-op with leases off.
+  void Unlease(Job& job);
+  void ExpireLeases(TimePoint now);
   void Release(Job& job, Worker& w);
   Status CheckRunning(JobId job, WorkerId worker, Job** j, Worker** w);
   // Ends `job`'s assignment on `worker` (its slot returns). Null when the job
@@ -301,7 +312,9 @@ class Scheduler {
   std::vector<std::unique_ptr<Pool>> pools_;  // PoolId indexes; never shrinks.
   // Pools grouped by distance to their pipeline's end, nearest first.
   std::vector<std::vector<PoolId>> by_distance_;
-  std::vector<bool> blocked_;  // Per pool, during one Dispatch: its head cannot go.
+  std::vector<bool> blocked_;
+  std::set<std::pair<TimePoint, JobId>> leases_;  // Running assignments by lease end.  // Per pool,
+                                                  // during one Dispatch: its head cannot go.
   std::uint64_t preemptions_ = 0;
   std::uint64_t next_seq_ = 1ull << 62;  // Head re-queues count down from here.
   std::uint64_t next_head_seq_ = (1ull << 62) - 1;

@@ -258,6 +258,49 @@ TEST_P(SchedulerTest, ARetryRunsOnAnotherWorkerWhenOneIsFree) {
   EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 2}}));
 }
 
+// A worker that holds an assignment without progress loses it: the work
+// goes to another worker (the holder is told to stop, its late report is
+// stale), progress renews the lease, and lapses count as attempts.
+TEST_P(SchedulerTest, AnAssignmentWithoutProgressLosesItsLease) {
+  const auto lease = SchedulerOptions{}.assignment_timeout;
+  ASSERT_TRUE(s_.WorkerUp(1, W("denoise", 1), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("denoise", 1), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kStandard, {"denoise"}), now_).ok());
+  const auto first = Dispatched();
+  ASSERT_EQ(first.size(), 1u);
+  const WorkerId holder = first[0].second, other = holder == 1 ? 2 : 1;
+  now_ += lease / 2;
+  ASSERT_TRUE(s_.Progress(1, holder, 3, false, now_).ok());  // Renews.
+  now_ += lease / 2 + 1ms;
+  s_.Tick(now_);
+  EXPECT_TRUE(s_.TakeActions().empty()) << "progress renewed the lease";
+  now_ += lease;
+  s_.Tick(now_);
+  auto acts = s_.TakeActions();
+  ASSERT_EQ(acts.size(), 2u);
+  EXPECT_EQ(acts[0].kind, Kind::kStop);
+  EXPECT_EQ(acts[0].worker, holder);
+  EXPECT_EQ(acts[0].reason, "lease expired");
+  EXPECT_EQ(acts[1].kind, Kind::kDispatch);
+  EXPECT_EQ(acts[1].worker, other) << "another worker first";
+  EXPECT_EQ(s_.StageDone(1, holder, now_).code(), StatusCode::kFailedPrecondition)
+      << "the old holder's late report is stale";
+  // Two more lapses: three attempts, the job fails.
+  for (int lapse = 0; lapse < 2; ++lapse) {
+    ASSERT_TRUE(s_.Credits(holder, 1, now_).ok());  // The old holder gave its slot up.
+    now_ += lease + 1ms;
+    s_.Tick(now_);
+  }
+  bool failed = false;
+  for (const Action& a : s_.TakeActions()) {
+    failed =
+        failed || (a.kind == Kind::kJobFailed &&
+                   a.reason.find("no progress within its lease 3 time(s)") != std::string::npos);
+  }
+  EXPECT_TRUE(failed);
+  EXPECT_EQ(s_.Stats().jobs, 0u);
+}
+
 TEST_P(SchedulerTest, CancelRemovesQueuedStopsRunningAndReleasesPayloads) {
   ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kStandard, {"encode", "decode"}), now_).ok());

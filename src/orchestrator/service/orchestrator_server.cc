@@ -105,6 +105,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
               orchestrator::ServiceOptions o;
               o.scheduler.max_queued_jobs = c.max_queued_jobs;
               o.scheduler.max_attempts = c.max_attempts;
+              o.scheduler.assignment_timeout = c.assignment_timeout;
               o.heartbeat_interval = c.heartbeat_interval;
               o.worker_timeout = c.worker_timeout;
               if (c.colocated) {
@@ -374,6 +375,10 @@ OrchestratorServer::~OrchestratorServer() = default;
 
 Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
     const OrchestratorConfig& config) {
+  if (config.assignment_timeout < std::chrono::milliseconds(100) ||
+      config.assignment_timeout > std::chrono::hours(24)) {
+    return InvalidArgumentError("orchestrator: assignment_timeout must be in 100 ms..24 h");
+  }
   if (config.max_queued_jobs < 1) {
     return InvalidArgumentError("orchestrator: max_queued_jobs must be at least 1");
   }

@@ -620,6 +620,12 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         out.set_stage(a.stage);
         if (j != jobs_.end()) {
           out.set_model(j->second.request.model);
+          if (!a.reason.empty()) {  // Taken back: its lease lapsed.
+            SLUICE_LOG(warn, "job {}: {} on worker {}: {}; re-queued", a.job, a.stage, a.worker,
+                       a.reason);
+            j->second.queued_since = now;
+            EventLocked(j->second, now, "lease_expired", "worker " + std::to_string(a.worker));
+          }
         }
         SendLocked(a.worker, std::move(out));
         break;
