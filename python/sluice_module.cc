@@ -337,6 +337,7 @@ class Context {
   int reported_checkpoint() const { return c_->ReportedCheckpoint(); }
   void progress(int step, int steps, bool checkpointed) { c_->Progress(step, steps, checkpointed); }
   void first_output() { c_->FirstOutput(); }
+  void keep_alive() { c_->KeepAlive(); }
   bool should_stop() const { return c_->ShouldStop(); }
   bool should_checkpoint() const { return c_->ShouldCheckpoint(); }
 
@@ -513,6 +514,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def("progress", &Context::progress, py::arg("step"), py::arg("steps"),
            py::arg("checkpointed") = false)
       .def("first_output", &Context::first_output)
+      .def("keep_alive", &Context::keep_alive)
       .def("should_stop", &Context::should_stop)
       .def("should_checkpoint", &Context::should_checkpoint);
   py::class_<Worker>(m, "Worker")

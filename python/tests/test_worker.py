@@ -253,3 +253,41 @@ def test_a_worker_prints_ready_only_once_registered():
             orch.close()
     err = worker.stderr.read()
     assert f"orchestrator 127.0.0.1:{port} unreachable" in err, err
+
+
+def test_keep_alive_renews_a_long_assignments_lease():
+    """A decode longer than the assignment timeout keeps its lease by
+    calling ctx.keep_alive(): it runs once, with no lease_expired event."""
+    orch = Proc([SLUICE_BIN, "orchestrator", "--assignment-timeout-ms", "700",
+                 "--exit-on-stdin-eof"])
+    grpc, http = orch.words[2], orch.words[3]
+    runs = []
+
+    def slow_decode(ctx):
+        runs.append(ctx.job_id)
+        for _ in range(15):  # 1.5 s, twice the lease.
+            time.sleep(0.1)
+            ctx.keep_alive()
+        return StageOutput(output=b"frame", content_type="image/png")
+
+    workers = [StageWorker("encode", grpc, lambda ctx: b"c"),
+               StageWorker("denoise", grpc, lambda ctx: b"l"),
+               StageWorker("decode", grpc, slow_decode, heartbeat=0.1)]
+    try:
+        status, body = post(http, {"prompt": "slow", "async": True})
+        assert status == 202, body
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            _, job = get(http, f"/v1/jobs/{body['id']}")
+            if job["status"] not in ("queued", "running"):
+                break
+            time.sleep(0.1)
+        assert job["status"] == "succeeded", job
+        assert len(runs) == 1, runs
+        with urllib.request.urlopen(f"http://{http}/v1/jobs/{body['id']}/events",
+                                    timeout=30) as r:
+            assert b"lease_expired" not in r.read()
+    finally:
+        for w in workers:
+            w.close()
+        orch.close()

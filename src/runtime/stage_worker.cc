@@ -551,6 +551,10 @@ void StageContext::Progress(int step, int steps, bool checkpointed) {
   }
   s_->progress_dirty = true;
 }
+void StageContext::KeepAlive() {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  s_->progress_dirty = true;  // The next heartbeat repeats the latest step.
+}
 int StageContext::ReportedCheckpoint() const {
   std::lock_guard<std::mutex> lock(s_->mu);
   return s_->acked_checkpoint;

@@ -45,6 +45,10 @@ class StageContext {
   // stored (a lost or preempted job resumes from it). Sent with the next
   // heartbeat.
   void Progress(int step, int steps, bool checkpointed);
+  // Still working, without a new step (a long step, a long decode): the
+  // next heartbeat renews the assignment's lease, which otherwise lapses
+  // after the orchestrator's assignment timeout without progress.
+  void KeepAlive();
   // The latest checkpointed step the orchestrator has answered a heartbeat
   // about (0: none). A lost job resumes from the newest checkpoint the
   // orchestrator heard of, which may lag the newest one written by several
