@@ -428,6 +428,11 @@ class Worker {
     }
   }
   std::uint64_t completed() const { return worker_ ? worker_->completed() : 0; }
+  bool wait_registered(double timeout_s) {
+    const auto t = Ms(timeout_s);
+    py::gil_scoped_release nogil;
+    return worker_ && worker_->WaitRegistered(t);
+  }
   void close() {
     py::gil_scoped_release nogil;
     worker_.reset();
@@ -522,6 +527,7 @@ PYBIND11_MODULE(_sluice, m) {
                     std::vector<std::string>, const std::string&, double, std::vector<std::string>,
                     const std::string&>())
       .def("drain", &Worker::drain)
+      .def("wait_registered", &Worker::wait_registered)
       .def_property_readonly("completed", &Worker::completed)
       .def("close", &Worker::close);
   m.def("descriptor_to_json", [](const py::bytes& b) { return Descriptor(b).ToJson(); });

@@ -83,6 +83,11 @@ class StageWorker:
     def completed(self) -> int:
         return self._core.completed
 
+    def wait_registered(self, timeout: float = 10.0) -> bool:
+        """True once the orchestrator has accepted this worker; False after
+        `timeout` seconds (it keeps retrying, logging each failure)."""
+        return self._core.wait_registered(float(timeout))
+
     @translated
     def drain(self, timeout: float = 30.0) -> None:
         """Stop taking work; hand back what does not finish within `timeout`."""

@@ -142,6 +142,8 @@ def test_workers_declare_a_model_with_a_stage_of_its_own(orchestrator):
     workers = [StageWorker(s.split(":")[0], grpc, stage(s.split(":")[0]), model="py-sr",
                            pipeline=sr) for s in sr.split(",")]
     workers += [StageWorker(s, grpc, stage(s)) for s in ("encode", "denoise", "decode")]
+    # Workers register in the background: py-sr exists once its workers do.
+    assert all(w.wait_registered(10) for w in workers)
     try:
         status, body = post(http, {"prompt": "a kite", "model": "py-sr"})
         assert status == 200, body
@@ -205,6 +207,8 @@ def test_handler_failures_keep_their_code_and_no_traceback_reaches_the_client(or
                StageWorker("denoise", grpc, denoise_on("d2")),
                StageWorker("decode", grpc,
                            lambda ctx: StageOutput(output=ctx.input, content_type="image/png"))]
+    # Both denoise workers registered: the retry has another one to go to.
+    assert all(w.wait_registered(10) for w in workers)
     try:
         status, body = post(http, {"prompt": "too long"})
         assert status == 400, body
