@@ -189,6 +189,9 @@ def test_handler_failures_keep_their_code_and_no_traceback_reaches_the_client(or
     grpc, http = orchestrator
     oom_on = []  # The workers that ran out of memory.
 
+    class OutOfMemoryError(RuntimeError):  # What torch.cuda raises.
+        pass
+
     def denoise_on(name):
         def run(ctx):
             prompt = json.loads(ctx.request_json)["prompt"]
@@ -198,7 +201,7 @@ def test_handler_failures_keep_their_code_and_no_traceback_reaches_the_client(or
                 raise RuntimeError("boom")
             if prompt == "oom" and not oom_on:
                 oom_on.append(name)
-                raise MemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+                raise OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
             return StageOutput(output=name.encode())
         return run
 

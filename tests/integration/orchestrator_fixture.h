@@ -21,6 +21,7 @@
 
 #include "media/frames_archive.h"
 #include "media/png.h"
+#include "orchestrator/core/model.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
 namespace sluice::testing {
@@ -88,13 +89,14 @@ class FakeWorker {
     if (!model_.empty()) {
       req.add_models(model_);
     }
-    for (std::size_t at = 0; at < pipeline_.size();) {
-      const std::size_t comma = std::min(pipeline_.find(',', at), pipeline_.size());
-      const std::string entry = pipeline_.substr(at, comma - at);
-      pb::StageDecl* d = req.add_pipeline();
-      d->set_name(entry.substr(0, entry.find(':')));
-      d->set_admission(entry.find(":admission") != std::string::npos);
-      at = comma + 1;
+    if (!pipeline_.empty()) {
+      Result<std::vector<orchestrator::StageDecl>> stages = orchestrator::ParsePipeline(pipeline_);
+      EXPECT_TRUE(stages.ok()) << stages.status().ToString();
+      for (std::size_t i = 0; stages.ok() && i < stages->size(); ++i) {
+        pb::StageDecl* d = req.add_pipeline();
+        d->set_name((*stages)[i].name);
+        d->set_admission((*stages)[i].kind == orchestrator::StageKind::kAdmission);
+      }
     }
     req.set_capacity(2);
     req.set_name("fake-" + stage_);

@@ -61,6 +61,16 @@ std::vector<const ModelSpec*> Scheduler::Models() const {
   return out;
 }
 
+std::vector<std::size_t> Scheduler::WorkersPerStage(std::string_view name) const {
+  std::vector<std::size_t> out;
+  if (auto it = models_.find(name); it != models_.end()) {
+    for (PoolId p : it->second.pools) {
+      out.push_back(pools_[p]->workers);
+    }
+  }
+  return out;
+}
+
 Status Scheduler::ResolvePipeline(const JobSpec& spec, std::vector<PoolId>* pools) const {
   auto it = models_.find(spec.model);
   if (it == models_.end()) {

@@ -151,6 +151,9 @@ class Scheduler {
   const ModelSpec* FindModel(std::string_view name) const;
   // Every declared model, in name order.
   std::vector<const ModelSpec*> Models() const;
+  // Registered workers of each stage of declared model `name`, in stage
+  // order (empty if undeclared).
+  std::vector<std::size_t> WorkersPerStage(std::string_view name) const;
 
   // Errors: kNotFound (undeclared model); kInvalidArgument (id 0, a stage
   // the model lacks, stages out of the model's order or repeated, a start

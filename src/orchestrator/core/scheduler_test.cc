@@ -628,18 +628,31 @@ TEST_P(SchedulerTest, AJobRequeuedAtTheHeadKeepsItsTurnWhateverItsTenant) {
   EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{1});
 }
 
+// A job of `model` running only `stage`.
+JobSpec StageJob(JobId id, std::string model, std::string stage,
+                 PriorityClass p = PriorityClass::kStandard) {
+  JobSpec j;
+  j.id = id;
+  j.model = std::move(model);
+  j.pipeline = {std::move(stage)};
+  j.priority = p;
+  return j;
+}
+
+// Models "a" and "b", both with the standard pipeline.
+void DeclareAB(Scheduler& s) {
+  ASSERT_TRUE(s.DeclareModel({"a", StandardPipeline()}).ok());
+  ASSERT_TRUE(s.DeclareModel({"b", StandardPipeline()}).ok());
+}
+
 // Two models, one pool each per stage: work goes only to its model's
 // workers, however free the others are.
 TEST(SchedulerModelsTest, JobsRunOnlyOnTheirOwnModelsWorkers) {
   Scheduler s;
   const TimePoint now{};
-  ASSERT_TRUE(s.DeclareModel({"a", StandardPipeline()}).ok());
-  ASSERT_TRUE(s.DeclareModel({"b", StandardPipeline()}).ok());
+  DeclareAB(s);
   ASSERT_TRUE(s.WorkerUp(1, W("encode", 4, {}, {"a"}), now).ok());
-  JobSpec j;
-  j.id = 1;
-  j.model = "b";
-  ASSERT_TRUE(s.Submit(j, now).ok());
+  ASSERT_TRUE(s.Submit(StageJob(1, "b", "encode"), now).ok());
   EXPECT_TRUE(s.TakeActions().empty()) << "a's free worker must not take b's job";
   ASSERT_TRUE(s.WorkerUp(2, W("encode", 1, {}, {"b"}), now).ok());
   auto acts = s.TakeActions();
@@ -652,21 +665,13 @@ TEST(SchedulerModelsTest, JobsRunOnlyOnTheirOwnModelsWorkers) {
 TEST(SchedulerModelsTest, AWorkerOfTwoModelsServesTheirQueuesByPriority) {
   Scheduler s;
   const TimePoint now{};
-  ASSERT_TRUE(s.DeclareModel({"a", StandardPipeline()}).ok());
-  ASSERT_TRUE(s.DeclareModel({"b", StandardPipeline()}).ok());
+  DeclareAB(s);
   ASSERT_TRUE(s.WorkerUp(1, W("encode", 1, {}, {"a", "b"}), now).ok());
-  auto job = [](JobId id, std::string model, PriorityClass p) {
-    JobSpec j;
-    j.id = id;
-    j.model = std::move(model);
-    j.pipeline = {"encode"};
-    j.priority = p;
-    return j;
-  };
-  ASSERT_TRUE(s.Submit(job(1, "a", PriorityClass::kStandard), now).ok());  // Takes the slot.
-  ASSERT_TRUE(s.Submit(job(2, "a", PriorityClass::kBatch), now).ok());
-  ASSERT_TRUE(s.Submit(job(3, "b", PriorityClass::kInteractive), now).ok());
-  ASSERT_TRUE(s.Submit(job(4, "a", PriorityClass::kStandard), now).ok());
+  ASSERT_TRUE(
+      s.Submit(StageJob(1, "a", "encode", PriorityClass::kStandard), now).ok());  // Takes the slot.
+  ASSERT_TRUE(s.Submit(StageJob(2, "a", "encode", PriorityClass::kBatch), now).ok());
+  ASSERT_TRUE(s.Submit(StageJob(3, "b", "encode", PriorityClass::kInteractive), now).ok());
+  ASSERT_TRUE(s.Submit(StageJob(4, "a", "encode", PriorityClass::kStandard), now).ok());
   std::vector<JobId> order;
   for (JobId running : {1, 3, 4}) {
     (void)s.TakeActions();
@@ -723,26 +728,17 @@ TEST(SchedulerModelsTest, StageKindsAreDeclaredNotInferredFromNames) {
 }
 
 // Interactive work waiting at a full admission pool preempts batch work on
-// that pool's workers only; a worker of both models is in both pools.
+// that pool's workers only.
 TEST(SchedulerModelsTest, PreemptionStaysWithinThePoolsWorkers) {
   Scheduler s;
   const TimePoint now{};
-  ASSERT_TRUE(s.DeclareModel({"a", StandardPipeline()}).ok());
-  ASSERT_TRUE(s.DeclareModel({"b", StandardPipeline()}).ok());
+  DeclareAB(s);
   ASSERT_TRUE(s.WorkerUp(1, W("denoise", 1, {}, {"b"}), now).ok());
-  auto job = [](JobId id, std::string model, PriorityClass p) {
-    JobSpec j;
-    j.id = id;
-    j.model = std::move(model);
-    j.pipeline = {"denoise"};
-    j.priority = p;
-    return j;
-  };
-  ASSERT_TRUE(s.Submit(job(1, "b", PriorityClass::kBatch), now).ok());
+  ASSERT_TRUE(s.Submit(StageJob(1, "b", "denoise", PriorityClass::kBatch), now).ok());
   ASSERT_TRUE(s.WorkerUp(2, W("denoise", 1, {}, {"a"}), now).ok());
-  ASSERT_TRUE(s.Submit(job(2, "a", PriorityClass::kBatch), now).ok());
+  ASSERT_TRUE(s.Submit(StageJob(2, "a", "denoise", PriorityClass::kBatch), now).ok());
   (void)s.TakeActions();
-  ASSERT_TRUE(s.Submit(job(3, "b", PriorityClass::kInteractive), now).ok());
+  ASSERT_TRUE(s.Submit(StageJob(3, "b", "denoise", PriorityClass::kInteractive), now).ok());
   std::vector<JobId> asked;
   for (const Action& a : s.TakeActions()) {
     if (a.kind == Kind::kCheckpoint) {

@@ -235,12 +235,12 @@ Result<std::vector<JournaledJob>> Journal::Unfinished() {
     if (sqlite3_column_type(st.s, 7) != SQLITE_NULL) {
       // A row this journal wrote; anything unreadable in it only costs the
       // job its progress (it runs from its first stage).
-      Result<std::vector<StageDecl>> done = ParsePipeline(text(7));
+      const std::string done = text(7);
       const auto* blob = static_cast<const char*>(sqlite3_column_blob(st.s, 8));
       const auto keys = nlohmann::json::parse(text(9), nullptr, /*allow_exceptions=*/false);
-      if (done.ok() && done->size() == 1 && keys.is_array() &&
+      if (ValidateStageName(done).ok() && keys.is_array() &&
           std::all_of(keys.begin(), keys.end(), [](const auto& k) { return k.is_string(); })) {
-        job.progress.done = done->front().name;
+        job.progress.done = done;
         job.progress.output.assign(blob == nullptr ? "" : blob,
                                    static_cast<std::size_t>(sqlite3_column_bytes(st.s, 8)));
         job.progress.keys = keys.get<std::vector<std::string>>();

@@ -50,20 +50,9 @@ Status OrchestratorState::DeclareModel(const ModelSpec& m) {
 std::vector<ModelView> OrchestratorState::Models() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<ModelView> out;
-  const SchedulerStats st = scheduler_.Stats();
   for (const ModelSpec* m : scheduler_.Models()) {
-    ModelView v;
-    v.name = m->name;
-    v.stages = m->stages;
-    v.created_unix_s = model_declared_unix_s_[m->name];
-    for (const StageDecl& d : m->stages) {
-      std::size_t n = 0;
-      for (const PoolStats& p : st.pools) {
-        n += p.model == m->name && p.stage == d.name ? p.workers : 0;
-      }
-      v.workers.push_back(n);
-    }
-    out.push_back(std::move(v));
+    out.push_back(
+        {m->name, m->stages, scheduler_.WorkersPerStage(m->name), model_declared_unix_s_[m->name]});
   }
   return out;
 }
