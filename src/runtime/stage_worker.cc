@@ -125,22 +125,10 @@ class StageWorkerImpl {
 
   void Stop() {
     Drain(std::chrono::milliseconds(0));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-      if (stream_ctx_ != nullptr) {
-        stream_ctx_->TryCancel();
-      }
-    }
-    cv_.notify_all();
-    if (reader_.joinable()) {
-      reader_.join();
-    }
-    // After the reader: a registration it had in flight has its id by now
-    // (leaving before that left the worker registered until its timeout).
     std::uint64_t id;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
       id = worker_id_;
     }
     if (id != 0) {
@@ -152,6 +140,16 @@ class StageWorkerImpl {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
       (void)stub_->Unregister(&ctx, req, &resp);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stream_ctx_ != nullptr) {
+        stream_ctx_->TryCancel();
+      }
+    }
+    cv_.notify_all();
+    if (reader_.joinable()) {
+      reader_.join();
     }
     if (beater_.joinable()) {
       beater_.join();
