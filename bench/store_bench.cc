@@ -1,17 +1,22 @@
 #include "bench/store_bench.h"
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
+#include "sluice/security.h"
 #include "sluice/store/client.h"
 #include "sluice/transfer/engine.h"
 #include "sluice/units.h"
 
 #include "bench/bench_util.h"
+#include "common/random.h"
 
 namespace sluice::bench {
 namespace {
@@ -83,6 +88,91 @@ Status ValidateStoreOptions(const StoreBenchOptions& o) {
   return Status::Ok();
 }
 
+namespace {
+
+// A master and a store node as helper processes, and a client of them in
+// this process with its own engine over `local`.
+struct StoreUnderTest {
+  std::unique_ptr<BenchChild> master, node;
+  std::unique_ptr<TransferEngine> engine;
+  std::unique_ptr<StoreClient> client;
+};
+
+Result<StoreUnderTest> StartStore(const std::string& exe, std::uint64_t node_memory,
+                                  const std::string& transport, const WarmMemory& local,
+                                  const std::string& token_file) {
+  StoreUnderTest s;
+  std::vector<std::string> auth;
+  SecurityConfig security;
+  if (!token_file.empty()) {
+    auth = {"--cluster-token", token_file};
+    SecurityFiles f;
+    f.token_file = token_file;
+    SLUICE_ASSIGN_OR_RETURN(security, LoadSecurity(f));
+  }
+  std::vector<std::string> margs = {exe, "master", "--listen", "127.0.0.1:0",
+                                    "--exit-on-stdin-eof"};
+  margs.insert(margs.end(), auth.begin(), auth.end());
+  SLUICE_ASSIGN_OR_RETURN(s.master, BenchChild::Spawn(margs));
+  const std::string master_ep = s.master->Word(1);
+  std::vector<std::string> nargs = {exe,      "store-node", "--master", master_ep, "--memory",
+                                    std::to_string(node_memory), "--exit-on-stdin-eof"};
+  nargs.insert(nargs.end(), auth.begin(), auth.end());
+  SLUICE_ASSIGN_OR_RETURN(s.node, BenchChild::Spawn(nargs));
+  EngineConfig ec;
+  ec.transports = {transport};
+  ec.secret = TransferSecret(security);
+  SLUICE_ASSIGN_OR_RETURN(s.engine, TransferEngine::Create(ec));
+  SLUICE_RETURN_IF_ERROR(
+      s.engine->RegisterMemory(local.data, local.size, MemoryKind::kHost, Access::kLocalOnly)
+          .status());
+  StoreClientConfig cc;
+  cc.master = master_ep;
+  cc.staging_bytes = 4096;
+  cc.security = security;
+  SLUICE_ASSIGN_OR_RETURN(s.client, StoreClient::Create(s.engine.get(), cc));
+  // The node registers asynchronously: wait until a put goes through.
+  const auto ready_by = Clock::now() + std::chrono::seconds(10);
+  Status probe;
+  do {
+    probe = s.client->PutFrom("bench/probe", local.data, 1);
+    if (!probe.ok()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } while (!probe.ok() && Clock::now() < ready_by);
+  SLUICE_RETURN_IF_ERROR(probe.WithContext("store did not come up"));
+  SLUICE_RETURN_IF_ERROR(s.client->Remove("bench/probe"));
+  return s;
+}
+
+// A token file for the credential run, removed with the object.
+struct TokenFile {
+  std::string path;
+  ~TokenFile() {
+    if (!path.empty()) {
+      std::remove(path.c_str());
+    }
+  }
+};
+
+Result<std::string> WriteTokenFile(TokenFile* t) {
+  char tmpl[] = "/tmp/sluice-bench-token-XXXXXX";
+  const int fd = ::mkstemp(tmpl);  // Mode 0600.
+  if (fd < 0) {
+    return InternalError("cannot create a token file in /tmp");
+  }
+  t->path = tmpl;
+  const std::string token = internal::RandomId() + internal::RandomId();
+  const bool ok = ::write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+  ::close(fd);
+  if (!ok) {
+    return InternalError("cannot write the token file " + t->path);
+  }
+  return t->path;
+}
+
+}  // namespace
+
 Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::string& exe) {
   SLUICE_RETURN_IF_ERROR(ValidateStoreOptions(o));
   const std::uint64_t per_client = o.value_size;
@@ -90,13 +180,22 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
   // Room for a few values per client (and more than a CPU cache): puts keep
   // evicting the oldest.
   const std::uint64_t node_memory = std::max<std::uint64_t>(area * 4, std::uint64_t{512} << 20);
-
-  SLUICE_ASSIGN_OR_RETURN(auto master, BenchChild::Spawn({exe, "master", "--listen", "127.0.0.1:0",
-                                                          "--exit-on-stdin-eof"}));
-  const std::string master_ep = master->Word(1);
-  SLUICE_ASSIGN_OR_RETURN(auto node,
-                          BenchChild::Spawn({exe, "store-node", "--master", master_ep, "--memory",
-                                             std::to_string(node_memory), "--exit-on-stdin-eof"}));
+  WarmMemory local(area);
+  if (local.data == nullptr) {
+    return ResourceExhaustedError("cannot allocate " + FormatByteSize(area));
+  }
+  // The store under test (index 0), and with credential_ab the same store
+  // with a cluster credential (index 1).
+  std::vector<StoreUnderTest> stores;
+  SLUICE_ASSIGN_OR_RETURN(StoreUnderTest open, StartStore(exe, node_memory, o.transport, local, ""));
+  stores.push_back(std::move(open));
+  TokenFile token;
+  if (o.credential_ab) {
+    SLUICE_ASSIGN_OR_RETURN(std::string path, WriteTokenFile(&token));
+    SLUICE_ASSIGN_OR_RETURN(StoreUnderTest closed,
+                            StartStore(exe, node_memory, o.transport, local, path));
+    stores.push_back(std::move(closed));
+  }
   // The raw target has the node's footprint, and raw puts cycle over it as
   // store puts do, so both see the same cache behaviour.
   std::vector<std::string> raw_args = {exe, "bench", "transfer-target", "--region-size",
@@ -105,40 +204,17 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
     raw_args.push_back("--shared");
   }
   SLUICE_ASSIGN_OR_RETURN(auto raw, BenchChild::Spawn(raw_args));
-
-  EngineConfig ec;
-  ec.transports = {o.transport};
-  SLUICE_ASSIGN_OR_RETURN(auto engine, TransferEngine::Create(ec));
-  WarmMemory local(area);
-  if (local.data == nullptr) {
-    return ResourceExhaustedError("cannot allocate " + FormatByteSize(area));
-  }
-  SLUICE_RETURN_IF_ERROR(
-      engine->RegisterMemory(local.data, area, MemoryKind::kHost, Access::kLocalOnly).status());
-  StoreClientConfig cc;
-  cc.master = master_ep;
-  cc.staging_bytes = 4096;
-  SLUICE_ASSIGN_OR_RETURN(auto client, StoreClient::Create(engine.get(), cc));
+  TransferEngine* engine = stores[0].engine.get();
   SLUICE_ASSIGN_OR_RETURN(SegmentId raw_seg, engine->OpenSegment(raw->Word(0)));
   const RegionKey raw_key{std::stoull(raw->Word(1))};
 
-  // The node registers asynchronously: wait until a put goes through.
-  const auto ready_by = Clock::now() + std::chrono::seconds(10);
-  Status probe;
-  do {
-    probe = client->PutFrom("bench/probe", local.data, 1);
-    if (!probe.ok()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  } while (!probe.ok() && Clock::now() < ready_by);
-  SLUICE_RETURN_IF_ERROR(probe.WithContext("store did not come up"));
-  SLUICE_RETURN_IF_ERROR(client->Remove("bench/probe"));
-
   const bool put = o.op == "put";
   if (!put) {
-    for (int c = 0; c < o.clients; ++c) {
-      SLUICE_RETURN_IF_ERROR(client->PutFrom("bench/get/" + std::to_string(c),
-                                             local.data + c * per_client, per_client));
+    for (StoreUnderTest& st : stores) {
+      for (int c = 0; c < o.clients; ++c) {
+        SLUICE_RETURN_IF_ERROR(st.client->PutFrom("bench/get/" + std::to_string(c),
+                                                  local.data + c * per_client, per_client));
+      }
     }
   }
   const std::uint64_t slots = node_memory / per_client;
@@ -159,41 +235,56 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
                       TransportHint::kAuto};
     return engine->TransferSync({&r, 1});
   };
-  auto store_op = [&](int c, std::uint64_t) -> Status {
-    const std::uint64_t i = store_next[c]++;
-    char* buf = local.data + c * per_client;
-    if (put) {
-      return client->PutFrom("bench/put/" + std::to_string(c) + "/" + std::to_string(i), buf,
-                             per_client);
-    }
-    return client->GetInto("bench/get/" + std::to_string(c), buf, per_client).status();
+  auto store_op = [&](StoreClient* client) {
+    return [&, client](int c, std::uint64_t) -> Status {
+      const std::uint64_t i = store_next[c]++;
+      char* buf = local.data + c * per_client;
+      if (put) {
+        return client->PutFrom("bench/put/" + std::to_string(c) + "/" + std::to_string(i), buf,
+                               per_client);
+      }
+      return client->GetInto("bench/get/" + std::to_string(c), buf, per_client).status();
+    };
   };
   // Raw engine and store runs alternate in short rounds, so both see the
   // same noise from a shared host (a paired comparison, not one sample each).
   const int rounds = std::max(2, static_cast<int>(o.duration_s / 0.5));
   const double slice = o.duration_s / rounds;
-  Timed raw_total, store;
+  Timed raw_total;
+  std::vector<Timed> store(stores.size());
+  auto add = [](Timed* into, const Timed& t) {
+    into->ops += t.ops;
+    into->seconds += t.seconds;
+    into->latencies_us.insert(into->latencies_us.end(), t.latencies_us.begin(),
+                              t.latencies_us.end());
+  };
   for (int i = 0; i < rounds; ++i) {
-    for (Timed* into : {&raw_total, &store}) {
-      Timed t = into == &raw_total ? RunFor(o.clients, slice, raw_op)
-                                   : RunFor(o.clients, slice, store_op);
+    Timed t = RunFor(o.clients, slice, raw_op);
+    SLUICE_RETURN_IF_ERROR(t.error);
+    add(&raw_total, t);
+    for (std::size_t k = 0; k < stores.size(); ++k) {
+      // Alternate which store goes first, so neither always follows the raw run.
+      const std::size_t at = (k + static_cast<std::size_t>(i)) % stores.size();
+      t = RunFor(o.clients, slice, store_op(stores[at].client.get()));
       SLUICE_RETURN_IF_ERROR(t.error);
-      into->ops += t.ops;
-      into->seconds += t.seconds;
-      into->latencies_us.insert(into->latencies_us.end(), t.latencies_us.begin(),
-                                t.latencies_us.end());
+      add(&store[at], t);
     }
   }
   StoreBenchResult r;
   r.options = o;
-  r.ops_per_s = static_cast<double>(store.ops) / store.seconds;
+  r.ops_per_s = static_cast<double>(store[0].ops) / store[0].seconds;
   r.gbps = r.ops_per_s * static_cast<double>(o.value_size) / 1e9;
   r.raw_gbps = static_cast<double>(raw_total.ops * o.value_size) / raw_total.seconds / 1e9;
-  std::vector<double> lat = store.latencies_us;
-  r.p50_us = Percentile(lat, 0.5);
-  r.p99_us = Percentile(lat, 0.99);
+  r.p50_us = Percentile(store[0].latencies_us, 0.5);
+  r.p99_us = Percentile(store[0].latencies_us, 0.99);
   r.raw_p50_us = Percentile(raw_total.latencies_us, 0.5);
   r.raw_p99_us = Percentile(raw_total.latencies_us, 0.99);
+  if (store.size() > 1) {
+    r.credential_gbps =
+        static_cast<double>(store[1].ops * o.value_size) / store[1].seconds / 1e9;
+    r.credential_p50_us = Percentile(store[1].latencies_us, 0.5);
+    r.credential_p99_us = Percentile(store[1].latencies_us, 0.99);
+  }
   return r;
 }
 
@@ -212,6 +303,12 @@ std::string ToJson(const StoreBenchResult& r) {
   j["p99_us"] = r.p99_us;
   j["raw_p50_us"] = r.raw_p50_us;
   j["raw_p99_us"] = r.raw_p99_us;
+  if (r.options.credential_ab) {
+    j["credential_gbps"] = r.credential_gbps;
+    j["credential_ratio"] = r.gbps > 0 ? r.credential_gbps / r.gbps : 0.0;
+    j["credential_p50_us"] = r.credential_p50_us;
+    j["credential_p99_us"] = r.credential_p99_us;
+  }
   j["unit"] = "GB/s (1e9 bytes/s)";
   return j.dump();
 }

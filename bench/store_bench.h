@@ -17,6 +17,10 @@ struct StoreBenchOptions {
   std::string transport = "shm";  // The client's engine: "shm" (same host) or "tcp".
   int clients = 1;                // Client threads.
   double duration_s = 3;
+  // Also run a second store whose master, node and client carry a cluster
+  // credential (a token made for the run), alternating rounds with the
+  // open one: what the credential costs.
+  bool credential_ab = false;
 };
 
 struct StoreBenchResult {
@@ -28,6 +32,10 @@ struct StoreBenchResult {
   double p99_us = 0;
   double raw_p50_us = 0;  // The raw engine ops', for comparison.
   double raw_p99_us = 0;
+  // With credential_ab: the store with the credential.
+  double credential_gbps = 0;
+  double credential_p50_us = 0;
+  double credential_p99_us = 0;
 };
 
 // Errors: kInvalidArgument for out-of-range options.

@@ -26,7 +26,7 @@ struct StatusException {
   Status status;
 };
 
-constexpr std::array<const char*, 14> kCodeNames = {"OK",
+constexpr std::array<const char*, 15> kCodeNames = {"OK",
                                                     "CANCELLED",
                                                     "INVALID_ARGUMENT",
                                                     "NOT_FOUND",
@@ -39,6 +39,7 @@ constexpr std::array<const char*, 14> kCodeNames = {"OK",
                                                     "PERMISSION_DENIED",
                                                     "UNIMPLEMENTED",
                                                     "INTERNAL",
+                                                    "UNAUTHENTICATED",
                                                     "UNKNOWN"};
 
 void Check(const Status& s) {
@@ -91,6 +92,22 @@ T As(const py::object& v, const std::string& key) {
   } catch (const py::cast_error&) {
     throw StatusException{InvalidArgumentError("config key '" + key + "' has the wrong type")};
   }
+}
+
+// The cluster credential and TLS from a dict of file paths (keys
+// cluster_token_file, tls_cert_file, tls_key_file, tls_ca_file); paths not
+// given fall back to their SLUICE_* environment variables.
+SecurityConfig LoadSecurityDict(const py::dict& d) {
+  SecurityFiles f;
+  ForEachKey(d, "security", {"cluster_token_file", "tls_cert_file", "tls_key_file", "tls_ca_file"},
+             [&](const std::string& k, const py::object& v) {
+               std::string* out = k == "cluster_token_file" ? &f.token_file
+                                  : k == "tls_cert_file"    ? &f.tls_cert_file
+                                  : k == "tls_key_file"     ? &f.tls_key_file
+                                                            : &f.tls_ca_file;
+               *out = v.is_none() ? std::string() : As<std::string>(v, k);
+             });
+  return Unwrap(LoadSecurity(f));
 }
 
 class Handle {
@@ -206,9 +223,13 @@ class MappedPayload {
 class Connector {
  public:
   Connector(const std::string& role, const std::string& mode, const py::dict& store,
-            const py::dict& engine, int store_threads, double consume_timeout_s) {
+            const py::dict& engine, int store_threads, double consume_timeout_s,
+            const py::dict& security) {
     ConnectorConfig c;
     Check(c.ApplyEnvironment());  // Explicit settings below win.
+    if (!security.empty()) {
+      c.security = LoadSecurityDict(security);
+    }
     c.role = role;
     if (!mode.empty()) {
       c.mode = Unwrap(ParseTransferMode(mode));
@@ -364,7 +385,7 @@ Status HandlerError(py::error_already_set& e) {
   StatusCode code = StatusCode::kInternal;
   if (py::hasattr(value, "code") && py::isinstance<py::str>(value.attr("code"))) {
     const std::string name = py::str(value.attr("code"));
-    for (std::size_t i = 1; i < kCodeNames.size(); ++i) {
+    for (std::size_t i = 1; i + 1 < kCodeNames.size(); ++i) {  // The last is "UNKNOWN".
       code = name == kCodeNames[i] ? static_cast<StatusCode>(i) : code;
     }
   }
@@ -385,8 +406,9 @@ class Worker {
  public:
   Worker(const std::string& orchestrator, const std::string& stage, py::function handler,
          int capacity, std::vector<std::string> labels, const std::string& name, double heartbeat_s,
-         std::vector<std::string> models, const std::string& pipeline) {
+         std::vector<std::string> models, const std::string& pipeline, const py::dict& security) {
     StageWorkerConfig c;
+    c.security = LoadSecurityDict(security);
     c.orchestrator = orchestrator;
     c.stage = stage;
     c.models = std::move(models);
@@ -495,7 +517,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def_property_readonly("shape", &MappedPayload::shape);
   py::class_<Connector>(m, "Connector")
       .def(py::init<const std::string&, const std::string&, const py::dict&, const py::dict&, int,
-                    double>())
+                    double, const py::dict&>())
       .def("publish", &Connector::publish)
       .def("consume", &Connector::consume)
       .def("release", &Connector::release)
@@ -525,7 +547,7 @@ PYBIND11_MODULE(_sluice, m) {
   py::class_<Worker>(m, "Worker")
       .def(py::init<const std::string&, const std::string&, py::function, int,
                     std::vector<std::string>, const std::string&, double, std::vector<std::string>,
-                    const std::string&>())
+                    const std::string&, const py::dict&>())
       .def("drain", &Worker::drain)
       .def("wait_registered", &Worker::wait_registered)
       .def_property_readonly("completed", &Worker::completed)

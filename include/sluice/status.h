@@ -39,7 +39,10 @@ enum class StatusCode : std::uint8_t {
   kPermissionDenied,    // The peer forbids it: region access bits, wrong secret.
   kUnimplemented,       // This transport or backend lacks the capability.
   kInternal,            // A broken invariant: a bug, not a condition.
+  kUnauthenticated,     // No or a wrong cluster credential (see sluice/security.h).
 };
+// The highest code; codes arriving from peers above it are unknown.
+inline constexpr StatusCode kMaxStatusCode = StatusCode::kUnauthenticated;
 
 // How far a failure reaches. Recovery keys off it: the orchestrator retries
 // the request on kRequest, reconnects on kEndpoint, and moves the work to
@@ -106,6 +109,9 @@ inline Status UnimplementedError(std::string_view m) {
 }
 inline Status InternalError(std::string_view m) {
   return Status(StatusCode::kInternal, m);
+}
+inline Status UnauthenticatedError(std::string_view m) {
+  return Status(StatusCode::kUnauthenticated, m);
 }
 
 // "Request", "Endpoint" or "Transport".

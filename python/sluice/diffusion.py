@@ -37,6 +37,7 @@ import dataclasses
 from typing import Any, Callable, Iterator, List, Optional, Union
 
 from . import _sluice
+from ._security import security_files
 from .errors import InvalidArgumentError, from_status, translated
 
 __all__ = [
@@ -217,7 +218,7 @@ class StageHandle:
 _CODE_NAMES = dict(enumerate([
     "OK", "CANCELLED", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "RESOURCE_EXHAUSTED",
     "FAILED_PRECONDITION", "UNAVAILABLE", "DEADLINE_EXCEEDED", "DATA_LOSS", "PERMISSION_DENIED",
-    "UNIMPLEMENTED", "INTERNAL"]))
+    "UNIMPLEMENTED", "INTERNAL", "UNAUTHENTICATED"]))
 
 Descriptor = Union[StageHandle, bytes, str]
 
@@ -250,12 +251,20 @@ class DiffusionConnector:
     def __init__(self, role: str, transfer_mode: str = "auto",
                  store_config: Union[dict, StoreConfig, None] = None,
                  te_config: Union[dict, TransferEngineConfig, None] = None,
-                 store_threads: int = 4, consume_timeout: float = 60.0):
+                 store_threads: int = 4, consume_timeout: float = 60.0,
+                 cluster_token_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
+                 tls_key_file: Optional[str] = None, tls_ca_file: Optional[str] = None):
+        """The cluster credential and TLS files are those of the roles'
+        --cluster-token/--tls-*; unset ones come from SLUICE_CLUSTER_TOKEN_FILE
+        and SLUICE_TLS_{CERT,KEY,CA}_FILE. The credential sets the engine's
+        secret (unless te_config gives one) and the store client's."""
         if not isinstance(role, str):
             raise InvalidArgumentError("role must be a string (encode | denoise | decode | ...)")
         self._core = _sluice.Connector(role, transfer_mode, _as_dict(store_config, "store_config"),
                                        _as_dict(te_config, "te_config"), int(store_threads),
-                                       float(consume_timeout))
+                                       float(consume_timeout),
+                                       security_files(cluster_token_file, tls_cert_file,
+                                                      tls_key_file, tls_ca_file))
 
     @property
     def endpoint(self) -> str:

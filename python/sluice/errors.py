@@ -64,6 +64,12 @@ class InternalError(SluiceError):
     code = "INTERNAL"
 
 
+class UnauthenticatedError(SluiceError, PermissionError):
+    """No cluster credential, or a wrong one (see `cluster_token_file`)."""
+
+    code = "UNAUTHENTICATED"
+
+
 _BY_CODE = {
     cls.code: cls
     for cls in (
@@ -79,6 +85,7 @@ _BY_CODE = {
         PermissionDeniedError,
         UnimplementedError,
         InternalError,
+        UnauthenticatedError,
     )
 }
 

@@ -41,7 +41,9 @@ import dataclasses
 from typing import Callable, List, Optional, Union
 
 from . import _sluice
+from ._security import security_files
 from .errors import InvalidArgumentError, translated
+
 
 
 @dataclasses.dataclass
@@ -58,7 +60,14 @@ class StageWorker:
                  handler: Callable[..., Union[bytes, StageOutput]], capacity: int = 1,
                  labels: Optional[List[str]] = None, name: str = "",
                  heartbeat: float = 0.2, model: Union[str, List[str], None] = None,
-                 pipeline: str = ""):
+                 pipeline: str = "", cluster_token_file: Optional[str] = None,
+                 tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None,
+                 tls_ca_file: Optional[str] = None):
+        """Registers with the orchestrator and serves `handler`.
+
+        The cluster credential and TLS files are those of `sluice worker
+        --cluster-token/--tls-*`; unset ones come from SLUICE_CLUSTER_TOKEN_FILE
+        and SLUICE_TLS_{CERT,KEY,CA}_FILE."""
         if not callable(handler):
             raise InvalidArgumentError("handler must be callable")
         models = [model] if isinstance(model, str) else list(model or [])
@@ -77,7 +86,9 @@ class StageWorker:
                     bool(out.preempted))
 
         self._core = _sluice.Worker(orchestrator, stage, call, int(capacity), list(labels or []),
-                                    name, float(heartbeat), models, pipeline)
+                                    name, float(heartbeat), models, pipeline,
+                                    security_files(cluster_token_file, tls_cert_file,
+                                                   tls_key_file, tls_ca_file))
 
     @property
     def completed(self) -> int:

@@ -1,5 +1,6 @@
 #include "common/net.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -117,6 +118,29 @@ Result<UniqueFd> Listen(const HostPort& hp, std::uint16_t* bound_port) {
   *bound_port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
                                                : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   return fd;
+}
+
+std::string PeerAddress(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  char text[INET6_ADDRSTRLEN] = {};
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return "unknown peer";
+  }
+  HostPort hp;
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof(text));
+    hp.port = ntohs(a->sin6_port);
+  } else if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text));
+    hp.port = ntohs(a->sin_port);
+  } else {
+    return "unknown peer";
+  }
+  hp.host = text;
+  return hp.ToString();
 }
 
 Result<UniqueFd> ConnectTcp(const HostPort& hp, std::chrono::milliseconds timeout) {

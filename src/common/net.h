@@ -70,6 +70,10 @@ Status RecvAll(int fd, void* data, std::size_t len);
 Status SetIoTimeout(int fd, std::chrono::milliseconds timeout);
 Status SetNonBlocking(int fd, bool on);
 
+// The connected peer of `fd` as "host:port" (brackets around IPv6), for
+// logs; "unknown peer" when the socket has none.
+std::string PeerAddress(int fd);
+
 // Returns "Unavailable"-coded status from errno with `what` as context.
 Status ErrnoStatus(std::string_view what, int err, FailureScope scope = FailureScope::kEndpoint);
 

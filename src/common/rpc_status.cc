@@ -22,6 +22,7 @@ constexpr CodePair kCodes[] = {
     {StatusCode::kPermissionDenied, grpc::StatusCode::PERMISSION_DENIED},
     {StatusCode::kUnimplemented, grpc::StatusCode::UNIMPLEMENTED},
     {StatusCode::kInternal, grpc::StatusCode::INTERNAL},
+    {StatusCode::kUnauthenticated, grpc::StatusCode::UNAUTHENTICATED},
 };
 
 }  // namespace

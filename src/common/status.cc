@@ -56,6 +56,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "Unimplemented";
     case StatusCode::kInternal:
       return "Internal";
+    case StatusCode::kUnauthenticated:
+      return "Unauthenticated";
   }
   return "Unknown";
 }

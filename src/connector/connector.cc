@@ -285,6 +285,9 @@ Status ConnectorConfig::ApplyEnvironment() {
       at = comma + 1;
     }
   }
+  if (security.open() && !security.client_tls() && !security.server_tls()) {
+    SLUICE_ASSIGN_OR_RETURN(security, LoadSecurity({}));
+  }
   return Status::Ok();
 }
 
@@ -426,6 +429,12 @@ DiffusionConnector::DiffusionConnector(std::unique_ptr<internal::ConnectorImpl> 
 DiffusionConnector::~DiffusionConnector() = default;
 
 Result<std::unique_ptr<DiffusionConnector>> DiffusionConnector::Create(ConnectorConfig config) {
+  if (config.engine.secret.empty()) {
+    config.engine.secret = TransferSecret(config.security);
+  }
+  if (config.store.security.open() && !config.store.security.client_tls()) {
+    config.store.security = config.security;
+  }
   auto impl = std::make_unique<internal::ConnectorImpl>(std::move(config));
   SLUICE_RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<DiffusionConnector>(new DiffusionConnector(std::move(impl)));

@@ -189,7 +189,7 @@ void ConnectorImpl::ControlLoop() {
       auto it = streams_.find(a);
       std::shared_ptr<StreamState> s = it == streams_.end() ? nullptr : it->second.lock();
       if (s != nullptr) {
-        const auto code = b <= static_cast<std::uint64_t>(StatusCode::kInternal)
+        const auto code = b <= static_cast<std::uint64_t>(kMaxStatusCode)
                               ? static_cast<StatusCode>(b)
                               : StatusCode::kNotFound;
         s->Fail(Status(code, "producer " + sender + ": " + msg.substr(at)));

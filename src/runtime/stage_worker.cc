@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/net.h"
+#include "common/rpc_auth.h"
 #include "orchestrator/core/model.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
@@ -89,8 +90,7 @@ class StageWorkerImpl {
     if (config_.heartbeat_interval.count() <= 0 || !handler_) {
       return InvalidArgumentError("stage worker: needs a handler and a positive heartbeat");
     }
-    stub_ = pb::Orchestrator::NewStub(
-        grpc::CreateChannel(config_.orchestrator, grpc::InsecureChannelCredentials()));
+    stub_ = pb::Orchestrator::NewStub(MakeChannel(config_.orchestrator, config_.security));
     reader_ = std::thread([this] { ReadLoop(); });
     beater_ = std::thread([this] { BeatLoop(); });
     return Status::Ok();

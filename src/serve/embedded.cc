@@ -15,6 +15,7 @@
 #include "sluice/transfer/engine.h"
 
 #include "common/log.h"
+#include "common/random.h"
 
 namespace sluice {
 namespace internal {
@@ -31,6 +32,10 @@ struct EmbeddedWorker {
 class EmbeddedClusterImpl {
  public:
   EmbeddedConfig config;
+  // A token made for this process alone: its inner ports (master, fast
+  // lane, store node, orchestrator, workers' engines) refuse every other
+  // process, though they listen on loopback.
+  SecurityConfig security;
   std::unique_ptr<MasterServer> master;
   std::unique_ptr<TransferEngine> node_engine;
   std::unique_ptr<StoreNode> node;
@@ -48,9 +53,11 @@ class EmbeddedClusterImpl {
     cc.store.master = master->endpoint();
     cc.engine.io_threads = 1;
     cc.store_threads = 2;
+    cc.security = security;
     SLUICE_ASSIGN_OR_RETURN(w.connector, DiffusionConnector::Create(cc));
     StoreClientConfig sc;
     sc.master = master->endpoint();
+    sc.security = security;
     SLUICE_ASSIGN_OR_RETURN(w.checkpoints, StoreClient::Create(&w.connector->engine(), sc));
     // Before registering: its first job does not open the store's
     // connections and mappings. Best effort (the store is in this process).
@@ -84,6 +91,7 @@ class EmbeddedClusterImpl {
         }
       }
       wc.capacity = stage == "decode" ? decode_capacity : 1;
+      wc.security = security;
       wc.name = stage + "-" + std::to_string(workers.size());
       SLUICE_ASSIGN_OR_RETURN(auto reg, StageWorker::Start(wc, std::move(handler)));
       w.registrations.push_back(std::move(reg));
@@ -141,15 +149,19 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   SLUICE_RETURN_IF_ERROR(Validate(config));
   auto impl = std::make_unique<internal::EmbeddedClusterImpl>();
   impl->config = config;
+  impl->security.token = internal::RandomId() + internal::RandomId();
   MasterConfig mc;
   mc.listen = "127.0.0.1:0";
+  mc.security = impl->security;
   SLUICE_ASSIGN_OR_RETURN(impl->master, MasterServer::Start(mc));
   EngineConfig ec;
   ec.io_threads = 1;
+  ec.secret = TransferSecret(impl->security);
   SLUICE_ASSIGN_OR_RETURN(impl->node_engine, TransferEngine::Create(ec));
   StoreNodeConfig nc;
   nc.master = impl->master->endpoint();
   nc.memory_bytes = config.store_memory;
+  nc.security = impl->security;
   SLUICE_ASSIGN_OR_RETURN(impl->node, StoreNode::Start(impl->node_engine.get(), nc));
   OrchestratorConfig oc;
   oc.listen = "127.0.0.1:0";
@@ -160,6 +172,7 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   oc.max_queued_jobs = config.max_queued_jobs;
   oc.worker_timeout = config.worker_timeout;
   oc.store_master = impl->master->endpoint();
+  oc.security = impl->security;
   oc.journal_path = config.journal_path;
   oc.colocated = config.colocated;
   oc.default_model =

@@ -21,8 +21,10 @@ namespace sluice::testing {
 
 class ChildProcess {
  public:
-  // Starts `argv` and waits (up to 20 s) for its first stdout line.
-  explicit ChildProcess(std::vector<std::string> argv) {
+  // Starts `argv` and waits (up to `banner_ms`) for its first stdout line.
+  // Its stderr goes to `stderr_path` when given (else it is the test's).
+  explicit ChildProcess(std::vector<std::string> argv, int banner_ms = 20000,
+                        const std::string& stderr_path = "") {
     int in[2], out[2];
     if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
       return;
@@ -31,6 +33,10 @@ class ChildProcess {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    if (!stderr_path.empty()) {
+      posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                       0644);
+    }
     std::vector<char*> args;
     for (std::string& a : argv) {
       args.push_back(a.data());
@@ -46,7 +52,7 @@ class ChildProcess {
     stdout_ = out[0];
     char c;
     pollfd p{stdout_, POLLIN, 0};
-    while (::poll(&p, 1, 20000) == 1 && ::read(stdout_, &c, 1) == 1 && c != '\n') {
+    while (::poll(&p, 1, banner_ms) == 1 && ::read(stdout_, &c, 1) == 1 && c != '\n') {
       banner_.push_back(c);
     }
   }

@@ -110,6 +110,9 @@ void AddStore(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_option("--duration", o->b.duration_s, "seconds")
       ->check(CLI::Range(0.01, 600.0))
       ->capture_default_str();
+  cmd->add_flag("--credential-ab", o->b.credential_ab,
+                "also run a store with a cluster credential, alternating rounds with the open "
+                "one (credential_gbps, credential_ratio)");
   cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
   out->push_back({cmd, [o] {
                     o->b.value_size = *ParseByteSize(o->value_size);

@@ -10,6 +10,7 @@
 
 #include "tools/sluice_cli/commands.h"
 #include "tools/sluice_cli/http_flags.h"
+#include "tools/sluice_cli/security_flags.h"
 #include "tools/sluice_cli/serve.h"
 #include "tools/sluice_cli/signals.h"
 
@@ -36,6 +37,7 @@ int RunStoreNode(const std::string& listen, const StoreNodeConfig& config, bool 
   BlockStopSignals();
   EngineConfig ec;
   ec.listen = listen;
+  ec.secret = TransferSecret(config.security);
   auto engine = TransferEngine::Create(ec);
   if (!engine.ok()) {
     std::cerr << "sluice store-node: " << engine.status().ToString() << "\n";
@@ -98,7 +100,13 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
       ->check(CLI::Range(std::int64_t{100}, std::int64_t{3600000}))
       ->capture_default_str();
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
-  out->push_back({cmd, [o] {
+  SecurityResolver security = AddSecurityFlags(cmd);
+  out->push_back({cmd, [o, security] {
+                    std::optional<SecurityConfig> s = security("sluice master", {o->config.listen});
+                    if (!s) {
+                      return 2;
+                    }
+                    o->config.security = std::move(*s);
                     o->config.read_lease_timeout =
                         std::chrono::milliseconds(o->read_lease_timeout_ms);
                     o->config.reservation_ttl = std::chrono::milliseconds(o->reservation_ttl_ms);
@@ -135,7 +143,13 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
       ->check(ByteSizeValidator())
       ->capture_default_str();
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
-  out->push_back({cmd, [o] {
+  SecurityResolver security = AddSecurityFlags(cmd);
+  out->push_back({cmd, [o, security] {
+                    std::optional<SecurityConfig> s = security("sluice store-node", {o->listen});
+                    if (!s) {
+                      return 2;
+                    }
+                    o->config.security = std::move(*s);
                     o->config.memory_bytes = *ParseByteSize(o->memory);
                     o->config.disk_bytes = *ParseByteSize(o->disk_size);
                     o->config.disk_bytes_per_s = *ParseByteSize(o->disk_rate);
@@ -192,7 +206,14 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   AddRequestLimitFlags(cmd, &o->config.limits);
   auto keys = AddApiKeysFlag(cmd, &o->config.access);
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
-  out->push_back({cmd, [o, http, keys] {
+  SecurityResolver security = AddSecurityFlags(cmd);
+  out->push_back({cmd, [o, http, keys, security] {
+                    std::optional<SecurityConfig> s =
+                        security("sluice orchestrator", {o->config.listen});
+                    if (!s) {
+                      return 2;
+                    }
+                    o->config.security = std::move(*s);
                     http();
                     if (Status s = keys(); !s.ok()) {
                       std::cerr << "sluice orchestrator: --" << s.message() << "\n";
@@ -251,7 +272,15 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--mode", w.mode, "transfer mode: store, p2p or auto")->capture_default_str();
   cmd->add_option("--listen", w.listen, "transfer engine endpoint")->capture_default_str();
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
-  out->push_back({cmd, [o] { return RunWorker(o->worker, o->exit_on_eof); }});
+  SecurityResolver security = AddSecurityFlags(cmd);
+  out->push_back({cmd, [o, security] {
+                    std::optional<SecurityConfig> s = security("sluice worker", {o->worker.listen});
+                    if (!s) {
+                      return 2;
+                    }
+                    o->worker.security = std::move(*s);
+                    return RunWorker(o->worker, o->exit_on_eof);
+                  }});
 }
 
 }  // namespace

@@ -284,6 +284,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   cc.role = o.stage;
   cc.store.master = o.master;
   cc.engine.listen = o.listen;
+  cc.security = o.security;
   auto mode = ParseTransferMode(o.mode);
   if (!mode.ok()) {
     std::cerr << "sluice worker: --mode: " << mode.status().message() << "\n";
@@ -306,6 +307,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
     if (!o.master.empty()) {
       StoreClientConfig sc;
       sc.master = o.master;
+      sc.security = o.security;
       auto client = StoreClient::Create(&(*conn)->engine(), sc);
       if (!client.ok()) {
         std::cerr << "sluice worker: " << client.status().ToString() << "\n";
@@ -337,6 +339,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   }
   wc.capacity = o.capacity;
   wc.name = o.stage + "@" + (*conn)->engine().endpoint();
+  wc.security = o.security;
   auto worker = StageWorker::Start(wc, std::move(*handler));
   if (!worker.ok()) {
     std::cerr << "sluice worker: " << worker.status().ToString() << "\n";

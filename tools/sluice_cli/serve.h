@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sluice/security.h"
 #include "sluice/serve/embedded.h"
 
 #include "tools/sluice_cli/http_client.h"
@@ -38,6 +39,7 @@ struct WorkerOptions {
   int steps = 12;
   int checkpoint_every = 4;
   double time_factor = 1.0;
+  SecurityConfig security;  // For the orchestrator, the store and the engine.
 };
 // A stage worker (`sluice worker`); SIGTERM/SIGINT drain it: running work
 // finishes or is handed back.

@@ -35,6 +35,7 @@
 
 #include "sluice/connector/descriptor.h"
 #include "sluice/connector/tensor.h"
+#include "sluice/security.h"
 #include "sluice/status.h"
 #include "sluice/store/client.h"
 #include "sluice/transfer/engine.h"
@@ -60,9 +61,15 @@ struct ConnectorConfig {
   // Consumers give up waiting for a chunk after this long.
   std::chrono::milliseconds consume_timeout{60000};
 
+  // The cluster credential and TLS (sluice/security.h). Create applies it
+  // to `engine` (its transfer secret) and `store` unless they set their own.
+  SecurityConfig security;
+
   // Fills unset fields from SLUICE_MASTER (store master), SLUICE_LISTEN
   // (engine endpoint), SLUICE_TRANSFER_MODE, SLUICE_TRANSPORTS
-  // ("tcp,shm"). Errors: kInvalidArgument naming the variable.
+  // ("tcp,shm"), and an open `security` from SLUICE_CLUSTER_TOKEN_FILE and
+  // SLUICE_TLS_{CERT,KEY,CA}_FILE. Errors: kInvalidArgument naming the
+  // variable.
   Status ApplyEnvironment();
 };
 

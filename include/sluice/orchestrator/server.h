@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "sluice/security.h"
 #include "sluice/status.h"
 
 namespace sluice {
@@ -122,6 +123,11 @@ struct OrchestratorConfig {
   // Requests naming no model run on this one (declared with the standard
   // pipeline encode, denoise:admission, decode unless `models` names it).
   std::string default_model = "sluice-reference";
+
+  // The cluster credential and TLS (sluice/security.h) for the worker
+  // service (every call must carry it, else UNAUTHENTICATED) and the calls
+  // to the store master. The HTTP front answers clients by `access`.
+  SecurityConfig security;
 
   HttpFrontConfig http;
   RequestLimits limits;

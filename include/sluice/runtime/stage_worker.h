@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "sluice/security.h"
 #include "sluice/status.h"
 
 namespace sluice {
@@ -99,6 +100,9 @@ struct StageWorkerConfig {
   std::vector<std::string> labels;
   std::string name;  // For logs.
   std::chrono::milliseconds heartbeat_interval{200};
+  // The cluster credential and TLS for its calls to the orchestrator
+  // (sluice/security.h); a refused registration is logged and retried.
+  SecurityConfig security;
 };
 
 class StageWorker {

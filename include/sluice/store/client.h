@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/security.h"
 #include "sluice/status.h"
 #include "sluice/store/types.h"
 #include "sluice/transfer/engine.h"
@@ -57,6 +58,9 @@ struct StoreClientConfig {
   // unused for its ttl (5 s); the master declines when it would take memory
   // past the high watermark.
   bool reserve_puts = true;
+  // The cluster credential and TLS (sluice/security.h). The engine passed to
+  // Create must carry the matching transfer secret (TransferSecret).
+  SecurityConfig security;
 };
 
 struct PutOptions {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "sluice/security.h"
 #include "sluice/status.h"
 
 namespace sluice {
@@ -43,6 +44,10 @@ struct MasterConfig {
   // (clients write into it only in the first fifth). 0: no reservations
   // (every put takes two round trips).
   std::chrono::milliseconds reservation_ttl{5000};
+  // With a token, every gRPC call and fast-lane connection must carry the
+  // cluster credential (else kUnauthenticated); TLS on gRPC when it has a
+  // certificate. See sluice/security.h.
+  SecurityConfig security;
 };
 
 struct MasterMetrics {

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "sluice/security.h"
 #include "sluice/status.h"
 #include "sluice/transfer/engine.h"
 
@@ -42,6 +43,10 @@ struct StoreNodeConfig {
   // thread: heartbeats go on while they run.
   std::uint64_t disk_bytes_per_s = 0;
   std::chrono::milliseconds rpc_timeout{5000};
+  // The cluster credential and TLS for its calls to the master
+  // (sluice/security.h). The engine must carry the matching transfer
+  // secret (TransferSecret), or clients' handshakes with it fail.
+  SecurityConfig security;
 };
 
 class StoreNode {

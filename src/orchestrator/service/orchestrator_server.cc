@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/net.h"
+#include "common/rpc_auth.h"
 #include "common/rpc_status.h"
 #include "http/server.h"
 #include "orchestrator/service/http_api.h"
@@ -77,14 +78,26 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
       Finish(grpc::Status::CANCELLED);
     }
   }
+  // Ends a stream never attached (a refused call): its worker id is the
+  // caller's claim, so OnDone must not detach that worker's real stream.
+  void Refuse(const grpc::Status& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    attached_ = false;
+    finished_ = true;
+    done_finish_ = true;
+    Finish(s);
+  }
   void OnDone() override {
-    state_->Detach(worker_);
+    if (attached_) {
+      state_->Detach(worker_);
+    }
     delete this;
   }
 
  private:
   OrchestratorState* state_;
   std::uint64_t worker_;
+  bool attached_ = true;  // Written before Finish; OnDone runs after it.
   std::mutex mu_;
   std::deque<pb::Assignment> queue_;  // Front is being written when writing_.
   bool writing_ = false;
@@ -99,6 +112,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   OrchestratorServerImpl(const OrchestratorConfig& c,
                          std::unique_ptr<orchestrator::Journal> journal)
       : config_(c),
+        auth_(c.security, "orchestrator"),
         journal_(std::move(journal)),
         state_(
             [&] {
@@ -145,8 +159,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   Status Start() {
     if (!config_.store_master.empty()) {
       SLUICE_RETURN_IF_ERROR(ParseHostPort(config_.store_master, false).status());
-      store_ = store::v1::Master::NewStub(
-          grpc::CreateChannel(config_.store_master, grpc::InsecureChannelCredentials()));
+      store_ = store::v1::Master::NewStub(MakeChannel(config_.store_master, config_.security));
     }
     SLUICE_RETURN_IF_ERROR(state_.Restore(
         store_ == nullptr ? orchestrator::OrchestratorState::PayloadsExist()
@@ -157,7 +170,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     // A second orchestrator on the same port must fail, not split traffic.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     int port = 0;
-    builder.AddListeningPort(hp.ToString(), grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(hp.ToString(), MakeServerCredentials(config_.security), &port);
     builder.RegisterService(this);
     // Done carries the final stage's result (an image, a video's frames).
     builder.SetMaxReceiveMessageSize(256 << 20);
@@ -207,6 +220,9 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
                                      const pb::RegisterRequest* req,
                                      pb::RegisterResponse* resp) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     OrchestratorState::Registration r;
     r.models.assign(req->models().begin(), req->models().end());
     r.stage = req->stage();
@@ -234,6 +250,9 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const pb::HeartbeatRequest* req,
                                       pb::HeartbeatResponse* resp) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     Status s = state_.Heartbeat(*req);
     if (s.code() == StatusCode::kNotFound) {
       resp->set_reregister(true);
@@ -242,8 +261,12 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     return Done(ctx, s);
   }
   grpc::ServerWriteReactor<pb::Assignment>* Assignments(
-      grpc::CallbackServerContext*, const pb::AssignmentsRequest* req) override {
+      grpc::CallbackServerContext* ctx, const pb::AssignmentsRequest* req) override {
     auto* w = new AssignmentWriter(&state_, req->worker_id());
+    if (grpc::Status refused = auth_.Check(*ctx); !refused.ok()) {
+      w->Refuse(refused);
+      return w;
+    }
     Status s = state_.Attach(
         req->worker_id(), [w](const pb::Assignment& a) { w->Push(a); }, [w] { w->Close(); });
     if (!s.ok()) {
@@ -253,19 +276,40 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   }
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const pb::DoneRequest* req,
                                  pb::DoneResponse*) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     return Done(ctx, state_.Done(*req));
   }
   grpc::ServerUnaryReactor* Failed(grpc::CallbackServerContext* ctx, const pb::FailedRequest* req,
                                    pb::FailedResponse*) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     return Done(ctx, state_.Failed(*req));
   }
   grpc::ServerUnaryReactor* Unregister(grpc::CallbackServerContext* ctx,
                                        const pb::UnregisterRequest* req,
                                        pb::UnregisterResponse*) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     return Done(ctx, state_.Unregister(req->worker_id()));
   }
 
  private:
+  // Null when the call carries the cluster credential; else a reactor
+  // already finished with UNAUTHENTICATED.
+  grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* ctx) {
+    grpc::Status s = auth_.Check(*ctx);
+    if (s.ok()) {
+      return nullptr;
+    }
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    r->Finish(s);
+    return r;
+  }
+
   static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const Status& s) {
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
     r->Finish(ToGrpc(s));
@@ -349,6 +393,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   }
 
   OrchestratorConfig config_;
+  CallAuthenticator auth_;
   std::unique_ptr<orchestrator::Journal> journal_;  // Before state_: outlives it.
   OrchestratorState state_;
   std::unique_ptr<grpc::Server> server_;

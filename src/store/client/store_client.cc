@@ -1,5 +1,7 @@
 #include "common/log.h"
 #include "common/net.h"
+#include "common/rpc_auth.h"
+#include "common/security_keys.h"
 #include "store/client/store_client_impl.h"
 
 namespace sluice::internal {
@@ -27,8 +29,7 @@ Status StoreClientImpl::Init() {
   SLUICE_ASSIGN_OR_RETURN(
       staging_key_, engine_->RegisterMemory(staging_.data(), staging_.size(), MemoryKind::kHost,
                                             Access::kLocalOnly));
-  stub_ =
-      pb::Master::NewStub(grpc::CreateChannel(config_.master, grpc::InsecureChannelCredentials()));
+  stub_ = pb::Master::NewStub(MakeChannel(config_.master, config_.security));
   return Status::Ok();
 }
 
@@ -163,7 +164,8 @@ std::shared_ptr<fastlane::Client> StoreClientImpl::FastLane() {
     SLUICE_LOG(warn, "store client: master offers a bad fast lane '{}'", resp.fast_lane_endpoint());
     return nullptr;
   }
-  lane_ = std::make_shared<fastlane::Client>(*hp, config_.rpc_spin, 64);
+  lane_ = std::make_shared<fastlane::Client>(
+      *hp, config_.rpc_spin, 64, DeriveKey(config_.security.token, kFastLaneKeyPurpose));
   return lane_;
 }
 

@@ -6,10 +6,13 @@
 
 #include <cerrno>
 
+#include "common/security_keys.h"
+
 namespace sluice::internal::fastlane {
 
-Client::Client(HostPort endpoint, std::chrono::microseconds spin, std::size_t max_idle)
-    : endpoint_(std::move(endpoint)), spin_(spin), max_idle_(max_idle) {}
+Client::Client(HostPort endpoint, std::chrono::microseconds spin, std::size_t max_idle,
+               std::string key)
+    : endpoint_(std::move(endpoint)), spin_(spin), key_(std::move(key)), max_idle_(max_idle) {}
 
 Result<UniqueFd> Client::Acquire(std::chrono::milliseconds timeout) {
   {
@@ -22,7 +25,26 @@ Result<UniqueFd> Client::Acquire(std::chrono::milliseconds timeout) {
   }
   SLUICE_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(endpoint_, timeout));
   SLUICE_RETURN_IF_ERROR(SetIoTimeout(fd.get(), timeout));
+  SLUICE_RETURN_IF_ERROR(Greet(fd.get(), timeout));
   return fd;
+}
+
+Status Client::Greet(int fd, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  char frame[kHeaderSize + kChallengeBytes];
+  SLUICE_RETURN_IF_ERROR(ReadExact(fd, frame, sizeof(frame), false, deadline));
+  SLUICE_ASSIGN_OR_RETURN(ResponseHeader h,
+                          DecodeResponse(reinterpret_cast<const std::byte*>(frame)));
+  if (h.code != 0 || h.body_len != kChallengeBytes) {
+    return UnavailableError("fast lane: the master sent no challenge", FailureScope::kEndpoint);
+  }
+  if (key_.empty()) {
+    return Status::Ok();
+  }
+  const std::array<std::uint8_t, 32> mac =
+      Hmac(key_, std::string_view(frame + kHeaderSize, kChallengeBytes));
+  return Write(fd, Method::kHello, kFlagOneWay,
+               std::string_view(reinterpret_cast<const char*>(mac.data()), mac.size()));
 }
 
 void Client::Release(UniqueFd fd) {

@@ -23,7 +23,10 @@ namespace sluice::internal::fastlane {
 class Client {
  public:
   // `spin` is how long a caller polls its socket before sleeping (0: never).
-  Client(HostPort endpoint, std::chrono::microseconds spin, std::size_t max_idle);
+  // `key` is the cluster's lane key (empty: an open cluster): each new
+  // connection answers the server's challenge with it.
+  Client(HostPort endpoint, std::chrono::microseconds spin, std::size_t max_idle,
+         std::string key = {});
 
   // Outcome of a call: `transport_ok` is false when the lane itself failed
   // (connect, send, receive, a malformed answer): the request may or may
@@ -57,8 +60,12 @@ class Client {
   Status ReadExact(int fd, char* p, std::size_t len, bool spin,
                    std::chrono::steady_clock::time_point deadline);
 
+  // Reads a new connection's challenge and, with a key, answers it.
+  Status Greet(int fd, std::chrono::milliseconds timeout);
+
   HostPort endpoint_;
   std::chrono::microseconds spin_;
+  const std::string key_;
   std::size_t max_idle_;
   std::mutex mu_;
   std::vector<UniqueFd> idle_;  // Guarded by mu_.

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "common/net.h"
+#include "common/security_keys.h"
 #include "common/testing/eventually.h"
 #include "store/fastlane/client.h"
 #include "store/fastlane/server.h"
@@ -66,7 +67,7 @@ TEST(FastLaneFrameTest, HeadersRoundTripAndBadFieldsAreNamed) {
 
 class FastLaneServerTest : public ::testing::Test {
  protected:
-  void Start(std::size_t max_connections = 8) {
+  void Start(std::size_t max_connections = 8, std::string key = {}) {
     auto s = Server::Start(
         HostPort{"127.0.0.1", 0},
         [this](Method m, std::string_view body, Responder respond) {
@@ -92,7 +93,7 @@ class FastLaneServerTest : public ::testing::Test {
           respond(std::string(MethodName(m)) + ":" + std::string(body));
           respond(std::string("a second answer is ignored"));
         },
-        max_connections);
+        max_connections, std::move(key));
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
     auto hp = ParseHostPort(server_->endpoint(), false);
@@ -100,11 +101,21 @@ class FastLaneServerTest : public ::testing::Test {
     endpoint_ = *hp;
   }
 
-  // A raw connection to the server, for frames the client never sends.
-  UniqueFd Raw() {
+  // A raw connection to the server, for frames the client never sends; the
+  // server's challenge is read (into `nonce` when given).
+  UniqueFd Raw(std::string* nonce = nullptr) {
     auto fd = ConnectTcp(endpoint_, 2s);
     EXPECT_TRUE(fd.ok());
     EXPECT_TRUE(SetIoTimeout(fd->get(), 5s).ok());
+    std::byte head[kHeaderSize];
+    EXPECT_TRUE(RecvAll(fd->get(), head, kHeaderSize).ok());
+    Result<ResponseHeader> h = DecodeResponse(head);
+    EXPECT_TRUE(h.ok() && h->code == 0 && h->body_len == kChallengeBytes) << "a challenge first";
+    std::string challenge(kChallengeBytes, '\0');
+    EXPECT_TRUE(RecvAll(fd->get(), challenge.data(), challenge.size()).ok());
+    if (nonce != nullptr) {
+      *nonce = challenge;
+    }
     return std::move(*fd);
   }
 
@@ -255,6 +266,49 @@ TEST_F(FastLaneServerTest, GarbageGetsAnErrorAndTheServerKeepsServing) {
   ASSERT_TRUE(o.transport_ok && o.result.ok());
   EXPECT_EQ(*o.result, "Exists:still");
   EXPECT_EQ(calls_.load(), 1) << "no handler ran for a malformed frame";
+}
+
+TEST_F(FastLaneServerTest, WithAKeyOnlyConnectionsProvingItAreServed) {
+  const std::string key = DeriveKey("0123456789abcdef0123", kFastLaneKeyPurpose);
+  Start(8, key);
+  Client good(endpoint_, 0us, 2, key);
+  Client::Outcome o = good.Call(Method::kExists, "k", 2s);
+  ASSERT_TRUE(o.transport_ok && o.result.ok()) << o.result.status().ToString();
+  EXPECT_EQ(*o.result, "Exists:k");
+
+  Client none(endpoint_, 0us, 2);
+  o = none.Call(Method::kRemove, "k", 2s);
+  ASSERT_TRUE(o.transport_ok);
+  EXPECT_EQ(o.result.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(o.result.status().message().find("no cluster credential"), std::string_view::npos);
+
+  Client wrong(endpoint_, 0us, 2, DeriveKey("another-cluster-token", kFastLaneKeyPurpose));
+  o = wrong.Call(Method::kRemove, "k", 2s);
+  ASSERT_TRUE(o.transport_ok);
+  EXPECT_EQ(o.result.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(o.result.status().message().find("wrong cluster credential"), std::string_view::npos);
+
+  {
+    // A proof replayed from another connection fails: each has its nonce.
+    std::string nonce;
+    UniqueFd fd = Raw(&nonce);
+    const auto mac = Hmac(key, nonce);
+    UniqueFd other = Raw();
+    RequestHeader h;
+    h.method = static_cast<std::uint16_t>(Method::kHello);
+    h.flags = kFlagOneWay;
+    h.body_len = static_cast<std::uint32_t>(mac.size());
+    std::byte head[kHeaderSize];
+    Encode(h, head);
+    ASSERT_TRUE(SendAll(other.get(), head, kHeaderSize).ok());
+    ASSERT_TRUE(SendAll(other.get(), mac.data(), mac.size()).ok());
+    ASSERT_TRUE(RecvAll(other.get(), head, kHeaderSize).ok());
+    EXPECT_EQ(DecodeResponse(head)->code, static_cast<std::uint8_t>(StatusCode::kUnauthenticated));
+  }
+  EXPECT_EQ(calls_.load(), 1) << "no handler ran for a refused connection";
+  EXPECT_EQ(server_->refused(), 3u);
+  o = good.Call(Method::kExists, "still", 2s);
+  ASSERT_TRUE(o.transport_ok && o.result.ok()) << "the server keeps serving the cluster";
 }
 
 TEST_F(FastLaneServerTest, ConnectionsOverTheCapFailSoTheClientFallsBack) {

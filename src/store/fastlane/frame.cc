@@ -90,7 +90,7 @@ Result<ResponseHeader> DecodeResponse(const std::byte in[kHeaderSize]) {
     return InvalidArgumentError("fast lane: response body of " + std::to_string(h.body_len) +
                                 " bytes exceeds " + std::to_string(kMaxResponseBody));
   }
-  if (h.code > static_cast<std::uint8_t>(StatusCode::kInternal) ||
+  if (h.code > static_cast<std::uint8_t>(kMaxStatusCode) ||
       h.scope > static_cast<std::uint8_t>(FailureScope::kTransport)) {
     return InvalidArgumentError("fast lane: unknown status code or scope in response");
   }
@@ -140,6 +140,8 @@ const char* MethodName(Method m) {
       return "WaitFor";
     case Method::kPutReserved:
       return "PutReserved";
+    case Method::kHello:
+      return "Hello";
     case Method::kUnreserve:
       return "Unreserve";
   }

@@ -33,8 +33,17 @@ enum class Method : std::uint16_t {
   kWaitFor = 8,  // Parks on the master until the key commits or times out.
   kPutReserved = 9,
   kUnreserve = 10,
+  // One-way, first on a connection to a master with a cluster credential:
+  // the body is HMAC-SHA256(lane key, the connection's challenge nonce).
+  // Handled by the lane itself; a wrong one is answered kUnauthenticated
+  // and the connection closed.
+  kHello = 11,
 };
-inline constexpr std::uint16_t kMaxMethod = 10;
+inline constexpr std::uint16_t kMaxMethod = 11;
+
+// The server's first frame on every connection, before any request: a
+// response header with code OK and a body of kChallengeBytes random bytes.
+inline constexpr std::size_t kChallengeBytes = 32;
 
 // Request flag: the caller reads no answer (the server sends none).
 inline constexpr std::uint16_t kFlagOneWay = 1;

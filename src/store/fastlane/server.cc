@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/random.h"
 
 namespace sluice::internal::fastlane {
 namespace {
@@ -81,12 +82,12 @@ void Responder::operator()(const Result<std::string>& out) {
   }
 }
 
-Server::Server(Handler handler, std::size_t max_connections)
-    : handler_(std::move(handler)), max_connections_(max_connections) {}
+Server::Server(Handler handler, std::size_t max_connections, std::string key)
+    : handler_(std::move(handler)), max_connections_(max_connections), key_(std::move(key)) {}
 
 Result<std::unique_ptr<Server>> Server::Start(const HostPort& listen, Handler handler,
-                                              std::size_t max_connections) {
-  std::unique_ptr<Server> s(new Server(std::move(handler), max_connections));
+                                              std::size_t max_connections, std::string key) {
+  std::unique_ptr<Server> s(new Server(std::move(handler), max_connections, std::move(key)));
   std::uint16_t port = 0;
   SLUICE_ASSIGN_OR_RETURN(s->listener_, Listen(listen, &port));
   s->wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -184,11 +185,23 @@ void Server::AcceptLoop() {
   }
 }
 
+bool Server::Challenge(int fd, std::array<std::uint8_t, kChallengeBytes>* nonce) {
+  RandomBytes(nonce->data(), nonce->size());
+  ResponseHeader h;
+  h.body_len = kChallengeBytes;
+  return SendFrame(fd, h,
+                   std::string_view(reinterpret_cast<const char*>(nonce->data()), nonce->size()))
+      .ok();
+}
+
 void Server::Serve(Conn* conn) {
   const std::shared_ptr<Responder::Conn> io = conn->io;
   const int fd = io->fd.get();
   std::vector<char> body;
-  while (WaitReadable(fd)) {
+  std::array<std::uint8_t, kChallengeBytes> nonce{};
+  bool authenticated = key_.empty();
+  bool ok = Challenge(fd, &nonce);
+  while (ok && WaitReadable(fd)) {
     std::byte head[kHeaderSize];
     if (!RecvAll(fd, head, kHeaderSize).ok()) {
       break;  // Closed, reset or stalled mid-header: drop the connection.
@@ -205,6 +218,26 @@ void Server::Serve(Conn* conn) {
       break;
     }
     requests_.fetch_add(1, std::memory_order_relaxed);
+    if (static_cast<Method>(h->method) == Method::kHello || !authenticated) {
+      const std::string_view proof(body.data(), body.size());
+      const std::array<std::uint8_t, 32> want =
+          Hmac(key_, std::string_view(reinterpret_cast<const char*>(nonce.data()), nonce.size()));
+      if (static_cast<Method>(h->method) == Method::kHello &&
+          (key_.empty() ||
+           SecureEquals(
+               proof, std::string_view(reinterpret_cast<const char*>(want.data()), want.size())))) {
+        authenticated = true;
+        continue;
+      }
+      const char* why = static_cast<Method>(h->method) == Method::kHello
+                            ? "a wrong cluster credential"
+                            : "no cluster credential";
+      refusals_.Refused("a connection from " + PeerAddress(fd), why);
+      Responder(io, false)(
+          UnauthenticatedError(std::string("store master fast lane: ") + why +
+                               " (every role of a cluster takes the same --cluster-token)"));
+      break;
+    }
     handler_(static_cast<Method>(h->method), std::string_view(body.data(), body.size()),
              Responder(io, (h->flags & kFlagOneWay) != 0));
   }

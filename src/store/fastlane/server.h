@@ -9,6 +9,7 @@
 #ifndef SLUICE_STORE_FASTLANE_SERVER_H_
 #define SLUICE_STORE_FASTLANE_SERVER_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -20,6 +21,7 @@
 #include <thread>
 
 #include "common/net.h"
+#include "common/security_keys.h"
 #include "store/fastlane/frame.h"
 
 namespace sluice::internal::fastlane {
@@ -53,9 +55,12 @@ class Server {
   // connection threads, concurrently; it may block.
   using Handler = std::function<void(Method, std::string_view body, Responder respond)>;
 
-  // Listens on `listen` (port 0 picks one). Errors: kUnavailable (bind).
+  // Listens on `listen` (port 0 picks one). With a `key` (the cluster's
+  // lane key), a connection serves requests only after a kHello proving
+  // it; otherwise kHello is ignored. Every connection starts with the
+  // server's challenge frame. Errors: kUnavailable (bind).
   static Result<std::unique_ptr<Server>> Start(const HostPort& listen, Handler handler,
-                                               std::size_t max_connections);
+                                               std::size_t max_connections, std::string key = {});
   // Closes the listener and every connection, then joins their threads; a
   // handler running at that moment finishes first.
   ~Server();
@@ -65,6 +70,8 @@ class Server {
   // Open connections, and requests served so far (one-way ones included).
   std::size_t connections();
   std::uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+  // Connections refused for a missing or wrong credential.
+  std::uint64_t refused() const { return refusals_.count(); }
 
  private:
   struct Conn {
@@ -72,13 +79,17 @@ class Server {
     std::thread thread;
     bool done = false;  // Guarded by mu_.
   };
-  Server(Handler handler, std::size_t max_connections);
+  Server(Handler handler, std::size_t max_connections, std::string key);
   void AcceptLoop();
   void Serve(Conn* conn);
+  // Sends the challenge; false when the connection failed.
+  bool Challenge(int fd, std::array<std::uint8_t, kChallengeBytes>* nonce);
   void ReapLocked();
 
   Handler handler_;
   std::size_t max_connections_;
+  const std::string key_;  // Empty: open lane.
+  RefusalLog refusals_{"store master fast lane"};
   std::string endpoint_;
   UniqueFd listener_;
   UniqueFd wake_;  // eventfd: wakes the accept loop to stop.

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/random.h"
+#include "common/rpc_auth.h"
 #include "common/rpc_status.h"
 #include "proto/master.grpc.pb.h"
 #include "store/fastlane/server.h"
@@ -59,11 +60,13 @@ class EventWatcher final : public grpc::ServerWriteReactor<pb::ObjectEvent> {
       StartWrite(&queue_.front());
     }
   }
-  void OnCancel() override {
+  void OnCancel() override { Refuse(grpc::Status::CANCELLED); }
+  // Ends the stream with `s` (once).
+  void Refuse(const grpc::Status& s) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!finished_) {
       finished_ = true;
-      Finish(grpc::Status::CANCELLED);
+      Finish(s);
     }
   }
   void OnDone() override {
@@ -82,7 +85,8 @@ class EventWatcher final : public grpc::ServerWriteReactor<pb::ObjectEvent> {
 class MasterServerImpl final : public pb::Master::CallbackService {
  public:
   explicit MasterServerImpl(const MasterConfig& c)
-      : core_(ToOptions(c), [this](const std::vector<ObjectEvent>& events) { Publish(events); }) {}
+      : auth_(c.security, "store master"),
+        core_(ToOptions(c), [this](const std::vector<ObjectEvent>& events) { Publish(events); }) {}
 
   static MasterOptions ToOptions(const MasterConfig& c) {
     MasterOptions o;
@@ -104,19 +108,20 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     if (config.fast_lane_connections > 0) {
       HostPort fast = hp;
       fast.port = 0;
-      SLUICE_ASSIGN_OR_RETURN(fast_lane_, fastlane::Server::Start(
-                                              fast,
-                                              [this](fastlane::Method m, std::string_view body,
-                                                     fastlane::Responder respond) {
-                                                HandleFast(m, body, std::move(respond));
-                                              },
-                                              config.fast_lane_connections));
+      SLUICE_ASSIGN_OR_RETURN(
+          fast_lane_,
+          fastlane::Server::Start(
+              fast,
+              [this](fastlane::Method m, std::string_view body, fastlane::Responder respond) {
+                HandleFast(m, body, std::move(respond));
+              },
+              config.fast_lane_connections, DeriveKey(config.security.token, kFastLaneKeyPurpose)));
     }
     grpc::ServerBuilder builder;
     // A second master on the same port must fail, not split the metadata.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     int port = 0;
-    builder.AddListeningPort(hp.ToString(), grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(hp.ToString(), MakeServerCredentials(config.security), &port);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port == 0) {
@@ -144,6 +149,9 @@ class MasterServerImpl final : public pb::Master::CallbackService {
 
   grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* ctx, const pb::DescribeRequest*,
                                      pb::DescribeResponse* resp) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     if (fast_lane_) {
       resp->set_fast_lane_endpoint(fast_lane_->endpoint());
     }
@@ -155,11 +163,17 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* ctx,
                                          const pb::RegisterNodeRequest* req,
                                          pb::RegisterNodeResponse* resp) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     return Done(ctx, core_.RegisterNode(*req, resp));
   }
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const pb::HeartbeatRequest* req,
                                       pb::HeartbeatResponse* resp) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     // gRPC keeps `req` and `resp` alive until Finish.
     core_.Heartbeat(req, resp, [reactor](const Status& s) { reactor->Finish(ToGrpc(s)); });
@@ -168,30 +182,48 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerUnaryReactor* PutStart(grpc::CallbackServerContext* ctx,
                                      const pb::PutStartRequest* req,
                                      pb::PutStartResponse* resp) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     return Done(ctx, core_.PutStart(*req, resp));
   }
   grpc::ServerUnaryReactor* PutEnd(grpc::CallbackServerContext* ctx, const pb::PutEndRequest* req,
                                    pb::PutEndResponse* resp) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     return Done(ctx, core_.PutEnd(*req, resp));
   }
   grpc::ServerUnaryReactor* PutReserved(grpc::CallbackServerContext* ctx,
                                         const pb::PutReservedRequest* req,
                                         pb::PutReservedResponse* resp) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     return Done(ctx, core_.PutReserved(*req, resp));
   }
   grpc::ServerUnaryReactor* Unreserve(grpc::CallbackServerContext* ctx,
                                       const pb::UnreserveRequest* req,
                                       pb::UnreserveResponse*) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     return Done(ctx, core_.Unreserve(*req));
   }
   grpc::ServerUnaryReactor* PutRevoke(grpc::CallbackServerContext* ctx,
                                       const pb::PutRevokeRequest* req,
                                       pb::PutRevokeResponse*) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     return Done(ctx, core_.PutRevoke(*req));
   }
   grpc::ServerUnaryReactor* GetStart(grpc::CallbackServerContext* ctx,
                                      const pb::GetStartRequest* req,
                                      pb::GetStartResponse* resp) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     // gRPC keeps `req` and `resp` alive until Finish.
     core_.GetStart(req, resp, [reactor](const Status& s) { reactor->Finish(ToGrpc(s)); });
@@ -199,40 +231,71 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   }
   grpc::ServerUnaryReactor* GetEnd(grpc::CallbackServerContext* ctx, const pb::GetEndRequest* req,
                                    pb::GetEndResponse*) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     return Done(ctx, core_.GetEnd(*req));
   }
   grpc::ServerUnaryReactor* RenewRead(grpc::CallbackServerContext* ctx,
                                       const pb::RenewReadRequest* req,
                                       pb::RenewReadResponse*) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     return Done(ctx, core_.RenewRead(*req));
   }
   grpc::ServerUnaryReactor* Remove(grpc::CallbackServerContext* ctx, const pb::KeyRequest* req,
                                    pb::RemoveResponse*) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     return Done(ctx, core_.Remove(*req));
   }
   grpc::ServerUnaryReactor* Exists(grpc::CallbackServerContext* ctx, const pb::KeyRequest* req,
                                    pb::ExistsResponse* resp) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     return Done(ctx, core_.Exists(*req, resp));
   }
   grpc::ServerUnaryReactor* WaitFor(grpc::CallbackServerContext* ctx, const pb::WaitForRequest* req,
                                     pb::WaitForResponse*) override {
+    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+      return r;
+    }
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     core_.WaitFor(*req, [reactor](const Status& s) { reactor->Finish(ToGrpc(s)); });
     return reactor;
   }
 
-  grpc::ServerWriteReactor<pb::ObjectEvent>* WatchEvents(grpc::CallbackServerContext*,
+  grpc::ServerWriteReactor<pb::ObjectEvent>* WatchEvents(grpc::CallbackServerContext* ctx,
                                                          const pb::WatchRequest*) override {
     auto* w = new EventWatcher([this](EventWatcher* gone) {
       std::lock_guard<std::mutex> lock(watchers_mu_);
       watchers_.erase(gone);
     });
+    if (grpc::Status s = auth_.Check(*ctx); !s.ok()) {
+      w->Refuse(s);  // Never joins watchers_; deleted on OnDone.
+      return w;
+    }
     std::lock_guard<std::mutex> lock(watchers_mu_);
     watchers_.insert(w);
     return w;
   }
 
  private:
+  // Null when the call carries the cluster credential; else a reactor
+  // already finished with UNAUTHENTICATED.
+  grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* ctx) {
+    grpc::Status s = auth_.Check(*ctx);
+    if (s.ok()) {
+      return nullptr;
+    }
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(s);
+    return reactor;
+  }
+
   static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const Status& s) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpc(s));
@@ -334,10 +397,13 @@ class MasterServerImpl final : public pb::Master::CallbackService {
       case Method::kGetStart:
       case Method::kWaitFor:
         break;  // Parkable: HandleFast.
+      case Method::kHello:
+        break;  // The lane's own.
     }
     return InvalidArgumentError("fast lane: unknown method");
   }
 
+  CallAuthenticator auth_;
   std::mutex watchers_mu_;            // Taken inside the core's lock (Publish).
   std::set<EventWatcher*> watchers_;  // Guarded by watchers_mu_.
   MasterCore core_;                   // After the watchers: its ticker publishes to them.

@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/net.h"
+#include "common/rpc_auth.h"
 #include "common/rpc_status.h"
 #include "proto/master.grpc.pb.h"
 #include "store/node/disk_tier.h"
@@ -88,8 +89,7 @@ class StoreNodeImpl {
                 cv_.notify_all();
               }));
     }
-    stub_ = pb::Master::NewStub(
-        grpc::CreateChannel(config_.master, grpc::InsecureChannelCredentials()));
+    stub_ = pb::Master::NewStub(MakeChannel(config_.master, config_.security));
     thread_ = std::thread([this] { Run(); });
     return Status::Ok();
   }

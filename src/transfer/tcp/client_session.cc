@@ -142,7 +142,7 @@ Status ClientSession::OnHeader(const WireHeader& h, Sink* sink, std::uint64_t* f
 
 Status ClientSession::PeerError(const WireHeader& h, std::string_view body) const {
   auto code = static_cast<StatusCode>(h.status);
-  if (h.status > static_cast<std::uint16_t>(StatusCode::kInternal)) {
+  if (h.status > static_cast<std::uint16_t>(kMaxStatusCode)) {
     code = StatusCode::kInternal;
   }
   return Status(code, "target " + peer() + ": " + std::string(body), FailureScope::kRequest);

@@ -57,7 +57,7 @@ Result<HandshakeResult> ClientHandshake(const HostPort& peer, const std::string&
   }
   if (static_cast<FrameType>(h.type) == FrameType::kError) {
     auto code = static_cast<StatusCode>(h.status);
-    if (h.status == 0 || h.status > static_cast<std::uint16_t>(StatusCode::kInternal)) {
+    if (h.status == 0 || h.status > static_cast<std::uint16_t>(kMaxStatusCode)) {
       code = StatusCode::kUnavailable;
     }
     return Status(code, name + " rejected the handshake: " + body, FailureScope::kEndpoint);

@@ -1,0 +1,71 @@
+// The cluster credential and TLS material every role takes: one secret
+// token, the same on every host, and optionally certificates for TLS on the
+// gRPC faces. Roles read them from files named by flags (`--cluster-token`,
+// `--tls-cert`, `--tls-key`, `--tls-ca`), a YAML config's keys of the same
+// names, or the environment (SLUICE_CLUSTER_TOKEN_FILE, SLUICE_TLS_CERT_FILE,
+// SLUICE_TLS_KEY_FILE, SLUICE_TLS_CA_FILE).
+//
+// With a token: the store master and the orchestrator's worker service
+// refuse every gRPC call without it (kUnauthenticated); the master's fast
+// lane proves it per connection by HMAC over a server nonce; the transfer
+// engine's handshake secret is derived from it. The token itself never
+// crosses the network: each face gets its own key derived from it. What is
+// and is not protected: README "Security".
+#ifndef SLUICE_SECURITY_H_
+#define SLUICE_SECURITY_H_
+
+#include <string>
+#include <string_view>
+
+#include "sluice/status.h"
+
+namespace sluice {
+
+struct SecurityConfig {
+  // The cluster token's bytes (16..4096, surrounding whitespace trimmed).
+  // Empty: an open cluster, as on a developer's loopback.
+  std::string token;
+  // PEM text, not paths. A server serves TLS when `tls_cert` and `tls_key`
+  // are set, and then requires client certificates signed by `tls_ca` when
+  // that is set too (mutual TLS). A client dials TLS when `tls_ca` is set,
+  // verifying the server against it, and presents `tls_cert`/`tls_key` when
+  // set. A server certificate must name the address its clients dial (a DNS
+  // or IP subject alternative name).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+
+  bool open() const { return token.empty(); }
+  bool server_tls() const { return !tls_cert.empty(); }
+  bool client_tls() const { return !tls_ca.empty(); }
+};
+
+// Where a role reads its security from. An empty path falls back to its
+// environment variable (above); both empty: not set.
+struct SecurityFiles {
+  std::string token_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
+};
+
+// Reads every file named (directly or through the environment). Warns when
+// the token file is readable by group or others. Errors: kInvalidArgument
+// naming the flag and file (unreadable, a token outside 16..4096 bytes,
+// not PEM, a certificate without its key or a key without its certificate).
+Result<SecurityConfig> LoadSecurity(const SecurityFiles& files);
+
+// The transfer engine's handshake secret (EngineConfig::secret) for this
+// cluster: a key derived from the token; empty for an open cluster.
+std::string TransferSecret(const SecurityConfig& security);
+
+// A role about to listen on `listen` ("host:port"): with a token, OK. Open
+// and on a loopback address: OK, with a warning that the cluster is open.
+// Open on any other address: kInvalidArgument unless `insecure` (then the
+// warning). `role` names the process in the message.
+Status CheckListenSecurity(std::string_view role, std::string_view listen,
+                           const SecurityConfig& security, bool insecure);
+
+}  // namespace sluice
+
+#endif  // SLUICE_SECURITY_H_

@@ -1,0 +1,55 @@
+// The cluster credential and TLS on gRPC faces: channels that carry the
+// cluster's gRPC key on every call, server credentials, and the server-side
+// check each handler runs first. The key travels in call metadata: over
+// plaintext gRPC an eavesdropper on the cluster network can replay it (it
+// opens the gRPC faces only, never the fast lane or the transfer engine);
+// TLS hides it.
+#ifndef SLUICE_COMMON_RPC_AUTH_H_
+#define SLUICE_COMMON_RPC_AUTH_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "sluice/security.h"
+
+#include "common/security_keys.h"
+
+namespace sluice::internal {
+
+// The metadata key carrying the cluster's gRPC key.
+inline constexpr const char* kAuthMetadataKey = "x-sluice-cluster-key";
+
+// A channel to `target` ("host:port"): TLS when `security.client_tls()`,
+// the cluster's gRPC key on every call when it has a token.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
+                                           const SecurityConfig& security,
+                                           const grpc::ChannelArguments& args = {});
+
+// TLS server credentials when `security.server_tls()` (mutual TLS when it
+// has a CA too), else insecure ones.
+std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const SecurityConfig& security);
+
+// Checks the credential of each incoming call. Thread-safe.
+class CallAuthenticator {
+ public:
+  // `face` names the service in logs ("store master", "orchestrator").
+  CallAuthenticator(const SecurityConfig& security, std::string face);
+
+  // OK when the cluster is open or the call carries the cluster's key;
+  // else UNAUTHENTICATED, logged with the peer's address (at most one line
+  // a second, with a count of those not logged).
+  grpc::Status Check(const grpc::ServerContextBase& ctx);
+
+  // Calls refused so far.
+  std::uint64_t refused() const { return log_.count(); }
+
+ private:
+  const std::string key_;  // Empty: open.
+  RefusalLog log_;
+};
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_COMMON_RPC_AUTH_H_

@@ -1,0 +1,172 @@
+#include "sluice/security.h"
+
+#include <openssl/crypto.h>
+#include <openssl/hmac.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "common/log.h"
+#include "common/net.h"
+#include "common/security_keys.h"
+
+namespace sluice {
+namespace {
+
+constexpr std::size_t kMinTokenBytes = 16;
+constexpr std::size_t kMaxTokenBytes = 4096;
+constexpr std::size_t kMaxPemBytes = 1 << 20;
+
+struct Source {
+  std::string path;
+  std::string flag;  // How the caller named it: "--cluster-token" or the variable.
+};
+
+Source Pick(const std::string& path, const char* flag, const char* env) {
+  if (!path.empty()) {
+    return {path, flag};
+  }
+  const char* v = std::getenv(env);
+  return v == nullptr || *v == '\0' ? Source{} : Source{v, env};
+}
+
+Result<std::string> ReadSmallFile(const Source& src, std::size_t max_bytes) {
+  std::ifstream in(src.path, std::ios::binary);
+  if (!in) {
+    return InvalidArgumentError(src.flag + " " + src.path + ": cannot be read");
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  if (text.size() > max_bytes) {
+    return InvalidArgumentError(src.flag + " " + src.path + ": larger than " +
+                                std::to_string(max_bytes) + " bytes");
+  }
+  return text;
+}
+
+std::string_view Trim(std::string_view s) {
+  const char* ws = " \t\r\n";
+  const std::size_t b = s.find_first_not_of(ws);
+  if (b == std::string_view::npos) {
+    return {};
+  }
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+Result<std::string> ReadPem(const Source& src) {
+  if (src.path.empty()) {
+    return std::string();
+  }
+  SLUICE_ASSIGN_OR_RETURN(std::string pem, ReadSmallFile(src, kMaxPemBytes));
+  if (pem.find("-----BEGIN ") == std::string::npos) {
+    return InvalidArgumentError(src.flag + " " + src.path + ": not a PEM file");
+  }
+  return pem;
+}
+
+bool IsLoopbackHost(std::string_view host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+}  // namespace
+
+Result<SecurityConfig> LoadSecurity(const SecurityFiles& files) {
+  SecurityConfig out;
+  const Source token = Pick(files.token_file, "--cluster-token", "SLUICE_CLUSTER_TOKEN_FILE");
+  if (!token.path.empty()) {
+    SLUICE_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(token, kMaxTokenBytes + 64));
+    out.token = std::string(Trim(text));
+    if (out.token.size() < kMinTokenBytes || out.token.size() > kMaxTokenBytes) {
+      return InvalidArgumentError(
+          token.flag + " " + token.path + ": the token must be " + std::to_string(kMinTokenBytes) +
+          ".." + std::to_string(kMaxTokenBytes) + " bytes (got " +
+          std::to_string(out.token.size()) + "); make one with `openssl rand -hex 32`");
+    }
+    struct stat st {};
+    if (::stat(token.path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+      SLUICE_LOG(warn, "{} {}: readable by other users; chmod 600 it", token.flag, token.path);
+    }
+  }
+  const Source cert = Pick(files.tls_cert_file, "--tls-cert", "SLUICE_TLS_CERT_FILE");
+  const Source key = Pick(files.tls_key_file, "--tls-key", "SLUICE_TLS_KEY_FILE");
+  const Source ca = Pick(files.tls_ca_file, "--tls-ca", "SLUICE_TLS_CA_FILE");
+  if (cert.path.empty() != key.path.empty()) {
+    return InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  SLUICE_ASSIGN_OR_RETURN(out.tls_cert, ReadPem(cert));
+  SLUICE_ASSIGN_OR_RETURN(out.tls_key, ReadPem(key));
+  SLUICE_ASSIGN_OR_RETURN(out.tls_ca, ReadPem(ca));
+  return out;
+}
+
+std::string TransferSecret(const SecurityConfig& security) {
+  return internal::DeriveKey(security.token, internal::kTransferKeyPurpose);
+}
+
+Status CheckListenSecurity(std::string_view role, std::string_view listen,
+                           const SecurityConfig& security, bool insecure) {
+  if (!security.open()) {
+    return Status::Ok();
+  }
+  SLUICE_ASSIGN_OR_RETURN(internal::HostPort hp, internal::ParseHostPort(listen, true));
+  if (!IsLoopbackHost(hp.host) && !insecure) {
+    return InvalidArgumentError(std::string(role) + ": listening on " + std::string(listen) +
+                                " without a cluster credential would let any host on the "
+                                "network in; pass --cluster-token FILE (the same on every "
+                                "host), or --insecure to run an open cluster anyway");
+  }
+  SLUICE_LOG(warn,
+             "{}: the cluster is open (no --cluster-token): any process that reaches {} can "
+             "join it, take its jobs and read its payloads",
+             role, listen);
+  return Status::Ok();
+}
+
+namespace internal {
+
+std::array<std::uint8_t, 32> Hmac(std::string_view key, std::string_view data) {
+  std::array<std::uint8_t, 32> mac{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac.data(), &len);
+  return mac;
+}
+
+std::string DeriveKey(std::string_view token, std::string_view purpose) {
+  if (token.empty()) {
+    return std::string();
+  }
+  const std::array<std::uint8_t, 32> mac = Hmac(token, "sluice-v1/" + std::string(purpose));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(64);
+  for (std::uint8_t b : mac) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 15]);
+  }
+  return out;
+}
+
+bool SecureEquals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+void RefusalLog::Refused(std::string_view peer, std::string_view why) {
+  count_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < std::chrono::seconds(1)) {
+    ++unlogged_;
+    return;
+  }
+  SLUICE_LOG(warn, "{}: refused {}: {} ({} more refused since the last such line)", face_, peer,
+             why, unlogged_);
+  last_ = now;
+  unlogged_ = 0;
+}
+
+}  // namespace internal
+}  // namespace sluice

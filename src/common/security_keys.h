@@ -1,0 +1,52 @@
+// Keys derived from the cluster token, one per face, so a key seen on one
+// face (a gRPC bearer key, say) opens no other and never reveals the token;
+// and the log of refused peers every face shares.
+#ifndef SLUICE_COMMON_SECURITY_KEYS_H_
+#define SLUICE_COMMON_SECURITY_KEYS_H_
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace sluice::internal {
+
+// Faces with a key of their own.
+inline constexpr std::string_view kGrpcKeyPurpose = "grpc";
+inline constexpr std::string_view kFastLaneKeyPurpose = "fastlane";
+inline constexpr std::string_view kTransferKeyPurpose = "transfer";
+
+// HMAC-SHA256(token, "sluice-v1/" + purpose) as 64 lowercase hex digits;
+// empty when `token` is.
+std::string DeriveKey(std::string_view token, std::string_view purpose);
+
+// HMAC-SHA256(key, data).
+std::array<std::uint8_t, 32> Hmac(std::string_view key, std::string_view data);
+
+// Equality in time independent of where the inputs differ.
+bool SecureEquals(std::string_view a, std::string_view b);
+
+// Counts refused peers and logs them (a warning naming the face, the peer's
+// address and why) at most once a second, with the count not logged since:
+// a stranger retrying in a loop cannot flood the log. Thread-safe.
+class RefusalLog {
+ public:
+  explicit RefusalLog(std::string face) : face_(std::move(face)) {}
+  void Refused(std::string_view peer, std::string_view why);
+  std::uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+  const std::string& face() const { return face_; }
+
+ private:
+  const std::string face_;
+  std::atomic<std::uint64_t> count_{0};
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point last_;  // Guarded by mu_.
+  std::uint64_t unlogged_ = 0;                  // Guarded by mu_.
+};
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_COMMON_SECURITY_KEYS_H_

@@ -1,0 +1,130 @@
+#include "sluice/security.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+#include "common/security_keys.h"
+
+namespace sluice {
+namespace {
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sluice-security-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    ::unsetenv("SLUICE_CLUSTER_TOKEN_FILE");
+  }
+  void TearDown() override {
+    ::unsetenv("SLUICE_CLUSTER_TOKEN_FILE");
+    (void)!std::system(("rm -rf " + dir_).c_str());
+  }
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(SecurityTest, ATokenFileIsReadAndTrimmed) {
+  SecurityFiles f;
+  f.token_file = Write("token", "  0123456789abcdef0123\n");
+  Result<SecurityConfig> s = LoadSecurity(f);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->token, "0123456789abcdef0123");
+  EXPECT_FALSE(s->open());
+  EXPECT_FALSE(s->server_tls());
+  EXPECT_FALSE(s->client_tls());
+}
+
+TEST_F(SecurityTest, TheEnvironmentNamesTheTokenFileWhenNoFlagDoes) {
+  ::setenv("SLUICE_CLUSTER_TOKEN_FILE", Write("token", "fedcba9876543210fedcba").c_str(), 1);
+  Result<SecurityConfig> s = LoadSecurity({});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->token, "fedcba9876543210fedcba");
+  SecurityFiles f;
+  f.token_file = Write("flag", "the-flag-wins-over-the-env");
+  EXPECT_EQ(LoadSecurity(f)->token, "the-flag-wins-over-the-env");
+}
+
+TEST_F(SecurityTest, NoFilesMeansAnOpenCluster) {
+  Result<SecurityConfig> s = LoadSecurity({});
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s->open());
+  EXPECT_EQ(TransferSecret(*s), "");
+}
+
+TEST_F(SecurityTest, BadFilesAreRefusedNamingTheFlagAndFile) {
+  SecurityFiles f;
+  f.token_file = dir_ + "/missing";
+  Status s = LoadSecurity(f).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--cluster-token " + dir_ + "/missing"), std::string_view::npos);
+
+  f.token_file = Write("short", "tooshort\n");
+  s = LoadSecurity(f).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("16..4096 bytes (got 8)"), std::string_view::npos) << s.message();
+
+  f.token_file = Write("blank", "\n\n");
+  EXPECT_EQ(LoadSecurity(f).status().code(), StatusCode::kInvalidArgument);
+
+  SecurityFiles tls;
+  tls.tls_cert_file = Write("cert.pem", "-----BEGIN CERTIFICATE-----\n");
+  s = LoadSecurity(tls).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--tls-cert and --tls-key go together"), std::string_view::npos);
+
+  tls.tls_key_file = Write("key.txt", "not a key");
+  s = LoadSecurity(tls).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--tls-key " + dir_ + "/key.txt: not a PEM file"),
+            std::string_view::npos)
+      << s.message();
+}
+
+TEST_F(SecurityTest, EachFaceGetsItsOwnKeyAndNoneIsTheToken) {
+  const std::string token = "0123456789abcdef0123456789abcdef";
+  const std::string grpc = internal::DeriveKey(token, internal::kGrpcKeyPurpose);
+  const std::string lane = internal::DeriveKey(token, internal::kFastLaneKeyPurpose);
+  SecurityConfig s;
+  s.token = token;
+  const std::string transfer = TransferSecret(s);
+  EXPECT_EQ(grpc.size(), 64u);
+  EXPECT_NE(grpc, lane);
+  EXPECT_NE(grpc, transfer);
+  EXPECT_NE(lane, transfer);
+  EXPECT_EQ(grpc.find(token), std::string::npos);
+  EXPECT_EQ(grpc, internal::DeriveKey(token, internal::kGrpcKeyPurpose)) << "stable";
+  EXPECT_NE(grpc, internal::DeriveKey(token + "x", internal::kGrpcKeyPurpose));
+  EXPECT_TRUE(internal::SecureEquals(grpc, grpc));
+  EXPECT_FALSE(internal::SecureEquals(grpc, lane));
+  EXPECT_FALSE(internal::SecureEquals(grpc, grpc.substr(1)));
+}
+
+TEST_F(SecurityTest, AnOpenClusterListensOnLoopbackOnlyUnlessToldInsecure) {
+  SecurityConfig open;
+  EXPECT_TRUE(CheckListenSecurity("master", "127.0.0.1:0", open, false).ok());
+  EXPECT_TRUE(CheckListenSecurity("master", "[::1]:7000", open, false).ok());
+  EXPECT_TRUE(CheckListenSecurity("master", "localhost:7000", open, false).ok());
+  Status s = CheckListenSecurity("sluice master", "0.0.0.0:7000", open, false);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--insecure"), std::string_view::npos);
+  EXPECT_NE(s.message().find("0.0.0.0:7000"), std::string_view::npos);
+  EXPECT_TRUE(CheckListenSecurity("master", "0.0.0.0:7000", open, true).ok());
+  SecurityConfig closed;
+  closed.token = "0123456789abcdef";
+  EXPECT_TRUE(CheckListenSecurity("master", "10.0.0.5:7000", closed, false).ok());
+  EXPECT_EQ(CheckListenSecurity("master", "nonsense", open, false).code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sluice

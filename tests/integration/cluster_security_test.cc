@@ -1,0 +1,290 @@
+// The cluster credential and TLS across processes: roles started with
+// --cluster-token refuse workers, store clients and engine handshakes
+// without it (and keep serving those with it); TLS with a wrong CA fails.
+#include <httplib.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "sluice/security.h"
+#include "sluice/store/client.h"
+#include "sluice/transfer/engine.h"
+
+#include "child_process.h"
+
+namespace sluice::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Polls `pred` every 20 ms for up to `within`.
+bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) {
+      return true;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return pred();
+}
+
+class ClusterSecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sluice-security-it-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    token_ = Write("token", "4f1c0e7d9a2b3c4d5e6f708192a3b4c5\n", 0600);
+    wrong_ = Write("wrong", "ffffffffffffffffffffffffffffffff\n", 0600);
+  }
+  void TearDown() override { (void)!std::system(("rm -rf " + dir_).c_str()); }
+
+  std::string Write(const std::string& name, const std::string& text, int mode) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    (void)!::chmod(path.c_str(), static_cast<mode_t>(mode));
+    return path;
+  }
+  std::unique_ptr<ChildProcess> Spawn(std::vector<std::string> args, int banner_ms = 20000,
+                                      const std::string& err = "") {
+    args.insert(args.begin(), SLUICE_BIN);
+    args.push_back("--exit-on-stdin-eof");
+    return std::make_unique<ChildProcess>(std::move(args), banner_ms, err);
+  }
+  static SecurityConfig Security(const std::string& token_file) {
+    SecurityFiles f;
+    f.token_file = token_file;
+    Result<SecurityConfig> s = LoadSecurity(f);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? *s : SecurityConfig{};
+  }
+  static std::unique_ptr<TransferEngine> Engine(const SecurityConfig& s) {
+    EngineConfig ec;
+    ec.secret = TransferSecret(s);
+    auto e = TransferEngine::Create(ec);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return std::move(*e);
+  }
+  static Result<std::unique_ptr<StoreClient>> Client(TransferEngine* e, const std::string& master,
+                                                     const SecurityConfig& s) {
+    StoreClientConfig c;
+    c.master = master;
+    c.security = s;
+    c.rpc_timeout = 3000ms;
+    c.staging_bytes = 1 << 20;
+    return StoreClient::Create(e, c);
+  }
+
+  std::string dir_, token_, wrong_;
+};
+
+TEST_F(ClusterSecurityTest, AWorkerWithoutTheCredentialIsRefusedAndNoJobReachesIt) {
+  const std::string orch_log = dir_ + "/orchestrator.log";
+  auto master = Spawn({"master", "--cluster-token", token_});
+  ASSERT_EQ(master->Word(1), "master") << master->banner();
+  auto node = Spawn(
+      {"store-node", "--master", master->Word(2), "--memory", "64MiB", "--cluster-token", token_});
+  ASSERT_EQ(node->Word(1), "store-node") << node->banner();
+  auto orch = Spawn({"orchestrator", "--store-master", master->Word(2), "--cluster-token", token_},
+                    20000, orch_log);
+  ASSERT_EQ(orch->Word(1), "orchestrator") << orch->banner();
+  httplib::Client http("http://" + orch->Word(3));
+  http.set_read_timeout(60, 0);
+
+  // Strangers: a full pipeline of workers with no token, and one with a
+  // wrong one. None is accepted, so none prints READY.
+  std::vector<std::unique_ptr<ChildProcess>> strangers;
+  for (const char* stage : {"encode", "denoise", "decode"}) {
+    strangers.push_back(Spawn({"worker", "--stage", stage, "--orchestrator", orch->Word(2),
+                               "--master", master->Word(2), "--checkpoint-every", "0"},
+                              1500));
+  }
+  strangers.push_back(Spawn({"worker", "--stage", "denoise", "--orchestrator", orch->Word(2),
+                             "--master", master->Word(2), "--cluster-token", wrong_},
+                            1500));
+  for (auto& s : strangers) {
+    EXPECT_EQ(s->banner(), "") << "a worker without the credential registered";
+  }
+  auto sub = http.Post(
+      "/v1/videos",
+      json{{"prompt", "a lighthouse"}, {"size", "64x64"}, {"steps", 2}, {"seconds", "1"}}.dump(),
+      "application/json");
+  ASSERT_TRUE(sub && sub->status == 200) << (sub ? sub->body : "no answer");
+  const std::string id = json::parse(sub->body).value("id", "");
+  std::this_thread::sleep_for(1s);
+  auto job = http.Get("/v1/jobs/" + id);
+  ASSERT_TRUE(job && job->status == 200);
+  EXPECT_EQ(json::parse(job->body).value("status", ""), "queued") << job->body;
+
+  const std::string log = ReadFile(orch_log);
+  EXPECT_NE(log.find("refused a call from ipv4:127.0.0.1:"), std::string::npos) << log;
+  EXPECT_NE(log.find("no cluster credential"), std::string::npos) << log;
+
+  // The cluster's own workers are served, and the job runs on them.
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (const char* stage : {"encode", "denoise", "decode"}) {
+    workers.push_back(Spawn({"worker", "--stage", stage, "--orchestrator", orch->Word(2),
+                             "--master", master->Word(2), "--cluster-token", token_}));
+    ASSERT_EQ(workers.back()->Word(1), "worker") << workers.back()->banner();
+  }
+  std::string status;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto j = http.Get("/v1/jobs/" + id);
+        status = j && j->status == 200 ? json::parse(j->body).value("status", "") : "";
+        return status == "succeeded" || status == "failed";
+      },
+      120s));
+  EXPECT_EQ(status, "succeeded");
+  auto models = http.Get("/v1/models/sluice-reference");
+  ASSERT_TRUE(models && models->status == 200);
+  for (const json& stage : json::parse(models->body)["stages"]) {
+    EXPECT_EQ(stage.value("workers", -1), 1) << "only the credentialed workers: " << models->body;
+  }
+}
+
+TEST_F(ClusterSecurityTest, TheStoreRefusesClientsAndHandshakesWithoutTheCredential) {
+  auto master = Spawn({"master", "--cluster-token", token_});
+  ASSERT_EQ(master->Word(1), "master") << master->banner();
+  auto node = Spawn(
+      {"store-node", "--master", master->Word(2), "--memory", "64MiB", "--cluster-token", token_});
+  ASSERT_EQ(node->Word(1), "store-node") << node->banner();
+
+  const SecurityConfig ours = Security(token_);
+  auto engine = Engine(ours);
+  auto client = Client(engine.get(), master->Word(2), ours);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  const std::vector<std::byte> value(64 << 10, std::byte{0x5a});
+  Status put;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        put = (*client)->Put("live", value);
+        return put.ok();
+      },
+      10s))
+      << put.ToString();
+
+  for (const SecurityConfig& stranger : {SecurityConfig{}, Security(wrong_)}) {
+    auto e = Engine(stranger);
+    auto c = Client(e.get(), master->Word(2), stranger);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ((*c)->Put("forged", value).code(), StatusCode::kUnauthenticated);
+    EXPECT_EQ((*c)->Remove("live").code(), StatusCode::kUnauthenticated);
+    EXPECT_EQ((*c)->Exists("live").status().code(), StatusCode::kUnauthenticated);
+    EXPECT_EQ((*c)->Get("live").status().code(), StatusCode::kUnauthenticated);
+    // The store node's engine: a handshake without the derived secret.
+    Result<SegmentId> seg = e->OpenSegment(node->Word(3));
+    EXPECT_EQ(seg.status().code(), StatusCode::kPermissionDenied) << seg.status().ToString();
+  }
+  Result<std::vector<std::byte>> back = (*client)->Get("live");
+  ASSERT_TRUE(back.ok()) << "the live object survived the strangers: " << back.status().ToString();
+  EXPECT_EQ(*back, value);
+  EXPECT_TRUE(engine->OpenSegment(node->Word(3)).ok());
+}
+
+// A CA, and a certificate it signs for 127.0.0.1, made with `openssl`.
+struct Pki {
+  std::string ca, cert, key, other_ca;
+};
+Pki MakePki(const std::string& dir) {
+  const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  const std::string cmd =
+      "cd " + dir + " && openssl req -x509" + ec +
+      " -keyout ca.key -out ca.pem -days 1 -subj /CN=sluice-test-ca 2>/dev/null && "
+      "openssl req -x509" +
+      ec +
+      " -keyout other.key -out other.pem -days 1 -subj /CN=another-ca 2>/dev/null && "
+      "openssl req" +
+      ec +
+      " -keyout node.key -out node.csr -subj /CN=127.0.0.1 2>/dev/null && "
+      "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && "
+      "openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.pem "
+      "-days 1 -extfile san.ext 2>/dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return {dir + "/ca.pem", dir + "/node.pem", dir + "/node.key", dir + "/other.pem"};
+}
+
+TEST_F(ClusterSecurityTest, MutualTlsServesTheClusterAndRefusesAWrongCa) {
+  const Pki pki = MakePki(dir_);
+  const std::vector<std::string> tls = {"--cluster-token", token_,  "--tls-cert", pki.cert,
+                                        "--tls-key",       pki.key, "--tls-ca",   pki.ca};
+  std::vector<std::string> margs = {"master"};
+  margs.insert(margs.end(), tls.begin(), tls.end());
+  auto master = Spawn(margs);
+  ASSERT_EQ(master->Word(1), "master") << master->banner();
+  std::vector<std::string> nargs = {"store-node", "--master", master->Word(2), "--memory", "64MiB"};
+  nargs.insert(nargs.end(), tls.begin(), tls.end());
+  auto node = Spawn(nargs);
+  ASSERT_EQ(node->Word(1), "store-node") << node->banner();
+
+  SecurityFiles f;
+  f.token_file = token_;
+  f.tls_cert_file = pki.cert;
+  f.tls_key_file = pki.key;
+  f.tls_ca_file = pki.ca;
+  Result<SecurityConfig> good = LoadSecurity(f);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  auto engine = Engine(*good);
+  auto client = Client(engine.get(), master->Word(2), *good);
+  ASSERT_TRUE(client.ok());
+  const std::vector<std::byte> value(4096, std::byte{7});
+  Status put;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        put = (*client)->Put("over-tls", value);
+        return put.ok();
+      },
+      10s))
+      << "the node registers over mutual TLS and a put lands: " << put.ToString();
+
+  f.tls_ca_file = pki.other_ca;  // Does not vouch for the master's certificate.
+  Result<SecurityConfig> wrong_ca = LoadSecurity(f);
+  ASSERT_TRUE(wrong_ca.ok());
+  f.tls_ca_file = pki.ca;
+  f.tls_cert_file.clear();
+  f.tls_key_file.clear();
+  Result<SecurityConfig> no_cert = LoadSecurity(f);  // The master requires a client certificate.
+  ASSERT_TRUE(no_cert.ok());
+  SecurityConfig plaintext = *good;
+  plaintext.tls_ca.clear();
+  plaintext.tls_cert.clear();
+  plaintext.tls_key.clear();
+  for (const SecurityConfig& s : {*wrong_ca, *no_cert, plaintext}) {
+    auto e = Engine(s);
+    auto c = Client(e.get(), master->Word(2), s);
+    ASSERT_TRUE(c.ok());
+    const Status st = (*c)->Exists("over-tls").status();
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.code(), StatusCode::kNotFound) << st.ToString();
+  }
+  EXPECT_TRUE((*client)->Exists("over-tls").ok()) << "the cluster is still served";
+}
+
+TEST_F(ClusterSecurityTest, AnOpenClusterRefusesToListenBeyondLoopbackUnlessInsecure) {
+  auto open = Spawn({"master", "--listen", "0.0.0.0:0"}, 5000);
+  EXPECT_EQ(open->banner(), "");
+  EXPECT_NE(open->Wait(5000), -1) << "it exits";
+  auto insecure = Spawn({"master", "--listen", "0.0.0.0:0", "--insecure"});
+  EXPECT_EQ(insecure->Word(1), "master") << insecure->banner();
+  auto closed = Spawn({"master", "--listen", "0.0.0.0:0", "--cluster-token", token_});
+  EXPECT_EQ(closed->Word(1), "master") << closed->banner();
+  auto short_token = Spawn({"master", "--cluster-token", Write("short", "abc", 0600)}, 5000);
+  EXPECT_EQ(short_token->banner(), "");
+}
+
+}  // namespace
+}  // namespace sluice::testing

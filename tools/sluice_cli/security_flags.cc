@@ -1,0 +1,42 @@
+#include "tools/sluice_cli/security_flags.h"
+
+#include <iostream>
+#include <memory>
+
+namespace sluice::cli {
+
+SecurityResolver AddSecurityFlags(CLI::App* cmd) {
+  struct Flags {
+    SecurityFiles files;
+    bool insecure = false;
+  };
+  auto f = std::make_shared<Flags>();
+  cmd->add_option("--cluster-token", f->files.token_file,
+                  "file holding the cluster's shared secret, the same on every host "
+                  "(default: $SLUICE_CLUSTER_TOKEN_FILE; none: an open cluster)");
+  cmd->add_option("--tls-cert", f->files.tls_cert_file,
+                  "PEM certificate for TLS on gRPC (with --tls-key)");
+  cmd->add_option("--tls-key", f->files.tls_key_file, "PEM private key of --tls-cert");
+  cmd->add_option("--tls-ca", f->files.tls_ca_file,
+                  "PEM CA: clients verify servers against it; servers given it require client "
+                  "certificates signed by it (mutual TLS)");
+  cmd->add_flag("--insecure", f->insecure,
+                "allow an open cluster (no --cluster-token) on a non-loopback address");
+  return [f](const std::string& role,
+             const std::vector<std::string>& listens) -> std::optional<SecurityConfig> {
+    Result<SecurityConfig> s = LoadSecurity(f->files);
+    if (!s.ok()) {
+      std::cerr << role << ": " << s.status().message() << "\n";
+      return std::nullopt;
+    }
+    for (const std::string& listen : listens) {
+      if (Status c = CheckListenSecurity(role, listen, *s, f->insecure); !c.ok()) {
+        std::cerr << c.message() << "\n";
+        return std::nullopt;
+      }
+    }
+    return std::move(*s);
+  };
+}
+
+}  // namespace sluice::cli
