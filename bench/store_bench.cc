@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -115,8 +115,13 @@ Result<StoreUnderTest> StartStore(const std::string& exe, std::uint64_t node_mem
   margs.insert(margs.end(), auth.begin(), auth.end());
   SLUICE_ASSIGN_OR_RETURN(s.master, BenchChild::Spawn(margs));
   const std::string master_ep = s.master->Word(1);
-  std::vector<std::string> nargs = {exe,      "store-node", "--master", master_ep, "--memory",
-                                    std::to_string(node_memory), "--exit-on-stdin-eof"};
+  std::vector<std::string> nargs = {exe,
+                                    "store-node",
+                                    "--master",
+                                    master_ep,
+                                    "--memory",
+                                    std::to_string(node_memory),
+                                    "--exit-on-stdin-eof"};
   nargs.insert(nargs.end(), auth.begin(), auth.end());
   SLUICE_ASSIGN_OR_RETURN(s.node, BenchChild::Spawn(nargs));
   EngineConfig ec;
@@ -187,7 +192,8 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
   // The store under test (index 0), and with credential_ab the same store
   // with a cluster credential (index 1).
   std::vector<StoreUnderTest> stores;
-  SLUICE_ASSIGN_OR_RETURN(StoreUnderTest open, StartStore(exe, node_memory, o.transport, local, ""));
+  SLUICE_ASSIGN_OR_RETURN(StoreUnderTest open,
+                          StartStore(exe, node_memory, o.transport, local, ""));
   stores.push_back(std::move(open));
   TokenFile token;
   if (o.credential_ab) {
@@ -280,8 +286,7 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
   r.raw_p50_us = Percentile(raw_total.latencies_us, 0.5);
   r.raw_p99_us = Percentile(raw_total.latencies_us, 0.99);
   if (store.size() > 1) {
-    r.credential_gbps =
-        static_cast<double>(store[1].ops * o.value_size) / store[1].seconds / 1e9;
+    r.credential_gbps = static_cast<double>(store[1].ops * o.value_size) / store[1].seconds / 1e9;
     r.credential_p50_us = Percentile(store[1].latencies_us, 0.5);
     r.credential_p99_us = Percentile(store[1].latencies_us, 0.99);
   }
