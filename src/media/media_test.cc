@@ -46,5 +46,17 @@ TEST(FramesArchiveTest, RoundTripsAndRejectsTruncation) {
   EXPECT_EQ(ReadTar(tar.substr(0, 700)).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(PngTest, APaddedPngHasTheAskedSizeAndStillDecodes) {
+  std::vector<std::uint8_t> rgb(16 * 8 * 3, 99);
+  const std::string png = *EncodePng(rgb.data(), 16, 8);
+  const std::string padded = PadPng(png, 50000);
+  EXPECT_EQ(padded.size(), 50000u);
+  Result<RgbImage> back = DecodePng(padded);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->width, 16);
+  EXPECT_EQ(back->rgb, rgb);
+  EXPECT_EQ(PadPng(png, png.size() + 3), png) << "too little room for a chunk: unchanged";
+}
+
 }  // namespace
 }  // namespace sluice::media

@@ -1,6 +1,7 @@
 #include "media/png.h"
 
 #include <png.h>
+#include <zlib.h>
 
 #include <cstring>
 
@@ -46,6 +47,28 @@ Result<RgbImage> DecodePng(std::string_view png) {
     return InvalidArgumentError(std::string("png: ") + image.message);
   }
   return out;
+}
+
+std::string PadPng(std::string png, std::size_t total_bytes) {
+  constexpr std::size_t kIend = 12;      // Length, "IEND", CRC.
+  constexpr std::size_t kOverhead = 12;  // The pad chunk's length, type and CRC.
+  if (png.size() < kIend || total_bytes < png.size() + kOverhead) {
+    return png;
+  }
+  const std::size_t data = total_bytes - png.size() - kOverhead;
+  std::string chunk(kOverhead + data, '\0');
+  auto put32 = [&](std::size_t at, std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) {
+      chunk[at + i] = static_cast<char>(v >> (24 - 8 * i));
+    }
+  };
+  put32(0, static_cast<std::uint32_t>(data));
+  chunk.replace(4, 4, "slPd");
+  const auto crc = ::crc32(::crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(chunk.data() + 4),
+                           static_cast<uInt>(4 + data));
+  put32(8 + data, static_cast<std::uint32_t>(crc));
+  png.insert(png.size() - kIend, chunk);
+  return png;
 }
 
 }  // namespace sluice::media

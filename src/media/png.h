@@ -23,6 +23,12 @@ Result<std::string> EncodePng(const std::uint8_t* rgb, int width, int height);
 // Errors: kInvalidArgument (not a PNG, or corrupt).
 Result<RgbImage> DecodePng(std::string_view png);
 
+// `png` grown to `total_bytes` by a private ancillary chunk ("slPd", which
+// decoders skip) before its IEND: a stand-in output with a real model's
+// encoded size that still decodes. Unchanged when already that large.
+// REQUIRES: `png` is a PNG ending in IEND (as EncodePng's are).
+std::string PadPng(std::string png, std::size_t total_bytes);
+
 }  // namespace sluice::media
 
 #endif  // SLUICE_MEDIA_PNG_H_

@@ -1,8 +1,12 @@
 #include "sluice/runtime/profile_stages.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "media/frames_archive.h"
+#include "media/png.h"
 #include "runtime/payload_io.h"
 
 namespace sluice {
@@ -118,15 +122,49 @@ Result<bool> RunSteps(StageContext& ctx, const ModelProfile& p, int steps, doubl
   return false;
 }
 
-// The decode: first frame out after a tenth of the time; deterministic pixels.
-StageOutput RunDecode(StageContext& ctx, const ModelProfile& p, double time_factor) {
+// What the decode returns: a PNG of the request's size (a frames archive
+// of the request's frame count for videos) in one colour from the job id,
+// padded to the profile's encoded size, so it is served (and checked) as a
+// real model's output of that size would be.
+Result<StageOutput> Encoded(const StageContext& ctx, const ModelProfile& p) {
+  const nlohmann::json req = nlohmann::json::parse(ctx.request_json(), nullptr, false);
+  int w = 64, h = 64;
+  std::size_t frames = 1;
+  // A video request names its frames (the HTTP front fills them in); the
+  // profile's own kind is only the fallback.
+  bool video = p.video;
+  if (req.is_object()) {
+    video = req.contains("frames");
+    const std::string size = req.value("size", std::string("64x64"));
+    if (std::sscanf(size.c_str(), "%dx%d", &w, &h) != 2 || w < 1 || h < 1 || w > 8192 || h > 8192) {
+      return InvalidArgumentError("profile decode: bad size '" + size + "'");
+    }
+    if (video && req.contains("frames") && req["frames"].is_number_integer()) {
+      frames = std::clamp<std::size_t>(req["frames"].get<std::size_t>(), 1, 4096);
+    }
+  }
+  const auto shade = static_cast<std::uint8_t>(ctx.job_id());
+  const std::vector<std::uint8_t> rgb(static_cast<std::size_t>(w) * h * 3, shade);
+  SLUICE_ASSIGN_OR_RETURN(std::string png, media::EncodePng(rgb.data(), w, h));
+  StageOutput out;
+  if (!video) {
+    out.output = media::PadPng(std::move(png), p.encoded_bytes());
+    out.type = "image/png";
+    return out;
+  }
+  const std::vector<std::string> files(frames,
+                                       media::PadPng(std::move(png), p.encoded_bytes() / frames));
+  out.output = media::WriteFramesTar(files);
+  out.type = std::string(media::kFramesArchiveType);
+  return out;
+}
+
+// The decode: first frame out after a tenth of the time.
+Result<StageOutput> RunDecode(StageContext& ctx, const ModelProfile& p, double time_factor) {
   Spend(p.decode_s * 0.1, time_factor);
   ctx.FirstOutput();
   Spend(p.decode_s * 0.9, time_factor);
-  StageOutput out;
-  out.output.assign(p.encoded_bytes(), static_cast<char>(ctx.job_id()));
-  out.type = "application/octet-stream";
-  return out;
+  return Encoded(ctx, p);
 }
 
 }  // namespace

@@ -81,6 +81,13 @@ class FakeWorker {
   }
   int runs() const { return runs_; }
   int stops() const { return stops_; }
+  // Replaces what a decode (final) stage returns: (output, content type)
+  // for the job's request. Call before submitting the jobs it should see.
+  using OutputFn = std::function<std::pair<std::string, std::string>(const json& request)>;
+  void SetFinalOutput(OutputFn fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    final_output_ = std::move(fn);
+  }
 
  private:
   bool Register() {
@@ -192,6 +199,16 @@ class FakeWorker {
       d.set_output(media::WriteFramesTar({Png(32, 24, 10), Png(32, 24, 90), Png(32, 24, 170)}));
       d.set_output_type(std::string(media::kFramesArchiveType));
     }
+    OutputFn final_output;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      final_output = final_output_;
+    }
+    if (final_output && stage_ == "decode") {
+      auto [output, type] = final_output(request);
+      d.set_output(std::move(output));
+      d.set_output_type(std::move(type));
+    }
     if (keys_) {
       for (const std::string& k : keys_(a.job_id(), request["prompt"].get<std::string>())) {
         d.add_payload_keys(k);
@@ -225,7 +242,8 @@ class FakeWorker {
   std::unique_ptr<pb::Orchestrator::Stub> stub_;
   std::atomic<std::uint64_t> id_{0};
   std::mutex mu_;
-  std::unique_ptr<grpc::ClientContext> stream_ctx_;
+  std::unique_ptr<grpc::ClientContext> stream_ctx_;  // Guarded by mu_.
+  OutputFn final_output_;                            // Guarded by mu_.
   std::atomic<bool> dead_{false};
   std::atomic<int> runs_{0}, stops_{0};
   std::thread reader_, beater_;
@@ -287,6 +305,9 @@ class OrchestratorTest : public ::testing::Test {
     c.heartbeat_interval = 100ms;
     c.worker_timeout = 1500ms;
     c.sync_timeout = 20s;
+    // Fake workers return placeholder bytes ("decode(denoise(...))"); the
+    // output checks have tests of their own (OutputCheckTest).
+    c.check_outputs = false;
     if (configure_) {
       configure_(c);
     }

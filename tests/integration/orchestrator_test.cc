@@ -196,6 +196,7 @@ TEST_F(OrchestratorTest, WithoutFfmpegVideoContentIsTheFramesArchive) {
   c.heartbeat_interval = 100ms;
   c.worker_timeout = 1500ms;
   c.ffmpeg = "";
+  c.check_outputs = false;  // The fake's 3 frames of 32x24 are not what the request asks.
   auto s = OrchestratorServer::Start(c);
   ASSERT_TRUE(s.ok());
   server_ = std::move(*s);
@@ -267,6 +268,54 @@ TEST_F(OrchestratorTest, AWorkerHoldingAnAssignmentLosesItsLease) {
   EXPECT_TRUE(Eventually([&] { return holder->stops() >= 1; })) << "the holder was told to stop";
   auto events = http_->Get("/v1/jobs/" + id + "/events");
   EXPECT_NE(events->body.find("event: lease_expired"), std::string::npos) << events->body;
+}
+
+// A worker returning a forged result (a 32-byte "PNG") never has it served:
+// the stage runs again, and after max_bad_outputs the forger gets no work.
+TEST_F(OrchestratorTest, AForgedResultIsRetriedElsewhereAndARepeatOffenderGetsNoWork) {
+  configure_ = [](OrchestratorConfig& c) {
+    c.check_outputs = true;
+    c.max_bad_outputs = 2;
+  };
+  Start();
+  FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise");
+  FakeWorker forger(server_->endpoint(), "decode");
+  forger.SetFinalOutput([](const json&) {
+    return std::make_pair(std::string("\x89PNG\r\n\x1a\n") + std::string(24, 'x'),
+                          std::string("image/png"));
+  });
+  int status = 0;
+  const std::string id = Post(R"({"prompt":"forged","size":"64x64","async":true})", &status)["id"];
+  ASSERT_EQ(status, 202);
+  EXPECT_TRUE(Eventually([&] { return forger.runs() >= 2; }));
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(forger.runs(), 2) << "no further work after max_bad_outputs";
+  const std::string waiting = json::parse(http_->Get("/v1/jobs/" + id)->body).value("status", "");
+  EXPECT_TRUE(waiting == "queued" || waiting == "running") << "not served, not failed: " << waiting;
+
+  FakeWorker honest(server_->endpoint(), "decode");
+  honest.SetFinalOutput([](const json& req) {
+    EXPECT_EQ(req.value("size", ""), "64x64");
+    return std::make_pair(Png(64, 64, 7), std::string("image/png"));
+  });
+  EXPECT_EQ(WaitStatus(id, "succeeded").value("status", ""), "succeeded");
+  EXPECT_EQ(http_->Get("/v1/jobs/" + id + "/content")->body, Png(64, 64, 7));
+  auto events = http_->Get("/v1/jobs/" + id + "/events");
+  EXPECT_NE(events->body.find("event: bad_output"), std::string::npos) << events->body;
+  EXPECT_NE(events->body.find("is not a PNG"), std::string::npos) << events->body;
+
+  // A PNG of the wrong size is refused too, and the next job avoids the forger.
+  honest.SetFinalOutput(
+      [](const json&) { return std::make_pair(Png(32, 32, 7), std::string("image/png")); });
+  const std::string small =
+      Post(R"({"prompt":"small","size":"64x64","async":true})", &status)["id"];
+  ASSERT_EQ(status, 202);
+  EXPECT_TRUE(Eventually([&] { return honest.runs() >= 3; }));
+  ASSERT_TRUE(http_->Delete("/v1/jobs/" + small));  // Ends its event stream.
+  auto small_events = http_->Get("/v1/jobs/" + small + "/events");
+  EXPECT_NE(small_events->body.find("is 32x32, the request asked for 64x64"), std::string::npos)
+      << small_events->body;
+  EXPECT_EQ(forger.runs(), 2);
 }
 
 // A model its workers declared (not the orchestrator) outlives a restart:

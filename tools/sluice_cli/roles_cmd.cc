@@ -199,6 +199,13 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--declare-model", o->declared,
                   "NAME=PIPELINE, e.g. my-i2i=denoise:admission,decode: a model jobs may queue "
                   "for before its workers register (repeatable)");
+  cmd->add_flag("!--no-output-check", o->config.check_outputs,
+                "serve whatever the last stage returns (default: an image must be a PNG of the "
+                "requested size, a video a frames archive or MP4; a bad one runs again elsewhere)");
+  cmd->add_option("--max-bad-outputs", o->config.max_bad_outputs,
+                  "a worker returning this many bad outputs gets no further work")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   cmd->add_option("--default-model", o->config.default_model,
                   "the model of requests that name none")
       ->capture_default_str();

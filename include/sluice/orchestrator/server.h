@@ -123,6 +123,14 @@ struct OrchestratorConfig {
   // Requests naming no model run on this one (declared with the standard
   // pipeline encode, denoise:admission, decode unless `models` names it).
   std::string default_model = "sluice-reference";
+  // Each job's final output is checked before it is served: an image job's
+  // must be a PNG of the requested size, a video's a frames archive (the
+  // requested frame count, frames of that size) or an MP4. A bad one fails
+  // that attempt and runs again on another worker; a worker with
+  // `max_bad_outputs` bad ones gets no further work. Off: whatever the last
+  // stage returns is served.
+  bool check_outputs = true;
+  int max_bad_outputs = 3;
 
   // The cluster credential and TLS (sluice/security.h) for the worker
   // service (every call must carry it, else UNAUTHENTICATED) and the calls

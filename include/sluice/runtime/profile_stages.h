@@ -46,8 +46,9 @@ Result<ModelProfile> FindModelProfile(std::string_view name);
 // moves the payloads and must outlive the handler; `time_factor` scales
 // every timing (0 < factor <= 1). A request whose "model" names a known
 // profile runs that profile instead (mixed workloads on one pool). Denoise
-// honours the request's "steps" when given. Decode returns
-// `encoded_bytes()` deterministic bytes.
+// honours the request's "steps" when given. Decode returns a PNG of the
+// request's "size" (videos: a frames archive of its "frames"), one colour,
+// padded to `encoded_bytes()`.
 StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string& stage,
                                  DiffusionConnector* connector, double time_factor);
 

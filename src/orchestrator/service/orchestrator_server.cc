@@ -130,6 +130,8 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
                 o.models.push_back({name, *orchestrator::ParsePipeline(pipeline)});
               }
               o.default_model = c.default_model;
+              o.check_outputs = c.check_outputs;
+              o.max_bad_outputs = c.max_bad_outputs;
               o.tenants = c.access.tenants;
               return o;
             }(),
@@ -433,6 +435,9 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
   }
   if (config.max_attempts < 1 || config.max_attempts > 100) {
     return InvalidArgumentError("orchestrator: max_attempts must be in 1..100");
+  }
+  if (config.max_bad_outputs < 1) {
+    return InvalidArgumentError("orchestrator: max_bad_outputs must be at least 1");
   }
   if (config.http.max_json_depth < 2 || config.http.max_json_depth > 1000) {
     return InvalidArgumentError("orchestrator: http.max_json_depth must be in 2..1000");

@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "common/random.h"
+#include "orchestrator/service/output_check.h"
 
 namespace sluice::orchestrator {
 
@@ -430,6 +431,15 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
   CountReportLocked(r.worker_id());
   auto j = jobs_.find(r.job_id());
+  if (options_.check_outputs && j != jobs_.end() && !j->second.view.finished() &&
+      j->second.view.stage == j->second.request.pipeline.back()) {
+    const JobRecord& rec = j->second;
+    if (Status bad =
+            CheckOutput(rec.request.kind, rec.request.request_json, r.output_type(), r.output());
+        !bad.ok()) {
+      return RefuseOutputLocked(j->second, r, bad, now);
+    }
+  }
   Status s = j == jobs_.end() ? NotFoundError("unknown job " + std::to_string(r.job_id()))
                               : scheduler_.StageDone(r.job_id(), r.worker_id(), now);
   if (!s.ok()) {
@@ -478,6 +488,32 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
   EventLocked(rec, now, "stage_done");
   ApplyLocked(now);
   return Status::Ok();
+}
+
+Status OrchestratorState::RefuseOutputLocked(JobRecord& j, const v1::DoneRequest& r,
+                                             const Status& why, TimePoint now) {
+  const std::string reason =
+      "bad output from worker " + std::to_string(r.worker_id()) + ": " + std::string(why.message());
+  // Refused before the attempt is re-queued, so the retry never goes back
+  // to it.
+  auto w = workers_.find(r.worker_id());
+  if (w != workers_.end() && ++w->second.bad_outputs == options_.max_bad_outputs) {
+    SLUICE_LOG(warn, "orchestrator: worker {} returned {} bad outputs; it gets no further work",
+               r.worker_id(), w->second.bad_outputs);
+    (void)scheduler_.Draining(r.worker_id(), now);
+  }
+  SLUICE_RETURN_IF_ERROR(
+      scheduler_.StageFailed(r.job_id(), r.worker_id(), reason, /*retryable=*/true, now));
+  for (const std::string& k : r.payload_keys()) {
+    if (key_owner_.find(k) == key_owner_.end()) {
+      released_keys_.push_back(k);  // Nobody reads a refused output.
+    }
+  }
+  j.queued_since = now;
+  EventLocked(j, now, "bad_output", reason);
+  SLUICE_LOG(warn, "orchestrator: job {}: {}", j.request.name, reason);
+  ApplyLocked(now);
+  return InvalidArgumentError("output refused: " + std::string(why.message()));
 }
 
 Status OrchestratorState::Failed(const v1::FailedRequest& r) {

@@ -41,6 +41,12 @@ struct ServiceOptions {
   std::optional<std::vector<std::string>> pipeline;
   // Per-tenant bounds on unfinished jobs (tenants not named: none).
   std::map<std::string, TenantLimits> tenants;
+  // Final outputs are checked before they are served (output_check.h); a
+  // bad one fails that attempt (retried elsewhere), and a worker with this
+  // many bad outputs gets no further work (it stays registered, as if
+  // draining). Off: whatever the last stage returns is served.
+  bool check_outputs = true;
+  int max_bad_outputs = 3;
 };
 
 struct JobRequest {
@@ -274,6 +280,7 @@ class OrchestratorState {
     int capacity = 1;
     TimePoint last_heartbeat;
     std::uint64_t reports = 0;           // Done/Failed calls received from it.
+    int bad_outputs = 0;                 // Final outputs that failed CheckOutput.
     std::deque<v1::Assignment> pending;  // Until the stream attaches.
     Sink sink;
     std::function<void()> closed;
@@ -282,6 +289,10 @@ class OrchestratorState {
   void EventLocked(JobRecord& j, TimePoint now, std::string type, std::string detail = {});
   void SendLocked(WorkerId w, v1::Assignment a);
   void CountReportLocked(WorkerId w);
+  // A final stage's output that failed its check: the attempt fails
+  // (retryable) and the worker is counted, refused work past the limit.
+  Status RefuseOutputLocked(JobRecord& j, const v1::DoneRequest& r, const Status& why,
+                            TimePoint now);
   // Queues the store keys of `stage`'s output for removal.
   void ReleaseKeysLocked(JobRecord& j, const std::string& stage);
   void FinishLocked(JobRecord& j, std::string status, std::string error, TimePoint now);
