@@ -86,6 +86,23 @@ ConnectorImpl::~ConnectorImpl() {
       RunAll(cbs);
     }
   }
+  // p2p payloads: no consumer can reach them any more. Their handles end
+  // (Wait and WaitReleased return) and the producer may free its buffers.
+  std::map<std::uint64_t, std::shared_ptr<HandleState>> p2p;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    p2p.swap(payloads_);
+  }
+  for (auto& [id, h] : p2p) {
+    std::vector<std::function<void()>> cbs, released;
+    {
+      std::lock_guard<std::mutex> lock(h->mu);
+      cbs = h->CompleteLocked(Status(StatusCode::kCancelled, "connector closed"));
+      released = h->ReleaseLocked();
+    }
+    RunAll(cbs);
+    RunAll(released);
+  }
   if (engine_ != nullptr) {
     engine_->SetNotifyHandler(nullptr);
   }

@@ -122,6 +122,10 @@ class ConnectorImpl {
   Status ReleaseP2p(const PayloadDescriptor& d);
   void OnNotify(const std::string& sender, std::string msg);
   void ControlLoop();
+  // A consumer's SUBSCRIBE to `payload` (its stream id `stream`): opens a
+  // segment back to `sender` and announces the chunks ready so far (or that
+  // the payload is gone). Runs on a fetch_pool_ thread: it may block.
+  void AnswerSubscribe(const std::string& sender, std::uint64_t payload, std::uint64_t stream);
   void FetchP2p(const std::shared_ptr<StreamState>& s, int first, int count);
 
   // store (store_mode.cc).

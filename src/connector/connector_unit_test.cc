@@ -12,8 +12,10 @@
 #include "sluice/store/master.h"
 #include "sluice/store/store_node.h"
 
+#include "common/net.h"
 #include "common/testing/eventually.h"
 #include "connector/chunk_layout.h"
+#include "transfer/wire.h"
 
 namespace sluice {
 namespace {
@@ -490,6 +492,97 @@ TEST_F(ConnectorTest, AConnectorTensorMayOutliveItsConnector) {
   c.reset();
   static_cast<float*>(moved.data())[4095] = 1.5f;  // Still mapped (ASan checks).
   EXPECT_EQ(static_cast<float*>(moved.data())[4095], 1.5f);
+}
+
+// A progressive handle outliving its connector: MarkReady used to reach the
+// freed connector (ASan: heap-use-after-free); now it fails, and the
+// handle's waits return.
+TEST_F(ConnectorTest, AHandleOutlivingItsConnectorFailsInsteadOfReachingIt) {
+  std::vector<float> src(64, 1.0f);
+  for (TransferMode mode : {TransferMode::kP2p, TransferMode::kStore}) {
+    std::unique_ptr<DiffusionConnector> c = Make("encode");
+    StagePayload p;
+    p.request_id = "orphan";
+    p.tensor = TensorView{src.data(), DType::kF32, {4, 16}, {}};
+    p.chunk_dim = 0;
+    p.num_chunks = 4;
+    p.progressive = true;
+    p.bound_consumer = mode == TransferMode::kP2p ? "x" : "";  // Auto mode picks by it.
+    auto h = c->Publish(p);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    ASSERT_TRUE((*h)->MarkReady(0).ok());
+    c.reset();
+    const Status late = (*h)->MarkReady(1);
+    EXPECT_EQ(late.code(), StatusCode::kFailedPrecondition) << late.ToString();
+    EXPECT_EQ((*h)->Wait(2s).code(), StatusCode::kCancelled) << "the handle ended with it";
+  }
+}
+
+// A consumer that subscribes and then does not answer the producer's
+// handshake back (here: a hand-made engine client naming a port that
+// accepts and stays silent) used to stall the producer's one control
+// thread for the engine's connect timeout (5 s), and with it every other
+// payload's chunks. Now the answer runs on its own thread.
+TEST_F(ConnectorTest, OneUnreachableConsumerDoesNotStallOtherPayloads) {
+  std::uint16_t silent_port = 0;
+  auto silent = internal::Listen(internal::HostPort{"127.0.0.1", 0}, &silent_port);
+  ASSERT_TRUE(silent.ok());  // Never accepted: connects complete, handshakes hang.
+  auto hp = internal::ParseHostPort(producer_->engine().endpoint(), false);
+  auto fd = internal::ConnectTcp(*hp, 2000ms);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  ASSERT_TRUE(internal::SetIoTimeout(fd->get(), 3000ms).ok());
+  internal::WireHeader h;
+  std::string body;
+  ASSERT_TRUE(internal::RecvAll(fd->get(), &h, sizeof(h)).ok());  // ServerHello.
+  body.resize(h.length);
+  ASSERT_TRUE(internal::RecvAll(fd->get(), body.data(), body.size()).ok());
+  internal::ClientHello hello;  // No secret in this fixture.
+  hello.endpoint = "127.0.0.1:" + std::to_string(silent_port);
+  std::string out = internal::EncodeClientHello(hello);
+  h = internal::MakeHeader(internal::FrameType::kClientHello, 0, out.size());
+  ASSERT_TRUE(internal::SendAll(fd->get(), &h, sizeof(h)).ok());
+  ASSERT_TRUE(internal::SendAll(fd->get(), out.data(), out.size()).ok());
+  ASSERT_TRUE(internal::RecvAll(fd->get(), &h, sizeof(h)).ok());  // HelloOk.
+  ASSERT_EQ(h.type, static_cast<std::uint8_t>(internal::FrameType::kHelloOk));
+  body.resize(h.length);
+  ASSERT_TRUE(internal::RecvAll(fd->get(), body.data(), body.size()).ok());
+  // SUBSCRIBE(payload 12345, stream 1): type 1, then two little-endian u64.
+  std::string sub(17, '\0');
+  sub[0] = 1;
+  sub[1] = static_cast<char>(12345 & 0xff);
+  sub[2] = static_cast<char>(12345 >> 8);
+  sub[9] = 1;
+  h = internal::MakeHeader(internal::FrameType::kNotify, 0, sub.size());
+  ASSERT_TRUE(internal::SendAll(fd->get(), &h, sizeof(h)).ok());
+  ASSERT_TRUE(internal::SendAll(fd->get(), sub.data(), sub.size()).ok());
+  std::this_thread::sleep_for(100ms);  // The producer is opening its segment back now.
+
+  std::vector<std::int16_t> src(4096, 7), dst(4096, 0);
+  StagePayload p;
+  p.request_id = "unaffected";
+  p.kind = PayloadKind::kLatent;
+  p.tensor = TensorView{src.data(), DType::kI16, {4096}, {}};
+  p.bound_consumer = consumer_->engine().endpoint();  // Auto mode: p2p.
+  p.progressive = true;  // The consumer learns of its chunk from the producer's answer.
+  auto handle = producer_->Publish(p);
+  ASSERT_TRUE(handle.ok()) << handle.status().ToString();
+  ASSERT_EQ((*handle)->descriptor().mode, TransferMode::kP2p);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto stream =
+      consumer_->Consume((*handle)->descriptor(), TensorView{dst.data(), DType::kI16, {4096}, {}});
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_TRUE((*handle)->MarkReady(0).ok());
+  while (true) {
+    auto c = (*stream)->Next();
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    if (!c->has_value()) {
+      break;
+    }
+  }
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, 2s) << "the other payload waited behind the unreachable consumer";
+  EXPECT_EQ(dst, src);
+  EXPECT_TRUE(consumer_->Release((*handle)->descriptor()).ok());
 }
 
 TEST_F(ConnectorTest, AllocateTensorRejectsBadShapes) {

@@ -73,29 +73,35 @@ Status ConnectorImpl::PublishP2p(const std::shared_ptr<HandleState>& h, const St
     payloads_[h->desc.payload_id] = h;
   }
   std::weak_ptr<HandleState> weak = h;
-  h->publish_chunk = [this, weak](int i) -> Status {
+  // Through the owner link, not `this`: a handle may outlive the
+  // connector, and then MarkReady fails instead of reaching freed memory.
+  h->publish_chunk = [link = link_, weak](int i) -> Status {
     std::shared_ptr<HandleState> hs = weak.lock();
     if (hs == nullptr) {
       return FailedPreconditionError("payload is gone");
     }
-    std::vector<std::pair<SegmentId, std::uint64_t>> subs;
     std::vector<std::function<void()>> done;
-    {
-      std::lock_guard<std::mutex> lock(hs->mu);
-      if (hs->ready[static_cast<std::size_t>(i)]) {
-        return Status::Ok();
+    Status out = FailedPreconditionError("MarkReady: the connector is closed");
+    link->Call([&](ConnectorImpl& c) {
+      out = Status::Ok();
+      std::vector<std::pair<SegmentId, std::uint64_t>> subs;
+      {
+        std::lock_guard<std::mutex> lock(hs->mu);
+        if (hs->ready[static_cast<std::size_t>(i)]) {
+          return;
+        }
+        hs->ready[static_cast<std::size_t>(i)] = true;
+        if (++hs->published == hs->desc.num_chunks) {
+          done = hs->CompleteLocked(Status::Ok());
+        }
+        subs = hs->subscribers;
       }
-      hs->ready[static_cast<std::size_t>(i)] = true;
-      if (++hs->published == hs->desc.num_chunks) {
-        done = hs->CompleteLocked(Status::Ok());
+      for (const auto& [seg, stream] : subs) {
+        (void)Send(*c.engine_, seg, Ready(stream, static_cast<std::uint32_t>(i), 1));
       }
-      subs = hs->subscribers;
-    }
-    for (const auto& [seg, stream] : subs) {
-      (void)Send(*engine_, seg, Ready(stream, static_cast<std::uint32_t>(i), 1));
-    }
-    RunAll(done);
-    return Status::Ok();
+    });
+    RunAll(done);  // Outside the link: a callback may destroy the connector.
+    return out;
   };
   return Status::Ok();
 }
@@ -108,6 +114,52 @@ void ConnectorImpl::OnNotify(const std::string& sender, std::string msg) {
   }
   inbox_.emplace_back(sender, std::move(msg));
   cv_.notify_all();
+}
+
+void ConnectorImpl::AnswerSubscribe(const std::string& sender, std::uint64_t payload,
+                                    std::uint64_t stream) {
+  std::shared_ptr<HandleState> h;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = payloads_.find(payload);
+    h = it == payloads_.end() ? nullptr : it->second;
+  }
+  Result<SegmentId> seg = engine_->OpenSegment(sender);
+  if (!seg.ok()) {
+    SLUICE_LOG(warn, "connector: cannot answer {}: {}", sender, seg.status().ToString());
+    return;
+  }
+  if (h == nullptr) {
+    std::string m(1, static_cast<char>(kGone));
+    Put(m, stream, 8);
+    Put(m, static_cast<std::uint8_t>(StatusCode::kNotFound), 1);
+    m += "no such payload here (released, or the producer restarted)";
+    (void)Send(*engine_, *seg, m);
+    return;
+  }
+  std::vector<bool> ready;
+  {
+    std::lock_guard<std::mutex> hl(h->mu);
+    const std::pair<SegmentId, std::uint64_t> sub{*seg, stream};
+    if (std::find(h->subscribers.begin(), h->subscribers.end(), sub) == h->subscribers.end()) {
+      h->subscribers.push_back(sub);
+    }
+    ready = h->ready;
+  }
+  // Ranges of consecutive ready chunks.
+  for (std::size_t i = 0; i < ready.size();) {
+    if (!ready[i]) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < ready.size() && ready[j]) {
+      ++j;
+    }
+    (void)Send(*engine_, *seg,
+               Ready(stream, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j - i)));
+    i = j;
+  }
 }
 
 void ConnectorImpl::ControlLoop() {
@@ -123,43 +175,15 @@ void ConnectorImpl::ControlLoop() {
     std::uint64_t a = 0, b = 0, c = 0;
     const auto type = msg.empty() ? 0 : static_cast<std::uint8_t>(msg[0]);
     if (type == kSubscribe && Get(msg, at, 8, &a) && Get(msg, at, 8, &b)) {
-      auto it = payloads_.find(a);
-      std::shared_ptr<HandleState> h = it == payloads_.end() ? nullptr : it->second;
       lock.unlock();
-      Result<SegmentId> seg = engine_->OpenSegment(sender);
-      if (!seg.ok()) {
-        SLUICE_LOG(warn, "connector: cannot answer {}: {}", sender, seg.status().ToString());
-      } else if (h == nullptr) {
-        std::string m(1, static_cast<char>(kGone));
-        Put(m, b, 8);
-        Put(m, static_cast<std::uint8_t>(StatusCode::kNotFound), 1);
-        m += "no such payload here (released, or the producer restarted)";
-        (void)Send(*engine_, *seg, m);
-      } else {
-        std::vector<bool> ready;
-        {
-          std::lock_guard<std::mutex> hl(h->mu);
-          const std::pair<SegmentId, std::uint64_t> sub{*seg, b};
-          if (std::find(h->subscribers.begin(), h->subscribers.end(), sub) ==
-              h->subscribers.end()) {
-            h->subscribers.push_back(sub);
-          }
-          ready = h->ready;
-        }
-        // Ranges of consecutive ready chunks.
-        for (std::size_t i = 0; i < ready.size();) {
-          if (!ready[i]) {
-            ++i;
-            continue;
-          }
-          std::size_t j = i;
-          while (j < ready.size() && ready[j]) {
-            ++j;
-          }
-          (void)Send(*engine_, *seg,
-                     Ready(b, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j - i)));
-          i = j;
-        }
+      // Answering opens a segment back to the consumer, which blocks up to
+      // the engine's connect timeout when it is unreachable: never on this
+      // thread, which serves every other payload's READY and RELEASE.
+      Status started =
+          fetch_pool_->Run([this, sender = sender, a, b] { AnswerSubscribe(sender, a, b); });
+      if (!started.ok()) {
+        SLUICE_LOG(warn, "connector: answering {} inline: {}", sender, started.ToString());
+        AnswerSubscribe(sender, a, b);
       }
       lock.lock();
     } else if (type == kReady && Get(msg, at, 8, &a) && Get(msg, at, 4, &b) &&

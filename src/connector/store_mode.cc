@@ -121,51 +121,57 @@ Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const 
     store_pending_.push_back(h);
   }
   std::weak_ptr<HandleState> weak = h;
-  h->publish_chunk = [this, weak](int i) -> Status {
+  // Through the owner link, not `this`: a handle may outlive the
+  // connector, and then MarkReady fails instead of reaching freed memory.
+  h->publish_chunk = [link = link_, weak](int i) -> Status {
     std::shared_ptr<HandleState> hs = weak.lock();
     if (hs == nullptr) {
       return FailedPreconditionError("payload is gone");
     }
-    {
-      std::lock_guard<std::mutex> lock(hs->mu);
-      if (hs->ready[static_cast<std::size_t>(i)]) {
-        return Status::Ok();
+    Status out = FailedPreconditionError("MarkReady: the connector is closed");
+    link->Call([&](ConnectorImpl& c) {
+      out = Status::Ok();
+      {
+        std::lock_guard<std::mutex> lock(hs->mu);
+        if (hs->ready[static_cast<std::size_t>(i)]) {
+          return;
+        }
+        hs->ready[static_cast<std::size_t>(i)] = true;
+        if (hs->desc.one_object && i + 1 < hs->desc.num_chunks) {
+          return;  // The last chunk's call puts them all.
+        }
+        if (hs->draining) {
+          return;  // The running drain task picks it up.
+        }
+        hs->draining = true;
       }
-      hs->ready[static_cast<std::size_t>(i)] = true;
-      if (hs->desc.one_object && i + 1 < hs->desc.num_chunks) {
-        return Status::Ok();  // The last chunk's call puts them all.
-      }
-      if (hs->draining) {
-        return Status::Ok();  // The running drain task picks it up.
-      }
-      hs->draining = true;
-    }
-    // One task per payload puts its ready chunks lowest index first, so
-    // chunk 0 lands first (consumers start on it) and payloads move in
-    // parallel with each other. The task keeps the state alive: the
-    // producer's buffer must stay until the handle completes anyway.
-    RunStoreTask([this, hs] {
-      while (true) {
-        int i = -1;
-        {
-          std::lock_guard<std::mutex> lock(hs->mu);
-          for (int k = 0; k < hs->desc.num_chunks && !hs->complete; ++k) {
-            if (hs->ready[static_cast<std::size_t>(k)] &&
-                !hs->queued[static_cast<std::size_t>(k)]) {
-              i = k;
-              hs->queued[static_cast<std::size_t>(k)] = true;
-              break;
+      // One task per payload puts its ready chunks lowest index first, so
+      // chunk 0 lands first (consumers start on it) and payloads move in
+      // parallel with each other. The task keeps the state alive: the
+      // producer's buffer must stay until the handle completes anyway.
+      c.RunStoreTask([&c, hs] {
+        while (true) {
+          int k_ready = -1;
+          {
+            std::lock_guard<std::mutex> lock(hs->mu);
+            for (int k = 0; k < hs->desc.num_chunks && !hs->complete; ++k) {
+              if (hs->ready[static_cast<std::size_t>(k)] &&
+                  !hs->queued[static_cast<std::size_t>(k)]) {
+                k_ready = k;
+                hs->queued[static_cast<std::size_t>(k)] = true;
+                break;
+              }
+            }
+            if (k_ready < 0) {
+              hs->draining = false;
+              return;
             }
           }
-          if (i < 0) {
-            hs->draining = false;
-            return;
-          }
+          c.PutChunk(hs, k_ready);
         }
-        PutChunk(hs, i);
-      }
+      });
     });
-    return Status::Ok();
+    return out;
   };
   return Status::Ok();
 }
