@@ -406,9 +406,11 @@ class Worker {
  public:
   Worker(const std::string& orchestrator, const std::string& stage, py::function handler,
          int capacity, std::vector<std::string> labels, const std::string& name, double heartbeat_s,
-         std::vector<std::string> models, const std::string& pipeline, const py::dict& security) {
+         std::vector<std::string> models, const std::string& pipeline, const py::dict& security,
+         double assignment_timeout_s) {
     StageWorkerConfig c;
     c.security = LoadSecurityDict(security);
+    c.assignment_timeout = Ms(assignment_timeout_s);
     c.orchestrator = orchestrator;
     c.stage = stage;
     c.models = std::move(models);
@@ -547,7 +549,7 @@ PYBIND11_MODULE(_sluice, m) {
   py::class_<Worker>(m, "Worker")
       .def(py::init<const std::string&, const std::string&, py::function, int,
                     std::vector<std::string>, const std::string&, double, std::vector<std::string>,
-                    const std::string&, const py::dict&>())
+                    const std::string&, const py::dict&, double>())
       .def("drain", &Worker::drain)
       .def("wait_registered", &Worker::wait_registered)
       .def_property_readonly("completed", &Worker::completed)

@@ -62,8 +62,12 @@ class StageWorker:
                  heartbeat: float = 0.2, model: Union[str, List[str], None] = None,
                  pipeline: str = "", cluster_token_file: Optional[str] = None,
                  tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None,
-                 tls_ca_file: Optional[str] = None):
+                 tls_ca_file: Optional[str] = None, assignment_timeout: float = 0.0):
         """Registers with the orchestrator and serves `handler`.
+
+        `assignment_timeout` (seconds): an assignment with no progress
+        (ctx.progress, ctx.keep_alive) this long goes to another worker; set
+        it from the model's pace. 0: the orchestrator's --assignment-timeout-ms.
 
         The cluster credential and TLS files are those of `sluice worker
         --cluster-token/--tls-*`; unset ones come from SLUICE_CLUSTER_TOKEN_FILE
@@ -88,7 +92,8 @@ class StageWorker:
         self._core = _sluice.Worker(orchestrator, stage, call, int(capacity), list(labels or []),
                                     name, float(heartbeat), models, pipeline,
                                     security_files(cluster_token_file, tls_cert_file,
-                                                   tls_key_file, tls_ca_file))
+                                                   tls_key_file, tls_ca_file),
+                                    float(assignment_timeout))
 
     @property
     def completed(self) -> int:

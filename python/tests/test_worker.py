@@ -299,3 +299,43 @@ def test_keep_alive_renews_a_long_assignments_lease():
         for w in workers:
             w.close()
         orch.close()
+
+
+def test_a_workers_own_assignment_timeout_replaces_the_orchestrators():
+    """A decode worker declaring a 0.7 s lease loses a 1.5 s silent run under
+    an orchestrator whose default lease is 10 minutes."""
+    orch = Proc([SLUICE_BIN, "orchestrator", "--no-output-check", "--exit-on-stdin-eof"])
+    grpc, http = orch.words[2], orch.words[3]
+    runs = []
+
+    def decode(ctx):
+        runs.append(ctx.job_id)
+        if len(runs) == 1:
+            time.sleep(1.5)  # No progress, no keep-alive.
+        return StageOutput(output=b"frame", content_type="image/png")
+
+    workers = [StageWorker("encode", grpc, lambda ctx: b"c"),
+               StageWorker("denoise", grpc, lambda ctx: b"l"),
+               StageWorker("decode", grpc, decode, heartbeat=0.1, assignment_timeout=0.7)]
+    try:
+        with pytest.raises(sluice.InvalidArgumentError, match="more than two heartbeats"):
+            StageWorker("decode", grpc, decode, heartbeat=0.5, assignment_timeout=0.7)
+        for w in workers:
+            assert w.wait_registered(10)
+        status, body = post(http, {"prompt": "lapse", "async": True})
+        assert status == 202, body
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            _, job = get(http, f"/v1/jobs/{body['id']}")
+            if job["status"] not in ("queued", "running"):
+                break
+            time.sleep(0.1)
+        assert job["status"] == "succeeded", job
+        assert len(runs) == 2, runs
+        with urllib.request.urlopen(f"http://{http}/v1/jobs/{body['id']}/events",
+                                    timeout=30) as r:
+            assert b"lease_expired" in r.read()
+    finally:
+        for w in workers:
+            w.close()
+        orch.close()

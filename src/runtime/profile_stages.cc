@@ -169,6 +169,13 @@ Result<StageOutput> RunDecode(StageContext& ctx, const ModelProfile& p, double t
 
 }  // namespace
 
+std::chrono::milliseconds ProfileLease(const ModelProfile& p, std::string_view stage,
+                                       double time_factor) {
+  const double unit_s = stage == "encode" ? p.encode_s : stage == "decode" ? p.decode_s : p.step_s;
+  const double lease_s = std::max(30.0, 10 * unit_s * time_factor);
+  return std::chrono::milliseconds(static_cast<std::int64_t>(lease_s * 1000));
+}
+
 StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string& stage,
                                  DiffusionConnector* connector, double time_factor) {
   return [profile, stage, connector, time_factor](StageContext& ctx) -> Result<StageOutput> {

@@ -90,6 +90,13 @@ class StageWorkerImpl {
     if (config_.heartbeat_interval.count() <= 0 || !handler_) {
       return InvalidArgumentError("stage worker: needs a handler and a positive heartbeat");
     }
+    if (config_.assignment_timeout.count() < 0 ||
+        (config_.assignment_timeout.count() > 0 &&
+         config_.assignment_timeout <= 2 * config_.heartbeat_interval)) {
+      return InvalidArgumentError(
+          "stage worker: assignment_timeout must be 0 (the orchestrator's) or more than two "
+          "heartbeats");
+    }
     stub_ = pb::Orchestrator::NewStub(MakeChannel(config_.orchestrator, config_.security));
     reader_ = std::thread([this] { ReadLoop(); });
     beater_ = std::thread([this] { BeatLoop(); });
@@ -225,6 +232,7 @@ class StageWorkerImpl {
     }
     *req.mutable_pipeline() = pipeline_;
     req.set_capacity(static_cast<std::uint32_t>(config_.capacity));
+    req.set_assignment_timeout_ms(static_cast<std::uint64_t>(config_.assignment_timeout.count()));
     for (const auto& l : config_.labels) {
       req.add_labels(l);
     }

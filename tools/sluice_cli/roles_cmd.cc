@@ -278,6 +278,11 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
       ->capture_default_str();
   cmd->add_option("--mode", w.mode, "transfer mode: store, p2p or auto")->capture_default_str();
   cmd->add_option("--listen", w.listen, "transfer engine endpoint")->capture_default_str();
+  cmd->add_option("--assignment-timeout-ms", w.assignment_timeout_ms,
+                  "an assignment with no progress this long goes to another worker (default: "
+                  "10x the profile's step, encode or decode time, at least 30 s; without "
+                  "--profile, the orchestrator's)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86400000}));
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   SecurityResolver security = AddSecurityFlags(cmd);
   out->push_back({cmd, [o, security] {

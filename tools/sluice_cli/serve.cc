@@ -340,6 +340,15 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   wc.capacity = o.capacity;
   wc.name = o.stage + "@" + (*conn)->engine().endpoint();
   wc.security = o.security;
+  wc.assignment_timeout = std::chrono::milliseconds(o.assignment_timeout_ms);
+  if (o.assignment_timeout_ms == 0 && !o.profile.empty()) {
+    wc.assignment_timeout = ProfileLease(*profile, o.stage, o.time_factor);
+    for (const char* s : {"encode", "decode"}) {  // One colocated assignment runs them all.
+      wc.assignment_timeout =
+          o.colocated ? std::max(wc.assignment_timeout, ProfileLease(*profile, s, o.time_factor))
+                      : wc.assignment_timeout;
+    }
+  }
   auto worker = StageWorker::Start(wc, std::move(*handler));
   if (!worker.ok()) {
     std::cerr << "sluice worker: " << worker.status().ToString() << "\n";

@@ -40,6 +40,8 @@ struct WorkerOptions {
   int checkpoint_every = 4;
   double time_factor = 1.0;
   SecurityConfig security;  // For the orchestrator, the store and the engine.
+  // Its assignments' lease; 0: from the profile, else the orchestrator's.
+  std::int64_t assignment_timeout_ms = 0;
 };
 // A stage worker (`sluice worker`); SIGTERM/SIGINT drain it: running work
 // finishes or is handed back.

@@ -37,6 +37,13 @@ struct ModelProfile {
   bool video = false;
 };
 
+// The lease for a worker of `stage` of `p` at `time_factor`: ten times
+// what one unit of its work takes (a denoise step; a whole encode or
+// decode), and at least 30 s, so a noisy host never trips it while a hung
+// worker is found in well under the orchestrator's default (10 min).
+std::chrono::milliseconds ProfileLease(const ModelProfile& p, std::string_view stage,
+                                       double time_factor);
+
 // wan2.1-480p, wan2.1-720p, hunyuan-720p, flux-1024, qwen-image-1024.
 const std::vector<ModelProfile>& ModelProfiles();
 // Errors: kInvalidArgument naming the profile and listing the known ones.

@@ -100,6 +100,11 @@ struct StageWorkerConfig {
   std::vector<std::string> labels;
   std::string name;  // For logs.
   std::chrono::milliseconds heartbeat_interval{200};
+  // The lease of its assignments: no progress (a step, KeepAlive) for this
+  // long and the orchestrator gives the work to another worker. Set it from
+  // the model's pace (sluice worker --profile does: ProfileLease); 0: the
+  // orchestrator's --assignment-timeout-ms.
+  std::chrono::milliseconds assignment_timeout{0};
   // The cluster credential and TLS for its calls to the orchestrator
   // (sluice/security.h); a refused registration is logged and retried.
   SecurityConfig security;

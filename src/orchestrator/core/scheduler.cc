@@ -174,6 +174,7 @@ Status Scheduler::WorkerUp(WorkerId id, WorkerSpec spec, TimePoint now) {
   w.pools = std::move(pools);
   w.capacity = spec.capacity;
   w.labels = std::move(spec.labels);
+  w.assignment_timeout = spec.assignment_timeout;
   SetFree(w, std::max(0, w.capacity - static_cast<int>(w.assigned.size())));
   Dispatch(now);
   return Status::Ok();
@@ -313,11 +314,16 @@ void Scheduler::Unreserve(Job& job) {
 }
 
 void Scheduler::Lease(Job& job, TimePoint now) {
-  if (options_.assignment_timeout.count() <= 0) {
+  std::chrono::milliseconds timeout = options_.assignment_timeout;
+  if (auto w = workers_.find(job.worker);
+      w != workers_.end() && w->second.assignment_timeout.count() > 0) {
+    timeout = w->second.assignment_timeout;  // Its model's profile knows its stage's pace.
+  }
+  if (timeout.count() <= 0) {
     return;
   }
   Unlease(job);
-  job.lease_until = now + options_.assignment_timeout;
+  job.lease_until = now + timeout;
   leases_.insert({*job.lease_until, job.spec.id});
 }
 

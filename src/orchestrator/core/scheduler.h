@@ -85,6 +85,10 @@ struct WorkerSpec {
   std::string stage;
   int capacity = 1;
   std::vector<std::string> labels;
+  // The lease of its assignments, as its model's profile sets it (a
+  // denoise step or a whole encode/decode is expected well within it);
+  // 0: SchedulerOptions::assignment_timeout.
+  std::chrono::milliseconds assignment_timeout{0};
 };
 
 struct SchedulerOptions {
@@ -272,7 +276,8 @@ class Scheduler {
     int free = 0;
     std::vector<std::string> labels;
     std::set<JobId> assigned;
-    bool draining = false;  // No free slot, ever again.
+    bool draining = false;                            // No free slot, ever again.
+    std::chrono::milliseconds assignment_timeout{0};  // 0: the options' default.
   };
   struct ModelEntry {
     ModelSpec spec;

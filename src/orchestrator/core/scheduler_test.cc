@@ -301,6 +301,38 @@ TEST_P(SchedulerTest, AnAssignmentWithoutProgressLosesItsLease) {
   EXPECT_EQ(s_.Stats().jobs, 0u);
 }
 
+// A worker's own lease (its model's pace) replaces the default for its
+// assignments only.
+TEST_P(SchedulerTest, AWorkersDeclaredLeaseAppliesToItsAssignments) {
+  WorkerSpec quick = W("denoise", 1);
+  quick.assignment_timeout = 2s;
+  ASSERT_TRUE(s_.WorkerUp(1, quick, now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kStandard, {"denoise"}), now_).ok());
+  ASSERT_EQ(Dispatched().size(), 1u);
+  now_ += 1500ms;
+  ASSERT_TRUE(s_.Progress(1, 1, 1, false, now_).ok());  // Renews for 2 s more.
+  now_ += 1900ms;
+  s_.Tick(now_);
+  EXPECT_TRUE(s_.TakeActions().empty());
+  now_ += 200ms;
+  s_.Tick(now_);
+  auto acts = s_.TakeActions();
+  ASSERT_FALSE(acts.empty());
+  EXPECT_EQ(acts[0].kind, Kind::kStop);
+  EXPECT_EQ(acts[0].reason, "lease expired");
+
+  // A worker declaring none gets the options' default (10 min): job 1,
+  // re-queued, runs on it without a lapse.
+  ASSERT_TRUE(s_.WorkerUp(2, W("denoise", 1), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(2, PriorityClass::kStandard, {"denoise"}), now_).ok());
+  (void)s_.TakeActions();
+  now_ += 60s;
+  s_.Tick(now_);
+  for (const Action& a : s_.TakeActions()) {
+    EXPECT_NE(a.reason, "lease expired") << "job " << a.job;
+  }
+}
+
 TEST_P(SchedulerTest, CancelRemovesQueuedStopsRunningAndReleasesPayloads) {
   ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kStandard, {"encode", "decode"}), now_).ok());

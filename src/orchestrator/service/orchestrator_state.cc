@@ -325,8 +325,10 @@ Result<WorkerId> OrchestratorState::Register(Registration r) {
     }
   }
   const WorkerId id = next_worker_++;
-  SLUICE_RETURN_IF_ERROR(scheduler_.WorkerUp(
-      id, WorkerSpec{std::move(r.models), r.stage, r.capacity, std::move(r.labels)}, now));
+  SLUICE_RETURN_IF_ERROR(scheduler_.WorkerUp(id,
+                                             WorkerSpec{std::move(r.models), r.stage, r.capacity,
+                                                        std::move(r.labels), r.assignment_timeout},
+                                             now));
   WorkerRecord& w = workers_[id];
   w.stage = r.stage;
   w.capacity = r.capacity;

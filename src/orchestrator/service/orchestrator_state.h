@@ -206,6 +206,8 @@ class OrchestratorState {
     // nobody has yet, and must match one that is declared. Empty: the
     // standard pipeline for an undeclared model, anything for a declared one.
     std::vector<StageDecl> pipeline;
+    // Its assignments' lease (from its model's profile); 0: the default.
+    std::chrono::milliseconds assignment_timeout{0};
   };
   // Errors: kInvalidArgument naming the field (stage, capacity, model,
   // pipeline, or a pipeline that differs from its model's declaration);
