@@ -152,7 +152,8 @@ TEST_F(ClusterSecurityTest, AWorkerWithoutTheCredentialIsRefusedAndNoJobReachesI
   EXPECT_EQ(status, "succeeded");
   auto models = http.Get("/v1/models/sluice-reference");
   ASSERT_TRUE(models && models->status == 200);
-  for (const json& stage : json::parse(models->body)["stages"]) {
+  const json model = json::parse(models->body);  // Outlives the loop over its stages.
+  for (const json& stage : model["stages"]) {
     EXPECT_EQ(stage.value("workers", -1), 1) << "only the credentialed workers: " << models->body;
   }
 }
