@@ -250,6 +250,51 @@ TEST_F(OrchestratorTest, RestartedOrchestratorFinishesEveryAcceptedJob) {
   std::remove(journal.c_str());
 }
 
+// Jobs that finished before a restart answer as they did: status 200 with
+// their result, or their error (they answered 404 after a restart before).
+TEST_F(OrchestratorTest, FinishedJobsStillAnswerAfterARestart) {
+  const std::string journal =
+      ::testing::TempDir() + "/sluice-finished-" + std::to_string(::getpid()) + ".db";
+  std::remove(journal.c_str());
+  Start(64, journal);
+  const std::string grpc_ep = server_->endpoint(), http_ep = server_->http_endpoint();
+  std::string done, cancelled;
+  {
+    FakeWorker e(grpc_ep, "encode"), d(grpc_ep, "denoise"), v(grpc_ep, "decode");
+    int status = 0;
+    done = Post(R"({"prompt":"kept","async":true})", &status)["id"];
+    ASSERT_EQ(status, 202);
+    EXPECT_EQ(WaitStatus(done, "succeeded")["status"], "succeeded");
+  }
+  int status = 0;
+  cancelled = Post(R"({"prompt":"dropped","async":true})", &status)["id"];
+  ASSERT_EQ(status, 202);
+  ASSERT_TRUE(http_->Delete("/v1/jobs/" + cancelled));
+  EXPECT_EQ(WaitStatus(cancelled, "cancelled")["status"], "cancelled");
+  http_.reset();
+  server_.reset();
+  Start(64, journal, grpc_ep, http_ep);
+  auto job = http_->Get("/v1/jobs/" + done);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->status, 200) << job->body;
+  EXPECT_EQ(json::parse(job->body).value("status", ""), "succeeded");
+  auto content = http_->Get("/v1/jobs/" + done + "/content");
+  ASSERT_TRUE(content);
+  EXPECT_EQ(content->status, 200);
+  EXPECT_EQ(content->body, "decode(denoise(encode(kept)))");
+  auto gone = http_->Get("/v1/jobs/" + cancelled);
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(json::parse(gone->body).value("status", ""), "cancelled") << gone->body;
+  http_.reset();
+  server_.reset();
+  // Past the retention window: forgotten, in memory and in the journal.
+  configure_ = [](OrchestratorConfig& c) { c.max_finished_jobs = 1; };
+  Start(64, journal, grpc_ep, http_ep);
+  EXPECT_EQ(http_->Get("/v1/jobs/" + done)->status, 404) << "only the newest one is kept";
+  EXPECT_EQ(http_->Get("/v1/jobs/" + cancelled)->status, 200);
+  std::remove(journal.c_str());
+}
+
 // A worker that heartbeats but never finishes (no progress) loses the
 // assignment when its lease lapses: the job completes on another worker,
 // and the holder is told to stop.

@@ -84,10 +84,12 @@ class StoreTest : public ::testing::Test {
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     return std::move(*e);
   }
-  std::unique_ptr<StoreClient> MakeClient(TransferEngine& engine, bool fast_lane = true) {
+  std::unique_ptr<StoreClient> MakeClient(TransferEngine& engine, bool fast_lane = true,
+                                          std::chrono::milliseconds master_retry = 30s) {
     StoreClientConfig c;
     c.master = master_ep_;
     c.fast_lane = fast_lane;
+    c.master_retry = master_retry;
     c.staging_bytes = 8 * kMiB;
     auto cl = StoreClient::Create(&engine, c);
     EXPECT_TRUE(cl.ok()) << cl.status().ToString();

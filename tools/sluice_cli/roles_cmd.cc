@@ -167,11 +167,13 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
     std::vector<std::string> declared;
     std::int64_t worker_timeout_ms = 0;
     std::int64_t assignment_timeout_ms = 0;
+    std::int64_t result_ttl_s = 0;
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
   o->worker_timeout_ms = o->config.worker_timeout.count();
   o->assignment_timeout_ms = o->config.assignment_timeout.count();
+  o->result_ttl_s = o->config.result_ttl.count();
   CLI::App* cmd = app.add_subcommand(
       "orchestrator", "run the orchestrator (gRPC for workers, HTTP/JSON for clients)");
   cmd->add_option("--listen", o->config.listen, "gRPC endpoint for workers (port 0 picks one)")
@@ -199,6 +201,15 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--declare-model", o->declared,
                   "NAME=PIPELINE, e.g. my-i2i=denoise:admission,decode: a model jobs may queue "
                   "for before its workers register (repeatable)");
+  cmd->add_option("--max-finished-jobs", o->config.max_finished_jobs,
+                  "finished jobs kept queryable (status, error, result), newest first")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{10000000}))
+      ->capture_default_str();
+  cmd->add_option("--result-ttl-s", o->result_ttl_s,
+                  "how long a finished job (and its result) stays queryable; with --journal, "
+                  "across restarts")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{30} * 86400))
+      ->capture_default_str();
   cmd->add_flag("!--no-output-check", o->config.check_outputs,
                 "serve whatever the last stage returns (default: an image must be a PNG of the "
                 "requested size, a video a frames archive or MP4; a bad one runs again elsewhere)");
@@ -229,6 +240,7 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
                     o->config.worker_timeout = std::chrono::milliseconds(o->worker_timeout_ms);
                     o->config.assignment_timeout =
                         std::chrono::milliseconds(o->assignment_timeout_ms);
+                    o->config.result_ttl = std::chrono::seconds(o->result_ttl_s);
                     for (const std::string& d : o->declared) {
                       const std::size_t eq = d.find('=');
                       if (eq == std::string::npos || eq == 0 ||

@@ -100,8 +100,14 @@ struct OrchestratorConfig {
   std::chrono::milliseconds assignment_timeout{600000};
   // A synchronous image request waits this long before answering 504.
   std::chrono::milliseconds sync_timeout{600000};
+  // Finished jobs answer (status, error, result) for the newest
+  // max_finished_jobs, each for result_ttl after it finished; with a
+  // journal, across restarts too (results are kept in it).
+  std::size_t max_finished_jobs = 10000;
+  std::chrono::seconds result_ttl{3600};
   // SQLite journal of accepted jobs; after a restart with the same path,
-  // unfinished jobs run again. Empty: no journal (jobs die with the process).
+  // unfinished jobs run again and finished ones answer as before. Empty: no
+  // journal (jobs die with the process).
   std::string journal_path;
   // The store master ("host:port"): jobs' store payloads (reported by
   // workers) are removed when a job is cancelled, and a payload the store

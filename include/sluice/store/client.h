@@ -58,6 +58,11 @@ struct StoreClientConfig {
   // unused for its ttl (5 s); the master declines when it would take memory
   // past the high watermark.
   bool reserve_puts = true;
+  // How long put, get, exists and remove keep retrying while the master is
+  // unreachable or has no store node for the object yet (a master restart:
+  // nodes re-register within a heartbeat of its return), with backoff;
+  // each try is bounded by rpc_timeout. 0: fail at once.
+  std::chrono::milliseconds master_retry{30000};
   // The cluster credential and TLS (sluice/security.h). The engine passed to
   // Create must carry the matching transfer secret (TransferSecret).
   SecurityConfig security;

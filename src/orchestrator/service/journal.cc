@@ -58,7 +58,8 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
   // Added later: a journal from before gets the columns (rows without a
   // name keep the "job-<id>" their clients were given; rows without a
   // model run on the default model).
-  for (const char* column : {"name", "tenant", "model", "model_stages"}) {
+  for (const char* column :
+       {"name", "tenant", "model", "model_stages", "error", "error_type", "result_type"}) {
     SLUICE_ASSIGN_OR_RETURN(bool has, j->HasColumn("jobs", column));
     if (!has) {
       SLUICE_RETURN_IF_ERROR(j->Exec(
@@ -66,6 +67,14 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
               .c_str()));
     }
   }
+  SLUICE_ASSIGN_OR_RETURN(bool has_finished, j->HasColumn("jobs", "finished_unix_s"));
+  if (!has_finished) {
+    SLUICE_RETURN_IF_ERROR(
+        j->Exec("ALTER TABLE jobs ADD COLUMN finished_unix_s INTEGER NOT NULL DEFAULT 0"));
+  }
+  // A succeeded job's final output, while it is kept.
+  SLUICE_RETURN_IF_ERROR(j->Exec(
+      "CREATE TABLE IF NOT EXISTS results (job_id INTEGER PRIMARY KEY, bytes BLOB NOT NULL)"));
   // One row per unfinished job that got somewhere; keys is a JSON array.
   SLUICE_RETURN_IF_ERROR(
       j->Exec("CREATE TABLE IF NOT EXISTS progress (job_id INTEGER PRIMARY KEY, done_stage TEXT, "
@@ -162,16 +171,27 @@ Status Journal::SaveProgress(JobId id, const JobProgress& p) {
   return Status::Ok();
 }
 
-Status Journal::Finish(JobId id, std::string_view status) {
-  Stmt st, gone;
-  if (sqlite3_prepare_v2(db_, "UPDATE jobs SET status = ? WHERE id = ?", -1, &st.s, nullptr) !=
-          SQLITE_OK ||
+Status Journal::Finish(JobId id, const JobOutcome& o) {
+  Stmt st, gone, result;
+  if (sqlite3_prepare_v2(db_,
+                         "UPDATE jobs SET status = ?, error = ?, error_type = ?, result_type = ?, "
+                         "finished_unix_s = ? WHERE id = ?",
+                         -1, &st.s, nullptr) != SQLITE_OK ||
       sqlite3_prepare_v2(db_, "DELETE FROM progress WHERE job_id = ?", -1, &gone.s, nullptr) !=
-          SQLITE_OK) {
+          SQLITE_OK ||
+      sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO results (job_id, bytes) VALUES (?, ?)", -1,
+                         &result.s, nullptr) != SQLITE_OK) {
     return SqlError(db_, "prepare update");
   }
-  sqlite3_bind_text(st.s, 1, status.data(), static_cast<int>(status.size()), SQLITE_STATIC);
-  sqlite3_bind_int64(st.s, 2, static_cast<sqlite3_int64>(id));
+  auto text = [](sqlite3_stmt* s, int col, std::string_view v) {
+    sqlite3_bind_text(s, col, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+  };
+  text(st.s, 1, o.status);
+  text(st.s, 2, o.error);
+  text(st.s, 3, o.error_type);
+  text(st.s, 4, o.result_type);
+  sqlite3_bind_int64(st.s, 5, static_cast<sqlite3_int64>(o.finished_unix_s));
+  sqlite3_bind_int64(st.s, 6, static_cast<sqlite3_int64>(id));
   if (sqlite3_step(st.s) != SQLITE_DONE) {
     return SqlError(db_, "update job " + std::to_string(id));
   }
@@ -179,7 +199,77 @@ Status Journal::Finish(JobId id, std::string_view status) {
   if (sqlite3_step(gone.s) != SQLITE_DONE) {
     return SqlError(db_, "drop the progress of job " + std::to_string(id));
   }
+  if (o.status == "succeeded") {
+    sqlite3_bind_int64(result.s, 1, static_cast<sqlite3_int64>(id));
+    sqlite3_bind_blob64(result.s, 2, o.result.data(), o.result.size(), SQLITE_STATIC);
+    if (sqlite3_step(result.s) != SQLITE_DONE) {
+      return SqlError(db_, "keep the result of job " + std::to_string(id));
+    }
+  }
   return Status::Ok();
+}
+
+Result<std::vector<FinishedRecord>> Journal::Finished(std::size_t keep, std::int64_t since_unix_s) {
+  Stmt st;
+  if (sqlite3_prepare_v2(db_,
+                         "SELECT * FROM (SELECT id, kind, request, name, tenant, model, status, "
+                         "error, error_type, result_type, created_unix_ms, finished_unix_s, "
+                         "bytes FROM jobs LEFT JOIN results ON results.job_id = jobs.id "
+                         "WHERE status != 'accepted' AND finished_unix_s >= ? "
+                         "ORDER BY finished_unix_s DESC, id DESC LIMIT ?) "
+                         "ORDER BY finished_unix_s, id",
+                         -1, &st.s, nullptr) != SQLITE_OK) {
+    return SqlError(db_, "prepare select finished");
+  }
+  sqlite3_bind_int64(st.s, 1, static_cast<sqlite3_int64>(since_unix_s));
+  sqlite3_bind_int64(st.s, 2, static_cast<sqlite3_int64>(keep));
+  std::vector<FinishedRecord> out;
+  int rc;
+  while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
+    auto text = [&](int col) {
+      const unsigned char* t = sqlite3_column_text(st.s, col);
+      return t == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(t));
+    };
+    FinishedRecord f;
+    f.id = static_cast<JobId>(sqlite3_column_int64(st.s, 0));
+    f.request.kind = text(1);
+    f.request.request_json = text(2);
+    f.request.name = text(3);
+    f.request.tenant = text(4);
+    f.request.model = text(5);
+    f.status = text(6);
+    f.error = text(7);
+    f.error_type = text(8);
+    f.result_type = text(9);
+    f.created_unix_s = sqlite3_column_int64(st.s, 10) / 1000;
+    f.finished_unix_s = sqlite3_column_int64(st.s, 11);
+    if (const auto* blob = static_cast<const char*>(sqlite3_column_blob(st.s, 12));
+        blob != nullptr) {
+      f.result.assign(blob, static_cast<std::size_t>(sqlite3_column_bytes(st.s, 12)));
+    }
+    out.push_back(std::move(f));
+  }
+  if (rc != SQLITE_DONE) {
+    return SqlError(db_, "select finished");
+  }
+  return out;
+}
+
+Status Journal::Prune(std::size_t keep, std::int64_t since_unix_s) {
+  Stmt st;
+  if (sqlite3_prepare_v2(db_,
+                         "DELETE FROM jobs WHERE status != 'accepted' AND (finished_unix_s < ? OR "
+                         "id NOT IN (SELECT id FROM jobs WHERE status != 'accepted' ORDER BY "
+                         "finished_unix_s DESC, id DESC LIMIT ?))",
+                         -1, &st.s, nullptr) != SQLITE_OK) {
+    return SqlError(db_, "prepare prune");
+  }
+  sqlite3_bind_int64(st.s, 1, static_cast<sqlite3_int64>(since_unix_s));
+  sqlite3_bind_int64(st.s, 2, static_cast<sqlite3_int64>(keep));
+  if (sqlite3_step(st.s) != SQLITE_DONE) {
+    return SqlError(db_, "prune finished jobs");
+  }
+  return Exec("DELETE FROM results WHERE job_id NOT IN (SELECT id FROM jobs)");
 }
 
 Result<std::vector<JournaledJob>> Journal::Unfinished() {

@@ -35,11 +35,16 @@ class Journal : public JobJournal {
   // One row per job, replaced on each save; `p.output` and `p.keys` are
   // copied.
   Status SaveProgress(JobId id, const JobProgress& p) override;
-  // Marks the job finished and drops its progress.
-  Status Finish(JobId id, std::string_view status) override;
+  // Marks the job finished, keeps its outcome and result (a BLOB, written
+  // under the caller's lock: a large video costs its write time), and drops
+  // its progress.
+  Status Finish(JobId id, const JobOutcome& outcome) override;
   // Unfinished jobs with their progress, oldest first. A progress row that
   // cannot be read is left out (the job runs from its first stage).
   Result<std::vector<JournaledJob>> Unfinished() override;
+  Result<std::vector<FinishedRecord>> Finished(std::size_t keep,
+                                               std::int64_t since_unix_s) override;
+  Status Prune(std::size_t keep, std::int64_t since_unix_s) override;
   Result<JobId> MaxId() override;
 
  private:

@@ -130,6 +130,8 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
                 o.models.push_back({name, *orchestrator::ParsePipeline(pipeline)});
               }
               o.default_model = c.default_model;
+              o.max_finished_jobs = c.max_finished_jobs;
+              o.result_ttl = c.result_ttl;
               o.check_outputs = c.check_outputs;
               o.max_bad_outputs = c.max_bad_outputs;
               o.tenants = c.access.tenants;
@@ -438,6 +440,10 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
   }
   if (config.max_attempts < 1 || config.max_attempts > 100) {
     return InvalidArgumentError("orchestrator: max_attempts must be in 1..100");
+  }
+  if (config.max_finished_jobs < 1 || config.result_ttl.count() < 1) {
+    return InvalidArgumentError(
+        "orchestrator: max_finished_jobs and result_ttl must be at least 1");
   }
   if (config.max_bad_outputs < 1) {
     return InvalidArgumentError("orchestrator: max_bad_outputs must be at least 1");

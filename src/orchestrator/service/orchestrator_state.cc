@@ -86,7 +86,12 @@ Status OrchestratorState::Restore(const PayloadsExist& exist) {
     if (!ok.ok()) {
       SLUICE_LOG(error, "journal: job {} cannot be resubmitted: {}", job.id,
                  ok.status().ToString());
-      (void)journal_->Finish(job.id, "failed");
+      JobOutcome failed;
+      failed.status = "failed";
+      failed.error = "cannot be resubmitted after a restart: " + std::string(ok.status().message());
+      failed.error_type = "server_error";
+      failed.finished_unix_s = UnixNow();
+      (void)journal_->Finish(job.id, failed);
       continue;
     }
     ++stats_.restored;
@@ -95,6 +100,41 @@ Status OrchestratorState::Restore(const PayloadsExist& exist) {
   if (!jobs.empty()) {
     SLUICE_LOG(info, "journal: {} unfinished job(s) resubmitted, {} past their first stage or step",
                stats_.restored, resumed);
+  }
+  return RestoreFinishedLocked();
+}
+
+Status OrchestratorState::RestoreFinishedLocked() {
+  SLUICE_ASSIGN_OR_RETURN(
+      std::vector<FinishedRecord> done,
+      journal_->Finished(options_.max_finished_jobs, UnixNow() - options_.result_ttl.count()));
+  for (FinishedRecord& f : done) {
+    if (jobs_.count(f.id) != 0 || f.request.name.empty() || names_.count(f.request.name) != 0) {
+      continue;
+    }
+    JobRecord rec;
+    rec.view.id = f.id;
+    rec.view.name = f.request.name;
+    rec.view.tenant = f.request.tenant;
+    rec.view.kind = f.request.kind;
+    rec.view.model = f.request.model;
+    rec.view.status = std::move(f.status);
+    rec.view.error = std::move(f.error);
+    if (!f.error_type.empty()) {
+      rec.view.error_type = std::move(f.error_type);
+    }
+    rec.view.result = std::move(f.result);
+    rec.view.result_type = std::move(f.result_type);
+    rec.view.request_json = f.request.request_json;
+    rec.view.created_unix_s = f.created_unix_s;
+    rec.view.finished_unix_s = f.finished_unix_s;
+    rec.request = std::move(f.request);
+    names_[rec.view.name] = f.id;
+    finished_order_.push_back(f.id);
+    jobs_.emplace(f.id, std::move(rec));
+  }
+  if (!done.empty()) {
+    SLUICE_LOG(info, "journal: {} finished job(s) queryable again", done.size());
   }
   return Status::Ok();
 }
@@ -575,7 +615,14 @@ void OrchestratorState::FinishLocked(JobRecord& j, std::string status, std::stri
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
   if (journal_ != nullptr) {
-    if (Status s = journal_->Finish(j.view.id, j.view.status); !s.ok()) {
+    JobOutcome o;
+    o.status = j.view.status;
+    o.error = j.view.error;
+    o.error_type = j.view.error_type;
+    o.result_type = j.view.result_type;
+    o.result = j.view.result;
+    o.finished_unix_s = j.view.finished_unix_s;
+    if (Status s = journal_->Finish(j.view.id, o); !s.ok()) {
       SLUICE_LOG(error, "{}", s.ToString());
     }
   }
@@ -856,6 +903,26 @@ void OrchestratorState::Tick() {
   }
   scheduler_.Tick(now);
   ApplyLocked(now);
+  ExpireFinishedLocked(now);
+}
+
+void OrchestratorState::ExpireFinishedLocked(TimePoint now) {
+  // Oldest finished first: stop at the first one still within its ttl.
+  const std::int64_t oldest_kept = UnixNow() - options_.result_ttl.count();
+  while (!finished_order_.empty()) {
+    auto j = jobs_.find(finished_order_.front());
+    if (j != jobs_.end() && j->second.view.finished_unix_s >= oldest_kept) {
+      break;
+    }
+    EraseLocked(finished_order_.front());
+    finished_order_.pop_front();
+  }
+  if (journal_ != nullptr && now >= next_prune_) {
+    next_prune_ = now + std::chrono::seconds(10);
+    if (Status s = journal_->Prune(options_.max_finished_jobs, oldest_kept); !s.ok()) {
+      SLUICE_LOG(error, "{}", s.ToString());
+    }
+  }
 }
 
 ServiceStats OrchestratorState::Stats() {

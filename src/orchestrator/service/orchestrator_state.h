@@ -29,7 +29,11 @@ struct ServiceOptions {
   SchedulerOptions scheduler;
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds worker_timeout{3000};  // No heartbeat this long: worker lost.
-  std::size_t max_finished_jobs = 10000;           // Finished jobs kept for GET, oldest dropped.
+  // Finished jobs stay queryable (status, error, result) for the newest
+  // max_finished_jobs and at most result_ttl after they finished, in memory
+  // and, with a journal, across restarts.
+  std::size_t max_finished_jobs = 10000;
+  std::chrono::seconds result_ttl{3600};
   // Models declared from the start (jobs queue for them before any worker
   // registers); workers declare more as they register.
   std::vector<ModelSpec> models;
@@ -75,6 +79,24 @@ struct JobProgress {
   int checkpoint_step = 0;
 };
 
+// How a job ended, as the journal keeps it for its clients after a restart.
+struct JobOutcome {
+  std::string status;  // succeeded | failed | cancelled.
+  std::string error;
+  std::string error_type;
+  std::string result_type;
+  std::string_view result;  // Succeeded: the final output (copied by the journal).
+  std::int64_t finished_unix_s = 0;
+};
+
+// A finished job read back from the journal.
+struct FinishedRecord {
+  JobId id = 0;
+  JobRequest request;
+  std::string status, error, error_type, result_type, result;
+  std::int64_t created_unix_s = 0, finished_unix_s = 0;
+};
+
 struct JournaledJob {
   JobId id = 0;
   JobRequest request;
@@ -93,9 +115,18 @@ class JobJournal {
   virtual Status Add(JobId id, const JobRequest& r, const std::vector<StageDecl>& model_stages) = 0;
   // Replaces what was saved of `id`'s progress.
   virtual Status SaveProgress(JobId id, const JobProgress& p) = 0;
-  virtual Status Finish(JobId id, std::string_view status) = 0;
+  // Marks the job finished with its outcome (and result) and drops its
+  // progress.
+  virtual Status Finish(JobId id, const JobOutcome& outcome) = 0;
   // Unfinished jobs with their progress, oldest first.
   virtual Result<std::vector<JournaledJob>> Unfinished() = 0;
+  // The newest `keep` finished jobs that finished at or after
+  // `since_unix_s`, oldest first, with their results.
+  virtual Result<std::vector<FinishedRecord>> Finished(std::size_t keep,
+                                                       std::int64_t since_unix_s) = 0;
+  // Forgets finished jobs beyond the newest `keep` or finished before
+  // `since_unix_s`.
+  virtual Status Prune(std::size_t keep, std::int64_t since_unix_s) = 0;
   virtual Result<JobId> MaxId() = 0;
 };
 
@@ -308,6 +339,10 @@ class OrchestratorState {
                              const JobProgress* from = nullptr);
   // Writes `j.saved` to the journal (failures are logged: the job runs on).
   void SaveProgressLocked(JobRecord& j);
+  // Finished jobs from the journal, queryable again after a restart.
+  Status RestoreFinishedLocked();
+  // Drops finished jobs past result_ttl; prunes the journal's now and then.
+  void ExpireFinishedLocked(TimePoint now);
 
   ServiceOptions options_;
   JobJournal* journal_;
@@ -315,7 +350,8 @@ class OrchestratorState {
   std::condition_variable cv_;  // Job status and events changed.
   Scheduler scheduler_;
   std::map<JobId, JobRecord> jobs_;
-  std::deque<JobId> finished_order_;
+  std::deque<JobId> finished_order_;  // Oldest finished first.
+  TimePoint next_prune_;              // Of the journal's finished jobs.
   std::map<WorkerId, WorkerRecord> workers_;
   std::map<std::string, std::pair<JobId, std::string>> key_owner_;  // Store key -> producer.
   std::map<std::string, std::int64_t> model_declared_unix_s_;

@@ -25,6 +25,9 @@ Status StoreClientImpl::Init() {
   if (config_.staging_bytes < 4096) {
     return InvalidArgumentError("store client: staging_bytes must be at least 4 KiB");
   }
+  if (config_.master_retry.count() < 0) {
+    return InvalidArgumentError("store client: master_retry must be >= 0");
+  }
   SLUICE_ASSIGN_OR_RETURN(staging_, engine_->AllocateShared(config_.staging_bytes));
   SLUICE_ASSIGN_OR_RETURN(
       staging_key_, engine_->RegisterMemory(staging_.data(), staging_.size(), MemoryKind::kHost,

@@ -98,10 +98,30 @@ class StoreClientImpl {
               fastlane::Method fast, const Req& req, Resp* resp, std::string_view name) {
     return Call(method, fast, req, resp, name, config_.rpc_timeout);
   }
+  // Retries while the master is unreachable or has no node for the object
+  // yet (kUnavailable: a master restart), for up to config_.master_retry
+  // with backoff (50 ms doubling to 1 s). Every call here is retry-safe.
   template <typename Req, typename Resp>
   Status Call(grpc::Status (pb::Master::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
               fastlane::Method fast, const Req& req, Resp* resp, std::string_view name,
               std::chrono::milliseconds timeout) {
+    const auto give_up = std::chrono::steady_clock::now() + config_.master_retry;
+    std::chrono::milliseconds backoff{50};
+    while (true) {
+      Status s = CallOnce(method, fast, req, resp, name, timeout);
+      if (s.code() != StatusCode::kUnavailable ||
+          std::chrono::steady_clock::now() + backoff > give_up) {
+        return s;
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+      resp->Clear();
+    }
+  }
+  template <typename Req, typename Resp>
+  Status CallOnce(grpc::Status (pb::Master::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+                  fastlane::Method fast, const Req& req, Resp* resp, std::string_view name,
+                  std::chrono::milliseconds timeout) {
     if (std::shared_ptr<fastlane::Client> lane = FastLane()) {
       fastlane::Client::Outcome out = lane->Call(fast, req.SerializeAsString(), timeout);
       const bool timed_out =

@@ -294,6 +294,13 @@ PutGrant MasterState::GrantOf(const Object& o) const {
 }
 
 Status MasterState::CheckPlacement(const PutRequest& req) const {
+  if (nodes_.empty()) {
+    // Right after a master restart nodes are re-registering: the caller
+    // retries (a store with no node at all is a deployment error it reports
+    // once its retry deadline passes).
+    return UnavailableError("PutStart: no store node is registered yet; retry shortly",
+                            FailureScope::kRequest);
+  }
   std::uint64_t largest = 0;
   for (auto& [id, n] : nodes_) {
     for (auto& s : n->segs) {
@@ -307,8 +314,10 @@ Status MasterState::CheckPlacement(const PutRequest& req) const {
   }
   const std::uint32_t replicas = std::max<std::uint32_t>(1, req.replica_num);
   if (replicas > nodes_.size()) {
-    return FailedPreconditionError("PutStart: " + std::to_string(replicas) + " replicas asked, " +
-                                   std::to_string(nodes_.size()) + " store node(s) registered");
+    // Transient after a restart (nodes re-register one by one): retryable.
+    return UnavailableError("PutStart: " + std::to_string(replicas) + " replicas asked, " +
+                                std::to_string(nodes_.size()) + " store node(s) registered",
+                            FailureScope::kRequest);
   }
   return Status::Ok();
 }

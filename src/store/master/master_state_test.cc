@@ -106,10 +106,24 @@ TEST_F(MasterStateTest, BadInputGetsSpecificErrors) {
   EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kInvalidArgument);
   r.size = 10;
   r.replica_num = 2;
-  EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state_.PutStart(r, now_).status().code(), StatusCode::kUnavailable)
+      << "more replicas than nodes is transient (nodes re-register after a restart)";
   EXPECT_EQ(state_.GetStart("nope", "", now_).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(state_.Remove("nope").code(), StatusCode::kNotFound);
   EXPECT_EQ(state_.PutEnd("nope", 1, now_).code(), StatusCode::kNotFound);
+}
+
+// Right after a master restart no node has re-registered: a put is
+// retryable (it used to be "larger than any segment", invalid-argument).
+TEST_F(MasterStateTest, APutBeforeAnyNodeRegisteredIsRetryable) {
+  PutRequest r;
+  r.key = "early";
+  r.size = 32 * 1024;
+  Status s = state_.PutStart(r, now_).status();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("no store node is registered yet"), std::string_view::npos);
+  AddNode("n1", 4 * kMiB, 11);
+  EXPECT_TRUE(state_.PutStart(r, now_).ok());
 }
 
 TEST_F(MasterStateTest, DeleteOnConsumeAfterNReads) {
@@ -534,7 +548,7 @@ TEST_F(MasterStateTest, ReservedPutRejectsTakenKeysWrongSizesAndUnknownReservati
   EXPECT_EQ(state_.Reserve(r, now_).status().code(), StatusCode::kInvalidArgument);
   r.size = kMiB;
   r.replica_num = 2;
-  EXPECT_EQ(state_.Reserve(r, now_).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state_.Reserve(r, now_).status().code(), StatusCode::kUnavailable);
   EXPECT_FALSE(state_.Exists("fresh"));
 }
 
