@@ -93,4 +93,14 @@ grpc::Status CallAuthenticator::Check(const grpc::ServerContextBase& ctx) {
       log_.face() + ": " + why + " (every role of a cluster takes the same --cluster-token)");
 }
 
+grpc::ServerUnaryReactor* CallAuthenticator::Refused(grpc::CallbackServerContext* ctx) {
+  grpc::Status s = Check(*ctx);
+  if (s.ok()) {
+    return nullptr;
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(s);
+  return reactor;
+}
+
 }  // namespace sluice::internal

@@ -41,6 +41,9 @@ class CallAuthenticator {
   // else UNAUTHENTICATED, logged with the peer's address (at most one line
   // a second, with a count of those not logged).
   grpc::Status Check(const grpc::ServerContextBase& ctx);
+  // For a unary callback handler's first line: null when Check passes,
+  // else `ctx`'s reactor, already finished with Check's refusal.
+  grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* ctx);
 
   // Calls refused so far.
   std::uint64_t refused() const { return log_.count(); }

@@ -28,6 +28,12 @@ std::string PipelineText(const std::vector<std::string>& p) {
   return out;
 }
 
+// Column `col` of the current row as text ("" for NULL).
+std::string ColumnText(sqlite3_stmt* s, int col) {
+  const unsigned char* t = sqlite3_column_text(s, col);
+  return t == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(t));
+}
+
 std::int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -226,10 +232,7 @@ Result<std::vector<FinishedRecord>> Journal::Finished(std::size_t keep, std::int
   std::vector<FinishedRecord> out;
   int rc;
   while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
-    auto text = [&](int col) {
-      const unsigned char* t = sqlite3_column_text(st.s, col);
-      return t == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(t));
-    };
+    auto text = [&](int col) { return ColumnText(st.s, col); };
     FinishedRecord f;
     f.id = static_cast<JobId>(sqlite3_column_int64(st.s, 0));
     f.request.kind = text(1);
@@ -291,10 +294,7 @@ Result<std::vector<JournaledJob>> Journal::Unfinished() {
   while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
     JobRequest r;
     const JobId id = static_cast<JobId>(sqlite3_column_int64(st.s, 0));
-    auto text = [&](int col) {
-      const unsigned char* t = sqlite3_column_text(st.s, col);
-      return t == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(t));
-    };
+    auto text = [&](int col) { return ColumnText(st.s, col); };
     r.kind = text(1);
     r.request_json = text(2);
     Result<std::vector<StageDecl>> pipe = ParsePipeline(text(3));

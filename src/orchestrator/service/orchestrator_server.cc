@@ -224,7 +224,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
                                      const pb::RegisterRequest* req,
                                      pb::RegisterResponse* resp) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     OrchestratorState::Registration r;
@@ -257,7 +257,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const pb::HeartbeatRequest* req,
                                       pb::HeartbeatResponse* resp) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     Status s = state_.Heartbeat(*req);
@@ -283,14 +283,14 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   }
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const pb::DoneRequest* req,
                                  pb::DoneResponse*) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     return Done(ctx, state_.Done(*req));
   }
   grpc::ServerUnaryReactor* Failed(grpc::CallbackServerContext* ctx, const pb::FailedRequest* req,
                                    pb::FailedResponse*) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     return Done(ctx, state_.Failed(*req));
@@ -298,25 +298,13 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   grpc::ServerUnaryReactor* Unregister(grpc::CallbackServerContext* ctx,
                                        const pb::UnregisterRequest* req,
                                        pb::UnregisterResponse*) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     return Done(ctx, state_.Unregister(req->worker_id()));
   }
 
  private:
-  // Null when the call carries the cluster credential; else a reactor
-  // already finished with UNAUTHENTICATED.
-  grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* ctx) {
-    grpc::Status s = auth_.Check(*ctx);
-    if (s.ok()) {
-      return nullptr;
-    }
-    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-    r->Finish(s);
-    return r;
-  }
-
   static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const Status& s) {
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
     r->Finish(ToGrpc(s));

@@ -469,18 +469,30 @@ void OrchestratorState::CountReportLocked(WorkerId w) {
 }
 
 Status OrchestratorState::Done(const v1::DoneRequest& r) {
+  // A final output is checked outside the lock: decoding it takes
+  // milliseconds for a large image, and every other call waits on the lock.
+  Status bad = Status::Ok();
+  if (options_.check_outputs) {
+    std::optional<JobRequest> asked;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto j = jobs_.find(r.job_id());
+      if (j != jobs_.end() && !j->second.view.finished() &&
+          j->second.view.stage == j->second.request.pipeline.back()) {
+        asked = j->second.request;
+      }
+    }
+    if (asked.has_value()) {
+      bad = CheckOutput(asked->kind, asked->request_json, r.output_type(), r.output());
+    }
+  }
   const TimePoint now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   CountReportLocked(r.worker_id());
   auto j = jobs_.find(r.job_id());
-  if (options_.check_outputs && j != jobs_.end() && !j->second.view.finished() &&
-      j->second.view.stage == j->second.request.pipeline.back()) {
-    const JobRecord& rec = j->second;
-    if (Status bad =
-            CheckOutput(rec.request.kind, rec.request.request_json, r.output_type(), r.output());
-        !bad.ok()) {
-      return RefuseOutputLocked(j->second, r, bad, now);
-    }
+  if (!bad.ok() && j != jobs_.end()) {
+    // StageFailed refuses it if the job moved on meanwhile (a stale report).
+    return RefuseOutputLocked(j->second, r, bad, now);
   }
   Status s = j == jobs_.end() ? NotFoundError("unknown job " + std::to_string(r.job_id()))
                               : scheduler_.StageDone(r.job_id(), r.worker_id(), now);

@@ -149,7 +149,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
 
   grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* ctx, const pb::DescribeRequest*,
                                      pb::DescribeResponse* resp) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     if (fast_lane_) {
@@ -163,7 +163,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* ctx,
                                          const pb::RegisterNodeRequest* req,
                                          pb::RegisterNodeResponse* resp) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     return Done(ctx, core_.RegisterNode(*req, resp));
@@ -171,7 +171,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const pb::HeartbeatRequest* req,
                                       pb::HeartbeatResponse* resp) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -182,14 +182,14 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerUnaryReactor* PutStart(grpc::CallbackServerContext* ctx,
                                      const pb::PutStartRequest* req,
                                      pb::PutStartResponse* resp) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     return Done(ctx, core_.PutStart(*req, resp));
   }
   grpc::ServerUnaryReactor* PutEnd(grpc::CallbackServerContext* ctx, const pb::PutEndRequest* req,
                                    pb::PutEndResponse* resp) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     return Done(ctx, core_.PutEnd(*req, resp));
@@ -197,7 +197,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerUnaryReactor* PutReserved(grpc::CallbackServerContext* ctx,
                                         const pb::PutReservedRequest* req,
                                         pb::PutReservedResponse* resp) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     return Done(ctx, core_.PutReserved(*req, resp));
@@ -205,7 +205,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerUnaryReactor* Unreserve(grpc::CallbackServerContext* ctx,
                                       const pb::UnreserveRequest* req,
                                       pb::UnreserveResponse*) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     return Done(ctx, core_.Unreserve(*req));
@@ -213,7 +213,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerUnaryReactor* PutRevoke(grpc::CallbackServerContext* ctx,
                                       const pb::PutRevokeRequest* req,
                                       pb::PutRevokeResponse*) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     return Done(ctx, core_.PutRevoke(*req));
@@ -221,7 +221,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerUnaryReactor* GetStart(grpc::CallbackServerContext* ctx,
                                      const pb::GetStartRequest* req,
                                      pb::GetStartResponse* resp) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -231,7 +231,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   }
   grpc::ServerUnaryReactor* GetEnd(grpc::CallbackServerContext* ctx, const pb::GetEndRequest* req,
                                    pb::GetEndResponse*) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     return Done(ctx, core_.GetEnd(*req));
@@ -239,28 +239,28 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerUnaryReactor* RenewRead(grpc::CallbackServerContext* ctx,
                                       const pb::RenewReadRequest* req,
                                       pb::RenewReadResponse*) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     return Done(ctx, core_.RenewRead(*req));
   }
   grpc::ServerUnaryReactor* Remove(grpc::CallbackServerContext* ctx, const pb::KeyRequest* req,
                                    pb::RemoveResponse*) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     return Done(ctx, core_.Remove(*req));
   }
   grpc::ServerUnaryReactor* Exists(grpc::CallbackServerContext* ctx, const pb::KeyRequest* req,
                                    pb::ExistsResponse* resp) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     return Done(ctx, core_.Exists(*req, resp));
   }
   grpc::ServerUnaryReactor* WaitFor(grpc::CallbackServerContext* ctx, const pb::WaitForRequest* req,
                                     pb::WaitForResponse*) override {
-    if (grpc::ServerUnaryReactor* r = Refused(ctx)) {
+    if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -284,18 +284,6 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   }
 
  private:
-  // Null when the call carries the cluster credential; else a reactor
-  // already finished with UNAUTHENTICATED.
-  grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* ctx) {
-    grpc::Status s = auth_.Check(*ctx);
-    if (s.ok()) {
-      return nullptr;
-    }
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    reactor->Finish(s);
-    return reactor;
-  }
-
   static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const Status& s) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpc(s));
