@@ -18,6 +18,8 @@ fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs"
+# Clang's thread-safety analysis over the whole tree (analysis only).
+scripts/check-thread-safety.sh build
 ctest --test-dir build --output-on-failure -j "$jobs" -LE "gpu|rdma"
 
 if [ "${SLUICE_SKIP_SANITIZERS:-0}" != "1" ]; then

@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include "common/mutex.h"
+
 namespace sluice::internal {
 
 ElasticPool::ElasticPool(std::string name, std::size_t max_threads,
@@ -11,18 +13,18 @@ ElasticPool::ElasticPool(std::string name, std::size_t max_threads,
 ElasticPool::~ElasticPool() {
   std::list<Worker> workers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     workers.swap(workers_);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (Worker& w : workers) {
     w.thread.join();  // Each drains the accepted tasks before it exits.
   }
 }
 
 Status ElasticPool::Run(std::function<void()> task) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) {
     return FailedPreconditionError(name_ + ": pool is shutting down");
   }
@@ -36,7 +38,7 @@ Status ElasticPool::Run(std::function<void()> task) {
   }
   tasks_.push_back(std::move(task));
   if (!start) {
-    cv_.notify_one();
+    cv_.NotifyOne();
     return Status::Ok();
   }
   Worker& w = workers_.emplace_back();
@@ -46,12 +48,12 @@ Status ElasticPool::Run(std::function<void()> task) {
 }
 
 std::size_t ElasticPool::threads() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return live_;
 }
 
 std::size_t ElasticPool::idle_threads() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return idle_;
 }
 
@@ -68,23 +70,24 @@ void ElasticPool::ReapLocked() {
 
 void ElasticPool::Loop(Worker* self) {
   pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
     if (!tasks_.empty()) {
       std::function<void()> task = std::move(tasks_.front());
       tasks_.pop_front();
-      lock.unlock();
+      lock.Unlock();
       task();
       task = nullptr;  // Destroy what it captured before waiting again.
-      lock.lock();
+      lock.Lock();
       continue;
     }
     if (stopping_) {
       break;
     }
     ++idle_;
-    const bool woken =
-        cv_.wait_for(lock, idle_timeout_, [this] { return stopping_ || !tasks_.empty(); });
+    const bool woken = cv_.WaitFor(lock, idle_timeout_, [this]() SLUICE_REQUIRES(mu_) {
+      return stopping_ || !tasks_.empty();
+    });
     --idle_;
     if (!woken) {
       break;  // Idle for the whole timeout.

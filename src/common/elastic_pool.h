@@ -7,16 +7,16 @@
 #define SLUICE_COMMON_ELASTIC_POOL_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <list>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "sluice/status.h"
+
+#include "common/mutex.h"
 
 namespace sluice::internal {
 
@@ -44,21 +44,21 @@ class ElasticPool {
  private:
   struct Worker {
     std::thread thread;
-    bool exited = false;  // Guarded by mu_: the thread is past its last use of *this.
+    bool exited = false;  // Guarded by the pool's mu_: the thread is past its last use of *this.
   };
   void Loop(Worker* self);
-  void ReapLocked();
+  void ReapLocked() SLUICE_REQUIRES(mu_);
 
   const std::string name_;
   const std::size_t max_threads_;
   const std::chrono::milliseconds idle_timeout_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // Accepted, not yet picked up. Guarded by mu_.
-  std::list<Worker> workers_;                // Guarded by mu_.
-  std::size_t live_ = 0;                     // Workers not yet exited. Guarded by mu_.
-  std::size_t idle_ = 0;                     // Workers waiting for a task. Guarded by mu_.
-  bool stopping_ = false;                    // Guarded by mu_.
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> tasks_ SLUICE_GUARDED_BY(mu_);  // Accepted, not yet picked up.
+  std::list<Worker> workers_ SLUICE_GUARDED_BY(mu_);
+  std::size_t live_ SLUICE_GUARDED_BY(mu_) = 0;  // Workers not yet exited.
+  std::size_t idle_ SLUICE_GUARDED_BY(mu_) = 0;  // Workers waiting for a task.
+  bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace sluice::internal

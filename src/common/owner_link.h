@@ -5,8 +5,7 @@
 #ifndef SLUICE_COMMON_OWNER_LINK_H_
 #define SLUICE_COMMON_OWNER_LINK_H_
 
-#include <mutex>
-#include <shared_mutex>
+#include "common/mutex.h"
 
 namespace sluice::internal {
 
@@ -20,7 +19,7 @@ class OwnerLink {
   // fn runs; calls from several threads run concurrently.
   template <typename Fn>
   bool Call(Fn&& fn) {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    ReaderLock lock(mu_);
     if (owner_ == nullptr) {
       return false;
     }
@@ -31,13 +30,13 @@ class OwnerLink {
   // For the owner's destructor: waits for calls in flight; later calls do
   // nothing. Idempotent.
   void Detach() {
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     owner_ = nullptr;
   }
 
  private:
-  std::shared_mutex mu_;
-  T* owner_;  // Guarded by mu_.
+  SharedMutex mu_;
+  T* owner_ SLUICE_GUARDED_BY(mu_);
 };
 
 }  // namespace sluice::internal

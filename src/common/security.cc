@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/net.h"
 #include "common/security_keys.h"
 
@@ -156,7 +157,7 @@ bool SecureEquals(std::string_view a, std::string_view b) {
 
 void RefusalLog::Refused(std::string_view peer, std::string_view why) {
   count_.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const auto now = std::chrono::steady_clock::now();
   if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < std::chrono::seconds(1)) {
     ++unlogged_;

@@ -8,9 +8,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
+
+#include "common/mutex.h"
 
 namespace sluice::internal {
 
@@ -42,9 +43,9 @@ class RefusalLog {
  private:
   const std::string face_;
   std::atomic<std::uint64_t> count_{0};
-  std::mutex mu_;
-  std::chrono::steady_clock::time_point last_;  // Guarded by mu_.
-  std::uint64_t unlogged_ = 0;                  // Guarded by mu_.
+  Mutex mu_;
+  std::chrono::steady_clock::time_point last_ SLUICE_GUARDED_BY(mu_);
+  std::uint64_t unlogged_ SLUICE_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sluice::internal

@@ -2,6 +2,7 @@
 #include <regex>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/random.h"
 #include "connector/connector_impl.h"
 
@@ -19,7 +20,7 @@ std::vector<std::function<void()>> HandleState::CompleteLocked(Status s) {
     out.push_back([cb = std::move(cb), s] { cb(s); });
   }
   on_complete.clear();
-  cv.notify_all();
+  cv.NotifyAll();
   return out;
 }
 
@@ -33,22 +34,22 @@ std::vector<std::function<void()>> HandleState::ReleaseLocked() {
     out.push_back(std::move(cb));
   }
   on_released.clear();
-  cv.notify_all();
+  cv.NotifyAll();
   return out;
 }
 
 void StreamState::Fail(const Status& s) {
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   if (error.ok()) {
     error = s;
   }
-  cv.notify_all();
+  cv.NotifyAll();
 }
 
 ConnectorImpl::~ConnectorImpl() {
   link_->Detach();  // Live SharedTensors stop calling in.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     for (auto& [id, w] : streams_) {
       if (auto s = w.lock()) {
@@ -61,7 +62,7 @@ ConnectorImpl::~ConnectorImpl() {
       }
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (control_.joinable()) {
     control_.join();
   }
@@ -72,7 +73,7 @@ ConnectorImpl::~ConnectorImpl() {
   // Queued store puts never ran: their handles end cancelled, not hanging.
   std::vector<std::weak_ptr<HandleState>> pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     store_tasks_.clear();
     pending.swap(store_pending_);
   }
@@ -80,7 +81,7 @@ ConnectorImpl::~ConnectorImpl() {
     if (auto h = w.lock()) {
       std::vector<std::function<void()>> cbs;
       {
-        std::lock_guard<std::mutex> lock(h->mu);
+        MutexLock lock(h->mu);
         cbs = h->CompleteLocked(Status(StatusCode::kCancelled, "connector closed"));
       }
       RunAll(cbs);
@@ -90,13 +91,13 @@ ConnectorImpl::~ConnectorImpl() {
   // (Wait and WaitReleased return) and the producer may free its buffers.
   std::map<std::uint64_t, std::shared_ptr<HandleState>> p2p;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     p2p.swap(payloads_);
   }
   for (auto& [id, h] : p2p) {
     std::vector<std::function<void()>> cbs, released;
     {
-      std::lock_guard<std::mutex> lock(h->mu);
+      MutexLock lock(h->mu);
       cbs = h->CompleteLocked(Status(StatusCode::kCancelled, "connector closed"));
       released = h->ReleaseLocked();
     }
@@ -145,7 +146,7 @@ Status ConnectorImpl::Init() {
 Result<std::pair<RegionKey, std::uint64_t>> ConnectorImpl::Ensure(void* data, std::uint64_t len,
                                                                   Access access) {
   const auto addr = reinterpret_cast<std::uintptr_t>(data);
-  std::lock_guard<std::mutex> lock(reg_mu_);
+  MutexLock lock(reg_mu_);
   auto it = regs_.upper_bound(addr);
   if (it != regs_.begin()) {
     auto prev = std::prev(it);
@@ -177,7 +178,7 @@ Result<std::pair<RegionKey, std::uint64_t>> ConnectorImpl::Ensure(void* data, st
 
 void ConnectorImpl::Forget(const void* data) {
   const auto addr = reinterpret_cast<std::uintptr_t>(data);
-  std::lock_guard<std::mutex> lock(reg_mu_);
+  MutexLock lock(reg_mu_);
   auto it = regs_.find(addr);
   if (it != regs_.end() && engine_->UnregisterMemory(it->second.key).ok()) {
     regs_.erase(it);
@@ -221,8 +222,11 @@ Result<std::unique_ptr<StageHandle>> ConnectorImpl::Publish(const StagePayload& 
   h->base = static_cast<char*>(p.tensor.data);
   h->progressive = p.progressive;
   d.complete = !p.progressive;
-  h->ready.assign(static_cast<std::size_t>(d.num_chunks), false);
-  h->queued.assign(static_cast<std::size_t>(d.num_chunks), false);
+  {
+    MutexLock lock(h->mu);  // Not shared yet: never contended.
+    h->ready.assign(static_cast<std::size_t>(d.num_chunks), false);
+    h->queued.assign(static_cast<std::size_t>(d.num_chunks), false);
+  }
   if (mode == TransferMode::kP2p) {
     SLUICE_RETURN_IF_ERROR(PublishP2p(h, p));
   } else {
@@ -257,7 +261,10 @@ Result<std::unique_ptr<ChunkStream>> ConnectorImpl::Consume(const PayloadDescrip
       s->layout, ChunkLayout::Make(d.shape, DTypeSize(d.dtype), d.chunk_dim, d.num_chunks));
   s->dst = dst;
   s->dst.strides = RowMajorStrides(dst.shape);
-  s->chunks.assign(static_cast<std::size_t>(d.num_chunks), StreamState::Chunk::kWaiting);
+  {
+    MutexLock lock(s->mu);  // Not shared yet: never contended.
+    s->chunks.assign(static_cast<std::size_t>(d.num_chunks), StreamState::Chunk::kWaiting);
+  }
   s->timeout = config_.consume_timeout;
   SLUICE_RETURN_IF_ERROR(Ensure(dst.data, dst.nbytes(), Access::kLocalOnly).status());
   if (d.mode == TransferMode::kP2p) {
@@ -317,7 +324,7 @@ const PayloadDescriptor& StageHandle::descriptor() const {
 
 Status StageHandle::MarkReady(int i) {
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(state_->mu);
     if (!state_->progressive) {
       return FailedPreconditionError("MarkReady: the payload was not published as progressive");
     }
@@ -334,31 +341,33 @@ Status StageHandle::MarkReady(int i) {
 }
 
 Status StageHandle::Wait(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(state_->mu);
-  if (!state_->cv.wait_for(lock, timeout, [&] { return state_->complete; })) {
+  MutexLock lock(state_->mu);
+  if (!state_->cv.WaitFor(lock, timeout,
+                          [&]() SLUICE_REQUIRES(state_->mu) { return state_->complete; })) {
     return DeadlineExceededError("publish of '" + state_->desc.request_id + "' still running");
   }
   return state_->failure;
 }
 
 bool StageHandle::released() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->released;
 }
 
 Status StageHandle::WaitReleased(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(state_->mu);
-  if (!state_->cv.wait_for(lock, timeout, [&] { return state_->released; })) {
+  MutexLock lock(state_->mu);
+  if (!state_->cv.WaitFor(lock, timeout,
+                          [&]() SLUICE_REQUIRES(state_->mu) { return state_->released; })) {
     return DeadlineExceededError("payload '" + state_->desc.request_id + "' not released");
   }
   return Status::Ok();
 }
 
 void StageHandle::OnComplete(std::function<void(const Status&)> cb) {
-  std::unique_lock<std::mutex> lock(state_->mu);
+  MutexLock lock(state_->mu);
   if (state_->complete) {
     const Status s = state_->failure;
-    lock.unlock();
+    lock.Unlock();
     cb(s);
     return;
   }
@@ -366,9 +375,9 @@ void StageHandle::OnComplete(std::function<void(const Status&)> cb) {
 }
 
 void StageHandle::OnReleased(std::function<void()> cb) {
-  std::unique_lock<std::mutex> lock(state_->mu);
+  MutexLock lock(state_->mu);
   if (state_->released) {
-    lock.unlock();
+    lock.Unlock();
     cb();
     return;
   }
@@ -379,9 +388,9 @@ ChunkStream::ChunkStream(std::shared_ptr<internal::StreamState> s) : state_(std:
 
 ChunkStream::~ChunkStream() {
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(state_->mu);
     state_->stopping = true;
-    state_->cv.notify_all();
+    state_->cv.NotifyAll();
   }
   if (state_->on_destroy) {
     state_->on_destroy();
@@ -392,7 +401,7 @@ Result<std::optional<ChunkView>> ChunkStream::Next() {
   using Clock = std::chrono::steady_clock;
   internal::StreamState& s = *state_;
   const auto deadline = Clock::now() + s.timeout;
-  std::unique_lock<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   while (true) {
     if (!s.error.ok()) {
       return s.error;
@@ -424,16 +433,16 @@ Result<std::optional<ChunkView>> ChunkStream::Next() {
                                    "' did not land in time");
     }
     const auto slice = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(250));
-    if (!s.cv.wait_for(lock, slice,
-                       [&] {
-                         return !s.error.ok() || s.chunks[static_cast<std::size_t>(s.next)] ==
-                                                     internal::StreamState::Chunk::kLanded;
-                       }) &&
+    if (!s.cv.WaitFor(lock, slice,
+                      [&]() SLUICE_REQUIRES(s.mu) {
+                        return !s.error.ok() || s.chunks[static_cast<std::size_t>(s.next)] ==
+                                                    internal::StreamState::Chunk::kLanded;
+                      }) &&
         s.ping) {
       // Nothing for a while: make sure the producer is still there.
-      lock.unlock();
+      lock.Unlock();
       Status alive = s.ping();
-      lock.lock();
+      lock.Lock();
       if (!alive.ok() && s.error.ok()) {
         s.error = alive.WithContext("producer of '" + s.desc.request_id + "'");
       }

@@ -4,12 +4,10 @@
 #ifndef SLUICE_CONNECTOR_CONNECTOR_IMPL_H_
 #define SLUICE_CONNECTOR_CONNECTOR_IMPL_H_
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +15,7 @@
 #include "sluice/connector/connector.h"
 
 #include "common/elastic_pool.h"
+#include "common/mutex.h"
 #include "common/owner_link.h"
 #include "connector/chunk_layout.h"
 
@@ -25,50 +24,51 @@ namespace sluice::internal {
 // One published payload, shared by its StageHandle and the connector.
 class HandleState {
  public:
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   PayloadDescriptor desc;
   ChunkLayout layout;
   char* base = nullptr;  // The producer's tensor.
   bool progressive = false;
-  std::vector<bool> ready;   // Guarded by mu.
-  int published = 0;         // Chunks ready (p2p) or stored (store). Guarded by mu.
-  std::vector<bool> queued;  // store: handed to the drain task. Guarded by mu.
-  bool draining = false;     // store: a task is putting this payload's chunks. Guarded by mu.
-  Status failure;            // Guarded by mu.
-  bool complete = false;     // Guarded by mu.
-  bool released = false;     // Guarded by mu.
-  std::vector<std::pair<SegmentId, std::uint64_t>> subscribers;  // p2p (segment, stream id).
-  std::vector<std::function<void(const Status&)>> on_complete;   // Guarded by mu.
-  std::vector<std::function<void()>> on_released;                // Guarded by mu.
-  std::function<Status(int)> publish_chunk;                      // Set by the connector per mode.
+  std::vector<bool> ready SLUICE_GUARDED_BY(mu);
+  int published SLUICE_GUARDED_BY(mu) = 0;         // Chunks ready (p2p) or stored (store).
+  std::vector<bool> queued SLUICE_GUARDED_BY(mu);  // store: handed to the drain task.
+  bool draining SLUICE_GUARDED_BY(mu) = false;  // store: a task is putting this payload's chunks.
+  Status failure SLUICE_GUARDED_BY(mu);
+  bool complete SLUICE_GUARDED_BY(mu) = false;
+  bool released SLUICE_GUARDED_BY(mu) = false;
+  std::vector<std::pair<SegmentId, std::uint64_t>> subscribers
+      SLUICE_GUARDED_BY(mu);  // p2p (segment, stream id).
+  std::vector<std::function<void(const Status&)>> on_complete SLUICE_GUARDED_BY(mu);
+  std::vector<std::function<void()>> on_released SLUICE_GUARDED_BY(mu);
+  std::function<Status(int)> publish_chunk;  // Set by the connector per mode.
 
   // Marks completion/release under the lock; returns callbacks to run.
-  std::vector<std::function<void()>> CompleteLocked(Status s);
-  std::vector<std::function<void()>> ReleaseLocked();
+  std::vector<std::function<void()>> CompleteLocked(Status s) SLUICE_REQUIRES(mu);
+  std::vector<std::function<void()>> ReleaseLocked() SLUICE_REQUIRES(mu);
 };
 
 // One Consume(): which chunks have landed in dst.
 class StreamState {
  public:
   enum class Chunk : std::uint8_t { kWaiting, kFetching, kLanded };
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   PayloadDescriptor desc;
   ChunkLayout layout;
   TensorView dst;
-  std::vector<Chunk> chunks;  // Guarded by mu.
-  int next = 0;               // Next chunk Next() yields. Guarded by mu.
-  Status error;               // Guarded by mu; first failure ends the stream.
-  bool stopping = false;      // Guarded by mu.
+  std::vector<Chunk> chunks SLUICE_GUARDED_BY(mu);
+  int next SLUICE_GUARDED_BY(mu) = 0;  // Next chunk Next() yields.
+  Status error SLUICE_GUARDED_BY(mu);  // first failure ends the stream.
+  bool stopping SLUICE_GUARDED_BY(mu) = false;
   std::chrono::milliseconds timeout{60000};
   // p2p
   SegmentId producer;
   std::uint64_t stream_id = 0;
-  std::function<Status()> ping;  // Re-sends the subscription (liveness probe).
-  int in_flight = 0;             // Batches writing into dst. Guarded by mu.
+  std::function<Status()> ping;             // Re-sends the subscription (liveness probe).
+  int in_flight SLUICE_GUARDED_BY(mu) = 0;  // Batches writing into dst.
   // store
-  bool fetching = false;  // A fetch task reads into dst. Guarded by mu.
+  bool fetching SLUICE_GUARDED_BY(mu) = false;  // A fetch task reads into dst.
   std::function<void()> on_destroy;
 
   void Fail(const Status& s);
@@ -145,23 +145,26 @@ class ConnectorImpl {
   std::unique_ptr<TransferEngine> engine_;
   std::unique_ptr<StoreClient> store_;
 
-  std::mutex reg_mu_;
-  std::map<std::uintptr_t, Registration> regs_;  // By start address. Guarded by reg_mu_.
+  Mutex reg_mu_;
+  std::map<std::uintptr_t, Registration> regs_ SLUICE_GUARDED_BY(reg_mu_);  // By start address.
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;                                           // Guarded by mu_.
-  std::map<std::uint64_t, std::shared_ptr<HandleState>> payloads_;  // p2p, by payload id.
-  std::map<std::uint64_t, std::weak_ptr<StreamState>> streams_;     // p2p, by stream id.
-  std::deque<std::pair<std::string, std::string>> inbox_;           // (sender, message).
-  std::deque<std::function<void()>> store_tasks_;                   // Guarded by mu_.
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
+  std::map<std::uint64_t, std::shared_ptr<HandleState>> payloads_
+      SLUICE_GUARDED_BY(mu_);  // p2p, by payload id.
+  std::map<std::uint64_t, std::weak_ptr<StreamState>> streams_
+      SLUICE_GUARDED_BY(mu_);  // p2p, by stream id.
+  std::deque<std::pair<std::string, std::string>> inbox_
+      SLUICE_GUARDED_BY(mu_);  // (sender, message).
+  std::deque<std::function<void()>> store_tasks_ SLUICE_GUARDED_BY(mu_);
   // Store payloads this connector read whole (delete-on-consume already
   // removed them): Release needs no calls. Oldest first, bounded.
-  std::deque<std::string> consumed_;  // Guarded by mu_.
+  std::deque<std::string> consumed_ SLUICE_GUARDED_BY(mu_);
   // Store payloads not yet complete, failed with kCancelled on shutdown.
-  std::vector<std::weak_ptr<HandleState>> store_pending_;  // Guarded by mu_.
-  // Store streams, told to stop on shutdown. Guarded by mu_.
-  std::vector<std::weak_ptr<StreamState>> store_streams_;
+  std::vector<std::weak_ptr<HandleState>> store_pending_ SLUICE_GUARDED_BY(mu_);
+  // Store streams, told to stop on shutdown.
+  std::vector<std::weak_ptr<StreamState>> store_streams_ SLUICE_GUARDED_BY(mu_);
   std::thread control_;
   std::vector<std::thread> store_workers_;
   // Store-mode consumes: one task per stream (each may wait long for its

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/random.h"
 #include "connector/connector_impl.h"
 
@@ -69,7 +70,7 @@ Status ConnectorImpl::PublishP2p(const std::shared_ptr<HandleState>& h, const St
   h->desc.region_offset = reg.second;
   h->desc.payload_id = NonZeroId();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     payloads_[h->desc.payload_id] = h;
   }
   std::weak_ptr<HandleState> weak = h;
@@ -86,7 +87,7 @@ Status ConnectorImpl::PublishP2p(const std::shared_ptr<HandleState>& h, const St
       out = Status::Ok();
       std::vector<std::pair<SegmentId, std::uint64_t>> subs;
       {
-        std::lock_guard<std::mutex> lock(hs->mu);
+        MutexLock lock(hs->mu);
         if (hs->ready[static_cast<std::size_t>(i)]) {
           return;
         }
@@ -107,20 +108,20 @@ Status ConnectorImpl::PublishP2p(const std::shared_ptr<HandleState>& h, const St
 }
 
 void ConnectorImpl::OnNotify(const std::string& sender, std::string msg) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (inbox_.size() >= 65536) {
     SLUICE_LOG(warn, "connector: control inbox full; dropping a message from {}", sender);
     return;
   }
   inbox_.emplace_back(sender, std::move(msg));
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void ConnectorImpl::AnswerSubscribe(const std::string& sender, std::uint64_t payload,
                                     std::uint64_t stream) {
   std::shared_ptr<HandleState> h;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = payloads_.find(payload);
     h = it == payloads_.end() ? nullptr : it->second;
   }
@@ -139,7 +140,7 @@ void ConnectorImpl::AnswerSubscribe(const std::string& sender, std::uint64_t pay
   }
   std::vector<bool> ready;
   {
-    std::lock_guard<std::mutex> hl(h->mu);
+    MutexLock hl(h->mu);
     const std::pair<SegmentId, std::uint64_t> sub{*seg, stream};
     if (std::find(h->subscribers.begin(), h->subscribers.end(), sub) == h->subscribers.end()) {
       h->subscribers.push_back(sub);
@@ -163,9 +164,9 @@ void ConnectorImpl::AnswerSubscribe(const std::string& sender, std::uint64_t pay
 }
 
 void ConnectorImpl::ControlLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || !inbox_.empty(); });
+    cv_.Wait(lock, [&]() SLUICE_REQUIRES(mu_) { return stopping_ || !inbox_.empty(); });
     if (stopping_) {
       return;
     }
@@ -175,7 +176,7 @@ void ConnectorImpl::ControlLoop() {
     std::uint64_t a = 0, b = 0, c = 0;
     const auto type = msg.empty() ? 0 : static_cast<std::uint8_t>(msg[0]);
     if (type == kSubscribe && Get(msg, at, 8, &a) && Get(msg, at, 8, &b)) {
-      lock.unlock();
+      lock.Unlock();
       // Answering opens a segment back to the consumer, which blocks up to
       // the engine's connect timeout when it is unreachable: never on this
       // thread, which serves every other payload's READY and RELEASE.
@@ -185,29 +186,29 @@ void ConnectorImpl::ControlLoop() {
         SLUICE_LOG(warn, "connector: answering {} inline: {}", sender, started.ToString());
         AnswerSubscribe(sender, a, b);
       }
-      lock.lock();
+      lock.Lock();
     } else if (type == kReady && Get(msg, at, 8, &a) && Get(msg, at, 4, &b) &&
                Get(msg, at, 4, &c)) {
       auto it = streams_.find(a);
       std::shared_ptr<StreamState> s = it == streams_.end() ? nullptr : it->second.lock();
-      lock.unlock();
+      lock.Unlock();
       if (s != nullptr) {
         FetchP2p(s, static_cast<int>(b), static_cast<int>(c));
       }
-      lock.lock();
+      lock.Lock();
     } else if (type == kRelease && Get(msg, at, 8, &a)) {
       auto it = payloads_.find(a);
       if (it != payloads_.end()) {
         std::shared_ptr<HandleState> h = std::move(it->second);
         payloads_.erase(it);
-        lock.unlock();
+        lock.Unlock();
         std::vector<std::function<void()>> cbs;
         {
-          std::lock_guard<std::mutex> hl(h->mu);
+          MutexLock hl(h->mu);
           cbs = h->ReleaseLocked();
         }
         RunAll(cbs);
-        lock.lock();
+        lock.Lock();
       }
     } else if (type == kGone && Get(msg, at, 8, &a) && Get(msg, at, 1, &b)) {
       auto it = streams_.find(a);
@@ -233,7 +234,7 @@ void ConnectorImpl::FetchP2p(const std::shared_ptr<StreamState>& s, int first, i
   }
   for (int i = first; i < first + count; ++i) {
     {
-      std::lock_guard<std::mutex> lock(s->mu);
+      MutexLock lock(s->mu);
       if (s->stopping || !s->error.ok() ||
           s->chunks[static_cast<std::size_t>(i)] != StreamState::Chunk::kWaiting) {
         continue;
@@ -250,7 +251,7 @@ void ConnectorImpl::FetchP2p(const std::shared_ptr<StreamState>& s, int first, i
     }
     auto landed = [s, i](const Status& st) {
       {
-        std::lock_guard<std::mutex> lock(s->mu);
+        MutexLock lock(s->mu);
         --s->in_flight;
         if (st.ok()) {
           s->chunks[static_cast<std::size_t>(i)] = StreamState::Chunk::kLanded;
@@ -260,7 +261,7 @@ void ConnectorImpl::FetchP2p(const std::shared_ptr<StreamState>& s, int first, i
       }
       // After unlocking: the woken consumer finds the lock free. `s` keeps
       // the state alive.
-      s->cv.notify_all();
+      s->cv.NotifyAll();
     };
     Result<std::shared_ptr<TransferBatch>> b = engine_->Submit(ops, landed);
     if (!b.ok()) {
@@ -273,7 +274,7 @@ Status ConnectorImpl::ConsumeP2p(const std::shared_ptr<StreamState>& s) {
   SLUICE_ASSIGN_OR_RETURN(s->producer, engine_->OpenSegment(s->desc.producer_endpoint));
   s->stream_id = NonZeroId();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     streams_[s->stream_id] = s;
   }
   const std::string sub = Subscribe(s->desc.payload_id, s->stream_id);
@@ -289,10 +290,10 @@ Status ConnectorImpl::ConsumeP2p(const std::shared_ptr<StreamState>& s) {
   StreamState* raw = s.get();
   s->on_destroy = [this, id, raw] {
     {
-      std::unique_lock<std::mutex> lock(raw->mu);
-      raw->cv.wait(lock, [&] { return raw->in_flight == 0; });
+      MutexLock lock(raw->mu);
+      raw->cv.Wait(lock, [&]() SLUICE_REQUIRES(raw->mu) { return raw->in_flight == 0; });
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     streams_.erase(id);
   };
   return s->desc.complete ? Status::Ok() : s->ping();

@@ -5,6 +5,7 @@
 // to back): one put and one lookup instead of one per chunk, and the
 // consumer still sees chunk i as soon as its range has landed.
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/random.h"
 #include "connector/connector_impl.h"
 
@@ -45,23 +46,23 @@ std::vector<StoreClient::IoRun> RunsOf(const ChunkLayout& l, int first, int coun
 }  // namespace
 
 void ConnectorImpl::RunStoreTask(std::function<void()> task) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   store_tasks_.push_back(std::move(task));
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void ConnectorImpl::StoreWorker() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || !store_tasks_.empty(); });
+    cv_.Wait(lock, [&]() SLUICE_REQUIRES(mu_) { return stopping_ || !store_tasks_.empty(); });
     if (stopping_) {
       return;
     }
     std::function<void()> task = std::move(store_tasks_.front());
     store_tasks_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     task();
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -91,7 +92,7 @@ void ConnectorImpl::PutChunk(const std::shared_ptr<HandleState>& hs, int i) {
   }
   std::vector<std::function<void()>> cbs;
   {
-    std::lock_guard<std::mutex> lock(hs->mu);
+    MutexLock lock(hs->mu);
     if (!s.ok()) {
       cbs = hs->CompleteLocked(s.WithContext("chunk " + std::to_string(i)));
     } else if ((hs->published += hs->desc.one_object ? hs->desc.num_chunks : 1) ==
@@ -109,13 +110,13 @@ Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const 
   h->desc.key_prefix = "sluice/" + config_.role + "/" + p.request_id + "/" + RandomId();
   h->desc.one_object = !p.progressive && h->desc.num_chunks > 1;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     std::erase_if(store_pending_, [](const std::weak_ptr<HandleState>& w) {
       auto s = w.lock();
       if (s == nullptr) {
         return true;
       }
-      std::lock_guard<std::mutex> hl(s->mu);
+      MutexLock hl(s->mu);
       return s->complete;
     });
     store_pending_.push_back(h);
@@ -132,7 +133,7 @@ Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const 
     link->Call([&](ConnectorImpl& c) {
       out = Status::Ok();
       {
-        std::lock_guard<std::mutex> lock(hs->mu);
+        MutexLock lock(hs->mu);
         if (hs->ready[static_cast<std::size_t>(i)]) {
           return;
         }
@@ -153,7 +154,7 @@ Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const 
         while (true) {
           int k_ready = -1;
           {
-            std::lock_guard<std::mutex> lock(hs->mu);
+            MutexLock lock(hs->mu);
             for (int k = 0; k < hs->desc.num_chunks && !hs->complete; ++k) {
               if (hs->ready[static_cast<std::size_t>(k)] &&
                   !hs->queued[static_cast<std::size_t>(k)]) {
@@ -178,27 +179,27 @@ Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const 
 
 Status ConnectorImpl::ConsumeStore(const std::shared_ptr<StreamState>& s) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     std::erase_if(store_streams_, [](const std::weak_ptr<StreamState>& w) { return w.expired(); });
     store_streams_.push_back(s);
   }
   {
-    std::lock_guard<std::mutex> lock(s->mu);
+    MutexLock lock(s->mu);
     s->fetching = true;
   }
   StreamState* raw = s.get();
   s->on_destroy = [raw] {
-    std::unique_lock<std::mutex> lock(raw->mu);
-    raw->cv.wait(lock, [raw] { return !raw->fetching; });
+    MutexLock lock(raw->mu);
+    raw->cv.Wait(lock, [raw]() SLUICE_REQUIRES(raw->mu) { return !raw->fetching; });
   };
   Status started = fetch_pool_->Run([this, s] {
     FetchStore(s);
-    std::lock_guard<std::mutex> lock(s->mu);
+    MutexLock lock(s->mu);
     s->fetching = false;
-    s->cv.notify_all();
+    s->cv.NotifyAll();
   });
   if (!started.ok()) {
-    std::lock_guard<std::mutex> lock(s->mu);
+    MutexLock lock(s->mu);
     s->fetching = false;
   }
   return started.WithContext("consume");
@@ -215,20 +216,20 @@ void ConnectorImpl::FetchStore(const std::shared_ptr<StreamState>& s) {
                              static_cast<char*>(s->dst.data), &parts);
     auto landed = [this, &s, i](std::size_t part) {
       const std::size_t chunk = static_cast<std::size_t>(i) + part;
-      if (chunk + 1 == s->chunks.size()) {
+      if (chunk + 1 == static_cast<std::size_t>(s->desc.num_chunks)) {
         // The whole payload is read, and the read's end (sent next) deletes
         // a delete-on-consume payload: a Release from here on needs no call.
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         consumed_.push_back(s->desc.key_prefix);
         if (consumed_.size() > 4096) {
           consumed_.pop_front();
         }
       }
       {
-        std::lock_guard<std::mutex> lock(s->mu);
+        MutexLock lock(s->mu);
         s->chunks[chunk] = StreamState::Chunk::kLanded;
       }
-      s->cv.notify_all();  // Unlocked: the woken consumer finds the lock free.
+      s->cv.NotifyAll();  // Unlocked: the woken consumer finds the lock free.
     };
     const auto deadline = Clock::now() + s->timeout;
     // One call: the master answers once the chunk is committed. Short
@@ -236,7 +237,7 @@ void ConnectorImpl::FetchStore(const std::shared_ptr<StreamState>& s) {
     Result<ObjectMeta> got = DeadlineExceededError("chunk not published in time");
     while (true) {
       {
-        std::lock_guard<std::mutex> lock(s->mu);
+        MutexLock lock(s->mu);
         if (s->stopping || !s->error.ok()) {
           return;
         }
@@ -304,7 +305,7 @@ Status ConnectorImpl::ReleaseStore(const PayloadDescriptor& d) {
     return Status::Ok();  // Other leases end by themselves (ttl, eviction) or never.
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = std::find(consumed_.rbegin(), consumed_.rend(), d.key_prefix);
     if (it != consumed_.rend()) {
       consumed_.erase(std::next(it).base());

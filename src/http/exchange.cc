@@ -2,8 +2,8 @@
 // strand through the server's gate, so it is safe from any thread and a
 // no-op once the server or the connection is gone.
 #include <boost/asio/post.hpp>
-#include <mutex>
 
+#include "common/mutex.h"
 #include "http/session.h"
 
 namespace sluice::http::internal {
@@ -52,7 +52,7 @@ class ExchangeImpl final : public Exchange {
     });
   }
   void RunBlocking(std::function<void()> fn) override {
-    std::shared_lock<std::shared_mutex> lock(gate_->mu);
+    ReaderLock lock(gate_->mu);
     if (gate_->open) {
       net::post(*gate_->blocking, std::move(fn));
     }
@@ -61,7 +61,7 @@ class ExchangeImpl final : public Exchange {
  private:
   template <typename F>
   void Run(F&& f) {
-    std::shared_lock<std::shared_mutex> lock(gate_->mu);
+    ReaderLock lock(gate_->mu);
     if (!gate_->open) {
       return;
     }

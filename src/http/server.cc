@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/net.h"
 #include "http/session.h"
 
@@ -31,7 +32,7 @@ class ServerImpl final : public Server {
 
   ~ServerImpl() override {
     {
-      std::unique_lock<std::shared_mutex> lock(core_.gate->mu);
+      WriterLock lock(core_.gate->mu);
       core_.gate->open = false;
     }
     work_.reset();

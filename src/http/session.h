@@ -15,8 +15,8 @@
 #include <deque>
 #include <memory>
 #include <optional>
-#include <shared_mutex>
 
+#include "common/mutex.h"
 #include "http/server.h"
 
 namespace sluice::http::internal {
@@ -27,8 +27,8 @@ using tcp = net::ip::tcp;
 // What outlives the server for exchanges still held elsewhere: posts go
 // through it only while it is open (Server's destructor closes it first).
 struct Gate {
-  std::shared_mutex mu;
-  bool open = true;                      // Guarded by mu.
+  SharedMutex mu;
+  bool open SLUICE_GUARDED_BY(mu) = true;
   net::thread_pool* blocking = nullptr;  // Valid while open.
 };
 

@@ -3,13 +3,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <list>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/net.h"
 #include "common/rpc_auth.h"
 #include "orchestrator/core/model.h"
@@ -26,21 +25,24 @@ struct RunState {
   int resume_step = 0;
   std::atomic<bool> stop{false}, checkpoint{false};
   std::atomic<bool> reported{false};  // Done/Failed sent (by the runner or by Drain).
-  std::mutex mu;
-  int step = -1, steps = 0;
-  bool checkpointed = false, progress_dirty = false;  // Guarded by mu.
-  bool first_output = false, first_sent = false;      // Guarded by mu.
-  // Latest checkpointed step not yet reported (0: none). Guarded by mu.
-  int unsent_checkpoint = 0;
+  Mutex mu;
+  int step SLUICE_GUARDED_BY(mu) = -1;
+  int steps SLUICE_GUARDED_BY(mu) = 0;
+  bool checkpointed SLUICE_GUARDED_BY(mu) = false;
+  bool progress_dirty SLUICE_GUARDED_BY(mu) = false;
+  bool first_output SLUICE_GUARDED_BY(mu) = false;
+  bool first_sent SLUICE_GUARDED_BY(mu) = false;
+  // Latest checkpointed step not yet reported (0: none).
+  int unsent_checkpoint SLUICE_GUARDED_BY(mu) = 0;
   // Latest checkpointed step a heartbeat the orchestrator answered carried
-  // (0: none). Guarded by mu.
-  int acked_checkpoint = 0;
+  // (0: none).
+  int acked_checkpoint SLUICE_GUARDED_BY(mu) = 0;
 
   // Moves unsent progress into `hb`: the latest checkpointed step first
   // when a later step superseded it (a resumed job starts from it), then
   // the latest step. Returns the latest checkpointed step it carries (0:
-  // none). REQUIRES: mu held.
-  int AppendProgress(pb::HeartbeatRequest& hb) {
+  // none).
+  int AppendProgress(pb::HeartbeatRequest& hb) SLUICE_REQUIRES(mu) {
     int carried = 0;
     if (progress_dirty) {
       carried = checkpointed ? step : unsent_checkpoint;
@@ -69,7 +71,7 @@ struct RunState {
   // The orchestrator answered a heartbeat carrying checkpointed step
   // `step` (0: none) of this run.
   void Acked(int step) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     acked_checkpoint = std::max(acked_checkpoint, step);
   }
 };
@@ -106,13 +108,13 @@ class StageWorkerImpl {
   void Drain(std::chrono::milliseconds timeout) {
     std::vector<std::shared_ptr<RunState>> left;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (!draining_) {
         draining_ = true;
         beat_now_ = true;  // The orchestrator stops assigning at once.
-        cv_.notify_all();
+        cv_.NotifyAll();
       }
-      cv_.wait_for(lock, timeout, [&] { return running_.empty(); });
+      cv_.WaitFor(lock, timeout, [&]() SLUICE_REQUIRES(mu_) { return running_.empty(); });
       for (auto& [id, s] : running_) {
         left.push_back(s);
       }
@@ -126,15 +128,15 @@ class StageWorkerImpl {
     // A run leaves `running_` just before its report is sent. Wait for the
     // reports in flight (each RPC has a deadline): leaving before the
     // orchestrator heard a Done would make it re-queue finished work.
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return reporting_ == 0; });
+    MutexLock lock(mu_);
+    cv_.Wait(lock, [&]() SLUICE_REQUIRES(mu_) { return reporting_ == 0; });
   }
 
   void Stop() {
     Drain(std::chrono::milliseconds(0));
     std::uint64_t id;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
       id = worker_id_;
     }
@@ -149,12 +151,12 @@ class StageWorkerImpl {
       (void)stub_->Unregister(&ctx, req, &resp);
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stream_ctx_ != nullptr) {
         stream_ctx_->TryCancel();
       }
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     if (reader_.joinable()) {
       reader_.join();
     }
@@ -163,7 +165,7 @@ class StageWorkerImpl {
     }
     std::list<Runner> runners;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       runners.swap(runners_);
     }
     for (Runner& r : runners) {
@@ -174,8 +176,10 @@ class StageWorkerImpl {
   std::uint64_t completed() const { return completed_.load(); }
 
   bool WaitRegistered(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return registered_ || stopping_; }) && registered_;
+    MutexLock lock(mu_);
+    return cv_.WaitFor(lock, timeout, [&]() SLUICE_REQUIRES(mu_) {
+      return registered_ || stopping_;
+    }) && registered_;
   }
 
  private:
@@ -258,37 +262,39 @@ class StageWorkerImpl {
     }
     refused_.clear();
     backoff_ = kFirstBackoff;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     worker_id_ = resp.worker_id();
     reports_ = 0;
     registered_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
     return true;
   }
 
   bool Stopping() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return stopping_;
   }
 
   void ReadLoop() {
     while (!Stopping()) {
       if (!Register()) {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, backoff_, [&] { return stopping_; });
+        MutexLock lock(mu_);
+        cv_.WaitFor(lock, backoff_, [&]() SLUICE_REQUIRES(mu_) { return stopping_; });
         backoff_ = std::min(backoff_ * 2, std::chrono::milliseconds(5000));
         continue;
       }
       pb::AssignmentsRequest req;
+      grpc::ClientContext* ctx = nullptr;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         if (stopping_) {
           return;
         }
         req.set_worker_id(worker_id_);
         stream_ctx_ = std::make_unique<grpc::ClientContext>();
+        ctx = stream_ctx_.get();  // Replaced only by this thread.
       }
-      auto reader = stub_->Assignments(stream_ctx_.get(), req);
+      auto reader = stub_->Assignments(ctx, req);
       pb::Assignment a;
       while (reader->Read(&a)) {
         Handle(a, req.worker_id());
@@ -298,7 +304,7 @@ class StageWorkerImpl {
   }
 
   void Handle(const pb::Assignment& a, std::uint64_t worker_id) {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (a.kind() == pb::Assignment::STOP || a.kind() == pb::Assignment::CHECKPOINT) {
       auto it = running_.find(a.job_id());
       if (it != running_.end()) {
@@ -318,7 +324,7 @@ class StageWorkerImpl {
       // Refused unrun: a draining worker's refusal is not the job's failed
       // attempt (reported as a yield).
       const bool draining = draining_;
-      lock.unlock();
+      lock.Unlock();
       ReportFailed(*s,
                    UnavailableError(draining ? "worker draining" : "duplicate assignment",
                                     FailureScope::kEndpoint),
@@ -378,19 +384,19 @@ class StageWorkerImpl {
         }
       }
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = running_.find(s->job_id);
     if (it != running_.end() && it->second == s) {
       running_.erase(it);
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   // Sends `s`'s unsent progress and first-output mark in a heartbeat now.
   void FlushProgress(RunState& s) {
     pb::HeartbeatRequest hb;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       hb.set_worker_id(s.worker_id);
       hb.set_draining(draining_);
       hb.set_free_slots(draining_ ? 0u
@@ -402,7 +408,7 @@ class StageWorkerImpl {
     }
     int carried = 0;
     {
-      std::lock_guard<std::mutex> sl(s.mu);
+      MutexLock sl(s.mu);
       carried = s.AppendProgress(hb);
     }
     if (hb.progress_size() == 0 && hb.first_output_size() == 0 && !hb.draining()) {
@@ -420,7 +426,7 @@ class StageWorkerImpl {
   // heartbeats say how many reports precede their free-slot count.
   // Pair with ReportSent once the report's RPC has returned.
   void CountReport(const RunState& s) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++reporting_;
     if (s.worker_id == worker_id_) {
       ++reports_;
@@ -429,7 +435,7 @@ class StageWorkerImpl {
     if (it != running_.end() && it->second.get() == &s) {
       running_.erase(it);
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   // Reports `why` with its code and scope (the orchestrator decides on the
@@ -455,18 +461,19 @@ class StageWorkerImpl {
   // A report counted by CountReport has reached the orchestrator (or its
   // RPC gave up): Drain may return once none is left in flight.
   void ReportSent() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     --reporting_;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   void BeatLoop() {
     // Runs whose checkpointed step the beat carries, acknowledged when the
     // orchestrator answers it.
     std::vector<std::pair<std::shared_ptr<RunState>, int>> carried;
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     while (!stopping_) {
-      cv_.wait_for(lock, config_.heartbeat_interval, [&] { return stopping_ || beat_now_; });
+      cv_.WaitFor(lock, config_.heartbeat_interval,
+                  [&]() SLUICE_REQUIRES(mu_) { return stopping_ || beat_now_; });
       beat_now_ = false;
       if (stopping_ || worker_id_ == 0) {
         continue;
@@ -480,14 +487,14 @@ class StageWorkerImpl {
       hb.set_reports(reports_);
       carried.clear();
       for (auto& [id, s] : running_) {
-        std::lock_guard<std::mutex> sl(s->mu);
+        MutexLock sl(s->mu);
         if (s->worker_id == worker_id_) {
           if (const int step = s->AppendProgress(hb); step > 0) {
             carried.emplace_back(s, step);
           }
         }
       }
-      lock.unlock();
+      lock.Unlock();
       pb::HeartbeatResponse resp;
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -498,7 +505,7 @@ class StageWorkerImpl {
         }
       }
       carried.clear();  // Not held past the beat: a run ends on its own.
-      lock.lock();
+      lock.Lock();
       if (ok && resp.reregister() && stream_ctx_ != nullptr) {
         stream_ctx_->TryCancel();  // ReadLoop registers again.
       }
@@ -511,18 +518,19 @@ class StageWorkerImpl {
   std::string refused_;  // The last registration refusal logged (reader thread only).
   static constexpr std::chrono::milliseconds kFirstBackoff{200};
   std::chrono::milliseconds backoff_ = kFirstBackoff;  // Reader thread only.
-  bool registered_ = false;                            // Once registered (ever). Guarded by mu_.
+  bool registered_ SLUICE_GUARDED_BY(mu_) = false;     // Once registered (ever).
   std::unique_ptr<pb::Orchestrator::Stub> stub_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::uint64_t worker_id_ = 0;  // Guarded by mu_.
-  std::uint64_t reports_ = 0;    // Done/Failed sent by this registration. Guarded by mu_.
-  int reporting_ = 0;            // Reports whose RPC has not returned. Guarded by mu_.
-  bool draining_ = false, stopping_ = false;  // Guarded by mu_.
-  bool beat_now_ = false;  // Send the next heartbeat without waiting. Guarded by mu_.
-  std::map<std::uint64_t, std::shared_ptr<RunState>> running_;  // Guarded by mu_.
-  std::unique_ptr<grpc::ClientContext> stream_ctx_;             // Guarded by mu_.
-  std::list<Runner> runners_;                                   // Guarded by mu_.
+  Mutex mu_;
+  CondVar cv_;
+  std::uint64_t worker_id_ SLUICE_GUARDED_BY(mu_) = 0;
+  std::uint64_t reports_ SLUICE_GUARDED_BY(mu_) = 0;  // Done/Failed sent by this registration.
+  int reporting_ SLUICE_GUARDED_BY(mu_) = 0;          // Reports whose RPC has not returned.
+  bool draining_ SLUICE_GUARDED_BY(mu_) = false;
+  bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
+  bool beat_now_ SLUICE_GUARDED_BY(mu_) = false;  // Send the next heartbeat without waiting.
+  std::map<std::uint64_t, std::shared_ptr<RunState>> running_ SLUICE_GUARDED_BY(mu_);
+  std::unique_ptr<grpc::ClientContext> stream_ctx_ SLUICE_GUARDED_BY(mu_);
+  std::list<Runner> runners_ SLUICE_GUARDED_BY(mu_);
   std::atomic<std::uint64_t> completed_{0};
   std::thread reader_, beater_;
 };
@@ -550,7 +558,7 @@ int StageContext::resume_step() const {
   return s_->resume_step;
 }
 void StageContext::Progress(int step, int steps, bool checkpointed) {
-  std::lock_guard<std::mutex> lock(s_->mu);
+  MutexLock lock(s_->mu);
   s_->step = step;
   s_->steps = steps;
   s_->checkpointed = checkpointed;
@@ -560,15 +568,15 @@ void StageContext::Progress(int step, int steps, bool checkpointed) {
   s_->progress_dirty = true;
 }
 void StageContext::KeepAlive() {
-  std::lock_guard<std::mutex> lock(s_->mu);
+  MutexLock lock(s_->mu);
   s_->progress_dirty = true;  // The next heartbeat repeats the latest step.
 }
 int StageContext::ReportedCheckpoint() const {
-  std::lock_guard<std::mutex> lock(s_->mu);
+  MutexLock lock(s_->mu);
   return s_->acked_checkpoint;
 }
 void StageContext::FirstOutput() {
-  std::lock_guard<std::mutex> lock(s_->mu);
+  MutexLock lock(s_->mu);
   s_->first_output = true;
 }
 bool StageContext::ShouldStop() const {

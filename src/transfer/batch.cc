@@ -1,5 +1,6 @@
 #include "transfer/batch.h"
 
+#include "common/mutex.h"
 #include "transfer/tcp/event_loop.h"
 #include "transfer/write_order.h"
 
@@ -22,7 +23,7 @@ void BatchState::Arm(std::uint64_t total, std::shared_ptr<BatchState> self) {
 
 void BatchState::Fail(const Status& s) {
   if (!failed_.exchange(true, std::memory_order_acq_rel)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     status_ = s;
   }
 }
@@ -54,11 +55,11 @@ void BatchState::Finish() {
   }
   Status final_status;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     done_ = true;
     final_status = status_;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (callback_) {
     BatchCallback cb = std::move(callback_);
     cb(final_status);
@@ -67,18 +68,18 @@ void BatchState::Finish() {
 }
 
 bool BatchState::IsDone() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return done_;
 }
 
 Status BatchState::FinalStatus() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return done_ ? status_ : FailedPreconditionError("batch is still running");
 }
 
 Status BatchState::WaitFor(std::chrono::milliseconds timeout) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, timeout, [this] { return done_; })) {
+  MutexLock lock(mu_);
+  if (!cv_.WaitFor(lock, timeout, [this]() SLUICE_REQUIRES(mu_) { return done_; })) {
     return DeadlineExceededError("batch not done after " + std::to_string(timeout.count()) +
                                  " ms; it is still running");
   }

@@ -6,13 +6,12 @@
 #define SLUICE_TRANSFER_BATCH_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
 #include "sluice/transfer/engine.h"
 
+#include "common/mutex.h"
 #include "transfer/region_table.h"
 
 namespace sluice::internal {
@@ -66,10 +65,10 @@ class BatchState : public TransferBatch {
   std::atomic<std::uint64_t> remaining_{0};
   std::atomic<bool> failed_{false};
 
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  bool done_ = false;  // Guarded by mu_.
-  Status status_;      // Guarded by mu_.
+  mutable Mutex mu_;
+  mutable CondVar cv_;
+  bool done_ SLUICE_GUARDED_BY(mu_) = false;
+  Status status_ SLUICE_GUARDED_BY(mu_);
 };
 
 }  // namespace sluice::internal

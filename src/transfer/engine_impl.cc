@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "transfer/tcp/acceptor.h"
 #include "transfer/tcp/handshake.h"
 
@@ -134,7 +135,7 @@ HelloOk EngineImpl::MakeHelloOk() {
 
 void EngineImpl::PushTable() {
   auto encoded = std::make_shared<const std::string>(EncodeTable(regions_.Snapshot()));
-  std::lock_guard<std::mutex> lock(subs_mu_);
+  MutexLock lock(subs_mu_);
   for (auto it = subscribers_.begin(); it != subscribers_.end();) {
     if (auto s = it->lock()) {
       s->PushTable(encoded);
@@ -146,12 +147,12 @@ void EngineImpl::PushTable() {
 }
 
 void EngineImpl::Subscribe(const std::shared_ptr<ServerSession>& s) {
-  std::lock_guard<std::mutex> lock(subs_mu_);
+  MutexLock lock(subs_mu_);
   subscribers_.push_back(s);
 }
 
 void EngineImpl::Unsubscribe(ServerSession* s) {
-  std::lock_guard<std::mutex> lock(subs_mu_);
+  MutexLock lock(subs_mu_);
   std::erase_if(subscribers_, [s](const std::weak_ptr<ServerSession>& w) {
     auto p = w.lock();
     return p == nullptr || p.get() == s;
@@ -160,14 +161,14 @@ void EngineImpl::Unsubscribe(ServerSession* s) {
 
 void EngineImpl::SetNotifyHandler(NotifyHandler handler) {
   auto h = handler ? std::make_shared<NotifyHandler>(std::move(handler)) : nullptr;
-  std::lock_guard<std::mutex> lock(handler_mu_);
+  MutexLock lock(handler_mu_);
   notify_handler_ = std::move(h);
 }
 
 void EngineImpl::DeliverNotify(const std::string& sender, std::span<const std::byte> data) {
   std::shared_ptr<NotifyHandler> h;
   {
-    std::lock_guard<std::mutex> lock(handler_mu_);
+    MutexLock lock(handler_mu_);
     h = notify_handler_;
   }
   if (h != nullptr) {
@@ -176,7 +177,7 @@ void EngineImpl::DeliverNotify(const std::string& sender, std::span<const std::b
 }
 
 Result<Peer*> EngineImpl::FindPeer(SegmentId id) const {
-  std::shared_lock lock(peers_mu_);
+  ReaderLock lock(peers_mu_);
   if (id.value == 0 || id.value > peers_.size()) {
     return InvalidArgumentError("unknown segment id " + std::to_string(id.value) +
                                 " (open it with OpenSegment)");
@@ -189,7 +190,7 @@ Result<SegmentId> EngineImpl::OpenSegment(std::string_view endpoint) {
   const std::string name = hp.ToString();
   Peer* peer = nullptr;
   {
-    std::unique_lock lock(peers_mu_);
+    WriterLock lock(peers_mu_);
     auto it = peer_index_.find(name);
     if (it == peer_index_.end()) {
       const SegmentId id{peers_.size() + 1};
@@ -198,7 +199,7 @@ Result<SegmentId> EngineImpl::OpenSegment(std::string_view endpoint) {
     }
     peer = peers_[it->second].get();
   }
-  std::lock_guard<std::mutex> open_lock(peer->open_mu());
+  MutexLock open_lock(peer->open_mu());
   std::shared_ptr<Link> link = peer->link();
   if (link == nullptr || !link->alive->load(std::memory_order_acquire)) {
     SLUICE_RETURN_IF_ERROR(Connect(peer));

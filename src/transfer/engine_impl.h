@@ -4,14 +4,13 @@
 #define SLUICE_TRANSFER_ENGINE_IMPL_H_
 
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "sluice/transfer/engine.h"
 
+#include "common/mutex.h"
 #include "transfer/peer.h"
 #include "transfer/region_table.h"
 #include "transfer/shm/copy_pool.h"
@@ -67,15 +66,16 @@ class EngineImpl final : public ServerHost {
   RegionTableLocal regions_;
   SharedAllocator allocator_;
 
-  std::mutex subs_mu_;
-  std::vector<std::weak_ptr<ServerSession>> subscribers_;  // Guarded by subs_mu_.
+  Mutex subs_mu_;
+  std::vector<std::weak_ptr<ServerSession>> subscribers_ SLUICE_GUARDED_BY(subs_mu_);
 
-  std::mutex handler_mu_;
-  std::shared_ptr<NotifyHandler> notify_handler_;  // Guarded by handler_mu_.
+  Mutex handler_mu_;
+  std::shared_ptr<NotifyHandler> notify_handler_ SLUICE_GUARDED_BY(handler_mu_);
 
-  mutable std::shared_mutex peers_mu_;
-  std::vector<std::unique_ptr<Peer>> peers_;                 // Index = id - 1.
-  std::unordered_map<std::string, std::size_t> peer_index_;  // By endpoint.
+  mutable SharedMutex peers_mu_;
+  std::vector<std::unique_ptr<Peer>> peers_ SLUICE_GUARDED_BY(peers_mu_);  // Index = id - 1.
+  std::unordered_map<std::string, std::size_t> peer_index_
+      SLUICE_GUARDED_BY(peers_mu_);  // By endpoint.
 
   std::unique_ptr<CopyPool> copy_pool_;
   std::vector<std::unique_ptr<EventLoop>> loops_;

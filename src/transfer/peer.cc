@@ -1,6 +1,7 @@
 #include "transfer/peer.h"
 
 #include "common/log.h"
+#include "common/mutex.h"
 
 namespace sluice::internal {
 
@@ -17,12 +18,12 @@ Peer::Peer(SegmentId id, std::string endpoint, HostPort hp)
       }) {}
 
 std::shared_ptr<Link> Peer::link() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return link_;
 }
 
 void Peer::SetLink(std::shared_ptr<Link> link, RegionTable table) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   link_ = std::move(link);
   table_version_ = 0;
   SetTableLocked(std::move(table));
@@ -46,7 +47,7 @@ void Peer::LinkDown(const std::shared_ptr<Link>& link, const Status& why) {
 void Peer::UpdateTable(RegionTable table) {
   std::shared_ptr<ShmPeer> shm;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (table.version <= table_version_) {
       return;
     }
@@ -67,7 +68,7 @@ void Peer::SetTableLocked(RegionTable table) {
 }
 
 std::vector<RegionInfo> Peer::Regions() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<RegionInfo> out;
   out.reserve(regions_.size());
   for (const auto& [key, r] : regions_) {
@@ -77,7 +78,7 @@ std::vector<RegionInfo> Peer::Regions() const {
 }
 
 bool Peer::FindRegion(std::uint64_t key, WireRegion* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = regions_.find(key);
   if (it == regions_.end()) {
     return false;

@@ -6,11 +6,11 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/net.h"
 #include "transfer/shm/shm_peer.h"
 #include "transfer/tcp/client_session.h"
@@ -36,7 +36,7 @@ class Peer {
   const std::string& endpoint() const { return endpoint_; }
   const HostPort& host_port() const { return hp_; }
   WriteOrder& order() { return order_; }
-  std::mutex& open_mu() { return open_mu_; }
+  Mutex& open_mu() { return open_mu_; }
 
   std::shared_ptr<Link> link() const;
   void SetLink(std::shared_ptr<Link> link, RegionTable table);
@@ -52,16 +52,16 @@ class Peer {
   std::uint64_t NextConn() { return rr_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
-  void SetTableLocked(RegionTable table);
+  void SetTableLocked(RegionTable table) SLUICE_REQUIRES(mu_);
 
   const SegmentId id_;
   const std::string endpoint_;
   const HostPort hp_;
-  std::mutex open_mu_;  // Serializes (re)connecting.
-  mutable std::mutex mu_;
-  std::shared_ptr<Link> link_;                             // Guarded by mu_.
-  std::uint64_t table_version_ = 0;                        // Guarded by mu_.
-  std::unordered_map<std::uint64_t, WireRegion> regions_;  // Guarded by mu_.
+  Mutex open_mu_;  // Serializes (re)connecting.
+  mutable Mutex mu_;
+  std::shared_ptr<Link> link_ SLUICE_GUARDED_BY(mu_);
+  std::uint64_t table_version_ SLUICE_GUARDED_BY(mu_) = 0;
+  std::unordered_map<std::uint64_t, WireRegion> regions_ SLUICE_GUARDED_BY(mu_);
   std::atomic<std::uint64_t> rr_{0};
   WriteOrder order_;
 };

@@ -1,7 +1,8 @@
 #include "transfer/region_table.h"
 
-#include <mutex>
 #include <string>
+
+#include "common/mutex.h"
 
 namespace sluice::internal {
 
@@ -23,7 +24,7 @@ Result<RegionKey> RegionTableLocal::Add(void* addr, std::size_t len, MemoryKind 
   region->kind = kind;
   region->access = access;
   region->shared = std::move(shared);
-  std::unique_lock lock(mu_);
+  WriterLock lock(mu_);
   auto next = by_addr_.lower_bound(start);
   if (next != by_addr_.end() && next->first < start + len) {
     return AlreadyExistsError("RegisterMemory: range overlaps a registered region");
@@ -45,7 +46,7 @@ Result<RegionKey> RegionTableLocal::Add(void* addr, std::size_t len, MemoryKind 
 }
 
 Status RegionTableLocal::Remove(RegionKey key) {
-  std::unique_lock lock(mu_);
+  WriterLock lock(mu_);
   auto it = by_key_.find(key.value);
   if (it == by_key_.end()) {
     return NotFoundError("UnregisterMemory: no region with that key");
@@ -63,7 +64,7 @@ Status RegionTableLocal::Remove(RegionKey key) {
 
 Result<LocalRegion*> RegionTableLocal::PinLocal(const void* addr, std::uint64_t len) {
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
-  std::shared_lock lock(mu_);
+  ReaderLock lock(mu_);
   auto it = by_addr_.upper_bound(a);
   if (it != by_addr_.begin()) {
     LocalRegion* r = std::prev(it)->second.get();
@@ -92,7 +93,7 @@ Status CheckRange(std::uint64_t region_length, Access access, std::uint64_t offs
 
 Result<char*> RegionTableLocal::PinRemote(std::uint64_t key, std::uint64_t offset,
                                           std::uint64_t len, bool write, LocalRegion** region) {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(mu_);
   auto it = by_key_.find(key);
   if (it == by_key_.end() || it->second->access == Access::kLocalOnly) {
     return NotFoundError("no region with key " + std::to_string(key) + " on the target");
@@ -105,7 +106,7 @@ Result<char*> RegionTableLocal::PinRemote(std::uint64_t key, std::uint64_t offse
 }
 
 RegionTable RegionTableLocal::Snapshot() const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(mu_);
   RegionTable t;
   t.version = version_;
   for (const auto& [start, r] : by_addr_) {

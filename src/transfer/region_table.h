@@ -9,12 +9,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <shared_mutex>
 #include <unordered_map>
 
 #include "sluice/memory.h"
 #include "sluice/status.h"
 
+#include "common/mutex.h"
 #include "transfer/shm/shared_alloc.h"
 #include "transfer/wire.h"
 
@@ -62,10 +62,10 @@ class RegionTableLocal {
   RegionTable Snapshot() const;
 
  private:
-  mutable std::shared_mutex mu_;
-  std::uint64_t version_ = 0;
-  std::map<std::uintptr_t, std::unique_ptr<LocalRegion>> by_addr_;
-  std::unordered_map<std::uint64_t, LocalRegion*> by_key_;
+  mutable SharedMutex mu_;
+  std::uint64_t version_ SLUICE_GUARDED_BY(mu_) = 0;
+  std::map<std::uintptr_t, std::unique_ptr<LocalRegion>> by_addr_ SLUICE_GUARDED_BY(mu_);
+  std::unordered_map<std::uint64_t, LocalRegion*> by_key_ SLUICE_GUARDED_BY(mu_);
 };
 
 }  // namespace sluice::internal

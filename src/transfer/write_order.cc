@@ -1,5 +1,7 @@
 #include "transfer/write_order.h"
 
+#include "common/mutex.h"
+
 namespace sluice::internal {
 
 WriteOrder::WriteOrder(std::function<void(std::string&&)> send) : send_(std::move(send)) {
@@ -7,13 +9,13 @@ WriteOrder::WriteOrder(std::function<void(std::string&&)> send) : send_(std::mov
 }
 
 std::uint64_t WriteOrder::BeginWrite() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++epochs_.back().pending;
   return epochs_.back().id;
 }
 
 void WriteOrder::EndWrite(std::uint64_t epoch) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (Epoch& e : epochs_) {
     if (e.id == epoch) {
       --e.pending;
@@ -24,7 +26,7 @@ void WriteOrder::EndWrite(std::uint64_t epoch) {
 }
 
 void WriteOrder::Notify(std::string message) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (epochs_.size() == 1 && epochs_.back().pending == 0) {
     send_(std::move(message));
     return;

@@ -9,9 +9,10 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace sluice::internal {
 
@@ -29,11 +30,11 @@ class WriteOrder {
     std::int64_t pending = 0;
     std::vector<std::string> notifies;  // Sent once this epoch drains.
   };
-  void DrainLocked();
+  void DrainLocked() SLUICE_REQUIRES(mu_);
 
   std::function<void(std::string&&)> send_;
-  std::mutex mu_;
-  std::deque<Epoch> epochs_;  // Guarded by mu_; back() is the open epoch.
+  Mutex mu_;
+  std::deque<Epoch> epochs_ SLUICE_GUARDED_BY(mu_);  // back() is the open epoch.
 };
 
 }  // namespace sluice::internal

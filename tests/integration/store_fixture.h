@@ -41,14 +41,7 @@ class StoreTest : public ::testing::Test {
     ASSERT_EQ(master_->Word(1), "master") << master_->banner();
     master_ep_ = master_->Word(2);
     for (int i = 0; i < 2; ++i) {
-      std::vector<std::string> args = {
-          SLUICE_BIN,           "store-node", "--master",  master_ep_,
-          "--memory",           NodeMemory(), "--node-id", "node" + std::to_string(i),
-          "--exit-on-stdin-eof"};
-      for (const std::string& a : NodeExtraArgs()) {
-        args.push_back(a);
-      }
-      nodes_.push_back(std::make_unique<ChildProcess>(args));
+      nodes_.push_back(StartNode(i));
       ASSERT_EQ(nodes_.back()->Word(1), "store-node") << nodes_.back()->banner();
     }
     engine_ = MakeEngine({"tcp", "shm"});
@@ -62,6 +55,18 @@ class StoreTest : public ::testing::Test {
       std::this_thread::sleep_for(20ms);
     }
     ASSERT_EQ(MetricValue(master_->Word(3), "sluice_store_nodes"), 2);
+  }
+
+  // Store node `i` ("node<i>") of this fixture's master.
+  std::unique_ptr<ChildProcess> StartNode(int i) {
+    std::vector<std::string> args = {
+        SLUICE_BIN,           "store-node", "--master",  master_ep_,
+        "--memory",           NodeMemory(), "--node-id", "node" + std::to_string(i),
+        "--exit-on-stdin-eof"};
+    for (const std::string& a : NodeExtraArgs()) {
+      args.push_back(a);
+    }
+    return std::make_unique<ChildProcess>(args);
   }
 
   virtual std::string NodeMemory() const { return "320MiB"; }

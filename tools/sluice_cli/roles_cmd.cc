@@ -134,7 +134,9 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--listen", o->listen, "transfer-engine endpoint host:port")
       ->capture_default_str();
   cmd->add_option("--node-id", o->config.node_id, "default: the engine endpoint");
-  cmd->add_option("--disk", o->config.disk_dir, "directory for the disk tier");
+  cmd->add_option("--disk", o->config.disk_dir,
+                  "directory for the disk tier (kept across restarts with the same --node-id "
+                  "and --disk-size)");
   cmd->add_option("--disk-size", o->disk_size, "disk tier size (needs --disk)")
       ->check(ByteSizeValidator())
       ->capture_default_str();

@@ -35,7 +35,10 @@ struct StoreNodeConfig {
   std::uint64_t memory_bytes = std::uint64_t{1} << 30;
   int segments = 1;  // The memory is split into this many segments.
   // Disk tier: unconsumed delete-on-consume payloads spill here when memory
-  // runs short. The node reserves `disk_bytes` in one file in `disk_dir`.
+  // runs short. The node reserves `disk_bytes` in one file in `disk_dir`
+  // (sluice-<node_id>.tier, with an index beside it). A node restarted
+  // with the same node_id, disk_dir and disk_bytes keeps the file and
+  // registers the objects on it again; otherwise the file starts empty.
   std::string disk_dir;
   std::uint64_t disk_bytes = 0;  // 0: no disk tier.
   // Caps the disk tier's copy rate, spills and loads together, so spills

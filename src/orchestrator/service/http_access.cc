@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/mutex.h"
+
 namespace sluice::orchestrator {
 namespace {
 
@@ -48,7 +50,7 @@ bool HttpAccess::AdmitSubmission(const std::string& tenant, int* retry_after_s) 
   const double rate = l->second.requests_per_second;
   const double burst = l->second.burst > 0 ? l->second.burst : std::max(1.0, 2 * rate);
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto [b, fresh] = buckets_.try_emplace(tenant, Bucket{burst, now});
   Bucket& bucket = b->second;
   if (!fresh) {

@@ -5,12 +5,12 @@
 
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "sluice/orchestrator/server.h"
 
+#include "common/mutex.h"
 #include "http/message.h"
 
 namespace sluice::orchestrator {
@@ -36,8 +36,8 @@ class HttpAccess {
   };
   std::map<std::string, std::string> digests_;  // SHA-256 of a key -> tenant.
   std::map<std::string, TenantLimits> limits_;
-  std::mutex mu_;
-  std::map<std::string, Bucket> buckets_;  // Guarded by mu_.
+  Mutex mu_;
+  std::map<std::string, Bucket> buckets_ SLUICE_GUARDED_BY(mu_);
 };
 
 // 401 in OpenAI's shape, with WWW-Authenticate.

@@ -2,10 +2,10 @@
 
 #include <charconv>
 #include <deque>
-#include <mutex>
 #include <set>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "http/multipart.h"
 #include "http/server.h"
 #include "media/frames_archive.h"
@@ -263,7 +263,7 @@ class EventFeed : public std::enable_shared_from_this<EventFeed> {
 class Mp4Cache {
  public:
   std::optional<std::string> Find(JobId id) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [job, mp4] : items_) {
       if (job == id) {
         return mp4;
@@ -272,7 +272,7 @@ class Mp4Cache {
     return std::nullopt;
   }
   void Add(JobId id, std::string mp4) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     items_.emplace_back(id, std::move(mp4));
     if (items_.size() > 8) {
       items_.pop_front();
@@ -280,8 +280,8 @@ class Mp4Cache {
   }
 
  private:
-  std::mutex mu_;
-  std::deque<std::pair<JobId, std::string>> items_;
+  Mutex mu_;
+  std::deque<std::pair<JobId, std::string>> items_ SLUICE_GUARDED_BY(mu_);
 };
 
 void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,

@@ -8,6 +8,7 @@
 #include "sluice/orchestrator/server.h"
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/net.h"
 #include "common/rpc_auth.h"
 #include "common/rpc_status.h"
@@ -33,7 +34,7 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
       : state_(state), worker_(worker) {}
 
   void Push(const pb::Assignment& a) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (finished_) {
       return;
     }
@@ -44,7 +45,7 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
     }
   }
   void Close() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!finished_) {
       finished_ = true;
       if (!writing_) {
@@ -53,7 +54,7 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
     }
   }
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     queue_.pop_front();
     writing_ = false;
     if (!ok || finished_) {
@@ -71,7 +72,7 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
     }
   }
   void OnCancel() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!finished_ || !done_finish_) {
       finished_ = true;
       done_finish_ = true;
@@ -81,7 +82,7 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
   // Ends a stream never attached (a refused call): its worker id is the
   // caller's claim, so OnDone must not detach that worker's real stream.
   void Refuse(const grpc::Status& s) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     attached_ = false;
     finished_ = true;
     done_finish_ = true;
@@ -98,11 +99,12 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
   OrchestratorState* state_;
   std::uint64_t worker_;
   bool attached_ = true;  // Written before Finish; OnDone runs after it.
-  std::mutex mu_;
-  std::deque<pb::Assignment> queue_;  // Front is being written when writing_.
-  bool writing_ = false;
-  bool finished_ = false;
-  bool done_finish_ = false;
+  Mutex mu_;
+  std::deque<pb::Assignment> queue_
+      SLUICE_GUARDED_BY(mu_);  // Front is being written when writing_.
+  bool writing_ SLUICE_GUARDED_BY(mu_) = false;
+  bool finished_ SLUICE_GUARDED_BY(mu_) = false;
+  bool done_finish_ SLUICE_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
@@ -141,13 +143,13 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
 
   ~OrchestratorServerImpl() override {
     {
-      std::lock_guard<std::mutex> lock(tick_mu_);
+      MutexLock lock(tick_mu_);
       stopping_ = true;
       if (watch_ctx_ != nullptr) {
         watch_ctx_->TryCancel();
       }
     }
-    tick_cv_.notify_all();
+    tick_cv_.NotifyAll();
     if (ticker_.joinable()) {
       ticker_.join();
     }
@@ -312,13 +314,13 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   }
 
   void TickLoop() {
-    std::unique_lock<std::mutex> lock(tick_mu_);
+    MutexLock lock(tick_mu_);
     while (!stopping_) {
-      tick_cv_.wait_for(lock, std::chrono::milliseconds(100));
-      lock.unlock();
+      tick_cv_.WaitFor(lock, std::chrono::milliseconds(100));
+      lock.Unlock();
       state_.Tick();
       RemoveReleased();
-      lock.lock();
+      lock.Lock();
     }
   }
 
@@ -366,15 +368,17 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   // Reconnects every 200 ms while the master is away.
   void WatchStore() {
     while (true) {
+      grpc::ClientContext* ctx = nullptr;
       {
-        std::lock_guard<std::mutex> lock(tick_mu_);
+        MutexLock lock(tick_mu_);
         if (stopping_) {
           return;
         }
         watch_ctx_ = std::make_unique<grpc::ClientContext>();
+        ctx = watch_ctx_.get();  // Replaced only by this thread.
       }
       store::v1::WatchRequest req;
-      auto reader = store_->WatchEvents(watch_ctx_.get(), req);
+      auto reader = store_->WatchEvents(ctx, req);
       store::v1::ObjectEvent e;
       while (reader->Read(&e)) {
         if (e.kind() == store::v1::ObjectEvent::LOST) {
@@ -382,8 +386,9 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
         }
       }
       (void)reader->Finish();
-      std::unique_lock<std::mutex> lock(tick_mu_);
-      tick_cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; });
+      MutexLock lock(tick_mu_);
+      tick_cv_.WaitFor(lock, std::chrono::milliseconds(200),
+                       [this]() SLUICE_REQUIRES(tick_mu_) { return stopping_; });
     }
   }
 
@@ -395,13 +400,13 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   std::unique_ptr<http::Server> http_;
   std::string endpoint_;
   std::string http_endpoint_;
-  std::mutex tick_mu_;
-  std::condition_variable tick_cv_;
-  bool stopping_ = false;  // Guarded by tick_mu_.
+  Mutex tick_mu_;
+  CondVar tick_cv_;
+  bool stopping_ SLUICE_GUARDED_BY(tick_mu_) = false;
   std::thread ticker_;
   std::unique_ptr<store::v1::Master::Stub> store_;
   bool store_checked_ = false;  // Exist() called once (from Start, before serving).
-  std::unique_ptr<grpc::ClientContext> watch_ctx_;  // Guarded by tick_mu_.
+  std::unique_ptr<grpc::ClientContext> watch_ctx_ SLUICE_GUARDED_BY(tick_mu_);
   std::thread watcher_;
 };
 

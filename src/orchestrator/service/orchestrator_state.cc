@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/random.h"
 #include "orchestrator/service/output_check.h"
 
@@ -42,14 +43,14 @@ OrchestratorState::OrchestratorState(ServiceOptions o, JobJournal* journal)
 }
 
 Status OrchestratorState::DeclareModel(const ModelSpec& m) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   SLUICE_RETURN_IF_ERROR(scheduler_.DeclareModel(m));
   model_declared_unix_s_.try_emplace(m.name, UnixNow());
   return Status::Ok();
 }
 
 std::vector<ModelView> OrchestratorState::Models() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<ModelView> out;
   for (const ModelSpec* m : scheduler_.Models()) {
     out.push_back(
@@ -62,7 +63,7 @@ Status OrchestratorState::Restore(const PayloadsExist& exist) {
   if (journal_ == nullptr) {
     return Status::Ok();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   SLUICE_ASSIGN_OR_RETURN(JobId max, journal_->MaxId());
   next_job_ = std::max(next_job_, max + 1);
   SLUICE_ASSIGN_OR_RETURN(std::vector<JournaledJob> jobs, journal_->Unfinished());
@@ -158,7 +159,7 @@ void OrchestratorState::EventLocked(JobRecord& j, TimePoint now, std::string typ
   e.steps = j.view.steps;
   e.detail = std::move(detail);
   j.view.events.push_back(std::move(e));
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (auto w = watchers_.find(j.view.id); w != watchers_.end()) {
     for (const auto& [token, wake] : w->second) {
       wake();
@@ -167,7 +168,7 @@ void OrchestratorState::EventLocked(JobRecord& j, TimePoint now, std::string typ
 }
 
 std::uint64_t OrchestratorState::Watch(JobId id, std::function<void()> wake) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (jobs_.count(id) == 0) {
     return 0;
   }
@@ -179,7 +180,7 @@ std::uint64_t OrchestratorState::Watch(JobId id, std::function<void()> wake) {
 
 void OrchestratorState::Unwatch(std::uint64_t token) {
   std::function<void()> dropped;  // Destroyed outside the lock.
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto t = watch_jobs_.find(token);
   if (t == watch_jobs_.end()) {
     return;
@@ -211,7 +212,7 @@ Result<JobId> OrchestratorState::Submit(const JobRequest& request) {
   if (r.name.empty()) {
     r.name = "job-" + internal::RandomId();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (auto t = options_.tenants.find(r.tenant); t != options_.tenants.end()) {
     const TenantLimits& l = t->second;
     const auto u = unfinished_.find(r.tenant);
@@ -349,7 +350,7 @@ Result<WorkerId> OrchestratorState::Register(Registration r) {
     SLUICE_RETURN_IF_ERROR(ValidateModel({r.models.front(), r.pipeline}));
   }
   const TimePoint now = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const std::string& m : r.models) {
     const ModelSpec* known = scheduler_.FindModel(m);
     if (known == nullptr) {
@@ -378,7 +379,7 @@ Result<WorkerId> OrchestratorState::Register(Registration r) {
 }
 
 Status OrchestratorState::Attach(WorkerId id, Sink sink, std::function<void()> closed) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = workers_.find(id);
   if (it == workers_.end()) {
     return NotFoundError("unknown worker " + std::to_string(id) + " (register again)");
@@ -393,7 +394,7 @@ Status OrchestratorState::Attach(WorkerId id, Sink sink, std::function<void()> c
 }
 
 void OrchestratorState::Detach(WorkerId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = workers_.find(id);
   if (it != workers_.end()) {
     it->second.sink = nullptr;
@@ -415,7 +416,7 @@ void OrchestratorState::SendLocked(WorkerId id, v1::Assignment a) {
 
 Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
   const TimePoint now = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = workers_.find(r.worker_id());
   if (it == workers_.end()) {
     return NotFoundError("unknown worker " + std::to_string(r.worker_id()) + " (register again)");
@@ -475,7 +476,7 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
   if (options_.check_outputs) {
     std::optional<JobRequest> asked;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto j = jobs_.find(r.job_id());
       if (j != jobs_.end() && !j->second.view.finished() &&
           j->second.view.stage == j->second.request.pipeline.back()) {
@@ -487,7 +488,7 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
     }
   }
   const TimePoint now = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   CountReportLocked(r.worker_id());
   auto j = jobs_.find(r.job_id());
   if (!bad.ok() && j != jobs_.end()) {
@@ -572,7 +573,7 @@ Status OrchestratorState::RefuseOutputLocked(JobRecord& j, const v1::DoneRequest
 
 Status OrchestratorState::Failed(const v1::FailedRequest& r) {
   const TimePoint now = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   CountReportLocked(r.worker_id());
   auto j = jobs_.find(r.job_id());
   if (j == jobs_.end()) {
@@ -601,7 +602,7 @@ Status OrchestratorState::Failed(const v1::FailedRequest& r) {
 
 Status OrchestratorState::Cancel(JobId id) {
   const TimePoint now = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto j = jobs_.find(id);
   if (j == jobs_.end() || j->second.view.finished()) {
     return NotFoundError("no running or queued job " + std::to_string(id));
@@ -735,11 +736,11 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         break;
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 std::optional<JobView> OrchestratorState::Get(JobId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto j = jobs_.find(id);
   if (j == jobs_.end()) {
     return std::nullopt;
@@ -750,7 +751,7 @@ std::optional<JobView> OrchestratorState::Get(JobId id) {
 std::vector<JobView> OrchestratorState::List(std::string_view kind, std::string_view tenant,
                                              bool any_tenant, JobId after, std::size_t limit,
                                              bool ascending) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<JobView> out;
   auto add = [&](const JobRecord& j) {
     if (j.view.kind != kind || (!any_tenant && j.view.tenant != tenant)) {
@@ -775,7 +776,7 @@ std::vector<JobView> OrchestratorState::List(std::string_view kind, std::string_
 
 Status OrchestratorState::Forget(JobId id) {
   const TimePoint now = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto j = jobs_.find(id);
   if (j == jobs_.end()) {
     return NotFoundError("no job " + std::to_string(id));
@@ -797,15 +798,15 @@ void OrchestratorState::EraseLocked(JobId id) {
 }
 
 std::optional<JobId> OrchestratorState::Find(std::string_view name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto n = names_.find(std::string(name));
   return n == names_.end() ? std::nullopt : std::optional<JobId>(n->second);
 }
 
 std::optional<JobView> OrchestratorState::WaitFinished(JobId id,
                                                        std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [&] {
+  MutexLock lock(mu_);
+  cv_.WaitFor(lock, timeout, [&]() SLUICE_REQUIRES(mu_) {
     auto j = jobs_.find(id);
     return j == jobs_.end() || j->second.view.finished();
   });
@@ -818,8 +819,8 @@ std::optional<JobView> OrchestratorState::WaitFinished(JobId id,
 
 std::pair<std::vector<JobEvent>, bool> OrchestratorState::EventsFrom(
     JobId id, std::size_t from, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [&] {
+  MutexLock lock(mu_);
+  cv_.WaitFor(lock, timeout, [&]() SLUICE_REQUIRES(mu_) {
     auto j = jobs_.find(id);
     return j == jobs_.end() || j->second.view.events.size() > from || j->second.view.finished();
   });
@@ -835,7 +836,7 @@ std::pair<std::vector<JobEvent>, bool> OrchestratorState::EventsFrom(
 
 void OrchestratorState::PayloadLost(const std::string& key) {
   const TimePoint now = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = key_owner_.find(key);
   if (it == key_owner_.end()) {
     return;
@@ -876,13 +877,13 @@ void OrchestratorState::ReleaseKeysLocked(JobRecord& j, const std::string& stage
 }
 
 std::vector<std::string> OrchestratorState::TakeReleasedKeys() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return std::exchange(released_keys_, {});
 }
 
 Status OrchestratorState::Unregister(WorkerId id) {
   const TimePoint now = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = workers_.find(id);
   if (it == workers_.end()) {
     return NotFoundError("no worker " + std::to_string(id));
@@ -899,7 +900,7 @@ Status OrchestratorState::Unregister(WorkerId id) {
 
 void OrchestratorState::Tick() {
   const TimePoint now = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = workers_.begin(); it != workers_.end();) {
     if (now - it->second.last_heartbeat > options_.worker_timeout) {
       SLUICE_LOG(warn, "worker {} ({}) missed its heartbeats; re-queueing its work", it->first,
@@ -938,7 +939,7 @@ void OrchestratorState::ExpireFinishedLocked(TimePoint now) {
 }
 
 ServiceStats OrchestratorState::Stats() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ServiceStats s = stats_;
   s.scheduler = scheduler_.Stats();
   return s;

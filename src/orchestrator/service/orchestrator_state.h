@@ -8,11 +8,9 @@
 
 #include <algorithm>
 #include <array>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -20,6 +18,7 @@
 
 #include "sluice/orchestrator/server.h"
 
+#include "common/mutex.h"
 #include "orchestrator/core/scheduler.h"
 #include "service/proto/orchestrator.pb.h"
 
@@ -318,53 +317,57 @@ class OrchestratorState {
     Sink sink;
     std::function<void()> closed;
   };
-  void ApplyLocked(TimePoint now);
-  void EventLocked(JobRecord& j, TimePoint now, std::string type, std::string detail = {});
-  void SendLocked(WorkerId w, v1::Assignment a);
-  void CountReportLocked(WorkerId w);
+  void ApplyLocked(TimePoint now) SLUICE_REQUIRES(mu_);
+  void EventLocked(JobRecord& j, TimePoint now, std::string type, std::string detail = {})
+      SLUICE_REQUIRES(mu_);
+  void SendLocked(WorkerId w, v1::Assignment a) SLUICE_REQUIRES(mu_);
+  void CountReportLocked(WorkerId w) SLUICE_REQUIRES(mu_);
   // A final stage's output that failed its check: the attempt fails
   // (retryable) and the worker is counted, refused work past the limit.
   Status RefuseOutputLocked(JobRecord& j, const v1::DoneRequest& r, const Status& why,
-                            TimePoint now);
+                            TimePoint now) SLUICE_REQUIRES(mu_);
   // Queues the store keys of `stage`'s output for removal.
-  void ReleaseKeysLocked(JobRecord& j, const std::string& stage);
-  void FinishLocked(JobRecord& j, std::string status, std::string error, TimePoint now);
+  void ReleaseKeysLocked(JobRecord& j, const std::string& stage) SLUICE_REQUIRES(mu_);
+  void FinishLocked(JobRecord& j, std::string status, std::string error, TimePoint now)
+      SLUICE_REQUIRES(mu_);
   // Cancels an unfinished job. Errors: the scheduler's.
-  Status CancelLocked(JobRecord& j, TimePoint now);
+  Status CancelLocked(JobRecord& j, TimePoint now) SLUICE_REQUIRES(mu_);
   // Drops a job from the table (and its name).
-  void EraseLocked(JobId id);
+  void EraseLocked(JobId id) SLUICE_REQUIRES(mu_);
 
   // `from` (restored jobs): the progress it resumes from.
   Result<JobId> SubmitLocked(JobId id, const JobRequest& r, TimePoint now, bool journal,
-                             const JobProgress* from = nullptr);
+                             const JobProgress* from = nullptr) SLUICE_REQUIRES(mu_);
   // Writes `j.saved` to the journal (failures are logged: the job runs on).
-  void SaveProgressLocked(JobRecord& j);
+  void SaveProgressLocked(JobRecord& j) SLUICE_REQUIRES(mu_);
   // Finished jobs from the journal, queryable again after a restart.
-  Status RestoreFinishedLocked();
+  Status RestoreFinishedLocked() SLUICE_REQUIRES(mu_);
   // Drops finished jobs past result_ttl; prunes the journal's now and then.
-  void ExpireFinishedLocked(TimePoint now);
+  void ExpireFinishedLocked(TimePoint now) SLUICE_REQUIRES(mu_);
 
   ServiceOptions options_;
   JobJournal* journal_;
-  std::mutex mu_;
-  std::condition_variable cv_;  // Job status and events changed.
-  Scheduler scheduler_;
-  std::map<JobId, JobRecord> jobs_;
-  std::deque<JobId> finished_order_;  // Oldest finished first.
-  TimePoint next_prune_;              // Of the journal's finished jobs.
-  std::map<WorkerId, WorkerRecord> workers_;
-  std::map<std::string, std::pair<JobId, std::string>> key_owner_;  // Store key -> producer.
-  std::map<std::string, std::int64_t> model_declared_unix_s_;
-  std::vector<std::string> released_keys_;
+  Mutex mu_;
+  CondVar cv_;  // Job status and events changed.
+  Scheduler scheduler_ SLUICE_GUARDED_BY(mu_);
+  std::map<JobId, JobRecord> jobs_ SLUICE_GUARDED_BY(mu_);
+  std::deque<JobId> finished_order_ SLUICE_GUARDED_BY(mu_);  // Oldest finished first.
+  TimePoint next_prune_ SLUICE_GUARDED_BY(mu_);              // Of the journal's finished jobs.
+  std::map<WorkerId, WorkerRecord> workers_ SLUICE_GUARDED_BY(mu_);
+  std::map<std::string, std::pair<JobId, std::string>> key_owner_
+      SLUICE_GUARDED_BY(mu_);  // Store key -> producer.
+  std::map<std::string, std::int64_t> model_declared_unix_s_ SLUICE_GUARDED_BY(mu_);
+  std::vector<std::string> released_keys_ SLUICE_GUARDED_BY(mu_);
   // Watches per job (token, wake), and each token's job.
-  std::map<JobId, std::vector<std::pair<std::uint64_t, std::function<void()>>>> watchers_;
-  std::map<std::uint64_t, JobId> watch_jobs_;
-  std::uint64_t next_watch_ = 1;
-  std::unordered_map<std::string, JobId> names_;   // Public id -> job.
-  std::map<std::string, std::size_t> unfinished_;  // Per tenant.
-  JobId next_job_ = 1;
-  WorkerId next_worker_ = 1;
-  ServiceStats stats_;
+  std::map<JobId, std::vector<std::pair<std::uint64_t, std::function<void()>>>> watchers_
+      SLUICE_GUARDED_BY(mu_);
+  std::map<std::uint64_t, JobId> watch_jobs_ SLUICE_GUARDED_BY(mu_);
+  std::uint64_t next_watch_ SLUICE_GUARDED_BY(mu_) = 1;
+  std::unordered_map<std::string, JobId> names_ SLUICE_GUARDED_BY(mu_);   // Public id -> job.
+  std::map<std::string, std::size_t> unfinished_ SLUICE_GUARDED_BY(mu_);  // Per tenant.
+  JobId next_job_ SLUICE_GUARDED_BY(mu_) = 1;
+  WorkerId next_worker_ SLUICE_GUARDED_BY(mu_) = 1;
+  ServiceStats stats_ SLUICE_GUARDED_BY(mu_);
 };
 
 }  // namespace sluice::orchestrator

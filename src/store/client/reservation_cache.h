@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,6 +17,8 @@
 
 #include "sluice/store/types.h"
 #include "sluice/transfer/engine.h"
+
+#include "common/mutex.h"
 
 namespace sluice::internal {
 
@@ -47,7 +48,7 @@ class ReservationCache {
   // reservation with it: the shape is among the last kMaxShapes distinct
   // shapes put and none is held for it.
   bool NotePut(const PutShape& shape) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto seen = std::find(recent_.begin(), recent_.end(), shape);
     const bool repeat = seen != recent_.end();
     if (repeat) {
@@ -64,7 +65,7 @@ class ReservationCache {
   std::optional<HeldReservation> Take(const PutShape& shape,
                                       std::chrono::steady_clock::time_point now,
                                       std::vector<std::uint64_t>* release) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     std::optional<HeldReservation> out;
     for (auto it = held_.begin(); it != held_.end();) {
       if (now >= it->usable_until) {
@@ -82,7 +83,7 @@ class ReservationCache {
 
   // Keeps `h`; one held for a shape no longer recent goes to `*release`.
   void Keep(HeldReservation h, std::vector<std::uint64_t>* release) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto same = Find(h.shape);
     if (same != held_.end()) {
       release->push_back(same->id);
@@ -101,19 +102,19 @@ class ReservationCache {
 
   // Forgets every held reservation (the master it came from may be gone).
   void Clear() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     held_.clear();
   }
 
  private:
-  std::vector<HeldReservation>::iterator Find(const PutShape& shape) {
+  std::vector<HeldReservation>::iterator Find(const PutShape& shape) SLUICE_REQUIRES(mu_) {
     return std::find_if(held_.begin(), held_.end(),
                         [&](const HeldReservation& h) { return h.shape == shape; });
   }
 
-  std::mutex mu_;
-  std::deque<PutShape> recent_;        // Guarded by mu_. Distinct, oldest first.
-  std::vector<HeldReservation> held_;  // Guarded by mu_. At most one per recent shape.
+  Mutex mu_;
+  std::deque<PutShape> recent_ SLUICE_GUARDED_BY(mu_);        // Distinct, oldest first.
+  std::vector<HeldReservation> held_ SLUICE_GUARDED_BY(mu_);  // At most one per recent shape.
 };
 
 }  // namespace sluice::internal

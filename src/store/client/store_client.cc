@@ -1,4 +1,5 @@
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/net.h"
 #include "common/rpc_auth.h"
 #include "common/security_keys.h"
@@ -12,8 +13,9 @@ StoreClientImpl::~StoreClientImpl() {
   {
     // Lease releases still in flight finish first (each has a deadline),
     // so a Get followed by exit still counts as a completed read.
-    std::unique_lock<std::mutex> lock(release_mu_);
-    release_cv_.wait(lock, [this] { return releases_in_flight_ == 0; });
+    MutexLock lock(release_mu_);
+    release_cv_.Wait(lock,
+                     [this]() SLUICE_REQUIRES(release_mu_) { return releases_in_flight_ == 0; });
   }
   if (staging_key_.value != 0) {
     (void)engine_->UnregisterMemory(staging_key_);
@@ -62,7 +64,7 @@ Status StoreClientImpl::WaitFor(std::string_view key, std::chrono::milliseconds 
 }
 
 void StoreClientImpl::Subscribe(std::function<void(const StoreEvent&)> handler) {
-  std::lock_guard<std::mutex> lock(watch_mu_);
+  MutexLock lock(watch_mu_);
   handler_ = std::make_shared<std::function<void(const StoreEvent&)>>(std::move(handler));
   if (!watch_thread_.joinable()) {
     watch_thread_ = std::thread([this] { WatchLoop(); });
@@ -71,39 +73,42 @@ void StoreClientImpl::Subscribe(std::function<void(const StoreEvent&)> handler) 
 
 void StoreClientImpl::WatchLoop() {
   while (true) {
+    grpc::ClientContext* ctx = nullptr;
     {
-      std::lock_guard<std::mutex> lock(watch_mu_);
+      MutexLock lock(watch_mu_);
       if (watch_stopping_) {
         return;
       }
       watch_ctx_ = std::make_unique<grpc::ClientContext>();
+      ctx = watch_ctx_.get();  // Replaced only by this thread.
     }
     pb::WatchRequest req;
-    auto reader = stub_->WatchEvents(watch_ctx_.get(), req);
+    auto reader = stub_->WatchEvents(ctx, req);
     pb::ObjectEvent e;
     while (reader->Read(&e)) {
       std::shared_ptr<std::function<void(const StoreEvent&)>> h;
       {
-        std::lock_guard<std::mutex> lock(watch_mu_);
+        MutexLock lock(watch_mu_);
         h = handler_;
       }
       (*h)(StoreEvent{static_cast<StoreEventKind>(e.kind()), e.key()});
     }
     (void)reader->Finish();
-    std::unique_lock<std::mutex> lock(watch_mu_);
-    watch_cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return watch_stopping_; });
+    MutexLock lock(watch_mu_);
+    watch_cv_.WaitFor(lock, std::chrono::milliseconds(200),
+                      [this]() SLUICE_REQUIRES(watch_mu_) { return watch_stopping_; });
   }
 }
 
 void StoreClientImpl::StopWatching() {
   {
-    std::lock_guard<std::mutex> lock(watch_mu_);
+    MutexLock lock(watch_mu_);
     watch_stopping_ = true;
     if (watch_ctx_ != nullptr) {
       watch_ctx_->TryCancel();
     }
   }
-  watch_cv_.notify_all();
+  watch_cv_.NotifyAll();
   if (watch_thread_.joinable()) {
     watch_thread_.join();
   }
@@ -127,7 +132,7 @@ Status StoreClientImpl::Warm() {
 Status StoreClientImpl::WarmNode(const std::string& endpoint) {
   SLUICE_ASSIGN_OR_RETURN(SegmentId seg, engine_->OpenSegment(endpoint));
   SLUICE_ASSIGN_OR_RETURN(std::vector<RegionInfo> regions, engine_->SegmentRegions(seg));
-  std::lock_guard<std::mutex> lock(staging_mu_);
+  MutexLock lock(staging_mu_);
   auto* dst = static_cast<char*>(staging_.data());
   std::vector<TransferRequest> ops;
   for (const RegionInfo& r : regions) {
@@ -146,7 +151,7 @@ std::shared_ptr<fastlane::Client> StoreClientImpl::FastLane() {
   if (!config_.fast_lane) {
     return nullptr;
   }
-  std::lock_guard<std::mutex> lock(lane_mu_);
+  MutexLock lock(lane_mu_);
   if (lane_ != nullptr) {
     return lane_;
   }
@@ -174,7 +179,7 @@ std::shared_ptr<fastlane::Client> StoreClientImpl::FastLane() {
 
 void StoreClientImpl::LaneFailed(const std::shared_ptr<fastlane::Client>& lane, const Status& why) {
   lane->Reset();
-  std::lock_guard<std::mutex> lock(lane_mu_);
+  MutexLock lock(lane_mu_);
   if (lane_ == lane) {
     SLUICE_LOG(info, "store client: fast lane {} failed ({}); using gRPC",
                lane->endpoint().ToString(), why.ToString());

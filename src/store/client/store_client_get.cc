@@ -2,6 +2,7 @@
 // nearest replica, GetEnd.
 #include <cstring>
 
+#include "common/mutex.h"
 #include "store/client/store_client_impl.h"
 
 namespace sluice::internal {
@@ -84,14 +85,14 @@ void StoreClientImpl::GetEnd(const OpenGet& g, bool completed) {
   call->req.set_completed(completed);
   SetDeadline(&call->ctx, config_.rpc_timeout);
   {
-    std::lock_guard<std::mutex> lock(release_mu_);
+    MutexLock lock(release_mu_);
     ++releases_in_flight_;
   }
   stub_->async()->GetEnd(&call->ctx, &call->req, &call->resp, [this, call](const grpc::Status&) {
     delete call;
-    std::lock_guard<std::mutex> lock(release_mu_);
+    MutexLock lock(release_mu_);
     if (--releases_in_flight_ == 0) {
-      release_cv_.notify_all();
+      release_cv_.NotifyAll();
     }
   });
 }
@@ -192,7 +193,7 @@ Result<std::vector<std::byte>> StoreClientImpl::Get(std::string_view key, Object
   std::vector<std::byte> out(g.meta.size);
   Status s;
   {
-    std::lock_guard<std::mutex> lock(staging_mu_);
+    MutexLock lock(staging_mu_);
     char* stage = static_cast<char*>(staging_.data());
     for (std::uint64_t off = 0; s.ok() && off < out.size(); off += staging_.size()) {
       const std::uint64_t n = std::min<std::uint64_t>(staging_.size(), out.size() - off);

@@ -8,16 +8,15 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "sluice/store/client.h"
 
+#include "common/mutex.h"
 #include "common/owner_link.h"
 #include "common/random.h"
 #include "common/rpc_status.h"
@@ -234,21 +233,21 @@ class StoreClientImpl {
   // How ObjectViews end their reads while the client lives.
   std::shared_ptr<OwnerLink<StoreClientImpl>> link_;
   std::unique_ptr<pb::Master::Stub> stub_;
-  std::mutex lane_mu_;
-  std::shared_ptr<fastlane::Client> lane_;                 // Guarded by lane_mu_.
-  std::chrono::steady_clock::time_point next_lane_probe_;  // Guarded by lane_mu_.
+  Mutex lane_mu_;
+  std::shared_ptr<fastlane::Client> lane_ SLUICE_GUARDED_BY(lane_mu_);
+  std::chrono::steady_clock::time_point next_lane_probe_ SLUICE_GUARDED_BY(lane_mu_);
   ReservationCache reservations_;
   SharedBuffer staging_;
   RegionKey staging_key_;
-  std::mutex staging_mu_;
-  std::mutex release_mu_;
-  std::condition_variable release_cv_;
-  int releases_in_flight_ = 0;  // Guarded by release_mu_.
-  std::mutex watch_mu_;
-  std::condition_variable watch_cv_;
-  std::shared_ptr<std::function<void(const StoreEvent&)>> handler_;  // Guarded by watch_mu_.
-  std::unique_ptr<grpc::ClientContext> watch_ctx_;                   // Guarded by watch_mu_.
-  bool watch_stopping_ = false;                                      // Guarded by watch_mu_.
+  Mutex staging_mu_;  // Held while staging_'s bytes are in use (its handle is set once).
+  Mutex release_mu_;
+  CondVar release_cv_;
+  int releases_in_flight_ SLUICE_GUARDED_BY(release_mu_) = 0;
+  Mutex watch_mu_;
+  CondVar watch_cv_;
+  std::shared_ptr<std::function<void(const StoreEvent&)>> handler_ SLUICE_GUARDED_BY(watch_mu_);
+  std::unique_ptr<grpc::ClientContext> watch_ctx_ SLUICE_GUARDED_BY(watch_mu_);
+  bool watch_stopping_ SLUICE_GUARDED_BY(watch_mu_) = false;
   std::thread watch_thread_;
 };
 

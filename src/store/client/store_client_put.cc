@@ -1,6 +1,7 @@
 // Puts: PutStart + write + PutEnd, or one round trip over a reservation.
 #include <cstring>
 
+#include "common/mutex.h"
 #include "store/client/store_client_impl.h"
 
 namespace sluice::internal {
@@ -185,7 +186,7 @@ Status StoreClientImpl::PutFrom(std::string_view key, const void* data, std::siz
 Status StoreClientImpl::Put(std::string_view key, std::span<const std::byte> value,
                             const PutOptions& o) {
   return DoPut(key, value.size(), o, [&](const OpenPut& put) {
-    std::lock_guard<std::mutex> lock(staging_mu_);
+    MutexLock lock(staging_mu_);
     char* stage = static_cast<char*>(staging_.data());
     Status s;
     for (std::uint64_t off = 0; s.ok() && off < value.size(); off += staging_.size()) {

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 
+#include "common/mutex.h"
 #include "common/security_keys.h"
 
 namespace sluice::internal::fastlane {
@@ -16,7 +17,7 @@ Client::Client(HostPort endpoint, std::chrono::microseconds spin, std::size_t ma
 
 Result<UniqueFd> Client::Acquire(std::chrono::milliseconds timeout) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!idle_.empty()) {
       UniqueFd fd = std::move(idle_.back());
       idle_.pop_back();
@@ -48,19 +49,19 @@ Status Client::Greet(int fd, std::chrono::milliseconds timeout) {
 }
 
 void Client::Release(UniqueFd fd) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (idle_.size() < max_idle_) {
     idle_.push_back(std::move(fd));
   }
 }
 
 void Client::Reset() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   idle_.clear();
 }
 
 bool Client::IdleConnectionAlive() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (idle_.empty()) {
     return false;
   }

@@ -10,11 +10,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/net.h"
 #include "store/fastlane/frame.h"
 
@@ -67,8 +67,8 @@ class Client {
   std::chrono::microseconds spin_;
   const std::string key_;
   std::size_t max_idle_;
-  std::mutex mu_;
-  std::vector<UniqueFd> idle_;  // Guarded by mu_.
+  Mutex mu_;
+  std::vector<UniqueFd> idle_ SLUICE_GUARDED_BY(mu_);
   std::atomic<int> in_flight_{0};
 };
 

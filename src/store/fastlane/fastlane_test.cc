@@ -5,12 +5,12 @@
 #include <sys/socket.h>
 
 #include <atomic>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "common/mutex.h"
 #include "common/net.h"
 #include "common/security_keys.h"
 #include "common/testing/eventually.h"
@@ -74,7 +74,7 @@ class FastLaneServerTest : public ::testing::Test {
           ++calls_;
           if (body == "defer") {
             // Answered later, from another thread (as a parked read is).
-            std::lock_guard<std::mutex> lock(deferred_mu_);
+            MutexLock lock(deferred_mu_);
             deferred_.push_back(std::move(respond));
             return;
           }
@@ -119,7 +119,7 @@ class FastLaneServerTest : public ::testing::Test {
     return std::move(*fd);
   }
 
-  std::mutex deferred_mu_;
+  Mutex deferred_mu_;
   std::vector<Responder> deferred_;  // Guarded by deferred_mu_.
   std::atomic<int> calls_{0};
   std::atomic<int> one_way_{0};
@@ -135,7 +135,7 @@ TEST_F(FastLaneServerTest, AnswersMayComeLaterFromAnyThread) {
     Responder r({}, true);  // Replaced once the call has arrived.
     while (true) {
       {
-        std::lock_guard<std::mutex> lock(deferred_mu_);
+        MutexLock lock(deferred_mu_);
         if (!deferred_.empty()) {
           r = std::move(deferred_.back());
           deferred_.clear();
@@ -168,7 +168,7 @@ TEST_F(FastLaneServerTest, AnAnswerAfterTheConnectionClosedIsDropped) {
   ASSERT_TRUE(Eventually([&] { return server_->connections() == 0; }));
   std::vector<Responder> late;
   {
-    std::lock_guard<std::mutex> lock(deferred_mu_);
+    MutexLock lock(deferred_mu_);
     late.swap(deferred_);
   }
   ASSERT_EQ(late.size(), 1u);

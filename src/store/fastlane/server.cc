@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/random.h"
 
 namespace sluice::internal::fastlane {
@@ -47,7 +48,7 @@ Status SendFrame(int fd, const ResponseHeader& h, std::string_view body) {
 struct Responder::Conn {
   explicit Conn(UniqueFd f) : fd(std::move(f)) {}
   UniqueFd fd;
-  std::mutex write_mu;  // One frame at a time.
+  Mutex write_mu;  // One frame at a time.
 };
 
 Responder::Responder(std::shared_ptr<Conn> conn, bool one_way)
@@ -76,7 +77,7 @@ void Responder::operator()(const Result<std::string>& out) {
     reply = error;
   }
   r.body_len = static_cast<std::uint32_t>(reply.size());
-  std::lock_guard<std::mutex> lock(conn_->write_mu);
+  MutexLock lock(conn_->write_mu);
   if (!SendFrame(conn_->fd.get(), r, reply).ok()) {
     ::shutdown(conn_->fd.get(), SHUT_RDWR);  // Its serving thread ends the connection.
   }
@@ -103,7 +104,7 @@ Result<std::unique_ptr<Server>> Server::Start(const HostPort& listen, Handler ha
 
 Server::~Server() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     for (Conn& c : conns_) {
       if (!c.done) {
@@ -118,7 +119,7 @@ Server::~Server() {
   }
   std::list<Conn> conns;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     conns.swap(conns_);
   }
   for (Conn& c : conns) {
@@ -129,7 +130,7 @@ Server::~Server() {
 }
 
 std::size_t Server::connections() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::size_t n = 0;
   for (const Conn& c : conns_) {
     n += c.done ? 0 : 1;
@@ -166,7 +167,7 @@ void Server::AcceptLoop() {
     if (!fd.valid()) {
       continue;  // EAGAIN (another wake-up took it), ECONNABORTED, EMFILE...
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ReapLocked();
     if (stopping_) {
       return;
@@ -242,7 +243,7 @@ void Server::Serve(Conn* conn) {
              Responder(io, (h->flags & kFlagOneWay) != 0));
   }
   ::shutdown(fd, SHUT_RDWR);  // Late answers fail; the socket closes with its last holder.
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   conn->done = true;
 }
 

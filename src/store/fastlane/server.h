@@ -15,11 +15,11 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/net.h"
 #include "common/security_keys.h"
 #include "store/fastlane/frame.h"
@@ -77,14 +77,14 @@ class Server {
   struct Conn {
     std::shared_ptr<Responder::Conn> io;  // Set before the thread starts.
     std::thread thread;
-    bool done = false;  // Guarded by mu_.
+    bool done = false;  // Guarded by the server's mu_.
   };
   Server(Handler handler, std::size_t max_connections, std::string key);
   void AcceptLoop();
   void Serve(Conn* conn);
   // Sends the challenge; false when the connection failed.
   bool Challenge(int fd, std::array<std::uint8_t, kChallengeBytes>* nonce);
-  void ReapLocked();
+  void ReapLocked() SLUICE_REQUIRES(mu_);
 
   Handler handler_;
   std::size_t max_connections_;
@@ -94,9 +94,9 @@ class Server {
   UniqueFd listener_;
   UniqueFd wake_;  // eventfd: wakes the accept loop to stop.
   std::thread acceptor_;
-  std::mutex mu_;
-  bool stopping_ = false;  // Guarded by mu_.
-  std::list<Conn> conns_;  // Guarded by mu_; nodes are stable while threads run.
+  Mutex mu_;
+  bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
+  std::list<Conn> conns_ SLUICE_GUARDED_BY(mu_);  // nodes are stable while threads run.
   std::atomic<std::uint64_t> requests_{0};
 };
 

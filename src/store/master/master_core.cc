@@ -1,6 +1,7 @@
 #include "store/master/master_core.h"
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "store/proto_convert.h"
 
 namespace sluice::internal {
@@ -8,7 +9,7 @@ namespace sluice::internal {
 namespace pb = ::sluice::store::v1;
 
 MasterCore::MasterCore(const MasterOptions& options, EventSink sink)
-    : sink_(std::move(sink)), state_(options) {
+    : options_(options), sink_(std::move(sink)), state_(options) {
   ticker_ = std::thread([this] { TickLoop(); });
 }
 
@@ -19,7 +20,7 @@ MasterCore::~MasterCore() {
 void MasterCore::Shutdown() {
   Finish finish;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     const Status cancelled(StatusCode::kCancelled, "master is shutting down");
     for (auto& [key, ws] : waiters_) {
@@ -36,7 +37,7 @@ void MasterCore::Shutdown() {
     parked_gets_.clear();
     AnswerHeartbeatsLocked(MasterClock::now(), /*all=*/true, &finish);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (ticker_.joinable()) {
     ticker_.join();
   }
@@ -51,12 +52,12 @@ void MasterCore::Run(Finish& finish) {
 }
 
 std::vector<std::string> MasterCore::NodeEndpoints() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return state_.NodeEndpoints();
 }
 
 MasterMetrics MasterCore::Metrics() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   MasterStats s = state_.Stats();
   return MasterMetrics{
       s.nodes,        s.objects,        s.objects_writing, s.capacity_bytes,      s.used_bytes,
@@ -84,7 +85,7 @@ Status MasterCore::RegisterNode(const pb::RegisterNodeRequest& req,
   std::size_t skipped = 0;
   Status st;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     st = state_.RegisterNode(req.node_id(), req.endpoint(), NodeResources{segs, req.disk_bytes()},
                              objects, MasterClock::now(), &skipped);
   }
@@ -93,8 +94,7 @@ Status MasterCore::RegisterNode(const pb::RegisterNodeRequest& req,
                req.node_id(), req.endpoint(), segs.size(), objects.size() - skipped, skipped);
   }
   resp->set_skipped_objects(skipped);
-  resp->set_heartbeat_interval_ms(
-      static_cast<std::uint64_t>(state_.options().heartbeat_interval.count()));
+  resp->set_heartbeat_interval_ms(static_cast<std::uint64_t>(options_.heartbeat_interval.count()));
   rpc_stats_.Record(RpcStats::kRegisterNode, start);
   return st;
 }
@@ -147,7 +147,7 @@ void MasterCore::Heartbeat(const pb::HeartbeatRequest* req, pb::HeartbeatRespons
   }
   Finish finish;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto held = parked_heartbeats_.find(req->node_id());
     if (held != parked_heartbeats_.end()) {
       // The node gave up on it (or a second one runs): answer it empty.
@@ -224,7 +224,7 @@ Status MasterCore::PutStart(const pb::PutStartRequest& req, pb::PutStartResponse
   r.replica_num = req.replica_num();
   r.preferred_node = req.preferred_node();
   Result<PutGrant> g = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return state_.PutStart(r, MasterClock::now());
   }();
   if (g.ok()) {
@@ -256,7 +256,7 @@ void MasterCore::CommittedLocked(const std::string& key, const pb::ReserveNext* 
     // A declined offer is not an error: the next put takes two round trips.
     Result<PutGrant> g = state_.Reserve(r, MasterClock::now());
     if (g.ok()) {
-      FillReservation(*g, r.size, state_.options().reservation_timeout, out);
+      FillReservation(*g, r.size, options_.reservation_timeout, out);
     }
   }
 }
@@ -266,7 +266,7 @@ Status MasterCore::PutEnd(const pb::PutEndRequest& req, pb::PutEndResponse* resp
   Finish finish;
   Status st;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     st = state_.PutEnd(req.key(), req.put_id(), MasterClock::now());
     if (st.ok()) {
       CommittedLocked(req.key(), req.has_reserve() ? &req.reserve() : nullptr,
@@ -286,7 +286,7 @@ Status MasterCore::PutReserved(const pb::PutReservedRequest& req, pb::PutReserve
   Finish finish;
   Status st;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     st = state_.PutReserved(r, req.reservation_id(), MasterClock::now());
     if (st.ok()) {
       CommittedLocked(req.key(), req.has_reserve() ? &req.reserve() : nullptr,
@@ -302,7 +302,7 @@ Status MasterCore::Unreserve(const pb::UnreserveRequest& req) {
   if (req.reservation_ids_size() > 1024) {
     return InvalidArgumentError("Unreserve: at most 1024 reservation ids per call");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (std::uint64_t id : req.reservation_ids()) {
     state_.Unreserve(id);
   }
@@ -313,7 +313,7 @@ Status MasterCore::PutRevoke(const pb::PutRevokeRequest& req) {
   const auto start = MasterClock::now();
   Status st;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     st = state_.PutRevoke(req.key(), req.put_id());
   }
   rpc_stats_.Record(RpcStats::kPutRevoke, start);
@@ -323,7 +323,7 @@ Status MasterCore::PutRevoke(const pb::PutRevokeRequest& req) {
 void MasterCore::GetStart(const pb::GetStartRequest* req, pb::GetStartResponse* resp, Done done,
                           bool allow_wait) {
   const auto start = MasterClock::now();
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Result<ReadGrant> g = state_.GetStart(req->key(), req->client_endpoint(), MasterClock::now());
   const StatusCode code = g.status().code();
   if (allow_wait && req->wait_ms() > 0 && !stopping_ &&
@@ -349,7 +349,7 @@ void MasterCore::GetStart(const pb::GetStartRequest* req, pb::GetStartResponse* 
         ParkedGet{req, resp, start, MasterClock::now() + kParkedGetTimeout, std::move(done)});
     return;
   }
-  lock.unlock();
+  lock.Unlock();
   if (g.ok()) {
     FillGetStart(*g, resp);
   }
@@ -358,7 +358,7 @@ void MasterCore::GetStart(const pb::GetStartRequest* req, pb::GetStartResponse* 
 }
 
 Status MasterCore::RenewRead(const pb::RenewReadRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return state_.RenewRead(req.key(), req.lease_id(), MasterClock::now());
 }
 
@@ -367,7 +367,7 @@ Status MasterCore::GetEnd(const pb::GetEndRequest& req) {
   Status st;
   Finish finish;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     st = state_.GetEnd(req.key(), req.lease_id(), req.completed());
     AnswerHeartbeatsLocked(MasterClock::now(), false, &finish);  // Directory changes.
   }
@@ -381,7 +381,7 @@ Status MasterCore::Remove(const pb::KeyRequest& req) {
   Status st;
   Finish finish;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     st = state_.Remove(req.key());
     AnswerHeartbeatsLocked(MasterClock::now(), false, &finish);  // Directory changes.
   }
@@ -393,7 +393,7 @@ Status MasterCore::Remove(const pb::KeyRequest& req) {
 Status MasterCore::Exists(const pb::KeyRequest& req, pb::ExistsResponse* resp) {
   const auto start = MasterClock::now();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     resp->set_exists(state_.Exists(req.key()));
   }
   rpc_stats_.Record(RpcStats::kExists, start);
@@ -401,19 +401,19 @@ Status MasterCore::Exists(const pb::KeyRequest& req, pb::ExistsResponse* resp) {
 }
 
 void MasterCore::WaitFor(const pb::WaitForRequest& req, Done done) {
-  if (req.key().empty() || req.key().size() > state_.options().max_key_bytes) {
-    done(InvalidArgumentError("key must be 1.." + std::to_string(state_.options().max_key_bytes) +
+  if (req.key().empty() || req.key().size() > options_.max_key_bytes) {
+    done(InvalidArgumentError("key must be 1.." + std::to_string(options_.max_key_bytes) +
                               " bytes"));
     return;
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) {
-    lock.unlock();
+    lock.Unlock();
     done(Status(StatusCode::kCancelled, "master is shutting down"));
     return;
   }
   if (state_.Exists(req.key())) {
-    lock.unlock();
+    lock.Unlock();
     done(Status::Ok());
     return;
   }
@@ -474,9 +474,9 @@ void MasterCore::ResumeParkedGetsLocked(const std::vector<std::string>& keys, bo
 }
 
 void MasterCore::TickLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(100));
+    cv_.WaitFor(lock, std::chrono::milliseconds(100));
     const TimePoint now = MasterClock::now();
     state_.Tick(now);
     Finish finish;
@@ -506,9 +506,9 @@ void MasterCore::TickLoop() {
       it = ws.empty() ? waiters_.erase(it) : std::next(it);
     }
     if (!finish.empty()) {
-      lock.unlock();
+      lock.Unlock();
       Run(finish);
-      lock.lock();
+      lock.Lock();
     }
   }
 }

@@ -5,16 +5,15 @@
 #ifndef SLUICE_STORE_MASTER_MASTER_CORE_H_
 #define SLUICE_STORE_MASTER_MASTER_CORE_H_
 
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "sluice/store/master.h"
 
+#include "common/mutex.h"
 #include "proto/master.pb.h"
 #include "store/master/master_state.h"
 #include "store/master/rpc_stats.h"
@@ -67,7 +66,7 @@ class MasterCore {
   Status Exists(const store::v1::KeyRequest& req, store::v1::ExistsResponse* resp);
   void WaitFor(const store::v1::WaitForRequest& req, Done done);
 
-  const MasterOptions& options() const { return state_.options(); }
+  const MasterOptions& options() const { return options_; }
   MasterMetrics Metrics();
   // Transfer endpoints of the registered store nodes (Describe).
   std::vector<std::string> NodeEndpoints();
@@ -98,7 +97,8 @@ class MasterCore {
   static void FillGetStart(const ReadGrant& g, store::v1::GetStartResponse* resp);
   // Asks again for parked readers of `keys` (or of every parked key when
   // `all`); appends the answered ones to `finish`.
-  void ResumeParkedGetsLocked(const std::vector<std::string>& keys, bool all, Finish* finish);
+  void ResumeParkedGetsLocked(const std::vector<std::string>& keys, bool all, Finish* finish)
+      SLUICE_REQUIRES(mu_);
   void TickLoop();
   static void Run(Finish& finish);
   // After `key` committed: answers held heartbeats of nodes with news and
@@ -106,23 +106,24 @@ class MasterCore {
   // `reserve` asks, offers a reservation into `out` (left empty when
   // declined: the caller's next put takes two round trips).
   void CommittedLocked(const std::string& key, const store::v1::ReserveNext* reserve,
-                       store::v1::Reservation* out, Finish* finish);
+                       store::v1::Reservation* out, Finish* finish) SLUICE_REQUIRES(mu_);
   // Answers held heartbeats whose node has news, or is past its deadline
   // (`now`), or every one when `all`.
-  void AnswerHeartbeatsLocked(TimePoint now, bool all, Finish* finish);
+  void AnswerHeartbeatsLocked(TimePoint now, bool all, Finish* finish) SLUICE_REQUIRES(mu_);
   // One heartbeat's answer for `node_id` (applies `done`, acknowledges).
   void FillHeartbeatLocked(const std::string& node_id, std::uint64_t acked_seq,
                            const std::vector<CommandResult>& done,
-                           store::v1::HeartbeatResponse* resp);
+                           store::v1::HeartbeatResponse* resp) SLUICE_REQUIRES(mu_);
 
+  const MasterOptions options_;  // The same as state_.options().
   EventSink sink_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;                                      // Guarded by mu_.
-  MasterState state_;                                          // Guarded by mu_.
-  std::map<std::string, std::vector<Waiter>> waiters_;         // Guarded by mu_.
-  std::map<std::string, std::vector<ParkedGet>> parked_gets_;  // Guarded by mu_.
-  std::map<std::string, ParkedHeartbeat> parked_heartbeats_;   // By node id. Guarded by mu_.
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
+  MasterState state_ SLUICE_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<Waiter>> waiters_ SLUICE_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<ParkedGet>> parked_gets_ SLUICE_GUARDED_BY(mu_);
+  std::map<std::string, ParkedHeartbeat> parked_heartbeats_ SLUICE_GUARDED_BY(mu_);  // By node id.
   RpcStats rpc_stats_;
   std::thread ticker_;
 };

@@ -4,13 +4,13 @@
 
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <set>
 #include <sstream>
 
 #include "sluice/store/master.h"
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/net.h"
 #include "common/random.h"
 #include "common/rpc_auth.h"
@@ -31,7 +31,7 @@ class EventWatcher final : public grpc::ServerWriteReactor<pb::ObjectEvent> {
   explicit EventWatcher(OnGone on_gone) : on_gone_(std::move(on_gone)) {}
 
   void Push(const ObjectEvent& e) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (finished_ || queue_.size() >= 65536) {
       return;  // A watcher that cannot keep up loses events (at most once).
     }
@@ -45,7 +45,7 @@ class EventWatcher final : public grpc::ServerWriteReactor<pb::ObjectEvent> {
     }
   }
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     queue_.pop_front();
     writing_ = false;
     if (!ok) {
@@ -63,7 +63,7 @@ class EventWatcher final : public grpc::ServerWriteReactor<pb::ObjectEvent> {
   void OnCancel() override { Refuse(grpc::Status::CANCELLED); }
   // Ends the stream with `s` (once).
   void Refuse(const grpc::Status& s) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!finished_) {
       finished_ = true;
       Finish(s);
@@ -76,10 +76,11 @@ class EventWatcher final : public grpc::ServerWriteReactor<pb::ObjectEvent> {
 
  private:
   OnGone on_gone_;
-  std::mutex mu_;
-  std::deque<pb::ObjectEvent> queue_;  // Front is being written when writing_.
-  bool writing_ = false;
-  bool finished_ = false;
+  Mutex mu_;
+  std::deque<pb::ObjectEvent> queue_
+      SLUICE_GUARDED_BY(mu_);  // Front is being written when writing_.
+  bool writing_ SLUICE_GUARDED_BY(mu_) = false;
+  bool finished_ SLUICE_GUARDED_BY(mu_) = false;
 };
 
 class MasterServerImpl final : public pb::Master::CallbackService {
@@ -271,14 +272,14 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   grpc::ServerWriteReactor<pb::ObjectEvent>* WatchEvents(grpc::CallbackServerContext* ctx,
                                                          const pb::WatchRequest*) override {
     auto* w = new EventWatcher([this](EventWatcher* gone) {
-      std::lock_guard<std::mutex> lock(watchers_mu_);
+      MutexLock lock(watchers_mu_);
       watchers_.erase(gone);
     });
     if (grpc::Status s = auth_.Check(*ctx); !s.ok()) {
       w->Refuse(s);  // Never joins watchers_; deleted on OnDone.
       return w;
     }
-    std::lock_guard<std::mutex> lock(watchers_mu_);
+    MutexLock lock(watchers_mu_);
     watchers_.insert(w);
     return w;
   }
@@ -291,7 +292,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   }
 
   void Publish(const std::vector<ObjectEvent>& events) {
-    std::lock_guard<std::mutex> lock(watchers_mu_);
+    MutexLock lock(watchers_mu_);
     for (const ObjectEvent& e : events) {
       for (EventWatcher* w : watchers_) {
         w->Push(e);
@@ -392,9 +393,9 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   }
 
   CallAuthenticator auth_;
-  std::mutex watchers_mu_;            // Taken inside the core's lock (Publish).
-  std::set<EventWatcher*> watchers_;  // Guarded by watchers_mu_.
-  MasterCore core_;                   // After the watchers: its ticker publishes to them.
+  Mutex watchers_mu_;  // Taken inside the core's lock (Publish).
+  std::set<EventWatcher*> watchers_ SLUICE_GUARDED_BY(watchers_mu_);
+  MasterCore core_;  // After the watchers: its ticker publishes to them.
   std::unique_ptr<fastlane::Server> fast_lane_;
   std::unique_ptr<grpc::Server> server_;
   std::string endpoint_;

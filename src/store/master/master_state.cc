@@ -52,6 +52,8 @@ Status MasterState::RegisterNode(const std::string& node_id, const std::string& 
                                   std::to_string(s.region_key) + " (overlapping segments)");
     }
   }
+  std::vector<ObjectRecord> accepted;
+  const std::vector<ObjectRecord>* restore = &objects;
   auto it = nodes_.find(node_id);
   if (it != nodes_.end()) {
     Node& n = *it->second;
@@ -67,7 +69,24 @@ Status MasterState::RegisterNode(const std::string& node_id, const std::string& 
       n.last_seen = now;
       return Status::Ok();
     }
-    DropNode(node_id, true);  // Restarted with new memory: its objects are gone.
+    // Restarted with new memory: its memory objects are gone. Those on its
+    // disk tier survive where the node lists them as this master has them
+    // (not since loaded back, moved or removed); they are not reported lost.
+    std::set<std::string> kept;
+    for (const ObjectRecord& rec : objects) {
+      if (rec.on_disk && OnDiskAt(n, rec)) {
+        kept.insert(rec.key);
+        accepted.push_back(rec);
+      }
+    }
+    skipped_count += objects.size() - accepted.size();
+    DropNode(node_id, true, &kept);
+    restore = &accepted;
+  } else if (departed_.contains(node_id)) {
+    // This master dropped the node and reported its objects lost: whatever
+    // it still lists is stale.
+    skipped_count += objects.size();
+    restore = &accepted;
   }
   auto node = std::make_unique<Node>();
   node->id = node_id;
@@ -81,7 +100,7 @@ Status MasterState::RegisterNode(const std::string& node_id, const std::string& 
   }
   Node* n = node.get();
   nodes_[node_id] = std::move(node);
-  for (const ObjectRecord& rec : objects) {
+  for (const ObjectRecord& rec : *restore) {
     if (!Restore(n, rec, now)) {
       ++skipped_count;
     }
@@ -103,7 +122,10 @@ bool MasterState::Restore(Node* node, const ObjectRecord& rec, TimePoint now) {
     }
   }
   if (seg == node->segs.size()) {
-    return false;
+    if (!rec.on_disk) {
+      return false;
+    }
+    seg = 0;  // On disk (kept across a node restart): a load allocates memory.
   }
   auto it = objects_.find(rec.key);
   if (it != objects_.end() && (!it->second->complete || it->second->size != rec.size)) {
@@ -576,10 +598,30 @@ void MasterState::Erase(Object* obj, std::optional<ObjectEventKind> event) {
   objects_.erase(obj->key);
 }
 
-void MasterState::DropNode(const std::string& node_id, bool lost) {
+bool MasterState::OnDiskAt(const Node& node, const ObjectRecord& rec) const {
+  auto it = objects_.find(rec.key);
+  if (it == objects_.end()) {
+    return false;
+  }
+  const Object& o = *it->second;
+  return o.complete && !o.removed && o.tier == Object::Tier::kDisk &&
+         o.disk_offset == rec.disk_offset && o.size == rec.size &&
+         std::any_of(o.replicas.begin(), o.replicas.end(),
+                     [&](const Object::Placement& p) { return p.node == &node; });
+}
+
+void MasterState::DropNode(const std::string& node_id, bool lost,
+                           const std::set<std::string>* kept) {
   auto nit = nodes_.find(node_id);
   if (nit == nodes_.end()) {
     return;
+  }
+  if (departed_.insert(node_id).second) {
+    departed_order_.push_back(node_id);
+    if (departed_order_.size() > kMaxDeparted) {
+      departed_.erase(departed_order_.front());
+      departed_order_.pop_front();
+    }
   }
   Node* node = nit->second.get();
   std::vector<Object*> orphans;
@@ -606,7 +648,8 @@ void MasterState::DropNode(const std::string& node_id, bool lost) {
     }
   }
   for (Object* o : orphans) {
-    const bool report = lost && o->complete && !o->removed;
+    const bool report =
+        lost && o->complete && !o->removed && (kept == nullptr || !kept->contains(o->key));
     counters_.objects_lost += report ? 1 : 0;
     Erase(o, report ? std::optional(ObjectEventKind::kLost) : std::nullopt);
   }

@@ -7,10 +7,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -160,12 +162,14 @@ class MasterState {
   ~MasterState();
 
   // Adds a node, or replaces it if its segments changed (a restarted node:
-  // its old objects are dropped and reported lost). Idempotent for the same
-  // segments. A new node's `objects` (its directory, after a master restart)
-  // become complete objects again; records that do not fit (unknown region,
-  // overlapping ranges, a key held elsewhere with another size) are skipped
-  // and counted in `*skipped`. Errors: kInvalidArgument (empty id/endpoint,
-  // no segments, a segment under min_segment_bytes, duplicate region keys).
+  // its old memory objects are dropped and reported lost; its disk-tier
+  // objects stay when `objects` lists them where this master has them).
+  // Idempotent for the same segments. A new node's `objects` (its
+  // directory, after a master restart) become complete objects again,
+  // unless this master dropped that node before (they are stale); records
+  // that do not fit (unknown region, overlapping ranges, a key held
+  // elsewhere with another size) are skipped and counted in `*skipped`. Errors: kInvalidArgument
+  // (empty id/endpoint, no segments, a segment under min_segment_bytes, duplicate region keys).
   Status RegisterNode(const std::string& node_id, const std::string& endpoint,
                       const NodeResources& resources, const std::vector<ObjectRecord>& objects,
                       TimePoint now, std::size_t* skipped = nullptr);
@@ -260,13 +264,23 @@ class MasterState {
   // Bytes EvictOne could free now, counted until `enough` is reached.
   std::uint64_t EvictableBytes(std::uint64_t enough) const;
   void Erase(Object* obj, std::optional<ObjectEventKind> event);
-  void DropNode(const std::string& node_id, bool lost);
+  // Removes a node and the objects only it held (reported lost when
+  // `lost`, except those in `kept`, which a restarted node brings back).
+  void DropNode(const std::string& node_id, bool lost, const std::set<std::string>* kept = nullptr);
+  // True when `rec` (from `node`'s registration) is on disk where this
+  // master placed it.
+  bool OnDiskAt(const Node& node, const ObjectRecord& rec) const;
   void Touch(Object* obj);
   void Emit(ObjectEventKind kind, const std::string& key);
   void LogDelta(Object* obj, bool added);
 
   MasterOptions options_;
   std::map<std::string, std::unique_ptr<Node>> nodes_;
+  // Nodes this master dropped (most recent kMaxDeparted): what they list
+  // when they come back is stale.
+  static constexpr std::size_t kMaxDeparted = 4096;
+  std::set<std::string> departed_;
+  std::deque<std::string> departed_order_;
   std::unordered_map<std::string, std::unique_ptr<Object>> objects_;
   // Open reservations by id: keyless objects holding space.
   std::unordered_map<std::uint64_t, std::unique_ptr<Object>> reservations_;

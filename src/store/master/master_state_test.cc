@@ -1,6 +1,7 @@
 #include "store/master/master_state.h"
 
 #include <map>
+#include <set>
 
 #include "gtest/gtest.h"
 
@@ -452,6 +453,74 @@ TEST_F(MasterTierTest, RemovingAnObjectMidSpillWaitsForTheNode) {
   state_.Heartbeat("n1", 0, {{hb.commands[0].id, true, ""}}, now_);
   EXPECT_EQ(state_.Stats().used_bytes, kMiB);
   EXPECT_EQ(state_.Stats().disk_used_bytes, 0u);
+}
+
+// A node restarted with new memory but its old disk tier: what it lists on
+// disk where this master placed it stays (not reported lost); a record the
+// master disagrees with (in memory here, or unknown) is skipped; once the
+// master has dropped the node, nothing it lists comes back.
+TEST_F(MasterTierTest, ARestartedNodeKeepsItsDiskObjectsWhereTheMasterAgrees) {
+  disk_bytes_ = 16 * kMiB;
+  AddNode("n1", 2 * kMiB, 11);
+  const auto doc = LeasePolicy::DeleteOnConsume(1);
+  ASSERT_TRUE(Put("a", kMiB, doc).ok());
+  ASSERT_TRUE(Put("b", kMiB, doc).ok());
+  EXPECT_FALSE(Put("c", kMiB, doc).ok());  // Schedules a spill of "a".
+  NodeDoesItsWork("n1");
+  ASSERT_TRUE(Put("c", kMiB, doc).ok());
+  std::map<std::string, ObjectRecord> dir;  // The node's directory.
+  for (const NodeDelta& d : state_.Heartbeat("n1", 0, {}, now_).deltas) {
+    if (d.added) {
+      dir[d.record.key] = d.record;
+    }
+  }
+  ASSERT_TRUE(dir["a"].on_disk);
+  ASSERT_FALSE(dir["b"].on_disk);
+  ObjectRecord forged_b = dir["b"];  // In memory as the master sees it.
+  forged_b.on_disk = true;
+  forged_b.disk_offset = 8 * kMiB;
+  ObjectRecord ghost = dir["a"];  // A key this master never had.
+  ghost.key = "ghost";
+  ghost.disk_offset = 4 * kMiB;
+  (void)state_.TakeEvents();
+
+  std::size_t skipped = 0;
+  ASSERT_TRUE(state_
+                  .RegisterNode("n1", "n1:1", {{{99, 2 * kMiB}}, disk_bytes_},
+                                {dir["a"], forged_b, ghost}, now_, &skipped)
+                  .ok());
+  EXPECT_EQ(skipped, 2u);
+  EXPECT_TRUE(state_.Exists("a")) << "on disk: survives the node's restart";
+  EXPECT_FALSE(state_.Exists("b"));
+  EXPECT_FALSE(state_.Exists("c"));
+  EXPECT_FALSE(state_.Exists("ghost"));
+  std::set<std::string> lost;
+  for (const ObjectEvent& e : state_.TakeEvents()) {
+    if (e.kind == ObjectEventKind::kLost) {
+      lost.insert(e.key);
+    }
+  }
+  EXPECT_EQ(lost, (std::set<std::string>{"b", "c"}));
+  auto g = state_.GetStart("a", "", now_);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(g->loading) << "read back from disk into the new memory";
+  HeartbeatReply hb = state_.Heartbeat("n1", 0, {}, now_);
+  ASSERT_EQ(hb.commands.size(), 1u);
+  EXPECT_EQ(hb.commands[0].kind, NodeCommand::Kind::kLoad);
+  EXPECT_EQ(hb.commands[0].mem_region_key, 99u);
+  EXPECT_EQ(hb.commands[0].disk_offset, dir["a"].disk_offset);
+
+  // Silent past the node timeout: dropped, "a" reported lost. What the
+  // node lists when it comes back is stale.
+  const TimePoint later = now_ + 10s;
+  state_.Tick(later);
+  EXPECT_FALSE(state_.Exists("a"));
+  ASSERT_TRUE(
+      state_
+          .RegisterNode("n1", "n1:1", {{{98, 2 * kMiB}}, disk_bytes_}, {dir["a"]}, later, &skipped)
+          .ok());
+  EXPECT_EQ(skipped, 1u);
+  EXPECT_FALSE(state_.Exists("a"));
 }
 
 TEST_F(MasterStateTest, ARestartedMasterKeepsReadCountsAndTheTimeLeftOfTtls) {

@@ -5,9 +5,9 @@
 
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <sstream>
 
+#include "common/mutex.h"
 #include "store/master/master_state.h"
 
 namespace sluice::internal {
@@ -36,7 +36,7 @@ class RpcStats {
 
   void Record(Method m, MasterClock::time_point start) {
     const double s = std::chrono::duration<double>(MasterClock::now() - start).count();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Hist& h = hist_[m];
     ++h.count;
     h.sum += s;
@@ -46,7 +46,7 @@ class RpcStats {
   }
 
   void Write(std::ostringstream& out) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     out << "# HELP sluice_master_rpc_seconds Master RPC handling time.\n"
         << "# TYPE sluice_master_rpc_seconds histogram\n";
     for (int m = 0; m < kCount; ++m) {
@@ -68,8 +68,8 @@ class RpcStats {
     double sum = 0;
     std::array<std::uint64_t, kBuckets.size()> buckets{};
   };
-  std::mutex mu_;
-  std::array<Hist, kCount> hist_{};
+  Mutex mu_;
+  std::array<Hist, kCount> hist_ SLUICE_GUARDED_BY(mu_){};
 };
 
 }  // namespace sluice::internal

@@ -4,11 +4,16 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <set>
+#include <utility>
+
+#include "common/log.h"
+#include "common/mutex.h"
 
 namespace sluice::internal {
 
@@ -43,18 +48,44 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, std::ui
     name.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
   }
   t->path_ = dir + "/sluice-" + name + ".tier";
-  t->fd_.reset(::open(t->path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!t->fd_.valid()) {
-    return InvalidArgumentError("store node: cannot create " + t->path_ + ": " + strerror(errno));
-  }
-  const int rc = ::posix_fallocate(t->fd_.get(), 0, static_cast<off_t>(bytes));
-  if (rc == EOPNOTSUPP || rc == EINVAL) {
-    if (::ftruncate(t->fd_.get(), static_cast<off_t>(bytes)) != 0) {
-      return ResourceExhaustedError("store node: cannot size " + t->path_);
+  const std::string index_path = t->path_ + ".index";
+  struct stat st {};
+  const bool file_there = ::stat(t->path_.c_str(), &st) == 0;
+  if (file_there && static_cast<std::uint64_t>(st.st_size) == bytes) {
+    Result<std::vector<pb::ObjectRecord>> listed = DiskIndex::Load(index_path, bytes);
+    if (listed.ok()) {
+      t->fd_.reset(::open(t->path_.c_str(), O_RDWR | O_CLOEXEC));
+      if (t->fd_.valid()) {
+        t->recovered_ = std::move(*listed);
+        t->index_ = std::make_unique<DiskIndex>(index_path, bytes, t->recovered_);
+        SLUICE_LOG(info, "store node: disk tier {} kept: {} object(s) from the previous run",
+                   t->path_, t->recovered_.size());
+      }
+    } else {
+      SLUICE_LOG(warn, "store node: disk tier {} starts empty: {}", t->path_,
+                 listed.status().ToString());
     }
-  } else if (rc != 0) {
-    return ResourceExhaustedError("store node: cannot reserve " + std::to_string(bytes) +
-                                  " bytes in " + t->path_ + ": " + strerror(rc));
+  } else if (file_there) {
+    SLUICE_LOG(warn, "store node: disk tier {} starts empty: it holds {} bytes, not {}", t->path_,
+               st.st_size, bytes);
+  }
+  if (t->index_ == nullptr) {
+    // An empty index first: the old one must never describe the new file.
+    t->index_ = std::make_unique<DiskIndex>(index_path, bytes, std::vector<pb::ObjectRecord>{});
+    SLUICE_RETURN_IF_ERROR(t->index_->Save());
+    t->fd_.reset(::open(t->path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!t->fd_.valid()) {
+      return InvalidArgumentError("store node: cannot create " + t->path_ + ": " + strerror(errno));
+    }
+    const int rc = ::posix_fallocate(t->fd_.get(), 0, static_cast<off_t>(bytes));
+    if (rc == EOPNOTSUPP || rc == EINVAL) {
+      if (::ftruncate(t->fd_.get(), static_cast<off_t>(bytes)) != 0) {
+        return ResourceExhaustedError("store node: cannot size " + t->path_);
+      }
+    } else if (rc != 0) {
+      return ResourceExhaustedError("store node: cannot reserve " + std::to_string(bytes) +
+                                    " bytes in " + t->path_ + ": " + strerror(rc));
+    }
   }
   t->thread_ = std::thread([p = t.get()] { p->Loop(); });
   return t;
@@ -62,10 +93,10 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, std::ui
 
 DiskTier::~DiskTier() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) {
     thread_.join();
   }
@@ -74,7 +105,7 @@ DiskTier::~DiskTier() {
 void DiskTier::Update(const google::protobuf::RepeatedPtrField<pb::NodeCommand>& commands) {
   std::set<std::uint64_t> ids;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const pb::NodeCommand& c : commands) {
       ids.insert(c.id());
       if (listed_.insert(c.id()).second) {
@@ -87,11 +118,24 @@ void DiskTier::Update(const google::protobuf::RepeatedPtrField<pb::NodeCommand>&
     std::erase_if(results_, [&](const auto& e) { return !ids.contains(e.first); });
     std::erase_if(queue_, [&](const pb::NodeCommand& c) { return !ids.contains(c.id()); });
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
+}
+
+std::vector<pb::ObjectRecord> DiskTier::TakeRecovered() {
+  return std::exchange(recovered_, {});
+}
+
+void DiskTier::ApplyDeltas(const google::protobuf::RepeatedPtrField<pb::NodeDelta>& deltas) {
+  const Status s = index_->Apply(deltas);
+  if (!s.ok() && !index_failing_) {
+    SLUICE_LOG(warn, "store node: disk tier index not saved (a restart would lose it): {}",
+               s.ToString());
+  }
+  index_failing_ = !s.ok();
 }
 
 std::vector<pb::CommandResult> DiskTier::Results() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<pb::CommandResult> out;
   out.reserve(results_.size());
   for (const auto& [id, r] : results_) {
@@ -101,37 +145,37 @@ std::vector<pb::CommandResult> DiskTier::Results() {
 }
 
 void DiskTier::Quiesce() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   queue_.clear();
   listed_.clear();
   results_.clear();
-  cv_.wait(lock, [this] { return !running_; });
+  cv_.Wait(lock, [this]() SLUICE_REQUIRES(mu_) { return !running_; });
 }
 
 void DiskTier::Loop() {
   pthread_setname_np(pthread_self(), "sluice-disk");
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    cv_.Wait(lock, [this]() SLUICE_REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
     if (stopping_) {
       return;
     }
     const pb::NodeCommand c = std::move(queue_.front());
     queue_.pop_front();
     running_ = true;
-    lock.unlock();
+    lock.Unlock();
     pb::CommandResult r = Run(c);
-    lock.lock();
+    lock.Lock();
     running_ = false;
-    cv_.notify_all();  // Quiesce.
+    cv_.NotifyAll();  // Quiesce.
     if (stopping_) {
       return;
     }
     if (listed_.contains(c.id())) {
       results_[c.id()] = std::move(r);
-      lock.unlock();
+      lock.Unlock();
       on_result_();
-      lock.lock();
+      lock.Lock();
     }
   }
 }
@@ -145,11 +189,18 @@ pb::CommandResult DiskTier::Run(const pb::NodeCommand& c) {
     return r;
   }
   const bool spill = c.kind() == pb::NodeCommand::SPILL;
+  if (spill) {
+    // Whatever the index still lists there is about to be overwritten.
+    if (Status s = index_->Forget(c.disk_offset(), c.size()); !s.ok()) {
+      r.set_error(s.ToString());
+      return r;
+    }
+  }
   const auto start = std::chrono::steady_clock::now();
   std::uint64_t done = 0;
   while (done < c.size()) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) {
         r.set_error("store node is stopping");
         return r;
@@ -171,9 +222,9 @@ pb::CommandResult DiskTier::Run(const pb::NodeCommand& c) {
     done += n;
     if (bytes_per_s_ > 0) {
       // Paced: block i may end no earlier than its share of the rate allows.
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_until(lock, start + std::chrono::microseconds(done * 1000000 / bytes_per_s_),
-                     [this] { return stopping_; });
+      MutexLock lock(mu_);
+      cv_.WaitUntil(lock, start + std::chrono::microseconds(done * 1000000 / bytes_per_s_),
+                    [this]() SLUICE_REQUIRES(mu_) { return stopping_; });
     }
   }
   r.set_ok(true);

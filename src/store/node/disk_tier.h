@@ -6,20 +6,20 @@
 #define SLUICE_STORE_NODE_DISK_TIER_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/net.h"
 #include "proto/master.pb.h"
+#include "store/node/disk_index.h"
 
 namespace sluice::internal {
 
@@ -30,11 +30,16 @@ class DiskTier {
   using Resolve =
       std::function<char*(std::uint64_t region_key, std::uint64_t offset, std::uint64_t size)>;
 
-  // Creates (truncating) and reserves `bytes` in `dir`/sluice-<node>.tier.
+  // Opens `dir`/sluice-<node>.tier and its index (…tier.index). When both
+  // are there from a previous run with the same `bytes`, the file is kept
+  // and the objects its index lists are offered by Recovered(); otherwise
+  // the file is created (truncated) and `bytes` reserved, and the index
+  // starts empty (written before the file is truncated).
   // `bytes_per_s` caps the copy rate (0: none). `on_result` runs on the
   // tier's thread after each command finishes (the node then reports it).
   // Errors: kInvalidArgument (no directory, under 1 MiB, cannot create),
-  // kResourceExhausted (the space cannot be reserved).
+  // kResourceExhausted (the space cannot be reserved), kUnavailable (the
+  // index cannot be written).
   static Result<std::unique_ptr<DiskTier>> Open(const std::string& dir, std::uint64_t bytes,
                                                 const std::string& node_id,
                                                 std::uint64_t bytes_per_s, Resolve resolve,
@@ -55,7 +60,16 @@ class DiskTier {
   // load still writes as free. Heartbeat thread.
   void Quiesce();
 
+  // Objects on disk from the previous run (empty after the first call):
+  // the node registers them with the master. Their region_key is stale.
+  std::vector<store::v1::ObjectRecord> TakeRecovered();
+
+  // Keeps the index in step with a heartbeat's directory changes. A failed
+  // save is logged (once per failure streak). Heartbeat thread.
+  void ApplyDeltas(const google::protobuf::RepeatedPtrField<store::v1::NodeDelta>& deltas);
+
   std::uint64_t bytes() const { return bytes_; }
+  const std::string& path() const { return path_; }
 
  private:
   DiskTier(std::uint64_t bytes, std::uint64_t bytes_per_s, Resolve resolve,
@@ -69,13 +83,16 @@ class DiskTier {
   const std::function<void()> on_result_;
   UniqueFd fd_;
   std::string path_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<store::v1::NodeCommand> queue_;  // Guarded by mu_.
-  std::set<std::uint64_t> listed_;            // Ids the master lists. Guarded by mu_.
-  std::map<std::uint64_t, store::v1::CommandResult> results_;  // Guarded by mu_.
-  bool stopping_ = false;                                      // Guarded by mu_.
-  bool running_ = false;  // A command is being copied. Guarded by mu_.
+  std::unique_ptr<DiskIndex> index_;
+  std::vector<store::v1::ObjectRecord> recovered_;  // Until TakeRecovered (heartbeat thread).
+  bool index_failing_ = false;                      // Heartbeat thread.
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<store::v1::NodeCommand> queue_ SLUICE_GUARDED_BY(mu_);
+  std::set<std::uint64_t> listed_ SLUICE_GUARDED_BY(mu_);  // Ids the master lists.
+  std::map<std::uint64_t, store::v1::CommandResult> results_ SLUICE_GUARDED_BY(mu_);
+  bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
+  bool running_ SLUICE_GUARDED_BY(mu_) = false;  // A command is being copied.
   std::thread thread_;
 };
 

@@ -4,14 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/net.h"
 #include "common/rpc_auth.h"
 #include "common/rpc_status.h"
@@ -34,13 +33,13 @@ class StoreNodeImpl {
 
   ~StoreNodeImpl() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
       if (heartbeat_ctx_ != nullptr) {
         heartbeat_ctx_->TryCancel();  // A held heartbeat ends now.
       }
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     if (thread_.joinable()) {
       thread_.join();
     }
@@ -84,10 +83,20 @@ class StoreNodeImpl {
               },
               [this] {
                 // Report it now rather than at the next heartbeat.
-                std::lock_guard<std::mutex> lock(mu_);
+                MutexLock lock(mu_);
                 result_ready_ = true;
-                cv_.notify_all();
+                cv_.NotifyAll();
               }));
+      // Objects the previous run left on disk: registered like a directory
+      // kept across a master restart.
+      const auto now = std::chrono::steady_clock::now();
+      for (pb::ObjectRecord& r : tier_->TakeRecovered()) {
+        DirectoryEntry& e = directory_[r.key()];
+        if (r.ttl_left_ms() > 0) {
+          e.expires = now + std::chrono::milliseconds(r.ttl_left_ms());
+        }
+        e.record = std::move(r);
+      }
     }
     stub_ = pb::Master::NewStub(MakeChannel(config_.master, config_.security));
     thread_ = std::thread([this] { Run(); });
@@ -140,9 +149,9 @@ class StoreNodeImpl {
   void Run() {
     bool need_register = true;
     Status last_error;
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     while (!stopping_) {
-      lock.unlock();
+      lock.Unlock();
       Status s;
       std::chrono::milliseconds pause = interval_;  // Before the next heartbeat.
       if (need_register) {
@@ -173,7 +182,7 @@ class StoreNodeImpl {
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + config_.rpc_timeout + interval_);
         {
-          std::lock_guard<std::mutex> guard(mu_);
+          MutexLock guard(mu_);
           if (stopping_) {
             break;
           }
@@ -182,7 +191,7 @@ class StoreNodeImpl {
         const auto sent = std::chrono::steady_clock::now();
         s = FromGrpc(stub_->Heartbeat(&ctx, req, &resp), "Heartbeat");
         {
-          std::lock_guard<std::mutex> guard(mu_);
+          MutexLock guard(mu_);
           heartbeat_ctx_ = nullptr;
           if (stopping_) {
             break;  // Cancelled by the destructor.
@@ -197,6 +206,7 @@ class StoreNodeImpl {
           // kMinHeartbeatGap per second); an answer held its full wait
           // means none is needed.
           if (tier_ != nullptr) {
+            tier_->ApplyDeltas(resp.deltas());
             tier_->Update(resp.commands());
           }
           if (resp.deltas_size() > 0) {
@@ -211,12 +221,13 @@ class StoreNodeImpl {
         SLUICE_LOG(warn, "store node {}: {}", config_.node_id, s.ToString());
       }
       last_error = s;
-      lock.lock();
+      lock.Lock();
       if (need_register) {
         pause = std::chrono::milliseconds(200);
       }
       if (pause.count() > 0) {
-        cv_.wait_for(lock, pause, [this] { return stopping_ || result_ready_; });
+        cv_.WaitFor(lock, pause,
+                    [this]() SLUICE_REQUIRES(mu_) { return stopping_ || result_ready_; });
       }
       result_ready_ = false;
     }
@@ -267,11 +278,11 @@ class StoreNodeImpl {
   std::unique_ptr<pb::Master::Stub> stub_;
   std::chrono::milliseconds interval_{500};
   std::atomic<bool> registered_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;                         // Guarded by mu_.
-  bool result_ready_ = false;                     // A disk-tier result to report. Guarded by mu_.
-  grpc::ClientContext* heartbeat_ctx_ = nullptr;  // The call in flight. Guarded by mu_.
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
+  bool result_ready_ SLUICE_GUARDED_BY(mu_) = false;  // A disk-tier result to report.
+  grpc::ClientContext* heartbeat_ctx_ SLUICE_GUARDED_BY(mu_) = nullptr;  // The call in flight.
   std::thread thread_;
 };
 

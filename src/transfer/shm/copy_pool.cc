@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include "common/mutex.h"
+
 namespace sluice::internal {
 
 CopyPool::CopyPool(int threads) {
@@ -16,10 +18,10 @@ CopyPool::CopyPool(int threads) {
 
 CopyPool::~CopyPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (std::thread& t : threads_) {
     t.join();
   }
@@ -31,25 +33,25 @@ CopyPool::~CopyPool() {
 
 void CopyPool::Submit(std::vector<CopyJob>& jobs) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (CopyJob& j : jobs) {
       jobs_.push_back(std::move(j));
     }
   }
   jobs.clear();
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void CopyPool::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    cv_.Wait(lock, [this]() SLUICE_REQUIRES(mu_) { return stopping_ || !jobs_.empty(); });
     if (stopping_) {
       return;
     }
     CopyJob job = std::move(jobs_.front());
     jobs_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     Status s;
     if (!job.peer_alive->load(std::memory_order_acquire)) {
       s = UnavailableError("peer is gone", FailureScope::kEndpoint);
@@ -60,7 +62,7 @@ void CopyPool::Run() {
     const std::uint32_t op = job.op_index;
     job = CopyJob{};  // Drop the mapping reference before completing.
     batch->UnitDone(op, s);
-    lock.lock();
+    lock.Lock();
   }
 }
 

@@ -5,13 +5,12 @@
 #define SLUICE_TRANSFER_SHM_COPY_POOL_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "transfer/batch.h"
 #include "transfer/shm/shm_peer.h"
 
@@ -41,10 +40,10 @@ class CopyPool {
  private:
   void Run();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<CopyJob> jobs_;  // Guarded by mu_.
-  bool stopping_ = false;     // Guarded by mu_.
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<CopyJob> jobs_ SLUICE_GUARDED_BY(mu_);
+  bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

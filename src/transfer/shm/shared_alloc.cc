@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "common/mutex.h"
 
 namespace sluice::internal {
 namespace {
@@ -90,7 +91,7 @@ Result<std::shared_ptr<SharedAllocation>> SharedAllocator::Allocate(std::size_t 
       static_cast<volatile char*>(p)[off] = 0;
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = live_.begin(); it != live_.end();) {  // Prune freed ones.
     it = it->second.expired() ? live_.erase(it) : std::next(it);
   }
@@ -100,7 +101,7 @@ Result<std::shared_ptr<SharedAllocation>> SharedAllocator::Allocate(std::size_t 
 
 std::shared_ptr<SharedAllocation> SharedAllocator::Find(const void* addr, std::size_t len) {
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = live_.upper_bound(a);
   if (it == live_.begin()) {
     return nullptr;

@@ -8,9 +8,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 
 #include "sluice/status.h"
+
+#include "common/mutex.h"
 
 namespace sluice::internal {
 
@@ -38,8 +39,9 @@ class SharedAllocator {
   std::shared_ptr<SharedAllocation> Find(const void* addr, std::size_t len);
 
  private:
-  std::mutex mu_;
-  std::map<std::uintptr_t, std::weak_ptr<SharedAllocation>> live_;  // By start address.
+  Mutex mu_;
+  std::map<std::uintptr_t, std::weak_ptr<SharedAllocation>> live_
+      SLUICE_GUARDED_BY(mu_);  // By start address.
 };
 
 }  // namespace sluice::internal

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/net.h"
 
 namespace sluice::internal {
@@ -44,7 +45,7 @@ std::unique_ptr<ShmPeer> ShmPeer::Probe(const HostInfo& remote) {
 }
 
 Result<std::shared_ptr<PeerMapping>> ShmPeer::Map(const WireRegion& region) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = maps_.find(region.memfd_inode);
   if (it != maps_.end()) {
     return it->second;
@@ -54,7 +55,7 @@ Result<std::shared_ptr<PeerMapping>> ShmPeer::Map(const WireRegion& region) {
     return f->second;
   }
   const std::string path = "/proc/" + std::to_string(pid_) + "/fd/" + std::to_string(region.memfd);
-  auto fail = [&](std::string why) -> Status {
+  auto fail = [&](std::string why) SLUICE_REQUIRES(mu_) -> Status {
     Status s =
         UnavailableError("cannot map peer memory " + path + ": " + why, FailureScope::kTransport);
     failed_[region.memfd_inode] = s;
@@ -88,7 +89,7 @@ void ShmPeer::Retain(const RegionTable& table) {
       live.insert(r.memfd_inode);
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = maps_.begin(); it != maps_.end();) {
     it = live.count(it->first) != 0 ? std::next(it) : maps_.erase(it);
   }

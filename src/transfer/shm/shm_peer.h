@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "sluice/status.h"
 
+#include "common/mutex.h"
 #include "transfer/wire.h"
 
 namespace sluice::internal {
@@ -41,9 +41,10 @@ class ShmPeer {
  private:
   std::int32_t pid_ = 0;
   bool vm_ok_ = false;
-  std::mutex mu_;
-  std::map<std::uint64_t, std::shared_ptr<PeerMapping>> maps_;  // By memfd inode.
-  std::map<std::uint64_t, Status> failed_;                      // Maps that did not work.
+  Mutex mu_;
+  std::map<std::uint64_t, std::shared_ptr<PeerMapping>> maps_
+      SLUICE_GUARDED_BY(mu_);                                      // By memfd inode.
+  std::map<std::uint64_t, Status> failed_ SLUICE_GUARDED_BY(mu_);  // Maps that did not work.
 };
 
 // One copy between this process and a same-host peer: either through a

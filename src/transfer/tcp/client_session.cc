@@ -2,6 +2,8 @@
 
 #include <sys/epoll.h>
 
+#include "common/mutex.h"
+
 namespace sluice::internal {
 
 ClientSession::ClientSession(UniqueFd fd, EventLoop* loop, std::string peer,
@@ -25,7 +27,7 @@ void ClientSession::ScheduleDrainLocked() {
 }
 
 Status ClientSession::Enqueue(const Slice& slice) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (closed_flag_) {
     return close_status_;
   }
@@ -35,7 +37,7 @@ Status ClientSession::Enqueue(const Slice& slice) {
 }
 
 Status ClientSession::EnqueueNotify(std::string message) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (closed_flag_) {
     return close_status_;
   }
@@ -54,14 +56,19 @@ void ClientSession::CloseAsync(const Status& why) {
 
 void ClientSession::Drain() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     drain_scheduled_ = false;
     draining_.swap(incoming_);
   }
   if (closed()) {  // OnClosed already failed everything queued before it.
+    Status why;
+    {
+      MutexLock lock(mu_);
+      why = close_status_;  // What OnClosed recorded.
+    }
     for (Item& item : draining_) {
       if (item.notify.empty()) {
-        item.slice.batch->UnitDone(item.slice.op_index, close_status_);
+        item.slice.batch->UnitDone(item.slice.op_index, why);
       }
     }
     draining_.clear();
@@ -179,7 +186,7 @@ void ClientSession::OnClosed(const Status& why) {
   }
   std::vector<Item> queued;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     closed_flag_ = true;
     close_status_ = failure;
     queued.swap(incoming_);

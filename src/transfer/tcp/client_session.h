@@ -8,9 +8,9 @@
 
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "transfer/batch.h"
 #include "transfer/tcp/frame_conn.h"
 
@@ -56,16 +56,16 @@ class ClientSession final : public FrameConn {
     Slice slice;
     std::string notify;  // Non-empty for a notify.
   };
-  void ScheduleDrainLocked();
+  void ScheduleDrainLocked() SLUICE_REQUIRES(mu_);
   void Drain();
   Status PeerError(const WireHeader& h, std::string_view body) const;
 
   Callbacks callbacks_;
-  std::mutex mu_;
-  std::vector<Item> incoming_;    // Guarded by mu_.
-  bool drain_scheduled_ = false;  // Guarded by mu_.
-  bool closed_flag_ = false;      // Guarded by mu_.
-  Status close_status_;           // Guarded by mu_.
+  Mutex mu_;
+  std::vector<Item> incoming_ SLUICE_GUARDED_BY(mu_);
+  bool drain_scheduled_ SLUICE_GUARDED_BY(mu_) = false;
+  bool closed_flag_ SLUICE_GUARDED_BY(mu_) = false;
+  Status close_status_ SLUICE_GUARDED_BY(mu_);
 
   // Loop thread only.
   std::vector<Item> draining_;

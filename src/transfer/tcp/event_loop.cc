@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/mutex.h"
 
 namespace sluice::internal {
 
@@ -41,7 +42,7 @@ EventLoop::~EventLoop() {
 
 void EventLoop::Post(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!stopped_) {
       const bool was_empty = tasks_.empty();
       tasks_.push_back(std::move(task));
@@ -89,7 +90,7 @@ void EventLoop::Remove(IoHandler* h) {
 void EventLoop::RunTasks() {
   std::vector<std::function<void()>> tasks;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     tasks.swap(tasks_);
   }
   for (auto& t : tasks) {
@@ -104,7 +105,7 @@ void EventLoop::Run() {
   epoll_event events[64];
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) {
         break;
       }
@@ -149,7 +150,7 @@ void EventLoop::Run() {
   }
   while (true) {
     RunTasks();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (tasks_.empty()) {
       stopped_ = true;
       break;
@@ -161,7 +162,7 @@ void EventLoop::Run() {
 
 void EventLoop::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     const std::uint64_t one = 1;
     (void)!::write(wakefd_.get(), &one, sizeof(one));

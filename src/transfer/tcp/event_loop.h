@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -16,6 +15,7 @@
 
 #include "sluice/status.h"
 
+#include "common/mutex.h"
 #include "common/net.h"
 
 namespace sluice::internal {
@@ -65,10 +65,10 @@ class EventLoop {
   std::string name_;
   UniqueFd epfd_;
   UniqueFd wakefd_;
-  std::mutex mu_;
-  std::vector<std::function<void()>> tasks_;                             // Guarded by mu_.
-  bool stopped_ = false;                                                 // Guarded by mu_.
-  bool stopping_ = false;                                                // Guarded by mu_.
+  Mutex mu_;
+  std::vector<std::function<void()>> tasks_ SLUICE_GUARDED_BY(mu_);
+  bool stopped_ SLUICE_GUARDED_BY(mu_) = false;
+  bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
   std::unordered_map<IoHandler*, std::shared_ptr<IoHandler>> handlers_;  // Loop thread.
   std::vector<std::shared_ptr<IoHandler>> graveyard_;                    // Loop thread.
   std::thread thread_;

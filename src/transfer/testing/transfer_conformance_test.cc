@@ -3,13 +3,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 
+#include "common/mutex.h"
 #include "transfer/testing/engine_pair.h"
 
 namespace sluice::testing {
@@ -198,14 +198,14 @@ TEST_P(TransferConformanceTest, NotifyArrivesAfterEveryEarlierWriteLanded) {
   TestBuffer remote = pair_->TargetBuffer(kRounds * kSlot, Access::kRemoteReadWrite, &rkey);
   TestBuffer local = pair_->LocalBuffer(kRounds * kSlot, &lkey);
   std::memset(remote.data(), 0, remote.size());
-  std::mutex mu;
+  Mutex mu;
   std::vector<int> seen;
   int bad = 0;
   pair_->target->SetNotifyHandler([&](const NotifyMessage& m) {
     int round = 0;
     std::memcpy(&round, m.data.data(), sizeof(round));
     const bool landed = remote.Holds(round * kSlot, kSlot, round + 100, 0);
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     seen.push_back(round);
     bad += landed ? 0 : 1;
     EXPECT_EQ(m.sender, pair_->initiator->endpoint());
@@ -230,12 +230,12 @@ TEST_P(TransferConformanceTest, NotifyArrivesAfterEveryEarlierWriteLanded) {
   }
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (std::chrono::steady_clock::now() < deadline) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     if (seen.size() == kRounds) {
       break;
     }
   }
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   ASSERT_EQ(seen.size(), static_cast<std::size_t>(kRounds));
   EXPECT_EQ(bad, 0) << "a notify overtook the write before it";
   for (int i = 0; i < kRounds; ++i) {
