@@ -138,6 +138,9 @@ class StageWorkerImpl {
     {
       MutexLock lock(mu_);
       stopping_ = true;
+      // A registration in flight may already count here: wait for its
+      // answer (the RPC has a deadline), so that it is unregistered too.
+      cv_.Wait(lock, [&]() SLUICE_REQUIRES(mu_) { return !registering_; });
       id = worker_id_;
     }
     if (id != 0) {
@@ -244,8 +247,20 @@ class StageWorkerImpl {
     pb::RegisterResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    {
+      MutexLock lock(mu_);
+      if (stopping_) {
+        return false;
+      }
+      registering_ = true;
+    }
     const grpc::Status rpc = stub_->Register(&ctx, req, &resp);
     if (!rpc.ok()) {
+      {
+        MutexLock lock(mu_);
+        registering_ = false;
+      }
+      cv_.NotifyAll();
       // The orchestrator refusing this registration (a pipeline that
       // differs from its model's declaration) is retried like an absent
       // orchestrator, and said once per distinct reason.
@@ -263,6 +278,7 @@ class StageWorkerImpl {
     refused_.clear();
     backoff_ = kFirstBackoff;
     MutexLock lock(mu_);
+    registering_ = false;
     worker_id_ = resp.worker_id();
     reports_ = 0;
     registered_ = true;
@@ -525,6 +541,7 @@ class StageWorkerImpl {
   std::uint64_t worker_id_ SLUICE_GUARDED_BY(mu_) = 0;
   std::uint64_t reports_ SLUICE_GUARDED_BY(mu_) = 0;  // Done/Failed sent by this registration.
   int reporting_ SLUICE_GUARDED_BY(mu_) = 0;          // Reports whose RPC has not returned.
+  bool registering_ SLUICE_GUARDED_BY(mu_) = false;   // A Register RPC is in flight.
   bool draining_ SLUICE_GUARDED_BY(mu_) = false;
   bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
   bool beat_now_ SLUICE_GUARDED_BY(mu_) = false;  // Send the next heartbeat without waiting.

@@ -1,0 +1,110 @@
+// Writes the binary seeds of fuzz/corpus/ (the text ones are written by
+// hand): `make_fuzz_seeds DIR`. Re-run it when a wire format changes.
+#include <cstddef>
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "sluice/connector/descriptor.h"
+
+#include "proto/master.pb.h"
+#include "store/fastlane/frame.h"
+#include "transfer/wire.h"
+
+namespace {
+
+using namespace sluice;
+using namespace sluice::internal;
+namespace pb = ::sluice::store::v1;
+
+bool Write(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+  return static_cast<bool>(out);
+}
+
+std::string Lane(fastlane::Method m, const google::protobuf::Message& body) {
+  fastlane::RequestHeader h;
+  h.method = static_cast<std::uint16_t>(m);
+  const std::string b = body.SerializeAsString();
+  h.body_len = static_cast<std::uint32_t>(b.size());
+  std::byte head[fastlane::kHeaderSize];
+  fastlane::Encode(h, head);
+  return std::string(reinterpret_cast<const char*>(head), sizeof(head)) + b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: make_fuzz_seeds DIR\n";
+    return 2;
+  }
+  const std::string dir = argv[1];
+  bool ok = true;
+
+  ClientHello hello;
+  hello.endpoint = "127.0.0.1:7000";
+  hello.host = HostInfo::Self();
+  RegionTable table;
+  table.version = 3;
+  WireRegion r;
+  r.info.key.value = 0x1234;
+  r.info.length = 1 << 20;
+  r.info.access = Access::kRemoteReadWrite;
+  r.memfd = 7;
+  r.memfd_size = 1 << 20;
+  r.memfd_inode = 99;
+  table.regions = {r, r};
+  table.regions[1].info.key.value = 0x5678;
+  HelloOk hok;
+  hok.host = HostInfo::Self();
+  hok.table = table;
+  ok &= Write(dir + "/wire_fuzz/client_hello", std::string(1, '\0') + EncodeClientHello(hello));
+  ok &= Write(dir + "/wire_fuzz/hello_ok", std::string(1, '\1') + EncodeHelloOk(hok));
+  ok &= Write(dir + "/wire_fuzz/table", std::string(1, '\2') + EncodeTable(table));
+
+  pb::PutStartRequest put;
+  put.set_key("sluice/job/1/latent/0");
+  put.set_size(1 << 20);
+  put.set_replica_num(1);
+  ok &= Write(dir + "/fastlane_fuzz/put_start", Lane(fastlane::Method::kPutStart, put));
+  pb::GetStartRequest get;
+  get.set_key("sluice/job/1/latent/0");
+  ok &= Write(dir + "/fastlane_fuzz/get_start", Lane(fastlane::Method::kGetStart, get));
+  pb::KeyRequest key;
+  key.set_key("k");
+  ok &= Write(dir + "/fastlane_fuzz/exists", Lane(fastlane::Method::kExists, key));
+
+  PayloadDescriptor d;
+  d.request_id = "req-1";
+  d.kind = PayloadKind::kLatent;
+  d.dtype = DType::kBF16;
+  d.shape = {1, 16, 21, 90, 160};
+  d.chunk_dim = 2;
+  d.num_chunks = 8;
+  d.mode = TransferMode::kP2p;
+  d.producer_endpoint = "127.0.0.1:7000";
+  d.region_key = 0xFEDCBA9876543210ull;
+  d.region_offset = 4096;
+  d.payload_id = 0x8000000000000001ull;
+  PayloadDescriptor s;
+  s.request_id = "r";
+  s.dtype = DType::kF32;
+  s.shape = {4, 8};
+  s.chunk_dim = 1;
+  s.num_chunks = 4;
+  s.mode = TransferMode::kStore;
+  s.key_prefix = "sluice/x";
+  s.lease = *Lease::Parse("ttl:30");
+  ok &= Write(dir + "/descriptor_fuzz/p2p_binary", std::string(1, '\0') + d.Encode());
+  ok &= Write(dir + "/descriptor_fuzz/p2p_json", std::string(1, '\1') + d.ToJson());
+  ok &= Write(dir + "/descriptor_fuzz/store_binary", std::string(1, '\0') + s.Encode());
+  ok &= Write(dir + "/descriptor_fuzz/store_json", std::string(1, '\1') + s.ToJson());
+  if (!ok) {
+    std::cerr << "make_fuzz_seeds: cannot write under " << dir << " (its folders must exist)\n";
+    return 1;
+  }
+  return 0;
+}
