@@ -11,9 +11,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <thread>
+
+#include "common/random.h"
 
 extern char** environ;
 
@@ -124,6 +127,28 @@ double Percentile(std::vector<double>& v, double p) {
   const std::size_t k = std::min(v.size() - 1, static_cast<std::size_t>(p * v.size()));
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
   return v[k];
+}
+
+TokenFile::~TokenFile() {
+  if (!path.empty()) {
+    std::remove(path.c_str());
+  }
+}
+
+Result<std::string> WriteTokenFile(TokenFile* t) {
+  char tmpl[] = "/tmp/sluice-bench-token-XXXXXX";
+  const int fd = ::mkstemp(tmpl);  // Mode 0600.
+  if (fd < 0) {
+    return InternalError("cannot create a token file in /tmp");
+  }
+  t->path = tmpl;
+  const std::string token = internal::RandomId() + internal::RandomId();
+  const bool ok = ::write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+  ::close(fd);
+  if (!ok) {
+    return InternalError("cannot write the token file " + t->path);
+  }
+  return t->path;
 }
 
 }  // namespace sluice::bench

@@ -47,6 +47,18 @@ struct WarmMemory {
 // The p-quantile (0..1) of `v` (reorders it); 0 for an empty vector.
 double Percentile(std::vector<double>& v, double p);
 
+// A cluster token file (mode 0600, a fresh random token) for a benchmark's
+// credential run, removed with the object.
+struct TokenFile {
+  std::string path;
+  TokenFile() = default;
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+  ~TokenFile();
+};
+// Creates `t`'s file in /tmp and returns its path. Errors: kInternal.
+Result<std::string> WriteTokenFile(TokenFile* t);
+
 }  // namespace sluice::bench
 
 #endif  // SLUICE_BENCH_BENCH_UTIL_H_

@@ -16,7 +16,6 @@
 #include "sluice/units.h"
 
 #include "bench/bench_util.h"
-#include "common/random.h"
 
 namespace sluice::bench {
 namespace {
@@ -148,32 +147,6 @@ Result<StoreUnderTest> StartStore(const std::string& exe, std::uint64_t node_mem
   SLUICE_RETURN_IF_ERROR(probe.WithContext("store did not come up"));
   SLUICE_RETURN_IF_ERROR(s.client->Remove("bench/probe"));
   return s;
-}
-
-// A token file for the credential run, removed with the object.
-struct TokenFile {
-  std::string path;
-  ~TokenFile() {
-    if (!path.empty()) {
-      std::remove(path.c_str());
-    }
-  }
-};
-
-Result<std::string> WriteTokenFile(TokenFile* t) {
-  char tmpl[] = "/tmp/sluice-bench-token-XXXXXX";
-  const int fd = ::mkstemp(tmpl);  // Mode 0600.
-  if (fd < 0) {
-    return InternalError("cannot create a token file in /tmp");
-  }
-  t->path = tmpl;
-  const std::string token = internal::RandomId() + internal::RandomId();
-  const bool ok = ::write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
-  ::close(fd);
-  if (!ok) {
-    return InternalError("cannot write the token file " + t->path);
-  }
-  return t->path;
 }
 
 }  // namespace

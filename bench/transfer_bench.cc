@@ -10,10 +10,12 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
+#include "sluice/security.h"
 #include "sluice/units.h"
 
 #include "bench/bench_util.h"
@@ -167,9 +169,30 @@ Status ValidateOptions(const TransferBenchOptions& o) {
   return Status::Ok();
 }
 
-int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads) {
+namespace {
+
+// The engine secret a cluster token file gives (as every role derives it).
+Result<std::string> SecretFromToken(const std::string& token_file) {
+  SecurityFiles files;
+  files.token_file = token_file;
+  SLUICE_ASSIGN_OR_RETURN(SecurityConfig sec, LoadSecurity(files));
+  return TransferSecret(sec);
+}
+
+}  // namespace
+
+int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
+                      const std::string& token_file) {
   EngineConfig config;
   config.io_threads = io_threads;
+  if (!token_file.empty()) {
+    auto secret = SecretFromToken(token_file);
+    if (!secret.ok()) {
+      std::cerr << "target: " << secret.status().ToString() << "\n";
+      return 1;
+    }
+    config.secret = *secret;
+  }
   auto engine = TransferEngine::Create(config);
   if (!engine.ok()) {
     std::cerr << "target: " << engine.status().ToString() << "\n";
@@ -217,11 +240,21 @@ int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads) {
   std::_Exit(0);  // The baseline thread may still be blocked in accept.
 }
 
-Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
-                                             const std::string& self_exe) {
-  SLUICE_RETURN_IF_ERROR(ValidateOptions(o));
-  const std::uint64_t per_thread = o.block_size * static_cast<std::uint64_t>(o.batch);
-  const std::uint64_t area = per_thread * static_cast<std::uint64_t>(o.threads);
+namespace {
+
+// One side of the run: a target process and this process's engine to it.
+struct TransferSide {
+  std::unique_ptr<BenchChild> child;
+  std::unique_ptr<TransferEngine> engine;
+  SegmentId seg;
+  std::uint64_t key = 0;
+  std::uint16_t baseline_port = 0;
+};
+
+// Starts a target and an engine to it; with `token_file`, both derive the
+// engine secret from that cluster token.
+Result<TransferSide> StartSide(const TransferBenchOptions& o, const std::string& self_exe,
+                               std::uint64_t area, char* local, const std::string& token_file) {
   std::vector<std::string> args = {self_exe,
                                    "bench",
                                    "transfer-target",
@@ -232,24 +265,112 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
   if (o.transport == "shm") {
     args.push_back("--shared");
   }
-  SLUICE_ASSIGN_OR_RETURN(auto child, BenchChild::Spawn(args));
-  const std::string endpoint = child->Word(0);
-  const std::uint64_t key = std::stoull(child->Word(1));
-  const auto baseline_port = static_cast<std::uint16_t>(std::stoul(child->Word(2)));
-
   EngineConfig config;
+  if (!token_file.empty()) {
+    args.insert(args.end(), {"--cluster-token", token_file});
+    SLUICE_ASSIGN_OR_RETURN(config.secret, SecretFromToken(token_file));
+  }
+  TransferSide side;
+  SLUICE_ASSIGN_OR_RETURN(side.child, BenchChild::Spawn(args));
+  side.key = std::stoull(side.child->Word(1));
+  side.baseline_port = static_cast<std::uint16_t>(std::stoul(side.child->Word(2)));
   config.transports = {o.transport};
   config.io_threads = o.io_threads;
   config.connections_per_peer = o.connections;
   config.slice_size = o.slice_size;
-  SLUICE_ASSIGN_OR_RETURN(auto engine, TransferEngine::Create(config));
+  SLUICE_ASSIGN_OR_RETURN(side.engine, TransferEngine::Create(config));
+  SLUICE_RETURN_IF_ERROR(
+      side.engine->RegisterMemory(local, area, MemoryKind::kHost, Access::kLocalOnly).status());
+  SLUICE_ASSIGN_OR_RETURN(side.seg, side.engine->OpenSegment(side.child->Word(0)));
+  return side;
+}
+
+// Batches moved in one measured round, and their latencies.
+struct Round {
+  std::uint64_t batches = 0;
+  double secs = 0;
+  std::vector<double> lat_us;
+};
+
+// `o.threads` threads submit `o.batch`-op batches to `side` for `seconds`.
+Result<Round> MeasureRound(const TransferBenchOptions& o, TransferSide& side, char* local,
+                           double seconds) {
+  const std::uint64_t per_thread = o.block_size * static_cast<std::uint64_t>(o.batch);
+  auto make_ops = [&](int t) {
+    std::vector<TransferRequest> ops(static_cast<std::size_t>(o.batch));
+    for (int b = 0; b < o.batch; ++b) {
+      const std::uint64_t off =
+          static_cast<std::uint64_t>(t) * per_thread + static_cast<std::uint64_t>(b) * o.block_size;
+      ops[static_cast<std::size_t>(b)] =
+          TransferRequest{o.op,         local + off,         side.seg, RegionKey{side.key}, off,
+                          o.block_size, TransportHint::kAuto};
+    }
+    return ops;
+  };
+  std::atomic<bool> failed{false};
+  std::vector<std::vector<double>> lat(static_cast<std::size_t>(o.threads));
+  std::vector<std::uint64_t> counts(static_cast<std::size_t>(o.threads), 0);
+  Status first_error;
+  std::mutex err_mu;
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration<double>(seconds);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < o.threads; ++t) {
+    threads.emplace_back([&, t] {
+      const auto ops = make_ops(t);
+      auto& mine = lat[static_cast<std::size_t>(t)];
+      mine.reserve(1 << 16);
+      do {  // At least one batch: a zero-length round is a warm-up.
+        const auto t0 = Clock::now();
+        Status s = side.engine->TransferSync(ops, std::chrono::seconds(60));
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(err_mu);
+          first_error = s;
+          failed = true;
+          return;
+        }
+        mine.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        ++counts[static_cast<std::size_t>(t)];
+      } while (!failed.load() && Clock::now() < end);
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  Round r;
+  r.secs = std::chrono::duration<double>(Clock::now() - start).count();
+  if (failed) {
+    return first_error.WithContext("benchmark batch");
+  }
+  for (std::size_t t = 0; t < lat.size(); ++t) {
+    r.lat_us.insert(r.lat_us.end(), lat[t].begin(), lat[t].end());
+    r.batches += counts[t];
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
+                                             const std::string& self_exe) {
+  SLUICE_RETURN_IF_ERROR(ValidateOptions(o));
+  const std::uint64_t per_thread = o.block_size * static_cast<std::uint64_t>(o.batch);
+  const std::uint64_t area = per_thread * static_cast<std::uint64_t>(o.threads);
   WarmMemory local(area);
   if (local.data == nullptr) {
     return ResourceExhaustedError("cannot allocate " + FormatByteSize(area) + " of local memory");
   }
-  SLUICE_RETURN_IF_ERROR(
-      engine->RegisterMemory(local.data, area, MemoryKind::kHost, Access::kLocalOnly).status());
-  SLUICE_ASSIGN_OR_RETURN(SegmentId seg, engine->OpenSegment(endpoint));
+  // The engine under test (index 0), and with credential_ab the same pair
+  // of processes with a cluster credential (index 1).
+  std::vector<TransferSide> sides;
+  SLUICE_ASSIGN_OR_RETURN(TransferSide open, StartSide(o, self_exe, area, local.data, ""));
+  sides.push_back(std::move(open));
+  TokenFile token;
+  if (o.credential_ab) {
+    SLUICE_ASSIGN_OR_RETURN(std::string path, WriteTokenFile(&token));
+    SLUICE_ASSIGN_OR_RETURN(TransferSide closed, StartSide(o, self_exe, area, local.data, path));
+    sides.push_back(std::move(closed));
+  }
 
   TransferBenchResult r;
   r.options = o;
@@ -261,69 +382,38 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
     if (o.transport == "shm") {
       return MemcpyBaseline(local.data, o.block_size, area, half.duration_s);
     }
-    return SocketBaseline(baseline_port, half, local.data);
+    return SocketBaseline(sides[0].baseline_port, half, local.data);
   };
   SLUICE_ASSIGN_OR_RETURN(const double baseline_before, baseline());
-
-  auto make_ops = [&](int t) {
-    std::vector<TransferRequest> ops(static_cast<std::size_t>(o.batch));
-    for (int b = 0; b < o.batch; ++b) {
-      const std::uint64_t off =
-          static_cast<std::uint64_t>(t) * per_thread + static_cast<std::uint64_t>(b) * o.block_size;
-      ops[static_cast<std::size_t>(b)] = TransferRequest{
-          o.op, local.data + off, seg, RegionKey{key}, off, o.block_size, TransportHint::kAuto};
+  // Warm-up: one batch per thread and side, also a correctness gate.
+  for (TransferSide& side : sides) {
+    SLUICE_RETURN_IF_ERROR(MeasureRound(o, side, local.data, 0).status().WithContext("warm-up"));
+  }
+  // With two sides, rounds alternate so that drift on this machine falls on
+  // both alike; each side gets o.duration_s in all.
+  const int rounds = sides.size() > 1 ? 4 : 1;
+  std::vector<Round> total(sides.size());
+  for (int i = 0; i < rounds; ++i) {
+    for (std::size_t k = 0; k < sides.size(); ++k) {
+      SLUICE_ASSIGN_OR_RETURN(Round one,
+                              MeasureRound(o, sides[k], local.data, o.duration_s / rounds));
+      total[k].batches += one.batches;
+      total[k].secs += one.secs;
+      total[k].lat_us.insert(total[k].lat_us.end(), one.lat_us.begin(), one.lat_us.end());
     }
-    return ops;
-  };
-  // Warm-up: one batch per thread, also a correctness gate.
-  for (int t = 0; t < o.threads; ++t) {
-    SLUICE_RETURN_IF_ERROR(engine->TransferSync(make_ops(t)).WithContext("warm-up batch"));
-  }
-  std::atomic<bool> failed{false};
-  std::vector<std::vector<double>> lat(static_cast<std::size_t>(o.threads));
-  std::vector<std::uint64_t> counts(static_cast<std::size_t>(o.threads), 0);
-  Status first_error;
-  std::mutex err_mu;
-  const auto start = Clock::now();
-  const auto end = start + std::chrono::duration<double>(o.duration_s);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < o.threads; ++t) {
-    threads.emplace_back([&, t] {
-      const auto ops = make_ops(t);
-      auto& mine = lat[static_cast<std::size_t>(t)];
-      mine.reserve(1 << 16);
-      while (!failed.load() && Clock::now() < end) {
-        const auto t0 = Clock::now();
-        Status s = engine->TransferSync(ops, std::chrono::seconds(60));
-        if (!s.ok()) {
-          std::lock_guard<std::mutex> lock(err_mu);
-          first_error = s;
-          failed = true;
-          return;
-        }
-        mine.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-        ++counts[static_cast<std::size_t>(t)];
-      }
-    });
-  }
-  for (auto& th : threads) {
-    th.join();
-  }
-  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  if (failed) {
-    return first_error.WithContext("benchmark batch");
   }
   SLUICE_ASSIGN_OR_RETURN(const double baseline_after, baseline());
   r.baseline_gbps = std::max(baseline_before, baseline_after);
-  std::vector<double> all;
-  for (std::size_t t = 0; t < lat.size(); ++t) {
-    all.insert(all.end(), lat[t].begin(), lat[t].end());
-    r.batches += counts[t];
-  }
+  r.batches = total[0].batches;
   r.bytes = r.batches * per_thread;
-  r.gbps = static_cast<double>(r.bytes) / secs / 1e9;
-  r.batch_p50_us = Percentile(all, 0.50);
-  r.batch_p99_us = Percentile(all, 0.99);
+  r.gbps = static_cast<double>(r.bytes) / total[0].secs / 1e9;
+  r.batch_p50_us = Percentile(total[0].lat_us, 0.50);
+  r.batch_p99_us = Percentile(total[0].lat_us, 0.99);
+  if (sides.size() > 1) {
+    r.credential_gbps = static_cast<double>(total[1].batches * per_thread) / total[1].secs / 1e9;
+    r.credential_p50_us = Percentile(total[1].lat_us, 0.50);
+    r.credential_p99_us = Percentile(total[1].lat_us, 0.99);
+  }
   return r;
 }
 
@@ -344,6 +434,12 @@ std::string ToJson(const TransferBenchResult& r) {
   j["batch_p99_us"] = r.batch_p99_us;
   j["batches"] = r.batches;
   j["bytes"] = r.bytes;
+  if (r.options.credential_ab) {
+    j["credential_gbps"] = r.credential_gbps;
+    j["credential_ratio"] = r.gbps > 0 ? r.credential_gbps / r.gbps : 0.0;
+    j["credential_batch_p50_us"] = r.credential_p50_us;
+    j["credential_batch_p99_us"] = r.credential_p99_us;
+  }
   j["unit"] = "GB/s (1e9 bytes/s)";
   return j.dump();
 }
@@ -356,6 +452,11 @@ std::string ToText(const TransferBenchResult& r) {
     << " threads=" << r.options.threads << ": " << r.gbps << " GB/s, baseline " << r.baseline_gbps
     << " GB/s, ratio " << (r.baseline_gbps > 0 ? r.gbps / r.baseline_gbps : 0.0) << ", batch p50 "
     << r.batch_p50_us << " us, p99 " << r.batch_p99_us << " us";
+  if (r.options.credential_ab) {
+    s << "; with the credential " << r.credential_gbps << " GB/s (x"
+      << (r.gbps > 0 ? r.credential_gbps / r.gbps : 0.0) << "), batch p50 " << r.credential_p50_us
+      << " us, p99 " << r.credential_p99_us << " us";
+  }
   return s.str();
 }
 

@@ -26,6 +26,10 @@ struct TransferBenchOptions {
   int io_threads = 2;
   int connections = 4;
   std::uint64_t slice_size = std::uint64_t{1} << 20;
+  // Also run a second target and engine that derive their secret from a
+  // cluster credential (a token made for the run), alternating rounds with
+  // the open pair: what the credential costs.
+  bool credential_ab = false;
 };
 
 struct TransferBenchResult {
@@ -36,6 +40,10 @@ struct TransferBenchResult {
   double batch_p99_us = 0;
   std::uint64_t batches = 0;
   std::uint64_t bytes = 0;
+  // With credential_ab: the pair with the credential.
+  double credential_gbps = 0;
+  double credential_p50_us = 0;
+  double credential_p99_us = 0;
 };
 
 // Checks ranges and the memory the run needs. Errors: kInvalidArgument.
@@ -49,7 +57,9 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
 // The target process: registers `region_size` bytes (from AllocateShared
 // when `shared`), serves the baseline socket, prints
 // "READY <endpoint> <key> <baseline_port>" and runs until stdin closes.
-int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads);
+// With `token_file`, its engine's secret derives from that cluster token.
+int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
+                      const std::string& token_file);
 
 std::string ToJson(const TransferBenchResult& r);
 std::string ToText(const TransferBenchResult& r);

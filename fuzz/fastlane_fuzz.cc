@@ -15,54 +15,33 @@ namespace {
 namespace pb = ::sluice::store::v1;
 using namespace sluice::internal::fastlane;
 
+template <typename T>
+void Parse(const std::uint8_t* body, int len) {
+  T r;
+  (void)r.ParseFromArray(body, len);
+}
+
 // Parses `body` as the request type of `m`, as the master does.
 void ParseBody(Method m, const std::uint8_t* body, int len) {
   switch (m) {
-    case Method::kPutStart: {
-      pb::PutStartRequest r;
-      (void)r.ParseFromArray(body, len);
-      break;
-    }
-    case Method::kPutEnd: {
-      pb::PutEndRequest r;
-      (void)r.ParseFromArray(body, len);
-      break;
-    }
-    case Method::kGetStart: {
-      pb::GetStartRequest r;
-      (void)r.ParseFromArray(body, len);
-      break;
-    }
-    case Method::kGetEnd: {
-      pb::GetEndRequest r;
-      (void)r.ParseFromArray(body, len);
-      break;
-    }
-    case Method::kPutReserved: {
-      pb::PutReservedRequest r;
-      (void)r.ParseFromArray(body, len);
-      break;
-    }
-    case Method::kPutRevoke: {
-      pb::PutRevokeRequest r;
-      (void)r.ParseFromArray(body, len);
-      break;
-    }
-    case Method::kUnreserve: {
-      pb::UnreserveRequest r;
-      (void)r.ParseFromArray(body, len);
-      break;
-    }
-    case Method::kWaitFor: {
-      pb::WaitForRequest r;
-      (void)r.ParseFromArray(body, len);
-      break;
-    }
-    default: {
-      pb::KeyRequest r;
-      (void)r.ParseFromArray(body, len);
-      break;
-    }
+    case Method::kPutStart:
+      return Parse<pb::PutStartRequest>(body, len);
+    case Method::kPutEnd:
+      return Parse<pb::PutEndRequest>(body, len);
+    case Method::kGetStart:
+      return Parse<pb::GetStartRequest>(body, len);
+    case Method::kGetEnd:
+      return Parse<pb::GetEndRequest>(body, len);
+    case Method::kPutReserved:
+      return Parse<pb::PutReservedRequest>(body, len);
+    case Method::kPutRevoke:
+      return Parse<pb::PutRevokeRequest>(body, len);
+    case Method::kUnreserve:
+      return Parse<pb::UnreserveRequest>(body, len);
+    case Method::kWaitFor:
+      return Parse<pb::WaitForRequest>(body, len);
+    default:
+      return Parse<pb::KeyRequest>(body, len);
   }
 }
 
@@ -98,8 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   auto resp = DecodeResponse(head);
   if (resp.ok() && resp->code == 0 && resp->body_len <= body_len) {
-    pb::GetStartResponse r;
-    (void)r.ParseFromArray(body, static_cast<int>(resp->body_len));
+    Parse<pb::GetStartResponse>(body, static_cast<int>(resp->body_len));
   }
   return 0;
 }

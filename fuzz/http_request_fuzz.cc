@@ -1,5 +1,5 @@
 // An HTTP request as a client sends it: parsed by Beast with the server's
-// limits and turned into a sluice Request as the session does, then
+// limits and turned into a sluice Request by the session's ToRequest, then
 // validated as the API does: query parameters, a multipart form, and the
 // body as an image and as a video generation request.
 #include <boost/beast/core/flat_buffer.hpp>
@@ -12,27 +12,10 @@
 #include "http/message.h"
 #include "http/multipart.h"
 #include "http/server.h"
+#include "http/session.h"
 #include "orchestrator/service/http_api.h"
 
-namespace {
-
 namespace beast = boost::beast;
-
-sluice::http::Request ToRequest(const beast::http::request<beast::http::string_body>& m) {
-  sluice::http::Request req;
-  req.method = std::string(m.method_string());
-  req.target = std::string(m.target());
-  const std::size_t q = req.target.find('?');
-  req.path = req.target.substr(0, q);
-  req.query = q == std::string::npos ? std::string() : req.target.substr(q + 1);
-  for (const auto& f : m) {
-    req.headers.emplace_back(sluice::http::AsciiLower(f.name_string()), std::string(f.value()));
-  }
-  req.body = m.body();
-  return req;
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const sluice::http::ServerOptions limits;
@@ -57,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!parser.is_done() || ec) {
     return 0;
   }
-  const sluice::http::Request req = ToRequest(parser.get());
+  const sluice::http::Request req = sluice::http::internal::ToRequest(parser.release(), "fuzz:1");
   (void)req.Query("seed");
   (void)req.Query("n");
   const std::string_view type = req.Header("content-type");

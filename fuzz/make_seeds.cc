@@ -2,6 +2,7 @@
 // hand): `make_fuzz_seeds DIR`. Re-run it when a wire format changes.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -102,6 +103,26 @@ int main(int argc, char** argv) {
   ok &= Write(dir + "/descriptor_fuzz/p2p_json", std::string(1, '\1') + d.ToJson());
   ok &= Write(dir + "/descriptor_fuzz/store_binary", std::string(1, '\0') + s.Encode());
   ok &= Write(dir + "/descriptor_fuzz/store_json", std::string(1, '\1') + s.ToJson());
+  // engine_conn_fuzz: a mode byte (bit 0: handshake first; bit 1: ask for
+  // table pushes), then what the connection sends. "SLUICEKY" becomes the
+  // target region's key.
+  std::uint64_t placeholder = 0;
+  std::memcpy(&placeholder, "SLUICEKY", sizeof(placeholder));
+  auto frame = [&](FrameType type, std::uint64_t id, std::uint64_t offset, std::uint64_t length,
+                   const std::string& payload) {
+    WireHeader h = MakeHeader(type, id, length);
+    h.key = placeholder;
+    h.offset = offset;
+    return std::string(reinterpret_cast<const char*>(&h), sizeof(h)) + payload;
+  };
+  const std::string data_frames = frame(FrameType::kWriteReq, 1, 64, 16, std::string(16, 'w')) +
+                                  frame(FrameType::kReadReq, 2, 64, 16, "") +
+                                  frame(FrameType::kNotify, 3, 0, 5, "hello");
+  ok &= Write(dir + "/engine_conn_fuzz/data_frames", std::string(1, '\1') + data_frames);
+  ok &= Write(dir + "/engine_conn_fuzz/with_table",
+              std::string(1, '\3') + frame(FrameType::kReadReq, 1, 0, 4096, ""));
+  ok &= Write(dir + "/engine_conn_fuzz/no_handshake",
+              std::string(1, '\0') + EncodeClientHello(hello));
   if (!ok) {
     std::cerr << "make_fuzz_seeds: cannot write under " << dir << " (its folders must exist)\n";
     return 1;

@@ -147,10 +147,7 @@ void Session::OnReadError(error_code ec) {
          true);
 }
 
-void Session::Dispatch() {
-  CancelDeadline();
-  auto msg = parser_->release();
-  parser_.reset();
+Request ToRequest(beast::http::request<beast::http::string_body>&& msg, std::string peer) {
   Request req;
   req.method = std::string(msg.method_string());
   req.target = std::string(msg.target());
@@ -161,8 +158,16 @@ void Session::Dispatch() {
     req.headers.emplace_back(AsciiLower(f.name_string()), std::string(f.value()));
   }
   req.body = std::move(msg.body());
-  req.peer = peer_;
+  req.peer = std::move(peer);
+  return req;
+}
+
+void Session::Dispatch() {
+  CancelDeadline();
+  auto msg = parser_->release();
+  parser_.reset();
   keep_alive_ = msg.keep_alive();
+  Request req = ToRequest(std::move(msg), peer_);
   origin_ = std::string(req.Header("origin"));
 
   ++seq_;

@@ -39,6 +39,12 @@ struct Core {
   std::atomic<std::size_t> connections{0};
 };
 
+// A parsed request as handlers see it: method, target split into path and
+// query (neither decoded), header names lower-cased, the body moved out of
+// `msg`, and `peer` ("host:port").
+Request ToRequest(boost::beast::http::request<boost::beast::http::string_body>&& msg,
+                  std::string peer);
+
 // One client connection. Every member runs on the connection's strand.
 class Session : public std::enable_shared_from_this<Session> {
  public:

@@ -1,5 +1,6 @@
 // The store across processes on loopback: a master and two store nodes run
 // as `sluice` child processes; clients run in this process.
+#include <google/protobuf/stubs/logging.h>
 #include <httplib.h>
 #include <signal.h>
 
@@ -7,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -158,6 +160,41 @@ TEST_F(StoreTest, BadInputGetsSpecificErrors) {
   EXPECT_EQ(client_->PutFrom("unreg", unregistered, sizeof(unregistered)).code(),
             StatusCode::kInvalidArgument);
   EXPECT_FALSE(*client_->Exists("unreg")) << "the failed put was revoked";
+}
+
+// A peer sending messages protobuf refuses (a key that is not UTF-8) in a
+// loop gets about one line a second in the master's log, not one each (it
+// was one protobuf error line per message).
+TEST(StoreLogTest, MalformedMessagesInALoopDoNotFloodTheMastersLog) {
+  const std::string log = ::testing::TempDir() + "/sluice-master-flood.log";
+  ChildProcess master({SLUICE_BIN, "master", "--listen", "127.0.0.1:0", "--metrics-port", "0",
+                       "--exit-on-stdin-eof"},
+                      20000, log);
+  ASSERT_EQ(master.Word(1), "master") << master.banner();
+  google::protobuf::SetLogHandler(nullptr);  // This side's serializer complains too.
+  EngineConfig ec;
+  auto engine = TransferEngine::Create(ec);
+  ASSERT_TRUE(engine.ok());
+  StoreClientConfig c;
+  c.master = master.Word(2);
+  c.fast_lane = false;
+  c.master_retry = 0ms;
+  auto client = StoreClient::Create(engine->get(), c);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_FALSE((*client)->Exists("\xff\xfe not UTF-8").ok());
+  }
+  auto alive = (*client)->Exists("a-valid-key");  // The master still answers.
+  ASSERT_TRUE(alive.ok()) << alive.status().ToString();
+  EXPECT_FALSE(*alive);
+  std::ifstream in(log);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) {
+    lines += line.find("UTF-8") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_GE(lines, 1) << "the first one is logged";
+  EXPECT_LE(lines, 5) << "rate-limited, not one line per message";
+  std::remove(log.c_str());
 }
 
 TEST_F(StoreTest, KilledNodeLosesOnlyItsObjects) {
@@ -512,6 +549,29 @@ class DiskTierStoreTest : public StoreTest {
     nodes_.clear();
     std::filesystem::remove_all(dir_);
   }
+  // Puts 2 MiB of pattern `i` under `key`, retrying while a full memory
+  // tier answers resource-exhausted (it is spilling).
+  Status PutPattern(const std::string& key, int i, const PutOptions& o) {
+    std::vector<std::byte> v(2 * kMiB);
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      v[k] = static_cast<std::byte>(PatternByte(i, k));
+    }
+    Status s;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!(s = client_->Put(key, v, o)).ok() && s.code() == StatusCode::kResourceExhausted &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(50ms);
+    }
+    return s;
+  }
+  static bool IsPattern(const std::vector<std::byte>& v, int i) {
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      if (v[k] != static_cast<std::byte>(PatternByte(i, k))) {
+        return false;
+      }
+    }
+    return true;
+  }
   std::string dir_;
 };
 
@@ -520,18 +580,7 @@ TEST_F(DiskTierStoreTest, UnconsumedPayloadsSpillToDiskAndReadBackTransparently)
   o.policy = LeasePolicy::DeleteOnConsume(1);
   constexpr int kObjects = 10;  // 20 MiB of payloads for 8 MiB of memory.
   for (int i = 0; i < kObjects; ++i) {
-    std::vector<std::byte> v(2 * kMiB);
-    for (std::size_t k = 0; k < v.size(); ++k) {
-      v[k] = static_cast<std::byte>(PatternByte(i, k));
-    }
-    // A full memory tier answers resource-exhausted while it spills: retry.
-    Status s;
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (!(s = client_->Put("spill/" + std::to_string(i), v, o)).ok() &&
-           s.code() == StatusCode::kResourceExhausted &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(50ms);
-    }
+    const Status s = PutPattern("spill/" + std::to_string(i), i, o);
     ASSERT_TRUE(s.ok()) << "object " << i << ": " << s.ToString();
   }
   httplib::Client http("http://" + master_->Word(3));
@@ -542,11 +591,7 @@ TEST_F(DiskTierStoreTest, UnconsumedPayloadsSpillToDiskAndReadBackTransparently)
     auto v = client_->Get("spill/" + std::to_string(i));
     ASSERT_TRUE(v.ok()) << "object " << i << ": " << v.status().ToString();
     ASSERT_EQ(v->size(), 2 * kMiB);
-    bool same = true;
-    for (std::size_t k = 0; k < v->size() && same; ++k) {
-      same = (*v)[k] == static_cast<std::byte>(PatternByte(i, k));
-    }
-    EXPECT_TRUE(same) << "object " << i << " came back with different bytes";
+    EXPECT_TRUE(IsPattern(*v, i)) << "object " << i << " came back with different bytes";
   }
   for (int i = 0; i < kObjects; ++i) {
     EXPECT_TRUE(EventuallyGone(*client_, "spill/" + std::to_string(i))) << "consumed";
@@ -570,17 +615,7 @@ TEST_F(DiskTierStoreTest, ARestartedNodeKeepsItsSpilledPayloads) {
   o.preferred_node = "node0";
   constexpr int kObjects = 8;  // 16 MiB of payloads for 4 MiB of node0's memory.
   for (int i = 0; i < kObjects; ++i) {
-    std::vector<std::byte> v(2 * kMiB);
-    for (std::size_t k = 0; k < v.size(); ++k) {
-      v[k] = static_cast<std::byte>(PatternByte(i, k));
-    }
-    Status s;
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (!(s = client_->Put("keep/" + std::to_string(i), v, o)).ok() &&
-           s.code() == StatusCode::kResourceExhausted &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(50ms);
-    }
+    const Status s = PutPattern("keep/" + std::to_string(i), i, o);
     ASSERT_TRUE(s.ok()) << "object " << i << ": " << s.ToString();
   }
   // Spills settle: the disk holds what memory cannot, and the nodes have
@@ -631,11 +666,7 @@ TEST_F(DiskTierStoreTest, ARestartedNodeKeepsItsSpilledPayloads) {
     }
     ++back;
     ASSERT_EQ(v->size(), 2 * kMiB);
-    bool same = true;
-    for (std::size_t k = 0; k < v->size() && same; ++k) {
-      same = (*v)[k] == static_cast<std::byte>(PatternByte(i, k));
-    }
-    EXPECT_TRUE(same) << key << " came back with different bytes";
+    EXPECT_TRUE(IsPattern(*v, i)) << key << " came back with different bytes";
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_FALSE(lost.contains(key)) << key << " came back but was reported lost";
   }

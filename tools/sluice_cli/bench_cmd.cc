@@ -71,6 +71,9 @@ void AddTransfer(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_option("--slice-size", o->slice, "tcp slice size")
       ->check(ByteSizeValidator())
       ->capture_default_str();
+  cmd->add_flag("--credential-ab", o->b.credential_ab,
+                "also run a pair whose engines derive their secret from a cluster credential, "
+                "alternating rounds with the open pair (credential_gbps, credential_ratio)");
   cmd->add_flag("--json", o->json, "print one JSON object");
   out->push_back({cmd, [o] {
                     o->b.op = o->op == "read" ? OpKind::kRead : OpKind::kWrite;
@@ -270,6 +273,7 @@ void AddTransferTarget(CLI::App& bench, std::vector<Command>* out) {
     std::uint64_t region_size = 0;
     bool shared = false;
     int io_threads = 2;
+    std::string token_file;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = bench.add_subcommand("transfer-target", "internal: the benchmark's target");
@@ -277,8 +281,11 @@ void AddTransferTarget(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_option("--region-size", o->region_size)->required();
   cmd->add_option("--io-threads", o->io_threads);
   cmd->add_flag("--shared", o->shared);
-  out->push_back(
-      {cmd, [o] { return bench::RunTransferTarget(o->region_size, o->shared, o->io_threads); }});
+  cmd->add_option("--cluster-token", o->token_file);
+  out->push_back({cmd, [o] {
+                    return bench::RunTransferTarget(o->region_size, o->shared, o->io_threads,
+                                                    o->token_file);
+                  }});
 }
 
 }  // namespace

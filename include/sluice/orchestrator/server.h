@@ -151,7 +151,8 @@ struct OrchestratorConfig {
 class OrchestratorServer {
  public:
   // Binds both ports (never shared with another process: a port in use is
-  // an error) before returning. Errors: kInvalidArgument naming the bad
+  // an error) before returning. Routes protobuf's process-wide log lines
+  // through sluice's logger, at most one a second. Errors: kInvalidArgument naming the bad
   // field; kUnavailable (a port cannot be bound).
   static Result<std::unique_ptr<OrchestratorServer>> Start(const OrchestratorConfig& config);
   // Stops both faces; worker streams end, open HTTP connections (waiting

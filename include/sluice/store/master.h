@@ -71,8 +71,10 @@ struct MasterMetrics {
 
 class MasterServer {
  public:
-  // Starts serving. Errors: kInvalidArgument (bad endpoint or watermarks);
-  // kUnavailable (the port cannot be bound).
+  // Starts serving. Also routes protobuf's process-wide log lines through
+  // sluice's logger, at most one a second (a peer's malformed messages
+  // cannot flood the log). Errors: kInvalidArgument (bad endpoint or
+  // watermarks); kUnavailable (the port cannot be bound).
   static Result<std::unique_ptr<MasterServer>> Start(const MasterConfig& config);
   // Stops serving; pending WaitFor calls end with kCancelled.
   ~MasterServer();

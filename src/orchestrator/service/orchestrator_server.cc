@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/net.h"
+#include "common/protobuf_log.h"
 #include "common/rpc_auth.h"
 #include "common/rpc_status.h"
 #include "http/server.h"
@@ -420,6 +421,7 @@ OrchestratorServer::~OrchestratorServer() = default;
 
 Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
     const OrchestratorConfig& config) {
+  internal::RouteProtobufLogs();  // Peers' malformed messages must not flood the log.
   if (config.assignment_timeout < std::chrono::milliseconds(100) ||
       config.assignment_timeout > std::chrono::hours(24)) {
     return InvalidArgumentError("orchestrator: assignment_timeout must be in 100 ms..24 h");

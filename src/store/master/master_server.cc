@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/net.h"
+#include "common/protobuf_log.h"
 #include "common/random.h"
 #include "common/rpc_auth.h"
 #include "common/rpc_status.h"
@@ -489,6 +490,7 @@ MasterServer::MasterServer(std::unique_ptr<internal::MasterServerImpl> impl)
 MasterServer::~MasterServer() = default;
 
 Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& config) {
+  internal::RouteProtobufLogs();  // Peers' malformed messages must not flood the log.
   if (!(config.low_watermark > 0 && config.low_watermark <= config.high_watermark &&
         config.high_watermark <= 1.0)) {
     return InvalidArgumentError("master: need 0 < low_watermark <= high_watermark <= 1");

@@ -1,0 +1,111 @@
+// The transfer engine's target side as a live connection sees it: one
+// engine in this process (tcp only, a registered region), and per input a
+// fresh loopback connection that sends the input either from its first
+// byte (the handshake parser) or, after a valid handshake, as frames
+// (header checks, write/read requests against the region, notifies). The
+// engine must survive every input and keep accepting and handshaking.
+// Every 8 bytes equal to kKeyPlaceholder ("SLUICEKY") become the region's
+// key, so that seeds (fuzz/make_seeds.cc) reach the data path.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "sluice/transfer/engine.h"
+
+#include "common/net.h"
+#include "transfer/tcp/handshake.h"
+
+namespace {
+
+using namespace sluice;
+using namespace sluice::internal;
+using namespace std::chrono_literals;
+
+constexpr char kKeyPlaceholder[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'K', 'Y'};
+
+struct Target {
+  std::unique_ptr<TransferEngine> engine;
+  std::vector<char> region = std::vector<char>(1 << 20);
+  std::uint64_t key = 0;
+  HostPort hp;
+};
+
+Target* MakeTarget() {
+  auto* t = new Target;  // Lives for the process.
+  EngineConfig c;
+  c.transports = {"tcp"};
+  c.io_threads = 1;
+  auto e = TransferEngine::Create(c);
+  if (!e.ok()) {
+    std::abort();
+  }
+  t->engine = std::move(*e);
+  auto key = t->engine->RegisterMemory(t->region.data(), t->region.size(), MemoryKind::kHost,
+                                       Access::kRemoteReadWrite);
+  auto hp = ParseHostPort(t->engine->endpoint(), false);
+  if (!key.ok() || !hp.ok()) {
+    std::abort();
+  }
+  t->key = key->value;
+  t->hp = *hp;
+  return t;
+}
+
+// Reads what the engine answers until it closes or goes quiet.
+void Drain(int fd) {
+  char buf[4096];
+  for (int quiet = 0; quiet < 2;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) {
+      ++quiet;
+      continue;
+    }
+    if (::recv(fd, buf, sizeof(buf), 0) <= 0) {
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static Target* target = MakeTarget();
+  if (size == 0) {
+    return 0;
+  }
+  UniqueFd fd;
+  if ((data[0] & 1) == 0) {
+    auto c = ConnectTcp(target->hp, 1000ms);
+    if (!c.ok()) {
+      std::abort();  // The engine stopped accepting.
+    }
+    fd = std::move(*c);
+  } else {
+    auto h = ClientHandshake(target->hp, "", "127.0.0.1:1", (data[0] & 2) != 0, 1000ms);
+    if (!h.ok()) {
+      std::abort();  // The engine stopped answering handshakes.
+    }
+    fd = std::move(h->fd);
+    (void)SetNonBlocking(fd.get(), false);
+  }
+  std::vector<char> bytes(reinterpret_cast<const char*>(data) + 1,
+                          reinterpret_cast<const char*>(data) + size);
+  for (std::size_t i = 0; i + sizeof(kKeyPlaceholder) <= bytes.size(); ++i) {
+    if (std::memcmp(bytes.data() + i, kKeyPlaceholder, sizeof(kKeyPlaceholder)) == 0) {
+      std::memcpy(bytes.data() + i, &target->key, sizeof(target->key));
+    }
+  }
+  (void)SetIoTimeout(fd.get(), 200ms);
+  (void)SendAll(fd.get(), bytes.data(), bytes.size());
+  ::shutdown(fd.get(), SHUT_WR);
+  Drain(fd.get());
+  return 0;
+}
