@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "sluice/connector/connector.h"
+#include "sluice/security.h"
 #include "sluice/units.h"
 
 #include "bench/bench_util.h"
@@ -23,6 +24,52 @@ struct Samples {
   std::vector<double> ttfc_us;
   double seconds = 0;
 };
+
+// A producer and a consumer connector (and in store mode the master and
+// node they use), all with or without a cluster credential.
+struct World {
+  std::unique_ptr<BenchChild> master, node;
+  std::unique_ptr<DiffusionConnector> producer, consumer;
+  SharedTensor shared_src;  // With shared_tensors.
+};
+
+Result<World> StartWorld(const ConnectorBenchOptions& o, const std::string& exe, std::uint64_t mem,
+                         const std::string& token_file) {
+  const bool store = o.mode == "store";
+  World w;
+  std::vector<std::string> token_args;
+  SecurityConfig security;
+  if (!token_file.empty()) {
+    token_args = {"--cluster-token", token_file};
+    SecurityFiles files;
+    files.token_file = token_file;
+    SLUICE_ASSIGN_OR_RETURN(security, LoadSecurity(files));
+  }
+  if (store) {
+    std::vector<std::string> m = {exe, "master", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"};
+    m.insert(m.end(), token_args.begin(), token_args.end());
+    SLUICE_ASSIGN_OR_RETURN(w.master, BenchChild::Spawn(m));
+    std::vector<std::string> n = {
+        exe,        "store-node",        "--master",           w.master->Word(1),
+        "--memory", std::to_string(mem), "--exit-on-stdin-eof"};
+    n.insert(n.end(), token_args.begin(), token_args.end());
+    SLUICE_ASSIGN_OR_RETURN(w.node, BenchChild::Spawn(n));
+  }
+  auto make = [&](const char* role) {
+    ConnectorConfig c;
+    c.role = role;
+    c.mode = store ? TransferMode::kStore : TransferMode::kP2p;
+    c.engine.transports = {o.transport};
+    c.security = security;
+    if (store) {
+      c.store.master = w.master->Word(1);
+    }
+    return DiffusionConnector::Create(c);
+  };
+  SLUICE_ASSIGN_OR_RETURN(w.producer, make("denoise"));
+  SLUICE_ASSIGN_OR_RETURN(w.consumer, make("decode"));
+  return w;
+}
 
 }  // namespace
 
@@ -64,14 +111,17 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   const std::uint64_t bytes = shape_only.nbytes();
   const bool store = o.mode == "store";
 
-  std::unique_ptr<BenchChild> master, node;
   const std::uint64_t mem = std::max<std::uint64_t>(bytes * 4, std::uint64_t{256} << 20);
-  if (store) {
-    SLUICE_ASSIGN_OR_RETURN(master, BenchChild::Spawn({exe, "master", "--listen", "127.0.0.1:0",
-                                                       "--exit-on-stdin-eof"}));
-    SLUICE_ASSIGN_OR_RETURN(
-        node, BenchChild::Spawn({exe, "store-node", "--master", master->Word(1), "--memory",
-                                 std::to_string(mem), "--exit-on-stdin-eof"}));
+  // The connectors under test (index 0), and with credential_ab the same
+  // pair (and store) with a cluster credential (index 1).
+  std::vector<World> worlds;
+  SLUICE_ASSIGN_OR_RETURN(World open, StartWorld(o, exe, mem, ""));
+  worlds.push_back(std::move(open));
+  TokenFile token;
+  if (o.credential_ab) {
+    SLUICE_ASSIGN_OR_RETURN(std::string path, WriteTokenFile(&token));
+    SLUICE_ASSIGN_OR_RETURN(World closed, StartWorld(o, exe, mem, path));
+    worlds.push_back(std::move(closed));
   }
   // In store mode the raw target has the store node's footprint and raw
   // round trips cycle over it, as payloads cycle through the node's memory:
@@ -86,38 +136,35 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   }
   SLUICE_ASSIGN_OR_RETURN(auto raw_target, BenchChild::Spawn(raw_args));
 
-  auto make = [&](const char* role) {
-    ConnectorConfig c;
-    c.role = role;
-    c.mode = store ? TransferMode::kStore : TransferMode::kP2p;
-    c.engine.transports = {o.transport};
-    if (store) {
-      c.store.master = master->Word(1);
-    }
-    return DiffusionConnector::Create(c);
-  };
-  SLUICE_ASSIGN_OR_RETURN(auto producer, make("denoise"));
-  SLUICE_ASSIGN_OR_RETURN(auto consumer, make("decode"));
   WarmMemory plain_src(o.shared_tensors ? 0 : bytes), dst(bytes);
-  SharedTensor shared_src;
-  if (o.shared_tensors) {
-    SLUICE_ASSIGN_OR_RETURN(shared_src, producer->AllocateTensor(dtype, o.shape));
+  auto src_of = [&](World& w) {
+    return o.shared_tensors ? static_cast<char*>(w.shared_src.data()) : plain_src.data;
+  };
+  for (World& w : worlds) {
+    if (o.shared_tensors) {
+      SLUICE_ASSIGN_OR_RETURN(w.shared_src, w.producer->AllocateTensor(dtype, o.shape));
+    }
+    char* src = src_of(w);
+    if (src == nullptr || dst.data == nullptr) {
+      return ResourceExhaustedError("cannot allocate 2 x " + FormatByteSize(bytes));
+    }
+    for (std::uint64_t i = 0; i < bytes; ++i) {
+      src[i] = static_cast<char>(i * 131);
+    }
   }
-  char* const src = o.shared_tensors ? static_cast<char*>(shared_src.data()) : plain_src.data;
-  if (src == nullptr || dst.data == nullptr) {
-    return ResourceExhaustedError("cannot allocate 2 x " + FormatByteSize(bytes));
-  }
-  for (std::uint64_t i = 0; i < bytes; ++i) {
-    src[i] = static_cast<char>(i * 131);
-  }
+  DiffusionConnector* const producer = worlds[0].producer.get();
+  DiffusionConnector* const consumer = worlds[0].consumer.get();
+  char* const src = src_of(worlds[0]);
 
   std::uint64_t iteration = 0;
   // One payload: publish, consume every chunk (working on each), release.
-  auto connector_op = [&](int chunks, double* ttfc_us, double* total_us) -> Status {
+  auto connector_op = [&](World& w, int chunks, double* ttfc_us, double* total_us) -> Status {
+    DiffusionConnector* const producer = w.producer.get();
+    DiffusionConnector* const consumer = w.consumer.get();
     const auto start = Clock::now();
     StagePayload p;
     p.request_id = "bench-" + std::to_string(iteration++);
-    p.tensor = TensorView{src, dtype, o.shape, {}};
+    p.tensor = TensorView{src_of(w), dtype, o.shape, {}};
     p.chunk_dim = chunks > 1 ? o.chunk_dim : -1;
     p.num_chunks = chunks;
     SLUICE_ASSIGN_OR_RETURN(auto h, producer->Publish(p));
@@ -158,7 +205,9 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
 
   // Raw: the same bytes as plain engine batches.
   double ignored = 0;
-  SLUICE_RETURN_IF_ERROR(connector_op(1, &ignored, &ignored));  // Registers both tensors.
+  for (World& w : worlds) {
+    SLUICE_RETURN_IF_ERROR(connector_op(w, 1, &ignored, &ignored));  // Registers both tensors.
+  }
   if (o.in_place) {  // Consume never ran: the raw reads need dst registered.
     SLUICE_RETURN_IF_ERROR(
         consumer->engine()
@@ -203,7 +252,7 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   // Alternate short rounds so both sides see the same noise.
   const int rounds = std::max(2, static_cast<int>(o.duration_s / 0.5));
   const double slice = o.duration_s / rounds / (o.chunks > 1 ? 1.5 : 1.0);
-  Samples conn, raw, whole;
+  Samples conn, raw, whole, credential;
   auto run = [&](Samples& into, double seconds, auto op) -> Status {
     const auto end = Clock::now() + std::chrono::duration<double>(seconds);
     do {
@@ -215,18 +264,36 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
     } while (Clock::now() < end);
     return Status::Ok();
   };
+  auto credential_round = [&]() -> Status {
+    if (worlds.size() < 2) {
+      return Status::Ok();
+    }
+    return run(credential, slice, [&](double* t, double* total) {
+      return connector_op(worlds[1], o.chunks, t, total);
+    });
+  };
   for (int i = 0; i < rounds; ++i) {
+    // The credentialed pair goes first in every other round, so neither
+    // pair always follows the raw batches (which leave the caches cold).
+    if (i % 2 == 1) {
+      SLUICE_RETURN_IF_ERROR(credential_round());
+    }
     SLUICE_RETURN_IF_ERROR(run(raw, slice, [&](double*, double* total) {
       const auto t0 = Clock::now();
       Status s = raw_op();
       *total = Us(Clock::now() - t0);
       return s;
     }));
-    SLUICE_RETURN_IF_ERROR(run(
-        conn, slice, [&](double* t, double* total) { return connector_op(o.chunks, t, total); }));
+    SLUICE_RETURN_IF_ERROR(run(conn, slice, [&](double* t, double* total) {
+      return connector_op(worlds[0], o.chunks, t, total);
+    }));
     if (o.chunks > 1) {
-      SLUICE_RETURN_IF_ERROR(run(
-          whole, slice / 2, [&](double* t, double* total) { return connector_op(1, t, total); }));
+      SLUICE_RETURN_IF_ERROR(run(whole, slice / 2, [&](double* t, double* total) {
+        return connector_op(worlds[0], 1, t, total);
+      }));
+    }
+    if (i % 2 == 0) {
+      SLUICE_RETURN_IF_ERROR(credential_round());
     }
   }
   ConnectorBenchResult r;
@@ -244,6 +311,12 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   r.total_whole_us = o.chunks > 1 ? Percentile(whole.total_us, 0.5) : r.p50_us;
   r.bytes_copied_outside_transfers =
       producer->bytes_copied_outside_transfers() + consumer->bytes_copied_outside_transfers();
+  if (worlds.size() > 1) {
+    r.credential_gbps =
+        static_cast<double>(credential.total_us.size() * bytes) / credential.seconds / 1e9;
+    r.credential_p50_us = Percentile(credential.total_us, 0.5);
+    r.credential_p99_us = Percentile(credential.total_us, 0.99);
+  }
   return r;
 }
 
@@ -271,6 +344,12 @@ std::string ToJson(const ConnectorBenchResult& r) {
   j["total_whole_us"] = r.total_whole_us;
   j["ttfc_ratio"] = r.ttfc_whole_us > 0 ? r.ttfc_us / r.ttfc_whole_us : 0.0;
   j["bytes_copied_outside_transfers"] = r.bytes_copied_outside_transfers;
+  if (r.options.credential_ab) {
+    j["credential_gbps"] = r.credential_gbps;
+    j["credential_ratio"] = r.gbps > 0 ? r.credential_gbps / r.gbps : 0.0;
+    j["credential_p50_us"] = r.credential_p50_us;
+    j["credential_p99_us"] = r.credential_p99_us;
+  }
   j["unit"] = "GB/s (1e9 bytes/s)";
   return j.dump();
 }

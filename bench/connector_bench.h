@@ -31,6 +31,10 @@ struct ConnectorBenchOptions {
   // copying it into dst. 1 chunk; p2p needs shared_tensors.
   bool in_place = false;
   double duration_s = 3;
+  // Also run a second producer/consumer pair (and store) with a cluster
+  // credential (a token made for the run), alternating rounds with the
+  // open pair: what the credential costs.
+  bool credential_ab = false;
 };
 
 struct ConnectorBenchResult {
@@ -47,6 +51,10 @@ struct ConnectorBenchResult {
   double ttfc_whole_us = 0;   // The same with 1 chunk, measured in this run.
   double total_whole_us = 0;  // p50 publish-to-released with 1 chunk, same run.
   std::uint64_t bytes_copied_outside_transfers = 0;
+  // With credential_ab: the credentialed pair, publish to released.
+  double credential_gbps = 0;
+  double credential_p50_us = 0;
+  double credential_p99_us = 0;
 };
 
 // Errors: kInvalidArgument naming the bad option.

@@ -166,6 +166,9 @@ void AddConnector(CLI::App& bench, std::vector<Command>* out) {
                 "--shared-tensors)");
   cmd->add_option("--chunk-work-us", o->b.chunk_work_us, "consumer work per chunk (microseconds)")
       ->capture_default_str();
+  cmd->add_flag("--credential-ab", o->b.credential_ab,
+                "also run a pair (and store) with a cluster credential, alternating rounds with "
+                "the open one (credential_gbps, credential_ratio)");
   cmd->add_option("--duration", o->b.duration_s, "seconds")
       ->check(CLI::Range(0.01, 600.0))
       ->capture_default_str();
