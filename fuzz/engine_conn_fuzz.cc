@@ -39,7 +39,7 @@ struct Target {
 };
 
 Target* MakeTarget() {
-  auto* t = new Target;  // Lives for the process.
+  auto* t = new Target;  // Deleted at exit.
   EngineConfig c;
   c.transports = {"tcp"};
   c.io_threads = 1;
@@ -74,10 +74,22 @@ void Drain(int fd) {
   }
 }
 
+Target* target = nullptr;
+
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  target = MakeTarget();
+  // Stopped at exit before static destructors run: its I/O thread logs
+  // through spdlog, whose registry is one of them.
+  std::atexit([] {
+    delete target;
+    target = nullptr;
+  });
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static Target* target = MakeTarget();
   if (size == 0) {
     return 0;
   }
