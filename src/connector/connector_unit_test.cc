@@ -2,6 +2,7 @@
 // process (an embedded master and store node; two connectors).
 #include <algorithm>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 #include <thread>
@@ -117,6 +118,43 @@ TEST(DescriptorTest, TruncatedCorruptedAndNewerAreClearErrors) {
   EXPECT_FALSE(Lease::Parse("ttl:0").ok());
   EXPECT_FALSE(Lease::Parse("forever").ok());
   EXPECT_FALSE(ParseDType("f128").ok());
+}
+
+// Found by descriptor_fuzz: a shape whose element count overflows wrapped
+// around (a 2^64-element tensor counted as small) and the stride
+// computation overflowed a signed integer; such shapes are now refused.
+TEST(DescriptorTest, AShapeTooLargeToCountIsRefused) {
+  PayloadDescriptor d = SampleP2p();
+  d.shape = {std::int64_t{1} << 32, std::int64_t{1} << 32};
+  d.chunk_dim = -1;
+  d.num_chunks = 1;
+  EXPECT_EQ(NumElements(d.shape), UINT64_MAX);
+  Status s = d.Validate();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("2^48"), std::string_view::npos) << s.ToString();
+  d.shape = {8, std::int64_t{1} << 62, 8};
+  EXPECT_FALSE(d.Validate().ok());
+  EXPECT_EQ(RowMajorStrides(d.shape)[0], INT64_MAX);
+}
+
+// Found by descriptor_fuzz: a store descriptor whose JSON also carried p2p
+// fields kept them in its binary form but not in its JSON, so the two
+// forms of one descriptor differed. The other mode's fields are dropped.
+TEST(DescriptorTest, TheOtherModesFieldsAreDropped) {
+  PayloadDescriptor p2p = SampleP2p();
+  nlohmann::json j = nlohmann::json::parse(p2p.ToJson());
+  j["mode"] = "store";
+  j["key_prefix"] = "sluice/x";
+  Result<PayloadDescriptor> store = PayloadDescriptor::FromJson(j.dump());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_TRUE(store->producer_endpoint.empty());
+  EXPECT_EQ(store->region_key, 0u);
+  Result<PayloadDescriptor> again = PayloadDescriptor::FromJson(store->ToJson());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->Encode(), store->Encode());
+  Result<PayloadDescriptor> binary = PayloadDescriptor::Decode(store->Encode());
+  ASSERT_TRUE(binary.ok());
+  EXPECT_EQ(binary->ToJson(), store->ToJson());
 }
 
 TEST(ChunkLayoutTest, RunsCoverTheTensorExactlyOnce) {

@@ -107,6 +107,27 @@ std::uint64_t PayloadDescriptor::nbytes() const {
   return TensorView{nullptr, dtype, shape, {}}.nbytes();
 }
 
+namespace {
+
+// A payload no descriptor may describe: far past any tensor, and small
+// enough that byte counts never overflow.
+constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{1} << 48;
+
+// Drops the other mode's fields, which a sender may include but the
+// payload never uses: a descriptor then encodes the same in both forms.
+void KeepOwnModeFields(PayloadDescriptor& d) {
+  if (d.mode == TransferMode::kStore) {
+    d.producer_endpoint.clear();
+    d.region_key = 0;
+    d.region_offset = 0;
+    d.payload_id = 0;
+  } else {
+    d.key_prefix.clear();
+  }
+}
+
+}  // namespace
+
 Status PayloadDescriptor::Validate() const {
   auto bad = [](const std::string& m) { return InvalidArgumentError("descriptor: " + m); };
   if (request_id.empty() || request_id.size() > 256) {
@@ -119,6 +140,9 @@ Status PayloadDescriptor::Validate() const {
     if (dim < 0) {
       return bad("shape has a negative dimension");
     }
+  }
+  if (NumElements(shape) > kMaxPayloadBytes / DTypeSize(dtype)) {
+    return bad("shape describes more than 2^48 bytes");
   }
   if (!strides.empty() && strides != RowMajorStrides(shape)) {
     return bad("strides must be row-major (the wire layout is contiguous)");
@@ -239,6 +263,7 @@ Result<PayloadDescriptor> PayloadDescriptor::Decode(std::string_view in) {
   d.key_prefix = p.key_prefix();
   d.complete = p.complete();
   d.one_object = p.one_object();
+  KeepOwnModeFields(d);
   SLUICE_RETURN_IF_ERROR(d.Validate());
   return d;
 }
@@ -352,6 +377,7 @@ Result<PayloadDescriptor> PayloadDescriptor::FromJson(std::string_view text) {
   SLUICE_ASSIGN_OR_RETURN(d.dtype, ParseDType(dtype));
   SLUICE_ASSIGN_OR_RETURN(d.mode, ParseTransferMode(mode));
   SLUICE_ASSIGN_OR_RETURN(d.lease, Lease::Parse(lease));
+  KeepOwnModeFields(d);
   SLUICE_RETURN_IF_ERROR(d.Validate());
   return d;
 }

@@ -1,6 +1,7 @@
 #include "sluice/connector/tensor.h"
 
 #include <array>
+#include <cstdint>
 
 namespace sluice {
 namespace {
@@ -45,10 +46,14 @@ Result<DType> ParseDType(std::string_view name) {
 
 std::uint64_t NumElements(const std::vector<std::int64_t>& shape) {
   std::uint64_t n = 1;
+  bool overflow = false;
   for (std::int64_t d : shape) {
-    n *= static_cast<std::uint64_t>(d < 0 ? 0 : d);
+    if (d <= 0) {
+      return 0;
+    }
+    overflow = __builtin_mul_overflow(n, static_cast<std::uint64_t>(d), &n) || overflow;
   }
-  return n;
+  return overflow ? UINT64_MAX : n;
 }
 
 std::vector<std::int64_t> RowMajorStrides(const std::vector<std::int64_t>& shape) {
@@ -56,7 +61,9 @@ std::vector<std::int64_t> RowMajorStrides(const std::vector<std::int64_t>& shape
   std::int64_t step = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     s[i] = step;
-    step *= shape[i];
+    if (__builtin_mul_overflow(step, shape[i], &step)) {
+      step = INT64_MAX;  // A shape this large fails validation anyway.
+    }
   }
   return s;
 }

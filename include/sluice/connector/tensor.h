@@ -25,9 +25,11 @@ std::size_t DTypeSize(DType d);
 // Accepts the names above. Errors: kInvalidArgument naming the input.
 Result<DType> ParseDType(std::string_view name);
 
-// Elements of a tensor of `shape` (negative dimensions count as 0).
+// Elements of a tensor of `shape` (negative dimensions count as 0);
+// UINT64_MAX when the product overflows.
 std::uint64_t NumElements(const std::vector<std::int64_t>& shape);
-// The row-major (contiguous) strides of `shape`, in elements.
+// The row-major (contiguous) strides of `shape`, in elements (INT64_MAX
+// where they overflow).
 std::vector<std::int64_t> RowMajorStrides(const std::vector<std::int64_t>& shape);
 
 struct TensorView {
