@@ -620,13 +620,8 @@ TEST_F(DiskTierStoreTest, ARestartedNodeKeepsItsSpilledPayloads) {
   }
   // Spills settle: the disk holds what memory cannot, and the nodes have
   // heard of each spill (their index is written from the master's news).
-  const std::string metrics = master_->Word(3);
   auto disk_used = [&] {
-    httplib::Client http("http://" + metrics);
-    auto res = http.Get("/metrics");
-    const std::string name = "sluice_store_bytes{tier=\"disk\",state=\"used\"} ";
-    const std::size_t at = res ? res->body.find(name) : std::string::npos;
-    return at == std::string::npos ? -1.0 : std::stod(res->body.substr(at + name.size()));
+    return MetricValue(master_->Word(3), "sluice_store_bytes{tier=\"disk\",state=\"used\"}");
   };
   double on_disk = -1;
   for (const auto deadline = std::chrono::steady_clock::now() + 10s;
