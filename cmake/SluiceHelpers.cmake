@@ -40,3 +40,33 @@ function(sluice_cc_test)
     set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}")
   endif()
 endfunction()
+
+# sluice_tsan_tests(<test> ...): tests of this directory (each built by the
+# target of its name) that CI's ThreadSanitizer build also runs: they gain
+# the label `tsan`, and the target `tsan_tests` builds them (with whatever
+# each depends on, e.g. the `sluice` binary it starts).
+function(sluice_tsan_tests)
+  if(NOT SLUICE_BUILD_TESTS)
+    return()
+  endif()
+  if(NOT TARGET tsan_tests)
+    add_custom_target(tsan_tests)
+  endif()
+  foreach(t ${ARGN})
+    get_test_property(${t} LABELS labels)
+    if(NOT labels)
+      set(labels "")
+    endif()
+    list(APPEND labels tsan)
+    set_tests_properties(${t} PROPERTIES LABELS "${labels}")
+    add_dependencies(tsan_tests ${t})
+  endforeach()
+endfunction()
+
+# sluice_hot_path(<target> ...): libraries on the data path or computing
+# payloads; they get SLUICE_HOT_PATH_FLAGS on top of the build's flags.
+function(sluice_hot_path)
+  foreach(t ${ARGN})
+    target_compile_options(${t} PRIVATE ${SLUICE_HOT_PATH_FLAGS})
+  endforeach()
+endfunction()

@@ -65,6 +65,8 @@ class ChildProcess {
   }
 
   const std::string& banner() const { return banner_; }
+  // The process id while it runs (not yet reaped); -1 after.
+  pid_t pid() const { return pid_; }
   // Word `i` of the banner (0-based).
   std::string Word(int i) const {
     std::istringstream is(banner_);

@@ -16,6 +16,7 @@
 #include "sluice/transfer/engine.h"
 
 #include "child_process.h"
+#include "test_pki.h"
 
 namespace sluice::testing {
 namespace {
@@ -197,30 +198,9 @@ TEST_F(ClusterSecurityTest, TheStoreRefusesClientsAndHandshakesWithoutTheCredent
   EXPECT_TRUE(engine->OpenSegment(node->Word(3)).ok());
 }
 
-// A CA, and a certificate it signs for 127.0.0.1, made with `openssl`.
-struct Pki {
-  std::string ca, cert, key, other_ca;
-};
-Pki MakePki(const std::string& dir) {
-  const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-  const std::string cmd =
-      "cd " + dir + " && openssl req -x509" + ec +
-      " -keyout ca.key -out ca.pem -days 1 -subj /CN=sluice-test-ca 2>/dev/null && "
-      "openssl req -x509" +
-      ec +
-      " -keyout other.key -out other.pem -days 1 -subj /CN=another-ca 2>/dev/null && "
-      "openssl req" +
-      ec +
-      " -keyout node.key -out node.csr -subj /CN=127.0.0.1 2>/dev/null && "
-      "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && "
-      "openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.pem "
-      "-days 1 -extfile san.ext 2>/dev/null";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  return {dir + "/ca.pem", dir + "/node.pem", dir + "/node.key", dir + "/other.pem"};
-}
-
 TEST_F(ClusterSecurityTest, MutualTlsServesTheClusterAndRefusesAWrongCa) {
   const Pki pki = MakePki(dir_);
+  ASSERT_FALSE(pki.ca.empty()) << "openssl failed";
   const std::vector<std::string> tls = {"--cluster-token", token_,  "--tls-cert", pki.cert,
                                         "--tls-key",       pki.key, "--tls-ca",   pki.ca};
   std::vector<std::string> margs = {"master"};

@@ -288,6 +288,22 @@ TEST_F(StoreTest, RestartedMasterServesEveryObjectAgain) {
   EXPECT_TRUE(client_->Put("c", b).ok());
 }
 
+// A node killed: until the master's node timeout it still places objects
+// there. Each such put used to fail ("connect ...: Connection refused");
+// now the client names the node it could not reach and is placed again.
+TEST_F(StoreTest, PutsRightAfterANodeDiesLandOnTheOtherOne) {
+  nodes_[0]->Kill();
+  const std::vector<std::byte> v(64 << 10, std::byte{0x5a});
+  for (int i = 0; i < 8; ++i) {
+    const std::string key = "after-death-" + std::to_string(i);
+    const Status put = client_->Put(key, v);
+    ASSERT_TRUE(put.ok()) << key << ": " << put.ToString();
+    auto got = client_->Get(key);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(*got == v);
+  }
+}
+
 // Puts while the master is down (killed, back 2 s later on the same port)
 // wait for it and its nodes, and land: none fails, none is left half
 // written. (They used to fail at once: "failed to connect", then "larger

@@ -165,7 +165,10 @@ class StoreClientImpl {
     ToProto(o.policy, req->mutable_policy());
     req->set_request_id(o.request_id.empty() ? RandomId() : o.request_id);
   }
-  Result<OpenPut> PutStart(std::string_view key, std::size_t len, const PutOptions& o);
+  // `unreachable` (optional, in-out): endpoints to avoid; a replica's node
+  // that cannot be reached is added to it (and the put revoked).
+  Result<OpenPut> PutStart(std::string_view key, std::size_t len, const PutOptions& o,
+                           std::vector<std::string>* unreachable = nullptr);
   // One write per replica of `put`: [local, local+len) to `object_offset`.
   static std::vector<TransferRequest> WriteOps(const OpenPut& put, const void* local,
                                                std::uint64_t object_offset, std::uint64_t len);

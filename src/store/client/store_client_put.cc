@@ -6,14 +6,28 @@
 
 namespace sluice::internal {
 
+namespace {
+
+// Placements a put tries when the nodes it is given cannot be reached (a
+// node that died and the master has not yet noticed).
+constexpr int kPlacementTries = 3;
+
+}  // namespace
+
 Result<StoreClientImpl::OpenPut> StoreClientImpl::PutStart(std::string_view key, std::size_t len,
-                                                           const PutOptions& o) {
+                                                           const PutOptions& o,
+                                                           std::vector<std::string>* unreachable) {
   pb::PutStartRequest req;
   req.set_key(std::string(key));
   req.set_size(len);
   FillPutFields(o, &req);
   req.set_replica_num(o.replica_num);
   req.set_preferred_node(o.preferred_node);
+  if (unreachable != nullptr) {
+    for (const std::string& ep : *unreachable) {
+      req.add_unreachable(ep);
+    }
+  }
   pb::PutStartResponse resp;
   SLUICE_RETURN_IF_ERROR(
       Call(&pb::Master::Stub::PutStart, fastlane::Method::kPutStart, req, &resp, "PutStart"));
@@ -22,6 +36,9 @@ Result<StoreClientImpl::OpenPut> StoreClientImpl::PutStart(std::string_view key,
     Result<SegmentId> seg = engine_->OpenSegment(r.endpoint());
     if (!seg.ok()) {
       Revoke(put);
+      if (unreachable != nullptr && seg.status().code() == StatusCode::kUnavailable) {
+        unreachable->push_back(r.endpoint());
+      }
       return seg.status().WithContext("put '" + put.key + "': store node " + r.endpoint());
     }
     put.replicas.emplace_back(*seg, FromProto(r));
@@ -96,8 +113,28 @@ Status StoreClientImpl::DoPut(std::string_view key, std::uint64_t len, const Put
       return *done;
     }
   }
-  SLUICE_ASSIGN_OR_RETURN(OpenPut put, PutStart(key, len, o));
-  return FinishPut(put, write(put), next, lane);
+  // A node the master placed the object on may be unreachable (dead, and
+  // not yet timed out at the master): place it again, elsewhere.
+  std::vector<std::string> unreachable;
+  for (int tries = 1;; ++tries) {
+    const std::size_t known = unreachable.size();
+    Result<OpenPut> put = PutStart(key, len, o, &unreachable);
+    if (!put.ok()) {
+      if (unreachable.size() > known && tries < kPlacementTries) {
+        continue;
+      }
+      return put.status();
+    }
+    Status written = write(*put);
+    if (written.code() == StatusCode::kUnavailable && tries < kPlacementTries) {
+      Revoke(*put);
+      for (const auto& [seg, loc] : put->replicas) {
+        unreachable.push_back(loc.endpoint);
+      }
+      continue;
+    }
+    return FinishPut(*put, std::move(written), next, lane);
+  }
 }
 
 template <typename Write>

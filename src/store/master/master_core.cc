@@ -1,5 +1,7 @@
 #include "store/master/master_core.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "common/mutex.h"
 #include "store/proto_convert.h"
@@ -223,6 +225,10 @@ Status MasterCore::PutStart(const pb::PutStartRequest& req, pb::PutStartResponse
                                req.policy(), req.request_id());
   r.replica_num = req.replica_num();
   r.preferred_node = req.preferred_node();
+  // Bounded: a caller names at most a few nodes it could not reach.
+  for (int i = 0; i < std::min(req.unreachable_size(), 16); ++i) {
+    r.unreachable.push_back(req.unreachable(i));
+  }
   Result<PutGrant> g = [&] {
     MutexLock lock(mu_);
     return state_.PutStart(r, MasterClock::now());

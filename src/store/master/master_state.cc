@@ -233,10 +233,13 @@ Status MasterState::CheckKey(const std::string& key) const {
   return Status::Ok();
 }
 
-bool MasterState::TryPlace(Object& obj, const PutRequest& req) {
+bool MasterState::TryPlace(Object& obj, const PutRequest& req, bool skip_unreachable) {
   std::vector<Node*> order;
   for (auto& [id, n] : nodes_) {
-    order.push_back(n.get());
+    if (!skip_unreachable || std::find(req.unreachable.begin(), req.unreachable.end(),
+                                       n->endpoint) == req.unreachable.end()) {
+      order.push_back(n.get());
+    }
   }
   std::stable_sort(order.begin(), order.end(), [&](const Node* a, const Node* b) {
     const bool pa = !req.preferred_node.empty() &&
@@ -271,7 +274,10 @@ bool MasterState::TryPlace(Object& obj, const PutRequest& req) {
 }
 
 Status MasterState::Allocate(Object& obj, const PutRequest& req, TimePoint now) {
-  while (!TryPlace(obj, req)) {
+  if (!req.unreachable.empty() && TryPlace(obj, req, /*skip_unreachable=*/true)) {
+    return Status::Ok();
+  }
+  while (!TryPlace(obj, req, /*skip_unreachable=*/false)) {
     if (!ReclaimReservations(now) && !EvictOne(&obj)) {
       ScheduleSpills(req.size * req.replica_num);
       // The free space may be spread over nodes none of which holds the

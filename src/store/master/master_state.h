@@ -113,6 +113,9 @@ struct PutRequest {
   std::uint32_t replica_num = 1;
   std::string preferred_node;  // Node id or endpoint; empty = any.
   std::string request_id;
+  // Endpoints the caller could not reach: avoided when other nodes have
+  // room without evicting or spilling anything.
+  std::vector<std::string> unreachable;
 };
 
 struct PutGrant {
@@ -237,7 +240,8 @@ class MasterState {
   void Commit(Object& o, TimePoint now);
   PutGrant GrantOf(const Object& o) const;
   // One placement pass without eviction; false (nothing held) if it failed.
-  bool TryPlace(Object& obj, const PutRequest& req);
+  // `skip_unreachable`: only on nodes outside req.unreachable.
+  bool TryPlace(Object& obj, const PutRequest& req, bool skip_unreachable);
   void ExpireReservations(TimePoint now);
   // Frees reservations past half their ttl (clients write into one only in
   // its first fifth): called before evicting for a put.

@@ -48,7 +48,7 @@ Result<PutGrant> MasterState::Reserve(const PutRequest& req, TimePoint now) {
   obj->size = r.size;
   obj->put_id = options_.id_salt + next_id_++;
   obj->put_deadline = now + options_.reservation_timeout;
-  if (!TryPlace(*obj, r)) {
+  if (!TryPlace(*obj, r, /*skip_unreachable=*/false)) {
     return ResourceExhaustedError("Reserve: no free extent of " + std::to_string(r.size) +
                                   " bytes");
   }

@@ -265,6 +265,32 @@ TEST_F(MasterStateTest, SilentNodeIsDroppedAndItsLastReplicasReportedLost) {
   EXPECT_EQ(read->replicas[0].node_id, "n2");
 }
 
+// A node that died before the master noticed: a caller that could not
+// reach it is placed elsewhere while another node has room, and on it
+// again (nothing evicted) when none has.
+TEST_F(MasterStateTest, APutAvoidsTheNodesItsCallerCouldNotReachWhileOthersHaveRoom) {
+  AddNode("n1", 4 * kMiB, 11);
+  AddNode("n2", kMiB, 22);
+  PutRequest r;
+  r.key = "a";
+  r.size = 100;
+  auto g = state_.PutStart(r, now_);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->replicas[0].node_id, "n1") << "the emptier node, as usual";
+  ASSERT_TRUE(state_.PutRevoke("a", g->put_id).ok());
+  r.unreachable = {"n1:1"};
+  g = state_.PutStart(r, now_);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->replicas[0].node_id, "n2");
+  ASSERT_TRUE(state_.PutEnd("a", g->put_id, now_).ok());
+  r.key = "big";
+  r.size = 2 * kMiB;  // Only n1 holds it.
+  g = state_.PutStart(r, now_);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->replicas[0].node_id, "n1");
+  EXPECT_TRUE(state_.Exists("a")) << "nothing evicted to avoid a node";
+}
+
 TEST_F(MasterStateTest, DeadWriterPutIsRevokedAfterThePutTimeout) {
   AddNode("n1", kMiB, 11);
   PutRequest r;
