@@ -13,7 +13,7 @@ PACKAGES=(
   libcpp-httplib-dev libboost1.81-dev
   libopenblas-pthread-dev libpng-dev libyaml-cpp-dev
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest
-  clang-format-16 clang-16 libclang-rt-16-dev libfuzzer-16-dev
+  clang-format-16 clang-16 libclang-rt-16-dev libfuzzer-16-dev llvm-16
   ffmpeg nodejs
 )
 

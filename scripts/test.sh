@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds sluice from scratch-or-cache and runs every test: the Release build's
-# full ctest suite, then (Clang-16) every test again under AddressSanitizer +
-# UndefinedBehaviorSanitizer with the thread-safety analysis and the fuzz
-# targets. Installs missing Debian packages first.
+# full ctest suite (the chaos runs included), then (Clang-16) every test
+# again under AddressSanitizer + UndefinedBehaviorSanitizer with the
+# thread-safety analysis and the fuzz targets, then the transfer, store,
+# connector and orchestrator suites under ThreadSanitizer. Installs missing
+# Debian packages first.
 # Usage: scripts/test.sh            (as root on Debian 12)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,15 +24,37 @@ cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs" -LE "gpu|rdma"
 
 if [ "${SLUICE_SKIP_SANITIZERS:-0}" != "1" ]; then
-  # One Clang-16 build does three jobs: AddressSanitizer + UBSan for every
+  # Clang-16 build 1 does three jobs: AddressSanitizer + UBSan for every
   # test, -Werror=thread-safety over the whole tree (the annotated locks of
   # src/common/mutex.h), and the libFuzzer targets of fuzz/, which run as
-  # tests labelled `fuzz` (SLUICE_FUZZ_SECONDS each). -O1 -g1 (line tables):
-  # half the compile time of -O2 -g, with file:line in every report.
-  cmake -S . -B build-san -G Ninja -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DSLUICE_SANITIZE=address -DSLUICE_FUZZ=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" >/dev/null
+  # tests labelled `fuzz` (SLUICE_FUZZ_SECONDS each). -O0 -g1 (line tables)
+  # builds in half the time of -O1; the data-path and compute libraries
+  # (sluice_hot_path() in CMake) get -O1 so tests moving real sizes keep
+  # their pace.
+  san_flags=(-G Ninja -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1 -DNDEBUG" -DSLUICE_HOT_PATH_FLAGS=-O1)
+  cmake -S . -B build-san "${san_flags[@]}" -DSLUICE_SANITIZE=address -DSLUICE_FUZZ=ON >/dev/null
   cmake --build build-san -j "$jobs"
   ctest --test-dir build-san --output-on-failure -j "$jobs" -LE "gpu|rdma|nosan"
+
+  # Clang-16 build 2: ThreadSanitizer over the transfer, store, connector
+  # and orchestrator suites (label `tsan`) and every process they start.
+  # Each report lands in build-tsan/tsan-reports and fails the run; the
+  # suppressions in scripts/tsan.supp say why each is benign.
+  cmake -S . -B build-tsan "${san_flags[@]}" -DSLUICE_SANITIZE=thread >/dev/null
+  cmake --build build-tsan -j "$jobs" --target tsan_tests
+  reports="$PWD/build-tsan/tsan-reports"
+  rm -rf "$reports" && mkdir -p "$reports"
+  tsan_ok=1
+  # llvm-16 symbolizes the reports (the suppressions match function names).
+  TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp log_path=$reports/report second_deadlock_stack=1 external_symbolizer_path=/usr/bin/llvm-symbolizer-16" \
+    ctest --test-dir build-tsan --output-on-failure -j "$jobs" -L tsan || tsan_ok=0
+  if compgen -G "$reports/report*" >/dev/null; then
+    cat "$reports"/report* >&2
+    echo "ThreadSanitizer reported the races above" >&2
+    tsan_ok=0
+  fi
+  [ "$tsan_ok" = 1 ]
 else
   # Without the Clang build, its thread-safety analysis on its own.
   scripts/check-thread-safety.sh build

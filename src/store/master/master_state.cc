@@ -610,8 +610,11 @@ bool MasterState::OnDiskAt(const Node& node, const ObjectRecord& rec) const {
     return false;
   }
   const Object& o = *it->second;
-  return o.complete && !o.removed && o.tier == Object::Tier::kDisk &&
-         o.disk_offset == rec.disk_offset && o.size == rec.size &&
+  // Being loaded back counts: the disk copy stays whole until the load
+  // lands, and the memory it was loading into went with the old node.
+  const bool disk_copy = o.tier == Object::Tier::kDisk || o.tier == Object::Tier::kLoading;
+  return o.complete && !o.removed && disk_copy && o.disk_offset == rec.disk_offset &&
+         o.size == rec.size &&
          std::any_of(o.replicas.begin(), o.replicas.end(),
                      [&](const Object::Placement& p) { return p.node == &node; });
 }

@@ -272,7 +272,7 @@ class MasterState {
   // `lost`, except those in `kept`, which a restarted node brings back).
   void DropNode(const std::string& node_id, bool lost, const std::set<std::string>* kept = nullptr);
   // True when `rec` (from `node`'s registration) is on disk where this
-  // master placed it.
+  // master placed it (or being loaded back from there).
   bool OnDiskAt(const Node& node, const ObjectRecord& rec) const;
   void Touch(Object* obj);
   void Emit(ObjectEventKind kind, const std::string& key);

@@ -536,6 +536,24 @@ TEST_F(MasterTierTest, ARestartedNodeKeepsItsDiskObjectsWhereTheMasterAgrees) {
   EXPECT_EQ(hb.commands[0].mem_region_key, 99u);
   EXPECT_EQ(hb.commands[0].disk_offset, dir["a"].disk_offset);
 
+  // Restarted again before it ran that load: the disk copy is whole, so "a"
+  // survives again (a read that had started the load used to make it
+  // lost), and the next read loads it into the newest memory.
+  ASSERT_TRUE(
+      state_.RegisterNode("n1", "n1:1", {{{97, 2 * kMiB}}, disk_bytes_}, {dir["a"]}, now_, &skipped)
+          .ok());
+  EXPECT_EQ(skipped, 0u);
+  EXPECT_TRUE(state_.Exists("a"));
+  for (const ObjectEvent& e : state_.TakeEvents()) {
+    EXPECT_NE(e.kind, ObjectEventKind::kLost) << e.key;
+  }
+  g = state_.GetStart("a", "", now_);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(g->loading);
+  hb = state_.Heartbeat("n1", 0, {}, now_);
+  ASSERT_EQ(hb.commands.size(), 1u);
+  EXPECT_EQ(hb.commands[0].mem_region_key, 97u);
+
   // Silent past the node timeout: dropped, "a" reported lost. What the
   // node lists when it comes back is stale.
   const TimePoint later = now_ + 10s;
