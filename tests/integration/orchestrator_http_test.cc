@@ -284,6 +284,11 @@ TEST(AccessConfigTest, LoadsKeysAndLimitsAndRefusesWhatIsWrongNamingIt) {
            {"keys:\n  sk-aaaaaaaaaaaaaaaa: a\ntenants:\n  a: {rps: 3}\n", "tenants.a.rps"},
            {"keys:\n  sk-aaaaaaaaaaaaaaaa: a\ntenants:\n  a: {queue_share: 2}\n", "(0, 1]"},
            {"kees: {}\n", "kees: unknown"},
+           // Names that are not words used to throw out of the loader
+           // (found by api_keys_fuzz): the orchestrator died at start.
+           {"? [a, b]\n: 1\n", "plain words"},
+           {"keys:\n  sk-aaaaaaaaaaaaaaaa: a\ntenants:\n  ? [x]\n  : {burst: 1}\n", "tenant names"},
+           {"keys:\n  sk-aaaaaaaaaaaaaaaa: a\ntenants:\n  a: {? [x] : 1}\n", "limit names"},
            {"keys: [unclosed\n", path}}) {
     auto bad = write(text);
     ASSERT_FALSE(bad.ok()) << text;

@@ -23,6 +23,9 @@ Result<TenantLimits> ParseLimits(const std::string& path, const std::string& ten
                                                 "max_jobs_in_flight", "queue_share"};
   TenantLimits l;
   for (const auto& kv : n) {
+    if (!kv.first.IsScalar()) {
+      return Bad(path, "tenants." + tenant + ": limit names are plain words");
+    }
     const std::string field = kv.first.as<std::string>();
     const std::string where = "tenants." + tenant + "." + field;
     if (kFields.count(field) == 0) {
@@ -53,20 +56,17 @@ Result<TenantLimits> ParseLimits(const std::string& path, const std::string& ten
   return l;
 }
 
-}  // namespace
-
-Result<AccessConfig> AccessConfig::Load(const std::string& path) {
-  YAML::Node root;
-  try {  // yaml-cpp reports errors only by exception.
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    return Bad(path, e.what());
-  }
+// The parsed file's contents. May throw YAML::Exception (a conversion the
+// checks here did not foresee); Load turns that into an error.
+Result<AccessConfig> FromYaml(const std::string& path, const YAML::Node& root) {
   if (!root.IsMap()) {
     return Bad(path, "not a map with 'keys' (and 'tenants')");
   }
   AccessConfig c;
   for (const auto& kv : root) {
+    if (!kv.first.IsScalar()) {
+      return Bad(path, "top-level names are plain words (keys, tenants)");
+    }
     const std::string top = kv.first.as<std::string>();
     if (top != "keys" && top != "tenants") {
       return Bad(path, top + ": unknown (keys, tenants)");
@@ -96,11 +96,24 @@ Result<AccessConfig> AccessConfig::Load(const std::string& path) {
       return Bad(path, "tenants: a map of tenant -> limits");
     }
     for (const auto& kv : tenants) {
+      if (!kv.first.IsScalar()) {
+        return Bad(path, "tenants: tenant names are plain words");
+      }
       const std::string tenant = kv.first.as<std::string>();
       SLUICE_ASSIGN_OR_RETURN(c.tenants[tenant], ParseLimits(path, tenant, kv.second));
     }
   }
   return c;
+}
+
+}  // namespace
+
+Result<AccessConfig> AccessConfig::Load(const std::string& path) {
+  try {  // yaml-cpp reports errors only by exception, parsing or converting.
+    return FromYaml(path, YAML::LoadFile(path));
+  } catch (const YAML::Exception& e) {
+    return Bad(path, e.what());
+  }
 }
 
 }  // namespace sluice
