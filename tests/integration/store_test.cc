@@ -305,6 +305,21 @@ TEST_F(StoreTest, PutsRightAfterANodeDiesLandOnTheOtherOne) {
   }
 }
 
+// The only replica's node killed: a get used to fail at once ("connect
+// ...: Connection refused", so a stage's every attempt failed within the
+// master's node timeout); it now waits for the master's verdict: the
+// object is lost (kNotFound), which re-runs its producer.
+TEST_F(StoreTest, AGetFromADeadNodeWaitsForTheMastersVerdict) {
+  const std::vector<std::byte> v(64 << 10, std::byte{0x2b});
+  PutOptions o;
+  o.preferred_node = "node0";
+  ASSERT_TRUE(client_->Put("on-node0-only", v, o).ok());
+  nodes_[0]->Kill();
+  const Result<std::vector<std::byte>> got = client_->Get("on-node0-only");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kNotFound) << got.status().ToString();
+}
+
 // Puts while the master is down (killed, back 2 s later on the same port)
 // wait for it and its nodes, and land: none fails, none is left half
 // written. (They used to fail at once: "failed to connect", then "larger

@@ -1,6 +1,7 @@
 // Gets: GetStart (optionally parked until the key commits), reads from the
 // nearest replica, GetEnd.
 #include <cstring>
+#include <thread>
 
 #include "common/mutex.h"
 #include "store/client/store_client_impl.h"
@@ -46,6 +47,27 @@ Result<ObjectMeta> StoreClientImpl::GetIntoRunsInParts(
 
 Result<StoreClientImpl::OpenGet> StoreClientImpl::GetStart(std::string_view key,
                                                            std::chrono::milliseconds wait) {
+  const auto give_up = std::chrono::steady_clock::now() + config_.master_retry;
+  std::chrono::milliseconds backoff(50);
+  while (true) {
+    SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStartOnce(key, wait));
+    bool unreachable = !g.replicas.empty();
+    for (const ReplicaLocation& r : g.replicas) {
+      // Opened once per node and kept by the engine: a lookup after that.
+      const Result<SegmentId> seg = engine_->OpenSegment(r.endpoint);
+      unreachable = unreachable && !seg.ok() && seg.status().code() == StatusCode::kUnavailable;
+    }
+    if (!unreachable || std::chrono::steady_clock::now() + backoff >= give_up) {
+      return g;  // The read reports what is wrong, if anything.
+    }
+    GetEnd(g, false);
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min<std::chrono::milliseconds>(2 * backoff, std::chrono::seconds(1));
+  }
+}
+
+Result<StoreClientImpl::OpenGet> StoreClientImpl::GetStartOnce(std::string_view key,
+                                                               std::chrono::milliseconds wait) {
   pb::GetStartRequest req;
   req.set_key(std::string(key));
   req.set_client_endpoint(engine_->endpoint());

@@ -213,8 +213,13 @@ class StoreClientImpl {
     ObjectMeta meta;
     std::vector<ReplicaLocation> replicas;
   };
+  // When no replica's node can be reached (it died and the master has not
+  // yet noticed), ends the lease and asks again with backoff, up to
+  // config_.master_retry: until the master serves another replica, or
+  // drops the node and answers kNotFound (the object is lost).
   Result<OpenGet> GetStart(std::string_view key,
                            std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+  Result<OpenGet> GetStartOnce(std::string_view key, std::chrono::milliseconds wait);
   // Ends the read lease without waiting for the answer: the reader's bytes
   // have landed, and a lost GetEnd only delays the lease's timeout.
   void GetEnd(const OpenGet& g, bool completed);
