@@ -80,12 +80,16 @@ class ClusterSecurityTest : public ::testing::Test {
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     return std::move(*e);
   }
+  // `retry`: how long a refused call keeps asking (a refused TLS handshake
+  // looks like a master that is down, so it is asked again until then).
   static Result<std::unique_ptr<StoreClient>> Client(TransferEngine* e, const std::string& master,
-                                                     const SecurityConfig& s) {
+                                                     const SecurityConfig& s,
+                                                     std::chrono::milliseconds retry = 30s) {
     StoreClientConfig c;
     c.master = master;
     c.security = s;
     c.rpc_timeout = 3000ms;
+    c.master_retry = retry;
     c.staging_bytes = 1 << 20;
     return StoreClient::Create(e, c);
   }
@@ -246,7 +250,7 @@ TEST_F(ClusterSecurityTest, MutualTlsServesTheClusterAndRefusesAWrongCa) {
   plaintext.tls_key.clear();
   for (const SecurityConfig& s : {*wrong_ca, *no_cert, plaintext}) {
     auto e = Engine(s);
-    auto c = Client(e.get(), master->Word(2), s);
+    auto c = Client(e.get(), master->Word(2), s, 1s);
     ASSERT_TRUE(c.ok());
     const Status st = (*c)->Exists("over-tls").status();
     EXPECT_FALSE(st.ok());

@@ -48,15 +48,21 @@ class FakeWorker {
   // (Clients know jobs by unguessable names: tests key payloads by prompt.)
   using KeysFn =
       std::function<std::vector<std::string>(std::uint64_t job, const std::string& prompt)>;
+  // What a decode (final) stage returns: (output, content type) for the
+  // job's request (null: a text naming the stages it ran through).
+  using OutputFn = std::function<std::pair<std::string, std::string>(const json& request)>;
   // `model` and `pipeline` ("prep,denoise:admission"): what it registers
-  // for (empty: the default model, the standard pipeline).
+  // for (empty: the default model, the standard pipeline). `final_output`
+  // is in place before it registers, so its first job already sees it.
   FakeWorker(const std::string& endpoint, const std::string& stage, bool hold = false,
-             KeysFn keys = nullptr, std::string model = {}, std::string pipeline = {})
+             KeysFn keys = nullptr, std::string model = {}, std::string pipeline = {},
+             OutputFn final_output = nullptr)
       : stage_(stage),
         hold_(hold),
         keys_(std::move(keys)),
         model_(std::move(model)),
-        pipeline_(std::move(pipeline)) {
+        pipeline_(std::move(pipeline)),
+        final_output_(std::move(final_output)) {
     stub_ = pb::Orchestrator::NewStub(
         grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()));
     EXPECT_TRUE(Register());
@@ -81,9 +87,8 @@ class FakeWorker {
   }
   int runs() const { return runs_; }
   int stops() const { return stops_; }
-  // Replaces what a decode (final) stage returns: (output, content type)
-  // for the job's request. Call before submitting the jobs it should see.
-  using OutputFn = std::function<std::pair<std::string, std::string>(const json& request)>;
+  // Replaces what a decode (final) stage returns. Call before submitting
+  // the jobs it should see.
   void SetFinalOutput(OutputFn fn) {
     std::lock_guard<std::mutex> lock(mu_);
     final_output_ = std::move(fn);
@@ -257,6 +262,8 @@ struct InProcessStore {
   std::unique_ptr<TransferEngine> node_engine, client_engine;
   std::unique_ptr<StoreNode> node;
   std::unique_ptr<StoreClient> client;
+  // How long the client's calls keep asking the master (StoreClientConfig).
+  std::chrono::milliseconds master_retry{30000};
 
   // Empty once the node is registered, else what failed.
   std::string Start(const MasterConfig& mc) {
@@ -276,6 +283,7 @@ struct InProcessStore {
     StoreClientConfig cc;
     cc.master = master->endpoint();
     cc.staging_bytes = 1 << 20;
+    cc.master_retry = master_retry;
     auto c = StoreClient::Create(client_engine.get(), cc);
     if (!n.ok() || !c.ok()) {
       return (n.ok() ? c.status() : n.status()).ToString();

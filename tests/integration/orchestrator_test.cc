@@ -324,8 +324,7 @@ TEST_F(OrchestratorTest, AForgedResultIsRetriedElsewhereAndARepeatOffenderGetsNo
   };
   Start();
   FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise");
-  FakeWorker forger(server_->endpoint(), "decode");
-  forger.SetFinalOutput([](const json&) {
+  FakeWorker forger(server_->endpoint(), "decode", false, nullptr, {}, {}, [](const json&) {
     return std::make_pair(std::string("\x89PNG\r\n\x1a\n") + std::string(24, 'x'),
                           std::string("image/png"));
   });
@@ -338,8 +337,8 @@ TEST_F(OrchestratorTest, AForgedResultIsRetriedElsewhereAndARepeatOffenderGetsNo
   const std::string waiting = json::parse(http_->Get("/v1/jobs/" + id)->body).value("status", "");
   EXPECT_TRUE(waiting == "queued" || waiting == "running") << "not served, not failed: " << waiting;
 
-  FakeWorker honest(server_->endpoint(), "decode");
-  honest.SetFinalOutput([](const json& req) {
+  // Its output is set before it registers: the waiting job goes to it at once.
+  FakeWorker honest(server_->endpoint(), "decode", false, nullptr, {}, {}, [](const json& req) {
     EXPECT_EQ(req.value("size", ""), "64x64");
     return std::make_pair(Png(64, 64, 7), std::string("image/png"));
   });
@@ -490,6 +489,8 @@ TEST_F(OrchestratorTest, CancelRemovesStorePayloadsAndALostPayloadRerunsItsProdu
   mc.heartbeat_interval = 100ms;
   mc.node_timeout = 600ms;
   InProcessStore st;
+  // The producer's rerun finds no node left and gives up in 2 s, not 30.
+  st.master_retry = 2s;
   ASSERT_EQ(st.Start(mc), "");
 
   OrchestratorConfig c;
