@@ -2,10 +2,13 @@
 // gRPC, clients over HTTP.
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -32,6 +35,23 @@ using namespace std::chrono_literals;
 using sluice::internal::Eventually;
 namespace pb = ::sluice::orchestrator::v1;
 using nlohmann::json;
+
+// The result files in `dir` (names), sorted.
+std::vector<std::string> ResultFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    out.push_back(it->path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 TEST_F(OrchestratorTest, ImageJobsRunThroughEveryStageSyncAsyncAndWithEvents) {
   Start();
@@ -265,6 +285,10 @@ TEST_F(OrchestratorTest, FinishedJobsStillAnswerAfterARestart) {
     done = Post(R"({"prompt":"kept","async":true})", &status)["id"];
     ASSERT_EQ(status, 202);
     EXPECT_EQ(WaitStatus(done, "succeeded")["status"], "succeeded");
+    // A synchronous answer reads its result back from the result dir.
+    const json sync = Post(R"({"prompt":"synced"})", &status);
+    ASSERT_EQ(status, 200) << sync.dump();
+    EXPECT_EQ(Unbase64(sync["data"][0]["b64_json"]), "decode(denoise(encode(synced)))");
   }
   int status = 0;
   cancelled = Post(R"({"prompt":"dropped","async":true})", &status)["id"];
@@ -285,14 +309,88 @@ TEST_F(OrchestratorTest, FinishedJobsStillAnswerAfterARestart) {
   auto gone = http_->Get("/v1/jobs/" + cancelled);
   ASSERT_TRUE(gone);
   EXPECT_EQ(json::parse(gone->body).value("status", ""), "cancelled") << gone->body;
+  // The result is a file beside the journal (the cancelled job has none),
+  // and the journal's row holds no copy of it.
+  const std::string results = journal + ".results";
+  const std::vector<std::string> files = ResultFiles(results);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(FileBytes(results + "/" + files[0]), "decode(denoise(encode(kept)))");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(journal.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT SUM(LENGTH(bytes)) FROM results", -1, &q, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(q, 0), 0) << "no result bytes in the journal";
+  sqlite3_finalize(q);
+  sqlite3_close(db);
   http_.reset();
   server_.reset();
-  // Past the retention window: forgotten, in memory and in the journal.
+  // Past the retention window: forgotten, in memory, in the journal and in
+  // the result dir.
   configure_ = [](OrchestratorConfig& c) { c.max_finished_jobs = 1; };
   Start(64, journal, grpc_ep, http_ep);
   EXPECT_EQ(http_->Get("/v1/jobs/" + done)->status, 404) << "only the newest one is kept";
   EXPECT_EQ(http_->Get("/v1/jobs/" + cancelled)->status, 200);
+  EXPECT_TRUE(ResultFiles(results).empty()) << "the forgotten job's result file is removed";
+  http_.reset();
+  server_.reset();
   std::remove(journal.c_str());
+  std::filesystem::remove_all(results);
+}
+
+// A journal written before results had their own files keeps the bytes in
+// its rows: a restart moves them to the result dir and serves them. A result
+// file deleted by hand answers 404 result_gone, and the server serves on.
+TEST_F(OrchestratorTest, AnOlderJournalsResultsMoveToTheResultDirAndAMissingOneIs404) {
+  const std::string journal =
+      ::testing::TempDir() + "/sluice-migrate-" + std::to_string(::getpid()) + ".db";
+  const std::string results =
+      ::testing::TempDir() + "/sluice-migrate-results-" + std::to_string(::getpid());
+  std::remove(journal.c_str());
+  std::filesystem::remove_all(results);
+  configure_ = [&](OrchestratorConfig& c) { c.result_dir = results; };
+  Start(64, journal);
+  const std::string grpc_ep = server_->endpoint(), http_ep = server_->http_endpoint();
+  std::string a, b;
+  {
+    FakeWorker e(grpc_ep, "encode"), d(grpc_ep, "denoise"), v(grpc_ep, "decode");
+    int status = 0;
+    a = Post(R"({"prompt":"a","async":true})", &status)["id"];
+    b = Post(R"({"prompt":"b","async":true})", &status)["id"];
+    EXPECT_EQ(WaitStatus(a, "succeeded")["status"], "succeeded");
+    EXPECT_EQ(WaitStatus(b, "succeeded")["status"], "succeeded");
+  }
+  http_.reset();
+  server_.reset();
+  ASSERT_EQ(ResultFiles(results).size(), 2u);
+  // As an older version left it: job a's bytes in its row, no files.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(journal.c_str(), &db), SQLITE_OK);
+  const std::string sql =
+      "UPDATE results SET bytes = CAST('older bytes' AS BLOB) WHERE job_id = "
+      "(SELECT id FROM jobs WHERE name = '" +
+      a + "')";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_changes(db), 1);
+  sqlite3_close(db);
+  std::filesystem::remove_all(results);
+
+  Start(64, journal, grpc_ep, http_ep);
+  auto content = http_->Get("/v1/jobs/" + a + "/content");
+  ASSERT_TRUE(content);
+  EXPECT_EQ(content->status, 200) << content->body;
+  EXPECT_EQ(content->body, "older bytes");
+  EXPECT_EQ(ResultFiles(results).size(), 1u) << "job a's bytes moved to the dir";
+  auto lost = http_->Get("/v1/jobs/" + b + "/content");
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->status, 404) << lost->body;
+  EXPECT_EQ(json::parse(lost->body)["error"].value("code", ""), "result_gone") << lost->body;
+  EXPECT_EQ(json::parse(http_->Get("/v1/jobs/" + b)->body).value("status", ""), "succeeded");
+  http_.reset();
+  server_.reset();
+  std::remove(journal.c_str());
+  std::filesystem::remove_all(results);
 }
 
 // A worker that heartbeats but never finishes (no progress) loses the

@@ -198,6 +198,9 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
                   "store master host:port (release cancelled payloads, re-run lost ones)");
   cmd->add_option("--journal", o->config.journal_path,
                   "SQLite file journaling accepted jobs (they survive a restart)");
+  cmd->add_option("--result-dir", o->config.result_dir,
+                  "with --journal: directory of succeeded jobs' results, one file each "
+                  "(default: JOURNAL.results)");
   cmd->add_flag("--colocated", o->config.colocated,
                 "each job is one assignment to a denoise-pool worker running every stage");
   cmd->add_option("--declare-model", o->declared,

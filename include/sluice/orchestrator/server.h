@@ -102,13 +102,17 @@ struct OrchestratorConfig {
   std::chrono::milliseconds sync_timeout{600000};
   // Finished jobs answer (status, error, result) for the newest
   // max_finished_jobs, each for result_ttl after it finished; with a
-  // journal, across restarts too (results are kept in it).
+  // journal, across restarts too (results are kept in the result dir).
   std::size_t max_finished_jobs = 10000;
   std::chrono::seconds result_ttl{3600};
   // SQLite journal of accepted jobs; after a restart with the same path,
   // unfinished jobs run again and finished ones answer as before. Empty: no
-  // journal (jobs die with the process).
+  // journal (jobs die with the process, results are held in memory).
   std::string journal_path;
+  // With a journal: the directory holding succeeded jobs' result bytes, one
+  // file each, removed when the job expires (the orchestrator's memory holds
+  // none). Empty: journal_path + ".results". Needs journal_path.
+  std::string result_dir;
   // The store master ("host:port"): jobs' store payloads (reported by
   // workers) are removed when a job is cancelled, and a payload the store
   // loses re-runs the stage that produced it. Empty: no store.

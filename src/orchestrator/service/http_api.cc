@@ -94,6 +94,30 @@ std::optional<JobView> FindJob(OrchestratorState& state, const std::string& name
   return v;
 }
 
+// Hands `v`'s result bytes to `use`: an in-memory result at once, one in
+// the result dir read on the blocking pool first (disk I/O). A result that
+// is gone by then (expired, forgotten) answers 404 result_gone.
+void WithResult(const OrchestratorState& state, JobView v, const ExchangePtr& ex,
+                std::function<void(std::string bytes)> use) {
+  if (!v.result_stored) {
+    return use(std::move(v.result));
+  }
+  ex->RunBlocking([&state, v = std::move(v), ex, use = std::move(use)] {
+    Result<std::string> bytes = state.ResultBytes(v);
+    if (!bytes.ok()) {
+      SLUICE_LOG(warn, "HTTP: {}", bytes.status().ToString());
+      return ex->Respond(bytes.status().code() == StatusCode::kNotFound
+                             ? http::ErrorResponse(404, "invalid_request_error",
+                                                   "the result of " + v.name + " is no longer kept",
+                                                   "id", "result_gone")
+                             : http::ErrorResponse(500, "server_error",
+                                                   "the result of " + v.name + " cannot be read",
+                                                   {}, "result_unreadable"));
+    }
+    use(std::move(*bytes));
+  });
+}
+
 // A synchronous images request: waits for its jobs on the connection's
 // strand (woken by the state's watches), answers once all are done, one
 // failed, the wait times out, or its client leaves (then its unfinished jobs
@@ -125,7 +149,8 @@ class SyncImages : public std::enable_shared_from_this<SyncImages> {
     if (done_) {
       return;
     }
-    json data = json::array();
+    std::vector<JobView> views;
+    bool stored = false;
     for (std::size_t i = 0; i < ids_.size(); ++i) {
       std::optional<JobView> v = state_.Get(ids_[i]);
       if (v.has_value() && !v->finished()) {
@@ -141,14 +166,37 @@ class SyncImages : public std::enable_shared_from_this<SyncImages> {
         return Answer(
             http::ErrorResponse(500, "server_error", names_[i] + " " + why, {}, "job_failed"));
       }
-      data.push_back(url_ ? json{{"url", base_ + "/v1/jobs/" + names_[i] + "/content"}}
-                          : json{{"b64_json", Base64(v->result)}});
+      stored = stored || v->result_stored;
+      views.push_back(std::move(*v));
+    }
+    if (url_ || !stored) {
+      return Answer(Succeeded(views));
+    }
+    Finish();  // Results in the result dir: read on the blocking pool.
+    auto self = shared_from_this();
+    ex_->RunBlocking(
+        [self, views = std::move(views)] { self->ex_->Respond(self->Succeeded(views)); });
+  }
+
+  // The answer once every job succeeded: each result's URL, or its bytes.
+  Response Succeeded(const std::vector<JobView>& views) const {
+    json data = json::array();
+    for (const JobView& v : views) {
+      if (url_) {
+        data.push_back({{"url", base_ + "/v1/jobs/" + v.name + "/content"}});
+        continue;
+      }
+      Result<std::string> bytes = state_.ResultBytes(v);
+      if (!bytes.ok()) {
+        return StatusError(bytes.status());
+      }
+      data.push_back({{"b64_json", Base64(*bytes)}});
     }
     const auto now = std::chrono::system_clock::now().time_since_epoch();
-    Answer(JsonResponse(200,
+    return JsonResponse(200,
                         {{"created", std::chrono::duration_cast<std::chrono::seconds>(now).count()},
                          {"id", names_[0]},
-                         {"data", std::move(data)}}));
+                         {"data", std::move(data)}});
   }
 
   void TimedOut() {
@@ -430,28 +478,36 @@ void ListVideos(OrchestratorState& state, const Request& req, const ExchangePtr&
 
 // A video's bytes: frames archives become MP4 (ffmpeg, on the blocking
 // pool) when ffmpeg is known, else the archive itself is served.
-void VideoContent(const JobView& v, const std::string& ffmpeg,
+void VideoContent(const OrchestratorState& state, JobView v, const std::string& ffmpeg,
                   const std::shared_ptr<Mp4Cache>& cache, const ExchangePtr& ex) {
-  if (v.result_type != media::kFramesArchiveType) {
-    return ex->Respond(BytesResponse(v.result, v.result_type));
-  }
-  if (ffmpeg.empty()) {
-    return ex->Respond(BytesResponse(v.result, "application/x-tar"));
-  }
-  if (std::optional<std::string> mp4 = cache->Find(v.id)) {
-    return ex->Respond(BytesResponse(std::move(*mp4), "video/mp4"));
-  }
-  ex->RunBlocking([v, ffmpeg, cache, ex] {
-    const json request = json::parse(v.request_json, nullptr, false);
-    const int fps = request.is_object() ? request.value("fps", 16) : 16;
-    Result<std::string> mp4 = FramesToMp4(v.result, fps, ffmpeg);
-    if (!mp4.ok()) {
-      return ex->Respond(
-          http::ErrorResponse(500, "server_error", mp4.status().message(), {}, "encode_failed"));
+  const bool archive = v.result_type == media::kFramesArchiveType;
+  if (archive && !ffmpeg.empty()) {
+    if (std::optional<std::string> mp4 = cache->Find(v.id)) {
+      return ex->Respond(BytesResponse(std::move(*mp4), "video/mp4"));
     }
-    cache->Add(v.id, *mp4);
-    ex->Respond(BytesResponse(std::move(*mp4), "video/mp4"));
-  });
+  }
+  const JobId id = v.id;
+  const std::string type = v.result_type, request_json = v.request_json;
+  WithResult(state, std::move(v), ex,
+             [archive, id, type, request_json, ffmpeg, cache, ex](std::string bytes) {
+               if (!archive) {
+                 return ex->Respond(BytesResponse(std::move(bytes), type));
+               }
+               if (ffmpeg.empty()) {
+                 return ex->Respond(BytesResponse(std::move(bytes), "application/x-tar"));
+               }
+               ex->RunBlocking([id, bytes = std::move(bytes), request_json, ffmpeg, cache, ex] {
+                 const json request = json::parse(request_json, nullptr, false);
+                 const int fps = request.is_object() ? request.value("fps", 16) : 16;
+                 Result<std::string> mp4 = FramesToMp4(bytes, fps, ffmpeg);
+                 if (!mp4.ok()) {
+                   return ex->Respond(http::ErrorResponse(
+                       500, "server_error", mp4.status().message(), {}, "encode_failed"));
+                 }
+                 cache->Add(id, *mp4);
+                 ex->Respond(BytesResponse(std::move(*mp4), "video/mp4"));
+               });
+             });
 }
 
 // The stages of `m` its jobs run here (all, or the colocated subset)
@@ -605,7 +661,7 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
           return ex->Respond(http::ErrorResponse(409, "invalid_request_error",
                                                  "video is " + v->status, {}, "video_not_ready"));
         }
-        VideoContent(*v, o.ffmpeg, cache, ex);
+        VideoContent(*st, std::move(*v), o.ffmpeg, cache, ex);
       });
   add("GET", "/v1/models", [st](Request&, const ExchangePtr& ex, const Caller&) {
     json list = {{"object", "list"}, {"data", json::array()}};
@@ -640,7 +696,10 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
       return ex->Respond(http::ErrorResponse(409, "invalid_request_error", "job is " + v->status,
                                              {}, "job_not_ready"));
     }
-    ex->Respond(BytesResponse(std::move(v->result), v->result_type));
+    const std::string type = v->result_type;
+    WithResult(*st, std::move(*v), ex, [ex, type](std::string bytes) {
+      ex->Respond(BytesResponse(std::move(bytes), type));
+    });
   });
   add("DELETE", "/v1/jobs/{id}", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
     std::optional<JobView> v = FindJob(*st, req.params[0], c);

@@ -113,10 +113,12 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
 class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
  public:
   OrchestratorServerImpl(const OrchestratorConfig& c,
-                         std::unique_ptr<orchestrator::Journal> journal)
+                         std::unique_ptr<orchestrator::Journal> journal,
+                         std::unique_ptr<orchestrator::ResultDir> results)
       : config_(c),
         auth_(c.security, "orchestrator"),
         journal_(std::move(journal)),
+        results_(std::move(results)),
         state_(
             [&] {
               orchestrator::ServiceOptions o;
@@ -140,7 +142,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
               o.tenants = c.access.tenants;
               return o;
             }(),
-            journal_.get()) {}
+            journal_.get(), results_.get()) {}
 
   ~OrchestratorServerImpl() override {
     {
@@ -395,7 +397,8 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
 
   OrchestratorConfig config_;
   CallAuthenticator auth_;
-  std::unique_ptr<orchestrator::Journal> journal_;  // Before state_: outlives it.
+  std::unique_ptr<orchestrator::Journal> journal_;    // Before state_: outlives it.
+  std::unique_ptr<orchestrator::ResultDir> results_;  // Likewise.
   OrchestratorState state_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<http::Server> http_;
@@ -465,10 +468,18 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
     return InvalidArgumentError("orchestrator: default_model: " + std::string(s.message()));
   }
   std::unique_ptr<orchestrator::Journal> journal;
+  std::unique_ptr<orchestrator::ResultDir> results;
   if (!config.journal_path.empty()) {
     SLUICE_ASSIGN_OR_RETURN(journal, orchestrator::Journal::Open(config.journal_path));
+    const std::string dir =
+        config.result_dir.empty() ? config.journal_path + ".results" : config.result_dir;
+    SLUICE_ASSIGN_OR_RETURN(results, orchestrator::ResultDir::Open(dir));
+  } else if (!config.result_dir.empty()) {
+    return InvalidArgumentError(
+        "orchestrator: result_dir needs journal_path (the journal names the results it holds)");
   }
-  auto impl = std::make_unique<internal::OrchestratorServerImpl>(config, std::move(journal));
+  auto impl = std::make_unique<internal::OrchestratorServerImpl>(config, std::move(journal),
+                                                                 std::move(results));
   SLUICE_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<OrchestratorServer>(new OrchestratorServer(std::move(impl)));
 }

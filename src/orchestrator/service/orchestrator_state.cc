@@ -28,8 +28,8 @@ std::string Names(const std::vector<const ModelSpec*>& models) {
 
 }  // namespace
 
-OrchestratorState::OrchestratorState(ServiceOptions o, JobJournal* journal)
-    : options_(std::move(o)), journal_(journal), scheduler_(options_.scheduler) {
+OrchestratorState::OrchestratorState(ServiceOptions o, JobJournal* journal, ResultDir* results)
+    : options_(std::move(o)), journal_(journal), results_(results), scheduler_(options_.scheduler) {
   for (const ModelSpec& m : options_.models) {
     if (Status s = DeclareModel(m); !s.ok()) {
       SLUICE_LOG(error, "model '{}' not declared: {}", m.name, s.ToString());
@@ -124,8 +124,20 @@ Status OrchestratorState::RestoreFinishedLocked() {
     if (!f.error_type.empty()) {
       rec.view.error_type = std::move(f.error_type);
     }
-    rec.view.result = std::move(f.result);
     rec.view.result_type = std::move(f.result_type);
+    if (results_ != nullptr && rec.view.status == "succeeded") {
+      // A journal of an earlier version kept the bytes: they move to the
+      // dir (the row keeps them too until the job is pruned).
+      if (!f.result.empty()) {
+        if (Status s = results_->Write(f.id, f.result); !s.ok()) {
+          SLUICE_LOG(error, "{}", s.ToString());
+          rec.view.result = std::move(f.result);
+        }
+      }
+      rec.view.result_stored = rec.view.result.empty();
+    } else {
+      rec.view.result = std::move(f.result);
+    }
     rec.view.request_json = f.request.request_json;
     rec.view.created_unix_s = f.created_unix_s;
     rec.view.finished_unix_s = f.finished_unix_s;
@@ -137,7 +149,28 @@ Status OrchestratorState::RestoreFinishedLocked() {
   if (!done.empty()) {
     SLUICE_LOG(info, "journal: {} finished job(s) queryable again", done.size());
   }
+  RemoveUnownedResultsLocked();
   return Status::Ok();
+}
+
+void OrchestratorState::RemoveUnownedResultsLocked() {
+  if (results_ == nullptr) {
+    return;
+  }
+  std::size_t removed = 0;
+  for (JobId id : results_->List()) {
+    auto j = jobs_.find(id);
+    if (j == jobs_.end() || !j->second.view.result_stored) {
+      // Expired or pruned while the orchestrator was down, or written by a
+      // job that had not finished when it stopped (it runs again).
+      results_->Remove(id);
+      ++removed;
+    }
+  }
+  if (removed > 0) {
+    SLUICE_LOG(info, "result dir {}: {} result(s) no job answers for removed", results_->path(),
+               removed);
+  }
 }
 
 void OrchestratorState::SaveProgressLocked(JobRecord& j) {
@@ -510,8 +543,11 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
   }
   JobRecord& rec = j->second;
   const std::optional<std::string> st = rec.view.stage;
+  const bool final_stage = *st == rec.request.pipeline.back();
   {
-    rec.outputs[*st] = r.output();
+    if (!final_stage) {
+      rec.outputs[*st] = r.output();  // The next stage's input.
+    }
     auto& keys = rec.payload_keys[*st];
     for (const std::string& k : keys) {
       key_owner_.erase(k);  // A re-run replaces the lost output's keys.
@@ -531,8 +567,10 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
     if (at != pipe.begin() && at != pipe.end()) {
       ReleaseKeysLocked(rec, *std::prev(at));
     }
-    if (*st == rec.request.pipeline.back()) {
-      rec.view.result = r.output();
+    if (final_stage) {
+      if (!rec.view.finished()) {
+        StoreResultLocked(rec, r.output());
+      }
       rec.view.result_type = r.output_type();
     } else if (!rec.view.finished()) {
       rec.saved = JobProgress{*st, r.output(), keys, 0};
@@ -624,6 +662,7 @@ void OrchestratorState::FinishLocked(JobRecord& j, std::string status, std::stri
   }
   j.view.status = std::move(status);
   j.view.error = std::move(error);
+  j.outputs.clear();  // Inputs of stages that will not run now.
   j.view.finished_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
@@ -790,8 +829,36 @@ Status OrchestratorState::Forget(JobId id) {
   return Status::Ok();
 }
 
+void OrchestratorState::StoreResultLocked(JobRecord& rec, const std::string& bytes) {
+  if (results_ != nullptr) {
+    if (Status s = results_->Write(rec.view.id, bytes); s.ok()) {
+      rec.view.result.clear();
+      rec.view.result_stored = true;
+      return;
+    } else {
+      // Kept in memory (and the journal) instead: served all the same.
+      SLUICE_LOG(error, "job {}: {}", rec.view.name, s.ToString());
+    }
+  }
+  rec.view.result = bytes;
+  rec.view.result_stored = false;
+}
+
+Result<std::string> OrchestratorState::ResultBytes(const JobView& v) const {
+  if (!v.result_stored) {
+    return v.result;
+  }
+  if (results_ == nullptr) {
+    return InternalError("job " + v.name + ": stored result without a result dir");
+  }
+  return results_->Read(v.id);
+}
+
 void OrchestratorState::EraseLocked(JobId id) {
   if (auto j = jobs_.find(id); j != jobs_.end()) {
+    if (j->second.view.result_stored) {
+      results_->Remove(id);
+    }
     names_.erase(j->second.view.name);
     jobs_.erase(j);
   }

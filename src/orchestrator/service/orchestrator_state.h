@@ -20,6 +20,7 @@
 
 #include "common/mutex.h"
 #include "orchestrator/core/scheduler.h"
+#include "orchestrator/service/result_dir.h"
 #include "service/proto/orchestrator.pb.h"
 
 namespace sluice::orchestrator {
@@ -166,8 +167,11 @@ struct JobView {
   // Whose fault a failure is: "invalid_request_error" (a stage rejected the
   // job's input) or "server_error".
   std::string error_type = "server_error";
-  std::string result;  // Final stage output (e.g. PNG bytes).
+  std::string result;  // Final stage output (e.g. PNG bytes), unless result_stored.
   std::string result_type;
+  // The result is in the state's result dir, not in `result`: read it with
+  // OrchestratorState::ResultBytes.
+  bool result_stored = false;
   std::string request_json;
   std::vector<JobEvent> events;
   std::int64_t created_unix_s = 0;
@@ -204,7 +208,10 @@ class OrchestratorState {
  public:
   using Sink = std::function<void(const v1::Assignment&)>;
   // `journal` (optional) must outlive the state.
-  explicit OrchestratorState(ServiceOptions o, JobJournal* journal = nullptr);
+  // `results` (optional, beside the journal): where succeeded jobs' result
+  // bytes go, so memory holds none of them; both must outlive the state.
+  explicit OrchestratorState(ServiceOptions o, JobJournal* journal = nullptr,
+                             ResultDir* results = nullptr);
   // Whether every one of the store keys still holds a complete object.
   using PayloadsExist = std::function<bool(const std::vector<std::string>& keys)>;
   // Resubmits the journal's unfinished jobs (same ids). A job whose last
@@ -267,6 +274,11 @@ class OrchestratorState {
   std::vector<std::string> TakeReleasedKeys();
 
   std::optional<JobView> Get(JobId id);
+  // The result bytes of `v` (a view from Get or WaitFinished): `v.result`,
+  // or read from the result dir when `v.result_stored` (blocking disk I/O;
+  // no lock held). Errors: kNotFound (expired, forgotten or deleted from
+  // the dir meanwhile); kUnavailable (the file cannot be read).
+  Result<std::string> ResultBytes(const JobView& v) const;
   // Jobs of `kind` the state still holds, in id (submission) order:
   // ascending from just after `after` (0: from the oldest), or descending
   // from just before it (0: from the newest); at most `limit`. Views carry
@@ -334,6 +346,11 @@ class OrchestratorState {
   Status CancelLocked(JobRecord& j, TimePoint now) SLUICE_REQUIRES(mu_);
   // Drops a job from the table (and its name).
   void EraseLocked(JobId id) SLUICE_REQUIRES(mu_);
+  // Keeps a succeeded job's result: in the result dir when there is one
+  // (in memory if writing it fails), else in memory.
+  void StoreResultLocked(JobRecord& rec, const std::string& bytes) SLUICE_REQUIRES(mu_);
+  // Removes results in the dir that no restored job answers for.
+  void RemoveUnownedResultsLocked() SLUICE_REQUIRES(mu_);
 
   // `from` (restored jobs): the progress it resumes from.
   Result<JobId> SubmitLocked(JobId id, const JobRequest& r, TimePoint now, bool journal,
@@ -347,6 +364,7 @@ class OrchestratorState {
 
   ServiceOptions options_;
   JobJournal* journal_;
+  ResultDir* results_;
   Mutex mu_;
   CondVar cv_;  // Job status and events changed.
   Scheduler scheduler_ SLUICE_GUARDED_BY(mu_);
