@@ -395,8 +395,12 @@ class StageWorkerImpl {
         const grpc::Status st = stub_->Done(&c2, d, &resp);
         ReportSent();
         if (!st.ok()) {
-          SLUICE_LOG(warn, "stage worker {}: Done for job {} not taken: {}", config_.stage,
-                     s->job_id, st.error_message());
+          SLUICE_LOG(warn, "stage worker {}: Done for job {} not taken: {}{}", config_.stage,
+                     s->job_id, st.error_message(),
+                     out->payload_keys.empty() ? "" : "; its payloads are removed");
+          if (config_.discard_payloads && !out->payload_keys.empty()) {
+            config_.discard_payloads(out->payload_keys);
+          }
         }
       }
     }

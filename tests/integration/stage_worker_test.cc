@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -17,12 +18,14 @@
 #include "sluice/store/store_node.h"
 
 #include "base64.h"
+#include "common/testing/eventually.h"
 
 namespace sluice::testing {
 namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using sluice::internal::Eventually;
 
 std::vector<float> Embed(const std::string& prompt) {
   std::vector<float> v(32);
@@ -240,6 +243,61 @@ TEST_F(StageWorkerTest, ADrainedWorkersLastDoneIsHeardBeforeItLeaves) {
   const json j = json::parse(http_->Get("/v1/jobs/" + id)->body);
   EXPECT_EQ(j["status"], "succeeded") << j.dump();
   v->reset();  // Unregisters: nothing of this worker's is left to re-queue.
+}
+
+// A stage whose Done report no orchestrator takes (it died while the stage
+// ran) hands its payload keys to discard_payloads: nobody else would ever
+// release them (the chaos run found one such object left per dead Done).
+TEST_F(StageWorkerTest, APayloadWhoseDoneNoOrchestratorTookIsDiscarded) {
+  std::mutex mu;
+  std::vector<std::string> discarded;
+  std::atomic<bool> entered{false}, go{true};
+  StageWorkerConfig c;
+  c.orchestrator = orch_->endpoint();
+  c.stage = "encode";
+  c.heartbeat_interval = 50ms;
+  c.discard_payloads = [&](const std::vector<std::string>& keys) {
+    std::lock_guard<std::mutex> lock(mu);
+    discarded.insert(discarded.end(), keys.begin(), keys.end());
+  };
+  auto w = StageWorker::Start(c, [&](StageContext& ctx) -> Result<StageOutput> {
+    entered = true;
+    while (!go) {
+      std::this_thread::sleep_for(5ms);
+    }
+    const std::string k = "payload-of-" + std::to_string(ctx.job_id());
+    return StageOutput{"descriptor", "", {k + "/0", k + "/1"}, false};
+  });
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_TRUE((*w)->WaitRegistered(10s));
+  auto submit = [&] {
+    auto r = http_->Post("/v1/images/generations", R"({"prompt":"kept","async":true})",
+                         "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 202) << r->body;
+  };
+  submit();
+  ASSERT_TRUE(Eventually([&] { return (*w)->completed() == 1; }, 10s));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(discarded.empty()) << "a Done the orchestrator took keeps its payloads";
+  }
+  go = false;
+  entered = false;
+  submit();
+  ASSERT_TRUE(Eventually([&] { return entered.load(); }, 10s));
+  http_.reset();
+  orch_.reset();  // Gone while the stage runs.
+  go = true;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return discarded.size() == 2;
+      },
+      15s));
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(discarded.size(), 2u);
+  EXPECT_EQ(discarded[0].rfind("payload-of-", 0), 0u) << discarded[0];
 }
 
 TEST_F(StageWorkerTest, AStoppedWorkerLeavesTheOrchestratorAtOnce) {

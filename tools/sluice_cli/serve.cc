@@ -296,7 +296,20 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
     std::cerr << "sluice worker: " << conn.status().ToString() << "\n";
     return 1;
   }
-  std::unique_ptr<StoreClient> checkpoints;
+  // The worker's own store client: checkpoints (reference stages), and
+  // removing the payloads of a Done report no orchestrator took.
+  std::unique_ptr<StoreClient> store;
+  if (!o.master.empty()) {
+    StoreClientConfig sc;
+    sc.master = o.master;
+    sc.security = o.security;
+    auto client = StoreClient::Create(&(*conn)->engine(), sc);
+    if (!client.ok()) {
+      std::cerr << "sluice worker: " << client.status().ToString() << "\n";
+      return 1;
+    }
+    store = std::move(*client);
+  }
   Result<StageHandler> handler = StageHandler();
   if (!o.profile.empty()) {
     handler = o.colocated ? ProfileColocatedHandler(*profile, o.time_factor)
@@ -304,17 +317,8 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   } else {
     ReferenceStageOptions ro;
     ro.default_steps = o.steps;
-    if (!o.master.empty()) {
-      StoreClientConfig sc;
-      sc.master = o.master;
-      sc.security = o.security;
-      auto client = StoreClient::Create(&(*conn)->engine(), sc);
-      if (!client.ok()) {
-        std::cerr << "sluice worker: " << client.status().ToString() << "\n";
-        return 1;
-      }
-      checkpoints = std::move(*client);
-      ro.store = checkpoints.get();
+    if (store != nullptr) {
+      ro.store = store.get();
       ro.checkpoint_every = o.checkpoint_every;
     }
     handler = o.colocated ? ReferenceColocatedHandler(ro)
@@ -348,6 +352,16 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
           o.colocated ? std::max(wc.assignment_timeout, ProfileLease(*profile, s, o.time_factor))
                       : wc.assignment_timeout;
     }
+  }
+  if (store != nullptr) {
+    wc.discard_payloads = [client = store.get()](const std::vector<std::string>& keys) {
+      for (const std::string& k : keys) {
+        if (Status s = client->Remove(k); !s.ok() && s.code() != StatusCode::kNotFound) {
+          std::cerr << "sluice worker: removing unreported payload '" << k << "': " << s.ToString()
+                    << "\n";
+        }
+      }
+    };
   }
   auto worker = StageWorker::Start(wc, std::move(*handler));
   if (!worker.ok()) {

@@ -108,6 +108,13 @@ struct StageWorkerConfig {
   // The cluster credential and TLS for its calls to the orchestrator
   // (sluice/security.h); a refused registration is logged and retried.
   SecurityConfig security;
+  // Called (on the job's runner thread) with a finished stage's store
+  // keys when its Done report fails (the orchestrator is down or
+  // restarting): no orchestrator will ever release them, so the worker
+  // removes them (sluice worker: with its store client). An orchestrator
+  // that did take the report and still wants the payload re-runs the stage
+  // on LOST. Null: the keys stay until the store's own limits.
+  std::function<void(const std::vector<std::string>& keys)> discard_payloads;
 };
 
 class StageWorker {
