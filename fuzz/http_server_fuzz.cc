@@ -1,0 +1,123 @@
+// The orchestrator's HTTP API end to end, as a live connection sees it: one
+// orchestrator in this process (API keys on, CORS on, no workers, so jobs
+// queue, wait and get cancelled), and per input a fresh loopback connection
+// that sends the input as is — one or several pipelined requests, cut
+// anywhere — and reads what comes back until the server closes or goes
+// quiet. Every byte reaches Beast's parser, the session, the router and
+// the API's handlers and state. The server must survive every input and
+// keep answering: every 64 inputs /healthz must answer 200.
+// "Bearer sk-fuzz" is the key of tenant "fuzz" (the seeds carry it).
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "sluice/orchestrator/server.h"
+
+#include "common/net.h"
+
+namespace {
+
+using namespace sluice;
+using namespace sluice::internal;
+using namespace std::chrono_literals;
+
+struct Target {
+  std::unique_ptr<OrchestratorServer> server;
+  HostPort http;
+};
+
+Target* MakeTarget() {
+  OrchestratorConfig c;
+  c.max_queued_jobs = 64;
+  c.max_finished_jobs = 64;
+  c.sync_timeout = 100ms;  // A synchronous request with no workers answers 504 soon.
+  c.ffmpeg = "";
+  c.http.request_timeout = 1000ms;
+  c.http.idle_timeout = 1000ms;
+  c.http.sse_keepalive = 100ms;
+  c.http.cors_origins = {"*"};
+  c.access.keys = {{"sk-fuzz", "fuzz"}, {"sk-other", "other"}};
+  c.access.tenants["fuzz"].max_jobs_in_flight = 32;
+  auto s = OrchestratorServer::Start(c);
+  auto hp = s.ok() ? ParseHostPort((*s)->http_endpoint(), false) : Result<HostPort>(s.status());
+  if (!hp.ok()) {
+    std::abort();
+  }
+  auto* t = new Target;  // Deleted at exit.
+  t->server = std::move(*s);
+  t->http = *hp;
+  return t;
+}
+
+// Reads what the server answers until it closes or goes quiet (twice
+// nothing for `quiet_ms`); returns the first bytes of it.
+std::string Drain(int fd, int quiet_ms) {
+  std::string head;
+  char buf[4096];
+  for (int quiet = 0; quiet < 2;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, quiet_ms) <= 0) {
+      ++quiet;
+      continue;
+    }
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) {
+      break;
+    }
+    if (head.size() < 64) {
+      head.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  return head;
+}
+
+Target* target = nullptr;
+
+// One connection: sends `bytes`, half-closes, reads the answer. A short
+// `quiet_ms` leaves before slow answers (a synchronous request's 504):
+// the server then meets a closed connection, a path worth fuzzing too.
+std::string Exchange(std::string_view bytes, int quiet_ms) {
+  auto c = ConnectTcp(target->http, 1000ms);
+  if (!c.ok()) {
+    std::abort();  // The server stopped accepting.
+  }
+  UniqueFd fd = std::move(*c);
+  (void)SetNonBlocking(fd.get(), false);
+  (void)SetIoTimeout(fd.get(), 200ms);
+  (void)SendAll(fd.get(), bytes.data(), bytes.size());
+  ::shutdown(fd.get(), SHUT_WR);
+  return Drain(fd.get(), quiet_ms);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  target = MakeTarget();
+  // Stopped at exit before static destructors run (its threads log through
+  // spdlog, whose registry is one of them).
+  std::atexit([] {
+    delete target;
+    target = nullptr;
+  });
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static std::uint64_t inputs = 0;
+  (void)Exchange(std::string_view(reinterpret_cast<const char*>(data), size), 5);
+  if (++inputs % 64 == 0) {
+    const std::string head = Exchange("GET /healthz HTTP/1.1\r\nHost: f\r\n\r\n", 1000);
+    if (head.rfind("HTTP/1.1 200", 0) != 0) {
+      std::abort();  // Still accepting, but no longer answering.
+    }
+  }
+  return 0;
+}
