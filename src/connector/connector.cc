@@ -5,6 +5,8 @@
 #include "common/mutex.h"
 #include "common/random.h"
 #include "connector/connector_impl.h"
+#include "connector/p2p.h"
+#include "connector/store_mode.h"
 
 namespace sluice {
 namespace internal {
@@ -48,66 +50,21 @@ void StreamState::Fail(const Status& s) {
 
 ConnectorImpl::~ConnectorImpl() {
   link_->Detach();  // Live SharedTensors stop calling in.
-  {
-    MutexLock lock(mu_);
-    stopping_ = true;
-    for (auto& [id, w] : streams_) {
-      if (auto s = w.lock()) {
-        s->Fail(Status(StatusCode::kCancelled, "connector is shutting down"));
-      }
-    }
-    for (auto& w : store_streams_) {
-      if (auto s = w.lock()) {
-        s->Fail(Status(StatusCode::kCancelled, "connector is shutting down"));
-      }
-    }
+  // Each channel fails its streams and handles and joins its threads; the
+  // engine's notify handler (into the p2p channel) goes before the channel.
+  if (store_channel_ != nullptr) {
+    store_channel_->Shutdown();
   }
-  cv_.NotifyAll();
-  if (control_.joinable()) {
-    control_.join();
-  }
-  for (auto& t : store_workers_) {
-    t.join();
-  }
-  fetch_pool_.reset();  // Failed streams end their fetch tasks.
-  // Queued store puts never ran: their handles end cancelled, not hanging.
-  std::vector<std::weak_ptr<HandleState>> pending;
-  {
-    MutexLock lock(mu_);
-    store_tasks_.clear();
-    pending.swap(store_pending_);
-  }
-  for (auto& w : pending) {
-    if (auto h = w.lock()) {
-      std::vector<std::function<void()>> cbs;
-      {
-        MutexLock lock(h->mu);
-        cbs = h->CompleteLocked(Status(StatusCode::kCancelled, "connector closed"));
-      }
-      RunAll(cbs);
-    }
-  }
-  // p2p payloads: no consumer can reach them any more. Their handles end
-  // (Wait and WaitReleased return) and the producer may free its buffers.
-  std::map<std::uint64_t, std::shared_ptr<HandleState>> p2p;
-  {
-    MutexLock lock(mu_);
-    p2p.swap(payloads_);
-  }
-  for (auto& [id, h] : p2p) {
-    std::vector<std::function<void()>> cbs, released;
-    {
-      MutexLock lock(h->mu);
-      cbs = h->CompleteLocked(Status(StatusCode::kCancelled, "connector closed"));
-      released = h->ReleaseLocked();
-    }
-    RunAll(cbs);
-    RunAll(released);
+  if (p2p_ != nullptr) {
+    p2p_->Shutdown();
   }
   if (engine_ != nullptr) {
     engine_->SetNotifyHandler(nullptr);
   }
+  store_channel_.reset();
+  p2p_.reset();
   store_.reset();
+  regs_.reset();
   // Batches still in flight end (and release their pins) with the engine.
   engine_.reset();
 }
@@ -128,61 +85,22 @@ Status ConnectorImpl::Init() {
     return InvalidArgumentError("connector: store mode needs store.master (or SLUICE_MASTER)");
   }
   SLUICE_ASSIGN_OR_RETURN(engine_, TransferEngine::Create(config_.engine));
+  regs_ = std::make_unique<RegistrationCache>(*engine_);
   if (!config_.store.master.empty()) {
     SLUICE_ASSIGN_OR_RETURN(store_, StoreClient::Create(engine_.get(), config_.store));
+    store_channel_ = std::make_unique<StoreChannel>(*store_, *regs_, config_.role,
+                                                    config_.consume_timeout, config_.store_threads);
   }
-  engine_->SetNotifyHandler([this](const NotifyMessage& m) {
-    OnNotify(m.sender, std::string(reinterpret_cast<const char*>(m.data.data()), m.data.size()));
+  auto p2p = std::make_unique<P2pChannel>(*engine_, *regs_);
+  engine_->SetNotifyHandler([p = p2p.get()](const NotifyMessage& m) {
+    p->OnNotify(m.sender, std::string(reinterpret_cast<const char*>(m.data.data()), m.data.size()));
   });
-  // Up to 4096 store-mode consumes read at once; threads idle for 30 s exit.
-  fetch_pool_ = std::make_unique<ElasticPool>("sluice-fetch", 4096, std::chrono::seconds(30));
-  control_ = std::thread([this] { ControlLoop(); });
-  for (int i = 0; i < config_.store_threads && store_ != nullptr; ++i) {
-    store_workers_.emplace_back([this] { StoreWorker(); });
-  }
+  p2p_ = std::move(p2p);
   return Status::Ok();
 }
 
-Result<std::pair<RegionKey, std::uint64_t>> ConnectorImpl::Ensure(void* data, std::uint64_t len,
-                                                                  Access access) {
-  const auto addr = reinterpret_cast<std::uintptr_t>(data);
-  MutexLock lock(reg_mu_);
-  auto it = regs_.upper_bound(addr);
-  if (it != regs_.begin()) {
-    auto prev = std::prev(it);
-    const bool covers = prev->first <= addr && addr + len <= prev->first + prev->second.len;
-    const bool enough = !AllowsRemoteRead(access) || AllowsRemoteRead(prev->second.access);
-    if (covers && enough) {
-      return std::make_pair(prev->second.key, addr - prev->first);
-    }
-  }
-  // Drop cached registrations overlapping the new range: that memory was
-  // freed and reused by the caller (or needs wider access).
-  for (auto o = regs_.begin(); o != regs_.end();) {
-    if (o->first < addr + len && addr < o->first + o->second.len) {
-      Status s = engine_->UnregisterMemory(o->second.key);
-      if (!s.ok() && s.code() != StatusCode::kNotFound) {
-        return s.WithContext("memory at " + std::to_string(addr) +
-                             " overlaps a registration still in use");
-      }
-      o = regs_.erase(o);
-    } else {
-      ++o;
-    }
-  }
-  SLUICE_ASSIGN_OR_RETURN(RegionKey key,
-                          engine_->RegisterMemory(data, len, MemoryKind::kHost, access));
-  regs_[addr] = Registration{len, key, access};
-  return std::make_pair(key, std::uint64_t{0});
-}
-
-void ConnectorImpl::Forget(const void* data) {
-  const auto addr = reinterpret_cast<std::uintptr_t>(data);
-  MutexLock lock(reg_mu_);
-  auto it = regs_.find(addr);
-  if (it != regs_.end() && engine_->UnregisterMemory(it->second.key).ok()) {
-    regs_.erase(it);
-  }
+Channel* ConnectorImpl::ChannelFor(TransferMode mode) {
+  return mode == TransferMode::kP2p ? p2p_.get() : store_channel_.get();
 }
 
 Result<std::unique_ptr<StageHandle>> ConnectorImpl::Publish(const StagePayload& p) {
@@ -203,7 +121,8 @@ Result<std::unique_ptr<StageHandle>> ConnectorImpl::Publish(const StagePayload& 
                ? TransferMode::kP2p
                : TransferMode::kStore;
   }
-  if (mode == TransferMode::kStore && store_ == nullptr) {
+  Channel* channel = ChannelFor(mode);
+  if (channel == nullptr) {
     return FailedPreconditionError("store mode needs a store (set store.master / SLUICE_MASTER)");
   }
   auto h = std::make_shared<HandleState>();
@@ -227,11 +146,7 @@ Result<std::unique_ptr<StageHandle>> ConnectorImpl::Publish(const StagePayload& 
     h->ready.assign(static_cast<std::size_t>(d.num_chunks), false);
     h->queued.assign(static_cast<std::size_t>(d.num_chunks), false);
   }
-  if (mode == TransferMode::kP2p) {
-    SLUICE_RETURN_IF_ERROR(PublishP2p(h, p));
-  } else {
-    SLUICE_RETURN_IF_ERROR(PublishStore(h, p));
-  }
+  SLUICE_RETURN_IF_ERROR(channel->Publish(h, p));
   if (!p.progressive) {
     for (int i = 0; i < d.num_chunks; ++i) {
       SLUICE_RETURN_IF_ERROR(h->publish_chunk(i));
@@ -252,7 +167,8 @@ Result<std::unique_ptr<ChunkStream>> ConnectorImpl::Consume(const PayloadDescrip
   if (!dst.contiguous()) {
     return InvalidArgumentError("dst " + dst.ToString() + " is not contiguous");
   }
-  if (d.mode == TransferMode::kStore && store_ == nullptr) {
+  Channel* channel = ChannelFor(d.mode);
+  if (channel == nullptr) {
     return FailedPreconditionError("a store-mode payload needs a store (store.master)");
   }
   auto s = std::make_shared<StreamState>();
@@ -266,18 +182,24 @@ Result<std::unique_ptr<ChunkStream>> ConnectorImpl::Consume(const PayloadDescrip
     s->chunks.assign(static_cast<std::size_t>(d.num_chunks), StreamState::Chunk::kWaiting);
   }
   s->timeout = config_.consume_timeout;
-  SLUICE_RETURN_IF_ERROR(Ensure(dst.data, dst.nbytes(), Access::kLocalOnly).status());
-  if (d.mode == TransferMode::kP2p) {
-    SLUICE_RETURN_IF_ERROR(ConsumeP2p(s));
-  } else {
-    SLUICE_RETURN_IF_ERROR(ConsumeStore(s));
-  }
+  SLUICE_RETURN_IF_ERROR(regs_->Ensure(dst.data, dst.nbytes(), Access::kLocalOnly).status());
+  SLUICE_RETURN_IF_ERROR(channel->Consume(s));
   return std::unique_ptr<ChunkStream>(new ChunkStream(s));
 }
 
 Status ConnectorImpl::Release(const PayloadDescriptor& d) {
   SLUICE_RETURN_IF_ERROR(d.Validate());
-  return d.mode == TransferMode::kP2p ? ReleaseP2p(d) : ReleaseStore(d);
+  Channel* channel = ChannelFor(d.mode);
+  return channel == nullptr ? FailedPreconditionError("no store") : channel->Release(d);
+}
+
+Result<PayloadView> ConnectorImpl::ConsumeInPlace(const PayloadDescriptor& d) {
+  SLUICE_RETURN_IF_ERROR(d.Validate());
+  Channel* channel = ChannelFor(d.mode);
+  if (channel == nullptr) {
+    return FailedPreconditionError("a store-mode payload needs a store (store.master)");
+  }
+  return channel->ConsumeInPlace(d);
 }
 
 }  // namespace internal

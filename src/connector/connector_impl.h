@@ -1,6 +1,6 @@
 // Internals of DiffusionConnector: per-payload producer state, per-consume
-// stream state, the registration cache, the p2p control messages and the
-// store-mode workers.
+// stream state, the channel interface its two modes implement (p2p.h,
+// store_mode.h), and the connector itself.
 #ifndef SLUICE_CONNECTOR_CONNECTOR_IMPL_H_
 #define SLUICE_CONNECTOR_CONNECTOR_IMPL_H_
 
@@ -18,6 +18,7 @@
 #include "common/mutex.h"
 #include "common/owner_link.h"
 #include "connector/chunk_layout.h"
+#include "connector/registrations.h"
 
 namespace sluice::internal {
 
@@ -80,10 +81,32 @@ inline void RunAll(std::vector<std::function<void()>>& fns) {
   }
 }
 
-class ConnectorImpl;
-
 // kFailedPrecondition: `d` cannot be read in place, because `why` (p2p.cc).
 Status RefuseInPlace(const PayloadDescriptor& d, std::string_view why);
+
+// How payloads of one transfer mode move. The connector validates each
+// call, builds the handle and stream states and hands them to the channel
+// of the payload's mode (p2p.h, store_mode.h). Each channel has its own
+// lock and threads, so a stalled peer of one never holds back the other;
+// within a channel, nothing that may block on a peer (opening a segment,
+// a store call) runs on a thread that serves other payloads. Thread-safe.
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  // Fills the mode's fields of `h->desc` and sets `h->publish_chunk`, which
+  // stays safe to call after the channel is gone (it then fails).
+  virtual Status Publish(const std::shared_ptr<HandleState>& h, const StagePayload& p) = 0;
+  // Starts moving the payload into `s->dst` and sets `s->on_destroy` (and,
+  // p2p, `s->ping`), both safe to call after the channel is gone.
+  virtual Status Consume(const std::shared_ptr<StreamState>& s) = 0;
+  virtual Result<PayloadView> ConsumeInPlace(const PayloadDescriptor& d) = 0;
+  virtual Status Release(const PayloadDescriptor& d) = 0;
+  // Fails every open stream and unfinished handle with kCancelled, joins
+  // the channel's threads, and detaches what may outlive it (handles,
+  // streams). The connector calls it before its engine and store client go.
+  // Idempotent.
+  virtual void Shutdown() = 0;
+};
 
 class ConnectorImpl {
  public:
@@ -95,8 +118,8 @@ class ConnectorImpl {
   Result<std::unique_ptr<StageHandle>> Publish(const StagePayload& p);
   Result<std::unique_ptr<ChunkStream>> Consume(const PayloadDescriptor& d, const TensorView& dst);
   Status Release(const PayloadDescriptor& d);
-  Result<PayloadView> ConsumeInPlace(const PayloadDescriptor& d);  // p2p.cc.
-  void Forget(const void* data);
+  Result<PayloadView> ConsumeInPlace(const PayloadDescriptor& d);
+  void Forget(const void* data) { regs_->Forget(data); }
   // shared_tensor.cc.
   Result<SharedTensor> AllocateTensor(DType dtype, const std::vector<std::int64_t>& shape);
 
@@ -106,70 +129,17 @@ class ConnectorImpl {
   const ConnectorConfig& config() const { return config_; }
 
  private:
-  struct Registration {
-    std::uint64_t len = 0;
-    RegionKey key;
-    Access access = Access::kLocalOnly;
-  };
-  // The region holding [data, data+len) with at least `access`, registering
-  // (and dropping overlapping stale registrations) when needed. Returns the
-  // region key and the offset of `data` in it.
-  Result<std::pair<RegionKey, std::uint64_t>> Ensure(void* data, std::uint64_t len, Access access);
-
-  // p2p (p2p.cc).
-  Status PublishP2p(const std::shared_ptr<HandleState>& h, const StagePayload& p);
-  Status ConsumeP2p(const std::shared_ptr<StreamState>& s);
-  Status ReleaseP2p(const PayloadDescriptor& d);
-  void OnNotify(const std::string& sender, std::string msg);
-  void ControlLoop();
-  // A consumer's SUBSCRIBE to `payload` (its stream id `stream`): opens a
-  // segment back to `sender` and announces the chunks ready so far (or that
-  // the payload is gone). Runs on a fetch_pool_ thread: it may block.
-  void AnswerSubscribe(const std::string& sender, std::uint64_t payload, std::uint64_t stream);
-  void FetchP2p(const std::shared_ptr<StreamState>& s, int first, int count);
-
-  // store (store_mode.cc).
-  Status PublishStore(const std::shared_ptr<HandleState>& h, const StagePayload& p);
-  Status ConsumeStore(const std::shared_ptr<StreamState>& s);
-  // Reads every chunk of `s` from the store (on a fetch_pool_ thread).
-  void FetchStore(const std::shared_ptr<StreamState>& s);
-  Status ReleaseStore(const PayloadDescriptor& d);
-  Result<PayloadView> ConsumeInPlaceStore(const PayloadDescriptor& d);
-  void StoreWorker();
-  void PutChunk(const std::shared_ptr<HandleState>& hs, int i);
-  void RunStoreTask(std::function<void()> task);
+  // The channel of `mode` (kP2p or kStore); null: store mode without a store.
+  Channel* ChannelFor(TransferMode mode);
 
   ConnectorConfig config_;
   // How SharedTensors drop their registrations while the connector lives.
   std::shared_ptr<OwnerLink<ConnectorImpl>> link_;
   std::unique_ptr<TransferEngine> engine_;
   std::unique_ptr<StoreClient> store_;
-
-  Mutex reg_mu_;
-  std::map<std::uintptr_t, Registration> regs_ SLUICE_GUARDED_BY(reg_mu_);  // By start address.
-
-  Mutex mu_;
-  CondVar cv_;
-  bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
-  std::map<std::uint64_t, std::shared_ptr<HandleState>> payloads_
-      SLUICE_GUARDED_BY(mu_);  // p2p, by payload id.
-  std::map<std::uint64_t, std::weak_ptr<StreamState>> streams_
-      SLUICE_GUARDED_BY(mu_);  // p2p, by stream id.
-  std::deque<std::pair<std::string, std::string>> inbox_
-      SLUICE_GUARDED_BY(mu_);  // (sender, message).
-  std::deque<std::function<void()>> store_tasks_ SLUICE_GUARDED_BY(mu_);
-  // Store payloads this connector read whole (delete-on-consume already
-  // removed them): Release needs no calls. Oldest first, bounded.
-  std::deque<std::string> consumed_ SLUICE_GUARDED_BY(mu_);
-  // Store payloads not yet complete, failed with kCancelled on shutdown.
-  std::vector<std::weak_ptr<HandleState>> store_pending_ SLUICE_GUARDED_BY(mu_);
-  // Store streams, told to stop on shutdown.
-  std::vector<std::weak_ptr<StreamState>> store_streams_ SLUICE_GUARDED_BY(mu_);
-  std::thread control_;
-  std::vector<std::thread> store_workers_;
-  // Store-mode consumes: one task per stream (each may wait long for its
-  // producer), on reused threads.
-  std::unique_ptr<ElasticPool> fetch_pool_;
+  std::unique_ptr<RegistrationCache> regs_;
+  std::unique_ptr<Channel> p2p_;
+  std::unique_ptr<Channel> store_channel_;  // Null without a store.
 };
 
 }  // namespace sluice::internal

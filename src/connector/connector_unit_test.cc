@@ -556,6 +556,37 @@ TEST_F(ConnectorTest, AHandleOutlivingItsConnectorFailsInsteadOfReachingIt) {
   }
 }
 
+// A stream outliving its consumer's connector: its destructor used to
+// reach the freed connector (p2p: removing itself from the connector's
+// stream table; ASan: heap-use-after-free). Now the stream ends cancelled
+// with the connector, and destroying it later touches nothing of it.
+TEST_F(ConnectorTest, AStreamOutlivingItsConnectorEndsInsteadOfReachingIt) {
+  std::vector<float> src(64, 2.0f), dst(64, 0.0f);
+  for (TransferMode mode : {TransferMode::kP2p, TransferMode::kStore}) {
+    StagePayload p;
+    p.request_id = "outlived";
+    p.tensor = TensorView{src.data(), DType::kF32, {4, 16}, {}};
+    p.chunk_dim = 0;
+    p.num_chunks = 4;
+    p.progressive = true;
+    p.bound_consumer = mode == TransferMode::kP2p ? "x" : "";  // Auto mode picks by it.
+    auto h = producer_->Publish(p);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    ASSERT_TRUE((*h)->MarkReady(0).ok());
+    std::unique_ptr<DiffusionConnector> c = Make("decode");
+    auto stream = c->Consume((*h)->descriptor(), TensorView{dst.data(), DType::kF32, {4, 16}, {}});
+    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    auto first = (*stream)->Next();
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    EXPECT_EQ((*first)->index, 0);
+    c.reset();  // Chunks 1..3 never come.
+    auto late = (*stream)->Next();
+    EXPECT_EQ(late.status().code(), StatusCode::kCancelled) << late.status().ToString();
+    stream->reset();  // After the connector: ASan watches this.
+    (void)producer_->Release((*h)->descriptor());
+  }
+}
+
 // A consumer that subscribes and then does not answer the producer's
 // handshake back (here: a hand-made engine client naming a port that
 // accepts and stays silent) used to stall the producer's one control

@@ -6,12 +6,13 @@
 //   GONE(stream, code, text)    producer -> consumer, no such payload
 // Payload ids are random 64-bit values: knowing one is the capability to
 // read or release that payload.
+#include "connector/p2p.h"
+
 #include <cstring>
 
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/random.h"
-#include "connector/connector_impl.h"
 
 namespace sluice::internal {
 namespace {
@@ -63,9 +64,55 @@ std::uint64_t NonZeroId() {
 
 }  // namespace
 
-Status ConnectorImpl::PublishP2p(const std::shared_ptr<HandleState>& h, const StagePayload& p) {
-  SLUICE_ASSIGN_OR_RETURN(auto reg, Ensure(p.tensor.data, p.tensor.nbytes(), Access::kRemoteRead));
-  h->desc.producer_endpoint = engine_->endpoint();
+P2pChannel::P2pChannel(TransferEngine& engine, RegistrationCache& regs)
+    : engine_(engine), regs_(regs), link_(std::make_shared<OwnerLink<P2pChannel>>(this)) {
+  // Up to 4096 answers at once; threads idle for 30 s exit.
+  answer_pool_ = std::make_unique<ElasticPool>("sluice-p2p", 4096, std::chrono::seconds(30));
+  control_ = std::thread([this] { ControlLoop(); });
+}
+
+void P2pChannel::Shutdown() {
+  link_->Detach();  // Handles and streams stop calling in.
+  {
+    MutexLock lock(mu_);
+    if (stopping_) {
+      return;
+    }
+    stopping_ = true;
+    for (auto& [id, w] : streams_) {
+      if (auto st = w.lock()) {
+        st->Fail(Status(StatusCode::kCancelled, "connector is shutting down"));
+      }
+    }
+  }
+  cv_.NotifyAll();
+  if (control_.joinable()) {
+    control_.join();
+  }
+  answer_pool_.reset();
+  // No consumer can reach the payloads any more. Their handles end (Wait
+  // and WaitReleased return) and the producer may free its buffers.
+  std::map<std::uint64_t, std::shared_ptr<HandleState>> payloads;
+  {
+    MutexLock lock(mu_);
+    payloads.swap(payloads_);
+  }
+  for (auto& [id, h] : payloads) {
+    std::vector<std::function<void()>> cbs, released;
+    {
+      MutexLock lock(h->mu);
+      cbs = h->CompleteLocked(Status(StatusCode::kCancelled, "connector closed"));
+      released = h->ReleaseLocked();
+    }
+    RunAll(cbs);
+    RunAll(released);
+  }
+}
+
+Status P2pChannel::Publish(const std::shared_ptr<HandleState>& h, const StagePayload& p) {
+  SLUICE_ASSIGN_OR_RETURN(auto reg,
+                          regs_.Ensure(p.tensor.data, p.tensor.nbytes(), Access::kRemoteRead));
+  h->desc.producer_endpoint = engine_.endpoint();
   h->desc.region_key = reg.first.value;
   h->desc.region_offset = reg.second;
   h->desc.payload_id = NonZeroId();
@@ -83,7 +130,7 @@ Status ConnectorImpl::PublishP2p(const std::shared_ptr<HandleState>& h, const St
     }
     std::vector<std::function<void()>> done;
     Status out = FailedPreconditionError("MarkReady: the connector is closed");
-    link->Call([&](ConnectorImpl& c) {
+    link->Call([&](P2pChannel& c) {
       out = Status::Ok();
       std::vector<std::pair<SegmentId, std::uint64_t>> subs;
       {
@@ -98,7 +145,7 @@ Status ConnectorImpl::PublishP2p(const std::shared_ptr<HandleState>& h, const St
         subs = hs->subscribers;
       }
       for (const auto& [seg, stream] : subs) {
-        (void)Send(*c.engine_, seg, Ready(stream, static_cast<std::uint32_t>(i), 1));
+        (void)Send(c.engine_, seg, Ready(stream, static_cast<std::uint32_t>(i), 1));
       }
     });
     RunAll(done);  // Outside the link: a callback may destroy the connector.
@@ -107,7 +154,7 @@ Status ConnectorImpl::PublishP2p(const std::shared_ptr<HandleState>& h, const St
   return Status::Ok();
 }
 
-void ConnectorImpl::OnNotify(const std::string& sender, std::string msg) {
+void P2pChannel::OnNotify(const std::string& sender, std::string msg) {
   MutexLock lock(mu_);
   if (inbox_.size() >= 65536) {
     SLUICE_LOG(warn, "connector: control inbox full; dropping a message from {}", sender);
@@ -117,15 +164,15 @@ void ConnectorImpl::OnNotify(const std::string& sender, std::string msg) {
   cv_.NotifyAll();
 }
 
-void ConnectorImpl::AnswerSubscribe(const std::string& sender, std::uint64_t payload,
-                                    std::uint64_t stream) {
+void P2pChannel::AnswerSubscribe(const std::string& sender, std::uint64_t payload,
+                                 std::uint64_t stream) {
   std::shared_ptr<HandleState> h;
   {
     MutexLock lock(mu_);
     auto it = payloads_.find(payload);
     h = it == payloads_.end() ? nullptr : it->second;
   }
-  Result<SegmentId> seg = engine_->OpenSegment(sender);
+  Result<SegmentId> seg = engine_.OpenSegment(sender);
   if (!seg.ok()) {
     SLUICE_LOG(warn, "connector: cannot answer {}: {}", sender, seg.status().ToString());
     return;
@@ -135,7 +182,7 @@ void ConnectorImpl::AnswerSubscribe(const std::string& sender, std::uint64_t pay
     Put(m, stream, 8);
     Put(m, static_cast<std::uint8_t>(StatusCode::kNotFound), 1);
     m += "no such payload here (released, or the producer restarted)";
-    (void)Send(*engine_, *seg, m);
+    (void)Send(engine_, *seg, m);
     return;
   }
   std::vector<bool> ready;
@@ -157,13 +204,13 @@ void ConnectorImpl::AnswerSubscribe(const std::string& sender, std::uint64_t pay
     while (j < ready.size() && ready[j]) {
       ++j;
     }
-    (void)Send(*engine_, *seg,
+    (void)Send(engine_, *seg,
                Ready(stream, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j - i)));
     i = j;
   }
 }
 
-void ConnectorImpl::ControlLoop() {
+void P2pChannel::ControlLoop() {
   MutexLock lock(mu_);
   while (true) {
     cv_.Wait(lock, [&]() SLUICE_REQUIRES(mu_) { return stopping_ || !inbox_.empty(); });
@@ -181,7 +228,7 @@ void ConnectorImpl::ControlLoop() {
       // the engine's connect timeout when it is unreachable: never on this
       // thread, which serves every other payload's READY and RELEASE.
       Status started =
-          fetch_pool_->Run([this, sender = sender, a, b] { AnswerSubscribe(sender, a, b); });
+          answer_pool_->Run([this, sender = sender, a, b] { AnswerSubscribe(sender, a, b); });
       if (!started.ok()) {
         SLUICE_LOG(warn, "connector: answering {} inline: {}", sender, started.ToString());
         AnswerSubscribe(sender, a, b);
@@ -193,7 +240,7 @@ void ConnectorImpl::ControlLoop() {
       std::shared_ptr<StreamState> s = it == streams_.end() ? nullptr : it->second.lock();
       lock.Unlock();
       if (s != nullptr) {
-        FetchP2p(s, static_cast<int>(b), static_cast<int>(c));
+        Fetch(s, static_cast<int>(b), static_cast<int>(c));
       }
       lock.Lock();
     } else if (type == kRelease && Get(msg, at, 8, &a)) {
@@ -226,7 +273,7 @@ void ConnectorImpl::ControlLoop() {
   }
 }
 
-void ConnectorImpl::FetchP2p(const std::shared_ptr<StreamState>& s, int first, int count) {
+void P2pChannel::Fetch(const std::shared_ptr<StreamState>& s, int first, int count) {
   const int n = s->desc.num_chunks;
   if (first < 0 || count < 1 || first >= n || count > n - first) {
     s->Fail(InvalidArgumentError("producer announced chunks outside the payload"));
@@ -263,38 +310,44 @@ void ConnectorImpl::FetchP2p(const std::shared_ptr<StreamState>& s, int first, i
       // the state alive.
       s->cv.NotifyAll();
     };
-    Result<std::shared_ptr<TransferBatch>> b = engine_->Submit(ops, landed);
+    Result<std::shared_ptr<TransferBatch>> b = engine_.Submit(ops, landed);
     if (!b.ok()) {
       landed(b.status());
     }
   }
 }
 
-Status ConnectorImpl::ConsumeP2p(const std::shared_ptr<StreamState>& s) {
-  SLUICE_ASSIGN_OR_RETURN(s->producer, engine_->OpenSegment(s->desc.producer_endpoint));
+Status P2pChannel::Consume(const std::shared_ptr<StreamState>& s) {
+  SLUICE_ASSIGN_OR_RETURN(s->producer, engine_.OpenSegment(s->desc.producer_endpoint));
   s->stream_id = NonZeroId();
   {
     MutexLock lock(mu_);
     streams_[s->stream_id] = s;
   }
   const std::string sub = Subscribe(s->desc.payload_id, s->stream_id);
-  TransferEngine* e = engine_.get();
   const SegmentId seg = s->producer;
-  s->ping = [e, seg, sub] { return Send(*e, seg, sub); };
+  // Through the owner link, not `this`: a stream may outlive the connector.
+  s->ping = [link = link_, seg, sub] {
+    Status sent(StatusCode::kCancelled, "the connector is closed");
+    link->Call([&](P2pChannel& c) { sent = Send(c.engine_, seg, sub); });
+    return sent;
+  };
   if (s->desc.complete) {
     // Every chunk exists already: read them all now, no readiness round trip.
     // The subscription is sent only as a liveness probe while waiting.
-    FetchP2p(s, 0, s->desc.num_chunks);
+    Fetch(s, 0, s->desc.num_chunks);
   }
   const std::uint64_t id = s->stream_id;
   StreamState* raw = s.get();
-  s->on_destroy = [this, id, raw] {
+  s->on_destroy = [link = link_, id, raw] {
     {
       MutexLock lock(raw->mu);
       raw->cv.Wait(lock, [&]() SLUICE_REQUIRES(raw->mu) { return raw->in_flight == 0; });
     }
-    MutexLock lock(mu_);
-    streams_.erase(id);
+    link->Call([id](P2pChannel& c) {
+      MutexLock lock(c.mu_);
+      c.streams_.erase(id);
+    });
   };
   return s->desc.complete ? Status::Ok() : s->ping();
 }
@@ -304,19 +357,15 @@ Status RefuseInPlace(const PayloadDescriptor& d, std::string_view why) {
                                  std::string(why) + "; Consume it instead");
 }
 
-Result<PayloadView> ConnectorImpl::ConsumeInPlace(const PayloadDescriptor& d) {
-  SLUICE_RETURN_IF_ERROR(d.Validate());
-  if (d.mode == TransferMode::kStore) {
-    return ConsumeInPlaceStore(d);
-  }
+Result<PayloadView> P2pChannel::ConsumeInPlace(const PayloadDescriptor& d) {
   auto refuse = [&](std::string_view why) { return RefuseInPlace(d, why); };
   if (!d.complete) {
     return refuse("its chunks are published one by one");
   }
-  SLUICE_ASSIGN_OR_RETURN(SegmentId seg, engine_->OpenSegment(d.producer_endpoint));
+  SLUICE_ASSIGN_OR_RETURN(SegmentId seg, engine_.OpenSegment(d.producer_endpoint));
   const TensorView shape_only{nullptr, d.dtype, d.shape, {}};
   Result<PeerMemory> mem =
-      engine_->MapPeerMemory(seg, RegionKey{d.region_key}, d.region_offset, shape_only.nbytes());
+      engine_.MapPeerMemory(seg, RegionKey{d.region_key}, d.region_offset, shape_only.nbytes());
   if (!mem.ok()) {
     return mem.status().code() == StatusCode::kFailedPrecondition
                ? refuse(mem.status().message())
@@ -329,11 +378,11 @@ Result<PayloadView> ConnectorImpl::ConsumeInPlace(const PayloadDescriptor& d) {
   return v;
 }
 
-Status ConnectorImpl::ReleaseP2p(const PayloadDescriptor& d) {
-  SLUICE_ASSIGN_OR_RETURN(SegmentId seg, engine_->OpenSegment(d.producer_endpoint));
+Status P2pChannel::Release(const PayloadDescriptor& d) {
+  SLUICE_ASSIGN_OR_RETURN(SegmentId seg, engine_.OpenSegment(d.producer_endpoint));
   std::string m(1, static_cast<char>(kRelease));
   Put(m, d.payload_id, 8);
-  return Send(*engine_, seg, m);
+  return Send(engine_, seg, m);
 }
 
 }  // namespace sluice::internal

@@ -44,7 +44,7 @@ Result<SharedTensor> ConnectorImpl::AllocateTensor(DType dtype,
     return buffer.status().WithContext("AllocateTensor " + view.ToString());
   }
   state->buffer = std::move(buffer).value();
-  SLUICE_RETURN_IF_ERROR(Ensure(state->buffer.data(), bytes, Access::kRemoteRead).status());
+  SLUICE_RETURN_IF_ERROR(regs_->Ensure(state->buffer.data(), bytes, Access::kRemoteRead).status());
   view.data = state->buffer.data();
   SharedTensor t;
   t.state_ = std::move(state);

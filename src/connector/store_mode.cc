@@ -4,10 +4,11 @@
 // publish with several chunks is one object "<prefix>/all" (its chunks back
 // to back): one put and one lookup instead of one per chunk, and the
 // consumer still sees chunk i as soon as its range has landed.
+#include "connector/store_mode.h"
+
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/random.h"
-#include "connector/connector_impl.h"
 
 namespace sluice::internal {
 namespace {
@@ -45,28 +46,81 @@ std::vector<StoreClient::IoRun> RunsOf(const ChunkLayout& l, int first, int coun
 
 }  // namespace
 
-void ConnectorImpl::RunStoreTask(std::function<void()> task) {
-  MutexLock lock(mu_);
-  store_tasks_.push_back(std::move(task));
-  cv_.NotifyAll();
+StoreChannel::StoreChannel(StoreClient& store, RegistrationCache& regs, std::string role,
+                           std::chrono::milliseconds timeout, int put_threads)
+    : store_(store),
+      regs_(regs),
+      role_(std::move(role)),
+      timeout_(timeout),
+      link_(std::make_shared<OwnerLink<StoreChannel>>(this)) {
+  // Up to 4096 consumes read at once; threads idle for 30 s exit.
+  fetch_pool_ = std::make_unique<ElasticPool>("sluice-fetch", 4096, std::chrono::seconds(30));
+  for (int i = 0; i < put_threads; ++i) {
+    put_workers_.emplace_back([this] { PutWorker(); });
+  }
 }
 
-void ConnectorImpl::StoreWorker() {
-  MutexLock lock(mu_);
-  while (true) {
-    cv_.Wait(lock, [&]() SLUICE_REQUIRES(mu_) { return stopping_ || !store_tasks_.empty(); });
+void StoreChannel::Shutdown() {
+  link_->Detach();  // Handles stop calling in.
+  {
+    MutexLock lock(mu_);
     if (stopping_) {
       return;
     }
-    std::function<void()> task = std::move(store_tasks_.front());
-    store_tasks_.pop_front();
+    stopping_ = true;
+    for (auto& w : streams_) {
+      if (auto s = w.lock()) {
+        s->Fail(Status(StatusCode::kCancelled, "connector is shutting down"));
+      }
+    }
+  }
+  cv_.NotifyAll();
+  for (auto& t : put_workers_) {
+    t.join();
+  }
+  put_workers_.clear();
+  fetch_pool_.reset();  // Failed streams end their fetch tasks.
+  // Queued puts never ran: their handles end cancelled, not hanging.
+  std::vector<std::weak_ptr<HandleState>> pending;
+  {
+    MutexLock lock(mu_);
+    tasks_.clear();
+    pending.swap(pending_);
+  }
+  for (auto& w : pending) {
+    if (auto h = w.lock()) {
+      std::vector<std::function<void()>> cbs;
+      {
+        MutexLock lock(h->mu);
+        cbs = h->CompleteLocked(Status(StatusCode::kCancelled, "connector closed"));
+      }
+      RunAll(cbs);
+    }
+  }
+}
+
+void StoreChannel::RunTask(std::function<void()> task) {
+  MutexLock lock(mu_);
+  tasks_.push_back(std::move(task));
+  cv_.NotifyAll();
+}
+
+void StoreChannel::PutWorker() {
+  MutexLock lock(mu_);
+  while (true) {
+    cv_.Wait(lock, [&]() SLUICE_REQUIRES(mu_) { return stopping_ || !tasks_.empty(); });
+    if (stopping_) {
+      return;
+    }
+    std::function<void()> task = std::move(tasks_.front());
+    tasks_.pop_front();
     lock.Unlock();
     task();
     lock.Lock();
   }
 }
 
-void ConnectorImpl::PutChunk(const std::shared_ptr<HandleState>& hs, int i) {
+void StoreChannel::PutChunk(const std::shared_ptr<HandleState>& hs, int i) {
   PutOptions o;
   o.policy = ToPolicy(hs->desc.lease);
   TensorMeta meta{std::string(DTypeName(hs->desc.dtype)), hs->desc.shape, {}, ""};
@@ -77,11 +131,11 @@ void ConnectorImpl::PutChunk(const std::shared_ptr<HandleState>& hs, int i) {
                                         : RunsOf(hs->layout, i, 1, hs->base);
   o.tensor = meta;
   o.request_id = hs->desc.key_prefix + "#" + std::to_string(i);
-  const auto give_up = std::chrono::steady_clock::now() + config_.consume_timeout;
+  const auto give_up = std::chrono::steady_clock::now() + timeout_;
   auto backoff = std::chrono::milliseconds(5);
   Status s;
   while (true) {
-    s = store_->PutFromRuns(hs->desc.StoreKey(i), runs, o);
+    s = store_.PutFromRuns(hs->desc.StoreKey(i), runs, o);
     // A full store is backpressure: wait for consumers to drain it.
     if (s.code() != StatusCode::kResourceExhausted ||
         std::chrono::steady_clock::now() + backoff > give_up) {
@@ -105,13 +159,14 @@ void ConnectorImpl::PutChunk(const std::shared_ptr<HandleState>& hs, int i) {
   RunAll(cbs);
 }
 
-Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const StagePayload& p) {
-  SLUICE_RETURN_IF_ERROR(Ensure(p.tensor.data, p.tensor.nbytes(), Access::kLocalOnly).status());
-  h->desc.key_prefix = "sluice/" + config_.role + "/" + p.request_id + "/" + RandomId();
+Status StoreChannel::Publish(const std::shared_ptr<HandleState>& h, const StagePayload& p) {
+  SLUICE_RETURN_IF_ERROR(
+      regs_.Ensure(p.tensor.data, p.tensor.nbytes(), Access::kLocalOnly).status());
+  h->desc.key_prefix = "sluice/" + role_ + "/" + p.request_id + "/" + RandomId();
   h->desc.one_object = !p.progressive && h->desc.num_chunks > 1;
   {
     MutexLock lock(mu_);
-    std::erase_if(store_pending_, [](const std::weak_ptr<HandleState>& w) {
+    std::erase_if(pending_, [](const std::weak_ptr<HandleState>& w) {
       auto s = w.lock();
       if (s == nullptr) {
         return true;
@@ -119,7 +174,7 @@ Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const 
       MutexLock hl(s->mu);
       return s->complete;
     });
-    store_pending_.push_back(h);
+    pending_.push_back(h);
   }
   std::weak_ptr<HandleState> weak = h;
   // Through the owner link, not `this`: a handle may outlive the
@@ -130,7 +185,7 @@ Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const 
       return FailedPreconditionError("payload is gone");
     }
     Status out = FailedPreconditionError("MarkReady: the connector is closed");
-    link->Call([&](ConnectorImpl& c) {
+    link->Call([&](StoreChannel& c) {
       out = Status::Ok();
       {
         MutexLock lock(hs->mu);
@@ -150,7 +205,7 @@ Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const 
       // chunk 0 lands first (consumers start on it) and payloads move in
       // parallel with each other. The task keeps the state alive: the
       // producer's buffer must stay until the handle completes anyway.
-      c.RunStoreTask([&c, hs] {
+      c.RunTask([&c, hs] {
         while (true) {
           int k_ready = -1;
           {
@@ -177,11 +232,11 @@ Status ConnectorImpl::PublishStore(const std::shared_ptr<HandleState>& h, const 
   return Status::Ok();
 }
 
-Status ConnectorImpl::ConsumeStore(const std::shared_ptr<StreamState>& s) {
+Status StoreChannel::Consume(const std::shared_ptr<StreamState>& s) {
   {
     MutexLock lock(mu_);
-    std::erase_if(store_streams_, [](const std::weak_ptr<StreamState>& w) { return w.expired(); });
-    store_streams_.push_back(s);
+    std::erase_if(streams_, [](const std::weak_ptr<StreamState>& w) { return w.expired(); });
+    streams_.push_back(s);
   }
   {
     MutexLock lock(s->mu);
@@ -193,7 +248,7 @@ Status ConnectorImpl::ConsumeStore(const std::shared_ptr<StreamState>& s) {
     raw->cv.Wait(lock, [raw]() SLUICE_REQUIRES(raw->mu) { return !raw->fetching; });
   };
   Status started = fetch_pool_->Run([this, s] {
-    FetchStore(s);
+    Fetch(s);
     MutexLock lock(s->mu);
     s->fetching = false;
     s->cv.NotifyAll();
@@ -205,7 +260,7 @@ Status ConnectorImpl::ConsumeStore(const std::shared_ptr<StreamState>& s) {
   return started.WithContext("consume");
 }
 
-void ConnectorImpl::FetchStore(const std::shared_ptr<StreamState>& s) {
+void StoreChannel::Fetch(const std::shared_ptr<StreamState>& s) {
   using Clock = std::chrono::steady_clock;
   // One object: a single read whose groups of runs are the chunks.
   const int objects = s->desc.one_object ? 1 : s->desc.num_chunks;
@@ -247,8 +302,8 @@ void ConnectorImpl::FetchStore(const std::shared_ptr<StreamState>& s) {
       if (left.count() <= 0) {
         break;
       }
-      got = store_->GetIntoRunsInParts(key, runs, parts,
-                                       std::min(left, std::chrono::milliseconds(200)), landed);
+      got = store_.GetIntoRunsInParts(key, runs, parts,
+                                      std::min(left, std::chrono::milliseconds(200)), landed);
       if (got.ok() || got.status().code() != StatusCode::kDeadlineExceeded) {
         break;
       }
@@ -261,10 +316,7 @@ void ConnectorImpl::FetchStore(const std::shared_ptr<StreamState>& s) {
   }
 }
 
-Result<PayloadView> ConnectorImpl::ConsumeInPlaceStore(const PayloadDescriptor& d) {
-  if (store_ == nullptr) {
-    return FailedPreconditionError("a store-mode payload needs a store (store.master)");
-  }
+Result<PayloadView> StoreChannel::ConsumeInPlace(const PayloadDescriptor& d) {
   if (!d.one_object && d.num_chunks > 1) {
     return RefuseInPlace(d, "its chunks are separate store objects");
   }
@@ -276,7 +328,7 @@ Result<PayloadView> ConnectorImpl::ConsumeInPlaceStore(const PayloadDescriptor& 
                          "tensor's layout (chunks along dimension " +
                              std::to_string(d.chunk_dim) + ")");
   }
-  Result<ObjectView> v = store_->GetInPlace(d.StoreKey(0), config_.consume_timeout);
+  Result<ObjectView> v = store_.GetInPlace(d.StoreKey(0), timeout_);
   if (!v.ok()) {
     // The read waits for the commit, so kFailedPrecondition means no
     // replica this process can map.
@@ -300,7 +352,7 @@ Result<PayloadView> ConnectorImpl::ConsumeInPlaceStore(const PayloadDescriptor& 
   return pv;
 }
 
-Status ConnectorImpl::ReleaseStore(const PayloadDescriptor& d) {
+Status StoreChannel::Release(const PayloadDescriptor& d) {
   if (d.lease.kind != Lease::Kind::kDeleteOnConsume) {
     return Status::Ok();  // Other leases end by themselves (ttl, eviction) or never.
   }
@@ -314,7 +366,7 @@ Status ConnectorImpl::ReleaseStore(const PayloadDescriptor& d) {
   }
   Status first;
   for (const std::string& key : d.StoreKeys()) {
-    Status s = store_ == nullptr ? FailedPreconditionError("no store") : store_->Remove(key);
+    Status s = store_.Remove(key);
     if (!s.ok() && s.code() != StatusCode::kNotFound && first.ok()) {
       first = s;  // kNotFound: already consumed by the read.
     }
