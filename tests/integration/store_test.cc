@@ -119,6 +119,28 @@ TEST_F(StoreTest, TtlExpiresAndWaitForSeesLateProducers) {
   EXPECT_TRUE(woke.load());
 }
 
+// A client of the master alone (no engine, as the orchestrator uses it):
+// it sees, awaits and removes objects, and refuses, by name, to move bytes.
+TEST_F(StoreTest, AMetadataOnlyClientWatchesAndRemovesButMovesNoBytes) {
+  StoreClientConfig cc;
+  cc.master = master_ep_;
+  auto meta = StoreClient::CreateMetadataOnly(cc);
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  StoreClient& m = **meta;
+  EXPECT_TRUE(m.Warm().ok());
+  ASSERT_TRUE(client_->Put("watched", std::as_bytes(std::span("abc", 3))).ok());
+  EXPECT_TRUE(*m.Exists("watched"));
+  EXPECT_TRUE(m.WaitFor("watched", 1s).ok());
+  const Status put = m.Put("forbidden", std::as_bytes(std::span("x", 1)));
+  EXPECT_EQ(put.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(put.message().find("Put"), std::string_view::npos) << put.ToString();
+  EXPECT_EQ(m.Get("watched").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(m.Remove("watched").ok());
+  EXPECT_FALSE(*client_->Exists("watched")) << "removed through the metadata-only client";
+  cc.master = "not an endpoint";
+  EXPECT_EQ(StoreClient::CreateMetadataOnly(cc).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(StoreTest, VectoredGetCanWaitForTheProducerInOneCall) {
   TestBuffer src = Registered(*engine_, 3 * 4096);
   TestBuffer dst = Registered(*engine_, 3 * 4096);

@@ -125,6 +125,13 @@ class StoreClient {
   // memory for the staging buffer).
   static Result<std::unique_ptr<StoreClient>> Create(TransferEngine* engine,
                                                      const StoreClientConfig& config);
+  // A client of the master alone, without an engine, for a service that
+  // watches and cleans up objects but never moves their bytes (the
+  // orchestrator): Exists, Remove, WaitFor and Subscribe work as above;
+  // every call that moves bytes answers kFailedPrecondition naming it, and
+  // Warm does nothing. Errors: kInvalidArgument (bad master endpoint or
+  // master_retry).
+  static Result<std::unique_ptr<StoreClient>> CreateMetadataOnly(const StoreClientConfig& config);
   ~StoreClient();
 
   // Stores `len` bytes at `data` under `key`, written straight from `data`.

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "sluice/orchestrator/server.h"
+#include "sluice/store/client.h"
 
 #include "common/log.h"
 #include "common/mutex.h"
@@ -18,7 +19,6 @@
 #include "orchestrator/service/journal.h"
 #include "orchestrator/service/orchestrator_state.h"
 #include "orchestrator/service/video_mux.h"
-#include "proto/master.grpc.pb.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
 namespace sluice::internal {
@@ -148,17 +148,15 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     {
       MutexLock lock(tick_mu_);
       stopping_ = true;
-      if (watch_ctx_ != nullptr) {
-        watch_ctx_->TryCancel();
-      }
     }
     tick_cv_.NotifyAll();
     if (ticker_.joinable()) {
       ticker_.join();
     }
-    if (watcher_.joinable()) {
-      watcher_.join();
+    if (releaser_.joinable()) {
+      releaser_.join();
     }
+    store_.reset();  // Its event thread calls into state_: gone before it.
     http_.reset();
     if (server_ != nullptr) {
       server_->Shutdown(std::chrono::system_clock::now());
@@ -167,8 +165,16 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
 
   Status Start() {
     if (!config_.store_master.empty()) {
-      SLUICE_RETURN_IF_ERROR(ParseHostPort(config_.store_master, false).status());
-      store_ = store::v1::Master::NewStub(MakeChannel(config_.store_master, config_.security));
+      // The master alone, through the store's public client: the
+      // orchestrator watches and removes payloads, never moves their bytes.
+      // Calls give up after 5 s of an unreachable master (a removal is
+      // best effort; an unknown payload counts as not held).
+      StoreClientConfig sc;
+      sc.master = config_.store_master;
+      sc.security = config_.security;
+      sc.rpc_timeout = std::chrono::seconds(2);
+      sc.master_retry = std::chrono::seconds(5);
+      SLUICE_ASSIGN_OR_RETURN(store_, StoreClient::CreateMetadataOnly(sc));
     }
     SLUICE_RETURN_IF_ERROR(state_.Restore(
         store_ == nullptr ? orchestrator::OrchestratorState::PayloadsExist()
@@ -216,7 +222,14 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     http_ = std::move(*http);
     http_endpoint_ = http_->endpoint();
     if (store_ != nullptr) {
-      watcher_ = std::thread([this] { WatchStore(); });
+      // LOST payloads re-run their producer (the client reconnects while
+      // the master is away; events in that window are missed).
+      store_->Subscribe([this](const StoreEvent& e) {
+        if (e.kind == StoreEventKind::kLost) {
+          state_.PayloadLost(e.key);
+        }
+      });
+      releaser_ = std::thread([this] { ReleaseLoop(); });
     }
     ticker_ = std::thread([this] { TickLoop(); });
     SLUICE_LOG(info, "orchestrator: workers on {}, HTTP on {}", endpoint_, http_endpoint_);
@@ -322,76 +335,46 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
       tick_cv_.WaitFor(lock, std::chrono::milliseconds(100));
       lock.Unlock();
       state_.Tick();
-      RemoveReleased();
       lock.Lock();
     }
   }
 
-  // Whether the store holds every key complete now. The first call waits
-  // up to 5 s for the master's channel to open; later ones fail fast while
-  // it is away. A master that does not answer counts as "not held".
+  // Whether the store holds every key complete now (Start, before
+  // serving). Once the master has not answered, every later key counts as
+  // not held at once: a restore does not wait 5 s per key.
   bool Exist(const std::vector<std::string>& keys) {
     for (const std::string& key : keys) {
-      store::v1::KeyRequest req;
-      req.set_key(key);
-      store::v1::ExistsResponse resp;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(store_checked_ ? 2 : 5));
-      ctx.set_wait_for_ready(!store_checked_);  // The first call may open the channel.
-      const grpc::Status s = store_->Exists(&ctx, req, &resp);
-      store_checked_ = true;
-      if (!s.ok() || !resp.exists()) {
+      if (store_unreachable_) {
+        return false;
+      }
+      Result<bool> held = store_->Exists(key);
+      if (!held.ok()) {
+        store_unreachable_ = held.status().code() == StatusCode::kUnavailable ||
+                             held.status().code() == StatusCode::kDeadlineExceeded;
+        return false;
+      }
+      if (!*held) {
         return false;
       }
     }
     return true;
   }
 
-  // Best effort: a key already consumed or gone answers NOT_FOUND.
-  void RemoveReleased() {
-    if (store_ == nullptr) {
-      return;
-    }
-    for (const std::string& key : state_.TakeReleasedKeys()) {
-      store::v1::KeyRequest req;
-      req.set_key(key);
-      store::v1::RemoveResponse resp;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-      const grpc::Status s = store_->Remove(&ctx, req, &resp);
-      if (!s.ok() && s.error_code() != grpc::StatusCode::NOT_FOUND) {
-        SLUICE_LOG(warn, "store: removing released payload '{}' failed: {}", key,
-                   s.error_message());
-      }
-    }
-  }
-
-  // Store events until shutdown; LOST payloads re-run their producer.
-  // Reconnects every 200 ms while the master is away.
-  void WatchStore() {
-    while (true) {
-      grpc::ClientContext* ctx = nullptr;
-      {
-        MutexLock lock(tick_mu_);
-        if (stopping_) {
-          return;
-        }
-        watch_ctx_ = std::make_unique<grpc::ClientContext>();
-        ctx = watch_ctx_.get();  // Replaced only by this thread.
-      }
-      store::v1::WatchRequest req;
-      auto reader = store_->WatchEvents(ctx, req);
-      store::v1::ObjectEvent e;
-      while (reader->Read(&e)) {
-        if (e.kind() == store::v1::ObjectEvent::LOST) {
-          state_.PayloadLost(e.key());
+  // Removes released payloads on its own thread, so a slow or absent
+  // master never holds back the scheduler's ticks. Best effort: a key
+  // already consumed or gone answers kNotFound.
+  void ReleaseLoop() {
+    MutexLock lock(tick_mu_);
+    while (!stopping_) {
+      tick_cv_.WaitFor(lock, std::chrono::milliseconds(100));
+      lock.Unlock();
+      for (const std::string& key : state_.TakeReleasedKeys()) {
+        const Status s = store_->Remove(key);
+        if (!s.ok() && s.code() != StatusCode::kNotFound) {
+          SLUICE_LOG(warn, "store: removing released payload '{}' failed: {}", key, s.ToString());
         }
       }
-      (void)reader->Finish();
-      MutexLock lock(tick_mu_);
-      tick_cv_.WaitFor(lock, std::chrono::milliseconds(200),
-                       [this]() SLUICE_REQUIRES(tick_mu_) { return stopping_; });
+      lock.Lock();
     }
   }
 
@@ -408,10 +391,9 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   CondVar tick_cv_;
   bool stopping_ SLUICE_GUARDED_BY(tick_mu_) = false;
   std::thread ticker_;
-  std::unique_ptr<store::v1::Master::Stub> store_;
-  bool store_checked_ = false;  // Exist() called once (from Start, before serving).
-  std::unique_ptr<grpc::ClientContext> watch_ctx_ SLUICE_GUARDED_BY(tick_mu_);
-  std::thread watcher_;
+  std::unique_ptr<StoreClient> store_;  // The master alone (CreateMetadataOnly).
+  bool store_unreachable_ = false;      // Exist() met a master that did not answer.
+  std::thread releaser_;
 };
 
 }  // namespace sluice::internal

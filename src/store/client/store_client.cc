@@ -17,7 +17,7 @@ StoreClientImpl::~StoreClientImpl() {
     release_cv_.Wait(lock,
                      [this]() SLUICE_REQUIRES(release_mu_) { return releases_in_flight_ == 0; });
   }
-  if (staging_key_.value != 0) {
+  if (engine_ != nullptr && staging_key_.value != 0) {
     (void)engine_->UnregisterMemory(staging_key_);
   }
 }
@@ -30,10 +30,12 @@ Status StoreClientImpl::Init() {
   if (config_.master_retry.count() < 0) {
     return InvalidArgumentError("store client: master_retry must be >= 0");
   }
-  SLUICE_ASSIGN_OR_RETURN(staging_, engine_->AllocateShared(config_.staging_bytes));
-  SLUICE_ASSIGN_OR_RETURN(
-      staging_key_, engine_->RegisterMemory(staging_.data(), staging_.size(), MemoryKind::kHost,
-                                            Access::kLocalOnly));
+  if (engine_ != nullptr) {
+    SLUICE_ASSIGN_OR_RETURN(staging_, engine_->AllocateShared(config_.staging_bytes));
+    SLUICE_ASSIGN_OR_RETURN(
+        staging_key_, engine_->RegisterMemory(staging_.data(), staging_.size(), MemoryKind::kHost,
+                                              Access::kLocalOnly));
+  }
   stub_ = pb::Master::NewStub(MakeChannel(config_.master, config_.security));
   return Status::Ok();
 }
@@ -207,22 +209,55 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Create(TransferEngine* engine,
   return std::unique_ptr<StoreClient>(new StoreClient(std::move(impl)));
 }
 
+Result<std::unique_ptr<StoreClient>> StoreClient::CreateMetadataOnly(
+    const StoreClientConfig& config) {
+  auto impl = std::make_unique<internal::StoreClientImpl>(nullptr, config);
+  SLUICE_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<StoreClient>(new StoreClient(std::move(impl)));
+}
+
+namespace {
+
+// What a metadata-only client answers for a call that moves bytes.
+Status NoEngine(std::string_view call) {
+  return FailedPreconditionError("store client: " + std::string(call) +
+                                 " moves bytes, and this client has no engine "
+                                 "(StoreClient::CreateMetadataOnly)");
+}
+
+}  // namespace
+
 Result<ObjectView> StoreClient::GetInPlace(std::string_view key, std::chrono::milliseconds wait) {
+  if (!impl_->has_engine()) {
+    return NoEngine("GetInPlace");
+  }
   return impl_->GetInPlace(key, wait);
 }
 
 Status StoreClient::PutFrom(std::string_view key, const void* data, std::size_t len,
                             const PutOptions& options) {
+  if (!impl_->has_engine()) {
+    return NoEngine("PutFrom");
+  }
   return impl_->PutFrom(key, data, len, options);
 }
 Status StoreClient::Put(std::string_view key, std::span<const std::byte> value,
                         const PutOptions& options) {
+  if (!impl_->has_engine()) {
+    return NoEngine("Put");
+  }
   return impl_->Put(key, value, options);
 }
 Result<ObjectMeta> StoreClient::GetInto(std::string_view key, void* dst, std::size_t capacity) {
+  if (!impl_->has_engine()) {
+    return NoEngine("GetInto");
+  }
   return impl_->GetInto(key, dst, capacity);
 }
 Result<std::vector<std::byte>> StoreClient::Get(std::string_view key, ObjectMeta* meta) {
+  if (!impl_->has_engine()) {
+    return NoEngine("Get");
+  }
   return impl_->Get(key, meta);
 }
 Status StoreClient::Remove(std::string_view key) {
@@ -235,6 +270,9 @@ Status StoreClient::WaitFor(std::string_view key, std::chrono::milliseconds time
   return impl_->WaitFor(key, timeout);
 }
 Status StoreClient::Warm() {
+  if (!impl_->has_engine()) {
+    return Status::Ok();  // Nothing of the data path to open.
+  }
   return impl_->Warm();
 }
 void StoreClient::Subscribe(std::function<void(const StoreEvent&)> handler) {
@@ -242,10 +280,16 @@ void StoreClient::Subscribe(std::function<void(const StoreEvent&)> handler) {
 }
 Status StoreClient::PutFromRuns(std::string_view key, std::span<const IoRun> runs,
                                 const PutOptions& options) {
+  if (!impl_->has_engine()) {
+    return NoEngine("PutFromRuns");
+  }
   return impl_->PutFromRuns(key, runs, options);
 }
 Result<ObjectMeta> StoreClient::GetIntoRuns(std::string_view key, std::span<const IoRun> runs,
                                             std::chrono::milliseconds wait) {
+  if (!impl_->has_engine()) {
+    return NoEngine("GetIntoRuns");
+  }
   const std::size_t all = runs.size();
   return impl_->GetIntoRunsInParts(key, runs, {&all, 1}, wait, nullptr);
 }
@@ -254,15 +298,24 @@ Result<ObjectMeta> StoreClient::GetIntoRunsInParts(std::string_view key,
                                                    std::span<const std::size_t> parts,
                                                    std::chrono::milliseconds wait,
                                                    const std::function<void(std::size_t)>& landed) {
+  if (!impl_->has_engine()) {
+    return NoEngine("GetIntoRunsInParts");
+  }
   return impl_->GetIntoRunsInParts(key, runs, parts, wait, landed);
 }
 std::uint64_t StoreClient::bytes_staged() const {
   return impl_->bytes_staged_.load(std::memory_order_relaxed);
 }
 std::vector<Status> StoreClient::BatchPutFrom(std::span<const PutItem> items) {
+  if (!impl_->has_engine()) {
+    return std::vector<Status>(items.size(), NoEngine("BatchPutFrom"));
+  }
   return impl_->BatchPutFrom(items);
 }
 std::vector<Result<ObjectMeta>> StoreClient::BatchGetInto(std::span<const GetItem> items) {
+  if (!impl_->has_engine()) {
+    return std::vector<Result<ObjectMeta>>(items.size(), NoEngine("BatchGetInto"));
+  }
   return impl_->BatchGetInto(items);
 }
 

@@ -39,6 +39,9 @@ class StoreClientImpl {
         link_(std::make_shared<OwnerLink<StoreClientImpl>>(this)) {}
   ~StoreClientImpl();
   Status Init();
+  // False for a metadata-only client (StoreClient::CreateMetadataOnly):
+  // the StoreClient refuses every data call before it gets here.
+  bool has_engine() const { return engine_ != nullptr; }
 
   // The StoreClient calls; their contracts are in sluice/store/client.h.
   Status PutFrom(std::string_view key, const void* data, std::size_t len, const PutOptions& o);
