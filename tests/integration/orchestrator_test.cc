@@ -506,10 +506,17 @@ TEST_F(OrchestratorTest, RestartedOrchestratorRunsAJobOnFromItsLastStageStillInT
   Start(64, journal);
   const std::string grpc_ep = server_->endpoint(), http_ep = server_->http_endpoint();
   StoreClient* store = st.client.get();
-  auto encoder = [store](std::uint64_t, const std::string& prompt) {
+  // Two payloads per encode: "job/P/encode" and "job/P/extra-N" (N counts
+  // encodes, so a re-run writes a new one).
+  std::atomic<int> encodes{0};
+  auto encoder = [store, &encodes](std::uint64_t, const std::string& prompt) {
     const std::string key = "job/" + prompt + "/encode";
+    const std::string extra = "job/" + prompt + "/extra-" + std::to_string(encodes++);
     std::vector<std::byte> v(4096, std::byte{7});
-    return store->Put(key, v).ok() ? std::vector<std::string>{key} : std::vector<std::string>{};
+    (void)store->Remove(key);  // A re-run's own output replaces the first one.
+    return store->Put(key, v).ok() && store->Put(extra, v).ok()
+               ? std::vector<std::string>{key, extra}
+               : std::vector<std::string>{};
   };
   FakeWorker e(grpc_ep, "encode", false, encoder), v(grpc_ep, "decode");
   auto stuck = std::make_unique<FakeWorker>(grpc_ep, "denoise", /*hold=*/true);
@@ -558,6 +565,23 @@ TEST_F(OrchestratorTest, RestartedOrchestratorRunsAJobOnFromItsLastStageStillInT
   EXPECT_EQ(detail(kept, "stage_started"), "resumed from step 4");
   EXPECT_EQ(detail(lost, "queued"), "");
   EXPECT_EQ(http_->Get("/v1/jobs/" + kept + "/content")->body, "decode(denoise(encode(kept)))");
+  // The lost job's other saved payload, which its re-run no longer reads,
+  // is removed too (it stayed in the store for good before), and so is
+  // everything of both jobs once they succeeded.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        for (int n = 0; n < 3; ++n) {
+          for (const char* p : {"kept", "lost"}) {
+            const std::string k = "job/" + std::string(p) + "/extra-" + std::to_string(n);
+            if (*store->Exists(k)) {
+              return false;
+            }
+          }
+        }
+        return !*store->Exists("job/kept/encode") && !*store->Exists("job/lost/encode");
+      },
+      10s))
+      << "payloads left in the store";
   http_.reset();
   server_.reset();
   std::remove(journal.c_str());

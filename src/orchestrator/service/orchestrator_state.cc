@@ -82,6 +82,11 @@ Status OrchestratorState::Restore(const PayloadsExist& exist) {
     // over if the checkpoint is gone.
     const bool usable = p.done.has_value() ? !p.keys.empty() && exist != nullptr && exist(p.keys)
                                            : p.checkpoint_step > 0;
+    if (p.done.has_value() && !usable) {
+      // The job runs from its first stage: whatever of the saved output is
+      // still in the store is nobody's now (it stayed for good before).
+      released_keys_.insert(released_keys_.end(), p.keys.begin(), p.keys.end());
+    }
     Result<JobId> ok =
         SubmitLocked(job.id, job.request, now, /*journal=*/false, usable ? &p : nullptr);
     if (!ok.ok()) {
