@@ -6,7 +6,6 @@
 // engine must survive every input and keep accepting and handshaking.
 // Every 8 bytes equal to kKeyPlaceholder ("SLUICEKY") become the region's
 // key, so that seeds (fuzz/make_seeds.cc) reach the data path.
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 #include "sluice/transfer/engine.h"
 
 #include "common/net.h"
+#include "loopback.h"
 #include "transfer/tcp/handshake.h"
 
 namespace {
@@ -59,33 +59,13 @@ Target* MakeTarget() {
   return t;
 }
 
-// Reads what the engine answers until it closes or goes quiet.
-void Drain(int fd) {
-  char buf[4096];
-  for (int quiet = 0; quiet < 2;) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 20) <= 0) {
-      ++quiet;
-      continue;
-    }
-    if (::recv(fd, buf, sizeof(buf), 0) <= 0) {
-      return;
-    }
-  }
-}
-
 Target* target = nullptr;
 
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   target = MakeTarget();
-  // Stopped at exit before static destructors run: its I/O thread logs
-  // through spdlog, whose registry is one of them.
-  std::atexit([] {
-    delete target;
-    target = nullptr;
-  });
+  fuzz::DeleteAtExit(target);
   return 0;
 }
 
@@ -118,6 +98,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)SetIoTimeout(fd.get(), 200ms);
   (void)SendAll(fd.get(), bytes.data(), bytes.size());
   ::shutdown(fd.get(), SHUT_WR);
-  Drain(fd.get());
+  (void)fuzz::DrainAnswer(fd.get(), 20);
   return 0;
 }

@@ -7,7 +7,6 @@
 // the API's handlers and state. The server must survive every input and
 // keep answering: every 64 inputs /healthz must answer 200.
 // "Bearer sk-fuzz" is the key of tenant "fuzz" (the seeds carry it).
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 #include "sluice/orchestrator/server.h"
 
 #include "common/net.h"
+#include "loopback.h"
 
 namespace {
 
@@ -57,28 +57,6 @@ Target* MakeTarget() {
   return t;
 }
 
-// Reads what the server answers until it closes or goes quiet (twice
-// nothing for `quiet_ms`); returns the first bytes of it.
-std::string Drain(int fd, int quiet_ms) {
-  std::string head;
-  char buf[4096];
-  for (int quiet = 0; quiet < 2;) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, quiet_ms) <= 0) {
-      ++quiet;
-      continue;
-    }
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) {
-      break;
-    }
-    if (head.size() < 64) {
-      head.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  return head;
-}
-
 Target* target = nullptr;
 
 // One connection: sends `bytes`, half-closes, reads the answer. A short
@@ -94,19 +72,14 @@ std::string Exchange(std::string_view bytes, int quiet_ms) {
   (void)SetIoTimeout(fd.get(), 200ms);
   (void)SendAll(fd.get(), bytes.data(), bytes.size());
   ::shutdown(fd.get(), SHUT_WR);
-  return Drain(fd.get(), quiet_ms);
+  return fuzz::DrainAnswer(fd.get(), quiet_ms);
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   target = MakeTarget();
-  // Stopped at exit before static destructors run (its threads log through
-  // spdlog, whose registry is one of them).
-  std::atexit([] {
-    delete target;
-    target = nullptr;
-  });
+  fuzz::DeleteAtExit(target);
   return 0;
 }
 

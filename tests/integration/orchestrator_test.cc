@@ -434,6 +434,10 @@ TEST_F(OrchestratorTest, AForgedResultIsRetriedElsewhereAndARepeatOffenderGetsNo
   EXPECT_EQ(forger.runs(), 2) << "no further work after max_bad_outputs";
   const std::string waiting = json::parse(http_->Get("/v1/jobs/" + id)->body).value("status", "");
   EXPECT_TRUE(waiting == "queued" || waiting == "running") << "not served, not failed: " << waiting;
+  // Its one decode worker quarantined, the model is not ready.
+  auto ready = http_->Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503) << ready->body;
 
   // Its output is set before it registers: the waiting job goes to it at once.
   FakeWorker honest(server_->endpoint(), "decode", false, nullptr, {}, {}, [](const json& req) {

@@ -201,6 +201,9 @@ Status Scheduler::Draining(WorkerId id, TimePoint now) {
     return Status::Ok();  // Every heartbeat of a draining worker says so.
   }
   it->second.draining = true;
+  for (PoolId p : it->second.pools) {
+    --pools_[p]->workers;  // It takes no new work: readiness must not count it.
+  }
   SetFree(it->second, 0);
   Dispatch(now);  // Preemption may now be due: fewer admission slots.
   return Status::Ok();
@@ -582,7 +585,7 @@ Status Scheduler::WorkerLost(WorkerId id, TimePoint now) {
   const std::set<JobId> assigned = w.assigned;
   const std::vector<PoolId> pools = w.pools;
   for (PoolId p : pools) {
-    --pools_[p]->workers;
+    pools_[p]->workers -= w.draining ? 0 : 1;  // A draining one was uncounted already.
   }
   workers_.erase(it);
   for (JobId jid : assigned) {

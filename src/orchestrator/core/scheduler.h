@@ -125,8 +125,8 @@ struct PoolStats {
   std::size_t queued = 0;
   std::size_t queued_by_class[kClassCount] = {};
   std::size_t free_slots = 0;  // Credits its workers advertise, unassigned.
-  std::size_t workers = 0;
-  std::size_t reserved = 0;  // Slots held for jobs admitted upstream.
+  std::size_t workers = 0;     // Registered and not draining.
+  std::size_t reserved = 0;    // Slots held for jobs admitted upstream.
 };
 
 struct SchedulerStats {
@@ -155,8 +155,9 @@ class Scheduler {
   const ModelSpec* FindModel(std::string_view name) const;
   // Every declared model, in name order.
   std::vector<const ModelSpec*> Models() const;
-  // Registered workers of each stage of declared model `name`, in stage
-  // order (empty if undeclared).
+  // Workers taking new work for each stage of declared model `name`, in
+  // stage order (empty if undeclared): registered and not draining (a
+  // draining or quarantined worker finishes what it holds, takes nothing).
   std::vector<std::size_t> WorkersPerStage(std::string_view name) const;
 
   // Errors: kNotFound (undeclared model); kInvalidArgument (id 0, a stage

@@ -451,8 +451,19 @@ TEST_P(SchedulerTest, ADrainingWorkerGetsNoWorkForTheSlotItsReportGivesBack) {
   for (const Action& a : s_.TakeActions()) {
     EXPECT_NE(a.kind, Kind::kDispatch) << "job " << a.job << " went to a draining worker";
   }
+  // It takes no new work, so readiness no longer counts it (a quarantined
+  // worker is drained the same way; it used to keep /readyz at 200).
+  EXPECT_EQ(s_.WorkersPerStage(kModel)[0], 0u);
   ASSERT_TRUE(s_.WorkerUp(2, W("encode", 1), now_).ok());
   EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{2, 2}}));
+  EXPECT_EQ(s_.WorkersPerStage(kModel)[0], 1u);
+  ASSERT_TRUE(s_.WorkerLost(1, now_).ok());
+  EXPECT_EQ(s_.WorkersPerStage(kModel)[0], 1u) << "a lost draining worker is not uncounted twice";
+  ASSERT_TRUE(s_.Draining(2, now_).ok());
+  ASSERT_TRUE(s_.Draining(2, now_).ok());  // Every heartbeat says so: counted down once.
+  EXPECT_EQ(s_.WorkersPerStage(kModel)[0], 0u);
+  ASSERT_TRUE(s_.WorkerLost(2, now_).ok());
+  EXPECT_EQ(s_.WorkersPerStage(kModel)[0], 0u);
   EXPECT_EQ(s_.Draining(7, now_).code(), StatusCode::kNotFound);
 }
 
