@@ -30,6 +30,7 @@
 #include <gtest/gtest.h>
 
 #include "child_process.h"
+#include "metrics_text.h"
 #include "runtime/reference/pipeline.h"
 #include "test_pki.h"
 
@@ -75,17 +76,6 @@ long RssAnonKiB(pid_t pid) {
     }
   }
   return 0;
-}
-
-double MetricValue(const std::string& ep, const std::string& name) {
-  httplib::Client http("http://" + ep);
-  http.set_connection_timeout(2, 0);
-  auto res = http.Get("/metrics");
-  if (!res || res->status != 200) {
-    return -1;
-  }
-  const std::size_t at = res->body.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(res->body.substr(at + name.size() + 2));
 }
 
 // One role: how it is started, and its current process.
@@ -205,13 +195,16 @@ class ChaosCluster {
   }
 
   Role& role(std::size_t i) { return roles_[i]; }
-  Role& by_name(const std::string& name) {
+  // Kills the role named `name` and starts it again after `down`; false
+  // (a test failure naming it) when there is no such role.
+  bool Restart(const std::string& name, std::chrono::milliseconds down) {
     for (Role& r : roles_) {
       if (r.name == name) {
-        return r;
+        return Restart(r, down);
       }
     }
-    return roles_.front();
+    ADD_FAILURE() << "the chaos cluster has no role '" << name << "'";
+    return false;
   }
   const std::vector<std::size_t>& workers() const { return workers_; }
   const std::vector<Role>& roles() const { return roles_; }
@@ -377,16 +370,16 @@ class ChaosTest : public ::testing::Test {
           worker.stopped = false;
           break;
         case Fault::kKillOrchestrator:
-          ASSERT_TRUE(c.Restart(c.by_name("orchestrator"), 1s));
+          ASSERT_TRUE(c.Restart("orchestrator", 1s));
           break;
         case Fault::kKillMaster:
-          ASSERT_TRUE(c.Restart(c.by_name("master"), 1s));
+          ASSERT_TRUE(c.Restart("master", 1s));
           break;
         case Fault::kKillDiskNode:
-          ASSERT_TRUE(c.Restart(c.by_name("node-disk"), 500ms));
+          ASSERT_TRUE(c.Restart("node-disk", 500ms));
           break;
         case Fault::kKillMemoryNode:
-          ASSERT_TRUE(c.Restart(c.by_name("node-mem"), 500ms));
+          ASSERT_TRUE(c.Restart("node-mem", 500ms));
           break;
       }
     }

@@ -16,23 +16,13 @@
 #include "sluice/store/client.h"
 
 #include "child_process.h"
+#include "metrics_text.h"
 #include "transfer/testing/engine_pair.h"
 
 namespace sluice::testing {
 
 using namespace std::chrono_literals;
 inline constexpr std::size_t kMiB = 1 << 20;
-
-// Counter `name` from the master's /metrics, or -1.
-inline double MetricValue(const std::string& metrics_ep, const std::string& name) {
-  httplib::Client http("http://" + metrics_ep);
-  auto res = http.Get("/metrics");
-  if (!res) {
-    return -1;
-  }
-  const std::size_t at = res->body.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(res->body.substr(at + name.size() + 2));
-}
 
 class StoreTest : public ::testing::Test {
  protected:

@@ -47,8 +47,7 @@ Result<ObjectMeta> StoreClientImpl::GetIntoRunsInParts(
 
 Result<StoreClientImpl::OpenGet> StoreClientImpl::GetStart(std::string_view key,
                                                            std::chrono::milliseconds wait) {
-  const auto give_up = std::chrono::steady_clock::now() + config_.master_retry;
-  std::chrono::milliseconds backoff(50);
+  MasterBackoff backoff(config_.master_retry);
   while (true) {
     SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStartOnce(key, wait));
     bool unreachable = !g.replicas.empty();
@@ -57,12 +56,11 @@ Result<StoreClientImpl::OpenGet> StoreClientImpl::GetStart(std::string_view key,
       const Result<SegmentId> seg = engine_->OpenSegment(r.endpoint);
       unreachable = unreachable && !seg.ok() && seg.status().code() == StatusCode::kUnavailable;
     }
-    if (!unreachable || std::chrono::steady_clock::now() + backoff >= give_up) {
+    if (!unreachable || backoff.exhausted()) {
       return g;  // The read reports what is wrong, if anything.
     }
     GetEnd(g, false);
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min<std::chrono::milliseconds>(2 * backoff, std::chrono::seconds(1));
+    backoff.Sleep();
   }
 }
 

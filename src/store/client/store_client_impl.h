@@ -31,6 +31,26 @@ namespace pb = ::sluice::store::v1;
 
 class StoreClientImpl;
 
+// How a call asks the master again while it cannot answer: 50 ms doubling
+// to 1 s between attempts, until the next attempt would start past
+// `budget` (StoreClientConfig::master_retry) after the first.
+class MasterBackoff {
+ public:
+  explicit MasterBackoff(std::chrono::milliseconds budget)
+      : give_up_(std::chrono::steady_clock::now() + budget) {}
+  // True once waiting for another attempt would pass the budget.
+  bool exhausted() const { return std::chrono::steady_clock::now() + next_ > give_up_; }
+  // Waits before the next attempt.
+  void Sleep() {
+    std::this_thread::sleep_for(next_);
+    next_ = std::min(next_ * 2, std::chrono::milliseconds(1000));
+  }
+
+ private:
+  std::chrono::steady_clock::time_point give_up_;
+  std::chrono::milliseconds next_{50};
+};
+
 class StoreClientImpl {
  public:
   StoreClientImpl(TransferEngine* engine, StoreClientConfig config)
@@ -101,22 +121,19 @@ class StoreClientImpl {
     return Call(method, fast, req, resp, name, config_.rpc_timeout);
   }
   // Retries while the master is unreachable or has no node for the object
-  // yet (kUnavailable: a master restart), for up to config_.master_retry
-  // with backoff (50 ms doubling to 1 s). Every call here is retry-safe.
+  // yet (kUnavailable: a master restart), with MasterBackoff. Every call
+  // here is retry-safe.
   template <typename Req, typename Resp>
   Status Call(grpc::Status (pb::Master::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
               fastlane::Method fast, const Req& req, Resp* resp, std::string_view name,
               std::chrono::milliseconds timeout) {
-    const auto give_up = std::chrono::steady_clock::now() + config_.master_retry;
-    std::chrono::milliseconds backoff{50};
+    MasterBackoff backoff(config_.master_retry);
     while (true) {
       Status s = CallOnce(method, fast, req, resp, name, timeout);
-      if (s.code() != StatusCode::kUnavailable ||
-          std::chrono::steady_clock::now() + backoff > give_up) {
+      if (s.code() != StatusCode::kUnavailable || backoff.exhausted()) {
         return s;
       }
-      std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+      backoff.Sleep();
       resp->Clear();
     }
   }
