@@ -346,6 +346,8 @@ class OrchestratorState {
   Status CancelLocked(JobRecord& j, TimePoint now) SLUICE_REQUIRES(mu_);
   // Drops a job from the table (and its name).
   void EraseLocked(JobId id) SLUICE_REQUIRES(mu_);
+  // Seconds since the Unix epoch, now (journal times, retention).
+  static std::int64_t UnixNow();
   // Keeps a succeeded job's result: in the result dir when there is one
   // (in memory if writing it fails), else in memory.
   void StoreResultLocked(JobRecord& rec, const std::string& bytes) SLUICE_REQUIRES(mu_);
