@@ -1,26 +1,74 @@
-# sluice_cc_library(NAME <n> [HDRS ...] [SRCS ...] [DEPS ...] [PUBLIC_DEPS ...])
+# Layer roots. Sources include each other by layer path ("transfer/wire.h"),
+# but no target sees all of src/: each layer is reached through a root of
+# its own, <build>/layer-roots/<id>/<layer> -> src/<layer>, which the layer's
+# libraries carry as a usage requirement. A root is visible to a consumer
+# when the consumer does not follow the layer rule (tests and fuzz targets
+# see the internals of every layer they link), or when the layer is among
+# the consumer's SLUICE_INTERNALS (libraries: their own layer, common and
+# the layers they list in INTERNALS; tools: sluice_internal_headers). So a
+# layer that includes another's internals without declaring it, or that
+# does not link it, fails to build.
+function(_sluice_layer_root layer out)
+  string(REPLACE "/" "_" id ${layer})
+  set(root ${PROJECT_BINARY_DIR}/layer-roots/${id})
+  if(NOT IS_SYMLINK ${root}/${layer})
+    get_filename_component(parent ${root}/${layer} DIRECTORY)
+    file(MAKE_DIRECTORY ${parent})
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/${layer} ${root}/${layer} SYMBOLIC)
+  endif()
+  set(seen "$<IN_LIST:${layer},$<TARGET_PROPERTY:SLUICE_INTERNALS>>")
+  set(unruled "$<NOT:$<BOOL:$<TARGET_PROPERTY:SLUICE_LAYER_RULE>>>")
+  set(${out} "$<BUILD_INTERFACE:$<$<OR:${unruled},${seen}>:${root}>>" PARENT_SCOPE)
+endfunction()
+
+# The layer a target in this directory belongs to: its path under src/.
+function(_sluice_current_layer out)
+  file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
+  if(rel MATCHES "^\\.\\.")
+    set(rel "")
+  endif()
+  set(${out} "${rel}" PARENT_SCOPE)
+endfunction()
+
+# sluice_internal_headers(<target> LAYERS <layer> ...): a target outside
+# src/ (a tool, the Python module) that follows the layer rule: it sees
+# public headers, plus the internals of the listed layers it links.
+function(sluice_internal_headers target)
+  cmake_parse_arguments(ARG "" "" "LAYERS" ${ARGN})
+  set_target_properties(${target} PROPERTIES SLUICE_LAYER_RULE ON SLUICE_INTERNALS "${ARG_LAYERS}")
+endfunction()
+
+# sluice_cc_library(NAME <n> [LAYER <path under src/>] [HDRS ...] [SRCS ...]
+#                   [DEPS ...] [PUBLIC_DEPS ...] [INTERNALS <layer> ...])
 # Creates target sluice_<n> with alias sluice::<n>. Always link the alias form.
-# Include paths of src/ stay PRIVATE to the target that owns them, so a layer
-# that reaches into another's internals fails to build.
+# LAYER defaults to the directory's path under src/. The library sees its own
+# layer's internals, common's, and those of the INTERNALS it lists (which it
+# must also link); every other layer only through include/sluice/.
 function(sluice_cc_library)
-  cmake_parse_arguments(ARG "" "NAME" "HDRS;SRCS;DEPS;PUBLIC_DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;LAYER" "HDRS;SRCS;DEPS;PUBLIC_DEPS;INTERNALS" ${ARGN})
   set(target sluice_${ARG_NAME})
+  if(NOT ARG_LAYER)
+    _sluice_current_layer(ARG_LAYER)
+  endif()
+  _sluice_layer_root(${ARG_LAYER} root)
   if(ARG_SRCS)
     add_library(${target} STATIC ${ARG_SRCS} ${ARG_HDRS})
     target_link_libraries(${target} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_DEPS})
     target_compile_options(${target} PRIVATE ${SLUICE_WARNING_FLAGS})
-    target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/include
-                                         PRIVATE ${PROJECT_SOURCE_DIR}/src)
+    target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/include ${root})
+    set_target_properties(${target} PROPERTIES SLUICE_LAYER_RULE ON
+                          SLUICE_INTERNALS "${ARG_LAYER};common;${ARG_INTERNALS}")
   else()  # Header-only.
     add_library(${target} INTERFACE)
     target_link_libraries(${target} INTERFACE ${ARG_PUBLIC_DEPS} ${ARG_DEPS})
-    target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR}/include)
+    target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR}/include ${root})
   endif()
   add_library(sluice::${ARG_NAME} ALIAS ${target})
 endfunction()
 
 # sluice_cc_test(NAME <n> SRCS ... DEPS ... [LABELS gpu|rdma|slow] [TIMEOUT s])
-# Tests see src/ so they can exercise internals of the layer they sit beside.
+# A test sees the internals of the layer it sits beside and of every layer
+# it links (it does not follow the layer rule).
 # Labels let CPU-only CI run `ctest -LE "gpu|rdma"`.
 function(sluice_cc_test)
   cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
@@ -29,7 +77,11 @@ function(sluice_cc_test)
   endif()
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest_main GTest::gmock)
-  target_include_directories(${ARG_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  _sluice_current_layer(layer)
+  if(layer)
+    _sluice_layer_root(${layer} root)
+    target_include_directories(${ARG_NAME} PRIVATE ${root})
+  endif()
   target_compile_options(${ARG_NAME} PRIVATE ${SLUICE_WARNING_FLAGS})
   add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
   if(NOT ARG_TIMEOUT)
