@@ -87,4 +87,8 @@ void TransferEngine::SetNotifyHandler(NotifyHandler handler) {
   impl_->SetNotifyHandler(std::move(handler));
 }
 
+std::vector<TransportStats> TransferEngine::TransportCounters() const {
+  return impl_->TransportCounters();
+}
+
 }  // namespace sluice

@@ -3,6 +3,7 @@
 #include <sys/epoll.h>
 
 #include <algorithm>
+#include <array>
 
 #include "common/log.h"
 #include "common/mutex.h"
@@ -12,23 +13,11 @@
 namespace sluice::internal {
 namespace {
 
-constexpr std::uint64_t kShmChunk = std::uint64_t{4} << 20;
+std::string_view KindName(MemoryKind k) {
+  return k == MemoryKind::kDevice ? "device" : "host";
+}
 
-Status CheckConfig(const EngineConfig& c, bool* tcp, bool* shm) {
-  *tcp = *shm = false;
-  for (const std::string& t : c.transports) {
-    if (t == "tcp") {
-      *tcp = true;
-    } else if (t == "shm") {
-      *shm = true;
-    } else {
-      return InvalidArgumentError("config.transports: unknown transport '" + t +
-                                  "' (want tcp, shm)");
-    }
-  }
-  if (!*tcp && !*shm) {
-    return InvalidArgumentError("config.transports: enable at least one of tcp, shm");
-  }
+Status CheckConfig(const EngineConfig& c) {
   if (c.io_threads < 1 || c.io_threads > 64) {
     return InvalidArgumentError("config.io_threads must be in 1..64");
   }
@@ -54,20 +43,29 @@ Status CheckConfig(const EngineConfig& c, bool* tcp, bool* shm) {
 
 struct EngineImpl::Plan {
   Peer* peer = nullptr;
-  enum class Route : std::uint8_t { kTcp, kShm, kFail } route = Route::kTcp;
-  Status failure;  // kFail: reported through the batch.
-  std::shared_ptr<PeerMapping> mapping;
-  char* mapped = nullptr;  // kShm through a mapping.
-  std::int32_t pid = 0;    // kShm through process_vm.
-  std::uint64_t remote_addr = 0;
   std::shared_ptr<Link> link;
+  Status failure;  // The route's path is null: the op fails through the batch with this.
 };
 
 EngineImpl::EngineImpl(const EngineConfig& config) : config_(config) {}
 
 Result<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfig& config) {
   std::unique_ptr<EngineImpl> e(new EngineImpl(config));
-  SLUICE_RETURN_IF_ERROR(CheckConfig(config, &e->tcp_enabled_, &e->shm_enabled_));
+  SLUICE_RETURN_IF_ERROR(CheckConfig(config));
+  SLUICE_ASSIGN_OR_RETURN(e->transports_, MakeTransports(config));
+  // Preference: a path that stays on this host before one over the network.
+  std::stable_sort(e->transports_.begin(), e->transports_.end(), [](const auto& a, const auto& b) {
+    return a->caps().same_host_only && !b->caps().same_host_only;
+  });
+  std::string names;
+  for (const auto& t : e->transports_) {
+    if (!t->caps().completion_means_visible) {
+      return InternalError("transport " + std::string(t->name()) +
+                           " cannot order writes before notifies");
+    }
+    e->local_kinds_ |= t->caps().local_kinds;
+    names += (names.empty() ? "" : ",") + std::string(t->name());
+  }
   SLUICE_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(config.listen, true));
   std::uint16_t port = 0;
   SLUICE_ASSIGN_OR_RETURN(UniqueFd listen_fd, Listen(hp, &port));
@@ -77,17 +75,14 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfig& confi
     SLUICE_ASSIGN_OR_RETURN(auto loop, EventLoop::Create("sluice-io-" + std::to_string(i)));
     e->loops_.push_back(std::move(loop));
   }
-  if (e->shm_enabled_) {
-    e->copy_pool_ = std::make_unique<CopyPool>(config.io_threads);
-  }
   EngineImpl* self = e.get();
   e->loops_[0]->Add(std::make_shared<Acceptor>(std::move(listen_fd),
                                                [self](UniqueFd fd, std::string peer) {
                                                  self->Accept(std::move(fd), std::move(peer));
                                                }),
                     EPOLLIN);
-  SLUICE_LOG(info, "transfer engine listening on {} (tcp={}, shm={}, io_threads={})", e->endpoint_,
-             e->tcp_enabled_, e->shm_enabled_, config.io_threads);
+  SLUICE_LOG(info, "transfer engine listening on {} (transports={}, io_threads={})", e->endpoint_,
+             names, config.io_threads);
   return e;
 }
 
@@ -95,7 +90,7 @@ EngineImpl::~EngineImpl() {
   for (auto& loop : loops_) {
     loop->Stop();  // Fails pending tcp work with kCancelled.
   }
-  copy_pool_.reset();  // Finishes running copies, cancels queued ones.
+  transports_.clear();  // Finishes running copies, cancels queued ones.
 }
 
 void EngineImpl::Accept(UniqueFd fd, std::string peer) {
@@ -105,10 +100,9 @@ void EngineImpl::Accept(UniqueFd fd, std::string peer) {
 
 Result<RegionKey> EngineImpl::RegisterMemory(void* addr, std::size_t len, MemoryKind kind,
                                              Access access) {
-  if (kind == MemoryKind::kDevice) {
-    return UnimplementedError(
-        "RegisterMemory: device memory needs a device-capable transport; this build has tcp "
-        "and shm only");
+  if ((local_kinds_ & KindBit(kind)) == 0) {
+    return UnimplementedError("RegisterMemory: no enabled transport moves " +
+                              std::string(KindName(kind)) + " memory");
   }
   SLUICE_ASSIGN_OR_RETURN(RegionKey key,
                           regions_.Add(addr, len, kind, access, allocator_.Find(addr, len)));
@@ -210,6 +204,7 @@ Result<SegmentId> EngineImpl::OpenSegment(std::string_view endpoint) {
 Status EngineImpl::Connect(Peer* peer) {
   auto link = std::make_shared<Link>();
   RegionTable table;
+  HostInfo host;
   std::vector<UniqueFd> fds;
   for (int i = 0; i < config_.connections_per_peer; ++i) {
     Result<HandshakeResult> hs = ClientHandshake(peer->host_port(), config_.secret, endpoint_,
@@ -219,9 +214,7 @@ Status EngineImpl::Connect(Peer* peer) {
     }
     if (i == 0) {
       table = std::move(hs->hello.table);
-      if (shm_enabled_) {
-        link->shm = ShmPeer::Probe(hs->hello.host);
-      }
+      host = hs->hello.host;
     }
     fds.push_back(std::move(hs->fd));
   }
@@ -240,12 +233,19 @@ Status EngineImpl::Connect(Peer* peer) {
     link->conns.push_back(std::make_shared<ClientSession>(std::move(fds[i]), loop, peer->endpoint(),
                                                           config_.op_timeout, std::move(cb)));
   }
+  std::string names;
+  for (const auto& t : transports_) {
+    if (auto path = t->Attach(PeerLinkInfo{peer->endpoint(), host, link->conns, link->alive})) {
+      link->paths.push_back(std::move(path));
+      names += (names.empty() ? "" : ",") + std::string(t->name());
+    }
+  }
   peer->SetLink(link, std::move(table));
   for (auto& c : link->conns) {
     c->Begin();
   }
-  SLUICE_LOG(debug, "opened segment {} ({} connections, shm={}, process_vm={})", peer->endpoint(),
-             link->conns.size(), link->shm != nullptr, link->shm != nullptr && link->shm->vm_ok());
+  SLUICE_LOG(debug, "opened segment {} ({} connections, paths: {})", peer->endpoint(),
+             link->conns.size(), names.empty() ? "none" : names);
   return Status::Ok();
 }
 
@@ -253,24 +253,6 @@ Result<std::vector<RegionInfo>> EngineImpl::SegmentRegions(SegmentId segment) co
   SLUICE_ASSIGN_OR_RETURN(Peer * peer, FindPeer(segment));
   return peer->Regions();
 }
-
-namespace {
-
-// Where [offset, offset + length) of `region` lies in `m`, the mapping of
-// its allocation; kUnavailable when the peer's table points outside it (a
-// peer's table is input: never trust its offsets).
-Result<char*> MappedRange(const PeerMapping& m, const WireRegion& region, std::uint64_t offset,
-                          std::uint64_t length, const std::string& endpoint) {
-  if (region.memfd_offset > m.size || offset > m.size - region.memfd_offset ||
-      length > m.size - region.memfd_offset - offset) {
-    return UnavailableError(
-        "peer " + endpoint + "'s region table points outside its shared allocation",
-        FailureScope::kEndpoint);
-  }
-  return m.addr + region.memfd_offset + offset;
-}
-
-}  // namespace
 
 Result<PeerMemory> EngineImpl::MapPeerMemory(SegmentId segment, RegionKey key, std::uint64_t offset,
                                              std::uint64_t length) {
@@ -282,86 +264,81 @@ Result<PeerMemory> EngineImpl::MapPeerMemory(SegmentId segment, RegionKey key, s
   if (link == nullptr || !link->alive->load(std::memory_order_acquire)) {
     return UnavailableError("peer " + peer->endpoint() + " is down", FailureScope::kEndpoint);
   }
-  if (!shm_enabled_ || link->shm == nullptr) {
-    return FailedPreconditionError("peer " + peer->endpoint() +
-                                   (shm_enabled_ ? " is not on this host" : ": shm is disabled") +
-                                   "; read its memory with Submit");
+  auto it = std::find_if(link->paths.begin(), link->paths.end(),
+                         [](const auto& p) { return p->transport().caps().maps; });
+  if (it == link->paths.end()) {
+    return FailedPreconditionError(
+        "peer " + peer->endpoint() +
+        " cannot be mapped from here (no enabled transport that maps reaches it: it is on "
+        "another host, or none is enabled); read its memory with Submit");
   }
   WireRegion region;
   if (!peer->FindRegion(key.value, &region)) {
     return NotFoundError("no region " + std::to_string(key.value) + " on " + peer->endpoint());
   }
-  const RegionInfo& info = region.info;
-  SLUICE_RETURN_IF_ERROR(CheckRange(info.length, info.access, offset, length, /*write=*/false));
-  if (!info.shared) {
-    return FailedPreconditionError("region " + std::to_string(key.value) + " on " +
-                                   peer->endpoint() +
-                                   " is not a shared allocation; read it with Submit");
-  }
-  SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<PeerMapping> m, link->shm->Map(region));
-  SLUICE_ASSIGN_OR_RETURN(const char* at,
-                          MappedRange(*m, region, offset, length, peer->endpoint()));
-  PeerMemory out;
-  out.data = at;
-  out.length = length;
-  out.keep = std::move(m);
-  return out;
+  SLUICE_RETURN_IF_ERROR(
+      CheckRange(region.info.length, region.info.access, offset, length, /*write=*/false));
+  return (*it)->Map(region, offset, length);
 }
 
-Status EngineImpl::PlanOp(const TransferRequest& op, Peer* peer, const Link& link,
-                          Plan* plan) const {
-  const bool shm_ok = shm_enabled_ && link.shm != nullptr;
-  if (op.hint == TransportHint::kShm && !shm_ok) {
-    return FailedPreconditionError("shm cannot reach " + peer->endpoint() +
-                                   (shm_enabled_ ? " (not on this host)" : " (shm disabled)"));
+Status EngineImpl::PlanOp(const TransferRequest& op, MemoryKind local_kind, Peer* peer,
+                          const Link& link, Plan* plan, OpRoute* route) const {
+  const bool same_host_only = op.hint == TransportHint::kSameHostOnly;
+  const bool any = std::any_of(link.paths.begin(), link.paths.end(), [&](const auto& p) {
+    return !same_host_only || p->transport().caps().same_host_only;
+  });
+  if (!any) {
+    return FailedPreconditionError("no enabled transport" +
+                                   std::string(same_host_only ? " that stays on this host" : "") +
+                                   " reaches " + peer->endpoint());
   }
-  if (op.hint == TransportHint::kTcp && !tcp_enabled_) {
-    return FailedPreconditionError("tcp is disabled in this engine's config");
-  }
-  plan->route = Plan::Route::kTcp;
-  if (op.hint == TransportHint::kTcp || !shm_ok) {
-    if (!tcp_enabled_) {
-      return FailedPreconditionError("no enabled transport reaches " + peer->endpoint());
-    }
-    return Status::Ok();
-  }
+  // The peer's table entry, looked up once and only for a path that reads it.
   WireRegion region;
-  if (peer->FindRegion(op.remote_key.value, &region)) {
-    const RegionInfo& info = region.info;
-    Status range = CheckRange(info.length, info.access, op.remote_offset, op.length,
-                              op.kind == OpKind::kWrite);
-    if (!range.ok()) {
-      plan->route = Plan::Route::kFail;
-      plan->failure = std::move(range);
-      return Status::Ok();
+  bool looked_up = false;
+  bool known = false;
+  bool kinds_ok = false;
+  for (const auto& path : link.paths) {
+    const TransportCaps& caps = path->transport().caps();
+    if ((same_host_only && !caps.same_host_only) || (caps.local_kinds & KindBit(local_kind)) == 0) {
+      continue;
     }
-    Result<std::shared_ptr<PeerMapping>> m =
-        info.shared ? link.shm->Map(region) : Result<std::shared_ptr<PeerMapping>>(nullptr);
-    if (m.ok() && *m != nullptr) {
-      Result<char*> at = MappedRange(**m, region, op.remote_offset, op.length, peer->endpoint());
-      if (!at.ok()) {
-        plan->route = Plan::Route::kFail;
-        plan->failure = at.status();
+    if (caps.reads_peer_table && !looked_up) {
+      looked_up = true;
+      known = peer->FindRegion(op.remote_key.value, &region);
+    }
+    if (known && (caps.remote_kinds & KindBit(region.info.kind)) == 0) {
+      continue;
+    }
+    kinds_ok = true;
+    const OpQuery q{op, local_kind, caps.reads_peer_table && known ? &region : nullptr};
+    Status failure;
+    switch (path->Plan(q, route, &failure)) {
+      case PlanVerdict::kTake:
+        route->path = path.get();
         return Status::Ok();
-      }
-      plan->route = Plan::Route::kShm;
-      plan->mapping = *m;
-      plan->mapped = *at;
-      return Status::Ok();
-    }
-    if (link.shm->vm_ok()) {
-      plan->route = Plan::Route::kShm;
-      plan->pid = link.shm->pid();
-      plan->remote_addr = info.addr + op.remote_offset;
-      return Status::Ok();
+      case PlanVerdict::kFail:
+        *route = OpRoute{};
+        plan->failure = std::move(failure);
+        return Status::Ok();
+      case PlanVerdict::kPass:
+        *route = OpRoute{};
+        break;
     }
   }
-  if (op.hint == TransportHint::kShm || !tcp_enabled_) {
-    // Unknown key, or memory shm cannot reach: only tcp's target-side check
-    // could say more, and tcp is not allowed here.
-    plan->route = Plan::Route::kFail;
-    plan->failure = NotFoundError("no shm path to key " + std::to_string(op.remote_key.value) +
-                                  " on " + peer->endpoint());
+  // Failed through the batch, like a failure the target reports.
+  if (!looked_up) {
+    known = peer->FindRegion(op.remote_key.value, &region);
+  }
+  if (known && !kinds_ok) {
+    plan->failure = FailedPreconditionError(
+        "no enabled transport" + std::string(same_host_only ? " that stays on this host" : "") +
+        " moves " + std::string(KindName(local_kind)) + " memory to " +
+        std::string(KindName(region.info.kind)) + " region " + std::to_string(op.remote_key.value) +
+        " on " + peer->endpoint());
+  } else {
+    plan->failure = NotFoundError("no path to key " + std::to_string(op.remote_key.value) + " on " +
+                                  peer->endpoint() +
+                                  (known ? "" : " (not in its region table as last pushed)"));
   }
   return Status::Ok();
 }
@@ -372,6 +349,7 @@ Result<std::shared_ptr<TransferBatch>> EngineImpl::Submit(std::span<const Transf
     return InvalidArgumentError("Submit: empty batch");
   }
   std::vector<Plan> plans(ops.size());
+  std::vector<OpRoute> routes(ops.size());
   auto batch = BatchState::Create(ops.size(), std::move(callback), loops_[0].get());
   auto unpin_all = [&] {
     for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -406,11 +384,6 @@ Result<std::shared_ptr<TransferBatch>> EngineImpl::Submit(std::span<const Transf
           FailureScope::kEndpoint);
     }
     if (s.ok()) {
-      plans[i].peer = last_peer;
-      plans[i].link = last_link;
-      s = PlanOp(op, last_peer, *last_link, &plans[i]);
-    }
-    if (s.ok()) {
       Result<LocalRegion*> r = regions_.PinLocal(op.local, op.length);
       if (r.ok()) {
         batch->op(i).region = *r;
@@ -418,20 +391,26 @@ Result<std::shared_ptr<TransferBatch>> EngineImpl::Submit(std::span<const Transf
         s = r.status();
       }
     }
+    if (s.ok()) {
+      plans[i].peer = last_peer;
+      plans[i].link = last_link;
+      s = PlanOp(op, batch->op(i).region->kind, last_peer, *last_link, &plans[i], &routes[i]);
+    }
     if (!s.ok()) {
       unpin_all();
       return s.WithContext("Submit op " + std::to_string(i));
     }
-    const std::uint64_t chunk = plans[i].route == Plan::Route::kShm   ? kShmChunk
-                                : plans[i].route == Plan::Route::kTcp ? config_.slice_size
-                                                                      : op.length;
-    const std::uint64_t n = (op.length + chunk - 1) / chunk;
+    const std::uint64_t unit = routes[i].path != nullptr ? routes[i].unit : op.length;
+    const std::uint64_t n = (op.length + unit - 1) / unit;
     batch->op(i).units.store(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
     units += n;
   }
 
   batch->Arm(units, batch);
-  std::vector<CopyJob> jobs;
+  // The distinct paths of this batch (at most one per transport), each of
+  // which posts its share of the batch at once.
+  std::array<TransportPath*, kMaxTransports> used{};
+  std::size_t n_used = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const TransferRequest& op = ops[i];
     Plan& plan = plans[i];
@@ -440,51 +419,29 @@ Result<std::shared_ptr<TransferBatch>> EngineImpl::Submit(std::span<const Transf
       batch->op(i).order = &plan.peer->order();
       batch->op(i).epoch = plan.peer->order().BeginWrite();
     }
-    char* local = static_cast<char*>(op.local);
-    switch (plan.route) {
-      case Plan::Route::kFail:
-        batch->UnitDone(idx, plan.failure);
-        break;
-      case Plan::Route::kShm:
-        for (std::uint64_t off = 0; off < op.length; off += kShmChunk) {
-          CopyJob j;
-          j.batch = batch.get();
-          j.op_index = idx;
-          j.write = op.kind == OpKind::kWrite;
-          j.local = local + off;
-          j.mapping = plan.mapping;
-          j.mapped = plan.mapped != nullptr ? plan.mapped + off : nullptr;
-          j.pid = plan.pid;
-          j.remote_addr = plan.remote_addr + off;
-          j.length = std::min(kShmChunk, op.length - off);
-          j.peer_alive = plan.link->alive;
-          jobs.push_back(std::move(j));
-        }
-        break;
-      case Plan::Route::kTcp: {
-        const auto& conns = plan.link->conns;
-        for (std::uint64_t off = 0; off < op.length; off += config_.slice_size) {
-          Slice s{batch.get(),
-                  idx,
-                  op.kind,
-                  local + off,
-                  op.remote_key.value,
-                  op.remote_offset + off,
-                  std::min<std::uint64_t>(config_.slice_size, op.length - off)};
-          Status st = conns[plan.peer->NextConn() % conns.size()]->Enqueue(s);
-          if (!st.ok()) {
-            batch->UnitDone(idx, st);
-          }
-        }
-        break;
-      }
+    TransportPath* path = routes[i].path;
+    if (path == nullptr) {
+      batch->UnitDone(idx, plan.failure);
+      continue;
+    }
+    path->transport().Count(op.kind, op.length);
+    if (std::find(used.begin(), used.begin() + n_used, path) == used.begin() + n_used) {
+      used[n_used++] = path;
     }
   }
-  if (!jobs.empty()) {
-    copy_pool_->Submit(jobs);
+  for (std::size_t k = 0; k < n_used; ++k) {
+    used[k]->Post(batch.get(), ops, routes);
   }
   batch->ReleaseGuard();
   return std::shared_ptr<TransferBatch>(batch, batch.get());
+}
+
+std::vector<TransportStats> EngineImpl::TransportCounters() const {
+  std::vector<TransportStats> out;
+  for (const auto& t : transports_) {
+    out.push_back(t->Stats());
+  }
+  return out;
 }
 
 Status EngineImpl::Notify(SegmentId segment, std::span<const std::byte> data) {

@@ -1,5 +1,6 @@
 // Internals behind sluice::TransferEngine: the listener and event loops, the
-// local region table, peers, op routing (shm or tcp) and notify delivery.
+// local region table, peers, op routing (a path per op, chosen from the
+// transports' capabilities) and notify delivery.
 #ifndef SLUICE_TRANSFER_ENGINE_IMPL_H_
 #define SLUICE_TRANSFER_ENGINE_IMPL_H_
 
@@ -13,10 +14,10 @@
 #include "common/mutex.h"
 #include "transfer/peer.h"
 #include "transfer/region_table.h"
-#include "transfer/shm/copy_pool.h"
 #include "transfer/shm/shared_alloc.h"
 #include "transfer/tcp/event_loop.h"
 #include "transfer/tcp/server_session.h"
+#include "transfer/transport.h"
 
 namespace sluice::internal {
 
@@ -37,6 +38,7 @@ class EngineImpl final : public ServerHost {
                                                 BatchCallback callback);
   Status Notify(SegmentId segment, std::span<const std::byte> data);
   void SetNotifyHandler(NotifyHandler handler);
+  std::vector<TransportStats> TransportCounters() const;
 
   // ServerHost.
   RegionTableLocal& regions() override { return regions_; }
@@ -56,12 +58,16 @@ class EngineImpl final : public ServerHost {
   explicit EngineImpl(const EngineConfig& config);
   Result<Peer*> FindPeer(SegmentId id) const;
   Status Connect(Peer* peer);
-  Status PlanOp(const TransferRequest& op, Peer* peer, const Link& link, Plan* plan) const;
+  // Chooses the path of `op` into `route` (path null: it fails through
+  // the batch with plan->failure). Non-OK: Submit refuses the batch.
+  Status PlanOp(const TransferRequest& op, MemoryKind local_kind, Peer* peer, const Link& link,
+                Plan* plan, OpRoute* route) const;
   void PushTable();
 
   EngineConfig config_;
-  bool tcp_enabled_ = false;
-  bool shm_enabled_ = false;
+  // Enabled transports, most preferred first (same-host ones ahead).
+  std::vector<std::unique_ptr<Transport>> transports_;
+  KindSet local_kinds_ = 0;  // What some transport can move from this side.
   std::string endpoint_;
   RegionTableLocal regions_;
   SharedAllocator allocator_;
@@ -77,7 +83,6 @@ class EngineImpl final : public ServerHost {
   std::unordered_map<std::string, std::size_t> peer_index_
       SLUICE_GUARDED_BY(peers_mu_);  // By endpoint.
 
-  std::unique_ptr<CopyPool> copy_pool_;
   std::vector<std::unique_ptr<EventLoop>> loops_;
   std::atomic<std::uint64_t> next_loop_{0};
 };

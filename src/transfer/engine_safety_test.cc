@@ -246,7 +246,7 @@ TEST_F(EngineSafetyTest, SubmitRejectsBadBatchesUpFrontWithoutCallingBack) {
   op.segment = SegmentId{999};
   EXPECT_EQ(e.Submit({&op, 1}, cb).status().code(), StatusCode::kInvalidArgument);
   op.segment = pair_->segment;
-  op.hint = TransportHint::kShm;  // This initiator has tcp only.
+  op.hint = TransportHint::kSameHostOnly;  // This initiator has tcp only.
   EXPECT_EQ(e.Submit({&op, 1}, cb).status().code(), StatusCode::kFailedPrecondition);
   // A half-valid batch pins nothing: the local region can be unregistered.
   TransferRequest ops[2] = {op, op};
@@ -391,8 +391,8 @@ TEST(EngineMapTest, ARegionTablePointingOutsideItsAllocationIsRefused) {
   TestBuffer dst = TestBuffer::Anonymous(64 << 10);
   ASSERT_TRUE(
       (*e)->RegisterMemory(dst.data(), dst.size(), MemoryKind::kHost, Access::kLocalOnly).ok());
-  TransferRequest op{OpKind::kRead, dst.data(),         *seg, RegionKey{7}, 0,
-                     dst.size(),    TransportHint::kShm};
+  TransferRequest op{
+      OpKind::kRead, dst.data(), *seg, RegionKey{7}, 0, dst.size(), TransportHint::kSameHostOnly};
   Status s = (*e)->TransferSync({&op, 1}, 5s);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   EXPECT_TRUE((*e)->MapPeerMemory(*seg, RegionKey{7}, 0, 4096).ok())

@@ -45,17 +45,19 @@ void Peer::LinkDown(const std::shared_ptr<Link>& link, const Status& why) {
 }
 
 void Peer::UpdateTable(RegionTable table) {
-  std::shared_ptr<ShmPeer> shm;
+  std::shared_ptr<Link> link;
   {
     MutexLock lock(mu_);
     if (table.version <= table_version_) {
       return;
     }
-    shm = link_ != nullptr ? link_->shm : nullptr;
+    link = link_;
     SetTableLocked(table);
   }
-  if (shm != nullptr) {
-    shm->Retain(table);
+  if (link != nullptr) {
+    for (const auto& path : link->paths) {
+      path->OnTable(table);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // The initiator's record of one peer segment: its current link (pooled tcp
-// connections + shm view, replaced on reconnect), its region table as last
-// pushed, and write-then-notify ordering.
+// connections for the control plane, a path per transport that reaches the
+// peer; replaced on reconnect), its region table as last pushed, and
+// write-then-notify ordering.
 #ifndef SLUICE_TRANSFER_PEER_H_
 #define SLUICE_TRANSFER_PEER_H_
 
@@ -12,8 +13,8 @@
 
 #include "common/mutex.h"
 #include "common/net.h"
-#include "transfer/shm/shm_peer.h"
 #include "transfer/tcp/client_session.h"
+#include "transfer/transport.h"
 #include "transfer/wire.h"
 #include "transfer/write_order.h"
 
@@ -23,7 +24,9 @@ namespace sluice::internal {
 // `alive`, which drops to false (never back) when any connection closes.
 struct Link {
   std::vector<std::shared_ptr<ClientSession>> conns;  // conns[0] carries notifies.
-  std::shared_ptr<ShmPeer> shm;                       // Null: not reachable by shm.
+  // The paths of the transports that reach the peer, in the engine's order
+  // of preference.
+  std::vector<std::shared_ptr<TransportPath>> paths;
   std::shared_ptr<std::atomic<bool>> alive = std::make_shared<std::atomic<bool>>(true);
   Status down_reason;  // Set once, before alive drops.
 };
@@ -49,8 +52,6 @@ class Peer {
   // Copies the table entry for `key` into `out`; false if unknown.
   bool FindRegion(std::uint64_t key, WireRegion* out) const;
 
-  std::uint64_t NextConn() { return rr_.fetch_add(1, std::memory_order_relaxed); }
-
  private:
   void SetTableLocked(RegionTable table) SLUICE_REQUIRES(mu_);
 
@@ -62,7 +63,6 @@ class Peer {
   std::shared_ptr<Link> link_ SLUICE_GUARDED_BY(mu_);
   std::uint64_t table_version_ SLUICE_GUARDED_BY(mu_) = 0;
   std::unordered_map<std::uint64_t, WireRegion> regions_ SLUICE_GUARDED_BY(mu_);
-  std::atomic<std::uint64_t> rr_{0};
   WriteOrder order_;
 };
 

@@ -75,8 +75,21 @@ struct EngineConfig {
 
 enum class OpKind : std::uint8_t { kRead, kWrite };  // Seen from the initiator.
 
-// kAuto: shm for a same-host peer that allows it, else tcp.
-enum class TransportHint : std::uint8_t { kAuto, kTcp, kShm };
+// How the engine may route an op. It always picks, per op, among the enabled
+// transports that reach the peer and move both regions' memory kinds,
+// preferring one that stays on this host.
+//   kAuto:         whichever path that leaves.
+//   kSameHostOnly: only a path that stays on this host (never the network);
+//                  Submit fails with kFailedPrecondition when none reaches
+//                  the peer.
+enum class TransportHint : std::uint8_t { kAuto, kSameHostOnly };
+
+// Bytes an engine's transport has carried (ops posted, by direction).
+struct TransportStats {
+  std::string name;  // As in EngineConfig::transports.
+  std::uint64_t bytes_read = 0;
+  std::uint64_t bytes_written = 0;
+};
 
 // A peer segment opened by OpenSegment(); valid for the engine's lifetime.
 struct SegmentId {
@@ -258,6 +271,10 @@ class TransferEngine {
   // Installs the handler for incoming notifies (replacing any previous one).
   // Runs on an I/O thread; without a handler, messages are dropped.
   void SetNotifyHandler(NotifyHandler handler);
+
+  // Bytes each enabled transport has carried since Create(). Thread-safe;
+  // the figures are counters read without a lock.
+  std::vector<TransportStats> TransportCounters() const;
 
  private:
   explicit TransferEngine(std::unique_ptr<internal::EngineImpl> impl);

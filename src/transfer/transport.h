@@ -1,0 +1,156 @@
+// The one internal interface every transport implements. A transport states
+// what it can do (TransportCaps: the memory kinds each end may hold,
+// same-host only or not, mapping for zero-copy reads, notify ordering) and
+// opens a path to each peer it can reach; the engine chooses the path of
+// each op from those capabilities, the two regions' kinds and the peer,
+// never from a transport's name (names are for logs and counters only).
+//
+// The control plane is not a transport: the engine's pooled tcp connections
+// to a peer carry the handshake, region tables and notifies whatever moves
+// the bytes. A transport may carry data over them too (tcp does).
+#ifndef SLUICE_TRANSFER_TRANSPORT_H_
+#define SLUICE_TRANSFER_TRANSPORT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "sluice/memory.h"
+#include "sluice/status.h"
+#include "sluice/transfer/engine.h"
+
+#include "transfer/wire.h"
+
+namespace sluice::internal {
+
+class BatchState;
+class ClientSession;
+class Transport;
+
+// A set of memory kinds, one bit per MemoryKind.
+using KindSet = std::uint8_t;
+constexpr KindSet KindBit(MemoryKind k) {
+  return static_cast<KindSet>(KindSet{1} << static_cast<unsigned>(k));
+}
+
+struct TransportCaps {
+  KindSet local_kinds = KindBit(MemoryKind::kHost);   // What the initiator's region may be.
+  KindSet remote_kinds = KindBit(MemoryKind::kHost);  // What the target's region may be.
+  bool same_host_only = false;  // Reaches only peers on this host; preferred when it does.
+  bool maps = false;            // Maps a peer's shared allocation (MapPeerMemory).
+  // Plans from the peer's region table as last pushed (OpQuery::remote).
+  // A path without it leaves key, range, access and the remote region's
+  // kind to the target's own checks, and the engine skips the lookup.
+  bool reads_peer_table = false;
+  // Notify ordering: a write this transport reports complete is visible to
+  // the target, so the engine's write-then-notify epochs (write_order.h)
+  // hold without a fence. The engine refuses a transport without it.
+  bool completion_means_visible = true;
+};
+
+// One op as a path is asked to carry it.
+struct OpQuery {
+  const TransferRequest& op;
+  MemoryKind local_kind;
+  // The peer's table entry; null when the key is not in it, or (for a path
+  // without caps().reads_peer_table) when the engine did not look it up.
+  const WireRegion* remote;
+};
+
+class TransportPath;
+
+// How a path carries one op: filled by Plan(), read back by Post().
+struct OpRoute {
+  TransportPath* path = nullptr;
+  std::uint64_t unit = 0;         // Bytes per completion unit; the op has ceil(length / unit).
+  char* mapped = nullptr;         // The target range mapped into this process, if mapped.
+  std::uint64_t remote_addr = 0;  // The target range in the peer's address space.
+  std::shared_ptr<void> keep;     // Holds what `mapped` points into.
+};
+
+enum class PlanVerdict : std::uint8_t {
+  kTake,  // This path carries the op; the route is filled.
+  kPass,  // It cannot; the engine tries the next path.
+  kFail,  // The op is wrong for the peer (e.g. outside the region); it fails through its batch.
+};
+
+// One transport's path to one peer, for one generation of the peer's link
+// (a reconnect makes new paths). Thread-safe.
+class TransportPath {
+ public:
+  explicit TransportPath(Transport* transport) : transport_(transport) {}
+  virtual ~TransportPath() = default;
+
+  Transport& transport() const { return *transport_; }
+
+  // Whether this path carries `q.op` (see PlanVerdict). On kFail `*failure`
+  // says why. Called on the submitting thread; must not block.
+  virtual PlanVerdict Plan(const OpQuery& q, OpRoute* route, Status* failure) = 0;
+
+  // Starts the units of each ops[i] whose routes[i].path is this path (the
+  // routes of a whole batch, each path posting its share at once). Every
+  // unit reports exactly once through batch->UnitDone, from any thread; the
+  // batch's guard keeps completion off the submitting thread.
+  virtual void Post(BatchState* batch, std::span<const TransferRequest> ops,
+                    std::span<const OpRoute> routes) = 0;
+
+  // [offset, offset + length) of the peer's region mapped into this process,
+  // already checked against the region's range and access. Only for
+  // transports whose caps().maps is set; others answer kUnimplemented.
+  virtual Result<PeerMemory> Map(const WireRegion& region, std::uint64_t offset,
+                                 std::uint64_t length);
+
+  // The peer pushed a new region table (its allocations may have gone).
+  virtual void OnTable(const RegionTable& /*table*/) {}
+
+ private:
+  Transport* transport_;
+};
+
+// What the engine knows of a peer when it opens a link to it.
+struct PeerLinkInfo {
+  const std::string& endpoint;
+  const HostInfo& host;  // From the peer's hello.
+  std::span<const std::shared_ptr<ClientSession>> conns;
+  std::shared_ptr<const std::atomic<bool>> alive;  // Drops to false when the link goes down.
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual std::string_view name() const = 0;
+  virtual const TransportCaps& caps() const = 0;
+
+  // The path to a peer just connected, or null when this transport cannot
+  // reach it (another host for a same-host transport, say).
+  virtual std::shared_ptr<TransportPath> Attach(const PeerLinkInfo& peer) = 0;
+
+  // Bytes posted through this transport, by direction. Thread-safe.
+  void Count(OpKind kind, std::uint64_t bytes) {
+    (kind == OpKind::kRead ? read_ : written_).fetch_add(bytes, std::memory_order_relaxed);
+  }
+  TransportStats Stats() const {
+    return TransportStats{std::string(name()), read_.load(std::memory_order_relaxed),
+                          written_.load(std::memory_order_relaxed)};
+  }
+
+ private:
+  std::atomic<std::uint64_t> read_{0};
+  std::atomic<std::uint64_t> written_{0};
+};
+
+// Most transports one engine runs.
+constexpr std::size_t kMaxTransports = 8;
+
+// The transports `config.transports` enables, each made once per engine
+// (at most kMaxTransports).
+// Errors: kInvalidArgument naming an unknown transport.
+Result<std::vector<std::unique_ptr<Transport>>> MakeTransports(const EngineConfig& config);
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_TRANSFER_TRANSPORT_H_
