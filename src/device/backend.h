@@ -45,9 +45,11 @@ struct PointerInfo {
 };
 
 // An allocation exported for another process on this host; opaque bytes,
-// safe to send over any channel. Opening it needs the exporter alive.
+// safe to send over any channel. Opening it needs the exporter alive. Room
+// for a runtime's own 64-byte handle and what it does not say (length,
+// device).
 struct IpcHandle {
-  std::array<std::byte, 64> bytes{};
+  std::array<std::byte, 96> bytes{};
 };
 
 // Thread-safe: every method may be called from any thread.

@@ -413,6 +413,100 @@ TEST_F(OrchestratorTest, AWorkerHoldingAnAssignmentLosesItsLease) {
   EXPECT_NE(events->body.find("event: lease_expired"), std::string::npos) << events->body;
 }
 
+// A worker that unregisters and then cancels its assignment stream (what
+// every stage worker does when it stops) used to have the stream finished
+// twice -- once for the unregister, once for the cancel -- and gRPC aborted
+// the orchestrator ("assertion failed: call_ == nullptr"). Both orders, many
+// times: the orchestrator stays up and serves.
+TEST_F(OrchestratorTest, AWorkerUnregisteringThenCancellingItsStreamLeavesTheOrchestratorUp) {
+  Start();
+  auto stub = pb::Orchestrator::NewStub(
+      grpc::CreateChannel(server_->endpoint(), grpc::InsecureChannelCredentials()));
+  // The cancel goes out while the unregister is in flight, at a delay that
+  // sweeps the window between the orchestrator ending the stream and gRPC
+  // sending its status.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (int i = 0; i < 600 && std::chrono::steady_clock::now() < deadline; ++i) {
+    pb::RegisterRequest reg;
+    reg.set_stage("encode");
+    reg.set_capacity(1);
+    pb::RegisterResponse rr;
+    grpc::ClientContext rctx;
+    ASSERT_TRUE(stub->Register(&rctx, reg, &rr).ok());
+    pb::AssignmentsRequest areq;
+    areq.set_worker_id(rr.worker_id());
+    grpc::ClientContext sctx;
+    auto reader = stub->Assignments(&sctx, areq);
+    std::this_thread::sleep_for(std::chrono::microseconds(300));  // Attached.
+    std::thread unregister([&] {
+      pb::UnregisterRequest ureq;
+      ureq.set_worker_id(rr.worker_id());
+      pb::UnregisterResponse uresp;
+      grpc::ClientContext uctx;
+      (void)stub->Unregister(&uctx, ureq, &uresp);
+    });
+    std::this_thread::sleep_for(std::chrono::microseconds(7 * (i % 60)));
+    sctx.TryCancel();
+    unregister.join();
+    (void)reader->Finish();
+  }
+  FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),
+      v(server_->endpoint(), "decode");
+  int status = 0;
+  json j = Post(R"({"prompt":"still up"})", &status);
+  ASSERT_EQ(status, 200) << j.dump();
+  EXPECT_EQ(Unbase64(j["data"][0]["b64_json"]), "decode(denoise(encode(still up)))");
+}
+
+// A worker whose assignment stream is replaced by a newer one (it
+// reconnected) keeps the newer one when the old one ends: the old stream's
+// end used to detach the worker, whose assignments then queued unsent.
+TEST_F(OrchestratorTest, AnOldAssignmentStreamEndingLeavesTheNewerOneAttached) {
+  Start();
+  auto stub = pb::Orchestrator::NewStub(
+      grpc::CreateChannel(server_->endpoint(), grpc::InsecureChannelCredentials()));
+  pb::RegisterRequest reg;
+  reg.set_stage("encode");
+  reg.set_capacity(1);
+  pb::RegisterResponse rr;
+  grpc::ClientContext rctx;
+  ASSERT_TRUE(stub->Register(&rctx, reg, &rr).ok());
+  pb::AssignmentsRequest areq;
+  areq.set_worker_id(rr.worker_id());
+  grpc::ClientContext old_ctx, new_ctx;
+  old_ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  new_ctx.set_deadline(std::chrono::system_clock::now() + 15s);
+  auto old_reader = stub->Assignments(&old_ctx, areq);
+  std::this_thread::sleep_for(200ms);  // Attached first.
+  auto new_reader = stub->Assignments(&new_ctx, areq);
+  // The replaced stream is ended by the orchestrator.
+  pb::Assignment a;
+  EXPECT_FALSE(old_reader->Read(&a));
+  EXPECT_EQ(old_reader->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  std::atomic<bool> beating{true};
+  std::thread beater([&] {
+    while (beating) {
+      pb::HeartbeatRequest hb;
+      hb.set_worker_id(rr.worker_id());
+      hb.set_free_slots(1);
+      pb::HeartbeatResponse hr;
+      grpc::ClientContext ctx;
+      (void)stub->Heartbeat(&ctx, hb, &hr);
+      std::this_thread::sleep_for(100ms);
+    }
+  });
+  int status = 0;
+  const std::string id = Post(R"({"prompt":"to the new stream","async":true})", &status)["id"];
+  ASSERT_EQ(status, 202);
+  const bool got = new_reader->Read(&a);
+  beating = false;
+  beater.join();
+  ASSERT_TRUE(got) << "the newer stream got no assignment";
+  EXPECT_EQ(a.kind(), pb::Assignment::RUN);
+  new_ctx.TryCancel();
+  (void)new_reader->Finish();
+}
+
 // A worker returning a forged result (a 32-byte "PNG") never has it served:
 // the stage runs again, and after max_bad_outputs the forger gets no work.
 TEST_F(OrchestratorTest, AForgedResultIsRetriedElsewhereAndARepeatOffenderGetsNoWork) {

@@ -28,7 +28,10 @@ using orchestrator::OrchestratorState;
 
 namespace {
 
-// One worker's assignment stream: queued and written one at a time.
+// One worker's assignment stream: queued and written one at a time. Every
+// path that ends the stream goes through FinishLocked, which calls Finish
+// exactly once (gRPC asserts on a second call: a worker unregistering, then
+// cancelling its stream, used to take the orchestrator down).
 class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
  public:
   AssignmentWriter(OrchestratorState* state, std::uint64_t worker)
@@ -36,7 +39,7 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
 
   void Push(const pb::Assignment& a) {
     MutexLock lock(mu_);
-    if (finished_) {
+    if (closing_) {
       return;
     }
     queue_.push_back(a);
@@ -45,26 +48,26 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
       StartWrite(&queue_.front());
     }
   }
+  // The worker was declared lost or replaced by a newer stream: ends the
+  // stream once the write in flight (if any) is done.
   void Close() {
     MutexLock lock(mu_);
-    if (!finished_) {
-      finished_ = true;
-      if (!writing_) {
-        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker declared lost"));
-      }
+    closing_ = true;
+    if (!writing_) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker declared lost"));
     }
   }
   void OnWriteDone(bool ok) override {
     MutexLock lock(mu_);
     queue_.pop_front();
     writing_ = false;
-    if (!ok || finished_) {
-      if (!done_finish_) {
-        done_finish_ = true;
-        finished_ = true;
-        Finish(ok ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker declared lost")
-                  : grpc::Status::OK);
-      }
+    if (!ok) {
+      closing_ = true;
+      FinishLocked(grpc::Status::OK);  // The client is gone; nobody reads it.
+      return;
+    }
+    if (closing_) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker declared lost"));
       return;
     }
     if (!queue_.empty()) {
@@ -74,38 +77,46 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
   }
   void OnCancel() override {
     MutexLock lock(mu_);
-    if (!finished_ || !done_finish_) {
-      finished_ = true;
-      done_finish_ = true;
-      Finish(grpc::Status::CANCELLED);
-    }
+    closing_ = true;
+    FinishLocked(grpc::Status::CANCELLED);
   }
-  // Ends a stream never attached (a refused call): its worker id is the
-  // caller's claim, so OnDone must not detach that worker's real stream.
+  // Ends a stream never attached (a refused call, or Attach failed): its
+  // worker id is the caller's claim, so OnDone must not detach anything.
   void Refuse(const grpc::Status& s) {
     MutexLock lock(mu_);
     attached_ = false;
-    finished_ = true;
-    done_finish_ = true;
-    Finish(s);
+    closing_ = true;
+    FinishLocked(s);
   }
   void OnDone() override {
-    if (attached_) {
-      state_->Detach(worker_);
+    bool attached;
+    {
+      MutexLock lock(mu_);
+      attached = attached_;
+    }
+    if (attached) {
+      state_->Detach(worker_, this);
     }
     delete this;
   }
 
  private:
+  void FinishLocked(const grpc::Status& s) SLUICE_REQUIRES(mu_) {
+    if (!finish_called_) {
+      finish_called_ = true;
+      Finish(s);
+    }
+  }
+
   OrchestratorState* state_;
   std::uint64_t worker_;
-  bool attached_ = true;  // Written before Finish; OnDone runs after it.
   Mutex mu_;
+  bool attached_ SLUICE_GUARDED_BY(mu_) = true;
   std::deque<pb::Assignment> queue_
       SLUICE_GUARDED_BY(mu_);  // Front is being written when writing_.
   bool writing_ SLUICE_GUARDED_BY(mu_) = false;
-  bool finished_ SLUICE_GUARDED_BY(mu_) = false;
-  bool done_finish_ SLUICE_GUARDED_BY(mu_) = false;
+  bool closing_ SLUICE_GUARDED_BY(mu_) = false;        // No more writes start.
+  bool finish_called_ SLUICE_GUARDED_BY(mu_) = false;  // Finish ran (once).
 };
 
 }  // namespace
@@ -293,9 +304,9 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
       return w;
     }
     Status s = state_.Attach(
-        req->worker_id(), [w](const pb::Assignment& a) { w->Push(a); }, [w] { w->Close(); });
+        req->worker_id(), w, [w](const pb::Assignment& a) { w->Push(a); }, [w] { w->Close(); });
     if (!s.ok()) {
-      w->Finish(ToGrpc(s));
+      w->Refuse(ToGrpc(s));
     }
     return w;
   }

@@ -288,12 +288,17 @@ Result<WorkerId> OrchestratorState::Register(Registration r) {
   return id;
 }
 
-Status OrchestratorState::Attach(WorkerId id, Sink sink, std::function<void()> closed) {
+Status OrchestratorState::Attach(WorkerId id, const void* stream, Sink sink,
+                                 std::function<void()> closed) {
   MutexLock lock(mu_);
   auto it = workers_.find(id);
   if (it == workers_.end()) {
     return NotFoundError("unknown worker " + std::to_string(id) + " (register again)");
   }
+  if (it->second.closed && it->second.stream != stream) {
+    it->second.closed();  // The worker reconnected: its old stream ends.
+  }
+  it->second.stream = stream;
   it->second.sink = std::move(sink);
   it->second.closed = std::move(closed);
   while (!it->second.pending.empty()) {
@@ -303,12 +308,13 @@ Status OrchestratorState::Attach(WorkerId id, Sink sink, std::function<void()> c
   return Status::Ok();
 }
 
-void OrchestratorState::Detach(WorkerId id) {
+void OrchestratorState::Detach(WorkerId id, const void* stream) {
   MutexLock lock(mu_);
   auto it = workers_.find(id);
-  if (it != workers_.end()) {
+  if (it != workers_.end() && it->second.stream == stream) {
     it->second.sink = nullptr;
     it->second.closed = nullptr;
+    it->second.stream = nullptr;
   }
 }
 

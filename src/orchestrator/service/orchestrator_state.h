@@ -250,12 +250,17 @@ class OrchestratorState {
   // pipeline, or a pipeline that differs from its model's declaration);
   // kNotFound (the stage is not one of a declared model's).
   Result<WorkerId> Register(Registration r);
-  // The worker's assignment stream opened: queued assignments go to `sink`
-  // now, later ones as they are decided. Errors: kNotFound (unknown worker).
-  // `closed` runs (under the state's lock, must not call back) when the
-  // worker is declared lost, ending its stream.
-  Status Attach(WorkerId w, Sink sink, std::function<void()> closed);
-  void Detach(WorkerId w);
+  // The worker's assignment stream `stream` (an identity, never
+  // dereferenced) opened: queued assignments go to `sink` now, later ones as
+  // they are decided. Errors: kNotFound (unknown worker). `closed` runs
+  // (under the state's lock, must not call back) when the worker is declared
+  // lost, ending its stream; a stream replaced by a newer one of the same
+  // worker has its `closed` run at once.
+  Status Attach(WorkerId w, const void* stream, Sink sink, std::function<void()> closed);
+  // The stream `stream` of worker `w` ended: assignments queue again until
+  // the next Attach. A stream already replaced by a newer one changes
+  // nothing (the newer one stays attached).
+  void Detach(WorkerId w, const void* stream);
   // Errors: kNotFound (unknown worker: it must register again).
   Status Heartbeat(const v1::HeartbeatRequest& r);
   // Errors: kNotFound, kFailedPrecondition (stale or duplicate report).
@@ -328,6 +333,7 @@ class OrchestratorState {
     std::deque<v1::Assignment> pending;  // Until the stream attaches.
     Sink sink;
     std::function<void()> closed;
+    const void* stream = nullptr;  // The attached stream's identity.
   };
   void ApplyLocked(TimePoint now) SLUICE_REQUIRES(mu_);
   void EventLocked(JobRecord& j, TimePoint now, std::string type, std::string detail = {})
