@@ -14,6 +14,13 @@ namespace sluice::device {
 // (kUnimplemented: cuda in a build without it; kUnavailable: no device).
 Result<std::unique_ptr<DeviceBackend>> MakeDeviceBackend(std::string_view name);
 
+// The process's backend of that name, made at its first use and kept for
+// the life of the process, as a device runtime is: every engine and
+// connector of a process shares it, so memory one allocates another moves.
+// Thread-safe. Errors: those of MakeDeviceBackend (a failed start is not
+// kept: a later call tries again).
+Result<DeviceBackend*> ProcessBackend(std::string_view name);
+
 }  // namespace sluice::device
 
 #endif  // SLUICE_DEVICE_BACKENDS_H_

@@ -43,8 +43,8 @@ const std::string& TransferEngine::endpoint() const {
 }
 
 Result<RegionKey> TransferEngine::RegisterMemory(void* addr, std::size_t len, MemoryKind kind,
-                                                 Access access) {
-  return impl_->RegisterMemory(addr, len, kind, access);
+                                                 Access access, int device) {
+  return impl_->RegisterMemory(addr, len, kind, access, device);
 }
 
 Status TransferEngine::UnregisterMemory(RegionKey key) {

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 
 #include "common/log.h"
 #include "common/mutex.h"
+#include "device/backends.h"
 #include "transfer/tcp/acceptor.h"
 #include "transfer/tcp/handshake.h"
 
@@ -52,7 +54,15 @@ EngineImpl::EngineImpl(const EngineConfig& config) : config_(config) {}
 Result<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfig& config) {
   std::unique_ptr<EngineImpl> e(new EngineImpl(config));
   SLUICE_RETURN_IF_ERROR(CheckConfig(config));
-  SLUICE_ASSIGN_OR_RETURN(e->transports_, MakeTransports(config));
+  if (!config.device.empty()) {
+    Result<device::DeviceBackend*> b = device::ProcessBackend(config.device);
+    if (!b.ok()) {
+      return Status(b.status().code(), "config.device: " + std::string(b.status().message()),
+                    b.status().scope());
+    }
+    e->backend_ = *b;
+  }
+  SLUICE_ASSIGN_OR_RETURN(e->transports_, MakeTransports(config, e->backend_));
   // Preference: a path that stays on this host before one over the network.
   std::stable_sort(e->transports_.begin(), e->transports_.end(), [](const auto& a, const auto& b) {
     return a->caps().same_host_only && !b->caps().same_host_only;
@@ -99,17 +109,80 @@ void EngineImpl::Accept(UniqueFd fd, std::string peer) {
 }
 
 Result<RegionKey> EngineImpl::RegisterMemory(void* addr, std::size_t len, MemoryKind kind,
-                                             Access access) {
+                                             Access access, int device) {
+  if (kind == MemoryKind::kDevice && backend_ == nullptr) {
+    return UnimplementedError(
+        "RegisterMemory: device memory needs a device backend (EngineConfig::device: sim or "
+        "cuda)");
+  }
   if ((local_kinds_ & KindBit(kind)) == 0) {
     return UnimplementedError("RegisterMemory: no enabled transport moves " +
                               std::string(KindName(kind)) + " memory");
   }
+  if (addr == nullptr || len == 0) {
+    return InvalidArgumentError("RegisterMemory: address must be non-null and length > 0");
+  }
+  RegionDevice dev;
+  if (kind == MemoryKind::kDevice) {
+    SLUICE_ASSIGN_OR_RETURN(dev, DescribeDevice(addr, len, access, device));
+  } else {
+    if (device != -1) {
+      return InvalidArgumentError("RegisterMemory: host memory takes no device (got " +
+                                  std::to_string(device) + ")");
+    }
+    if (backend_ != nullptr) {
+      Result<device::PointerInfo> info = backend_->Attributes(addr);
+      if (info.ok() && info->kind == MemoryKind::kDevice) {
+        return InvalidArgumentError("RegisterMemory: this is " + std::string(backend_->name()) +
+                                    " device memory (device " + std::to_string(info->device) +
+                                    "); register it as MemoryKind::kDevice");
+      }
+    }
+  }
   SLUICE_ASSIGN_OR_RETURN(RegionKey key,
-                          regions_.Add(addr, len, kind, access, allocator_.Find(addr, len)));
+                          regions_.Add(addr, len, kind, access, allocator_.Find(addr, len), dev));
   if (access != Access::kLocalOnly) {
     PushTable();
   }
   return key;
+}
+
+Result<RegionDevice> EngineImpl::DescribeDevice(void* addr, std::size_t len, Access access,
+                                                int device) const {
+  SLUICE_ASSIGN_OR_RETURN(device::PointerInfo info, backend_->Attributes(addr));
+  const std::string backend(backend_->name());
+  if (info.kind != MemoryKind::kDevice) {
+    return InvalidArgumentError("RegisterMemory: not " + backend +
+                                " device memory (register host memory as MemoryKind::kHost)");
+  }
+  if (device != -1 && device != info.device) {
+    return InvalidArgumentError("RegisterMemory: the memory is on device " +
+                                std::to_string(info.device) + ", not device " +
+                                std::to_string(device));
+  }
+  RegionDevice dev;
+  dev.device = info.device;
+  const std::uint64_t offset =
+      reinterpret_cast<std::uintptr_t>(addr) - reinterpret_cast<std::uintptr_t>(info.base);
+  if (info.length == 0) {
+    return dev;  // The backend does not know the allocation: not exported.
+  }
+  if (len > info.length - offset) {
+    return InvalidArgumentError("RegisterMemory: " + std::to_string(len) + " bytes at offset " +
+                                std::to_string(offset) + " run past the " +
+                                std::to_string(info.length) + "-byte device allocation");
+  }
+  if (access != Access::kLocalOnly) {
+    Result<device::IpcHandle> h = backend_->ExportIpc(const_cast<void*>(info.base));
+    if (h.ok()) {
+      dev.has_ipc = true;
+      std::memcpy(dev.ipc.data(), h->bytes.data(), dev.ipc.size());
+      dev.ipc_offset = offset;
+    } else {
+      SLUICE_LOG(info, "device region not exported to same-host peers: {}", h.status().ToString());
+    }
+  }
+  return dev;
 }
 
 Status EngineImpl::UnregisterMemory(RegionKey key) {

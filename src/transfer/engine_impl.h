@@ -12,6 +12,7 @@
 #include "sluice/transfer/engine.h"
 
 #include "common/mutex.h"
+#include "device/backend.h"
 #include "transfer/peer.h"
 #include "transfer/region_table.h"
 #include "transfer/shm/shared_alloc.h"
@@ -27,7 +28,8 @@ class EngineImpl final : public ServerHost {
   ~EngineImpl() override;
 
   const std::string& endpoint() const { return endpoint_; }
-  Result<RegionKey> RegisterMemory(void* addr, std::size_t len, MemoryKind kind, Access access);
+  Result<RegionKey> RegisterMemory(void* addr, std::size_t len, MemoryKind kind, Access access,
+                                   int device);
   Status UnregisterMemory(RegionKey key);
   Result<SharedBuffer> AllocateShared(std::size_t len);
   Result<SegmentId> OpenSegment(std::string_view endpoint);
@@ -63,8 +65,12 @@ class EngineImpl final : public ServerHost {
   Status PlanOp(const TransferRequest& op, MemoryKind local_kind, Peer* peer, const Link& link,
                 Plan* plan, OpRoute* route) const;
   void PushTable();
+  // Checks device memory against the backend and exports it for same-host
+  // peers when it has remote access (RegisterMemory's contract).
+  Result<RegionDevice> DescribeDevice(void* addr, std::size_t len, Access access, int device) const;
 
   EngineConfig config_;
+  device::DeviceBackend* backend_ = nullptr;  // The process's, per config.device; may be null.
   // Enabled transports, most preferred first (same-host ones ahead).
   std::vector<std::unique_ptr<Transport>> transports_;
   KindSet local_kinds_ = 0;  // What some transport can move from this side.

@@ -42,6 +42,9 @@ void Peer::LinkDown(const std::shared_ptr<Link>& link, const Status& why) {
   for (const auto& c : link->conns) {
     c->CloseAsync(why);
   }
+  for (const auto& p : link->paths) {
+    p->OnDown();
+  }
 }
 
 void Peer::UpdateTable(RegionTable table) {

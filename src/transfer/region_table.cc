@@ -7,7 +7,8 @@
 namespace sluice::internal {
 
 Result<RegionKey> RegionTableLocal::Add(void* addr, std::size_t len, MemoryKind kind, Access access,
-                                        std::shared_ptr<SharedAllocation> shared) {
+                                        std::shared_ptr<SharedAllocation> shared,
+                                        RegionDevice dev) {
   if (addr == nullptr || len == 0) {
     return InvalidArgumentError("RegisterMemory: address must be non-null and length > 0");
   }
@@ -24,6 +25,7 @@ Result<RegionKey> RegionTableLocal::Add(void* addr, std::size_t len, MemoryKind 
   region->kind = kind;
   region->access = access;
   region->shared = std::move(shared);
+  region->dev = dev;
   WriterLock lock(mu_);
   auto next = by_addr_.lower_bound(start);
   if (next != by_addr_.end() && next->first < start + len) {
@@ -100,6 +102,10 @@ Result<char*> RegionTableLocal::PinRemote(std::uint64_t key, std::uint64_t offse
   }
   LocalRegion* r = it->second;
   SLUICE_RETURN_IF_ERROR(CheckRange(r->length, r->access, offset, len, write));
+  if (r->kind != MemoryKind::kHost) {
+    return UnimplementedError("region " + std::to_string(key) +
+                              " on the target is device memory, which tcp does not carry yet");
+  }
   r->pins.fetch_add(1, std::memory_order_relaxed);
   *region = r;
   return r->addr + offset;
@@ -114,7 +120,11 @@ RegionTable RegionTableLocal::Snapshot() const {
       continue;
     }
     WireRegion w;
-    w.info = RegionInfo{r->key, start, r->length, r->kind, r->access, r->shared != nullptr};
+    w.info = RegionInfo{r->key,       start, r->length, r->kind, r->access, r->shared != nullptr,
+                        r->dev.device};
+    w.has_ipc = r->dev.has_ipc;
+    w.ipc = r->dev.ipc;
+    w.ipc_offset = r->dev.ipc_offset;
     if (r->shared != nullptr) {
       w.memfd = r->shared->memfd;
       w.memfd_offset = start - reinterpret_cast<std::uintptr_t>(r->shared->addr);

@@ -5,6 +5,7 @@
 #ifndef SLUICE_TRANSFER_REGION_TABLE_H_
 #define SLUICE_TRANSFER_REGION_TABLE_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -20,6 +21,14 @@
 
 namespace sluice::internal {
 
+// Where a device region lives and how same-host peers reach it.
+struct RegionDevice {
+  int device = -1;       // -1: host memory.
+  bool has_ipc = false;  // Exported: `ipc` opens its allocation.
+  std::array<std::uint8_t, 96> ipc{};
+  std::uint64_t ipc_offset = 0;  // The region's start within that allocation.
+};
+
 struct LocalRegion {
   RegionKey key;
   char* addr = nullptr;
@@ -27,6 +36,7 @@ struct LocalRegion {
   MemoryKind kind = MemoryKind::kHost;
   Access access = Access::kLocalOnly;
   std::shared_ptr<SharedAllocation> shared;  // Set when inside AllocateShared memory.
+  RegionDevice dev;                          // For kDevice memory.
   std::atomic<std::int64_t> pins{0};
 };
 
@@ -42,7 +52,7 @@ Status CheckRange(std::uint64_t region_length, Access access, std::uint64_t offs
 class RegionTableLocal {
  public:
   Result<RegionKey> Add(void* addr, std::size_t len, MemoryKind kind, Access access,
-                        std::shared_ptr<SharedAllocation> shared);
+                        std::shared_ptr<SharedAllocation> shared, RegionDevice dev = {});
   Status Remove(RegionKey key);
 
   // Pins the region holding [addr, addr+len) for a local op.
@@ -50,9 +60,10 @@ class RegionTableLocal {
   Result<LocalRegion*> PinLocal(const void* addr, std::uint64_t len);
 
   // Validates a peer's op on (key, offset, len) and pins the region; returns
-  // where the bytes live. Errors: kNotFound (no remote-visible region with
-  // that key), kInvalidArgument (outside the region), kPermissionDenied
-  // (access bits forbid it).
+  // where the bytes live, in host memory. Errors: kNotFound (no
+  // remote-visible region with that key), kInvalidArgument (outside the
+  // region), kPermissionDenied (access bits forbid it), kUnimplemented (a
+  // device region: its bytes are not host memory to read or write).
   Result<char*> PinRemote(std::uint64_t key, std::uint64_t offset, std::uint64_t len, bool write,
                           LocalRegion** region);
 

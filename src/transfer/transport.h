@@ -24,6 +24,10 @@
 
 #include "transfer/wire.h"
 
+namespace sluice::device {
+class DeviceBackend;
+}  // namespace sluice::device
+
 namespace sluice::internal {
 
 class BatchState;
@@ -106,6 +110,12 @@ class TransportPath {
   // The peer pushed a new region table (its allocations may have gone).
   virtual void OnTable(const RegionTable& /*table*/) {}
 
+  // The link this path belongs to went down (the peer died or was
+  // disconnected): release what the path holds of the peer (mappings,
+  // opened allocations) and plan nothing more. Ops in flight keep what
+  // they hold until they end. Called once, on an I/O thread.
+  virtual void OnDown() {}
+
  private:
   Transport* transport_;
 };
@@ -147,9 +157,11 @@ class Transport {
 constexpr std::size_t kMaxTransports = 8;
 
 // The transports `config.transports` enables, each made once per engine
-// (at most kMaxTransports).
+// (at most kMaxTransports), and "devipc" when `backend` (the engine's
+// device backend, may be null) is set.
 // Errors: kInvalidArgument naming an unknown transport.
-Result<std::vector<std::unique_ptr<Transport>>> MakeTransports(const EngineConfig& config);
+Result<std::vector<std::unique_ptr<Transport>>> MakeTransports(const EngineConfig& config,
+                                                               device::DeviceBackend* backend);
 
 }  // namespace sluice::internal
 

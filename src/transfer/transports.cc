@@ -1,6 +1,7 @@
 // The one place that names transports: EngineConfig::transports to objects.
 #include <algorithm>
 
+#include "transfer/device/devipc_transport.h"
 #include "transfer/shm/shm_transport.h"
 #include "transfer/tcp/tcp_transport.h"
 #include "transfer/transport.h"
@@ -12,7 +13,8 @@ Result<PeerMemory> TransportPath::Map(const WireRegion& /*region*/, std::uint64_
   return UnimplementedError(std::string(transport().name()) + " does not map peer memory");
 }
 
-Result<std::vector<std::unique_ptr<Transport>>> MakeTransports(const EngineConfig& config) {
+Result<std::vector<std::unique_ptr<Transport>>> MakeTransports(const EngineConfig& config,
+                                                               device::DeviceBackend* backend) {
   std::vector<std::unique_ptr<Transport>> out;
   for (const std::string& t : config.transports) {
     std::unique_ptr<Transport> made;
@@ -29,6 +31,11 @@ Result<std::vector<std::unique_ptr<Transport>>> MakeTransports(const EngineConfi
     if (!listed_twice) {
       out.push_back(std::move(made));
     }
+  }
+  if (backend != nullptr) {  // Device memory moves whenever a backend is configured.
+    SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<Transport> devipc,
+                            MakeDevIpcTransport(backend, config.io_threads, config.op_timeout));
+    out.push_back(std::move(devipc));
   }
   if (out.size() > kMaxTransports) {
     return InvalidArgumentError("config.transports: at most " + std::to_string(kMaxTransports));

@@ -82,6 +82,12 @@ void PutTable(Writer& w, const RegionTable& t) {
     w.Put(r.memfd_offset);
     w.Put(r.memfd_size);
     w.Put(r.memfd_inode);
+    w.Put<std::int32_t>(r.info.device);
+    w.Put(static_cast<std::uint8_t>(r.has_ipc));
+    if (r.has_ipc) {
+      w.Put(r.ipc);
+      w.Put(r.ipc_offset);
+    }
   }
 }
 
@@ -98,9 +104,22 @@ bool GetTable(Reader& r, RegionTable* t) {
         !r.Get(&reg.memfd_offset) || !r.Get(&reg.memfd_size) || !r.Get(&reg.memfd_inode)) {
       return false;
     }
+    std::int32_t device = -1;
+    std::uint8_t has_ipc = 0;
+    if (!r.Get(&device) || !r.Get(&has_ipc) || has_ipc > 1 ||
+        (has_ipc != 0 && (!r.Get(&reg.ipc) || !r.Get(&reg.ipc_offset)))) {
+      return false;
+    }
     if (kind > 1 || access > 3 || shared > 1) {
       return false;
     }
+    // Host memory has no device; device memory names one (0..1023).
+    if ((kind == 0) != (device == -1) || device < -1 || device > 1023 ||
+        (has_ipc != 0 && kind == 0)) {
+      return false;
+    }
+    reg.info.device = device;
+    reg.has_ipc = has_ipc != 0;
     reg.info.kind = static_cast<MemoryKind>(kind);
     reg.info.access = static_cast<Access>(access);
     reg.info.shared = shared != 0;

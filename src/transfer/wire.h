@@ -31,7 +31,9 @@ static_assert(std::endian::native == std::endian::little,
               "the wire format is little-endian; add byte swaps for this target");
 
 inline constexpr std::uint32_t kWireMagic = 0x31554C53;  // "SLU1"
-inline constexpr std::uint8_t kWireVersion = 1;
+// 2: regions carry their device and, for exported device memory, an IPC
+// handle (engines of versions 1 and 2 refuse each other's hello by name).
+inline constexpr std::uint8_t kWireVersion = 2;
 inline constexpr std::size_t kMaxControlBody = 1 << 20;  // Hello, table, error.
 inline constexpr std::size_t kNonceBytes = 32;
 
@@ -78,6 +80,12 @@ struct WireRegion {
   std::uint64_t memfd_offset = 0;  // Region start within the memfd.
   std::uint64_t memfd_size = 0;
   std::uint64_t memfd_inode = 0;  // Lets the peer check it opened the right file.
+  // Exported device memory (info.kind kDevice): the device backend's IPC
+  // handle of the allocation holding the region, and where in it the region
+  // starts. Same-host peers open it (transfer/device/devipc_transport.h).
+  bool has_ipc = false;
+  std::array<std::uint8_t, 96> ipc{};
+  std::uint64_t ipc_offset = 0;
 };
 
 struct RegionTable {

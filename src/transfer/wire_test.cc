@@ -28,6 +28,49 @@ TEST(WireTest, HelloOkRoundTrips) {
   EXPECT_EQ(back->table.regions[0].memfd_inode, 99u);
 }
 
+TEST(WireTest, ADeviceRegionCarriesItsDeviceAndIpcHandle) {
+  RegionTable t;
+  WireRegion host;
+  host.info = RegionInfo{RegionKey{1}, 0x1000, 4096, MemoryKind::kHost, Access::kRemoteRead};
+  WireRegion dev;
+  dev.info = RegionInfo{RegionKey{2}, 0x2000, 8192, MemoryKind::kDevice, Access::kRemoteReadWrite,
+                        false,        3};
+  dev.has_ipc = true;
+  for (std::size_t i = 0; i < dev.ipc.size(); ++i) {
+    dev.ipc[i] = static_cast<std::uint8_t>(i * 3);
+  }
+  dev.ipc_offset = 4096;
+  WireRegion unexported = dev;
+  unexported.info.key = RegionKey{3};
+  unexported.has_ipc = false;
+  t.regions = {host, dev, unexported};
+  Result<RegionTable> back = DecodeTable(EncodeTable(t));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->regions.size(), 3u);
+  EXPECT_EQ(back->regions[0].info.device, -1);
+  EXPECT_FALSE(back->regions[0].has_ipc);
+  EXPECT_EQ(back->regions[1].info.kind, MemoryKind::kDevice);
+  EXPECT_EQ(back->regions[1].info.device, 3);
+  EXPECT_TRUE(back->regions[1].has_ipc);
+  EXPECT_EQ(back->regions[1].ipc, dev.ipc);
+  EXPECT_EQ(back->regions[1].ipc_offset, 4096u);
+  EXPECT_FALSE(back->regions[2].has_ipc);
+  // A peer's table is input: host memory naming a device, device memory
+  // naming none, and a host region with a handle are malformed.
+  using Mutate = void (*)(WireRegion&);
+  const Mutate bad_edits[] = {
+      [](WireRegion& r) { r.info.device = 0; },
+      [](WireRegion& r) { r.info.kind = MemoryKind::kDevice; },
+      [](WireRegion& r) { r.has_ipc = true; },
+  };
+  for (Mutate bad : bad_edits) {
+    RegionTable one;
+    one.regions = {host};
+    bad(one.regions[0]);
+    EXPECT_EQ(DecodeTable(EncodeTable(one)).status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
 TEST(WireTest, TruncatedOrPaddedBodiesAreMalformed) {
   ClientHello h;
   h.endpoint = "127.0.0.1:1";

@@ -3,12 +3,14 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "gtest/gtest.h"
 
 #include "child_process.h"
+#include "device/backends.h"
 #include "transfer/testing/engine_pair.h"
 
 namespace sluice::testing {
@@ -120,6 +122,90 @@ TEST_P(MultiProcessTest, KilledPeerFailsOpsWithEndpointScope) {
   EXPECT_EQ(up_front.code(), StatusCode::kUnavailable) << up_front.ToString();
   EXPECT_EQ(up_front.scope(), FailureScope::kEndpoint);
   EXPECT_TRUE((*e)->UnregisterMemory(*lkey).ok()) << "a failed op leaked its pin";
+}
+
+// Lines of this process's memory map that map sim device memory (each sim
+// allocation, made here or opened from a peer, is mapped twice).
+int SimDeviceMappings() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) {
+    n += line.find("sluice-sim-device") != std::string::npos ? 1 : 0;
+  }
+  return n;
+}
+
+// Device memory between two processes (sim backend): the peer exports its
+// device allocation, this process opens it and moves host and device memory
+// to and from it with the backend's copies (devipc), none over tcp; the
+// peer killed, new work fails up front with endpoint scope.
+TEST(MultiProcessDeviceTest, DeviceMemoryMovesBetweenTwoProcessesThroughIpc) {
+  constexpr std::size_t kSize = 32 << 20;
+  auto peer = std::make_unique<PeerProcess>("device", kSize);
+  EngineConfig c = ConfigFor(Mode::kTcp, true);
+  c.device = "sim";
+  auto e = TransferEngine::Create(c);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto seg = (*e)->OpenSegment(peer->endpoint());
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  TestBuffer host = TestBuffer::Anonymous(kSize);
+  ASSERT_TRUE((*e)->RegisterMemory(host.data(), kSize, MemoryKind::kHost, Access::kLocalOnly).ok());
+  auto backend = device::ProcessBackend("sim");
+  ASSERT_TRUE(backend.ok());
+  auto dev = (*backend)->Allocate(0, kSize);
+  ASSERT_TRUE(dev.ok());
+  auto dkey = (*e)->RegisterMemory(*dev, kSize, MemoryKind::kDevice, Access::kLocalOnly);
+  ASSERT_TRUE(dkey.ok()) << dkey.status().ToString();
+  const int own_mappings = SimDeviceMappings();
+
+  TransferRequest read{OpKind::kRead, host.data(), *seg, peer->key(), 0, kSize};
+  ASSERT_TRUE((*e)->TransferSync({&read, 1}, 30s).ok());
+  EXPECT_TRUE(host.Holds(0, kSize, 77, 0)) << "read did not return the peer's device bytes";
+  EXPECT_GT(SimDeviceMappings(), own_mappings) << "the peer's allocation is not open here";
+  // Device here -> device there, then read back into host memory.
+  host.Fill(5);
+  auto stream = (*backend)->CreateStream(0);
+  auto event = (*backend)->CreateEvent();
+  ASSERT_TRUE(stream.ok() && event.ok());
+  ASSERT_TRUE((*backend)->CopyAsync(*dev, host.data(), kSize, *stream).ok());
+  ASSERT_TRUE((*backend)->Record(*event, *stream).ok());
+  ASSERT_TRUE((*backend)->Wait(*event, 10s).ok());
+  TransferRequest write{OpKind::kWrite, *dev, *seg, peer->key(), 0, kSize};
+  ASSERT_TRUE((*e)->TransferSync({&write, 1}, 30s).ok());
+  host.Fill(0);
+  ASSERT_TRUE((*e)->TransferSync({&read, 1}, 30s).ok());
+  EXPECT_TRUE(host.Holds(0, kSize, 5, 0)) << "the device write did not land in the peer";
+  for (const TransportStats& s : (*e)->TransportCounters()) {
+    if (s.name == "tcp") {
+      EXPECT_EQ(s.bytes_read + s.bytes_written, 0u) << "device bytes went over tcp";
+    }
+  }
+
+  peer->Signal(SIGKILL);
+  peer->Reap();
+  Status up_front;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (up_front.ok() && std::chrono::steady_clock::now() < deadline) {
+    auto b = (*e)->Submit({&write, 1});
+    if (!b.ok()) {
+      up_front = b.status();
+    } else {
+      (void)(*b)->Wait(10s);
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  EXPECT_EQ(up_front.code(), StatusCode::kUnavailable) << up_front.ToString();
+  EXPECT_EQ(up_front.scope(), FailureScope::kEndpoint);
+  EXPECT_TRUE((*e)->UnregisterMemory(*dkey).ok()) << "an op leaked its pin";
+  // The dead peer's allocation is closed here once its link went down.
+  const auto closed_by = std::chrono::steady_clock::now() + 5s;
+  while (SimDeviceMappings() != own_mappings && std::chrono::steady_clock::now() < closed_by) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(SimDeviceMappings(), own_mappings) << "the dead peer's allocation is still open";
+  ASSERT_TRUE((*backend)->DestroyEvent(*event).ok());
+  ASSERT_TRUE((*backend)->DestroyStream(*stream).ok());
+  EXPECT_TRUE((*backend)->Free(*dev).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, MultiProcessTest,

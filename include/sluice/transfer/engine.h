@@ -13,6 +13,15 @@
 // engine picks shm for a peer on the same host when the kernel allows it, tcp
 // otherwise; a per-op hint forces one.
 //
+// Device memory: an engine configured with a device backend
+// (EngineConfig::device) registers device memory (RegisterMemory with
+// MemoryKind::kDevice) and runs "devipc": a same-host transport that opens a
+// peer's exported device allocation and moves bytes with the backend's
+// asynchronous copies, from host or device memory here to a device region
+// there (and back, for reads). Ops between a device region and a host
+// region of another host are not carried yet (their path is refused by
+// name).
+//
 // Safety: a target checks every tcp op against its region table (key, bounds,
 // access) before touching memory. shm ops are checked by the initiator
 // against the table the target published; the kernel's same-user rule is the
@@ -71,6 +80,11 @@ struct EngineConfig {
   std::chrono::milliseconds op_timeout{10000};
   // Bound on connecting and handshaking in OpenSegment().
   std::chrono::milliseconds connect_timeout{5000};
+  // Device backend for device memory: "" (none: kDevice registrations are
+  // refused), "sim" (host memory that behaves like a device: tests and CI)
+  // or "cuda" (the CUDA runtime; needs a build with it and a GPU). The
+  // backend is the process's one of that name, shared by every engine here.
+  std::string device;
 };
 
 enum class OpKind : std::uint8_t { kRead, kWrite };  // Seen from the initiator.
@@ -122,6 +136,7 @@ struct RegionInfo {
   MemoryKind kind = MemoryKind::kHost;
   Access access = Access::kLocalOnly;
   bool shared = false;  // Backed by AllocateShared(): same-host peers map it.
+  int device = -1;      // The device of kDevice memory; -1 for host memory.
 };
 
 // Handle to a submitted batch. Shared by the caller and the engine; dropping
@@ -199,9 +214,17 @@ class TransferEngine {
   // Regions with remote access appear in the table peers see, and the new
   // table is pushed to connected peers. REQUIRES: the memory stays allocated
   // until UnregisterMemory() succeeds.
-  // Errors: kInvalidArgument (null, zero length); kAlreadyExists (overlaps a
-  // registered region); kUnimplemented (kDevice without a device transport).
-  Result<RegionKey> RegisterMemory(void* addr, std::size_t len, MemoryKind kind, Access access);
+  // kDevice memory must be the configured backend's (EngineConfig::device);
+  // `device` names its device (-1: whatever the backend says it is). A
+  // device region with remote access is exported for same-host peers when
+  // the backend knows its allocation (it allocated it).
+  // Errors: kInvalidArgument (null, zero length; kHost memory the backend
+  // says is device memory, kDevice memory it says is not, or on another
+  // device than `device`, or running past its allocation); kAlreadyExists
+  // (overlaps a registered region); kUnimplemented (kDevice without a
+  // device backend).
+  Result<RegionKey> RegisterMemory(void* addr, std::size_t len, MemoryKind kind, Access access,
+                                   int device = -1);
 
   // Removes a registration. Errors: kNotFound (unknown key, e.g. already
   // unregistered); kFailedPrecondition if ops using it are in flight: wait for

@@ -1,0 +1,311 @@
+#include "transfer/device/devipc_transport.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "common/mutex.h"
+#include "transfer/batch.h"
+#include "transfer/region_table.h"
+
+namespace sluice::internal {
+namespace {
+
+using IpcBytes = std::array<std::uint8_t, 96>;
+static_assert(sizeof(IpcBytes) == sizeof(device::IpcHandle::bytes));
+
+// A peer's device allocation opened here; closed when the last route and
+// cache entry holding it let go.
+struct OpenedAllocation {
+  device::DeviceBackend* backend = nullptr;
+  char* base = nullptr;
+  std::uint64_t length = 0;  // 0 when the backend cannot say.
+
+  ~OpenedAllocation() {
+    if (base != nullptr) {
+      Status s = backend->CloseIpc(base);
+      if (!s.ok()) {
+        SLUICE_LOG(warn, "devipc: closing a peer allocation: {}", s.ToString());
+      }
+    }
+  }
+};
+
+struct DevCopy {
+  BatchState* batch = nullptr;
+  std::uint32_t op_index = 0;
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::uint64_t length = 0;
+  std::shared_ptr<OpenedAllocation> keep;  // The peer's memory stays open.
+};
+
+// Copy threads, each with its own stream and event: a thread takes what is
+// queued, queues every copy on its stream, records the event once and
+// reports the copies when it is reached.
+class DevCopyPool {
+ public:
+  DevCopyPool(device::DeviceBackend* backend, std::chrono::milliseconds timeout)
+      : backend_(backend), timeout_(timeout) {}
+
+  Status Start(int threads) {
+    for (int i = 0; i < threads; ++i) {
+      SLUICE_ASSIGN_OR_RETURN(device::Stream s, backend_->CreateStream(0));
+      SLUICE_ASSIGN_OR_RETURN(device::Event e, backend_->CreateEvent());
+      threads_.emplace_back([this, s, e] { Run(s, e); });
+    }
+    return Status::Ok();
+  }
+
+  // Fails queued copies with kCancelled; running ones finish first.
+  ~DevCopyPool() {
+    std::deque<DevCopy> dropped;
+    {
+      MutexLock lock(mu_);
+      stopping_ = true;
+      dropped.swap(jobs_);
+    }
+    cv_.NotifyAll();
+    for (DevCopy& j : dropped) {
+      j.batch->UnitDone(j.op_index,
+                        Status(StatusCode::kCancelled, "transfer engine is shutting down"));
+    }
+    for (std::thread& t : threads_) {
+      t.join();
+    }
+  }
+
+  void Submit(std::vector<DevCopy>& jobs) {
+    {
+      MutexLock lock(mu_);
+      if (!stopping_) {
+        for (DevCopy& j : jobs) {
+          jobs_.push_back(std::move(j));
+        }
+        jobs.clear();
+      }
+    }
+    for (DevCopy& j : jobs) {  // Only when stopping.
+      j.batch->UnitDone(j.op_index,
+                        Status(StatusCode::kCancelled, "transfer engine is shutting down"));
+    }
+    cv_.NotifyAll();
+  }
+
+ private:
+  static constexpr std::size_t kMaxGroup = 64;
+
+  void Run(device::Stream stream, device::Event event) {
+    std::vector<DevCopy> group;
+    std::vector<bool> queued;
+    while (true) {
+      {
+        MutexLock lock(mu_);
+        cv_.Wait(lock, [this]() SLUICE_REQUIRES(mu_) { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) {
+          break;  // Stopping, and nothing left.
+        }
+        while (!jobs_.empty() && group.size() < kMaxGroup) {
+          group.push_back(std::move(jobs_.front()));
+          jobs_.pop_front();
+        }
+      }
+      queued.assign(group.size(), false);
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        const DevCopy& j = group[i];
+        Status s = backend_->CopyAsync(j.dst, j.src, j.length, stream);
+        if (s.ok()) {
+          queued[i] = true;
+        } else {
+          j.batch->UnitDone(j.op_index, s.WithContext("devipc copy"));
+        }
+      }
+      Status done = backend_->Record(event, stream);
+      if (done.ok()) {
+        done = backend_->Wait(event, timeout_);
+      }
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        if (queued[i]) {
+          group[i].batch->UnitDone(group[i].op_index,
+                                   done.ok() ? done : done.WithContext("devipc copy"));
+        }
+      }
+      group.clear();  // Drops the peer allocations the copies held.
+    }
+    (void)backend_->DestroyEvent(event);
+    (void)backend_->DestroyStream(stream);
+  }
+
+  device::DeviceBackend* const backend_;
+  const std::chrono::milliseconds timeout_;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<DevCopy> jobs_ SLUICE_GUARDED_BY(mu_);
+  bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+class DevIpcPath final : public TransportPath {
+ public:
+  DevIpcPath(Transport* t, device::DeviceBackend* backend, DevCopyPool* pool, std::string endpoint)
+      : TransportPath(t), backend_(backend), pool_(pool), endpoint_(std::move(endpoint)) {}
+
+  PlanVerdict Plan(const OpQuery& q, OpRoute* route, Status* failure) override {
+    if (q.remote == nullptr || q.remote->info.kind != MemoryKind::kDevice || !q.remote->has_ipc) {
+      return PlanVerdict::kPass;  // Not exported device memory: another path's.
+    }
+    const TransferRequest& op = q.op;
+    const WireRegion& region = *q.remote;
+    Status range = CheckRange(region.info.length, region.info.access, op.remote_offset, op.length,
+                              op.kind == OpKind::kWrite);
+    if (!range.ok()) {
+      *failure = std::move(range);
+      return PlanVerdict::kFail;
+    }
+    Result<std::shared_ptr<OpenedAllocation>> opened = Open(region.ipc);
+    if (!opened.ok()) {
+      *failure = opened.status().WithContext("devipc to " + endpoint_);
+      return PlanVerdict::kFail;
+    }
+    const OpenedAllocation& a = **opened;
+    // A peer's table is input: its offset must land inside the allocation.
+    const std::uint64_t start = region.ipc_offset + op.remote_offset;
+    if (a.length != 0 &&
+        (start < region.ipc_offset || start > a.length || op.length > a.length - start)) {
+      *failure = UnavailableError(
+          "peer " + endpoint_ + "'s region table points outside its device allocation",
+          FailureScope::kEndpoint);
+      return PlanVerdict::kFail;
+    }
+    route->unit = op.length;  // One copy, one completion.
+    route->mapped = a.base + start;
+    route->keep = *std::move(opened);
+    return PlanVerdict::kTake;
+  }
+
+  void Post(BatchState* batch, std::span<const TransferRequest> ops,
+            std::span<const OpRoute> routes) override {
+    std::vector<DevCopy> jobs;
+    for (std::uint32_t i = 0; i < ops.size(); ++i) {
+      const OpRoute& route = routes[i];
+      if (route.path != this) {
+        continue;
+      }
+      const TransferRequest& op = ops[i];
+      const bool write = op.kind == OpKind::kWrite;
+      DevCopy j;
+      j.batch = batch;
+      j.op_index = i;
+      j.dst = write ? static_cast<void*>(route.mapped) : op.local;
+      j.src = write ? static_cast<const void*>(op.local) : route.mapped;
+      j.length = op.length;
+      j.keep = std::static_pointer_cast<OpenedAllocation>(route.keep);
+      jobs.push_back(std::move(j));
+    }
+    pool_->Submit(jobs);
+  }
+
+  // Allocations no region of the new table names are closed once the
+  // copies using them are done.
+  void OnTable(const RegionTable& table) override {
+    std::set<IpcBytes> live;
+    for (const WireRegion& r : table.regions) {
+      if (r.has_ipc) {
+        live.insert(r.ipc);
+      }
+    }
+    MutexLock lock(mu_);
+    std::erase_if(opened_, [&](const auto& kv) { return live.count(kv.first) == 0; });
+  }
+
+  void OnDown() override {
+    MutexLock lock(mu_);
+    down_ = true;
+    opened_.clear();  // Closed as the copies still holding them end.
+  }
+
+ private:
+  Result<std::shared_ptr<OpenedAllocation>> Open(const IpcBytes& ipc) {
+    MutexLock lock(mu_);
+    if (down_) {
+      return UnavailableError("peer " + endpoint_ + " is down", FailureScope::kEndpoint);
+    }
+    if (auto it = opened_.find(ipc); it != opened_.end()) {
+      return it->second;
+    }
+    device::IpcHandle h;
+    std::memcpy(h.bytes.data(), ipc.data(), ipc.size());
+    SLUICE_ASSIGN_OR_RETURN(void* base, backend_->OpenIpc(h));
+    auto a = std::make_shared<OpenedAllocation>();
+    a->backend = backend_;
+    a->base = static_cast<char*>(base);
+    if (Result<device::PointerInfo> info = backend_->Attributes(base); info.ok()) {
+      a->length = info->length;
+    }
+    opened_.emplace(ipc, a);
+    return a;
+  }
+
+  device::DeviceBackend* const backend_;
+  DevCopyPool* const pool_;
+  const std::string endpoint_;
+  Mutex mu_;
+  std::map<IpcBytes, std::shared_ptr<OpenedAllocation>> opened_ SLUICE_GUARDED_BY(mu_);
+  bool down_ SLUICE_GUARDED_BY(mu_) = false;  // The link went down: nothing more opens.
+};
+
+class DevIpcTransport final : public Transport {
+ public:
+  DevIpcTransport(device::DeviceBackend* backend, std::chrono::milliseconds timeout)
+      : backend_(backend), pool_(backend, timeout) {}
+
+  Status Start(int threads) { return pool_.Start(threads); }
+
+  std::string_view name() const override { return "devipc"; }
+  const TransportCaps& caps() const override { return caps_; }
+
+  std::shared_ptr<TransportPath> Attach(const PeerLinkInfo& peer) override {
+    // The backend's IPC reaches processes of this kernel and pid namespace.
+    const HostInfo& self = HostInfo::Self();
+    if (peer.host.boot_id.empty() || peer.host.boot_id != self.boot_id ||
+        peer.host.pid_ns != self.pid_ns) {
+      return nullptr;
+    }
+    return std::make_shared<DevIpcPath>(this, backend_, &pool_, peer.endpoint);
+  }
+
+ private:
+  const TransportCaps caps_{
+      .local_kinds =
+          static_cast<KindSet>(KindBit(MemoryKind::kHost) | KindBit(MemoryKind::kDevice)),
+      .remote_kinds = KindBit(MemoryKind::kDevice),
+      .same_host_only = true,
+      .maps = false,
+      .reads_peer_table = true,
+  };
+  device::DeviceBackend* const backend_;
+  DevCopyPool pool_;  // Destroyed first: finishes running copies, cancels queued ones.
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> MakeDevIpcTransport(device::DeviceBackend* backend,
+                                                       int copy_threads,
+                                                       std::chrono::milliseconds op_timeout) {
+  if (backend == nullptr) {
+    return InvalidArgumentError("devipc: no device backend");
+  }
+  if (copy_threads < 1 || copy_threads > 64) {
+    return InvalidArgumentError("devipc: copy threads must be in 1..64");
+  }
+  auto t = std::make_unique<DevIpcTransport>(backend, op_timeout);
+  SLUICE_RETURN_IF_ERROR(t->Start(copy_threads));
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+}  // namespace sluice::internal
