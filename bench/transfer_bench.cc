@@ -19,6 +19,7 @@
 #include "sluice/units.h"
 
 #include "bench/bench_util.h"
+#include "device/backends.h"
 
 namespace sluice::bench {
 namespace {
@@ -142,11 +143,111 @@ Result<double> SocketBaseline(std::uint16_t port, const TransferBenchOptions& o,
   return static_cast<double>(bytes) / secs / 1e9;
 }
 
+// `size` bytes of device 0 memory of the process's `device` backend, freed
+// on destruction (null data when it could not be had; nothing for 0 bytes).
+struct DeviceMemory {
+  DeviceMemory(const std::string& device, std::size_t size) {
+    if (size == 0) {
+      return;
+    }
+    auto b = device::ProcessBackend(device);
+    if (!b.ok()) {
+      error = b.status();
+      return;
+    }
+    backend = *b;
+    auto p = backend->Allocate(0, size);
+    if (!p.ok()) {
+      error = p.status();
+      return;
+    }
+    data = static_cast<char*>(*p);
+  }
+  ~DeviceMemory() {
+    if (data != nullptr) {
+      (void)backend->Free(data);
+    }
+  }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  device::DeviceBackend* backend = nullptr;
+  char* data = nullptr;
+  Status error;
+};
+
+bool Involves(const TransferBenchOptions& o, const char* kind) {
+  return o.src_kind == kind || o.dst_kind == kind;
+}
+// The kind of the target's region: the destination of a write, the source
+// of a read.
+const std::string& RemoteKind(const TransferBenchOptions& o) {
+  return o.op == OpKind::kWrite ? o.dst_kind : o.src_kind;
+}
+const std::string& LocalKind(const TransferBenchOptions& o) {
+  return o.op == OpKind::kWrite ? o.src_kind : o.dst_kind;
+}
+
+// The device backend's copies from a src-kind to a dst-kind buffer of
+// `area` bytes each, in this process: `batch` blocks queued on one stream,
+// then one wait, as the engine's devipc runs them.
+Result<double> BackendCopyBaseline(const TransferBenchOptions& o, std::uint64_t area,
+                                   double seconds) {
+  SLUICE_ASSIGN_OR_RETURN(device::DeviceBackend * b, device::ProcessBackend(o.device));
+  WarmMemory host_src(o.src_kind == "host" ? area : 0), host_dst(o.dst_kind == "host" ? area : 0);
+  DeviceMemory dev_src(o.device, o.src_kind == "device" ? area : 0);
+  DeviceMemory dev_dst(o.device, o.dst_kind == "device" ? area : 0);
+  SLUICE_RETURN_IF_ERROR(dev_src.error);
+  SLUICE_RETURN_IF_ERROR(dev_dst.error);
+  char* src = o.src_kind == "host" ? host_src.data : dev_src.data;
+  char* dst = o.dst_kind == "host" ? host_dst.data : dev_dst.data;
+  SLUICE_ASSIGN_OR_RETURN(device::Stream stream, b->CreateStream(0));
+  SLUICE_ASSIGN_OR_RETURN(device::Event event, b->CreateEvent());
+  const std::uint64_t slots = area / o.block_size;
+  std::uint64_t bytes = 0, slot = 0;
+  Status failed;
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration<double>(seconds);
+  do {
+    for (int i = 0; i < o.batch && failed.ok(); ++i, ++slot) {
+      const std::uint64_t off = (slot % slots) * o.block_size;
+      failed = b->CopyAsync(dst + off, src + off, o.block_size, stream);
+    }
+    if (failed.ok()) {
+      failed = b->Record(event, stream);
+    }
+    if (failed.ok()) {
+      failed = b->Wait(event, std::chrono::seconds(60));
+    }
+    bytes += o.block_size * static_cast<std::uint64_t>(o.batch);
+  } while (failed.ok() && Clock::now() < end);
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  (void)b->DestroyEvent(event);
+  (void)b->DestroyStream(stream);
+  SLUICE_RETURN_IF_ERROR(failed.WithContext("baseline copy"));
+  return static_cast<double>(bytes) / secs / 1e9;
+}
+
 }  // namespace
 
 Status ValidateOptions(const TransferBenchOptions& o) {
-  if (o.transport != "tcp" && o.transport != "shm") {
-    return InvalidArgumentError("--transport must be tcp or shm");
+  for (const std::string* kind : {&o.src_kind, &o.dst_kind}) {
+    if (*kind != "host" && *kind != "device") {
+      return InvalidArgumentError("--src-kind and --dst-kind must be host or device");
+    }
+  }
+  if (o.device != "sim" && o.device != "cuda") {
+    return InvalidArgumentError("--device must be sim or cuda");
+  }
+  if (o.transport == "shm" && Involves(o, "device")) {
+    return InvalidArgumentError("shm moves host memory only: use --transport tcp or devipc");
+  }
+  if (o.transport == "devipc" && RemoteKind(o) != "device") {
+    return InvalidArgumentError(
+        "devipc moves to and from a peer's device memory: the target's end (--dst-kind of a "
+        "write, --src-kind of a read) must be device");
+  }
+  if (o.transport != "tcp" && o.transport != "shm" && o.transport != "devipc") {
+    return InvalidArgumentError("--transport must be tcp, shm or devipc");
   }
   if (o.block_size == 0 || o.block_size > (std::uint64_t{1} << 30)) {
     return InvalidArgumentError("--block-size must be in 1B..1GiB");
@@ -182,9 +283,10 @@ Result<std::string> SecretFromToken(const std::string& token_file) {
 }  // namespace
 
 int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
-                      const std::string& token_file) {
+                      const std::string& token_file, const std::string& device) {
   EngineConfig config;
   config.io_threads = io_threads;
+  config.device = device;
   if (!token_file.empty()) {
     auto secret = SecretFromToken(token_file);
     if (!secret.ok()) {
@@ -200,8 +302,16 @@ int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
   }
   SharedBuffer shared_buf;
   std::unique_ptr<WarmMemory> plain;
+  std::unique_ptr<DeviceMemory> dev;
   char* region = nullptr;
-  if (shared) {
+  if (!device.empty()) {
+    dev = std::make_unique<DeviceMemory>(device, region_size);
+    if (dev->data == nullptr) {
+      std::cerr << "target: " << dev->error.ToString() << "\n";
+      return 1;
+    }
+    region = dev->data;
+  } else if (shared) {
     auto s = (*engine)->AllocateShared(region_size);
     if (!s.ok()) {
       std::cerr << "target: " << s.status().ToString() << "\n";
@@ -213,8 +323,9 @@ int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
     plain = std::make_unique<WarmMemory>(region_size);
     region = plain->data;
   }
-  auto key =
-      (*engine)->RegisterMemory(region, region_size, MemoryKind::kHost, Access::kRemoteReadWrite);
+  auto key = (*engine)->RegisterMemory(region, region_size,
+                                       dev != nullptr ? MemoryKind::kDevice : MemoryKind::kHost,
+                                       Access::kRemoteReadWrite);
   if (region == nullptr || !key.ok()) {
     std::cerr << "target: cannot register " << region_size << " bytes\n";
     return 1;
@@ -265,7 +376,14 @@ Result<TransferSide> StartSide(const TransferBenchOptions& o, const std::string&
   if (o.transport == "shm") {
     args.push_back("--shared");
   }
+  if (RemoteKind(o) == "device") {
+    args.insert(args.end(), {"--device", o.device});
+  }
   EngineConfig config;
+  if (Involves(o, "device")) {
+    config.device = o.device;
+    config.device_ipc = o.transport == "devipc";  // Else device memory is staged over tcp.
+  }
   if (!token_file.empty()) {
     args.insert(args.end(), {"--cluster-token", token_file});
     SLUICE_ASSIGN_OR_RETURN(config.secret, SecretFromToken(token_file));
@@ -274,13 +392,14 @@ Result<TransferSide> StartSide(const TransferBenchOptions& o, const std::string&
   SLUICE_ASSIGN_OR_RETURN(side.child, BenchChild::Spawn(args));
   side.key = std::stoull(side.child->Word(1));
   side.baseline_port = static_cast<std::uint16_t>(std::stoul(side.child->Word(2)));
-  config.transports = {o.transport};
+  config.transports = {o.transport == "devipc" ? std::string("tcp") : o.transport};
   config.io_threads = o.io_threads;
   config.connections_per_peer = o.connections;
   config.slice_size = o.slice_size;
   SLUICE_ASSIGN_OR_RETURN(side.engine, TransferEngine::Create(config));
+  const MemoryKind local_kind = LocalKind(o) == "device" ? MemoryKind::kDevice : MemoryKind::kHost;
   SLUICE_RETURN_IF_ERROR(
-      side.engine->RegisterMemory(local, area, MemoryKind::kHost, Access::kLocalOnly).status());
+      side.engine->RegisterMemory(local, area, local_kind, Access::kLocalOnly).status());
   SLUICE_ASSIGN_OR_RETURN(side.seg, side.engine->OpenSegment(side.child->Word(0)));
   return side;
 }
@@ -356,19 +475,23 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
   SLUICE_RETURN_IF_ERROR(ValidateOptions(o));
   const std::uint64_t per_thread = o.block_size * static_cast<std::uint64_t>(o.batch);
   const std::uint64_t area = per_thread * static_cast<std::uint64_t>(o.threads);
-  WarmMemory local(area);
-  if (local.data == nullptr) {
+  const bool local_device = LocalKind(o) == "device";
+  WarmMemory local(local_device ? 0 : area);
+  DeviceMemory local_dev(o.device, local_device ? area : 0);
+  SLUICE_RETURN_IF_ERROR(local_dev.error);
+  char* const local_data = local_device ? local_dev.data : local.data;
+  if (local_data == nullptr) {
     return ResourceExhaustedError("cannot allocate " + FormatByteSize(area) + " of local memory");
   }
   // The engine under test (index 0), and with credential_ab the same pair
   // of processes with a cluster credential (index 1).
   std::vector<TransferSide> sides;
-  SLUICE_ASSIGN_OR_RETURN(TransferSide open, StartSide(o, self_exe, area, local.data, ""));
+  SLUICE_ASSIGN_OR_RETURN(TransferSide open, StartSide(o, self_exe, area, local_data, ""));
   sides.push_back(std::move(open));
   TokenFile token;
   if (o.credential_ab) {
     SLUICE_ASSIGN_OR_RETURN(std::string path, WriteTokenFile(&token));
-    SLUICE_ASSIGN_OR_RETURN(TransferSide closed, StartSide(o, self_exe, area, local.data, path));
+    SLUICE_ASSIGN_OR_RETURN(TransferSide closed, StartSide(o, self_exe, area, local_data, path));
     sides.push_back(std::move(closed));
   }
 
@@ -379,15 +502,18 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
   auto baseline = [&]() -> Result<double> {
     TransferBenchOptions half = o;
     half.duration_s = o.duration_s / 2;
-    if (o.transport == "shm") {
-      return MemcpyBaseline(local.data, o.block_size, area, half.duration_s);
+    if (Involves(o, "device")) {
+      return BackendCopyBaseline(o, area, half.duration_s);
     }
-    return SocketBaseline(sides[0].baseline_port, half, local.data);
+    if (o.transport == "shm") {
+      return MemcpyBaseline(local_data, o.block_size, area, half.duration_s);
+    }
+    return SocketBaseline(sides[0].baseline_port, half, local_data);
   };
   SLUICE_ASSIGN_OR_RETURN(const double baseline_before, baseline());
   // Warm-up: one batch per thread and side, also a correctness gate.
   for (TransferSide& side : sides) {
-    SLUICE_RETURN_IF_ERROR(MeasureRound(o, side, local.data, 0).status().WithContext("warm-up"));
+    SLUICE_RETURN_IF_ERROR(MeasureRound(o, side, local_data, 0).status().WithContext("warm-up"));
   }
   // With two sides, rounds alternate so that drift on this machine falls on
   // both alike; each side gets o.duration_s in all.
@@ -396,7 +522,7 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
   for (int i = 0; i < rounds; ++i) {
     for (std::size_t k = 0; k < sides.size(); ++k) {
       SLUICE_ASSIGN_OR_RETURN(Round one,
-                              MeasureRound(o, sides[k], local.data, o.duration_s / rounds));
+                              MeasureRound(o, sides[k], local_data, o.duration_s / rounds));
       total[k].batches += one.batches;
       total[k].secs += one.secs;
       total[k].lat_us.insert(total[k].lat_us.end(), one.lat_us.begin(), one.lat_us.end());
@@ -409,6 +535,7 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
   r.gbps = static_cast<double>(r.bytes) / total[0].secs / 1e9;
   r.batch_p50_us = Percentile(total[0].lat_us, 0.50);
   r.batch_p99_us = Percentile(total[0].lat_us, 0.99);
+  r.transports = sides[0].engine->TransportCounters();
   if (sides.size() > 1) {
     r.credential_gbps = static_cast<double>(total[1].batches * per_thread) / total[1].secs / 1e9;
     r.credential_p50_us = Percentile(total[1].lat_us, 0.50);
@@ -440,6 +567,14 @@ std::string ToJson(const TransferBenchResult& r) {
     j["credential_batch_p50_us"] = r.credential_p50_us;
     j["credential_batch_p99_us"] = r.credential_p99_us;
   }
+  j["src_kind"] = r.options.src_kind;
+  j["dst_kind"] = r.options.dst_kind;
+  if (Involves(r.options, "device")) {
+    j["device"] = r.options.device;
+  }
+  for (const TransportStats& t : r.transports) {
+    j["bytes_by_transport"][t.name] = t.bytes_read + t.bytes_written;
+  }
   j["unit"] = "GB/s (1e9 bytes/s)";
   return j.dump();
 }
@@ -447,7 +582,10 @@ std::string ToJson(const TransferBenchResult& r) {
 std::string ToText(const TransferBenchResult& r) {
   std::ostringstream s;
   s.precision(3);
-  s << r.options.transport << " " << (r.options.op == OpKind::kRead ? "read" : "write") << " "
+  s << (Involves(r.options, "device")
+            ? r.options.src_kind + "->" + r.options.dst_kind + " (" + r.options.device + ") "
+            : std::string())
+    << r.options.transport << " " << (r.options.op == OpKind::kRead ? "read" : "write") << " "
     << FormatByteSize(r.options.block_size) << " x" << r.options.batch
     << " threads=" << r.options.threads << ": " << r.gbps << " GB/s, baseline " << r.baseline_gbps
     << " GB/s, ratio " << (r.baseline_gbps > 0 ? r.gbps / r.baseline_gbps : 0.0) << ", batch p50 "

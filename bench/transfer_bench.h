@@ -2,8 +2,11 @@
 // engine between two processes on loopback, against a baseline measured in
 // the same run on the same bytes (shm: one-thread memcpy between warm
 // buffers as large as the engine's; tcp: one plain blocking socket streaming
-// blocks of the same size over loopback). The baseline runs for half the
-// duration before the engine and half after; the better half is reported.
+// blocks of the same size over loopback; device memory at either end: the
+// device backend's own copies between buffers of the same kinds in this
+// process, a batch queued on one stream then waited for). The baseline runs
+// for half the duration before the engine and half after; the better half
+// is reported.
 #ifndef SLUICE_BENCH_TRANSFER_BENCH_H_
 #define SLUICE_BENCH_TRANSFER_BENCH_H_
 
@@ -17,7 +20,9 @@
 namespace sluice::bench {
 
 struct TransferBenchOptions {
-  std::string transport = "tcp";  // "tcp" or "shm".
+  // "tcp", "shm" (host memory) or "devipc" (to and from a same-host peer's
+  // device memory). tcp with device memory stages it through pinned slots.
+  std::string transport = "tcp";
   OpKind op = OpKind::kWrite;
   std::uint64_t block_size = std::uint64_t{16} << 20;
   int batch = 8;
@@ -30,6 +35,12 @@ struct TransferBenchOptions {
   // cluster credential (a token made for the run), alternating rounds with
   // the open pair: what the credential costs.
   bool credential_ab = false;
+  // Where the bytes come from and go to: "host" or "device" memory (of the
+  // `device` backend, "sim" or "cuda", device 0 on each side); for a read
+  // the source is the target's.
+  std::string src_kind = "host";
+  std::string dst_kind = "host";
+  std::string device = "sim";
 };
 
 struct TransferBenchResult {
@@ -44,6 +55,8 @@ struct TransferBenchResult {
   double credential_gbps = 0;
   double credential_p50_us = 0;
   double credential_p99_us = 0;
+  // Bytes each of this side's transports carried (what moved which way).
+  std::vector<TransportStats> transports;
 };
 
 // Checks ranges and the memory the run needs. Errors: kInvalidArgument.
@@ -55,11 +68,12 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
                                              const std::string& self_exe);
 
 // The target process: registers `region_size` bytes (from AllocateShared
-// when `shared`), serves the baseline socket, prints
+// when `shared`; device memory of the `device` backend when that is not
+// empty), serves the baseline socket, prints
 // "READY <endpoint> <key> <baseline_port>" and runs until stdin closes.
 // With `token_file`, its engine's secret derives from that cluster token.
 int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
-                      const std::string& token_file);
+                      const std::string& token_file, const std::string& device);
 
 std::string ToJson(const TransferBenchResult& r);
 std::string ToText(const TransferBenchResult& r);

@@ -251,37 +251,83 @@ TEST_F(DeviceTransferTest, RangeAndAccessAreCheckedAndABatchMixesKinds) {
   EXPECT_EQ(std::memcmp(there.data() + 10000, b.data(), b.size()), 0);
 }
 
-// A peer without a device backend has no path to a device region: an
-// initiator that reads the table refuses the op by name; one that leaves the
-// checks to the target (tcp alone) is refused there by name (touching device
-// memory as host memory would fault the target), and the target goes on
-// serving.
-TEST_F(DeviceTransferTest, AnOpOnADeviceRegionWithoutADevicePathIsRefusedByName) {
-  for (bool tcp_only : {false, true}) {
-    SCOPED_TRACE(tcp_only ? "tcp only" : "tcp and shm");
-    EngineConfig c;
-    if (tcp_only) {
-      c.transports = {"tcp"};
-    }
-    auto plain = TransferEngine::Create(c);
-    ASSERT_TRUE(plain.ok());
-    std::vector<char> buf(1 << 20, 'x');
-    ASSERT_TRUE((*plain)
-                    ->RegisterMemory(buf.data(), buf.size(), MemoryKind::kHost, Access::kLocalOnly)
-                    .ok());
-    auto seg = (*plain)->OpenSegment(target_->endpoint());
-    ASSERT_TRUE(seg.ok());
-    for (OpKind kind : {OpKind::kWrite, OpKind::kRead}) {
-      Status s = RunOp(**plain, kind, buf.data(), *seg, key_, 0, buf.size());
-      EXPECT_EQ(s.code(), tcp_only ? StatusCode::kUnimplemented : StatusCode::kFailedPrecondition)
-          << s.ToString();
-      EXPECT_NE(s.message().find("device"), std::string_view::npos) << s.ToString();
-    }
+// Over tcp, each side stages its own device memory through pinned slots:
+// a peer without a device backend moves host memory to and from a device
+// region (the target stages), and engines that keep device memory off IPC
+// (device_ipc = false) move device memory to device and to host memory.
+// Several slices per op, so connections overlap.
+TEST_F(DeviceTransferTest, TcpCarriesDeviceMemoryThroughPinnedStagingAtEitherEnd) {
+  std::vector<char> far_host(kRegion);
+  auto host_key = target_->RegisterMemory(far_host.data(), far_host.size(), MemoryKind::kHost,
+                                          Access::kRemoteReadWrite);
+  ASSERT_TRUE(host_key.ok());
+
+  auto plain = TransferEngine::Create(EngineConfig{});
+  EngineConfig staged = DeviceConfig();
+  staged.device_ipc = false;
+  auto staging = TransferEngine::Create(staged);
+  ASSERT_TRUE(plain.ok() && staging.ok());
+  std::vector<char> buf(kRegion);
+  ASSERT_TRUE(
+      (*plain)->RegisterMemory(buf.data(), buf.size(), MemoryKind::kHost, Access::kLocalOnly).ok());
+  char* dev = mem_.Allocate(0, kRegion);
+  ASSERT_TRUE(
+      (*staging)->RegisterMemory(dev, kRegion, MemoryKind::kDevice, Access::kLocalOnly).ok());
+  auto plain_seg = (*plain)->OpenSegment(target_->endpoint());
+  auto staged_seg = (*staging)->OpenSegment(target_->endpoint());
+  ASSERT_TRUE(plain_seg.ok() && staged_seg.ok());
+
+  int seed = 20;
+  for (std::size_t len : {std::size_t{1}, std::size_t{4099}, (std::size_t{3} << 20) + 5}) {
+    SCOPED_TRACE("len " + std::to_string(len));
+    // Host (no backend here) -> the target's device memory, and back.
+    const std::vector<char> a = Pattern(len, ++seed);
+    std::memcpy(buf.data(), a.data(), len);
+    ASSERT_TRUE(RunOp(**plain, OpKind::kWrite, buf.data(), *plain_seg, key_, 777, len).ok());
+    std::vector<char> there(len);
+    mem_.Copy(there.data(), remote_ + 777, len);
+    ASSERT_EQ(there, a);
+    std::memset(buf.data(), 0, len);
+    ASSERT_TRUE(RunOp(**plain, OpKind::kRead, buf.data(), *plain_seg, key_, 777, len).ok());
+    ASSERT_EQ(std::memcmp(buf.data(), a.data(), len), 0);
+
+    // Device here -> device there, over tcp (both ends stage), and back.
+    const std::vector<char> b = Pattern(len, ++seed);
+    mem_.Copy(dev, b.data(), len);
+    ASSERT_TRUE(RunOp(**staging, OpKind::kWrite, dev, *staged_seg, key_, 4096, len).ok());
+    ASSERT_TRUE(RunOp(**staging, OpKind::kRead, dev + len, *staged_seg, key_, 4096, len).ok());
+    std::vector<char> back(len);
+    mem_.Copy(back.data(), dev + len, len);
+    ASSERT_EQ(back, b);
+
+    // Device here -> host memory there, and back.
+    const std::vector<char> c = Pattern(len, ++seed);
+    mem_.Copy(dev, c.data(), len);
+    ASSERT_TRUE(RunOp(**staging, OpKind::kWrite, dev, *staged_seg, *host_key, 9, len).ok());
+    ASSERT_EQ(std::memcmp(far_host.data() + 9, c.data(), len), 0);
+    ASSERT_TRUE(RunOp(**staging, OpKind::kRead, dev + len, *staged_seg, *host_key, 9, len).ok());
+    mem_.Copy(back.data(), dev + len, len);
+    ASSERT_EQ(back, c);
   }
-  // The device peer still moves bytes.
-  const std::vector<char> a = Pattern(4096, 9);
-  std::memcpy(host_.data(), a.data(), a.size());
-  EXPECT_TRUE(RunOp(*initiator_, OpKind::kWrite, host_.data(), seg_, key_, 0, a.size()).ok());
+  EXPECT_EQ(BytesOf(**staging, "devipc"), 0u) << "device_ipc = false still used devipc";
+  EXPECT_GT(BytesOf(**staging, "tcp"), std::uint64_t{6} << 20);
+
+  // An initiator slicing coarser than the target's staging slots is refused
+  // by name; the target serves on.
+  EngineConfig coarse;
+  coarse.slice_size = std::size_t{4} << 20;
+  auto big = TransferEngine::Create(coarse);
+  ASSERT_TRUE(big.ok());
+  ASSERT_TRUE(
+      (*big)->RegisterMemory(buf.data(), buf.size(), MemoryKind::kHost, Access::kLocalOnly).ok());
+  auto big_seg = (*big)->OpenSegment(target_->endpoint());
+  ASSERT_TRUE(big_seg.ok());
+  Status refused = RunOp(**big, OpKind::kWrite, buf.data(), *big_seg, key_, 0, 4 << 20);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
+  EXPECT_NE(refused.message().find("slice_size"), std::string_view::npos) << refused.ToString();
+  const std::vector<char> d = Pattern(4096, 99);
+  std::memcpy(buf.data(), d.data(), d.size());
+  EXPECT_TRUE(RunOp(**plain, OpKind::kWrite, buf.data(), *plain_seg, key_, 0, d.size()).ok());
 }
 
 }  // namespace

@@ -304,7 +304,8 @@ Status EngineImpl::Connect(Peer* peer) {
     }
     EventLoop* loop = loops_[(peer->id().value + i) % loops_.size()].get();
     link->conns.push_back(std::make_shared<ClientSession>(std::move(fds[i]), loop, peer->endpoint(),
-                                                          config_.op_timeout, std::move(cb)));
+                                                          config_.op_timeout, std::move(cb),
+                                                          backend_, config_.slice_size));
   }
   std::string names;
   for (const auto& t : transports_) {

@@ -49,6 +49,8 @@ class EngineImpl final : public ServerHost {
   std::uint64_t max_notify_bytes() const override { return config_.max_notify_bytes; }
   HelloOk MakeHelloOk() override;
   void DeliverNotify(const std::string& sender, std::span<const std::byte> data) override;
+  device::DeviceBackend* device_backend() const override { return backend_; }
+  std::uint64_t staging_slot_size() const override { return config_.slice_size; }
   void Subscribe(const std::shared_ptr<ServerSession>& s) override;
   void Unsubscribe(ServerSession* s) override;
 

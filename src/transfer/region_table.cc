@@ -94,7 +94,8 @@ Status CheckRange(std::uint64_t region_length, Access access, std::uint64_t offs
 }
 
 Result<char*> RegionTableLocal::PinRemote(std::uint64_t key, std::uint64_t offset,
-                                          std::uint64_t len, bool write, LocalRegion** region) {
+                                          std::uint64_t len, bool write, bool device_ok,
+                                          LocalRegion** region) {
   ReaderLock lock(mu_);
   auto it = by_key_.find(key);
   if (it == by_key_.end() || it->second->access == Access::kLocalOnly) {
@@ -102,9 +103,10 @@ Result<char*> RegionTableLocal::PinRemote(std::uint64_t key, std::uint64_t offse
   }
   LocalRegion* r = it->second;
   SLUICE_RETURN_IF_ERROR(CheckRange(r->length, r->access, offset, len, write));
-  if (r->kind != MemoryKind::kHost) {
+  if (r->kind != MemoryKind::kHost && !device_ok) {
     return UnimplementedError("region " + std::to_string(key) +
-                              " on the target is device memory, which tcp does not carry yet");
+                              " on the target is device memory, and the target has no device "
+                              "backend to stage it");
   }
   r->pins.fetch_add(1, std::memory_order_relaxed);
   *region = r;

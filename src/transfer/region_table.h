@@ -60,12 +60,13 @@ class RegionTableLocal {
   Result<LocalRegion*> PinLocal(const void* addr, std::uint64_t len);
 
   // Validates a peer's op on (key, offset, len) and pins the region; returns
-  // where the bytes live, in host memory. Errors: kNotFound (no
-  // remote-visible region with that key), kInvalidArgument (outside the
-  // region), kPermissionDenied (access bits forbid it), kUnimplemented (a
-  // device region: its bytes are not host memory to read or write).
+  // where the bytes live: host memory, or with `device_ok` possibly device
+  // memory (`(*region)->kind` says; the caller must not touch it with the
+  // CPU). Errors: kNotFound (no remote-visible region with that key),
+  // kInvalidArgument (outside the region), kPermissionDenied (access bits
+  // forbid it), kUnimplemented (a device region without `device_ok`).
   Result<char*> PinRemote(std::uint64_t key, std::uint64_t offset, std::uint64_t len, bool write,
-                          LocalRegion** region);
+                          bool device_ok, LocalRegion** region);
 
   static void Unpin(LocalRegion* region) { region->pins.fetch_sub(1, std::memory_order_release); }
 

@@ -27,17 +27,20 @@ TEST(RegionTableTest, RemoteLookupChecksKeyBoundsAndAccess) {
   auto kh = t.Add(hidden.data(), hidden.size(), MemoryKind::kHost, Access::kLocalOnly, nullptr);
   ASSERT_TRUE(k.ok() && kh.ok());
   LocalRegion* r = nullptr;
-  auto p = t.PinRemote(k->value, 50, 50, false, &r);
+  auto p = t.PinRemote(k->value, 50, 50, false, false, &r);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(*p, a.data() + 50);
   RegionTableLocal::Unpin(r);
-  EXPECT_EQ(t.PinRemote(k->value, 51, 50, false, &r).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(t.PinRemote(k->value, UINT64_MAX, 2, false, &r).status().code(),
+  EXPECT_EQ(t.PinRemote(k->value, 51, 50, false, false, &r).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(t.PinRemote(k->value, 0, 1, true, &r).status().code(), StatusCode::kPermissionDenied);
-  EXPECT_EQ(t.PinRemote(kh->value, 0, 1, false, &r).status().code(), StatusCode::kNotFound)
+  EXPECT_EQ(t.PinRemote(k->value, UINT64_MAX, 2, false, false, &r).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.PinRemote(k->value, 0, 1, true, false, &r).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(t.PinRemote(kh->value, 0, 1, false, false, &r).status().code(), StatusCode::kNotFound)
       << "local-only regions are invisible to peers";
-  EXPECT_EQ(t.PinRemote(k->value + 1, 0, 1, false, &r).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(t.PinRemote(k->value + 1, 0, 1, false, false, &r).status().code(),
+            StatusCode::kNotFound);
 }
 
 TEST(RegionTableTest, OverlapIsRejectedAndPinsBlockRemoval) {

@@ -69,6 +69,7 @@ class TransportPath;
 // How a path carries one op: filled by Plan(), read back by Post().
 struct OpRoute {
   TransportPath* path = nullptr;
+  MemoryKind local_kind = MemoryKind::kHost;  // Set by Plan() for the path's own use.
   std::uint64_t unit = 0;         // Bytes per completion unit; the op has ceil(length / unit).
   char* mapped = nullptr;         // The target range mapped into this process, if mapped.
   std::uint64_t remote_addr = 0;  // The target range in the peer's address space.
@@ -158,7 +159,7 @@ constexpr std::size_t kMaxTransports = 8;
 
 // The transports `config.transports` enables, each made once per engine
 // (at most kMaxTransports), and "devipc" when `backend` (the engine's
-// device backend, may be null) is set.
+// device backend, may be null) is set and config.device_ipc allows it.
 // Errors: kInvalidArgument naming an unknown transport.
 Result<std::vector<std::unique_ptr<Transport>>> MakeTransports(const EngineConfig& config,
                                                                device::DeviceBackend* backend);

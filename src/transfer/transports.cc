@@ -19,7 +19,7 @@ Result<std::vector<std::unique_ptr<Transport>>> MakeTransports(const EngineConfi
   for (const std::string& t : config.transports) {
     std::unique_ptr<Transport> made;
     if (t == "tcp") {
-      made = MakeTcpTransport(config.slice_size);
+      made = MakeTcpTransport(config.slice_size, backend != nullptr);
     } else if (t == "shm") {
       made = MakeShmTransport(config.io_threads);
     } else {
@@ -32,7 +32,7 @@ Result<std::vector<std::unique_ptr<Transport>>> MakeTransports(const EngineConfi
       out.push_back(std::move(made));
     }
   }
-  if (backend != nullptr) {  // Device memory moves whenever a backend is configured.
+  if (backend != nullptr && config.device_ipc) {  // Same-host device memory, by IPC.
     SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<Transport> devipc,
                             MakeDevIpcTransport(backend, config.io_threads, config.op_timeout));
     out.push_back(std::move(devipc));

@@ -44,8 +44,9 @@ void AddTransfer(CLI::App& bench, std::vector<Command>* out) {
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = bench.add_subcommand(
       "transfer", "transfer engine throughput between two processes on loopback");
-  cmd->add_option("--transport", o->b.transport, "tcp or shm")
-      ->check(CLI::IsMember({"tcp", "shm"}))
+  cmd->add_option("--transport", o->b.transport,
+                  "tcp, shm (host memory) or devipc (a same-host peer's device memory)")
+      ->check(CLI::IsMember({"tcp", "shm", "devipc"}))
       ->capture_default_str();
   cmd->add_option("--op", o->op, "read or write")
       ->check(CLI::IsMember({"read", "write"}))
@@ -71,6 +72,17 @@ void AddTransfer(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_option("--slice-size", o->slice, "tcp slice size")
       ->check(ByteSizeValidator())
       ->capture_default_str();
+  cmd->add_option("--src-kind", o->b.src_kind, "where the bytes come from: host or device memory")
+      ->check(CLI::IsMember({"host", "device"}))
+      ->capture_default_str();
+  cmd->add_option("--dst-kind", o->b.dst_kind, "where the bytes go: host or device memory")
+      ->check(CLI::IsMember({"host", "device"}))
+      ->capture_default_str();
+  cmd->add_option("--device", o->b.device,
+                  "device backend of device memory: sim (host memory behaving as a device) or "
+                  "cuda")
+      ->check(CLI::IsMember({"sim", "cuda"}))
+      ->capture_default_str();
   cmd->add_flag("--credential-ab", o->b.credential_ab,
                 "also run a pair whose engines derive their secret from a cluster credential, "
                 "alternating rounds with the open pair (credential_gbps, credential_ratio)");
@@ -82,7 +94,7 @@ void AddTransfer(CLI::App& bench, std::vector<Command>* out) {
                     auto r = bench::RunTransferBench(o->b, SelfExe());
                     if (!r.ok()) {
                       std::cerr << "sluice bench transfer: " << r.status().ToString() << "\n";
-                      return 1;
+                      return r.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
                     }
                     std::cout << (o->json ? bench::ToJson(*r) : bench::ToText(*r)) << std::endl;
                     return 0;
@@ -277,6 +289,7 @@ void AddTransferTarget(CLI::App& bench, std::vector<Command>* out) {
     bool shared = false;
     int io_threads = 2;
     std::string token_file;
+    std::string device;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = bench.add_subcommand("transfer-target", "internal: the benchmark's target");
@@ -285,9 +298,10 @@ void AddTransferTarget(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_option("--io-threads", o->io_threads);
   cmd->add_flag("--shared", o->shared);
   cmd->add_option("--cluster-token", o->token_file);
+  cmd->add_option("--device", o->device);
   out->push_back({cmd, [o] {
                     return bench::RunTransferTarget(o->region_size, o->shared, o->io_threads,
-                                                    o->token_file);
+                                                    o->token_file, o->device);
                   }});
 }
 

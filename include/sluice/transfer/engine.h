@@ -18,9 +18,9 @@
 // MemoryKind::kDevice) and runs "devipc": a same-host transport that opens a
 // peer's exported device allocation and moves bytes with the backend's
 // asynchronous copies, from host or device memory here to a device region
-// there (and back, for reads). Ops between a device region and a host
-// region of another host are not carried yet (their path is refused by
-// name).
+// there (and back, for reads). Every other pair of kinds goes over tcp,
+// each side staging its device memory through pinned buffers of its
+// connections (device -> pinned -> socket -> pinned -> device).
 //
 // Safety: a target checks every tcp op against its region table (key, bounds,
 // access) before touching memory. shm ops are checked by the initiator
@@ -85,6 +85,10 @@ struct EngineConfig {
   // or "cuda" (the CUDA runtime; needs a build with it and a GPU). The
   // backend is the process's one of that name, shared by every engine here.
   std::string device;
+  // With a device backend: move device memory of same-host peers through
+  // the backend's IPC (devipc). false: through tcp staging even on one host
+  // (where device IPC is not allowed, e.g. between containers).
+  bool device_ipc = true;
 };
 
 enum class OpKind : std::uint8_t { kRead, kWrite };  // Seen from the initiator.

@@ -7,8 +7,45 @@
 namespace sluice::internal {
 
 ClientSession::ClientSession(UniqueFd fd, EventLoop* loop, std::string peer,
-                             std::chrono::milliseconds timeout, Callbacks callbacks)
-    : FrameConn(std::move(fd), loop, std::move(peer), timeout), callbacks_(std::move(callbacks)) {}
+                             std::chrono::milliseconds timeout, Callbacks callbacks,
+                             device::DeviceBackend* device, std::uint64_t slice_size)
+    : FrameConn(std::move(fd), loop, std::move(peer), timeout),
+      callbacks_(std::move(callbacks)),
+      device_(device),
+      slice_size_(slice_size),
+      timeout_(timeout) {}
+
+Status ClientSession::EnsureStaging() {
+  if (staging_ != nullptr) {
+    return Status::Ok();
+  }
+  if (device_ == nullptr || slice_size_ == 0) {
+    return InternalError("a device slice on a connection without device staging");
+  }
+  SLUICE_ASSIGN_OR_RETURN(staging_, DeviceStaging::Create(device_, slice_size_, 2, timeout_));
+  return Status::Ok();
+}
+
+Result<bool> ClientSession::FillPayload(OutFrame& frame) {
+  char* slot = staging_->TakeSendSlot();
+  if (slot == nullptr) {
+    return false;
+  }
+  Status copied = staging_->Copy(slot, frame.payload, frame.payload_len);
+  if (!copied.ok()) {
+    staging_->ReturnSendSlot(slot);
+    return copied.WithContext("staging device memory for " + peer());
+  }
+  frame.payload = slot;
+  frame.staged = true;
+  return true;
+}
+
+void ClientSession::OnFrameReleased(const OutFrame& frame) {
+  if (frame.staged) {
+    staging_->ReturnSendSlot(const_cast<char*>(frame.payload));
+  }
+}
 
 void ClientSession::Begin() {
   Watch(EPOLLIN);
@@ -83,12 +120,23 @@ void ClientSession::Drain() {
       continue;
     }
     const Slice& s = item.slice;
+    if (s.local_device) {
+      Status ready = EnsureStaging();
+      if (ready.ok() && s.length > staging_->slot_size()) {
+        ready = InternalError("a device slice larger than the staging slots");
+      }
+      if (!ready.ok()) {
+        s.batch->UnitDone(s.op_index, ready);
+        continue;
+      }
+    }
     const std::uint64_t id = next_id_++;
     OutFrame f;
     if (s.kind == OpKind::kWrite) {
       f.hdr = MakeHeader(FrameType::kWriteReq, id, s.length);
       f.payload = s.local;
       f.payload_len = s.length;
+      f.fill = s.local_device;  // Staged as the frame goes out.
     } else {
       f.hdr = MakeHeader(FrameType::kReadReq, id, s.length);
     }
@@ -138,7 +186,7 @@ Status ClientSession::OnHeader(const WireHeader& h, Sink* sink, std::uint64_t* f
       return InvalidArgumentError("read response from " + peer() + " has the wrong length");
     }
     sink->kind = Sink::Kind::kMemory;
-    sink->dst = s.local;
+    sink->dst = s.local_device ? staging_->recv_slot() : s.local;
     *follow = h.length;
     return Status::Ok();
   }
@@ -172,7 +220,14 @@ Status ClientSession::OnFrame(const WireHeader& h, std::string_view body) {
   }
   Slice s = pending_.front().second;
   pending_.pop_front();
-  s.batch->UnitDone(s.op_index, h.status == 0 ? Status::Ok() : PeerError(h, body));
+  Status done = h.status == 0 ? Status::Ok() : PeerError(h, body);
+  if (done.ok() && s.local_device && s.kind == OpKind::kRead) {
+    done = staging_->Copy(s.local, staging_->recv_slot(), s.length);
+    if (!done.ok()) {
+      done = done.WithContext("copying a read from " + peer() + " into device memory");
+    }
+  }
+  s.batch->UnitDone(s.op_index, done);
   return Status::Ok();
 }
 

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "device/backend.h"
 #include "transfer/batch.h"
+#include "transfer/tcp/device_staging.h"
 #include "transfer/tcp/frame_conn.h"
 
 namespace sluice::internal {
@@ -24,6 +26,7 @@ struct Slice {
   std::uint64_t key = 0;
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
+  bool local_device = false;  // `local` is device memory: staged through pinned slots.
 };
 
 class ClientSession final : public FrameConn {
@@ -35,8 +38,11 @@ class ClientSession final : public FrameConn {
 
   // `fd` has completed the handshake and is non-blocking. Construct with
   // std::make_shared, then Begin() to start watching the socket.
+  // `device` (may be null) stages slices of device memory through pinned
+  // slots of `slice_size` bytes (the largest slice this engine sends).
   ClientSession(UniqueFd fd, EventLoop* loop, std::string peer, std::chrono::milliseconds timeout,
-                Callbacks callbacks);
+                Callbacks callbacks, device::DeviceBackend* device = nullptr,
+                std::uint64_t slice_size = 0);
   void Begin();
 
   // Thread-safe. On non-OK (connection closed) nothing was queued.
@@ -50,6 +56,8 @@ class ClientSession final : public FrameConn {
   Status OnFrame(const WireHeader& h, std::string_view body) override;
   void OnClosed(const Status& why) override;
   bool AwaitingPeer() const override { return !pending_.empty(); }
+  Result<bool> FillPayload(OutFrame& frame) override;
+  void OnFrameReleased(const OutFrame& frame) override;
 
  private:
   struct Item {
@@ -59,8 +67,14 @@ class ClientSession final : public FrameConn {
   void ScheduleDrainLocked() SLUICE_REQUIRES(mu_);
   void Drain();
   Status PeerError(const WireHeader& h, std::string_view body) const;
+  // The session's staging, made at its first device slice (loop thread).
+  Status EnsureStaging();
 
   Callbacks callbacks_;
+  device::DeviceBackend* const device_;
+  const std::uint64_t slice_size_;
+  const std::chrono::milliseconds timeout_;
+  std::unique_ptr<DeviceStaging> staging_;  // Loop thread only.
   Mutex mu_;
   std::vector<Item> incoming_ SLUICE_GUARDED_BY(mu_);
   bool drain_scheduled_ SLUICE_GUARDED_BY(mu_) = false;

@@ -215,6 +215,17 @@ void FrameConn::Flush() {
     int cnt = 0;
     std::uint64_t skip = out_sent_;
     for (auto it = out_.begin(); it != out_.end() && cnt + 3 <= 64; ++it) {
+      if (it->fill) {
+        Result<bool> filled = FillPayload(*it);
+        if (!filled.ok()) {
+          Close(filled.status());
+          return;
+        }
+        if (!*filled) {
+          break;  // Sent once the frames ahead are.
+        }
+        it->fill = false;
+      }
       const std::pair<const void*, std::uint64_t> parts[3] = {{&it->hdr, sizeof(WireHeader)},
                                                               {it->body.data(), it->body.size()},
                                                               {it->payload, it->payload_len}};
@@ -227,6 +238,10 @@ void FrameConn::Flush() {
                       static_cast<std::size_t>(len - skip)};
         skip = 0;
       }
+    }
+    if (cnt == 0) {  // Nothing ahead holds a staging slot: none will come back.
+      Close(InternalError("connection to " + peer_ + ": no staging slot for its next frame"));
+      return;
     }
     msghdr msg{};
     msg.msg_iov = iov;
@@ -255,11 +270,9 @@ void FrameConn::Flush() {
         break;
       }
       done -= total;
-      void* cookie = f.cookie;
+      OutFrame sent = std::move(out_.front());
       out_.pop_front();
-      if (cookie != nullptr) {
-        OnFrameReleased(cookie);
-      }
+      OnFrameReleased(sent);
     }
     out_sent_ = done;
   }
@@ -288,10 +301,8 @@ void FrameConn::Close(const Status& why) {
   closed_ = true;
   loop_->Remove(this);
   ::shutdown(fd_.get(), SHUT_RDWR);
-  for (OutFrame& f : out_) {
-    if (f.cookie != nullptr) {
-      OnFrameReleased(f.cookie);
-    }
+  for (const OutFrame& f : out_) {
+    OnFrameReleased(f);
   }
   out_.clear();
   OnClosed(why);

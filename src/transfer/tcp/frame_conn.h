@@ -49,7 +49,11 @@ class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameCon
     std::string body;
     const char* payload = nullptr;
     std::uint64_t payload_len = 0;
-    void* cookie = nullptr;  // Handed to OnFrameReleased once sent or dropped.
+    void* cookie = nullptr;  // For the subclass, in OnFrameReleased.
+    // The payload is not in host memory yet: FillPayload() stages it just
+    // before the frame's first byte is written (device memory).
+    bool fill = false;
+    bool staged = false;  // Set by FillPayload: `payload` is a staging slot.
   };
 
   // Validates `h` and says how many bytes follow it (`*follow`) and where
@@ -61,7 +65,14 @@ class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameCon
   virtual void OnClosed(const Status& why) = 0;
   // Work is outstanding that the peer must answer (for the stall timeout).
   virtual bool AwaitingPeer() const = 0;
-  virtual void OnFrameReleased(void* /*cookie*/) {}
+  // A queued frame was sent whole, or dropped when the connection closed.
+  virtual void OnFrameReleased(const OutFrame& /*frame*/) {}
+  // Makes `frame.payload` host memory (frame.fill is set): answers true when
+  // done (clearing fill), false when it cannot yet (Flush sends what is
+  // ahead and tries again once a frame is released). A subclass may turn
+  // the frame into another (an error response) and answer true. An error
+  // closes the connection.
+  virtual Result<bool> FillPayload(OutFrame& /*frame*/) { return true; }
 
   // Queues a frame; Flush() writes what the socket takes.
   void Queue(OutFrame frame) { out_.push_back(std::move(frame)); }

@@ -10,7 +10,42 @@ namespace sluice::internal {
 
 ServerSession::ServerSession(UniqueFd fd, EventLoop* loop, std::string peer,
                              std::chrono::milliseconds timeout, ServerHost* host)
-    : FrameConn(std::move(fd), loop, std::move(peer), timeout), host_(host) {}
+    : FrameConn(std::move(fd), loop, std::move(peer), timeout), host_(host), timeout_(timeout) {}
+
+Status ServerSession::EnsureStaging(std::uint64_t len) {
+  const std::uint64_t slot = host_->staging_slot_size();
+  if (len > slot) {
+    return InvalidArgumentError("an op on device memory carries at most " + std::to_string(slot) +
+                                " bytes per frame here (the target's slice_size), not " +
+                                std::to_string(len));
+  }
+  if (staging_ == nullptr) {
+    SLUICE_ASSIGN_OR_RETURN(staging_,
+                            DeviceStaging::Create(host_->device_backend(), slot, 2, timeout_));
+  }
+  return Status::Ok();
+}
+
+Result<bool> ServerSession::FillPayload(OutFrame& frame) {
+  char* slot = staging_->TakeSendSlot();
+  if (slot == nullptr) {
+    return false;
+  }
+  Status copied = staging_->Copy(slot, frame.payload, frame.payload_len);
+  if (!copied.ok()) {  // Answered as a failed read instead.
+    staging_->ReturnSendSlot(slot);
+    const std::string why = "reading device memory: " + std::string(copied.message());
+    frame.hdr.status = static_cast<std::uint16_t>(copied.code());
+    frame.hdr.length = why.size();
+    frame.body = why;
+    frame.payload = nullptr;
+    frame.payload_len = 0;
+    return true;
+  }
+  frame.payload = slot;
+  frame.staged = true;
+  return true;
+}
 
 void ServerSession::Start(UniqueFd fd, EventLoop* loop, std::string peer,
                           std::chrono::milliseconds timeout, ServerHost* host) {
@@ -84,12 +119,23 @@ Status ServerSession::OnHeader(const WireHeader& h, Sink* sink, std::uint64_t* f
         return InvalidArgumentError("write of " + std::to_string(h.length) + " bytes from " +
                                     peer() + " exceeds the frame limit");
       }
-      Result<char*> dst =
-          host_->regions().PinRemote(h.key, h.offset, h.length, true, &write_region_);
+      Result<char*> dst = host_->regions().PinRemote(
+          h.key, h.offset, h.length, true, host_->device_backend() != nullptr, &write_region_);
       *follow = h.length;
+      if (dst.ok() && write_region_->kind == MemoryKind::kDevice) {
+        Status staged = EnsureStaging(h.length);
+        if (!staged.ok()) {
+          RegionTableLocal::Unpin(write_region_);
+          dst = staged;
+        }
+      }
       if (dst.ok()) {
         sink->kind = Sink::Kind::kMemory;
         sink->dst = *dst;
+        if (write_region_->kind == MemoryKind::kDevice) {
+          write_device_dst_ = *dst;
+          sink->dst = staging_->recv_slot();
+        }
       } else {
         write_region_ = nullptr;
         write_error_ = dst.status();
@@ -157,16 +203,31 @@ Status ServerSession::OnFrame(const WireHeader& h, std::string_view body) {
       return OnClientHello(h, body);
     case FrameType::kWriteReq:
       if (write_region_ != nullptr) {
+        Status landed;
+        if (write_device_dst_ != nullptr) {
+          landed = staging_->Copy(write_device_dst_, staging_->recv_slot(), h.length);
+          write_device_dst_ = nullptr;
+        }
         RegionTableLocal::Unpin(write_region_);
         write_region_ = nullptr;
-        SendStatus(FrameType::kWriteAck, h.request_id, Status::Ok());
+        SendStatus(FrameType::kWriteAck, h.request_id,
+                   landed.ok() ? landed : landed.WithContext("writing device memory"));
       } else {
         SendStatus(FrameType::kWriteAck, h.request_id, write_error_);
       }
       return Status::Ok();
     case FrameType::kReadReq: {
       LocalRegion* region = nullptr;
-      Result<char*> src = host_->regions().PinRemote(h.key, h.offset, h.length, false, &region);
+      Result<char*> src = host_->regions().PinRemote(h.key, h.offset, h.length, false,
+                                                     host_->device_backend() != nullptr, &region);
+      const bool device = src.ok() && region->kind == MemoryKind::kDevice;
+      if (device) {
+        Status staged = EnsureStaging(h.length);
+        if (!staged.ok()) {
+          RegionTableLocal::Unpin(region);
+          src = staged;
+        }
+      }
       if (!src.ok()) {
         SendStatus(FrameType::kReadResp, h.request_id, src.status());
         return Status::Ok();
@@ -175,6 +236,7 @@ Status ServerSession::OnFrame(const WireHeader& h, std::string_view body) {
       f.hdr = MakeHeader(FrameType::kReadResp, h.request_id, h.length);
       f.payload = *src;
       f.payload_len = h.length;
+      f.fill = device;    // Device memory: staged as the frame goes out.
       f.cookie = region;  // Unpinned once sent (or dropped).
       Send(std::move(f));
       return Status::Ok();
@@ -187,14 +249,20 @@ Status ServerSession::OnFrame(const WireHeader& h, std::string_view body) {
   }
 }
 
-void ServerSession::OnFrameReleased(void* cookie) {
-  RegionTableLocal::Unpin(static_cast<LocalRegion*>(cookie));
+void ServerSession::OnFrameReleased(const OutFrame& frame) {
+  if (frame.cookie != nullptr) {
+    RegionTableLocal::Unpin(static_cast<LocalRegion*>(frame.cookie));
+  }
+  if (frame.staged) {
+    staging_->ReturnSendSlot(const_cast<char*>(frame.payload));
+  }
 }
 
 void ServerSession::OnClosed(const Status& why) {
   if (write_region_ != nullptr) {  // Closed mid-payload.
     RegionTableLocal::Unpin(write_region_);
     write_region_ = nullptr;
+    write_device_dst_ = nullptr;
   }
   if (subscribed_) {
     host_->Unsubscribe(this);

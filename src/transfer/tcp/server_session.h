@@ -11,7 +11,9 @@
 #include <span>
 #include <string>
 
+#include "device/backend.h"
 #include "transfer/region_table.h"
+#include "transfer/tcp/device_staging.h"
 #include "transfer/tcp/frame_conn.h"
 
 namespace sluice::internal {
@@ -28,6 +30,11 @@ class ServerHost {
   virtual std::uint64_t max_notify_bytes() const = 0;
   virtual HelloOk MakeHelloOk() = 0;
   virtual void DeliverNotify(const std::string& sender, std::span<const std::byte> data) = 0;
+  // The device backend of this engine's device regions (null: none), and
+  // the most bytes one frame to or from device memory may carry (the size
+  // of the session's staging slots).
+  virtual device::DeviceBackend* device_backend() const = 0;
+  virtual std::uint64_t staging_slot_size() const = 0;
   // Table pushes go to sessions that asked for them in their hello.
   virtual void Subscribe(const std::shared_ptr<ServerSession>& s) = 0;
   virtual void Unsubscribe(ServerSession* s) = 0;
@@ -50,13 +57,18 @@ class ServerSession final : public FrameConn {
   Status OnFrame(const WireHeader& h, std::string_view body) override;
   void OnClosed(const Status& why) override;
   bool AwaitingPeer() const override { return false; }
-  void OnFrameReleased(void* cookie) override;
+  void OnFrameReleased(const OutFrame& frame) override;
+  Result<bool> FillPayload(OutFrame& frame) override;
 
  private:
   void SendHello();
   Status OnClientHello(const WireHeader& h, std::string_view body);
   void Reject(StatusCode code, const std::string& reason);
   void SendStatus(FrameType type, std::uint64_t id, const Status& s);
+  // The session's staging for an op of `len` bytes on a device region, made
+  // at the first one. Errors: the backend's; kInvalidArgument when `len`
+  // exceeds a slot (the initiator must slice finer).
+  Status EnsureStaging(std::uint64_t len);
 
   ServerHost* host_;
   bool ready_ = false;
@@ -67,6 +79,9 @@ class ServerSession final : public FrameConn {
   // The write being received: its pinned region, or the reason it was refused.
   LocalRegion* write_region_ = nullptr;
   Status write_error_;
+  char* write_device_dst_ = nullptr;  // A write into device memory: staged in recv_slot().
+  const std::chrono::milliseconds timeout_;
+  std::unique_ptr<DeviceStaging> staging_;
 };
 
 }  // namespace sluice::internal

@@ -15,8 +15,9 @@ class TcpPath final : public TransportPath {
           std::uint64_t slice_size)
       : TransportPath(t), conns_(conns.begin(), conns.end()), slice_size_(slice_size) {}
 
-  PlanVerdict Plan(const OpQuery& /*q*/, OpRoute* route, Status* /*failure*/) override {
+  PlanVerdict Plan(const OpQuery& q, OpRoute* route, Status* /*failure*/) override {
     route->unit = slice_size_;  // The target checks key, range and access.
+    route->local_kind = q.local_kind;
     return PlanVerdict::kTake;
   }
 
@@ -35,7 +36,8 @@ class TcpPath final : public TransportPath {
                 local + off,
                 op.remote_key.value,
                 op.remote_offset + off,
-                std::min(slice_size_, op.length - off)};
+                std::min(slice_size_, op.length - off),
+                routes[i].local_kind == MemoryKind::kDevice};
         const std::uint64_t n = next_.fetch_add(1, std::memory_order_relaxed);
         Status st = conns_[n % conns_.size()]->Enqueue(s);
         if (!st.ok()) {
@@ -53,7 +55,10 @@ class TcpPath final : public TransportPath {
 
 class TcpTransport final : public Transport {
  public:
-  explicit TcpTransport(std::uint64_t slice_size) : slice_size_(slice_size) {}
+  TcpTransport(std::uint64_t slice_size, bool local_device) : slice_size_(slice_size) {
+    caps_.remote_kinds = KindBit(MemoryKind::kHost) | KindBit(MemoryKind::kDevice);
+    caps_.local_kinds = local_device ? caps_.remote_kinds : KindBit(MemoryKind::kHost);
+  }
 
   std::string_view name() const override { return "tcp"; }
   const TransportCaps& caps() const override { return caps_; }
@@ -66,14 +71,14 @@ class TcpTransport final : public Transport {
   }
 
  private:
-  const TransportCaps caps_{};  // Host memory at both ends, any peer, no mapping.
+  TransportCaps caps_;  // Any peer, no mapping; kinds as constructed.
   const std::uint64_t slice_size_;
 };
 
 }  // namespace
 
-std::unique_ptr<Transport> MakeTcpTransport(std::uint64_t slice_size) {
-  return std::make_unique<TcpTransport>(slice_size);
+std::unique_ptr<Transport> MakeTcpTransport(std::uint64_t slice_size, bool local_device) {
+  return std::make_unique<TcpTransport>(slice_size, local_device);
 }
 
 }  // namespace sluice::internal
