@@ -57,7 +57,16 @@ int main(int argc, char** argv) {
   r.memfd = 7;
   r.memfd_size = 1 << 20;
   r.memfd_inode = 99;
-  table.regions = {r, r};
+  WireRegion dev;  // Exported device memory (wire version 2).
+  dev.info.key.value = 0x9abc;
+  dev.info.length = 1 << 20;
+  dev.info.kind = MemoryKind::kDevice;
+  dev.info.device = 1;
+  dev.info.access = Access::kRemoteRead;
+  dev.has_ipc = true;
+  dev.ipc.fill(0x42);
+  dev.ipc_offset = 4096;
+  table.regions = {r, r, dev};
   table.regions[1].info.key.value = 0x5678;
   HelloOk hok;
   hok.host = HostInfo::Self();
