@@ -17,6 +17,8 @@ namespace sluice::internal {
 namespace {
 
 using IpcBytes = std::array<std::uint8_t, 96>;
+// Ops are cut into chunks of this size, spread over the copy threads.
+constexpr std::uint64_t kChunk = std::uint64_t{4} << 20;
 static_assert(sizeof(IpcBytes) == sizeof(device::IpcHandle::bytes));
 
 // A peer's device allocation opened here; closed when the last route and
@@ -98,7 +100,10 @@ class DevCopyPool {
   }
 
  private:
-  static constexpr std::size_t kMaxGroup = 64;
+  // A thread takes queued copies until they add up to kGroupBytes (at
+  // least one), so large ops' chunks spread over the threads and their
+  // streams while small copies still share one wait.
+  static constexpr std::uint64_t kGroupBytes = kChunk;
 
   void Run(device::Stream stream, device::Event event) {
     std::vector<DevCopy> group;
@@ -110,7 +115,9 @@ class DevCopyPool {
         if (jobs_.empty()) {
           break;  // Stopping, and nothing left.
         }
-        while (!jobs_.empty() && group.size() < kMaxGroup) {
+        std::uint64_t bytes = 0;
+        while (!jobs_.empty() && (group.empty() || bytes + jobs_.front().length <= kGroupBytes)) {
+          bytes += jobs_.front().length;
           group.push_back(std::move(jobs_.front()));
           jobs_.pop_front();
         }
@@ -182,7 +189,7 @@ class DevIpcPath final : public TransportPath {
           FailureScope::kEndpoint);
       return PlanVerdict::kFail;
     }
-    route->unit = op.length;  // One copy, one completion.
+    route->unit = kChunk;  // One copy and completion per chunk.
     route->mapped = a.base + start;
     route->keep = *std::move(opened);
     return PlanVerdict::kTake;
@@ -198,14 +205,18 @@ class DevIpcPath final : public TransportPath {
       }
       const TransferRequest& op = ops[i];
       const bool write = op.kind == OpKind::kWrite;
-      DevCopy j;
-      j.batch = batch;
-      j.op_index = i;
-      j.dst = write ? static_cast<void*>(route.mapped) : op.local;
-      j.src = write ? static_cast<const void*>(op.local) : route.mapped;
-      j.length = op.length;
-      j.keep = std::static_pointer_cast<OpenedAllocation>(route.keep);
-      jobs.push_back(std::move(j));
+      char* local = static_cast<char*>(op.local);
+      auto keep = std::static_pointer_cast<OpenedAllocation>(route.keep);
+      for (std::uint64_t off = 0; off < op.length; off += kChunk) {
+        DevCopy j;
+        j.batch = batch;
+        j.op_index = i;
+        j.dst = write ? static_cast<void*>(route.mapped + off) : local + off;
+        j.src = write ? static_cast<const void*>(local + off) : route.mapped + off;
+        j.length = std::min(kChunk, op.length - off);
+        j.keep = keep;
+        jobs.push_back(std::move(j));
+      }
     }
     pool_->Submit(jobs);
   }

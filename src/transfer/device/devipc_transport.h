@@ -4,9 +4,10 @@
 // the same device backend (one mapping per peer allocation, kept until the
 // peer's table drops it and no copy still uses it) and moves bytes with the
 // backend's asynchronous copies -- host or device memory here, the peer's
-// device memory there -- on its own copy threads, each with a stream. An
-// op completes when the event recorded after its copy is reached, so a
-// notify sent after it finds the bytes in place.
+// device memory there -- on its own copy threads, each with a stream (ops
+// cut into 4 MiB chunks spread over them). An op completes when the events
+// recorded after its chunks' copies are reached, so a notify sent after it
+// finds the bytes in place.
 #ifndef SLUICE_TRANSFER_DEVICE_DEVIPC_TRANSPORT_H_
 #define SLUICE_TRANSFER_DEVICE_DEVIPC_TRANSPORT_H_
 
