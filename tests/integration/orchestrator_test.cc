@@ -413,6 +413,16 @@ TEST_F(OrchestratorTest, AWorkerHoldingAnAssignmentLosesItsLease) {
   EXPECT_NE(events->body.find("event: lease_expired"), std::string::npos) << events->body;
 }
 
+// Registers an encode worker over raw gRPC; its id, or 0 when refused.
+std::uint64_t RegisterEncodeWorker(pb::Orchestrator::Stub& stub) {
+  pb::RegisterRequest reg;
+  reg.set_stage("encode");
+  reg.set_capacity(1);
+  pb::RegisterResponse rr;
+  grpc::ClientContext ctx;
+  return stub.Register(&ctx, reg, &rr).ok() ? rr.worker_id() : 0;
+}
+
 // A worker that unregisters and then cancels its assignment stream (what
 // every stage worker does when it stops) used to have the stream finished
 // twice -- once for the unregister, once for the cancel -- and gRPC aborted
@@ -427,20 +437,16 @@ TEST_F(OrchestratorTest, AWorkerUnregisteringThenCancellingItsStreamLeavesTheOrc
   // sending its status.
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   for (int i = 0; i < 600 && std::chrono::steady_clock::now() < deadline; ++i) {
-    pb::RegisterRequest reg;
-    reg.set_stage("encode");
-    reg.set_capacity(1);
-    pb::RegisterResponse rr;
-    grpc::ClientContext rctx;
-    ASSERT_TRUE(stub->Register(&rctx, reg, &rr).ok());
+    const std::uint64_t worker = RegisterEncodeWorker(*stub);
+    ASSERT_NE(worker, 0u);
     pb::AssignmentsRequest areq;
-    areq.set_worker_id(rr.worker_id());
+    areq.set_worker_id(worker);
     grpc::ClientContext sctx;
     auto reader = stub->Assignments(&sctx, areq);
     std::this_thread::sleep_for(std::chrono::microseconds(300));  // Attached.
     std::thread unregister([&] {
       pb::UnregisterRequest ureq;
-      ureq.set_worker_id(rr.worker_id());
+      ureq.set_worker_id(worker);
       pb::UnregisterResponse uresp;
       grpc::ClientContext uctx;
       (void)stub->Unregister(&uctx, ureq, &uresp);
@@ -465,14 +471,10 @@ TEST_F(OrchestratorTest, AnOldAssignmentStreamEndingLeavesTheNewerOneAttached) {
   Start();
   auto stub = pb::Orchestrator::NewStub(
       grpc::CreateChannel(server_->endpoint(), grpc::InsecureChannelCredentials()));
-  pb::RegisterRequest reg;
-  reg.set_stage("encode");
-  reg.set_capacity(1);
-  pb::RegisterResponse rr;
-  grpc::ClientContext rctx;
-  ASSERT_TRUE(stub->Register(&rctx, reg, &rr).ok());
+  const std::uint64_t worker = RegisterEncodeWorker(*stub);
+  ASSERT_NE(worker, 0u);
   pb::AssignmentsRequest areq;
-  areq.set_worker_id(rr.worker_id());
+  areq.set_worker_id(worker);
   grpc::ClientContext old_ctx, new_ctx;
   old_ctx.set_deadline(std::chrono::system_clock::now() + 5s);
   new_ctx.set_deadline(std::chrono::system_clock::now() + 15s);
@@ -487,7 +489,7 @@ TEST_F(OrchestratorTest, AnOldAssignmentStreamEndingLeavesTheNewerOneAttached) {
   std::thread beater([&] {
     while (beating) {
       pb::HeartbeatRequest hb;
-      hb.set_worker_id(rr.worker_id());
+      hb.set_worker_id(worker);
       hb.set_free_slots(1);
       pb::HeartbeatResponse hr;
       grpc::ClientContext ctx;

@@ -27,16 +27,14 @@ Status ClientSession::EnsureStaging() {
 }
 
 Result<bool> ClientSession::FillPayload(OutFrame& frame) {
-  char* slot = staging_->TakeSendSlot();
-  if (slot == nullptr) {
+  Result<char*> slot = staging_->StageOut(frame.payload, frame.payload_len);
+  if (!slot.ok()) {
+    return slot.status().WithContext("staging device memory for " + peer());
+  }
+  if (*slot == nullptr) {
     return false;
   }
-  Status copied = staging_->Copy(slot, frame.payload, frame.payload_len);
-  if (!copied.ok()) {
-    staging_->ReturnSendSlot(slot);
-    return copied.WithContext("staging device memory for " + peer());
-  }
-  frame.payload = slot;
+  frame.payload = *slot;
   frame.staged = true;
   return true;
 }

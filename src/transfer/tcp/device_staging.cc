@@ -55,6 +55,19 @@ void DeviceStaging::ReturnSendSlot(char* slot) {
   }
 }
 
+Result<char*> DeviceStaging::StageOut(const void* src, std::size_t len) {
+  char* slot = TakeSendSlot();
+  if (slot == nullptr) {
+    return nullptr;
+  }
+  Status copied = Copy(slot, src, len);
+  if (!copied.ok()) {
+    ReturnSendSlot(slot);
+    return copied;
+  }
+  return slot;
+}
+
 Status DeviceStaging::Copy(void* dst, const void* src, std::size_t len) {
   SLUICE_RETURN_IF_ERROR(backend_->CopyAsync(dst, src, len, stream_));
   SLUICE_RETURN_IF_ERROR(backend_->Record(event_, stream_));

@@ -35,6 +35,12 @@ class DeviceStaging {
   char* TakeSendSlot();
   void ReturnSendSlot(char* slot);
 
+  // Copies `len` bytes of `src` (device memory) into a free send slot and
+  // answers the slot (give it back with ReturnSendSlot once its frame is
+  // sent), or null when every slot is in a frame not yet sent. Errors: the
+  // copy's (the slot is back already).
+  Result<char*> StageOut(const void* src, std::size_t len);
+
   // Copies `len` bytes (either end host or device memory) and waits for it.
   // Errors: the backend's; kDeadlineExceeded after the timeout.
   Status Copy(void* dst, const void* src, std::size_t len);

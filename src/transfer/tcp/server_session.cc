@@ -27,22 +27,20 @@ Status ServerSession::EnsureStaging(std::uint64_t len) {
 }
 
 Result<bool> ServerSession::FillPayload(OutFrame& frame) {
-  char* slot = staging_->TakeSendSlot();
-  if (slot == nullptr) {
-    return false;
-  }
-  Status copied = staging_->Copy(slot, frame.payload, frame.payload_len);
-  if (!copied.ok()) {  // Answered as a failed read instead.
-    staging_->ReturnSendSlot(slot);
-    const std::string why = "reading device memory: " + std::string(copied.message());
-    frame.hdr.status = static_cast<std::uint16_t>(copied.code());
+  Result<char*> slot = staging_->StageOut(frame.payload, frame.payload_len);
+  if (!slot.ok()) {  // Answered as a failed read instead.
+    const std::string why = "reading device memory: " + std::string(slot.status().message());
+    frame.hdr.status = static_cast<std::uint16_t>(slot.status().code());
     frame.hdr.length = why.size();
     frame.body = why;
     frame.payload = nullptr;
     frame.payload_len = 0;
     return true;
   }
-  frame.payload = slot;
+  if (*slot == nullptr) {
+    return false;
+  }
+  frame.payload = *slot;
   frame.staged = true;
   return true;
 }
