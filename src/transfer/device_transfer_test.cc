@@ -1,6 +1,7 @@
 // Device memory through the engine, on the sim backend: registration checked
 // against the backend, regions carrying kind and device, and devipc moving
-// host and device memory to and from a same-host peer's device memory.
+// host and device memory to and from a same-host peer's device memory, and
+// device memory to and from a same-host peer's shared host memory.
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -78,8 +79,9 @@ std::uint64_t BytesOf(const TransferEngine& e, const std::string& transport) {
 }
 
 Status RunOp(TransferEngine& e, OpKind kind, void* local, SegmentId seg, RegionKey key,
-             std::uint64_t offset, std::uint64_t len) {
+             std::uint64_t offset, std::uint64_t len, TransportHint hint = TransportHint::kAuto) {
   TransferRequest op;
+  op.hint = hint;
   op.kind = kind;
   op.local = local;
   op.segment = seg;
@@ -249,6 +251,59 @@ TEST_F(DeviceTransferTest, RangeAndAccessAreCheckedAndABatchMixesKinds) {
   mem_.Copy(there.data(), remote_, there.size());
   EXPECT_EQ(std::memcmp(there.data(), a.data(), a.size()), 0);
   EXPECT_EQ(std::memcmp(there.data() + 10000, b.data(), b.size()), 0);
+}
+
+// Device memory here and a same-host peer's shared host memory (what a
+// store node's segments are): devipc copies straight between the device and
+// the peer's allocation mapped here, nothing over tcp. Host memory at both
+// ends stays on shm.
+TEST_F(DeviceTransferTest, DeviceMemoryMovesToAndFromAPeersSharedHostMemoryOverDevipc) {
+  auto shared = target_->AllocateShared(std::size_t{20} << 20);
+  ASSERT_TRUE(shared.ok()) << shared.status().ToString();
+  char* far = static_cast<char*>(shared->data());
+  auto k =
+      target_->RegisterMemory(far, shared->size(), MemoryKind::kHost, Access::kRemoteReadWrite);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  // The initiator sees the new table once the target pushed it (until
+  // then a same-host path knows nothing of the key; tcp would take it).
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  Status first;
+  do {
+    first = RunOp(*initiator_, OpKind::kWrite, host_.data(), seg_, *k, 0, 1,
+                  TransportHint::kSameHostOnly);
+  } while (first.code() == StatusCode::kNotFound && std::chrono::steady_clock::now() < deadline);
+  ASSERT_TRUE(first.ok()) << first.ToString();
+
+  const std::uint64_t tcp_before = BytesOf(*initiator_, "tcp");
+  const std::uint64_t devipc_before = BytesOf(*initiator_, "devipc");
+  const std::uint64_t shm_before = BytesOf(*initiator_, "shm");
+  int seed = 40;
+  for (std::size_t len :
+       {std::size_t{1}, std::size_t{4099}, (std::size_t{1} << 20) + 3, std::size_t{9} << 20}) {
+    for (std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{54321}}) {
+      SCOPED_TRACE("len " + std::to_string(len) + " offset " + std::to_string(offset));
+      const std::vector<char> a = Pattern(len, ++seed);
+      mem_.Copy(local_dev_, a.data(), len);
+      ASSERT_TRUE(RunOp(*initiator_, OpKind::kWrite, local_dev_, seg_, *k, offset, len).ok());
+      ASSERT_EQ(std::memcmp(far + offset, a.data(), len), 0);
+      const std::vector<char> b = Pattern(len, ++seed);
+      std::memcpy(far + offset, b.data(), len);
+      ASSERT_TRUE(RunOp(*initiator_, OpKind::kRead, local_dev_ + len, seg_, *k, offset, len).ok());
+      std::vector<char> back(len);
+      mem_.Copy(back.data(), local_dev_ + len, len);
+      ASSERT_EQ(back, b);
+    }
+  }
+  EXPECT_EQ(BytesOf(*initiator_, "tcp"), tcp_before) << "device bytes went over tcp";
+  EXPECT_GT(BytesOf(*initiator_, "devipc") - devipc_before, std::uint64_t{20} << 20);
+  // Host memory here to the same allocation: shm's, not devipc's.
+  const std::uint64_t devipc_mid = BytesOf(*initiator_, "devipc");
+  ASSERT_TRUE(RunOp(*initiator_, OpKind::kWrite, host_.data(), seg_, *k, 0, 65536).ok());
+  EXPECT_EQ(BytesOf(*initiator_, "devipc"), devipc_mid);
+  EXPECT_EQ(BytesOf(*initiator_, "shm") - shm_before, 65536u + 0u);
+  // The range is checked against the peer's region.
+  Status past = RunOp(*initiator_, OpKind::kWrite, local_dev_, seg_, *k, shared->size() - 10, 11);
+  EXPECT_EQ(past.code(), StatusCode::kInvalidArgument) << past.ToString();
 }
 
 // Over tcp, each side stages its own device memory through pinned slots:

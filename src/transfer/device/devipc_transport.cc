@@ -12,6 +12,7 @@
 #include "common/mutex.h"
 #include "transfer/batch.h"
 #include "transfer/region_table.h"
+#include "transfer/shm/shm_peer.h"
 
 namespace sluice::internal {
 namespace {
@@ -44,7 +45,7 @@ struct DevCopy {
   void* dst = nullptr;
   const void* src = nullptr;
   std::uint64_t length = 0;
-  std::shared_ptr<OpenedAllocation> keep;  // The peer's memory stays open.
+  std::shared_ptr<void> keep;  // The peer's memory stays open (or mapped).
 };
 
 // Copy threads, each with its own stream and event: a thread takes what is
@@ -159,15 +160,28 @@ class DevCopyPool {
 
 class DevIpcPath final : public TransportPath {
  public:
-  DevIpcPath(Transport* t, device::DeviceBackend* backend, DevCopyPool* pool, std::string endpoint)
-      : TransportPath(t), backend_(backend), pool_(pool), endpoint_(std::move(endpoint)) {}
+  // `shm` maps the peer's shared host allocations; null when it cannot
+  // (another pid namespace), and then only device memory there is served.
+  DevIpcPath(Transport* t, device::DeviceBackend* backend, DevCopyPool* pool, std::string endpoint,
+             std::shared_ptr<ShmPeer> shm)
+      : TransportPath(t),
+        backend_(backend),
+        pool_(pool),
+        endpoint_(std::move(endpoint)),
+        shm_(std::move(shm)) {}
 
   PlanVerdict Plan(const OpQuery& q, OpRoute* route, Status* failure) override {
-    if (q.remote == nullptr || q.remote->info.kind != MemoryKind::kDevice || !q.remote->has_ipc) {
-      return PlanVerdict::kPass;  // Not exported device memory: another path's.
+    if (q.remote == nullptr) {
+      return PlanVerdict::kPass;  // Only the target's own check could say more.
     }
     const TransferRequest& op = q.op;
     const WireRegion& region = *q.remote;
+    if (region.info.kind == MemoryKind::kHost) {
+      return PlanHost(q, route, failure);
+    }
+    if (!region.has_ipc) {
+      return PlanVerdict::kPass;  // Not exported device memory: another path's.
+    }
     Status range = CheckRange(region.info.length, region.info.access, op.remote_offset, op.length,
                               op.kind == OpKind::kWrite);
     if (!range.ok()) {
@@ -206,7 +220,7 @@ class DevIpcPath final : public TransportPath {
       const TransferRequest& op = ops[i];
       const bool write = op.kind == OpKind::kWrite;
       char* local = static_cast<char*>(op.local);
-      auto keep = std::static_pointer_cast<OpenedAllocation>(route.keep);
+      const std::shared_ptr<void>& keep = route.keep;
       for (std::uint64_t off = 0; off < op.length; off += kChunk) {
         DevCopy j;
         j.batch = batch;
@@ -230,17 +244,65 @@ class DevIpcPath final : public TransportPath {
         live.insert(r.ipc);
       }
     }
+    if (shm_ != nullptr) {
+      shm_->Retain(table);
+    }
     MutexLock lock(mu_);
     std::erase_if(opened_, [&](const auto& kv) { return live.count(kv.first) == 0; });
   }
 
   void OnDown() override {
+    if (shm_ != nullptr) {
+      shm_->Retain(RegionTable{});  // Unmapped as the copies still holding them end.
+    }
     MutexLock lock(mu_);
     down_ = true;
     opened_.clear();  // Closed as the copies still holding them end.
   }
 
  private:
+  // The peer's host memory with device memory here: copied by the backend
+  // straight between the device and the peer's shared allocation mapped
+  // here (no staging, no other host copy). Host memory at both ends, or an
+  // allocation that cannot be mapped, is another path's (shm, tcp).
+  PlanVerdict PlanHost(const OpQuery& q, OpRoute* route, Status* failure) {
+    const WireRegion& region = *q.remote;
+    if (q.local_kind != MemoryKind::kDevice || shm_ == nullptr || !region.info.shared) {
+      return PlanVerdict::kPass;
+    }
+    const TransferRequest& op = q.op;
+    Status range = CheckRange(region.info.length, region.info.access, op.remote_offset, op.length,
+                              op.kind == OpKind::kWrite);
+    if (!range.ok()) {
+      *failure = std::move(range);
+      return PlanVerdict::kFail;
+    }
+    {
+      MutexLock lock(mu_);
+      if (down_) {
+        *failure = UnavailableError("peer " + endpoint_ + " is down", FailureScope::kEndpoint);
+        return PlanVerdict::kFail;
+      }
+    }
+    Result<std::shared_ptr<PeerMapping>> m = shm_->Map(region);
+    if (!m.ok()) {
+      return PlanVerdict::kPass;  // The kernel refused: tcp stages it instead.
+    }
+    const PeerMapping& mapping = **m;
+    if (region.memfd_offset > mapping.size ||
+        op.remote_offset > mapping.size - region.memfd_offset ||
+        op.length > mapping.size - region.memfd_offset - op.remote_offset) {
+      *failure = UnavailableError(
+          "peer " + endpoint_ + "'s region table points outside its shared allocation",
+          FailureScope::kEndpoint);
+      return PlanVerdict::kFail;
+    }
+    route->unit = kChunk;
+    route->mapped = mapping.addr + region.memfd_offset + op.remote_offset;
+    route->keep = *std::move(m);
+    return PlanVerdict::kTake;
+  }
+
   Result<std::shared_ptr<OpenedAllocation>> Open(const IpcBytes& ipc) {
     MutexLock lock(mu_);
     if (down_) {
@@ -265,6 +327,7 @@ class DevIpcPath final : public TransportPath {
   device::DeviceBackend* const backend_;
   DevCopyPool* const pool_;
   const std::string endpoint_;
+  const std::shared_ptr<ShmPeer> shm_;
   Mutex mu_;
   std::map<IpcBytes, std::shared_ptr<OpenedAllocation>> opened_ SLUICE_GUARDED_BY(mu_);
   bool down_ SLUICE_GUARDED_BY(mu_) = false;  // The link went down: nothing more opens.
@@ -287,14 +350,16 @@ class DevIpcTransport final : public Transport {
         peer.host.pid_ns != self.pid_ns) {
       return nullptr;
     }
-    return std::make_shared<DevIpcPath>(this, backend_, &pool_, peer.endpoint);
+    return std::make_shared<DevIpcPath>(this, backend_, &pool_, peer.endpoint,
+                                        ShmPeer::Probe(peer.host));
   }
 
  private:
   const TransportCaps caps_{
       .local_kinds =
           static_cast<KindSet>(KindBit(MemoryKind::kHost) | KindBit(MemoryKind::kDevice)),
-      .remote_kinds = KindBit(MemoryKind::kDevice),
+      .remote_kinds =
+          static_cast<KindSet>(KindBit(MemoryKind::kHost) | KindBit(MemoryKind::kDevice)),
       .same_host_only = true,
       .maps = false,
       .reads_peer_table = true,

@@ -8,6 +8,13 @@
 // cut into 4 MiB chunks spread over them). An op completes when the events
 // recorded after its chunks' copies are reached, so a notify sent after it
 // finds the bytes in place.
+//
+// It also carries device memory here to and from a same-host peer's shared
+// host allocations (the memfd memory shm maps, a store node's segments):
+// the backend copies straight between the device and the mapping, so a
+// device tensor reaches a node's memory in one hop. It maps those
+// allocations itself (a second mapping beside shm's, made at the first
+// device op). Host memory at both ends is left to shm.
 #ifndef SLUICE_TRANSFER_DEVICE_DEVIPC_TRANSPORT_H_
 #define SLUICE_TRANSFER_DEVICE_DEVIPC_TRANSPORT_H_
 
