@@ -136,6 +136,8 @@ Result<std::unique_ptr<StageHandle>> ConnectorImpl::Publish(const StagePayload& 
   d.num_chunks = p.num_chunks;
   d.mode = mode;
   d.lease = p.lease;
+  d.memory = p.tensor.memory;
+  d.device = p.tensor.device;
   SLUICE_ASSIGN_OR_RETURN(
       h->layout, ChunkLayout::Make(d.shape, DTypeSize(d.dtype), d.chunk_dim, d.num_chunks));
   h->base = static_cast<char*>(p.tensor.data);
@@ -182,7 +184,8 @@ Result<std::unique_ptr<ChunkStream>> ConnectorImpl::Consume(const PayloadDescrip
     s->chunks.assign(static_cast<std::size_t>(d.num_chunks), StreamState::Chunk::kWaiting);
   }
   s->timeout = config_.consume_timeout;
-  SLUICE_RETURN_IF_ERROR(regs_->Ensure(dst.data, dst.nbytes(), Access::kLocalOnly).status());
+  SLUICE_RETURN_IF_ERROR(
+      regs_->Ensure(dst.data, dst.nbytes(), Access::kLocalOnly, dst.memory, dst.device).status());
   SLUICE_RETURN_IF_ERROR(channel->Consume(s));
   return std::unique_ptr<ChunkStream>(new ChunkStream(s));
 }

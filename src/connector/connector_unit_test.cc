@@ -16,6 +16,7 @@
 #include "common/net.h"
 #include "common/testing/eventually.h"
 #include "connector/chunk_layout.h"
+#include "connector/testing/connector_fixture.h"
 #include "transfer/wire.h"
 
 namespace sluice {
@@ -25,6 +26,7 @@ using namespace std::chrono_literals;
 using internal::ByteRun;
 using internal::ChunkLayout;
 using internal::Eventually;
+using testing::ConnectorTest;
 
 PayloadDescriptor SampleP2p() {
   PayloadDescriptor d;
@@ -193,45 +195,6 @@ TEST(ChunkLayoutTest, RunsCoverTheTensorExactlyOnce) {
 }
 
 // An embedded master + store node and two connectors (producer, consumer).
-class ConnectorTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    MasterConfig mc;
-    auto m = MasterServer::Start(mc);
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    master_ = std::move(*m);
-    auto e = TransferEngine::Create(EngineConfig{});
-    ASSERT_TRUE(e.ok());
-    node_engine_ = std::move(*e);
-    StoreNodeConfig nc;
-    nc.master = master_->endpoint();
-    nc.memory_bytes = 64 << 20;
-    auto n = StoreNode::Start(node_engine_.get(), nc);
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
-    node_ = std::move(*n);
-    while (!node_->registered()) {
-      std::this_thread::sleep_for(10ms);
-    }
-    producer_ = Make("denoise");
-    consumer_ = Make("decode");
-  }
-  std::unique_ptr<DiffusionConnector> Make(const std::string& role) {
-    ConnectorConfig c;
-    c.role = role;
-    c.store.master = master_->endpoint();
-    c.consume_timeout = 5s;
-    auto conn = DiffusionConnector::Create(c);
-    EXPECT_TRUE(conn.ok()) << conn.status().ToString();
-    return std::move(*conn);
-  }
-
-  std::unique_ptr<MasterServer> master_;
-  std::unique_ptr<TransferEngine> node_engine_;
-  std::unique_ptr<StoreNode> node_;
-  std::unique_ptr<DiffusionConnector> producer_;
-  std::unique_ptr<DiffusionConnector> consumer_;
-};
-
 TEST_F(ConnectorTest, EveryModeAndChunkingMovesExactBytes) {
   const std::vector<std::int64_t> shape = {2, 3, 16, 10, 12};
   std::vector<std::uint16_t> src(2 * 3 * 16 * 10 * 12), dst(src.size());

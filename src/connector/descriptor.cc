@@ -115,6 +115,18 @@ constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{1} << 48;
 
 // Drops the other mode's fields, which a sender may include but the
 // payload never uses: a descriptor then encodes the same in both forms.
+// "" (versions 1 and 2) and "host", or "device".
+Result<MemoryKind> ParseMemory(std::string_view s) {
+  if (s.empty() || s == "host") {
+    return MemoryKind::kHost;
+  }
+  if (s == "device") {
+    return MemoryKind::kDevice;
+  }
+  return InvalidArgumentError("descriptor: memory must be host or device, got '" +
+                              std::string(s.substr(0, 32)) + "'");
+}
+
 void KeepOwnModeFields(PayloadDescriptor& d) {
   if (d.mode == TransferMode::kStore) {
     d.producer_endpoint.clear();
@@ -171,7 +183,15 @@ Status PayloadDescriptor::Validate() const {
   if (one_object && (mode != TransferMode::kStore || !complete)) {
     return bad("one_object needs store mode and a complete payload");
   }
+  if (memory == MemoryKind::kHost ? device != -1 : (device < -1 || device > 1023)) {
+    return bad("device " + std::to_string(device) +
+               (memory == MemoryKind::kHost ? " with host memory" : " outside -1..1023"));
+  }
   return Status::Ok();
+}
+
+std::uint16_t PayloadDescriptor::version() const {
+  return memory == MemoryKind::kDevice ? 3 : 2;
 }
 
 std::string PayloadDescriptor::StoreKey(int i) const {
@@ -208,11 +228,15 @@ std::string PayloadDescriptor::Encode() const {
   p.set_key_prefix(key_prefix);
   p.set_complete(complete);
   p.set_one_object(one_object);
+  if (memory == MemoryKind::kDevice) {
+    p.set_memory("device");
+    p.set_device(device);
+  }
   const std::string body = p.SerializeAsString();
   std::string out;
   out.reserve(kHeader + body.size());
   Put(out, kMagic, 4);
-  Put(out, kVersion, 2);
+  Put(out, version(), 2);
   Put(out, 0, 2);
   Put(out, body.size(), 4);
   Put(out, XXH3_64bits(body.data(), body.size()), 8);
@@ -263,6 +287,8 @@ Result<PayloadDescriptor> PayloadDescriptor::Decode(std::string_view in) {
   d.key_prefix = p.key_prefix();
   d.complete = p.complete();
   d.one_object = p.one_object();
+  SLUICE_ASSIGN_OR_RETURN(d.memory, ParseMemory(p.memory()));
+  d.device = p.has_device() ? p.device() : -1;
   KeepOwnModeFields(d);
   SLUICE_RETURN_IF_ERROR(d.Validate());
   return d;
@@ -270,7 +296,7 @@ Result<PayloadDescriptor> PayloadDescriptor::Decode(std::string_view in) {
 
 std::string PayloadDescriptor::ToJson() const {
   nlohmann::json j;
-  j["version"] = kVersion;
+  j["version"] = version();
   j["request_id"] = request_id;
   j["kind"] = PayloadKindName(kind);
   j["dtype"] = DTypeName(dtype);
@@ -282,6 +308,10 @@ std::string PayloadDescriptor::ToJson() const {
   j["lease"] = lease.ToString();
   j["complete"] = complete;
   j["one_object"] = one_object;
+  if (memory == MemoryKind::kDevice) {
+    j["memory"] = "device";
+    j["device"] = device;
+  }
   if (mode == TransferMode::kP2p) {
     j["producer_endpoint"] = producer_endpoint;
     j["region_key"] = region_key;
@@ -363,6 +393,16 @@ Result<PayloadDescriptor> PayloadDescriptor::FromJson(std::string_view text) {
     }
   }
   SLUICE_RETURN_IF_ERROR(field("key_prefix", &d.key_prefix, false));
+  std::string memory;
+  std::int64_t device = -1;
+  SLUICE_RETURN_IF_ERROR(field("memory", &memory, false));
+  SLUICE_RETURN_IF_ERROR(field("device", &device, false));
+  SLUICE_ASSIGN_OR_RETURN(d.memory, ParseMemory(memory));
+  if (device < -1 || device > 1023) {
+    return InvalidArgumentError("descriptor JSON: device " + std::to_string(device) +
+                                " outside -1..1023");
+  }
+  d.device = static_cast<int>(device);
   // Optional booleans: absent means false.
   for (auto [name, out] : {std::pair{"complete", &d.complete}, {"one_object", &d.one_object}}) {
     if (auto it = j.find(name); it != j.end()) {

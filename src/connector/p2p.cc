@@ -110,8 +110,9 @@ void P2pChannel::Shutdown() {
 }
 
 Status P2pChannel::Publish(const std::shared_ptr<HandleState>& h, const StagePayload& p) {
-  SLUICE_ASSIGN_OR_RETURN(auto reg,
-                          regs_.Ensure(p.tensor.data, p.tensor.nbytes(), Access::kRemoteRead));
+  SLUICE_ASSIGN_OR_RETURN(
+      auto reg, regs_.Ensure(p.tensor.data, p.tensor.nbytes(), Access::kRemoteRead, p.tensor.memory,
+                             p.tensor.device));
   h->desc.producer_endpoint = engine_.endpoint();
   h->desc.region_key = reg.first.value;
   h->desc.region_offset = reg.second;
@@ -361,6 +362,9 @@ Result<PayloadView> P2pChannel::ConsumeInPlace(const PayloadDescriptor& d) {
   auto refuse = [&](std::string_view why) { return RefuseInPlace(d, why); };
   if (!d.complete) {
     return refuse("its chunks are published one by one");
+  }
+  if (d.memory == MemoryKind::kDevice) {
+    return refuse("it is in the producer's device memory, which this process cannot map");
   }
   SLUICE_ASSIGN_OR_RETURN(SegmentId seg, engine_.OpenSegment(d.producer_endpoint));
   const TensorView shape_only{nullptr, d.dtype, d.shape, {}};

@@ -5,7 +5,8 @@
 namespace sluice::internal {
 
 Result<std::pair<RegionKey, std::uint64_t>> RegistrationCache::Ensure(void* data, std::uint64_t len,
-                                                                      Access access) {
+                                                                      Access access,
+                                                                      MemoryKind kind, int device) {
   const auto addr = reinterpret_cast<std::uintptr_t>(data);
   MutexLock lock(mu_);
   auto it = regs_.upper_bound(addr);
@@ -13,7 +14,7 @@ Result<std::pair<RegionKey, std::uint64_t>> RegistrationCache::Ensure(void* data
     auto prev = std::prev(it);
     const bool covers = prev->first <= addr && addr + len <= prev->first + prev->second.len;
     const bool enough = !AllowsRemoteRead(access) || AllowsRemoteRead(prev->second.access);
-    if (covers && enough) {
+    if (covers && enough && prev->second.kind == kind) {
       return std::make_pair(prev->second.key, addr - prev->first);
     }
   }
@@ -31,10 +32,14 @@ Result<std::pair<RegionKey, std::uint64_t>> RegistrationCache::Ensure(void* data
       ++o;
     }
   }
-  SLUICE_ASSIGN_OR_RETURN(RegionKey key,
-                          engine_.RegisterMemory(data, len, MemoryKind::kHost, access));
-  regs_[addr] = Registration{len, key, access};
-  return std::make_pair(key, std::uint64_t{0});
+  Result<RegionKey> key = engine_.RegisterMemory(data, len, kind, access, device);
+  if (!key.ok()) {
+    return key.status().code() == StatusCode::kUnimplemented
+               ? key.status().WithContext("device tensor (set ConnectorConfig::engine.device)")
+               : key.status();
+  }
+  regs_[addr] = Registration{len, *key, access, kind};
+  return std::make_pair(*key, std::uint64_t{0});
 }
 
 void RegistrationCache::Forget(const void* data) {

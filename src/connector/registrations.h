@@ -19,13 +19,17 @@ class RegistrationCache {
   // destruction (the engine drops its registrations when it goes).
   explicit RegistrationCache(TransferEngine& engine) : engine_(engine) {}
 
-  // The region holding [data, data+len) with at least `access`, registering
-  // (and dropping overlapping stale registrations: that memory was freed and
-  // reused) when needed. Returns the region key and the offset of `data` in
-  // it. Errors: the engine's RegisterMemory errors; an overlapping
-  // registration the engine still uses (context names the address).
-  // Thread-safe; one lock, held across a registration.
-  Result<std::pair<RegionKey, std::uint64_t>> Ensure(void* data, std::uint64_t len, Access access);
+  // The region holding [data, data+len) of `kind` (on `device`, -1: the
+  // one holding it) with at least `access`, registering (and dropping
+  // overlapping stale registrations: that memory was freed and reused) when
+  // needed. Returns the region key and the offset of `data` in it. Errors:
+  // the engine's RegisterMemory errors (device memory without a backend:
+  // kUnimplemented, context naming ConnectorConfig::engine.device); an
+  // overlapping registration the engine still uses (context names the
+  // address). Thread-safe; one lock, held across a registration.
+  Result<std::pair<RegionKey, std::uint64_t>> Ensure(void* data, std::uint64_t len, Access access,
+                                                     MemoryKind kind = MemoryKind::kHost,
+                                                     int device = -1);
   // Drops the registration starting at `data`, if any. Idempotent.
   void Forget(const void* data);
 
@@ -34,6 +38,7 @@ class RegistrationCache {
     std::uint64_t len = 0;
     RegionKey key;
     Access access = Access::kLocalOnly;
+    MemoryKind kind = MemoryKind::kHost;
   };
   TransferEngine& engine_;
   Mutex mu_;

@@ -160,8 +160,10 @@ void StoreChannel::PutChunk(const std::shared_ptr<HandleState>& hs, int i) {
 }
 
 Status StoreChannel::Publish(const std::shared_ptr<HandleState>& h, const StagePayload& p) {
-  SLUICE_RETURN_IF_ERROR(
-      regs_.Ensure(p.tensor.data, p.tensor.nbytes(), Access::kLocalOnly).status());
+  SLUICE_RETURN_IF_ERROR(regs_
+                             .Ensure(p.tensor.data, p.tensor.nbytes(), Access::kLocalOnly,
+                                     p.tensor.memory, p.tensor.device)
+                             .status());
   h->desc.key_prefix = "sluice/" + role_ + "/" + p.request_id + "/" + RandomId();
   h->desc.one_object = !p.progressive && h->desc.num_chunks > 1;
   {

@@ -23,6 +23,7 @@ constexpr std::array<DTypeInfo, 10> kDTypes = {{{DType::kBool, "bool", 1},
                                                 {DType::kF64, "f64", 8}}};
 
 constexpr std::size_t kMaxRank = 8;
+constexpr int kMaxDevice = 1023;
 
 }  // namespace
 
@@ -106,6 +107,12 @@ Status TensorView::Validate(std::string_view what) const {
   if (data == nullptr && numel() > 0) {
     return InvalidArgumentError(std::string(what) + ": null data pointer");
   }
+  if (memory == MemoryKind::kHost ? device != -1 : (device < -1 || device > kMaxDevice)) {
+    return InvalidArgumentError(std::string(what) + ": device " + std::to_string(device) +
+                                (memory == MemoryKind::kHost
+                                     ? " given for host memory (use -1)"
+                                     : " outside -1.." + std::to_string(kMaxDevice)));
+  }
   return Status::Ok();
 }
 
@@ -115,7 +122,11 @@ std::string TensorView::ToString() const {
   for (std::size_t i = 0; i < shape.size(); ++i) {
     s += (i ? "," : "") + std::to_string(shape[i]);
   }
-  return s + "]";
+  s += "]";
+  if (memory == MemoryKind::kDevice) {
+    s += device < 0 ? " on a device" : " on device " + std::to_string(device);
+  }
+  return s;
 }
 
 }  // namespace sluice

@@ -12,6 +12,7 @@
 #include "sluice/transfer/engine.h"
 
 #include "device/backends.h"
+#include "device/testing/sim_memory.h"
 
 namespace sluice::testing {
 namespace {
@@ -24,42 +25,6 @@ EngineConfig DeviceConfig(std::string device = "sim") {
   c.op_timeout = 5000ms;
   return c;
 }
-
-// Sim device memory and synchronous copies to check it.
-class SimMemory {
- public:
-  SimMemory() {
-    auto b = device::ProcessBackend("sim");
-    EXPECT_TRUE(b.ok()) << b.status().ToString();
-    backend_ = *b;
-    stream_ = *backend_->CreateStream(0);
-    event_ = *backend_->CreateEvent();
-  }
-  ~SimMemory() {
-    for (void* p : allocs_) {
-      EXPECT_TRUE(backend_->Free(p).ok());
-    }
-    (void)backend_->DestroyEvent(event_);
-    (void)backend_->DestroyStream(stream_);
-  }
-  char* Allocate(int device, std::size_t len) {
-    Result<void*> p = backend_->Allocate(device, len);
-    EXPECT_TRUE(p.ok()) << p.status().ToString();
-    allocs_.push_back(*p);
-    return static_cast<char*>(*p);
-  }
-  void Copy(void* dst, const void* src, std::size_t len) {
-    ASSERT_TRUE(backend_->CopyAsync(dst, src, len, stream_).ok());
-    ASSERT_TRUE(backend_->Record(event_, stream_).ok());
-    ASSERT_TRUE(backend_->Wait(event_, 5s).ok());
-  }
-
- private:
-  device::DeviceBackend* backend_ = nullptr;
-  device::Stream stream_;
-  device::Event event_;
-  std::vector<void*> allocs_;
-};
 
 std::vector<char> Pattern(std::size_t len, int seed) {
   std::vector<char> v(len);

@@ -57,7 +57,10 @@ struct Lease {
 
 struct PayloadDescriptor {
   // 2: `one_object` (a reader of version 1 would look for per-chunk keys).
-  static constexpr std::uint16_t kVersion = 2;
+  // 3: `memory` and `device` (a payload published from device memory).
+  // Encode writes the oldest version that holds the fields in use, so a
+  // host payload still reaches consumers that read only version 2.
+  static constexpr std::uint16_t kVersion = 3;
 
   std::string request_id;
   PayloadKind kind = PayloadKind::kLatent;
@@ -81,6 +84,14 @@ struct PayloadDescriptor {
   // Every chunk existed at publish (not progressive): p2p consumers read at
   // once instead of waiting for readiness messages.
   bool complete = false;
+  // Where the producer's tensor lives (TensorView::memory / device): a
+  // consumer may size and place its destination from it. The payload can be
+  // consumed into either kind whatever this says.
+  MemoryKind memory = MemoryKind::kHost;
+  int device = -1;
+
+  // The version Encode and ToJson write: 3 with device memory, else 2.
+  std::uint16_t version() const;
 
   std::uint64_t nbytes() const;
   // Store mode: the key of the store object holding chunk `i`

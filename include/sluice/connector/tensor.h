@@ -1,8 +1,10 @@
 // sluice/connector/tensor.h
 //
 // A tensor as the connector sees it: a data pointer with dtype, shape and
-// strides, owned by the caller (numpy, torch, or plain memory). The
-// connector never copies a tensor's bytes outside engine transfers.
+// strides, owned by the caller (numpy, torch, or plain memory), in host
+// memory or on a device of the engine's backend (EngineConfig::device). The
+// connector never copies a tensor's bytes outside engine transfers, and
+// never touches device memory from the CPU.
 
 #ifndef SLUICE_CONNECTOR_TENSOR_H_
 #define SLUICE_CONNECTOR_TENSOR_H_
@@ -13,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/memory.h"
 #include "sluice/status.h"
 
 namespace sluice {
@@ -37,15 +40,21 @@ struct TensorView {
   DType dtype = DType::kU8;
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> strides;  // In elements; empty means row-major contiguous.
+  // Where `data` points: host memory, or memory of the engine's device
+  // backend on device `device` (-1: whichever device holds it).
+  MemoryKind memory = MemoryKind::kHost;
+  int device = -1;
 
   std::uint64_t numel() const;
   std::uint64_t nbytes() const { return numel() * DTypeSize(dtype); }
   // True when the strides (if any) are exactly the row-major ones.
   bool contiguous() const;
-  // Checks rank (1..8), non-negative dims and a non-null pointer for a
-  // non-empty tensor; `what` names the tensor in the error.
+  // Checks rank (1..8), non-negative dims, a non-null pointer for a
+  // non-empty tensor, and the device (-1 for host memory, -1..1023 for
+  // device memory); `what` names the tensor in the error.
   Status Validate(std::string_view what) const;
-  // "bf16[1,16,21,90,160]".
+  // "bf16[1,16,21,90,160]", and " on device 0" (" on a device" for -1) for
+  // device memory.
   std::string ToString() const;
 };
 
