@@ -1,6 +1,7 @@
 // _sluice: the C++ connector as a Python extension. Tensors arrive as raw
-// (pointer, dtype, shape) triples prepared by sluice/diffusion.py, which
-// also turns chunk indices back into numpy/torch views; errors leave as
+// (pointer, dtype, shape, memory, device) tuples that sluice/diffusion.py
+// reads from each tensor's DLPack capsule (dlpack.cc), and it turns chunk
+// indices back into views of the caller's tensor; errors leave as
 // _sluice.StatusError(code, code_name, message), which the package maps to
 // typed exceptions. Every call that can block releases the GIL.
 #include <array>
@@ -15,16 +16,14 @@
 #include "sluice/logging.h"
 #include "sluice/runtime/stage_worker.h"
 
+#include "dlpack.h"
+
 namespace py = pybind11;
 
 namespace sluice::python {
 namespace {
 
 PyObject* g_status_error = nullptr;
-
-struct StatusException {
-  Status status;
-};
 
 constexpr std::array<const char*, 15> kCodeNames = {"OK",
                                                     "CANCELLED",
@@ -60,8 +59,18 @@ std::chrono::milliseconds Ms(double seconds) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
 }
 
-TensorView View(std::uintptr_t ptr, const std::string& dtype, std::vector<std::int64_t> shape) {
-  return TensorView{reinterpret_cast<void*>(ptr), Unwrap(ParseDType(dtype)), std::move(shape), {}};
+// `memory` is "host" or "device" (dlpack_tensor's answer).
+TensorView View(std::uintptr_t ptr, const std::string& dtype, std::vector<std::int64_t> shape,
+                const std::string& memory, int device) {
+  if (memory != "host" && memory != "device") {
+    throw StatusException{InvalidArgumentError("memory must be host or device, got " + memory)};
+  }
+  return TensorView{reinterpret_cast<void*>(ptr),
+                    Unwrap(ParseDType(dtype)),
+                    std::move(shape),
+                    {},
+                    memory == "device" ? MemoryKind::kDevice : MemoryKind::kHost,
+                    device};
 }
 
 PayloadDescriptor Descriptor(const py::bytes& b) {
@@ -244,9 +253,11 @@ class Connector {
                    c.store.fast_lane = As<bool>(v, k);
                  }
                });
-    ForEachKey(engine, "te_config", {"listen", "transports", "io_threads", "secret"},
+    ForEachKey(engine, "te_config", {"listen", "transports", "io_threads", "secret", "device"},
                [&](const std::string& k, const py::object& v) {
-                 if (k == "listen") {
+                 if (k == "device") {
+                   c.engine.device = As<std::string>(v, k);
+                 } else if (k == "listen") {
                    c.engine.listen = As<std::string>(v, k);
                  } else if (k == "transports") {
                    c.engine.transports = As<std::vector<std::string>>(v, k);
@@ -263,13 +274,14 @@ class Connector {
   }
 
   Handle publish(const std::string& request_id, const std::string& kind, std::uintptr_t ptr,
-                 const std::string& dtype, std::vector<std::int64_t> shape, int chunk_dim,
-                 int num_chunks, const std::string& lease, bool progressive,
-                 const std::string& bound_consumer, bool keep_buffer) {
+                 const std::string& dtype, std::vector<std::int64_t> shape,
+                 const std::string& memory, int device, int chunk_dim, int num_chunks,
+                 const std::string& lease, bool progressive, const std::string& bound_consumer,
+                 bool keep_buffer) {
     StagePayload p;
     p.request_id = request_id;
     p.kind = Unwrap(ParsePayloadKind(kind));
-    p.tensor = View(ptr, dtype, std::move(shape));
+    p.tensor = View(ptr, dtype, std::move(shape), memory, device);
     p.chunk_dim = chunk_dim;
     p.num_chunks = num_chunks;
     p.lease = Unwrap(Lease::Parse(lease));
@@ -280,9 +292,9 @@ class Connector {
   }
 
   Stream consume(const py::bytes& descriptor, std::uintptr_t ptr, const std::string& dtype,
-                 std::vector<std::int64_t> shape) {
+                 std::vector<std::int64_t> shape, const std::string& memory, int device) {
     const PayloadDescriptor d = Descriptor(descriptor);
-    const TensorView dst = View(ptr, dtype, std::move(shape));
+    const TensorView dst = View(ptr, dtype, std::move(shape), memory, device);
     return Stream(Unwrap(WithoutGil([&](DiffusionConnector& c) { return c.Consume(d, dst); })));
   }
 
@@ -554,6 +566,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def("wait_registered", &Worker::wait_registered)
       .def_property_readonly("completed", &Worker::completed)
       .def("close", &Worker::close);
+  RegisterDlpack(m);
   m.def("descriptor_to_json", [](const py::bytes& b) { return Descriptor(b).ToJson(); });
   m.def("descriptor_from_json", [](const std::string& j) {
     return py::bytes(Unwrap(sluice::PayloadDescriptor::FromJson(j)).Encode());

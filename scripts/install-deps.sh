@@ -12,7 +12,7 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcpp-httplib-dev libboost1.81-dev
   libopenblas-pthread-dev libpng-dev libyaml-cpp-dev
-  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest
+  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest libdlpack-dev
   clang-format-16 clang-16 libclang-rt-16-dev libfuzzer-16-dev llvm-16
   ffmpeg nodejs
 )

@@ -13,8 +13,11 @@
         decode_chunk(chunk)
     conn.release(msg)
 
-Tensors (numpy arrays or CPU torch tensors, contiguous) are used in place:
-the connector reads or writes their memory directly and never copies them.
+Tensors of any framework that speaks DLPack (torch, numpy >= 1.22, CuPy,
+JAX), contiguous, on the CPU or a CUDA device, are used in place: the
+connector reads or writes their memory directly and never copies them. CUDA
+tensors need te_config={"device": "cuda"}; `SimTensor` (device "sim", see
+sluice.tensors) runs the device paths without a GPU.
 A published tensor must stay unmodified until `handle.wait()` returns
 (store mode) or the consumer released it (p2p: `handle.released()`); the
 handle keeps a reference so it is not freed early.
@@ -26,6 +29,8 @@ p2p when there is no store).
 
 Same-host p2p is fastest from tensors `conn.empty(shape, dtype)` allocated:
 consumers map that memory and copy it with one memcpy.
+`conn.empty(shape, dtype, device="cuda:0")` gives a framework tensor on the
+device instead.
 
 Configuration: `store_config` / `te_config` take dicts or StoreConfig /
 TransferEngineConfig objects. When omitted, environment variables fill in:
@@ -39,6 +44,7 @@ from typing import Any, Callable, Iterator, List, Optional, Union
 from . import _sluice
 from ._security import security_files
 from .errors import InvalidArgumentError, from_status, translated
+from .tensors import SimTensor, describe, parse_device
 
 __all__ = [
     "DiffusionConnector",
@@ -48,6 +54,7 @@ __all__ = [
     "TransferEngineConfig",
     "descriptor_to_json",
     "descriptor_from_json",
+    "SimTensor",
 ]
 
 _FOREVER = 1e7  # Seconds: the longest wait the core accepts.
@@ -82,43 +89,15 @@ _NUMPY_BY_NAME = {v: k for k, v in _NUMPY_DTYPES.items()}
 _TORCH_BY_NAME = {v: k.split(".", 1)[1] for k, v in _TORCH_DTYPES.items()}
 
 
-def _is_torch(t) -> bool:
-    return hasattr(t, "data_ptr") and hasattr(t, "element_size") and hasattr(t, "narrow")
-
-
-def _describe(t, what: str, writable: bool = False):
-    """(pointer, dtype name, shape) of a contiguous CPU numpy/torch tensor."""
-    if _is_torch(t):
-        if t.device.type != "cpu":
-            raise InvalidArgumentError(f"{what}: only CPU tensors are supported, got {t.device}")
-        if not t.is_contiguous():
-            raise InvalidArgumentError(f"{what}: tensor is not contiguous (use .contiguous())")
-        dtype = _TORCH_DTYPES.get(str(t.dtype))
-        if dtype is None:
-            raise InvalidArgumentError(f"{what}: unsupported dtype {t.dtype}")
-        return t.data_ptr(), dtype, list(t.shape)
-    ai = getattr(t, "__array_interface__", None)
-    if ai is None:
-        raise InvalidArgumentError(f"{what}: expected a numpy array or a torch tensor, "
-                                   f"got {type(t).__name__}")
-    if not t.flags.c_contiguous:
-        raise InvalidArgumentError(f"{what}: array is not C-contiguous (use np.ascontiguousarray)")
-    if writable and not t.flags.writeable:
-        raise InvalidArgumentError(f"{what}: array is read-only")
-    dtype = _NUMPY_DTYPES.get(t.dtype.name)
-    if dtype is None:
-        raise InvalidArgumentError(f"{what}: unsupported dtype {t.dtype}")
-    return ai["data"][0], dtype, list(t.shape)
-
-
 def _chunk_view(dst, dim: int, start: int, length: int):
-    """A view of dst's [start, start+length) along `dim` (the whole of dst for -1)."""
+    """A view of dst's [start, start+length) along `dim` (the whole of dst for -1),
+    of dst's own type and device."""
     if dim < 0:
         return dst
-    if _is_torch(dst):
+    if hasattr(dst, "narrow"):  # torch, SimTensor
         return dst.narrow(dim, start, length)
     index = (slice(None),) * dim + (slice(start, start + length),)
-    return dst[index]
+    return dst[index]  # numpy, CuPy, JAX
 
 
 @dataclasses.dataclass
@@ -137,6 +116,7 @@ class TransferEngineConfig:
     transports: Optional[List[str]] = None  # Subset of ["tcp", "shm"].
     io_threads: Optional[int] = None
     secret: Optional[str] = None
+    device: Optional[str] = None  # Device backend for device tensors: "cuda" or "sim".
 
     def to_dict(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
@@ -156,7 +136,7 @@ def _as_dict(cfg, what: str) -> dict:
 class StagePayload:
     request_id: str
     kind: str  # embedding | latent | checkpoint | feature | image | video
-    tensor: Any  # numpy array or CPU torch tensor, contiguous.
+    tensor: Any  # Any DLPack tensor (torch, numpy, CuPy, JAX), contiguous, CPU or device.
     chunk_dim: Optional[int] = None
     num_chunks: int = 1
     lease: str = "delete_on_consume"  # | "ttl:SECONDS" | "cache" | "pinned"
@@ -284,20 +264,21 @@ class DiffusionConnector:
         """Starts moving the payload and returns at once."""
         if not isinstance(payload, StagePayload):
             raise InvalidArgumentError("publish() takes a StagePayload")
-        ptr, dtype, shape = _describe(payload.tensor, "payload tensor")
+        ptr, dtype, shape, memory, device = describe(payload.tensor, "payload tensor")
         core = self._core.publish(
-            str(payload.request_id), str(payload.kind), ptr, dtype, shape,
+            str(payload.request_id), str(payload.kind), ptr, dtype, shape, memory, device,
             -1 if payload.chunk_dim is None else int(payload.chunk_dim), int(payload.num_chunks),
             str(payload.lease), bool(payload.progressive), payload.bound_consumer or "",
             bool(payload.keep_buffer))
         return StageHandle(core, payload.tensor)
 
     def consume(self, descriptor: Descriptor, dst) -> Iterator[Any]:
-        """Yields views of dst (same type as dst), one per chunk, in order, each
-        once its bytes have landed. dst must match the payload's shape and dtype."""
+        """Yields views of dst (same type and device as dst), one per chunk, in
+        order, each once its bytes have landed. dst must match the payload's
+        shape and dtype; it may be on another device than the producer's."""
         d = _descriptor_bytes(descriptor)
-        ptr, dtype, shape = _describe(dst, "dst", writable=True)
-        stream = translated(self._core.consume)(d, ptr, dtype, shape)
+        ptr, dtype, shape, memory, device = describe(dst, "dst", writable=True)
+        stream = translated(self._core.consume)(d, ptr, dtype, shape, memory, device)
         chunk_dim = _sluice_chunk_dim(d)
         return self._chunks(stream, dst, chunk_dim)
 
@@ -361,43 +342,57 @@ class DiffusionConnector:
         self._core.release(_descriptor_bytes(descriptor))
 
     @translated
-    def empty(self, shape, dtype):
-        """A zeroed, contiguous tensor in memory sluice allocated (memfd-backed,
-        pre-faulted, registered). Publish from it: a p2p consumer on the same
-        host maps it and reads it with one memcpy, several times faster than
-        reading ordinary memory. `dtype` is a torch dtype (gives a torch
-        tensor) or a numpy dtype (gives a numpy array). The memory lives as
-        long as the returned tensor (and any view of it), even past close()."""
+    def empty(self, shape, dtype, device=None):
+        """A zeroed, contiguous tensor to publish from or consume into.
+        device None / "cpu": memory sluice allocated (memfd-backed,
+        pre-faulted, registered); a p2p consumer on the same host maps it and
+        reads it with one memcpy, several times faster than reading ordinary
+        memory. The memory lives as long as the returned tensor (and any view
+        of it), even past close(). "cuda[:N]": a torch tensor on that GPU
+        (`dtype` a torch dtype). "sim[:N]": a SimTensor on sluice's simulated
+        device. `dtype` is a torch dtype (gives a torch tensor) or a numpy
+        dtype (gives a numpy array)."""
         try:
             shape = [int(d) for d in shape]
         except (TypeError, ValueError):
             raise InvalidArgumentError(f"empty: shape must be a sequence of ints, got {shape!r}")
         if dtype is None:
             raise InvalidArgumentError("empty: dtype is required (a numpy or torch dtype)")
-        if str(dtype).startswith("torch."):
+        kind, index = parse_device(device)
+        is_torch = str(dtype).startswith("torch.")
+        if kind == "cuda":
+            if not is_torch:
+                raise InvalidArgumentError(f"empty: device cuda:{index} needs a torch dtype, "
+                                           f"got {dtype!r} (numpy has no CUDA arrays)")
             import torch
 
+            return torch.zeros(shape, dtype=dtype, device=f"cuda:{index}")
+        if is_torch:
             name = _TORCH_DTYPES.get(str(dtype))
-            if name is None:
-                raise InvalidArgumentError(f"empty: unsupported dtype {dtype}")
-            mem = self._core.allocate(name, shape)
+        else:
+            import numpy as np
+
+            try:
+                name = _NUMPY_DTYPES.get(np.dtype(dtype).name)
+            except TypeError:
+                raise InvalidArgumentError(f"empty: unsupported dtype {dtype!r} "
+                                           "(a numpy or torch dtype)")
+        if name is None:
+            raise InvalidArgumentError(f"empty: unsupported dtype {dtype}")
+        if kind == "sim":
+            return SimTensor.empty(shape, name, index)
+        mem = self._core.allocate(name, shape)
+        if is_torch:
+            import torch
+
             return torch.frombuffer(mem, dtype=dtype).view(shape)
         import numpy as np
 
-        try:
-            np_dtype = np.dtype(dtype)
-        except TypeError:
-            raise InvalidArgumentError(f"empty: unsupported dtype {dtype!r} "
-                                       "(a numpy or torch dtype)")
-        name = _NUMPY_DTYPES.get(np_dtype.name)
-        if name is None:
-            raise InvalidArgumentError(f"empty: unsupported dtype {np_dtype}")
-        mem = self._core.allocate(name, shape)
-        return np.frombuffer(mem, dtype=np_dtype).reshape(shape)
+        return np.frombuffer(mem, dtype=np.dtype(dtype)).reshape(shape)
 
     def forget(self, tensor) -> None:
         """Drops the cached registration of a tensor's memory before it is freed."""
-        ptr, _, _ = _describe(tensor, "tensor")
+        ptr = describe(tensor, "tensor")[0]
         self._core.forget(ptr)
 
     def close(self) -> None:
