@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/random.h"
+#include "device/backends.h"
 
 extern char** environ;
 
@@ -118,6 +119,46 @@ WarmMemory::~WarmMemory() {
   if (data != nullptr) {
     ::munmap(data, size);
   }
+}
+
+DeviceMemory::DeviceMemory(const std::string& device, std::size_t size) {
+  if (size == 0) {
+    return;
+  }
+  auto b = device::ProcessBackend(device);
+  if (!b.ok()) {
+    error = b.status();
+    return;
+  }
+  backend = *b;
+  auto p = backend->Allocate(0, size);
+  if (!p.ok()) {
+    error = p.status();
+    return;
+  }
+  data = static_cast<char*>(*p);
+}
+
+DeviceMemory::~DeviceMemory() {
+  if (data != nullptr) {
+    (void)backend->Free(data);
+  }
+}
+
+Status DeviceMemory::CopyIn(const void* host, std::size_t len) {
+  SLUICE_RETURN_IF_ERROR(error);
+  SLUICE_ASSIGN_OR_RETURN(device::Stream stream, backend->CreateStream(0));
+  SLUICE_ASSIGN_OR_RETURN(device::Event event, backend->CreateEvent());
+  Status s = backend->CopyAsync(data, host, len, stream);
+  if (s.ok()) {
+    s = backend->Record(event, stream);
+  }
+  if (s.ok()) {
+    s = backend->Wait(event, std::chrono::seconds(60));
+  }
+  (void)backend->DestroyEvent(event);
+  (void)backend->DestroyStream(stream);
+  return s;
 }
 
 double Percentile(std::vector<double>& v, double p) {

@@ -12,6 +12,10 @@
 
 #include "sluice/status.h"
 
+namespace sluice::device {
+class DeviceBackend;
+}  // namespace sluice::device
+
 namespace sluice::bench {
 
 // A helper process (`sluice` itself in another role). Its first stdout line
@@ -42,6 +46,21 @@ struct WarmMemory {
   WarmMemory& operator=(const WarmMemory&) = delete;
   char* data = nullptr;
   std::size_t size = 0;
+};
+
+// `size` bytes of device 0 memory of the process's `device` backend ("sim"
+// or "cuda"), freed on destruction (null data and `error` set when it could
+// not be had; nothing for 0 bytes).
+struct DeviceMemory {
+  DeviceMemory(const std::string& device, std::size_t size);
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  // Copies `len` host bytes to the start of the memory; returns when done.
+  Status CopyIn(const void* host, std::size_t len);
+  device::DeviceBackend* backend = nullptr;
+  char* data = nullptr;
+  Status error;
 };
 
 // The p-quantile (0..1) of `v` (reorders it); 0 for an empty vector.

@@ -1,6 +1,7 @@
 #include "bench/connector_bench.h"
 
 #include <chrono>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -60,6 +61,9 @@ Result<World> StartWorld(const ConnectorBenchOptions& o, const std::string& exe,
     c.role = role;
     c.mode = store ? TransferMode::kStore : TransferMode::kP2p;
     c.engine.transports = {o.transport};
+    if (o.device != "cpu") {
+      c.engine.device = o.device;
+    }
     c.security = security;
     if (store) {
       c.store.master = w.master->Word(1);
@@ -93,6 +97,13 @@ Status ValidateConnectorOptions(const ConnectorBenchOptions& o) {
   }
   if (o.in_place && (o.chunks != 1 || (o.mode == "p2p" && !o.shared_tensors))) {
     return InvalidArgumentError("--in-place needs --chunks 1 (and --shared-tensors in p2p mode)");
+  }
+  if (o.device != "cpu" && o.device != "sim" && o.device != "cuda") {
+    return InvalidArgumentError("--device must be cpu, sim or cuda");
+  }
+  if (o.device != "cpu" && (o.shared_tensors || o.in_place)) {
+    return InvalidArgumentError(
+        "--shared-tensors and --in-place are for host memory (--device cpu)");
   }
   if (o.chunk_work_us < 0 || o.chunk_work_us > 1000000) {
     return InvalidArgumentError("--chunk-work-us must be in 0..1000000");
@@ -136,20 +147,42 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   }
   SLUICE_ASSIGN_OR_RETURN(auto raw_target, BenchChild::Spawn(raw_args));
 
-  WarmMemory plain_src(o.shared_tensors ? 0 : bytes), dst(bytes);
+  // Host tensors, or with a device both on device 0 (filled from the host).
+  const bool on_device = o.device != "cpu";
+  WarmMemory plain_src(o.shared_tensors || on_device ? 0 : bytes), host_dst(on_device ? 0 : bytes);
+  DeviceMemory dev_src(o.device, on_device ? bytes : 0), dev_dst(o.device, on_device ? bytes : 0);
+  SLUICE_RETURN_IF_ERROR(dev_src.error.WithContext("--device " + o.device));
+  SLUICE_RETURN_IF_ERROR(dev_dst.error.WithContext("--device " + o.device));
   auto src_of = [&](World& w) {
-    return o.shared_tensors ? static_cast<char*>(w.shared_src.data()) : plain_src.data;
+    return on_device          ? dev_src.data
+           : o.shared_tensors ? static_cast<char*>(w.shared_src.data())
+                              : plain_src.data;
   };
+  char* const dst_data = on_device ? dev_dst.data : host_dst.data;
+  auto view_of = [&](char* data) {
+    return TensorView{data,
+                      dtype,
+                      o.shape,
+                      {},
+                      on_device ? MemoryKind::kDevice : MemoryKind::kHost,
+                      on_device ? 0 : -1};
+  };
+  std::vector<char> pattern(bytes);
+  for (std::uint64_t i = 0; i < bytes; ++i) {
+    pattern[i] = static_cast<char>(i * 131);
+  }
   for (World& w : worlds) {
     if (o.shared_tensors) {
       SLUICE_ASSIGN_OR_RETURN(w.shared_src, w.producer->AllocateTensor(dtype, o.shape));
     }
     char* src = src_of(w);
-    if (src == nullptr || dst.data == nullptr) {
+    if (src == nullptr || dst_data == nullptr) {
       return ResourceExhaustedError("cannot allocate 2 x " + FormatByteSize(bytes));
     }
-    for (std::uint64_t i = 0; i < bytes; ++i) {
-      src[i] = static_cast<char>(i * 131);
+    if (on_device) {
+      SLUICE_RETURN_IF_ERROR(dev_src.CopyIn(pattern.data(), bytes));
+    } else {
+      std::memcpy(src, pattern.data(), bytes);
     }
   }
   DiffusionConnector* const producer = worlds[0].producer.get();
@@ -164,7 +197,7 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
     const auto start = Clock::now();
     StagePayload p;
     p.request_id = "bench-" + std::to_string(iteration++);
-    p.tensor = TensorView{src_of(w), dtype, o.shape, {}};
+    p.tensor = view_of(src_of(w));
     p.chunk_dim = chunks > 1 ? o.chunk_dim : -1;
     p.num_chunks = chunks;
     SLUICE_ASSIGN_OR_RETURN(auto h, producer->Publish(p));
@@ -180,8 +213,7 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
       *ttfc_us = Us(Clock::now() - start);
       work();
     } else {
-      SLUICE_ASSIGN_OR_RETURN(auto stream,
-                              consumer->Consume(d, TensorView{dst.data, dtype, o.shape, {}}));
+      SLUICE_ASSIGN_OR_RETURN(auto stream, consumer->Consume(d, view_of(dst_data)));
       bool first = true;
       while (true) {
         SLUICE_ASSIGN_OR_RETURN(auto c, stream->Next());
@@ -211,7 +243,7 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   if (o.in_place) {  // Consume never ran: the raw reads need dst registered.
     SLUICE_RETURN_IF_ERROR(
         consumer->engine()
-            .RegisterMemory(dst.data, bytes, MemoryKind::kHost, Access::kLocalOnly)
+            .RegisterMemory(dst_data, bytes, MemoryKind::kHost, Access::kLocalOnly)
             .status());
   }
   SLUICE_ASSIGN_OR_RETURN(SegmentId raw_seg, producer->engine().OpenSegment(raw_target->Word(0)));
@@ -220,7 +252,7 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   if (!store) {
     StagePayload p;
     p.request_id = "bench-raw";
-    p.tensor = TensorView{src, dtype, o.shape, {}};
+    p.tensor = view_of(src);
     SLUICE_ASSIGN_OR_RETURN(auto h, producer->Publish(p));
     p2p_desc = h->descriptor();
     SLUICE_RETURN_IF_ERROR(consumer->Release(*p2p_desc));
@@ -236,11 +268,11 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
       TransferRequest w{OpKind::kWrite, src, raw_seg, raw_key, at, bytes, TransportHint::kAuto};
       SLUICE_RETURN_IF_ERROR(producer->engine().TransferSync({&w, 1}));
       SLUICE_ASSIGN_OR_RETURN(SegmentId back, consumer->engine().OpenSegment(raw_target->Word(0)));
-      TransferRequest r{OpKind::kRead, dst.data, back, raw_key, at, bytes, TransportHint::kAuto};
+      TransferRequest r{OpKind::kRead, dst_data, back, raw_key, at, bytes, TransportHint::kAuto};
       return consumer->engine().TransferSync({&r, 1});
     }
     TransferRequest r{OpKind::kRead,
-                      dst.data,
+                      dst_data,
                       p2p_seg,
                       RegionKey{p2p_desc->region_key},
                       p2p_desc->region_offset,
@@ -331,6 +363,7 @@ std::string ToJson(const ConnectorBenchResult& r) {
   j["chunk_work_us"] = r.options.chunk_work_us;
   j["shared_tensors"] = r.options.shared_tensors;
   j["in_place"] = r.options.in_place;
+  j["device"] = r.options.device;
   j["payload_bytes"] = r.payload_bytes;
   j["iterations"] = r.iterations;
   j["gbps"] = r.gbps;

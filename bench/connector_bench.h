@@ -31,6 +31,10 @@ struct ConnectorBenchOptions {
   // copying it into dst. 1 chunk; p2p needs shared_tensors.
   bool in_place = false;
   double duration_s = 3;
+  // Where the producer's and the consumer's tensors live: "cpu", or device 0
+  // of the "sim" or "cuda" backend (both connectors' engines get it; the
+  // raw batches move the same device memory).
+  std::string device = "cpu";
   // Also run a second producer/consumer pair (and store) with a cluster
   // credential (a token made for the run), alternating rounds with the
   // open pair: what the credential costs.

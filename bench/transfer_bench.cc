@@ -143,38 +143,6 @@ Result<double> SocketBaseline(std::uint16_t port, const TransferBenchOptions& o,
   return static_cast<double>(bytes) / secs / 1e9;
 }
 
-// `size` bytes of device 0 memory of the process's `device` backend, freed
-// on destruction (null data when it could not be had; nothing for 0 bytes).
-struct DeviceMemory {
-  DeviceMemory(const std::string& device, std::size_t size) {
-    if (size == 0) {
-      return;
-    }
-    auto b = device::ProcessBackend(device);
-    if (!b.ok()) {
-      error = b.status();
-      return;
-    }
-    backend = *b;
-    auto p = backend->Allocate(0, size);
-    if (!p.ok()) {
-      error = p.status();
-      return;
-    }
-    data = static_cast<char*>(*p);
-  }
-  ~DeviceMemory() {
-    if (data != nullptr) {
-      (void)backend->Free(data);
-    }
-  }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-  device::DeviceBackend* backend = nullptr;
-  char* data = nullptr;
-  Status error;
-};
-
 bool Involves(const TransferBenchOptions& o, const char* kind) {
   return o.src_kind == kind || o.dst_kind == kind;
 }

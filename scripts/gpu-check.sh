@@ -89,6 +89,19 @@ run() {
 
   run_step cuda_backend_test 120 cuda_backend_test --gtest_color=no
   run_step sim_backend_test 60 sim_backend_test --gtest_color=no
+  # Device rows (issue targets: devipc device->device >= 0.9x the backend's
+  # own device copy; tcp device->device >= 0.8x tcp host->host of this run).
+  local xfer=(sluice bench transfer --block-size 16MiB --batch 8 --duration 3 --json)
+  run_step bench_transfer_devipc_d2d 60 "${xfer[@]}" --transport devipc --src-kind device \
+    --dst-kind device --device cuda
+  run_step bench_transfer_devipc_h2d 60 "${xfer[@]}" --transport devipc --src-kind host \
+    --dst-kind device --device cuda
+  run_step bench_transfer_tcp_d2d 60 "${xfer[@]}" --transport tcp --src-kind device \
+    --dst-kind device --device cuda
+  run_step bench_transfer_tcp_h2h 60 "${xfer[@]}" --transport tcp
+  run_step bench_connector_cuda_p2p_chunks8 60 sluice bench connector --device cuda --mode p2p \
+    --chunks 8 --chunk-dim 2 --json
+  run_step bench_connector_cuda_store 60 sluice bench connector --device cuda --mode store --json
   # The CPU rows this project's 2-core machine cannot settle.
   run_step bench_store_put_shm_16MiB 90 sluice bench store --value-size 16MiB --op put \
     --transport shm --clients 1 --duration 3 --json
@@ -106,7 +119,9 @@ run() {
     grep -m1 'no cuda device' "$out/cuda_backend_test.log" || true
     grep -E '^\[ *(OK|FAILED|PASSED) *\]' "$out/cuda_backend_test.log" | head -40 || true
     echo '```'
-    for b in bench_store_put_shm_16MiB bench_connector_p2p_chunks8; do
+    for b in bench_transfer_devipc_d2d bench_transfer_devipc_h2d bench_transfer_tcp_d2d \
+      bench_transfer_tcp_h2h bench_connector_cuda_p2p_chunks8 bench_connector_cuda_store \
+      bench_store_put_shm_16MiB bench_connector_p2p_chunks8; do
       echo
       echo "## $b"
       echo '```'

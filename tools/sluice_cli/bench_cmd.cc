@@ -176,6 +176,10 @@ void AddConnector(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_flag("--in-place", o->b.in_place,
                 "the consumer maps the payload instead of copying it (1 chunk; p2p needs "
                 "--shared-tensors)");
+  cmd->add_option("--device", o->b.device,
+                  "where both tensors live: cpu, or device 0 of the sim or cuda backend")
+      ->check(CLI::IsMember({"cpu", "sim", "cuda"}))
+      ->capture_default_str();
   cmd->add_option("--chunk-work-us", o->b.chunk_work_us, "consumer work per chunk (microseconds)")
       ->capture_default_str();
   cmd->add_flag("--credential-ab", o->b.credential_ab,
