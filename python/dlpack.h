@@ -10,11 +10,9 @@
 #include "sluice/connector/tensor.h"
 #include "sluice/status.h"
 
-namespace sluice::python {
+#include "binding_util.h"
 
-struct StatusException {
-  Status status;
-};
+namespace sluice::python {
 
 // The tensor a "dltensor" capsule describes, neither consumed nor copied:
 // the capsule's owner keeps the memory, so the caller must hold the tensor

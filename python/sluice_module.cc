@@ -16,7 +16,9 @@
 #include "sluice/logging.h"
 #include "sluice/runtime/stage_worker.h"
 
+#include "binding_util.h"
 #include "dlpack.h"
+#include "engine_store.h"
 
 namespace py = pybind11;
 
@@ -41,24 +43,6 @@ constexpr std::array<const char*, 15> kCodeNames = {"OK",
                                                     "UNAUTHENTICATED",
                                                     "UNKNOWN"};
 
-void Check(const Status& s) {
-  if (!s.ok()) {
-    throw StatusException{s};
-  }
-}
-template <typename T>
-T Unwrap(Result<T> r) {
-  Check(r.status());
-  return std::move(*r);
-}
-
-std::chrono::milliseconds Ms(double seconds) {
-  if (!(seconds >= 0) || seconds > 1e7) {
-    throw StatusException{InvalidArgumentError("timeout must be 0..1e7 seconds")};
-  }
-  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
-}
-
 // `memory` is "host" or "device" (dlpack_tensor's answer).
 TensorView View(std::uintptr_t ptr, const std::string& dtype, std::vector<std::int64_t> shape,
                 const std::string& memory, int device) {
@@ -75,48 +59,6 @@ TensorView View(std::uintptr_t ptr, const std::string& dtype, std::vector<std::i
 
 PayloadDescriptor Descriptor(const py::bytes& b) {
   return Unwrap(PayloadDescriptor::Decode(std::string(b)));
-}
-
-// Reads one config dict; every key must be known (a typo is an error).
-template <typename Fn>
-void ForEachKey(const py::dict& d, const char* what, const std::vector<std::string>& known, Fn fn) {
-  for (auto item : d) {
-    const std::string key = py::str(item.first);
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      std::string list;
-      for (const auto& k : known) {
-        list += (list.empty() ? "" : ", ") + k;
-      }
-      throw StatusException{InvalidArgumentError(std::string(what) + ": unknown key '" + key +
-                                                 "' (known: " + list + ")")};
-    }
-    fn(key, py::reinterpret_borrow<py::object>(item.second));
-  }
-}
-
-template <typename T>
-T As(const py::object& v, const std::string& key) {
-  try {
-    return v.cast<T>();
-  } catch (const py::cast_error&) {
-    throw StatusException{InvalidArgumentError("config key '" + key + "' has the wrong type")};
-  }
-}
-
-// The cluster credential and TLS from a dict of file paths (keys
-// cluster_token_file, tls_cert_file, tls_key_file, tls_ca_file); paths not
-// given fall back to their SLUICE_* environment variables.
-SecurityConfig LoadSecurityDict(const py::dict& d) {
-  SecurityFiles f;
-  ForEachKey(d, "security", {"cluster_token_file", "tls_cert_file", "tls_key_file", "tls_ca_file"},
-             [&](const std::string& k, const py::object& v) {
-               std::string* out = k == "cluster_token_file" ? &f.token_file
-                                  : k == "tls_cert_file"    ? &f.tls_cert_file
-                                  : k == "tls_key_file"     ? &f.tls_key_file
-                                                            : &f.tls_ca_file;
-               *out = v.is_none() ? std::string() : As<std::string>(v, k);
-             });
-  return Unwrap(LoadSecurity(f));
 }
 
 class Handle {
@@ -567,6 +509,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def_property_readonly("completed", &Worker::completed)
       .def("close", &Worker::close);
   RegisterDlpack(m);
+  RegisterEngineAndStore(m);
   m.def("descriptor_to_json", [](const py::bytes& b) { return Descriptor(b).ToJson(); });
   m.def("descriptor_from_json", [](const std::string& j) {
     return py::bytes(Unwrap(sluice::PayloadDescriptor::FromJson(j)).Encode());

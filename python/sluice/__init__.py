@@ -1,7 +1,9 @@
 """sluice: disaggregated diffusion serving (Encode -> Denoise -> Decode).
 
-`sluice.diffusion` holds the stage-facing connector; errors are typed
-(`sluice.NotFoundError`, `sluice.ResourceExhaustedError`, ...).
+`sluice.diffusion` holds the stage-facing connector; `sluice.TransferEngine`
+and `sluice.Store` the engine and the store client beneath it, on DLPack
+tensors (host or device; `sluice.SimTensor` is a simulated device). Errors
+are typed (`sluice.NotFoundError`, `sluice.ResourceExhaustedError`, ...).
 """
 
 from .errors import (
@@ -21,9 +23,14 @@ from .errors import (
     UnimplementedError,
 )
 
+from .engine import Store, TransferEngine
+from .tensors import SimTensor
 from .worker import StageOutput, StageWorker
 
 __all__ = [
+    "SimTensor",
+    "Store",
+    "TransferEngine",
     "StageOutput",
     "StageWorker",
     "AlreadyExistsError",
