@@ -5,6 +5,8 @@
 //                  payload --slow (if >= 0) takes --slow-ms per chunk.
 //   store mode without --progressive: READY once every put has landed.
 //   --shared-tensors: tensors come from DiffusionConnector::AllocateTensor.
+//   --device sim: tensors are sim device memory (device 0), filled through
+//                 the backend's copies; the connector's engine gets "sim".
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,12 +15,30 @@
 
 #include "sluice/connector/connector.h"
 
+#include "device/backends.h"
 #include "transfer/testing/engine_pair.h"
+
+namespace {
+
+// `len` bytes of sim device 0 memory holding `host`'s bytes (kept for the
+// process's life).
+sluice::Result<char*> SimCopyOf(const std::vector<char>& host) {
+  SLUICE_ASSIGN_OR_RETURN(sluice::device::DeviceBackend * b, sluice::device::ProcessBackend("sim"));
+  SLUICE_ASSIGN_OR_RETURN(void* p, b->Allocate(0, host.size()));
+  SLUICE_ASSIGN_OR_RETURN(sluice::device::Stream s, b->CreateStream(0));
+  SLUICE_ASSIGN_OR_RETURN(sluice::device::Event e, b->CreateEvent());
+  SLUICE_RETURN_IF_ERROR(b->CopyAsync(p, host.data(), host.size(), s));
+  SLUICE_RETURN_IF_ERROR(b->Record(e, s));
+  SLUICE_RETURN_IF_ERROR(b->Wait(e, std::chrono::seconds(10)));
+  return static_cast<char*>(p);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace sluice;
   CLI::App app("connector test producer");
-  std::string master, mode = "p2p", shape_text = "2,4,16,24,32";
+  std::string master, mode = "p2p", shape_text = "2,4,16,24,32", device;
   int dim = -1, chunks = 1, count = 1, slow = -1, chunk_ms = 0, slow_ms = 0;
   bool progressive = false, shared_tensors = false;
   app.add_option("--master", master);
@@ -32,6 +52,7 @@ int main(int argc, char** argv) {
   app.add_option("--slow-ms", slow_ms);
   app.add_flag("--progressive", progressive);
   app.add_flag("--shared-tensors", shared_tensors);
+  app.add_option("--device", device);
   CLI11_PARSE(app, argc, argv);
 
   std::vector<std::int64_t> shape;
@@ -44,6 +65,7 @@ int main(int argc, char** argv) {
   c.role = "denoise";
   c.store.master = master;
   c.mode = *ParseTransferMode(mode);
+  c.engine.device = device;
   auto conn = DiffusionConnector::Create(c);
   if (!conn.ok()) {
     std::cout << "ERROR " << conn.status().ToString() << std::endl;
@@ -75,6 +97,16 @@ int main(int argc, char** argv) {
     p.request_id = "req-" + std::to_string(k);
     p.tensor = proto;
     p.tensor.data = data;
+    if (!device.empty()) {
+      Result<char*> dev = SimCopyOf(tensors[static_cast<std::size_t>(k)]);
+      if (!dev.ok()) {
+        std::cout << "ERROR " << dev.status().ToString() << std::endl;
+        return 1;
+      }
+      p.tensor.data = *dev;
+      p.tensor.memory = MemoryKind::kDevice;
+      p.tensor.device = 0;
+    }
     p.chunk_dim = dim;
     p.num_chunks = chunks;
     p.progressive = progressive;

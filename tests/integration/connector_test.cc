@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "child_process.h"
+#include "device/testing/sim_memory.h"
 #include "transfer/testing/engine_pair.h"
 
 namespace sluice::testing {
@@ -123,6 +124,74 @@ TEST_F(ConnectorProcessTest, EveryModeWholeAndChunkedAlongDims0And2IsByteExact) 
     std::this_thread::sleep_for(20ms);
   }
   EXPECT_EQ(Metric("sluice_store_objects"), 0) << "delete-on-consume leaves the store empty";
+}
+
+// Device tensors at both ends across processes (sim): the producer
+// publishes from its device memory, this process consumes into its own;
+// p2p opens the producer's allocation through device IPC, store mode puts
+// into and gets from the node's memory through its mapping. Nothing crosses
+// tcp; and a producer killed mid-stream fails the consumer, not hangs it.
+TEST_F(ConnectorProcessTest, DeviceTensorsMoveBetweenProcessesInEveryMode) {
+  testing::SimMemory mem;
+  ConnectorConfig c;
+  c.role = "decode";
+  c.store.master = master_->Word(2);
+  c.consume_timeout = 20s;
+  c.engine.device = "sim";
+  auto conn = DiffusionConnector::Create(c);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  auto tcp_bytes = [&] {
+    std::uint64_t n = 0;
+    for (const TransportStats& s : (*conn)->engine().TransportCounters()) {
+      n += s.name == "tcp" ? s.bytes_read + s.bytes_written : 0;
+    }
+    return n;
+  };
+  const std::uint64_t tcp_before = tcp_bytes();
+  for (std::string mode : {"p2p", "store"}) {
+    for (auto [dim, chunks] : {std::pair{-1, 1}, {2, 8}}) {
+      SCOPED_TRACE(mode + " dim " + std::to_string(dim));
+      auto p = Producer({"--mode", mode, "--device", "sim", "--shape", "2,4,16,24,32", "--dim",
+                         std::to_string(dim), "--chunks", std::to_string(chunks)});
+      const PayloadDescriptor d = FromHex(p->Word(1));
+      EXPECT_EQ(d.memory, MemoryKind::kDevice);
+      TensorView dst{nullptr, d.dtype, d.shape, {}, MemoryKind::kDevice, 1};
+      dst.data = mem.Allocate(1, dst.nbytes());
+      auto stream = (*conn)->Consume(d, dst);
+      ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+      int n = 0;
+      while (true) {
+        auto chunk = (*stream)->Next();
+        ASSERT_TRUE(chunk.ok()) << chunk.status().ToString();
+        if (!chunk->has_value()) {
+          break;
+        }
+        EXPECT_EQ((*chunk)->index, n++);
+      }
+      EXPECT_EQ(n, chunks);
+      stream->reset();
+      const std::vector<char> got = mem.Read(dst.data, dst.nbytes());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i], PatternByte(1, i)) << "byte " << i;
+      }
+      EXPECT_TRUE((*conn)->Release(d).ok());
+      (*conn)->Forget(dst.data);
+    }
+  }
+  EXPECT_EQ(tcp_bytes(), tcp_before) << "device payloads went over tcp";
+
+  auto p = Producer({"--mode", "p2p", "--device", "sim", "--dim", "2", "--chunks", "8",
+                     "--progressive", "--chunk-ms", "100000"});
+  const PayloadDescriptor d = FromHex(p->Word(1));
+  TensorView dst{nullptr, d.dtype, d.shape, {}, MemoryKind::kDevice, 1};
+  dst.data = mem.Allocate(1, dst.nbytes());
+  auto stream = (*conn)->Consume(d, dst);
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  const auto start = Clock::now();
+  p->Kill();
+  auto chunk = (*stream)->Next();
+  EXPECT_FALSE(chunk.ok());
+  EXPECT_LT(Clock::now() - start, 10s) << "a dead producer must fail the consumer, not hang it";
 }
 
 TEST_F(ConnectorProcessTest, ConnectorTensorsAreReadThroughTheProducersSharedMemory) {
