@@ -209,10 +209,10 @@ Status ValidateOptions(const TransferBenchOptions& o) {
   if (o.transport == "shm" && Involves(o, "device")) {
     return InvalidArgumentError("shm moves host memory only: use --transport tcp or devipc");
   }
-  if (o.transport == "devipc" && RemoteKind(o) != "device") {
+  if (o.transport == "devipc" && !Involves(o, "device")) {
     return InvalidArgumentError(
-        "devipc moves to and from a peer's device memory: the target's end (--dst-kind of a "
-        "write, --src-kind of a read) must be device");
+        "devipc moves device memory (a peer's device memory, or device memory here to and from "
+        "a peer's shared host memory): --src-kind or --dst-kind must be device");
   }
   if (o.transport != "tcp" && o.transport != "shm" && o.transport != "devipc") {
     return InvalidArgumentError("--transport must be tcp, shm or devipc");
@@ -341,7 +341,8 @@ Result<TransferSide> StartSide(const TransferBenchOptions& o, const std::string&
                                    std::to_string(area),
                                    "--io-threads",
                                    std::to_string(o.io_threads)};
-  if (o.transport == "shm") {
+  // shm maps the target's memory; devipc maps it when it is host memory.
+  if (o.transport == "shm" || (o.transport == "devipc" && RemoteKind(o) == "host")) {
     args.push_back("--shared");
   }
   if (RemoteKind(o) == "device") {

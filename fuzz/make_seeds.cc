@@ -112,6 +112,12 @@ int main(int argc, char** argv) {
   ok &= Write(dir + "/descriptor_fuzz/p2p_json", std::string(1, '\1') + d.ToJson());
   ok &= Write(dir + "/descriptor_fuzz/store_binary", std::string(1, '\0') + s.Encode());
   ok &= Write(dir + "/descriptor_fuzz/store_json", std::string(1, '\1') + s.ToJson());
+  PayloadDescriptor on_device = d;  // Version 3: published from device memory.
+  on_device.memory = MemoryKind::kDevice;
+  on_device.device = 1;
+  ok &=
+      Write(dir + "/descriptor_fuzz/p2p_device_binary", std::string(1, '\0') + on_device.Encode());
+  ok &= Write(dir + "/descriptor_fuzz/p2p_device_json", std::string(1, '\1') + on_device.ToJson());
   // engine_conn_fuzz: a mode byte (bit 0: handshake first; bit 1: ask for
   // table pushes), then what the connection sends. "SLUICEKY" becomes the
   // target region's key.

@@ -45,7 +45,8 @@ void AddTransfer(CLI::App& bench, std::vector<Command>* out) {
   CLI::App* cmd = bench.add_subcommand(
       "transfer", "transfer engine throughput between two processes on loopback");
   cmd->add_option("--transport", o->b.transport,
-                  "tcp, shm (host memory) or devipc (a same-host peer's device memory)")
+                  "tcp, shm (host memory) or devipc (same host: a peer's device memory, or device "
+                  "memory here with a peer's host memory)")
       ->check(CLI::IsMember({"tcp", "shm", "devipc"}))
       ->capture_default_str();
   cmd->add_option("--op", o->op, "read or write")
