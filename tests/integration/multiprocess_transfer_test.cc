@@ -208,6 +208,76 @@ TEST(MultiProcessDeviceTest, DeviceMemoryMovesBetweenTwoProcessesThroughIpc) {
   EXPECT_TRUE((*backend)->Free(*dev).ok());
 }
 
+// Device memory at both ends, between two processes, staged over tcp (this
+// engine keeps device memory off IPC, as hosts where IPC is not allowed
+// do); then the peer is killed while a long batch of device reads runs:
+// the batch fails with endpoint scope and no pin on the device region
+// leaks.
+TEST(MultiProcessDeviceTest, DeviceMemoryIsStagedOverTcpAndAKilledPeerReleasesPins) {
+  constexpr std::size_t kSize = 32 << 20;
+  auto peer = std::make_unique<PeerProcess>("device", kSize);
+  EngineConfig c = ConfigFor(Mode::kTcp, true);
+  c.device = "sim";
+  c.device_ipc = false;
+  auto e = TransferEngine::Create(c);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto seg = (*e)->OpenSegment(peer->endpoint());
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  TestBuffer host = TestBuffer::Anonymous(kSize);
+  auto backend = device::ProcessBackend("sim");
+  ASSERT_TRUE(backend.ok());
+  auto dev = (*backend)->Allocate(0, kSize);
+  ASSERT_TRUE(dev.ok());
+  auto dkey = (*e)->RegisterMemory(*dev, kSize, MemoryKind::kDevice, Access::kLocalOnly);
+  ASSERT_TRUE(dkey.ok()) << dkey.status().ToString();
+  auto stream = (*backend)->CreateStream(0);
+  auto event = (*backend)->CreateEvent();
+  ASSERT_TRUE(stream.ok() && event.ok());
+  auto copy = [&](void* dst, const void* src) {
+    ASSERT_TRUE((*backend)->CopyAsync(dst, src, kSize, *stream).ok());
+    ASSERT_TRUE((*backend)->Record(*event, *stream).ok());
+    ASSERT_TRUE((*backend)->Wait(*event, 10s).ok());
+  };
+
+  // The peer's device bytes into device memory here, both ends staging.
+  TransferRequest read{OpKind::kRead, *dev, *seg, peer->key(), 0, kSize};
+  ASSERT_TRUE((*e)->TransferSync({&read, 1}, 30s).ok());
+  copy(host.data(), *dev);
+  EXPECT_TRUE(host.Holds(0, kSize, 77, 0)) << "read did not return the peer's device bytes";
+  host.Fill(9);
+  copy(*dev, host.data());
+  TransferRequest write{OpKind::kWrite, *dev, *seg, peer->key(), 0, kSize};
+  ASSERT_TRUE((*e)->TransferSync({&write, 1}, 30s).ok());
+  host.Fill(0);
+  copy(*dev, host.data());
+  ASSERT_TRUE((*e)->TransferSync({&read, 1}, 30s).ok());
+  copy(host.data(), *dev);
+  EXPECT_TRUE(host.Holds(0, kSize, 9, 0)) << "the staged write did not land in the peer";
+  for (const TransportStats& s : (*e)->TransportCounters()) {
+    if (s.name == "devipc") {
+      EXPECT_EQ(s.bytes_read + s.bytes_written, 0u) << "device_ipc = false still used devipc";
+    }
+    if (s.name == "tcp") {
+      EXPECT_GE(s.bytes_read + s.bytes_written, 3 * kSize);
+    }
+  }
+
+  // A long batch (16 x 32 MiB), and the peer killed while it runs.
+  std::vector<TransferRequest> many(16, read);
+  auto batch = (*e)->Submit(many);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  std::this_thread::sleep_for(20ms);
+  peer->Signal(SIGKILL);
+  peer->Reap();
+  Status failed = (*batch)->Wait(30s);
+  EXPECT_EQ(failed.code(), StatusCode::kUnavailable) << failed.ToString();
+  EXPECT_EQ(failed.scope(), FailureScope::kEndpoint);
+  EXPECT_TRUE((*e)->UnregisterMemory(*dkey).ok()) << "an op leaked its pin";
+  ASSERT_TRUE((*backend)->DestroyEvent(*event).ok());
+  ASSERT_TRUE((*backend)->DestroyStream(*stream).ok());
+  EXPECT_TRUE((*backend)->Free(*dev).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, MultiProcessTest,
                          ::testing::Values(Case{Mode::kTcp, "plain"},
                                            Case{Mode::kShmMapped, "shared"},
