@@ -103,8 +103,11 @@ class DevCopyPool {
  private:
   // A thread takes queued copies until they add up to kGroupBytes (at
   // least one), so large ops' chunks spread over the threads and their
-  // streams while small copies still share one wait.
-  static constexpr std::uint64_t kGroupBytes = kChunk;
+  // streams while small copies still share one wait. 1 MiB, not a whole
+  // 4 MiB chunk: a chunked payload's runs (~75 KB each for a latent cut in
+  // 8) then land a chunk at a time instead of ~4 MiB at a time, which took
+  // the first chunk from 0.73x to 0.35x of the whole payload's arrival.
+  static constexpr std::uint64_t kGroupBytes = std::uint64_t{1} << 20;
 
   void Run(device::Stream stream, device::Event event) {
     std::vector<DevCopy> group;
