@@ -194,13 +194,17 @@ class DiffusionConnector {
 
   // Starts publishing and returns at once; every request moves on its own,
   // so a slow one never holds back another. Registers the tensor's memory
-  // (cached). Errors: kInvalidArgument (bad payload: the message names the
-  // field); kFailedPrecondition (store mode without a store).
+  // (cached). The tensor may be device memory (TensorView::memory) when the
+  // engine has a device backend (config.engine.device). Errors:
+  // kInvalidArgument (bad payload: the message names the field);
+  // kFailedPrecondition (store mode without a store); kUnimplemented (a
+  // device tensor without a device backend, naming engine.device).
   Result<std::unique_ptr<StageHandle>> Publish(const StagePayload& payload);
 
   // Fetches the payload into `dst` (contiguous, same dtype and shape as
-  // the descriptor; registered on first use, cached). `dst` must outlive
-  // the stream. Errors up front, before any transfer: kInvalidArgument
+  // the descriptor; registered on first use, cached), host or device
+  // memory whatever the producer's was; chunk views carry dst's kind.
+  // `dst` must outlive the stream. Errors up front, before any transfer: kInvalidArgument
   // (shape or dtype mismatch, not contiguous); kFailedPrecondition (store
   // payload without a store).
   Result<std::unique_ptr<ChunkStream>> Consume(const PayloadDescriptor& d, const TensorView& dst);
@@ -214,7 +218,8 @@ class DiffusionConnector {
   // Release() it when done, as after Consume. Thread-safe. Errors:
   // kFailedPrecondition naming why the payload cannot be read in place
   // (progressive p2p, chunks in separate objects or across an inner
-  // dimension, another host, ordinary memory): Consume it instead;
+  // dimension, another host, ordinary memory, the producer's device
+  // memory): Consume it instead;
   // kUnavailable (scope kEndpoint: the producer or node is gone);
   // kNotFound (the tensor or object is gone); kDeadlineExceeded.
   Result<PayloadView> ConsumeInPlace(const PayloadDescriptor& d);
