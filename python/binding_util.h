@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "sluice/memory.h"
 #include "sluice/security.h"
 #include "sluice/status.h"
 
@@ -81,6 +82,14 @@ inline SecurityConfig LoadSecurityDict(const py::dict& d) {
                *out = v.is_none() ? std::string() : As<std::string>(v, k);
              });
   return Unwrap(LoadSecurity(f));
+}
+
+// "host" or "device" (what dlpack_tensor answers) as a MemoryKind.
+inline MemoryKind ParseMemory(const std::string& s) {
+  if (s != "host" && s != "device") {
+    throw StatusException{InvalidArgumentError("memory must be host or device, got '" + s + "'")};
+  }
+  return s == "device" ? MemoryKind::kDevice : MemoryKind::kHost;
 }
 
 }  // namespace sluice::python

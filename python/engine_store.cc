@@ -90,13 +90,6 @@ Access ParseAccess(const std::string& s) {
       InvalidArgumentError("access must be local, read, write or rw, got '" + s + "'")};
 }
 
-MemoryKind ParseMemory(const std::string& s) {
-  if (s != "host" && s != "device") {
-    throw StatusException{InvalidArgumentError("memory must be host or device, got '" + s + "'")};
-  }
-  return s == "device" ? MemoryKind::kDevice : MemoryKind::kHost;
-}
-
 // A transfer engine owned by Python; its notifies queue up for poll_notify.
 class Engine {
  public:

@@ -46,14 +46,11 @@ constexpr std::array<const char*, 15> kCodeNames = {"OK",
 // `memory` is "host" or "device" (dlpack_tensor's answer).
 TensorView View(std::uintptr_t ptr, const std::string& dtype, std::vector<std::int64_t> shape,
                 const std::string& memory, int device) {
-  if (memory != "host" && memory != "device") {
-    throw StatusException{InvalidArgumentError("memory must be host or device, got " + memory)};
-  }
   return TensorView{reinterpret_cast<void*>(ptr),
                     Unwrap(ParseDType(dtype)),
                     std::move(shape),
                     {},
-                    memory == "device" ? MemoryKind::kDevice : MemoryKind::kHost,
+                    ParseMemory(memory),
                     device};
 }
 

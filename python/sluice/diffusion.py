@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterator, List, Optional, Union
 from . import _sluice
 from ._security import security_files
 from .errors import InvalidArgumentError, from_status, translated
+from .tensors import NUMPY_DTYPES as _NUMPY_DTYPES
 from .tensors import SimTensor, describe, parse_device
 
 __all__ = [
@@ -59,17 +60,6 @@ __all__ = [
 
 _FOREVER = 1e7  # Seconds: the longest wait the core accepts.
 
-_NUMPY_DTYPES = {
-    "bool": "bool",
-    "uint8": "u8",
-    "int8": "i8",
-    "int16": "i16",
-    "int32": "i32",
-    "int64": "i64",
-    "float16": "f16",
-    "float32": "f32",
-    "float64": "f64",
-}
 _TORCH_DTYPES = {
     "torch.bool": "bool",
     "torch.uint8": "u8",

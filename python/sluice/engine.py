@@ -13,12 +13,13 @@ Python users do) rather than through the stage connector.
     store.get_into("k", dst)                    # into host or device memory
 """
 
+import math
 from typing import List, Optional, Sequence, Tuple
 
 from . import _sluice
 from ._security import security_files
 from .errors import InvalidArgumentError, translated
-from .tensors import describe
+from .tensors import ITEMSIZE, describe
 
 __all__ = ["TransferEngine", "Store"]
 
@@ -27,12 +28,7 @@ _FOREVER = 1e7
 
 def _nbytes(t, what: str, writable: bool = False):
     ptr, dtype, shape, memory, device = describe(t, what, writable)
-    size = {"bool": 1, "u8": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2,
-            "f32": 4, "f64": 8}[dtype]
-    n = size
-    for d in shape:
-        n *= d
-    return ptr, n, memory, device
+    return ptr, math.prod(shape) * ITEMSIZE[dtype], memory, device
 
 
 def _engine_config(listen, transports, device, secret) -> dict:

@@ -22,7 +22,11 @@ __all__ = ["SimTensor", "describe", "parse_device"]
 _DL_CUDA = 2
 _DL_EXT_DEV = 12  # What sluice's sim devices export themselves as.
 
-_ITEMSIZE = {"bool": 1, "u8": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2,
+# numpy dtype name -> sluice dtype name (numpy has no bf16).
+NUMPY_DTYPES = {"bool": "bool", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32",
+                "int64": "i64", "float16": "f16", "float32": "f32", "float64": "f64"}
+
+ITEMSIZE = {"bool": 1, "u8": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2,
              "f32": 4, "f64": 8}
 
 
@@ -106,9 +110,7 @@ def describe(t, what: str, writable: bool = False):
 def _from_array_interface(t, ai, what: str):
     if not t.flags.c_contiguous:
         raise InvalidArgumentError(f"{what}: array is not contiguous (np.ascontiguousarray)")
-    names = {"uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-             "float16": "f16", "float32": "f32", "float64": "f64", "bool": "bool"}
-    dtype = names.get(t.dtype.name)
+    dtype = NUMPY_DTYPES.get(t.dtype.name)
     if dtype is None:
         raise InvalidArgumentError(f"{what}: unsupported dtype {t.dtype}")
     return ai["data"][0], dtype, list(t.shape), "host", -1
@@ -134,7 +136,7 @@ class SimTensor:
     @translated
     def empty(cls, shape: Sequence[int], dtype: str, device: int = 0) -> "SimTensor":
         """A zeroed contiguous tensor of sluice dtype name `dtype` on sim device `device`."""
-        nbytes = math.prod(shape) * _ITEMSIZE[dtype]
+        nbytes = math.prod(shape) * ITEMSIZE[dtype]
         return cls(_sluice.SimMemory(int(device), max(nbytes, 1)), dtype, shape)
 
     @property
@@ -143,7 +145,7 @@ class SimTensor:
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * _ITEMSIZE[self.dtype]
+        return math.prod(self.shape) * ITEMSIZE[self.dtype]
 
     def is_contiguous(self) -> bool:
         want = _row_major(self.shape)
@@ -163,7 +165,7 @@ class SimTensor:
             raise InvalidArgumentError(f"narrow({dim}, {start}, {length}) outside {self.shape}")
         shape = list(self.shape)
         shape[dim] = length
-        offset = self._offset + start * self._strides[dim] * _ITEMSIZE[self.dtype]
+        offset = self._offset + start * self._strides[dim] * ITEMSIZE[self.dtype]
         return SimTensor(self._mem, self.dtype, shape, offset, self._strides)
 
     @translated
@@ -185,8 +187,7 @@ class SimTensor:
         """A host copy as a numpy array (not for bf16, which numpy lacks)."""
         import numpy as np
 
-        names = {"bool": "bool", "u8": "uint8", "i8": "int8", "i16": "int16", "i32": "int32",
-                 "i64": "int64", "f16": "float16", "f32": "float32", "f64": "float64"}
+        names = {v: k for k, v in NUMPY_DTYPES.items()}
         if self.dtype not in names:
             raise InvalidArgumentError(f"numpy has no {self.dtype}; use tobytes()")
         return np.frombuffer(self.tobytes(), dtype=names[self.dtype]).reshape(self.shape)

@@ -11,6 +11,7 @@
 
 #include "child_process.h"
 #include "device/backends.h"
+#include "device/testing/sim_memory.h"
 #include "transfer/testing/engine_pair.h"
 
 namespace sluice::testing {
@@ -224,34 +225,24 @@ TEST(MultiProcessDeviceTest, DeviceMemoryIsStagedOverTcpAndAKilledPeerReleasesPi
   auto seg = (*e)->OpenSegment(peer->endpoint());
   ASSERT_TRUE(seg.ok()) << seg.status().ToString();
   TestBuffer host = TestBuffer::Anonymous(kSize);
-  auto backend = device::ProcessBackend("sim");
-  ASSERT_TRUE(backend.ok());
-  auto dev = (*backend)->Allocate(0, kSize);
-  ASSERT_TRUE(dev.ok());
-  auto dkey = (*e)->RegisterMemory(*dev, kSize, MemoryKind::kDevice, Access::kLocalOnly);
+  testing::SimMemory mem;
+  char* dev = mem.Allocate(0, kSize);
+  auto dkey = (*e)->RegisterMemory(dev, kSize, MemoryKind::kDevice, Access::kLocalOnly);
   ASSERT_TRUE(dkey.ok()) << dkey.status().ToString();
-  auto stream = (*backend)->CreateStream(0);
-  auto event = (*backend)->CreateEvent();
-  ASSERT_TRUE(stream.ok() && event.ok());
-  auto copy = [&](void* dst, const void* src) {
-    ASSERT_TRUE((*backend)->CopyAsync(dst, src, kSize, *stream).ok());
-    ASSERT_TRUE((*backend)->Record(*event, *stream).ok());
-    ASSERT_TRUE((*backend)->Wait(*event, 10s).ok());
-  };
 
   // The peer's device bytes into device memory here, both ends staging.
-  TransferRequest read{OpKind::kRead, *dev, *seg, peer->key(), 0, kSize};
+  TransferRequest read{OpKind::kRead, dev, *seg, peer->key(), 0, kSize};
   ASSERT_TRUE((*e)->TransferSync({&read, 1}, 30s).ok());
-  copy(host.data(), *dev);
+  mem.Copy(host.data(), dev, kSize);
   EXPECT_TRUE(host.Holds(0, kSize, 77, 0)) << "read did not return the peer's device bytes";
   host.Fill(9);
-  copy(*dev, host.data());
-  TransferRequest write{OpKind::kWrite, *dev, *seg, peer->key(), 0, kSize};
+  mem.Copy(dev, host.data(), kSize);
+  TransferRequest write{OpKind::kWrite, dev, *seg, peer->key(), 0, kSize};
   ASSERT_TRUE((*e)->TransferSync({&write, 1}, 30s).ok());
   host.Fill(0);
-  copy(*dev, host.data());
+  mem.Copy(dev, host.data(), kSize);
   ASSERT_TRUE((*e)->TransferSync({&read, 1}, 30s).ok());
-  copy(host.data(), *dev);
+  mem.Copy(host.data(), dev, kSize);
   EXPECT_TRUE(host.Holds(0, kSize, 9, 0)) << "the staged write did not land in the peer";
   for (const TransportStats& s : (*e)->TransportCounters()) {
     if (s.name == "devipc") {
@@ -273,9 +264,6 @@ TEST(MultiProcessDeviceTest, DeviceMemoryIsStagedOverTcpAndAKilledPeerReleasesPi
   EXPECT_EQ(failed.code(), StatusCode::kUnavailable) << failed.ToString();
   EXPECT_EQ(failed.scope(), FailureScope::kEndpoint);
   EXPECT_TRUE((*e)->UnregisterMemory(*dkey).ok()) << "an op leaked its pin";
-  ASSERT_TRUE((*backend)->DestroyEvent(*event).ok());
-  ASSERT_TRUE((*backend)->DestroyStream(*stream).ok());
-  EXPECT_TRUE((*backend)->Free(*dev).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, MultiProcessTest,

@@ -1,6 +1,7 @@
 #include "transfer/device/devipc_transport.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -259,7 +260,7 @@ class DevIpcPath final : public TransportPath {
       shm_->Retain(RegionTable{});  // Unmapped as the copies still holding them end.
     }
     MutexLock lock(mu_);
-    down_ = true;
+    down_.store(true, std::memory_order_release);
     opened_.clear();  // Closed as the copies still holding them end.
   }
 
@@ -280,12 +281,9 @@ class DevIpcPath final : public TransportPath {
       *failure = std::move(range);
       return PlanVerdict::kFail;
     }
-    {
-      MutexLock lock(mu_);
-      if (down_) {
-        *failure = UnavailableError("peer " + endpoint_ + " is down", FailureScope::kEndpoint);
-        return PlanVerdict::kFail;
-      }
+    if (down_.load(std::memory_order_acquire)) {
+      *failure = UnavailableError("peer " + endpoint_ + " is down", FailureScope::kEndpoint);
+      return PlanVerdict::kFail;
     }
     Result<std::shared_ptr<PeerMapping>> m = shm_->Map(region);
     if (!m.ok()) {
@@ -308,7 +306,7 @@ class DevIpcPath final : public TransportPath {
 
   Result<std::shared_ptr<OpenedAllocation>> Open(const IpcBytes& ipc) {
     MutexLock lock(mu_);
-    if (down_) {
+    if (down_.load(std::memory_order_acquire)) {
       return UnavailableError("peer " + endpoint_ + " is down", FailureScope::kEndpoint);
     }
     if (auto it = opened_.find(ipc); it != opened_.end()) {
@@ -333,7 +331,9 @@ class DevIpcPath final : public TransportPath {
   const std::shared_ptr<ShmPeer> shm_;
   Mutex mu_;
   std::map<IpcBytes, std::shared_ptr<OpenedAllocation>> opened_ SLUICE_GUARDED_BY(mu_);
-  bool down_ SLUICE_GUARDED_BY(mu_) = false;  // The link went down: nothing more opens.
+  // The link went down: nothing more opens or maps (read without the lock
+  // on each op's plan).
+  std::atomic<bool> down_{false};
 };
 
 class DevIpcTransport final : public Transport {
