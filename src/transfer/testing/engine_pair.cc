@@ -3,9 +3,13 @@
 #include <sys/mman.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
+
+#include "device/backends.h"
 
 namespace sluice::testing {
 
@@ -17,6 +21,10 @@ std::string ModeName(Mode m) {
       return "shm_mapped";
     case Mode::kShmVm:
       return "shm_vm";
+    case Mode::kDevipc:
+      return "devipc";
+    case Mode::kTcpStaged:
+      return "tcp_staged";
   }
   return "unknown";
 }
@@ -48,6 +56,36 @@ TestBuffer TestBuffer::Shared(TransferEngine& engine, std::size_t size) {
   return b;
 }
 
+TestBuffer TestBuffer::Device(int device, std::size_t size) {
+  TestBuffer b;
+  Result<device::DeviceBackend*> sim = device::ProcessBackend("sim");
+  if (!sim.ok()) {
+    ADD_FAILURE() << sim.status().ToString();
+    return b;
+  }
+  Result<void*> p = (*sim)->Allocate(device, size);
+  if (!p.ok()) {
+    ADD_FAILURE() << p.status().ToString();
+    return b;
+  }
+  b.data_ = static_cast<char*>(*p);
+  b.size_ = size;
+  b.device_ = device;
+  return b;
+}
+
+void TestBuffer::CopySync(void* dst, const void* src, std::size_t len) const {
+  device::DeviceBackend* sim = *device::ProcessBackend("sim");
+  Result<device::Stream> stream = sim->CreateStream(device_);
+  Result<device::Event> event = sim->CreateEvent();
+  ASSERT_TRUE(stream.ok() && event.ok());
+  EXPECT_TRUE(sim->CopyAsync(dst, src, len, *stream).ok());
+  EXPECT_TRUE(sim->Record(*event, *stream).ok());
+  EXPECT_TRUE(sim->Wait(*event, std::chrono::seconds(30)).ok());
+  EXPECT_TRUE(sim->DestroyEvent(*event).ok());
+  EXPECT_TRUE(sim->DestroyStream(*stream).ok());
+}
+
 TestBuffer::TestBuffer(TestBuffer&& o) noexcept {
   *this = std::move(o);
 }
@@ -58,6 +96,7 @@ TestBuffer& TestBuffer::operator=(TestBuffer&& o) noexcept {
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
     anonymous_ = std::exchange(o.anonymous_, false);
+    device_ = std::exchange(o.device_, -1);
     shared_ = std::move(o.shared_);
   }
   return *this;
@@ -67,20 +106,62 @@ TestBuffer::~TestBuffer() {
   if (anonymous_ && data_ != nullptr) {
     ::munmap(data_, size_);
   }
+  if (device_ != -1 && data_ != nullptr) {
+    EXPECT_TRUE((*device::ProcessBackend("sim"))->Free(data_).ok());
+  }
   data_ = nullptr;
   anonymous_ = false;
+  device_ = -1;
 }
 
 void TestBuffer::Fill(std::uint64_t seed) {
-  for (std::size_t i = 0; i < size_; ++i) {
-    data_[i] = PatternByte(seed, i);
+  FillRange(0, size_, seed, 0);
+}
+
+void TestBuffer::FillRange(std::size_t off, std::size_t len, std::uint64_t seed,
+                           std::size_t pattern_off) {
+  if (!on_device()) {
+    for (std::size_t i = 0; i < len; ++i) {
+      data_[off + i] = PatternByte(seed, pattern_off + i);
+    }
+    return;
   }
+  std::vector<char> host(len);
+  for (std::size_t i = 0; i < len; ++i) {
+    host[i] = PatternByte(seed, pattern_off + i);
+  }
+  CopySync(data_ + off, host.data(), len);
+}
+
+void TestBuffer::Zero() {
+  if (!on_device()) {
+    std::memset(data_, 0, size_);
+    return;
+  }
+  const std::vector<char> zeros(size_, 0);
+  CopySync(data_, zeros.data(), size_);
+}
+
+char TestBuffer::ByteAt(std::size_t off) const {
+  if (!on_device()) {
+    return data_[off];
+  }
+  char c = 0;
+  CopySync(&c, data_ + off, 1);
+  return c;
 }
 
 bool TestBuffer::Holds(std::size_t off, std::size_t len, std::uint64_t seed,
                        std::size_t pattern_off) const {
+  const char* at = data_ + off;
+  std::vector<char> host;
+  if (on_device()) {
+    host.resize(len);
+    CopySync(host.data(), at, len);
+    at = host.data();
+  }
   for (std::size_t i = 0; i < len; ++i) {
-    if (data_[off + i] != PatternByte(seed, pattern_off + i)) {
+    if (at[i] != PatternByte(seed, pattern_off + i)) {
       return false;
     }
   }
@@ -91,9 +172,13 @@ EngineConfig ConfigFor(Mode mode, bool initiator) {
   EngineConfig c;
   c.listen = "127.0.0.1:0";
   c.op_timeout = std::chrono::milliseconds(10000);
+  if (mode == Mode::kDevipc || mode == Mode::kTcpStaged) {
+    c.device = "sim";
+    c.device_ipc = mode == Mode::kDevipc;
+  }
   if (initiator) {
-    c.transports =
-        mode == Mode::kTcp ? std::vector<std::string>{"tcp"} : std::vector<std::string>{"shm"};
+    c.transports = mode == Mode::kTcp || mode == Mode::kTcpStaged ? std::vector<std::string>{"tcp"}
+                                                                  : std::vector<std::string>{"shm"};
   }
   return c;
 }
@@ -118,20 +203,23 @@ std::unique_ptr<EnginePair> EnginePair::Make(Mode mode, EngineConfig initiator_c
   return p;
 }
 
-TestBuffer EnginePair::TargetBuffer(std::size_t size, Access access, RegionKey* key) {
-  TestBuffer b =
-      mode == Mode::kShmMapped ? TestBuffer::Shared(*target, size) : TestBuffer::Anonymous(size);
-  Result<RegionKey> k = target->RegisterMemory(b.data(), size, MemoryKind::kHost, access);
+TestBuffer EnginePair::TargetBuffer(std::size_t size, Access access, RegionKey* key, bool device) {
+  TestBuffer b = device ? TestBuffer::Device(1, size)
+                 : mode == Mode::kShmMapped || mode == Mode::kDevipc
+                     ? TestBuffer::Shared(*target, size)
+                     : TestBuffer::Anonymous(size);
+  Result<RegionKey> k = target->RegisterMemory(
+      b.data(), size, device ? MemoryKind::kDevice : MemoryKind::kHost, access);
   EXPECT_TRUE(k.ok()) << k.status().ToString();
   *key = k.ok() ? *k : RegionKey{};
   EXPECT_TRUE(AwaitRemoteKey(*key)) << "table push never reached the initiator";
   return b;
 }
 
-TestBuffer EnginePair::LocalBuffer(std::size_t size, RegionKey* key) {
-  TestBuffer b = TestBuffer::Anonymous(size);
-  Result<RegionKey> k =
-      initiator->RegisterMemory(b.data(), size, MemoryKind::kHost, Access::kLocalOnly);
+TestBuffer EnginePair::LocalBuffer(std::size_t size, RegionKey* key, bool device) {
+  TestBuffer b = device ? TestBuffer::Device(0, size) : TestBuffer::Anonymous(size);
+  Result<RegionKey> k = initiator->RegisterMemory(
+      b.data(), size, device ? MemoryKind::kDevice : MemoryKind::kHost, Access::kLocalOnly);
   EXPECT_TRUE(k.ok()) << k.status().ToString();
   *key = k.ok() ? *k : RegionKey{};
   return b;

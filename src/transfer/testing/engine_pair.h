@@ -1,6 +1,8 @@
 // Test scaffolding: a target and an initiator engine in one process, joined
-// over loopback, configured for one transport mode. Used by the conformance
-// suite every transport passes and by the benchmarks' self-checks.
+// over loopback, configured for one transport mode, and buffers of host or
+// (sim) device memory that tests fill and check only through their methods.
+// Used by the conformance suite every transport passes and by the
+// integration tests.
 #ifndef SLUICE_TRANSFER_TESTING_ENGINE_PAIR_H_
 #define SLUICE_TRANSFER_TESTING_ENGINE_PAIR_H_
 
@@ -14,30 +16,48 @@ namespace sluice::testing {
 
 // kTcp: the initiator may only use tcp. kShmMapped / kShmVm: it may only use
 // shm, with target memory from AllocateShared (mapped) or plain memory
-// (process_vm_readv/writev).
-enum class Mode { kTcp, kShmMapped, kShmVm };
+// (process_vm_readv/writev). kDevipc: both engines have the sim device
+// backend and the initiator may use shm and devipc (target host memory is
+// shared, so devipc maps it). kTcpStaged: both engines have the sim backend
+// without device IPC and the initiator may only use tcp, so device memory
+// at either end goes through the connections' pinned staging slots.
+enum class Mode { kTcp, kShmMapped, kShmVm, kDevipc, kTcpStaged };
 std::string ModeName(Mode m);
 
-// Pre-faulted anonymous memory, or a SharedBuffer. Owns what it holds.
+// Pre-faulted anonymous memory, a SharedBuffer, or sim device memory. Owns
+// what it holds. Device memory is reached only through the methods below
+// (synchronous copies through the backend); data() is its address, for ops.
 class TestBuffer {
  public:
   TestBuffer() = default;
   static TestBuffer Anonymous(std::size_t size);
   static TestBuffer Shared(TransferEngine& engine, std::size_t size);
+  // `size` bytes on device `device` of the process's sim backend.
+  static TestBuffer Device(int device, std::size_t size);
   TestBuffer(TestBuffer&& o) noexcept;
   TestBuffer& operator=(TestBuffer&& o) noexcept;
   ~TestBuffer();
 
   char* data() const { return data_; }
   std::size_t size() const { return size_; }
+  bool on_device() const { return device_ != -1; }
+  int device() const { return device_; }
   void Fill(std::uint64_t seed);  // Deterministic pattern from `seed`.
+  // Puts the pattern `seed` would put at `pattern_off` into [off, off+len).
+  void FillRange(std::size_t off, std::size_t len, std::uint64_t seed, std::size_t pattern_off);
+  void Zero();
+  char ByteAt(std::size_t off) const;
   // True if [off, off+len) holds the pattern `seed` would put at `pattern_off`.
   bool Holds(std::size_t off, std::size_t len, std::uint64_t seed, std::size_t pattern_off) const;
 
  private:
+  // Device memory: copies `len` bytes between host and device memory.
+  void CopySync(void* dst, const void* src, std::size_t len) const;
+
   char* data_ = nullptr;
   std::size_t size_ = 0;
   bool anonymous_ = false;
+  int device_ = -1;
   SharedBuffer shared_;
 };
 
@@ -59,10 +79,12 @@ struct EnginePair {
   static std::unique_ptr<EnginePair> Make(Mode mode, EngineConfig initiator_config);
   static std::unique_ptr<EnginePair> Make(Mode mode) { return Make(mode, ConfigFor(mode, true)); }
 
-  // Target memory in the form the mode needs, registered with `access`.
-  TestBuffer TargetBuffer(std::size_t size, Access access, RegionKey* key);
-  // Initiator memory registered local-only.
-  TestBuffer LocalBuffer(std::size_t size, RegionKey* key);
+  // Target memory in the form the mode needs (device memory on device 1
+  // with `device`), registered with `access`.
+  TestBuffer TargetBuffer(std::size_t size, Access access, RegionKey* key, bool device = false);
+  // Initiator memory (device memory on device 0 with `device`) registered
+  // local-only.
+  TestBuffer LocalBuffer(std::size_t size, RegionKey* key, bool device = false);
   // Waits (bounded) until the initiator's copy of the target table has `key`.
   bool AwaitRemoteKey(RegionKey key);
 };

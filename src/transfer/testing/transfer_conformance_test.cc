@@ -1,5 +1,8 @@
-// The conformance suite every transport passes. A new transport adds a Mode
-// to INSTANTIATE_TEST_SUITE_P.
+// The conformance suite every transport passes, for each memory kind it
+// carries at each end: host memory over tcp and shm, and (on the sim device
+// backend) host and device memory to and from device memory over devipc and
+// tcp staging, and device memory to and from host memory. A new transport
+// adds its cases to INSTANTIATE_TEST_SUITE_P.
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -17,11 +20,53 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class TransferConformanceTest : public ::testing::TestWithParam<Mode> {
+// A transport mode and the memory kind at each end.
+struct Case {
+  Mode mode;
+  bool local_device = false;
+  bool remote_device = false;
+};
+
+std::string CaseName(const Case& c) {
+  if (!c.local_device && !c.remote_device) {
+    return ModeName(c.mode);
+  }
+  return ModeName(c.mode) + (c.local_device ? "_device" : "_host") + "_to" +
+         (c.remote_device ? "_device" : "_host");
+}
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << CaseName(c);
+}
+
+class TransferConformanceTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    pair_ = EnginePair::Make(GetParam());
+    pair_ = EnginePair::Make(GetParam().mode);
     ASSERT_NE(pair_, nullptr);
+  }
+
+  // Every byte the initiator moved went over the mode's transport.
+  void TearDown() override {
+    if (pair_ == nullptr) {
+      return;
+    }
+    const Mode m = GetParam().mode;
+    const std::string want = m == Mode::kTcp || m == Mode::kTcpStaged ? "tcp"
+                             : m == Mode::kDevipc                     ? "devipc"
+                                                                      : "shm";
+    for (const TransportStats& t : pair_->initiator->TransportCounters()) {
+      if (t.name != want) {
+        EXPECT_EQ(t.bytes_read + t.bytes_written, 0u) << t.name << " moved bytes, not " << want;
+      }
+    }
+  }
+
+  TestBuffer Remote(std::size_t size, Access access, RegionKey* key) {
+    return pair_->TargetBuffer(size, access, key, GetParam().remote_device);
+  }
+  TestBuffer Local(std::size_t size, RegionKey* key) {
+    return pair_->LocalBuffer(size, key, GetParam().local_device);
   }
 
   TransferRequest Op(OpKind kind, char* local, RegionKey key, std::uint64_t remote_offset,
@@ -44,18 +89,16 @@ class TransferConformanceTest : public ::testing::TestWithParam<Mode> {
 TEST_P(TransferConformanceTest, WriteThenReadBackFromOneByteTo256MiB) {
   constexpr std::size_t kMax = std::size_t{256} << 20;
   RegionKey rkey, lkey;
-  TestBuffer remote = pair_->TargetBuffer(kMax, Access::kRemoteReadWrite, &rkey);
-  TestBuffer local = pair_->LocalBuffer(kMax, &lkey);
+  TestBuffer remote = Remote(kMax, Access::kRemoteReadWrite, &rkey);
+  TestBuffer local = Local(kMax, &lkey);
   for (std::size_t len : {std::size_t{1}, std::size_t{7}, std::size_t{4096},
                           (std::size_t{1} << 20) + 3, (std::size_t{16} << 20) + 1, kMax}) {
     SCOPED_TRACE("length " + std::to_string(len));
     const std::uint64_t seed = len;
-    for (std::size_t i = 0; i < len; ++i) {
-      local.data()[i] = PatternByte(seed, i);
-    }
+    local.FillRange(0, len, seed, 0);
     ASSERT_TRUE(Run({Op(OpKind::kWrite, local.data(), rkey, 0, len)}).ok());
     ASSERT_TRUE(remote.Holds(0, len, seed, 0));
-    std::memset(local.data(), 0, len);
+    local.Zero();
     Status s = Run({Op(OpKind::kRead, local.data(), rkey, 0, len)});
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_TRUE(local.Holds(0, len, seed, 0));
@@ -64,24 +107,24 @@ TEST_P(TransferConformanceTest, WriteThenReadBackFromOneByteTo256MiB) {
 
 TEST_P(TransferConformanceTest, UnalignedOffsetsOnBothSides) {
   RegionKey rkey, lkey;
-  TestBuffer remote = pair_->TargetBuffer(8 << 20, Access::kRemoteReadWrite, &rkey);
-  TestBuffer local = pair_->LocalBuffer(8 << 20, &lkey);
+  TestBuffer remote = Remote(8 << 20, Access::kRemoteReadWrite, &rkey);
+  TestBuffer local = Local(8 << 20, &lkey);
   local.Fill(3);
-  std::memset(remote.data(), 0, remote.size());
+  remote.Zero();
   const std::size_t len = (3 << 20) + 17;
   ASSERT_TRUE(Run({Op(OpKind::kWrite, local.data() + 3, rkey, 5, len)}).ok());
-  EXPECT_EQ(remote.data()[4], 0) << "byte before the op was touched";
+  EXPECT_EQ(remote.ByteAt(4), 0) << "byte before the op was touched";
   EXPECT_TRUE(remote.Holds(5, len, 3, 3));
-  EXPECT_EQ(remote.data()[5 + len], 0) << "byte after the op was touched";
-  std::memset(local.data(), 0, local.size());
+  EXPECT_EQ(remote.ByteAt(5 + len), 0) << "byte after the op was touched";
+  local.Zero();
   ASSERT_TRUE(Run({Op(OpKind::kRead, local.data() + 11, rkey, 5, len)}).ok());
   EXPECT_TRUE(local.Holds(11, len, 3, 3));
 }
 
 TEST_P(TransferConformanceTest, MixedReadsAndWritesInOneBatch) {
   RegionKey rkey, lkey;
-  TestBuffer remote = pair_->TargetBuffer(4 << 20, Access::kRemoteReadWrite, &rkey);
-  TestBuffer local = pair_->LocalBuffer(4 << 20, &lkey);
+  TestBuffer remote = Remote(4 << 20, Access::kRemoteReadWrite, &rkey);
+  TestBuffer local = Local(4 << 20, &lkey);
   remote.Fill(1);  // Upper half is read back; lower half is overwritten.
   local.Fill(2);
   const std::size_t half = 2 << 20;
@@ -101,8 +144,8 @@ TEST_P(TransferConformanceTest, ConcurrentBatchesFromSeveralThreads) {
   constexpr int kThreads = 4;
   constexpr std::size_t kPerThread = 4 << 20;
   RegionKey rkey, lkey;
-  TestBuffer remote = pair_->TargetBuffer(kThreads * kPerThread, Access::kRemoteReadWrite, &rkey);
-  TestBuffer local = pair_->LocalBuffer(kThreads * kPerThread, &lkey);
+  TestBuffer remote = Remote(kThreads * kPerThread, Access::kRemoteReadWrite, &rkey);
+  TestBuffer local = Local(kThreads * kPerThread, &lkey);
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -134,14 +177,14 @@ TEST_P(TransferConformanceTest, ConcurrentBatchesFromSeveralThreads) {
 
 TEST_P(TransferConformanceTest, OutOfBoundsOpIsRejectedAndMemoryUntouched) {
   RegionKey rkey, lkey;
-  TestBuffer remote = pair_->TargetBuffer(1 << 20, Access::kRemoteReadWrite, &rkey);
-  TestBuffer local = pair_->LocalBuffer(2 << 20, &lkey);
-  std::memset(remote.data(), 0, remote.size());
+  TestBuffer remote = Remote(1 << 20, Access::kRemoteReadWrite, &rkey);
+  TestBuffer local = Local(2 << 20, &lkey);
+  remote.Zero();
   local.Fill(9);
   Status s = Run({Op(OpKind::kWrite, local.data(), rkey, (1 << 20) - 10, 20)});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_EQ(s.scope(), FailureScope::kRequest);
-  EXPECT_EQ(remote.data()[(1 << 20) - 1], 0);
+  EXPECT_EQ(remote.ByteAt((1 << 20) - 1), 0);
   s = Run({Op(OpKind::kRead, local.data(), rkey, 0, (1 << 20) + 1)});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   // The engine keeps working after rejections.
@@ -150,17 +193,17 @@ TEST_P(TransferConformanceTest, OutOfBoundsOpIsRejectedAndMemoryUntouched) {
 
 TEST_P(TransferConformanceTest, UnknownKeyIsRejected) {
   RegionKey rkey, lkey;
-  TestBuffer remote = pair_->TargetBuffer(1 << 16, Access::kRemoteReadWrite, &rkey);
-  TestBuffer local = pair_->LocalBuffer(1 << 16, &lkey);
+  TestBuffer remote = Remote(1 << 16, Access::kRemoteReadWrite, &rkey);
+  TestBuffer local = Local(1 << 16, &lkey);
   Status s = Run({Op(OpKind::kWrite, local.data(), RegionKey{rkey.value ^ 0x5a5a}, 0, 64)});
   EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
 }
 
 TEST_P(TransferConformanceTest, AccessBitsAreEnforced) {
   RegionKey ro, wo, lkey;
-  TestBuffer read_only = pair_->TargetBuffer(1 << 16, Access::kRemoteRead, &ro);
-  TestBuffer write_only = pair_->TargetBuffer(1 << 16, Access::kRemoteWrite, &wo);
-  TestBuffer local = pair_->LocalBuffer(1 << 16, &lkey);
+  TestBuffer read_only = Remote(1 << 16, Access::kRemoteRead, &ro);
+  TestBuffer write_only = Remote(1 << 16, Access::kRemoteWrite, &wo);
+  TestBuffer local = Local(1 << 16, &lkey);
   EXPECT_EQ(Run({Op(OpKind::kWrite, local.data(), ro, 0, 64)}).code(),
             StatusCode::kPermissionDenied);
   EXPECT_EQ(Run({Op(OpKind::kRead, local.data(), wo, 0, 64)}).code(),
@@ -172,8 +215,8 @@ TEST_P(TransferConformanceTest, AccessBitsAreEnforced) {
 TEST_P(TransferConformanceTest, UnregisterWhileInFlightFailsThenSucceeds) {
   constexpr std::size_t kLen = std::size_t{128} << 20;
   RegionKey rkey, lkey;
-  TestBuffer remote = pair_->TargetBuffer(kLen, Access::kRemoteReadWrite, &rkey);
-  TestBuffer local = pair_->LocalBuffer(kLen, &lkey);
+  TestBuffer remote = Remote(kLen, Access::kRemoteReadWrite, &rkey);
+  TestBuffer local = Local(kLen, &lkey);
   std::vector<TransferRequest> ops;
   for (std::size_t off = 0; off < kLen; off += 4 << 20) {
     ops.push_back(Op(OpKind::kWrite, local.data() + off, rkey, off, 4 << 20));
@@ -195,9 +238,9 @@ TEST_P(TransferConformanceTest, NotifyArrivesAfterEveryEarlierWriteLanded) {
   constexpr int kRounds = 40;
   constexpr std::size_t kSlot = 256 << 10;
   RegionKey rkey, lkey;
-  TestBuffer remote = pair_->TargetBuffer(kRounds * kSlot, Access::kRemoteReadWrite, &rkey);
-  TestBuffer local = pair_->LocalBuffer(kRounds * kSlot, &lkey);
-  std::memset(remote.data(), 0, remote.size());
+  TestBuffer remote = Remote(kRounds * kSlot, Access::kRemoteReadWrite, &rkey);
+  TestBuffer local = Local(kRounds * kSlot, &lkey);
+  remote.Zero();
   Mutex mu;
   std::vector<int> seen;
   int bad = 0;
@@ -213,9 +256,7 @@ TEST_P(TransferConformanceTest, NotifyArrivesAfterEveryEarlierWriteLanded) {
   std::vector<std::shared_ptr<TransferBatch>> batches;
   for (int round = 0; round < kRounds; ++round) {
     char* src = local.data() + round * kSlot;
-    for (std::size_t i = 0; i < kSlot; ++i) {
-      src[i] = PatternByte(round + 100, i);
-    }
+    local.FillRange(round * kSlot, kSlot, round + 100, 0);
     std::vector<TransferRequest> ops;
     for (std::size_t off = 0; off < kSlot; off += kSlot / 4) {
       ops.push_back(Op(OpKind::kWrite, src + off, rkey, round * kSlot + off, kSlot / 4));
@@ -245,8 +286,8 @@ TEST_P(TransferConformanceTest, NotifyArrivesAfterEveryEarlierWriteLanded) {
 
 TEST_P(TransferConformanceTest, CallbackRunsExactlyOnceOffTheSubmittingThread) {
   RegionKey rkey, lkey;
-  TestBuffer remote = pair_->TargetBuffer(1 << 20, Access::kRemoteReadWrite, &rkey);
-  TestBuffer local = pair_->LocalBuffer(1 << 20, &lkey);
+  TestBuffer remote = Remote(1 << 20, Access::kRemoteReadWrite, &rkey);
+  TestBuffer local = Local(1 << 20, &lkey);
   std::atomic<int> calls{0};
   std::atomic<bool> inline_call{false};
   const auto submitter = std::this_thread::get_id();
@@ -270,9 +311,19 @@ TEST_P(TransferConformanceTest, CallbackRunsExactlyOnceOffTheSubmittingThread) {
   EXPECT_FALSE(inline_call.load());
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTransports, TransferConformanceTest,
-                         ::testing::Values(Mode::kTcp, Mode::kShmMapped, Mode::kShmVm),
-                         [](const auto& info) { return ModeName(info.param); });
+INSTANTIATE_TEST_SUITE_P(HostMemory, TransferConformanceTest,
+                         ::testing::Values(Case{Mode::kTcp}, Case{Mode::kShmMapped},
+                                           Case{Mode::kShmVm}),
+                         [](const auto& info) { return CaseName(info.param); });
+
+// Device memory at one end or both (sim backend): devipc between same-host
+// device memory and device or shared host memory, and tcp staging.
+INSTANTIATE_TEST_SUITE_P(
+    DeviceMemory, TransferConformanceTest,
+    ::testing::Values(Case{Mode::kDevipc, false, true}, Case{Mode::kDevipc, true, true},
+                      Case{Mode::kDevipc, true, false}, Case{Mode::kTcpStaged, false, true},
+                      Case{Mode::kTcpStaged, true, true}, Case{Mode::kTcpStaged, true, false}),
+    [](const auto& info) { return CaseName(info.param); });
 
 }  // namespace
 }  // namespace sluice::testing
