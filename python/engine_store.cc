@@ -311,6 +311,10 @@ class Store {
       regs_.erase(it);
     }
   }
+  // The client, for other bindings on this store (the cache).
+  // Errors: kFailedPrecondition once closed.
+  StoreClient& client() { return Get(); }
+
   void close() {
     std::unique_ptr<StoreClient> c = std::move(client_);
     std::unique_ptr<TransferEngine> e = std::move(engine_);
@@ -370,6 +374,16 @@ class Store {
 };
 
 }  // namespace
+
+StoreClient& StoreClientOf(const py::object& store) {
+  Store* s = nullptr;
+  try {
+    s = &store.cast<Store&>();
+  } catch (const py::cast_error&) {
+    throw StatusException{InvalidArgumentError("store: want a sluice.Store")};
+  }
+  return s->client();
+}
 
 void RegisterEngineAndStore(py::module_& m) {
   py::class_<Engine>(m, "Engine")

@@ -6,12 +6,19 @@
 
 #include <pybind11/pybind11.h>
 
+#include "sluice/store/client.h"
+
 #include "binding_util.h"
 
 namespace sluice::python {
 
 // Adds _sluice.Engine and _sluice.Store.
 void RegisterEngineAndStore(pybind11::module_& m);
+
+// The client of a _sluice.Store object, valid until the store is closed.
+// Throws StatusException (kFailedPrecondition: closed; kInvalidArgument:
+// not a _sluice.Store).
+StoreClient& StoreClientOf(const pybind11::object& store);
 
 }  // namespace sluice::python
 

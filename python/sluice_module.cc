@@ -17,6 +17,7 @@
 #include "sluice/runtime/stage_worker.h"
 
 #include "binding_util.h"
+#include "cache_binding.h"
 #include "dlpack.h"
 #include "engine_store.h"
 
@@ -507,6 +508,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def("close", &Worker::close);
   RegisterDlpack(m);
   RegisterEngineAndStore(m);
+  RegisterCache(m);
   m.def("descriptor_to_json", [](const py::bytes& b) { return Descriptor(b).ToJson(); });
   m.def("descriptor_from_json", [](const std::string& j) {
     return py::bytes(Unwrap(sluice::PayloadDescriptor::FromJson(j)).Encode());

@@ -1,0 +1,181 @@
+"""Caches on store objects: standard keys (docs/cache-keys.md), the same as
+C++'s `sluice/cache/keys.h` (SHA-256 over a canonical encoding of everything
+that determines a cached value, so a worker in either language finds what
+another computed), and `Cache`, single-flight get-or-compute on a
+`sluice.Store`.
+
+A field's Python type picks its encoded type: `str` text, `int` a 64-bit
+integer, `float` a binary64 float, a list of ints or of strs a list. An empty
+list says nothing of its type: pass `ints([])` or `texts([])`. `bool` is
+refused (say 0/1 or "true"/"false").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import struct
+from typing import Iterable, Mapping, Sequence, Union
+
+from . import _sluice
+from .errors import InvalidArgumentError, translated
+
+_MAGIC = b"sluice-cache-key-v1\0"
+_TEXT, _INT, _FLOAT, _INT_LIST, _TEXT_LIST = 1, 2, 3, 4, 5
+_KIND = re.compile(r"[a-z0-9_]{1,32}")
+_NAME = re.compile(r"[a-z0-9_.]{1,128}")
+_NAMESPACE = re.compile(r"[a-z0-9_.]{1,64}")
+
+
+class ints(list):
+    """A list field of 64-bit integers (needed only when it may be empty)."""
+
+
+class texts(list):
+    """A list field of texts (needed only when it may be empty)."""
+
+
+FieldValue = Union[str, int, float, Sequence[int], Sequence[str]]
+
+
+def _i64(name: str, v: int) -> bytes:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InvalidArgumentError(f"cache key field '{name}': {v!r} is not an int")
+    if not -(2**63) <= v < 2**63:
+        raise InvalidArgumentError(f"cache key field '{name}': {v} does not fit 64 bits")
+    return struct.pack("<q", v)
+
+
+def _text(name: str, v: str) -> bytes:
+    if not isinstance(v, str):
+        raise InvalidArgumentError(f"cache key field '{name}': {v!r} is not a str")
+    b = v.encode("utf-8")
+    return struct.pack("<Q", len(b)) + b
+
+
+def _encode_value(name: str, v: FieldValue) -> bytes:
+    if isinstance(v, bool):
+        raise InvalidArgumentError(f"cache key field '{name}': bool is not a key type")
+    if isinstance(v, str):
+        return bytes([_TEXT]) + _text(name, v)
+    if isinstance(v, int):
+        return bytes([_INT]) + _i64(name, v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise InvalidArgumentError(f"cache key field '{name}': floats must be finite")
+        return bytes([_FLOAT]) + struct.pack("<d", 0.0 if v == 0.0 else v)
+    if isinstance(v, (list, tuple)):
+        is_ints = isinstance(v, ints) or (
+            not isinstance(v, texts) and len(v) > 0 and not isinstance(v[0], str))
+        if not is_ints and not isinstance(v, texts) and len(v) == 0:
+            raise InvalidArgumentError(
+                f"cache key field '{name}': an empty list needs ints([]) or texts([])")
+        head = struct.pack("<Q", len(v))
+        if is_ints:
+            return bytes([_INT_LIST]) + head + b"".join(_i64(name, x) for x in v)
+        return bytes([_TEXT_LIST]) + head + b"".join(_text(name, x) for x in v)
+    raise InvalidArgumentError(
+        f"cache key field '{name}': {type(v).__name__} is not a key type")
+
+
+def make_key(kind: str, fields: Mapping[str, FieldValue]) -> str:
+    """The key of `kind` over `fields` ("cache/<kind>/<64 hex digits>")."""
+    if not isinstance(kind, str) or not _KIND.fullmatch(kind):
+        raise InvalidArgumentError(
+            f"cache key kind {kind!r}: want 1..32 bytes of [a-z0-9_]")
+    for name in fields:
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise InvalidArgumentError(
+                f"cache key field {name!r}: want 1..128 bytes of [a-z0-9_.]")
+    out = [_MAGIC, struct.pack("<I", len(kind)), kind.encode(), struct.pack("<I", len(fields))]
+    for name in sorted(fields):
+        out.append(struct.pack("<I", len(name)) + name.encode())
+        out.append(_encode_value(name, fields[name]))
+    return f"cache/{kind}/{hashlib.sha256(b''.join(out)).hexdigest()}"
+
+
+def _with(head: Mapping[str, FieldValue], rest: Mapping[str, FieldValue] | None,
+          what: str) -> dict:
+    rest = dict(rest or {})
+    for name in head:
+        if name in rest:
+            raise InvalidArgumentError(f"{what}: '{name}' is a reserved field name")
+    return {**head, **rest}
+
+
+def condition_key(encoder: str, encoder_version: str, text: str,
+                  params: Mapping[str, FieldValue] | None = None) -> str:
+    """A condition embedding's key: `text` encoded by `encoder` at
+    `encoder_version` with the `params` that change its output."""
+    if not encoder or not encoder_version:
+        raise InvalidArgumentError(
+            "condition key: the encoder id and version must not be empty")
+    return make_key("cond", _with({"encoder": encoder, "encoder_version": encoder_version,
+                                   "text": text}, params, "condition key"))
+
+
+def checkpoint_key(*, model: str, model_version: str, sampler: str, seed: int,
+                   guidance: float, condition_keys: Iterable[str], total_steps: int,
+                   step: int, shape: Iterable[int], dtype: str) -> str:
+    """A step checkpoint's key: the sampler state after `step` of
+    `total_steps`."""
+    if not (model and model_version and sampler and dtype):
+        raise InvalidArgumentError(
+            "checkpoint key: model, model_version, sampler and dtype must not be empty")
+    if total_steps < 2 or not 1 <= step < total_steps:
+        raise InvalidArgumentError(
+            f"checkpoint key: step {step} must be in 1..{total_steps - 1}")
+    return make_key("ckpt", {
+        "model": model, "model_version": model_version, "sampler": sampler,
+        "seed": seed, "guidance": float(guidance),
+        "condition_keys": texts(condition_keys), "total_steps": total_steps,
+        "step": step, "shape": ints(shape), "dtype": dtype})
+
+
+def feature_key(namespace: str, parts: Mapping[str, FieldValue]) -> str:
+    """A framework feature's key: `parts` under the framework's `namespace`."""
+    if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace):
+        raise InvalidArgumentError(
+            f"feature namespace {namespace!r}: want 1..64 bytes of [a-z0-9_.]")
+    return make_key("feat", _with({"namespace": namespace}, parts, "feature key"))
+
+
+class Cache:
+    """Values under standard keys on a `sluice.Store`, with the `cache` (LRU)
+    or `soft_pin` lease; entries are read by any number of jobs and never
+    removed by a job's cleanup.
+
+    `get_or_compute(key, compute)` is single-flight across the cluster: of
+    concurrent misses for one key, one calls `compute()` (returning a
+    bytes-like value) while the others wait for its value; a computer that
+    dies holds the others back for at most `claim_ttl` seconds. Exceptions
+    raised by `compute` reach its caller unchanged.
+    """
+
+    @translated
+    def __init__(self, store, name: str = "condition", lease: str = "cache",
+                 claim_ttl: float = 10.0, wait_timeout: float = 60.0):
+        self._core = _sluice.Cache(store._core, name, lease, claim_ttl, wait_timeout)
+
+    @translated
+    def get_or_compute(self, key: str, compute) -> bytes:
+        return self._core.get_or_compute(key, compute)
+
+    @translated
+    def lookup(self, key: str):
+        """The value under `key`, or None."""
+        return self._core.lookup(key)
+
+    @translated
+    def insert(self, key: str, value: bytes) -> None:
+        """Stores `value` under `key`; an existing value is kept."""
+        self._core.insert(key, value)
+
+    def stats(self) -> dict:
+        """lookups, hits, misses, computes, single_flight_waits, takeovers,
+        bytes_inserted since this cache was made."""
+        return self._core.stats()
+
+
+__all__ = ["Cache", "make_key", "condition_key", "checkpoint_key", "feature_key", "ints", "texts"]

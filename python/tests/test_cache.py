@@ -1,0 +1,131 @@
+"""sluice.cache: standard keys equal to C++'s (golden vectors of
+docs/cache-keys.md and random fields through the C++ code), and the
+single-flight cache on a store."""
+
+import random
+import threading
+import time
+
+import pytest
+
+import sluice
+from sluice import _sluice, cache
+from sluice.cache import condition_key, checkpoint_key, feature_key, make_key
+
+
+def test_golden_vectors_of_the_specification():
+    assert make_key("cond", {}) == (
+        "cache/cond/d446a0ab6a8be2f8c08a0605868473b8d6671dfd5d1c970416954202e3d0dc00")
+    assert make_key("demo", {"text": "a cat", "n": 7, "g": 4.5, "shape": [1, -2, 3],
+                             "names": ["x", ""], "z": -0.0}) == (
+        "cache/demo/94c68010521ed71d9a7a4bb5afaab39e98d036361d14225dae69d1d5a2010e76")
+    params = {"max_length": 64, "dtype": "f32"}
+    assert condition_key("sluice-reference-text", "1", "a red fox", params) == (
+        "cache/cond/0cced3dffce1fdf5a404b3c35077b2c086a9522ca1e5915a8e7e94134ce08b23")
+    assert condition_key("sluice-reference-text", "2", "a red fox", params) == (
+        "cache/cond/f54017fdd5e9b162cd447b939f0da860102b3cdec8b679488cd570e2cdf5cd86")
+    assert checkpoint_key(model="sluice-reference", model_version="1", sampler="flow_euler",
+                          seed=42, guidance=4.0, condition_keys=["cache/cond/aa", "cache/cond/bb"],
+                          total_steps=12, step=6, shape=[16, 1, 8, 8], dtype="f32") == (
+        "cache/ckpt/8b77463871813c2b278fdfbb7390e2053f17a2e6fe5434e96f2d9f7548801179")
+    assert feature_key("sluice.dit", {"negative": "cache/cond/bb", "timestep": 3,
+                                      "layer": 0}) == (
+        "cache/feat/6c12ac3703377fa75ac55e8584e2648d972e20fe1aebf8c2f2f670b018771711")
+
+
+def _typed(value):
+    if isinstance(value, cache.ints):
+        return "ints"
+    if isinstance(value, cache.texts):
+        return "texts"
+    return {str: "text", int: "int", float: "float"}[type(value)]
+
+
+def _random_value(rng):
+    kind = rng.randrange(5)
+    text = lambda: "".join(rng.choice("aé文\0 z") for _ in range(rng.randrange(6)))
+    if kind == 0:
+        return text()
+    if kind == 1:
+        return rng.randrange(-2**63, 2**63)
+    if kind == 2:
+        return rng.choice([0.0, -0.0, 1e-300, rng.uniform(-1e9, 1e9)])
+    if kind == 3:
+        return cache.ints(rng.randrange(-2**63, 2**63) for _ in range(rng.randrange(4)))
+    return cache.texts(text() for _ in range(rng.randrange(4)))
+
+
+def test_python_keys_equal_the_cpp_keys_on_the_same_inputs():
+    rng = random.Random(7)
+    for _ in range(300):
+        names = rng.sample(["a", "b", "text", "x.y", "z_9", "model", "seed", "shape"],
+                           rng.randrange(0, 6))
+        fields = {n: _random_value(rng) for n in names}
+        kind = rng.choice(["cond", "ckpt", "feat", "k_2"])
+        cpp = _sluice.cache_make_key(kind, [(n, _typed(v), v) for n, v in fields.items()])
+        assert make_key(kind, fields) == cpp, fields
+
+
+def test_malformed_keys_are_refused_by_name():
+    with pytest.raises(sluice.InvalidArgumentError, match="kind 'Cond'"):
+        make_key("Cond", {})
+    with pytest.raises(sluice.InvalidArgumentError, match="'g': floats must be finite"):
+        make_key("k", {"g": float("nan")})
+    with pytest.raises(sluice.InvalidArgumentError, match="empty list"):
+        make_key("k", {"l": []})
+    with pytest.raises(sluice.InvalidArgumentError, match="bool"):
+        make_key("k", {"b": True})
+    with pytest.raises(sluice.InvalidArgumentError, match="reserved"):
+        condition_key("enc", "1", "t", {"text": "x"})
+    with pytest.raises(sluice.InvalidArgumentError, match="step 12 must be in 1..11"):
+        checkpoint_key(model="m", model_version="1", sampler="s", seed=1, guidance=1.0,
+                       condition_keys=[], total_steps=12, step=12, shape=[1], dtype="f32")
+
+
+def test_concurrent_misses_compute_once_and_errors_reach_the_caller(store):
+    key = condition_key("py-encoder", "1", "a hot negative prompt")
+    calls = []
+    stores = [sluice.Store(store.endpoint) for _ in range(2)]
+    try:
+        caches = [cache.Cache(s) for s in stores]
+
+        def compute():
+            calls.append(1)
+            time.sleep(0.3)
+            return b"embedding"
+
+        got = []
+        threads = [threading.Thread(target=lambda c=c: got.append(c.get_or_compute(key, compute)))
+                   for c in caches * 2]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert got == [b"embedding"] * 4 and len(calls) == 1
+        stats = [c.stats() for c in caches]
+        assert sum(s["computes"] for s in stats) == 1
+        assert sum(s["single_flight_waits"] for s in stats) == 3
+        assert caches[0].lookup(key) == b"embedding"
+        assert caches[0].lookup(condition_key("py-encoder", "1", "absent")) is None
+
+        def refuse():
+            raise ValueError("the encoder refused this text")
+
+        other = condition_key("py-encoder", "1", "refused")
+        with pytest.raises(ValueError, match="refused this text"):
+            caches[0].get_or_compute(other, refuse)
+        # The failed compute released its claim: the next caller computes.
+        assert caches[1].get_or_compute(other, lambda: bytearray(b"ok")) == b"ok"
+        with pytest.raises(sluice.InvalidArgumentError, match="bytes-like"):
+            caches[0].get_or_compute(condition_key("py-encoder", "1", "n"), lambda: 5)
+        strided = memoryview(bytes(range(16))).cast("B", (4, 4))[::2]
+        with pytest.raises(sluice.InvalidArgumentError, match="contiguous"):
+            caches[0].get_or_compute(condition_key("py-encoder", "1", "s"), lambda: strided)
+        with pytest.raises(sluice.InvalidArgumentError, match="lease must be"):
+            cache.Cache(stores[0], lease="delete_on_consume")
+        stores[1].close()
+        with pytest.raises(sluice.FailedPreconditionError, match="closed"):
+            caches[1].lookup(key)
+    finally:
+        for s in stores:
+            s.close()

@@ -1,0 +1,169 @@
+// The cache layer over a real store (master and two nodes as processes):
+// single-flight GetOrCompute across clients, takeover after a claimant's
+// claim expires, a failed compute releasing its claim at once, entries
+// that many readers read, and the option checks.
+#include "sluice/cache/cache.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+#include "sluice/cache/keys.h"
+
+#include "store_fixture.h"
+
+namespace sluice::testing {
+namespace {
+
+using cache::Cache;
+using cache::CacheOptions;
+
+std::vector<std::byte> Bytes(std::string_view s) {
+  const auto* p = reinterpret_cast<const std::byte*>(s.data());
+  return {p, p + s.size()};
+}
+
+class CacheTest : public StoreTest {
+ protected:
+  std::unique_ptr<Cache> MakeCache(StoreClient& store, CacheOptions o = {}) {
+    auto c = Cache::Create(&store, std::move(o));
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return std::move(*c);
+  }
+  static std::string KeyFor(std::string_view text) {
+    return *cache::ConditionKey("test-encoder", "1", text);
+  }
+};
+
+// Six callers on three clients (each its own engine, as separate workers
+// would be) miss one key at once: one computes, the rest get its value.
+TEST_F(CacheTest, ConcurrentMissesComputeOnce) {
+  constexpr int kClients = 3, kPerClient = 2;
+  std::vector<std::unique_ptr<TransferEngine>> engines;
+  std::vector<std::unique_ptr<StoreClient>> clients;
+  std::vector<std::unique_ptr<Cache>> caches;
+  for (int i = 0; i < kClients; ++i) {
+    engines.push_back(MakeEngine({"tcp", "shm"}));
+    clients.push_back(MakeClient(*engines.back()));
+    caches.push_back(MakeCache(*clients.back()));
+  }
+  const std::string key = KeyFor("a hot negative prompt");
+  std::atomic<int> computed{0};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kClients * kPerClient; ++t) {
+    threads.emplace_back([&, t] {
+      Result<std::vector<std::byte>> v = caches[t % kClients]->GetOrCompute(key, [&] {
+        computed.fetch_add(1);
+        std::this_thread::sleep_for(300ms);  // Long enough for all to miss.
+        return Result<std::vector<std::byte>>(Bytes("embedding"));
+      });
+      if (!v.ok() || *v != Bytes("embedding")) {
+        wrong.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(computed.load(), 1);
+  EXPECT_EQ(wrong.load(), 0);
+  std::uint64_t waits = 0, computes = 0, misses = 0;
+  for (const auto& c : caches) {
+    waits += c->stats().single_flight_waits;
+    computes += c->stats().computes;
+    misses += c->stats().misses;
+  }
+  EXPECT_EQ(computes, 1u);
+  EXPECT_EQ(misses, static_cast<std::uint64_t>(kClients * kPerClient));
+  EXPECT_EQ(waits, static_cast<std::uint64_t>(kClients * kPerClient - 1));
+  // The claim is gone; the entry stays for every later reader.
+  EXPECT_TRUE(EventuallyGone(*client_, cache::ClaimKey(key)));
+  for (int i = 0; i < 3; ++i) {
+    Result<std::optional<std::vector<std::byte>>> hit = caches[0]->Lookup(key);
+    ASSERT_TRUE(hit.ok() && hit->has_value());
+  }
+  EXPECT_EQ(caches[0]->stats().hits, 3u);
+}
+
+// A claimant that died mid-compute leaves its claim (what a killed process
+// leaves in the store): a waiter takes over once the claim's ttl ends.
+TEST_F(CacheTest, AClaimantThatDiedIsTakenOverWhenItsClaimExpires) {
+  const std::string key = KeyFor("the claimant died");
+  PutOptions dead;
+  dead.policy = LeasePolicy::Ttl(800ms);
+  ASSERT_TRUE(client_->Put(cache::ClaimKey(key), Bytes("x"), dead).ok());
+  auto c = MakeCache(*client_);
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::vector<std::byte>> v =
+      c->GetOrCompute(key, [] { return Result<std::vector<std::byte>>(Bytes("late")); });
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(*v, Bytes("late"));
+  EXPECT_GE(took, 700ms) << "computed while another's claim held";
+  EXPECT_LT(took, 10s);
+  EXPECT_EQ(c->stats().takeovers, 1u);
+  EXPECT_EQ(c->stats().computes, 1u);
+}
+
+// A compute that fails releases its claim: a waiter computes at once, not
+// after the claim's ttl; the failure reaches its own caller.
+TEST_F(CacheTest, AFailedComputeReleasesItsClaimAtOnce) {
+  const std::string key = KeyFor("the first compute fails");
+  CacheOptions o;
+  o.claim_ttl = 30s;
+  auto a = MakeCache(*client_, o);
+  auto b = MakeCache(*client_, o);
+  std::atomic<bool> a_computing{false};
+  std::thread first([&] {
+    Result<std::vector<std::byte>> v = a->GetOrCompute(key, [&] {
+      a_computing = true;
+      std::this_thread::sleep_for(300ms);
+      return Result<std::vector<std::byte>>(InvalidArgumentError("the encoder refused"));
+    });
+    EXPECT_EQ(v.status().code(), StatusCode::kInvalidArgument);
+  });
+  while (!a_computing) {
+    std::this_thread::sleep_for(1ms);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::vector<std::byte>> v =
+      b->GetOrCompute(key, [] { return Result<std::vector<std::byte>>(Bytes("second")); });
+  first.join();
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(*v, Bytes("second"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+TEST_F(CacheTest, AWaiterGivesUpAfterItsWaitTimeout) {
+  const std::string key = KeyFor("never computed");
+  PutOptions held;
+  held.policy = LeasePolicy::Ttl(60s);
+  ASSERT_TRUE(client_->Put(cache::ClaimKey(key), Bytes("x"), held).ok());
+  CacheOptions o;
+  o.wait_timeout = 400ms;
+  auto c = MakeCache(*client_, o);
+  bool ran = false;
+  Result<std::vector<std::byte>> v = c->GetOrCompute(key, [&] {
+    ran = true;
+    return Result<std::vector<std::byte>>(Bytes("x"));
+  });
+  EXPECT_EQ(v.status().code(), StatusCode::kDeadlineExceeded) << v.status().ToString();
+  EXPECT_FALSE(ran);
+}
+
+TEST_F(CacheTest, OptionsAreChecked) {
+  CacheOptions o;
+  o.policy = LeasePolicy::DeleteOnConsume(1);
+  EXPECT_EQ(Cache::Create(client_.get(), o).status().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.claim_ttl = 0ms;
+  EXPECT_EQ(Cache::Create(client_.get(), o).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Cache::Create(nullptr, {}).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sluice::testing
