@@ -43,7 +43,12 @@ Result<std::unique_ptr<Cache>> Cache::Create(StoreClient* store, CacheOptions op
 Cache::Cache(StoreClient* store, CacheOptions options)
     : store_(store), options_(std::move(options)) {}
 
-Result<std::optional<std::vector<std::byte>>> Cache::Read(std::string_view key) {
+Result<std::optional<std::vector<std::byte>>> Cache::Read(std::string_view key, bool fetch) {
+  if (!fetch) {
+    SLUICE_ASSIGN_OR_RETURN(bool there, store_->Exists(key));
+    return there ? std::optional<std::vector<std::byte>>(std::vector<std::byte>())
+                 : std::optional<std::vector<std::byte>>();
+  }
   Result<std::vector<std::byte>> got = store_->Get(key);
   if (got.ok()) {
     return std::optional<std::vector<std::byte>>(std::move(*got));
@@ -80,7 +85,19 @@ Status Cache::Insert(std::string_view key, std::span<const std::byte> value,
 
 Result<std::vector<std::byte>> Cache::GetOrCompute(std::string_view key, const Compute& compute,
                                                    const std::optional<TensorMeta>& tensor) {
-  SLUICE_ASSIGN_OR_RETURN(std::optional<std::vector<std::byte>> hit, Lookup(key));
+  return Resolve(key, compute, tensor, /*fetch=*/true);
+}
+
+Status Cache::Ensure(std::string_view key, const Compute& compute,
+                     const std::optional<TensorMeta>& tensor) {
+  return Resolve(key, compute, tensor, /*fetch=*/false).status();
+}
+
+Result<std::vector<std::byte>> Cache::Resolve(std::string_view key, const Compute& compute,
+                                              const std::optional<TensorMeta>& tensor, bool fetch) {
+  lookups_.fetch_add(1, std::memory_order_relaxed);
+  SLUICE_ASSIGN_OR_RETURN(std::optional<std::vector<std::byte>> hit, Read(key, fetch));
+  (hit.has_value() ? hits_ : misses_).fetch_add(1, std::memory_order_relaxed);
   if (hit.has_value()) {
     return std::move(*hit);
   }
@@ -97,7 +114,7 @@ Result<std::vector<std::byte>> Cache::GetOrCompute(std::string_view key, const C
         takeovers_.fetch_add(1, std::memory_order_relaxed);
       }
       // The value may have landed between the lookup and the claim.
-      Result<std::optional<std::vector<std::byte>>> again = Read(key);
+      Result<std::optional<std::vector<std::byte>>> again = Read(key, fetch);
       if (again.ok() && again->has_value()) {
         (void)store_->Remove(claim);
         waits_.fetch_add(1, std::memory_order_relaxed);
@@ -130,7 +147,7 @@ Result<std::vector<std::byte>> Cache::GetOrCompute(std::string_view key, const C
       Status landed = store_->WaitFor(
           key, std::min(left, PollInterval(options_.claim_ttl)) + std::chrono::milliseconds(1));
       if (landed.ok()) {
-        SLUICE_ASSIGN_OR_RETURN(std::optional<std::vector<std::byte>> v, Read(key));
+        SLUICE_ASSIGN_OR_RETURN(std::optional<std::vector<std::byte>> v, Read(key, fetch));
         if (v.has_value()) {
           waits_.fetch_add(1, std::memory_order_relaxed);
           return std::move(*v);

@@ -125,9 +125,67 @@ std::vector<std::int64_t> LatentDims(const reference::LatentShape& s) {
   return {reference::kLatentChannels, s.t, s.h, s.w};
 }
 
+constexpr std::size_t kTextBytes = std::size_t{reference::kTextLen} * reference::kTextDim * 4;
+
+// Encode through the condition cache: each text's embedding is computed
+// only if no worker has it yet; denoise gets the entries' keys.
+Result<StageOutput> EncodeCached(StageContext& ctx, const Request& r,
+                                 const ReferenceStageOptions& o) {
+  SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> keys,
+                          cache::ConditionKeysFor(ReferenceConditionEncoder(), ctx.request_json()));
+  const std::string* texts[2] = {&r.prompt, &r.negative_prompt};
+  const TensorMeta meta{"f32", {reference::kTextLen, reference::kTextDim}, {}, ""};
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    SLUICE_RETURN_IF_ERROR(o.condition_cache->Ensure(
+        keys[i],
+        [&]() -> Result<std::vector<std::byte>> {
+          const std::vector<float> e = reference::EncodeText(*texts[i]);
+          const auto* p = reinterpret_cast<const std::byte*>(e.data());
+          return std::vector<std::byte>(p, p + e.size() * sizeof(float));
+        },
+        meta));
+  }
+  StageOutput out;
+  out.output = cache::EncodeCachedInput(keys);  // No payload keys: nobody removes entries.
+  return out;
+}
+
+// The condition [2, 64, 64] from a cached input's two entries.
+Result<std::vector<float>> ReadCachedCondition(const std::string& input,
+                                               const ReferenceStageOptions& o) {
+  if (o.store == nullptr) {
+    return FailedPreconditionError("input: a cached input needs a store client (--master)");
+  }
+  SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> keys, cache::DecodeCachedInput(input));
+  if (keys.size() != 2) {
+    return InvalidArgumentError("input: the cached condition must name 2 entries, not " +
+                                std::to_string(keys.size()));
+  }
+  std::vector<float> cond(2 * kTextBytes / sizeof(float));
+  for (std::size_t i = 0; i < 2; ++i) {
+    Result<std::vector<std::byte>> v = o.store->Get(keys[i]);
+    if (!v.ok()) {
+      if (v.status().code() == StatusCode::kNotFound) {
+        return NotFoundError("input: cached condition " + keys[i] + " is gone");
+      }
+      return v.status();
+    }
+    if (v->size() != kTextBytes) {
+      return InvalidArgumentError("input: cached condition " + keys[i] + " holds " +
+                                  std::to_string(v->size()) + " bytes, not " +
+                                  std::to_string(kTextBytes));
+    }
+    std::memcpy(cond.data() + i * kTextBytes / sizeof(float), v->data(), kTextBytes);
+  }
+  return cond;
+}
+
 Result<StageOutput> Encode(StageContext& ctx, DiffusionConnector& conn,
                            const ReferenceStageOptions& o) {
   SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, o));
+  if (o.condition_cache != nullptr) {
+    return EncodeCached(ctx, r, o);
+  }
   std::vector<float> cond = reference::EncodeCondition(r);
   return internal::PublishForNextStage(conn, ctx.job_id(), "encode", PayloadKind::kEmbedding,
                                        TensorView{cond.data(), DType::kF32, ConditionShape(), {}});
@@ -136,11 +194,15 @@ Result<StageOutput> Encode(StageContext& ctx, DiffusionConnector& conn,
 Result<StageOutput> Denoise(StageContext& ctx, DiffusionConnector& conn,
                             const ReferenceStageOptions& o) {
   SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, o));
-  PayloadDescriptor d;
-  SLUICE_ASSIGN_OR_RETURN(std::vector<float> cond,
-                          internal::FetchInput<float>(conn, ctx.input(), &d));
-  if (d.shape != ConditionShape()) {
-    return InvalidArgumentError("input: the condition must be f32 [2, 64, 64]");
+  std::vector<float> cond;
+  if (cache::IsCachedInput(ctx.input())) {
+    SLUICE_ASSIGN_OR_RETURN(cond, ReadCachedCondition(ctx.input(), o));
+  } else {
+    PayloadDescriptor d;
+    SLUICE_ASSIGN_OR_RETURN(cond, internal::FetchInput<float>(conn, ctx.input(), &d));
+    if (d.shape != ConditionShape()) {
+      return InvalidArgumentError("input: the condition must be f32 [2, 64, 64]");
+    }
   }
   const reference::LatentShape s = r.latent();
   std::vector<float> x(s.elements());
@@ -192,6 +254,19 @@ Result<StageOutput> Decode(StageContext& ctx, DiffusionConnector& conn,
   out.type = dec.OutputType();
   return out;
 }
+
+}  // namespace
+
+cache::ConditionEncoder ReferenceConditionEncoder() {
+  return {"sluice-reference-text",
+          "1",
+          {{"max_length", std::int64_t{reference::kTextLen}},
+           {"dim", std::int64_t{reference::kTextDim}},
+           {"dtype", std::string("f32")}},
+          {"prompt", "negative_prompt"}};
+}
+
+namespace {
 
 Status Validate(const ReferenceStageOptions& o) {
   if (o.default_steps < 1 || o.default_steps > 1000) {

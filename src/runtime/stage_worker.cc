@@ -207,6 +207,11 @@ class StageWorkerImpl {
     if (config_.models.size() > 64) {
       return InvalidArgumentError("stage worker: models: at most 64");
     }
+    if (config_.condition_encoder.has_value()) {
+      if (Status s = cache::Validate(*config_.condition_encoder); !s.ok()) {
+        return bad("condition_encoder", s);
+      }
+    }
     std::vector<orchestrator::StageDecl> stages = orchestrator::StandardPipeline();
     if (!config_.pipeline.empty()) {
       Result<std::vector<orchestrator::StageDecl>> p =
@@ -244,6 +249,16 @@ class StageWorkerImpl {
       req.add_labels(l);
     }
     req.set_name(config_.name.empty() ? config_.stage : config_.name);
+    if (config_.condition_encoder.has_value()) {
+      const cache::ConditionEncoder& e = *config_.condition_encoder;
+      pb::ConditionEncoder* out = req.mutable_condition_encoder();
+      out->set_id(e.id);
+      out->set_version(e.version);
+      out->set_params_json(cache::ParamsToJson(e.params));
+      for (const std::string& f : e.text_fields) {
+        out->add_text_fields(f);
+      }
+    }
     pb::RegisterResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -281,9 +296,30 @@ class StageWorkerImpl {
     registering_ = false;
     worker_id_ = resp.worker_id();
     reports_ = 0;
+    cache_base_.clear();  // Counters go from zero for each registration.
+    for (const cache::Cache* c : config_.caches) {
+      cache_base_.push_back(c->stats());
+    }
     registered_ = true;
     cv_.NotifyAll();
     return true;
+  }
+
+  // The caches' counters since this registration began.
+  void AppendCachesLocked(pb::HeartbeatRequest& hb) SLUICE_REQUIRES(mu_) {
+    for (std::size_t i = 0; i < config_.caches.size() && i < cache_base_.size(); ++i) {
+      const cache::CacheStats now = config_.caches[i]->stats();
+      const cache::CacheStats& base = cache_base_[i];
+      pb::CacheCounters* c = hb.add_caches();
+      c->set_kind(config_.caches[i]->options().name);
+      c->set_lookups(now.lookups - base.lookups);
+      c->set_hits(now.hits - base.hits);
+      c->set_misses(now.misses - base.misses);
+      c->set_computes(now.computes - base.computes);
+      c->set_single_flight_waits(now.single_flight_waits - base.single_flight_waits);
+      c->set_takeovers(now.takeovers - base.takeovers);
+      c->set_bytes_inserted(now.bytes_inserted - base.bytes_inserted);
+    }
   }
 
   bool Stopping() {
@@ -505,6 +541,7 @@ class StageWorkerImpl {
                                   : static_cast<std::uint32_t>(std::max<int>(
                                         0, config_.capacity - static_cast<int>(running_.size()))));
       hb.set_reports(reports_);
+      AppendCachesLocked(hb);
       carried.clear();
       for (auto& [id, s] : running_) {
         MutexLock sl(s->mu);
@@ -544,8 +581,10 @@ class StageWorkerImpl {
   CondVar cv_;
   std::uint64_t worker_id_ SLUICE_GUARDED_BY(mu_) = 0;
   std::uint64_t reports_ SLUICE_GUARDED_BY(mu_) = 0;  // Done/Failed sent by this registration.
-  int reporting_ SLUICE_GUARDED_BY(mu_) = 0;          // Reports whose RPC has not returned.
-  bool registering_ SLUICE_GUARDED_BY(mu_) = false;   // A Register RPC is in flight.
+  // config_.caches' counters when this registration began.
+  std::vector<cache::CacheStats> cache_base_ SLUICE_GUARDED_BY(mu_);
+  int reporting_ SLUICE_GUARDED_BY(mu_) = 0;         // Reports whose RPC has not returned.
+  bool registering_ SLUICE_GUARDED_BY(mu_) = false;  // A Register RPC is in flight.
   bool draining_ SLUICE_GUARDED_BY(mu_) = false;
   bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
   bool beat_now_ SLUICE_GUARDED_BY(mu_) = false;  // Send the next heartbeat without waiting.

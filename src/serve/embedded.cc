@@ -25,7 +25,8 @@ namespace internal {
 // for an edge worker; destroyed first).
 struct EmbeddedWorker {
   std::unique_ptr<DiffusionConnector> connector;
-  std::unique_ptr<StoreClient> checkpoints;
+  std::unique_ptr<StoreClient> checkpoints;  // Checkpoints, cached conditions.
+  std::unique_ptr<cache::Cache> conditions;  // Encode workers with the condition cache.
   std::vector<std::unique_ptr<StageWorker>> registrations;
 };
 
@@ -72,6 +73,11 @@ class EmbeddedClusterImpl {
         ro.default_steps = config.default_steps;
         ro.checkpoint_every = config.checkpoint_every;
         ro.store = w.checkpoints.get();
+        if (stage == "encode" && config.condition_cache) {
+          SLUICE_ASSIGN_OR_RETURN(w.conditions,
+                                  cache::Cache::Create(w.checkpoints.get(), cache::CacheOptions{}));
+          ro.condition_cache = w.conditions.get();
+        }
         SLUICE_ASSIGN_OR_RETURN(handler, colocated
                                              ? ReferenceColocatedHandler(ro)
                                              : ReferenceStageHandler(stage, w.connector.get(), ro));
@@ -89,6 +95,10 @@ class EmbeddedClusterImpl {
         for (const ModelProfile& p : ModelProfiles()) {
           wc.models.push_back(p.name);  // One pool of workers serves every profile model.
         }
+      }
+      if (stage == "encode" && w.conditions != nullptr) {
+        wc.condition_encoder = ReferenceConditionEncoder();
+        wc.caches = {w.conditions.get()};
       }
       wc.capacity = stage == "decode" ? decode_capacity : 1;
       wc.security = security;
@@ -241,6 +251,11 @@ const std::string& EmbeddedCluster::master_endpoint() const {
 
 std::uint64_t EmbeddedCluster::store_bytes_used() const {
   return impl_->master->Metrics().used_bytes;
+}
+
+std::uint64_t EmbeddedCluster::store_job_objects() const {
+  const MasterMetrics m = impl_->master->Metrics();
+  return m.objects - m.objects_cached + m.objects_writing + m.reservations;
 }
 
 void EmbeddedCluster::Drain(std::chrono::milliseconds timeout) {

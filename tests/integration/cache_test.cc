@@ -155,7 +155,22 @@ TEST_F(CacheTest, AWaiterGivesUpAfterItsWaitTimeout) {
   EXPECT_FALSE(ran);
 }
 
-TEST_F(CacheTest, OptionsAreChecked) {
+TEST_F(CacheTest, EnsureStoresOnceWithoutReadingBackAndOptionsAreChecked) {
+  auto c = MakeCache(*client_);
+  const std::string key = KeyFor("ensured");
+  int computed = 0;
+  auto compute = [&] {
+    ++computed;
+    return Result<std::vector<std::byte>>(Bytes("value"));
+  };
+  ASSERT_TRUE(c->Ensure(key, compute).ok());
+  ASSERT_TRUE(c->Ensure(key, compute).ok());
+  EXPECT_EQ(computed, 1);
+  EXPECT_EQ(c->stats().hits, 1u);
+  Result<std::vector<std::byte>> v = client_->Get(key);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, Bytes("value"));
+
   CacheOptions o;
   o.policy = LeasePolicy::DeleteOnConsume(1);
   EXPECT_EQ(Cache::Create(client_.get(), o).status().code(), StatusCode::kInvalidArgument);

@@ -43,13 +43,14 @@ std::vector<cli::GenerateRequest> MixedJobs() {
   return jobs;
 }
 
-// Waits (bounded) until the store holds nothing.
+// Waits (bounded) until the store holds nothing of any job (the condition
+// cache's entries are no job's).
 bool StoreDrains(const EmbeddedCluster& c, std::chrono::milliseconds within) {
   const auto deadline = std::chrono::steady_clock::now() + within;
-  while (c.store_bytes_used() != 0 && std::chrono::steady_clock::now() < deadline) {
+  while (c.store_job_objects() != 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
   }
-  return c.store_bytes_used() == 0;
+  return c.store_job_objects() == 0;
 }
 
 // Submits every job at once and returns each one's result bytes.

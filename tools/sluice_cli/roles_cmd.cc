@@ -288,6 +288,9 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
                   "reference denoise: store the state every k steps (0: never; needs --master)")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
+  cmd->add_flag("--condition-cache,!--no-condition-cache", w.condition_cache,
+                "reference encode with --master: cache each text's embedding in the store, "
+                "so a job whose prompt and negative prompt are cached skips encode (default: on)");
   cmd->add_option("--time-factor", w.time_factor, "scales every profile timing")
       ->capture_default_str();
   cmd->add_option("--capacity", w.capacity, "concurrent assignments")

@@ -310,6 +310,17 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
     }
     store = std::move(*client);
   }
+  // Reference encode: each text's embedding through the condition cache.
+  std::unique_ptr<cache::Cache> conditions;
+  if (store != nullptr && o.profile.empty() && !o.colocated && o.stage == "encode" &&
+      o.condition_cache) {
+    auto c = cache::Cache::Create(store.get(), cache::CacheOptions{});
+    if (!c.ok()) {
+      std::cerr << "sluice worker: " << c.status().ToString() << "\n";
+      return 1;
+    }
+    conditions = std::move(*c);
+  }
   Result<StageHandler> handler = StageHandler();
   if (!o.profile.empty()) {
     handler = o.colocated ? ProfileColocatedHandler(*profile, o.time_factor)
@@ -321,6 +332,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
       ro.store = store.get();
       ro.checkpoint_every = o.checkpoint_every;
     }
+    ro.condition_cache = conditions.get();
     handler = o.colocated ? ReferenceColocatedHandler(ro)
                           : ReferenceStageHandler(o.stage, conn->get(), ro);
   }
@@ -344,6 +356,10 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   wc.capacity = o.capacity;
   wc.name = o.stage + "@" + (*conn)->engine().endpoint();
   wc.security = o.security;
+  if (conditions != nullptr) {
+    wc.condition_encoder = ReferenceConditionEncoder();
+    wc.caches = {conditions.get()};
+  }
   wc.assignment_timeout = std::chrono::milliseconds(o.assignment_timeout_ms);
   if (o.assignment_timeout_ms == 0 && !o.profile.empty()) {
     wc.assignment_timeout = ProfileLease(*profile, o.stage, o.time_factor);

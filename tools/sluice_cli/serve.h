@@ -38,6 +38,10 @@ struct WorkerOptions {
   int capacity = 1;
   int steps = 12;
   int checkpoint_every = 4;
+  // Reference encode with --master: cache each text's embedding in the
+  // store (condition cache) and let jobs whose conditions are all cached
+  // skip encode.
+  bool condition_cache = true;
   double time_factor = 1.0;
   SecurityConfig security;  // For the orchestrator, the store and the engine.
   // Its assignments' lease; 0: from the profile, else the orchestrator's.

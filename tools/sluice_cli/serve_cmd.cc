@@ -50,6 +50,9 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--steps", c.default_steps, "denoise steps when a request names none")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  cmd->add_flag("--condition-cache,!--no-condition-cache", c.condition_cache,
+                "reference encode: cache each text's embedding in the store; a job whose prompt "
+                "and negative prompt are cached skips encode (default: on)");
   cmd->add_option("--checkpoint-every", c.checkpoint_every,
                   "store the denoise state every k steps (0: never)")
       ->check(CLI::Range(0, 1000))

@@ -55,6 +55,17 @@ struct CacheStats {
   std::uint64_t single_flight_waits = 0;  // Misses served by another's compute.
   std::uint64_t takeovers = 0;            // Claims taken after another's expired.
   std::uint64_t bytes_inserted = 0;
+
+  CacheStats& operator+=(const CacheStats& o) {
+    lookups += o.lookups;
+    hits += o.hits;
+    misses += o.misses;
+    computes += o.computes;
+    single_flight_waits += o.single_flight_waits;
+    takeovers += o.takeovers;
+    bytes_inserted += o.bytes_inserted;
+    return *this;
+  }
 };
 
 class Cache {
@@ -79,6 +90,13 @@ class Cache {
   Result<std::vector<std::byte>> GetOrCompute(std::string_view key, const Compute& compute,
                                               const std::optional<TensorMeta>& tensor = {});
 
+  // As GetOrCompute, for a caller that needs the entry to exist but not
+  // its bytes (an encode stage whose consumer reads the entry): a hit is
+  // an existence check, a wait ends when the value is committed, and
+  // nothing is read back. Errors: GetOrCompute's.
+  Status Ensure(std::string_view key, const Compute& compute,
+                const std::optional<TensorMeta>& tensor = {});
+
   // The value under `key`, or nullopt on a miss. Errors: the store's.
   Result<std::optional<std::vector<std::byte>>> Lookup(std::string_view key);
 
@@ -92,8 +110,12 @@ class Cache {
 
  private:
   Cache(StoreClient* store, CacheOptions options);
-  // Get `key`; nullopt when it is not committed (absent or being written).
-  Result<std::optional<std::vector<std::byte>>> Read(std::string_view key);
+  // Get `key` (with `fetch`; else only whether it exists, as an empty
+  // vector); nullopt when it is not committed (absent or being written).
+  Result<std::optional<std::vector<std::byte>>> Read(std::string_view key, bool fetch = true);
+  // GetOrCompute (`fetch`) or Ensure (the value only when computed here).
+  Result<std::vector<std::byte>> Resolve(std::string_view key, const Compute& compute,
+                                         const std::optional<TensorMeta>& tensor, bool fetch);
 
   StoreClient* store_;
   CacheOptions options_;

@@ -16,6 +16,12 @@
 // same bytes in every deployment (disaggregated, colocated, any thread
 // count): each stage computes on one thread with one-thread BLAS calls.
 //
+// A denoise input may be a cached input (sluice/cache/condition.h) naming
+// the two texts' embeddings [64, 64] f32 in the store (an encode stage with
+// a condition cache, or the orchestrator skipping encode on a hit); an
+// entry gone by then fails the stage with kNotFound, and the orchestrator
+// runs encode again.
+//
 // Request fields (the orchestrator's JSON): prompt, negative_prompt, size
 // "WxH" (16..2048, at most 4096 latent tokens), seed, steps, guidance;
 // videos: frames, fps.
@@ -27,6 +33,8 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/cache/cache.h"
+#include "sluice/cache/condition.h"
 #include "sluice/connector/connector.h"
 #include "sluice/runtime/stage_worker.h"
 #include "sluice/store/client.h"
@@ -43,11 +51,25 @@ struct ReferenceStageOptions {
   // checkpoint for preemption). A lost or preempted job resumes from the
   // latest one on any denoise worker. Needs `store`.
   int checkpoint_every = 0;
-  // Where checkpoints go; null: no checkpoints. Must outlive the handler.
+  // Where checkpoints go and cached inputs are read from; null: no
+  // checkpoints, and a cached input fails the stage. Must outlive the
+  // handler.
   StoreClient* store = nullptr;
+  // Encode: each text's embedding (prompt and negative prompt apart) goes
+  // through this cache under its condition key (ReferenceConditionEncoder),
+  // computed only on a miss, and denoise gets a cached input naming both
+  // entries instead of a payload. Null: encode publishes the condition.
+  // Must outlive the handler.
+  cache::Cache* condition_cache = nullptr;
   // Checkpoints of jobs nobody resumes expire after this.
   std::chrono::seconds checkpoint_ttl{600};
 };
+
+// The reference text encoder as encode workers declare it: its id and
+// version, the parameters that shape its output, and the request fields it
+// encodes (prompt, then negative_prompt). Its condition keys are what
+// ReferenceStageOptions::condition_cache stores the embeddings under.
+cache::ConditionEncoder ReferenceConditionEncoder();
 
 // The handler for `stage` (encode | denoise | decode). `connector` (store
 // mode, or p2p: then a producer's slot is held until its consumer read the

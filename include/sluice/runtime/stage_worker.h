@@ -19,9 +19,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "sluice/cache/cache.h"
+#include "sluice/cache/condition.h"
 #include "sluice/security.h"
 #include "sluice/status.h"
 
@@ -105,6 +108,13 @@ struct StageWorkerConfig {
   // the model's pace (sluice worker --profile does: ProfileLease); 0: the
   // orchestrator's --assignment-timeout-ms.
   std::chrono::milliseconds assignment_timeout{0};
+  // Encode workers with a condition cache (ReferenceStageOptions::
+  // condition_cache): the encoder whose keys its entries are under, so the
+  // orchestrator lets a job whose conditions are all cached skip this stage.
+  std::optional<cache::ConditionEncoder> condition_encoder;
+  // Caches whose counters its heartbeats carry to the orchestrator's
+  // /metrics (summed per cache kind over workers). Each must outlive it.
+  std::vector<const cache::Cache*> caches;
   // The cluster credential and TLS for its calls to the orchestrator
   // (sluice/security.h); a refused registration is logged and retried.
   SecurityConfig security;

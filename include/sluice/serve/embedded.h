@@ -51,6 +51,9 @@ struct EmbeddedConfig {
   double time_factor = 0.01;  // Profile stages only, in (0, 1].
   int default_steps = 12;     // Reference stages: steps when a request names none.
   int checkpoint_every = 4;   // Reference denoise: checkpoint every k steps (0: never).
+  // Reference encode: each text's embedding cached in the store; a job
+  // whose prompt and negative prompt are cached skips encode.
+  bool condition_cache = true;
   std::size_t max_queued_jobs = 256;
   std::chrono::milliseconds worker_timeout{3000};
   std::string journal_path;  // Empty: no journal.
@@ -73,6 +76,10 @@ class EmbeddedCluster {
   const std::string& master_endpoint() const;
   // Bytes the store holds now (committed and being written).
   std::uint64_t store_bytes_used() const;
+  // What jobs hold in the store now: committed objects other than cache
+  // entries (the condition cache's stay by design), open puts and
+  // reservations. Zero once every job is done and cleaned up.
+  std::uint64_t store_job_objects() const;
   // Workers stop taking work and finish (or hand back) what they run.
   // Idempotent.
   void Drain(std::chrono::milliseconds timeout = std::chrono::seconds(30));

@@ -64,9 +64,10 @@ struct MasterMetrics {
   std::uint64_t spills = 0;
   std::uint64_t loads = 0;
   std::uint64_t free_extents = 0;
-  double fragmentation = 0;         // 0: each segment's free space is one extent.
-  std::uint64_t reservations = 0;   // Space held for clients' next puts.
-  std::uint64_t reserved_puts = 0;  // Puts committed over a reservation (one round trip).
+  double fragmentation = 0;          // 0: each segment's free space is one extent.
+  std::uint64_t reservations = 0;    // Space held for clients' next puts.
+  std::uint64_t reserved_puts = 0;   // Puts committed over a reservation (one round trip).
+  std::uint64_t objects_cached = 0;  // Committed cache and soft-pin objects (evictable).
 };
 
 class MasterServer {

@@ -168,6 +168,27 @@ std::string MetricsText(const ServiceStats& s) {
           s.payloads_lost);
   counter("sluice_orchestrator_jobs_restored_total", "Unfinished jobs taken back from the journal.",
           s.restored);
+  counter("sluice_orchestrator_cache_skips_total",
+          "Jobs that skipped a stage: every condition was cached.", s.cache_skips);
+  counter("sluice_orchestrator_cache_reruns_total",
+          "Stages re-run because a cached input was evicted before it was read.", s.cache_reruns);
+  // Workers' caches, per cache kind, summed over every worker.
+  const std::pair<const char*, std::uint64_t cache::CacheStats::*> fields[] = {
+      {"lookups", &cache::CacheStats::lookups},
+      {"hits", &cache::CacheStats::hits},
+      {"misses", &cache::CacheStats::misses},
+      {"computes", &cache::CacheStats::computes},
+      {"single_flight_waits", &cache::CacheStats::single_flight_waits},
+      {"takeovers", &cache::CacheStats::takeovers},
+      {"bytes_inserted", &cache::CacheStats::bytes_inserted}};
+  for (const auto& [field, member] : fields) {
+    const std::string name = std::string("sluice_cache_") + field + "_total";
+    out << "# HELP " << name << " Workers' cache " << field << ", per cache kind.\n# TYPE " << name
+        << " counter\n";
+    for (const auto& [kind, c] : s.caches) {
+      out << name << "{kind=\"" << kind << "\"} " << c.*member << "\n";
+    }
+  }
   return out.str();
 }
 

@@ -151,6 +151,12 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
               o.check_outputs = c.check_outputs;
               o.max_bad_outputs = c.max_bad_outputs;
               o.tenants = c.access.tenants;
+              if (!c.store_master.empty()) {
+                // Set before serving (Start); a lookup that fails is a miss.
+                o.cache_exists = [this](const std::string& key) -> Result<bool> {
+                  return cache_store_ == nullptr ? Result<bool>(false) : cache_store_->Exists(key);
+                };
+              }
               return o;
             }(),
             journal_.get(), results_.get()) {}
@@ -168,6 +174,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
       releaser_.join();
     }
     store_.reset();  // Its event thread calls into state_: gone before it.
+    cache_store_.reset();
     http_.reset();
     if (server_ != nullptr) {
       server_->Shutdown(std::chrono::system_clock::now());
@@ -186,6 +193,11 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
       sc.rpc_timeout = std::chrono::seconds(2);
       sc.master_retry = std::chrono::seconds(5);
       SLUICE_ASSIGN_OR_RETURN(store_, StoreClient::CreateMetadataOnly(sc));
+      // Cache lookups at submission answer fast or count as misses: a
+      // job never waits on an unreachable master to be accepted.
+      sc.rpc_timeout = std::chrono::milliseconds(500);
+      sc.master_retry = std::chrono::milliseconds(0);
+      SLUICE_ASSIGN_OR_RETURN(cache_store_, StoreClient::CreateMetadataOnly(sc));
     }
     SLUICE_RETURN_IF_ERROR(state_.Restore(
         store_ == nullptr ? orchestrator::OrchestratorState::PayloadsExist()
@@ -267,6 +279,20 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     for (const pb::StageDecl& d : req->pipeline()) {
       r.pipeline.push_back({d.name(), d.admission() ? orchestrator::StageKind::kAdmission
                                                     : orchestrator::StageKind::kWork});
+    }
+    if (req->has_condition_encoder()) {
+      const pb::ConditionEncoder& e = req->condition_encoder();
+      Result<std::vector<cache::Field>> params = e.params_json().empty()
+                                                     ? std::vector<cache::Field>{}
+                                                     : cache::ParamsFromJson(e.params_json());
+      if (!params.ok()) {
+        return Done(ctx, params.status().WithContext("condition_encoder"));
+      }
+      r.condition_encoder =
+          cache::ConditionEncoder{e.id(),
+                                  e.version(),
+                                  std::move(*params),
+                                  {e.text_fields().begin(), e.text_fields().end()}};
     }
     std::string models;
     for (const std::string& m : r.models) {
@@ -402,8 +428,9 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   CondVar tick_cv_;
   bool stopping_ SLUICE_GUARDED_BY(tick_mu_) = false;
   std::thread ticker_;
-  std::unique_ptr<StoreClient> store_;  // The master alone (CreateMetadataOnly).
-  bool store_unreachable_ = false;      // Exist() met a master that did not answer.
+  std::unique_ptr<StoreClient> store_;        // The master alone (CreateMetadataOnly).
+  std::unique_ptr<StoreClient> cache_store_;  // The same, failing fast: cache lookups.
+  bool store_unreachable_ = false;            // Exist() met a master that did not answer.
   std::thread releaser_;
 };
 

@@ -122,6 +122,7 @@ Result<JobId> OrchestratorState::Submit(const JobRequest& request) {
   if (r.name.empty()) {
     r.name = "job-" + internal::RandomId();
   }
+  const std::optional<CachedStart> cached = CachedStartFor(r);
   MutexLock lock(mu_);
   if (auto t = options_.tenants.find(r.tenant); t != options_.tenants.end()) {
     const TenantLimits& l = t->second;
@@ -140,7 +141,8 @@ Result<JobId> OrchestratorState::Submit(const JobRequest& request) {
                                     " unfinished jobs, its share of the queue");
     }
   }
-  Result<JobId> id = SubmitLocked(next_job_, r, now, /*journal=*/true);
+  Result<JobId> id = SubmitLocked(next_job_, r, now, /*journal=*/true, /*from=*/nullptr,
+                                  cached.has_value() ? &*cached : nullptr);
   if (id.ok()) {
     ++next_job_;
   }
@@ -148,7 +150,8 @@ Result<JobId> OrchestratorState::Submit(const JobRequest& request) {
 }
 
 Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, TimePoint now,
-                                              bool journal, const JobProgress* from) {
+                                              bool journal, const JobProgress* from,
+                                              const CachedStart* cached) {
   // Journals written before jobs had names: the name clients were given.
   const std::string name = r.name.empty() ? "job-" + std::to_string(id) : r.name;
   if (names_.count(name) != 0) {
@@ -190,6 +193,12 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   }
   if (from != nullptr) {
     spec.resume_step = from->checkpoint_step;
+  }
+  if (cached != nullptr && (req.pipeline.size() < 2 || req.pipeline.front() != cached->stage)) {
+    cached = nullptr;  // The model changed under it: run every stage.
+  }
+  if (cached != nullptr) {
+    spec.start_stage = 1;
   }
   if (Status s = scheduler_.Submit(spec, now); !s.ok()) {
     stats_.rejected += s.code() == StatusCode::kResourceExhausted ? 1 : 0;
@@ -236,6 +245,11 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
       restored += " at step " + std::to_string(from->checkpoint_step);
     }
   }
+  if (cached != nullptr) {
+    j.outputs[cached->stage] = cached->input;  // No payload keys: cache entries stay.
+    ++stats_.cache_skips;
+    EventLocked(j, now, "cache_hit", cached->stage + " skipped: every condition is cached");
+  }
   EventLocked(j, now, "queued", restored);
   ApplyLocked(now);
   return id;
@@ -259,6 +273,9 @@ Result<WorkerId> OrchestratorState::Register(Registration r) {
   if (!r.pipeline.empty()) {
     SLUICE_RETURN_IF_ERROR(ValidateModel({r.models.front(), r.pipeline}));
   }
+  if (r.condition_encoder.has_value()) {
+    SLUICE_RETURN_IF_ERROR(cache::Validate(*r.condition_encoder).WithContext("condition_encoder"));
+  }
   const TimePoint now = Clock::now();
   MutexLock lock(mu_);
   for (const std::string& m : r.models) {
@@ -276,11 +293,13 @@ Result<WorkerId> OrchestratorState::Register(Registration r) {
     }
   }
   const WorkerId id = next_worker_++;
-  SLUICE_RETURN_IF_ERROR(scheduler_.WorkerUp(id,
-                                             WorkerSpec{std::move(r.models), r.stage, r.capacity,
-                                                        std::move(r.labels), r.assignment_timeout},
-                                             now));
+  SLUICE_RETURN_IF_ERROR(scheduler_.WorkerUp(
+      id, WorkerSpec{r.models, r.stage, r.capacity, std::move(r.labels), r.assignment_timeout},
+      now));
   WorkerRecord& w = workers_[id];
+  if (r.condition_encoder.has_value()) {
+    DeclareEncoderLocked(r.models, r.stage, *r.condition_encoder);
+  }
   w.stage = r.stage;
   w.capacity = r.capacity;
   w.last_heartbeat = now;
@@ -338,6 +357,7 @@ Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
     return NotFoundError("unknown worker " + std::to_string(r.worker_id()) + " (register again)");
   }
   it->second.last_heartbeat = now;
+  RecordCachesLocked(it->second, r);
   if (r.draining()) {
     (void)scheduler_.Draining(r.worker_id(), now);
   }
@@ -509,6 +529,9 @@ Status OrchestratorState::Failed(const v1::FailedRequest& r) {
     const bool retryable =
         r.code() == 0 ? r.retryable()
                       : code == StatusCode::kUnavailable || code == StatusCode::kResourceExhausted;
+    // A cached input evicted before it was read: its producer runs again
+    // (the failure below then re-queues the producer, not this stage).
+    (void)RerunOnEvictedInputLocked(j->second, r, now);
     if (code == StatusCode::kInvalidArgument) {
       j->second.view.error_type = "invalid_request_error";  // The client's input.
     }
@@ -816,6 +839,7 @@ Status OrchestratorState::Unregister(WorkerId id) {
   if (it->second.closed) {
     it->second.closed();
   }
+  RetireCachesLocked(it->second);
   workers_.erase(it);
   ApplyLocked(now);
   return Status::Ok();
@@ -832,6 +856,7 @@ void OrchestratorState::Tick() {
       if (it->second.closed) {
         it->second.closed();
       }
+      RetireCachesLocked(it->second);
       it = workers_.erase(it);
     } else {
       ++it;
@@ -846,6 +871,12 @@ ServiceStats OrchestratorState::Stats() {
   MutexLock lock(mu_);
   ServiceStats s = stats_;
   s.scheduler = scheduler_.Stats();
+  s.caches = retired_caches_;
+  for (const auto& [id, w] : workers_) {
+    for (const auto& [kind, c] : w.caches) {
+      s.caches[kind] += c;
+    }
+  }
   return s;
 }
 

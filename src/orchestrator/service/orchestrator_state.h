@@ -16,6 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sluice/cache/cache.h"
+#include "sluice/cache/condition.h"
 #include "sluice/orchestrator/server.h"
 
 #include "common/mutex.h"
@@ -51,6 +53,14 @@ struct ServiceOptions {
   // draining). Off: whatever the last stage returns is served.
   bool check_outputs = true;
   int max_bad_outputs = 3;
+  // Whether a cache entry is committed in the store. With it, a job of a
+  // model whose encode workers declared a condition encoder, and whose
+  // condition keys are all cached, skips that stage: the next one gets a
+  // cached input naming the entries. Null: no job skips a stage.
+  std::function<Result<bool>(const std::string& key)> cache_exists;
+  // How often one job runs its encode stage again because a cached input
+  // was evicted before its consumer read it; past that the job fails.
+  int max_cache_reruns = 3;
 };
 
 struct JobRequest {
@@ -198,8 +208,13 @@ struct ServiceStats {
   std::uint64_t submitted = 0, succeeded = 0, failed = 0, cancelled = 0, rejected = 0;
   std::uint64_t restored = 0;       // Unfinished jobs taken back from the journal.
   std::uint64_t payloads_lost = 0;  // Store LOST events that re-ran a stage.
-  Histogram job_latency;            // Submission to success.
-  Histogram ttff;                   // Submission to the first decoded chunk/frame.
+  std::uint64_t cache_skips = 0;    // Jobs that skipped a stage: every input was cached.
+  std::uint64_t cache_reruns = 0;   // Stages re-run because a cached input was evicted.
+  // Workers' cache counters per cache kind, summed over every registration
+  // (those gone included), as their heartbeats last reported them.
+  std::map<std::string, cache::CacheStats> caches;
+  Histogram job_latency;  // Submission to success.
+  Histogram ttff;         // Submission to the first decoded chunk/frame.
   // Queued for a stage to dispatched, per (model, stage).
   std::map<std::pair<std::string, std::string>, Histogram> dispatch_latency;
 };
@@ -245,6 +260,11 @@ class OrchestratorState {
     std::vector<StageDecl> pipeline;
     // Its assignments' lease (from its model's profile); 0: the default.
     std::chrono::milliseconds assignment_timeout{0};
+    // Encode workers with a condition cache: the encoder whose condition
+    // keys jobs of its models are looked up under. Workers of one model
+    // declaring different encoders (a rolling upgrade) turn skipping off
+    // for that model until the orchestrator restarts.
+    std::optional<cache::ConditionEncoder> condition_encoder;
   };
   // Errors: kInvalidArgument naming the field (stage, capacity, model,
   // pipeline, or a pipeline that differs from its model's declaration);
@@ -322,7 +342,19 @@ class OrchestratorState {
     TimePoint queued_since;                      // Became ready for its current stage.
     std::map<std::string, std::string> outputs;  // Per stage.
     std::map<std::string, std::vector<std::string>> payload_keys;
-    JobProgress saved;  // What the journal holds of its progress.
+    JobProgress saved;     // What the journal holds of its progress.
+    int cache_reruns = 0;  // Producer re-runs after a cached input was evicted.
+  };
+  // A model's declared condition encoder and the stage declaring it.
+  struct EncoderDecl {
+    cache::ConditionEncoder encoder;
+    std::string stage;
+    bool conflict = false;  // Two declarations differ: no skipping.
+  };
+  // A job's first stage skipped on cached inputs: its output stands in.
+  struct CachedStart {
+    std::string stage;
+    std::string input;  // A cached input (sluice/cache/condition.h).
   };
   struct WorkerRecord {
     std::string stage;
@@ -333,7 +365,8 @@ class OrchestratorState {
     std::deque<v1::Assignment> pending;  // Until the stream attaches.
     Sink sink;
     std::function<void()> closed;
-    const void* stream = nullptr;  // The attached stream's identity.
+    const void* stream = nullptr;                     // The attached stream's identity.
+    std::map<std::string, cache::CacheStats> caches;  // Its last heartbeat's.
   };
   void ApplyLocked(TimePoint now) SLUICE_REQUIRES(mu_);
   void EventLocked(JobRecord& j, TimePoint now, std::string type, std::string detail = {})
@@ -360,9 +393,26 @@ class OrchestratorState {
   // Removes results in the dir that no restored job answers for.
   void RemoveUnownedResultsLocked() SLUICE_REQUIRES(mu_);
 
-  // `from` (restored jobs): the progress it resumes from.
+  // `from` (restored jobs): the progress it resumes from. `cached`: its
+  // first stage is skipped, its output given.
   Result<JobId> SubmitLocked(JobId id, const JobRequest& r, TimePoint now, bool journal,
-                             const JobProgress* from = nullptr) SLUICE_REQUIRES(mu_);
+                             const JobProgress* from = nullptr, const CachedStart* cached = nullptr)
+      SLUICE_REQUIRES(mu_);
+  // (orchestrator_state_cache.cc) Records a worker's encoder declaration.
+  void DeclareEncoderLocked(const std::vector<std::string>& models, const std::string& stage,
+                            const cache::ConditionEncoder& e) SLUICE_REQUIRES(mu_);
+  // The skipped first stage of `r` when every condition key its model's
+  // encoder gives is cached; nullopt otherwise (no declaration, a conflict,
+  // a miss, the store unreachable). Looks the keys up without the lock.
+  std::optional<CachedStart> CachedStartFor(const JobRequest& r) SLUICE_EXCLUDES(mu_);
+  // (orchestrator_state_cache.cc) A heartbeat's cache counters.
+  static void RecordCachesLocked(WorkerRecord& w, const v1::HeartbeatRequest& r);
+  // Keeps a departing worker's cache counters in the totals.
+  void RetireCachesLocked(const WorkerRecord& w) SLUICE_REQUIRES(mu_);
+  // A stage that failed with kNotFound on a cached input: runs the stage
+  // that produced the input again (bounded by max_cache_reruns) and says so.
+  bool RerunOnEvictedInputLocked(JobRecord& j, const v1::FailedRequest& r, TimePoint now)
+      SLUICE_REQUIRES(mu_);
   // Writes `j.saved` to the journal (failures are logged: the job runs on).
   void SaveProgressLocked(JobRecord& j) SLUICE_REQUIRES(mu_);
   // Finished jobs from the journal, queryable again after a restart.
@@ -383,6 +433,9 @@ class OrchestratorState {
   std::map<std::string, std::pair<JobId, std::string>> key_owner_
       SLUICE_GUARDED_BY(mu_);  // Store key -> producer.
   std::map<std::string, std::int64_t> model_declared_unix_s_ SLUICE_GUARDED_BY(mu_);
+  std::map<std::string, EncoderDecl> encoders_ SLUICE_GUARDED_BY(mu_);  // Per model.
+  // Cache counters of workers no longer registered.
+  std::map<std::string, cache::CacheStats> retired_caches_ SLUICE_GUARDED_BY(mu_);
   std::vector<std::string> released_keys_ SLUICE_GUARDED_BY(mu_);
   // Watches per job (token, wake), and each token's job.
   std::map<JobId, std::vector<std::pair<std::uint64_t, std::function<void()>>>> watchers_

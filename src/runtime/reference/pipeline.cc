@@ -109,6 +109,10 @@ std::vector<float> EncodeCondition(const Request& r) {
   return out;
 }
 
+std::vector<float> EncodeText(std::string_view text) {
+  return ReferenceModels().text.Encode(text);
+}
+
 std::vector<float> InitialNoise(const Request& r) {
   Rng rng(static_cast<std::uint64_t>(r.seed) * 0x2545f4914f6cdd1dull + 0x1234567ull);
   std::vector<float> x(r.latent().elements());

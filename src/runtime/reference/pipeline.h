@@ -37,6 +37,8 @@ Result<Request> ParseRequest(std::string_view json, int default_steps, float def
 
 // [2, kTextLen, kTextDim]: the prompt's embedding, then the negative one's.
 std::vector<float> EncodeCondition(const Request& r);
+// [kTextLen, kTextDim]: one text's embedding (half of EncodeCondition's).
+std::vector<float> EncodeText(std::string_view text);
 // The seed's Gaussian noise, [16, t, h, w].
 std::vector<float> InitialNoise(const Request& r);
 // Sampler step `step` (0-based) of r.steps, σ(i) = 1 − i/steps: the model

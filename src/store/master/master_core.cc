@@ -61,11 +61,12 @@ std::vector<std::string> MasterCore::NodeEndpoints() {
 MasterMetrics MasterCore::Metrics() {
   MutexLock lock(mu_);
   MasterStats s = state_.Stats();
-  return MasterMetrics{
-      s.nodes,        s.objects,        s.objects_writing, s.capacity_bytes,      s.used_bytes,
-      s.evictions,    s.lease_expiries, s.objects_lost,    s.disk_capacity_bytes, s.disk_used_bytes,
-      s.spills,       s.loads,          s.free_extents,    s.fragmentation,       s.reservations,
-      s.reserved_puts};
+  return MasterMetrics{s.nodes,           s.objects,       s.objects_writing,
+                       s.capacity_bytes,  s.used_bytes,    s.evictions,
+                       s.lease_expiries,  s.objects_lost,  s.disk_capacity_bytes,
+                       s.disk_used_bytes, s.spills,        s.loads,
+                       s.free_extents,    s.fragmentation, s.reservations,
+                       s.reserved_puts,   s.objects_cached};
 }
 
 Status MasterCore::RegisterNode(const pb::RegisterNodeRequest& req,

@@ -445,6 +445,8 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     };
     gauge("sluice_store_nodes", "Registered store nodes.", "gauge", m.nodes);
     gauge("sluice_store_objects", "Committed objects.", "gauge", m.objects);
+    gauge("sluice_store_objects_cached", "Committed cache and soft-pin objects (evictable).",
+          "gauge", m.objects_cached);
     gauge("sluice_store_objects_writing", "Objects with an open put.", "gauge", m.objects_writing);
     out << "# HELP sluice_store_bytes Store bytes per tier.\n# TYPE sluice_store_bytes gauge\n"
         << "sluice_store_bytes{tier=\"memory\",state=\"capacity\"} " << m.capacity_bytes << "\n"

@@ -723,6 +723,9 @@ MasterStats MasterState::Stats() const {
   s.reservations = reservations_.size();
   for (const auto& [key, o] : objects_) {
     (o->complete ? s.objects : s.objects_writing) += 1;
+    const bool evictable =
+        o->policy.kind == LeaseKind::kCache || o->policy.kind == LeaseKind::kSoftPin;
+    s.objects_cached += o->complete && evictable ? 1 : 0;
   }
   for (const auto& [id, n] : nodes_) {
     for (const auto& seg : n->segs) {

@@ -140,7 +140,8 @@ struct ObjectEvent {
 
 struct MasterStats {
   std::uint64_t nodes = 0;
-  std::uint64_t objects = 0;  // Complete objects.
+  std::uint64_t objects = 0;         // Complete objects.
+  std::uint64_t objects_cached = 0;  // Of those, cache and soft-pin (evictable) ones.
   std::uint64_t objects_writing = 0;
   std::uint64_t capacity_bytes = 0;
   std::uint64_t used_bytes = 0;

@@ -1,0 +1,117 @@
+// Jobs that skip their encode stage on cached conditions, and stages re-run
+// when a cached input was evicted before its consumer read it.
+#include "common/log.h"
+#include "orchestrator/service/orchestrator_state.h"
+
+namespace sluice::orchestrator {
+
+void OrchestratorState::DeclareEncoderLocked(const std::vector<std::string>& models,
+                                             const std::string& stage,
+                                             const cache::ConditionEncoder& e) {
+  const std::string params = cache::ParamsToJson(e.params);
+  for (const std::string& m : models) {
+    auto [it, fresh] = encoders_.try_emplace(m, EncoderDecl{e, stage, false});
+    if (fresh) {
+      SLUICE_LOG(info, "model '{}': {} workers cache conditions of encoder {} version {}", m, stage,
+                 e.id, e.version);
+      continue;
+    }
+    EncoderDecl& d = it->second;
+    const bool same = d.stage == stage && d.encoder.id == e.id && d.encoder.version == e.version &&
+                      d.encoder.text_fields == e.text_fields &&
+                      cache::ParamsToJson(d.encoder.params) == params;
+    if (!same && !d.conflict) {
+      d.conflict = true;
+      SLUICE_LOG(warn,
+                 "model '{}': a {} worker declares encoder {} version {}, another {} version "
+                 "{}: no job skips encode on cached conditions until the orchestrator restarts",
+                 m, stage, e.id, e.version, d.encoder.id, d.encoder.version);
+    }
+  }
+}
+
+std::optional<OrchestratorState::CachedStart> OrchestratorState::CachedStartFor(
+    const JobRequest& r) {
+  if (!options_.cache_exists || r.pipeline.size() == 1) {
+    return std::nullopt;
+  }
+  EncoderDecl decl;
+  {
+    MutexLock lock(mu_);
+    const std::string& model = r.model.empty() ? options_.default_model : r.model;
+    auto it = encoders_.find(model);
+    const ModelSpec* spec = scheduler_.FindModel(model);
+    if (it == encoders_.end() || it->second.conflict || spec == nullptr ||
+        spec->stages.size() < 2) {
+      return std::nullopt;
+    }
+    decl = it->second;
+    // Only a job whose first stage is the encoder's, with a stage after it.
+    const std::string& first = r.pipeline.empty() ? spec->stages.front().name : r.pipeline.front();
+    if (first != decl.stage) {
+      return std::nullopt;
+    }
+  }
+  Result<std::vector<std::string>> keys = cache::ConditionKeysFor(decl.encoder, r.request_json);
+  if (!keys.ok()) {
+    return std::nullopt;  // The encode stage reports what is wrong.
+  }
+  for (const std::string& k : *keys) {
+    Result<bool> there = options_.cache_exists(k);
+    if (!there.ok() || !*there) {
+      return std::nullopt;
+    }
+  }
+  return CachedStart{decl.stage, cache::EncodeCachedInput(*keys)};
+}
+
+void OrchestratorState::RecordCachesLocked(WorkerRecord& w, const v1::HeartbeatRequest& r) {
+  for (const v1::CacheCounters& c : r.caches()) {
+    if (c.kind().empty() || c.kind().size() > 32 || w.caches.size() >= 16) {
+      continue;  // Bounded: a worker cannot grow the metrics without end.
+    }
+    cache::CacheStats& s = w.caches[c.kind()];
+    s.lookups = c.lookups();
+    s.hits = c.hits();
+    s.misses = c.misses();
+    s.computes = c.computes();
+    s.single_flight_waits = c.single_flight_waits();
+    s.takeovers = c.takeovers();
+    s.bytes_inserted = c.bytes_inserted();
+  }
+}
+
+void OrchestratorState::RetireCachesLocked(const WorkerRecord& w) {
+  for (const auto& [kind, c] : w.caches) {
+    retired_caches_[kind] += c;
+  }
+}
+
+bool OrchestratorState::RerunOnEvictedInputLocked(JobRecord& j, const v1::FailedRequest& r,
+                                                  TimePoint now) {
+  if (static_cast<StatusCode>(r.code()) != StatusCode::kNotFound) {
+    return false;
+  }
+  const std::vector<std::string>& pipeline = j.request.pipeline;
+  const auto at = std::find(pipeline.begin(), pipeline.end(), j.view.stage);
+  if (at == pipeline.begin() || at == pipeline.end()) {
+    return false;
+  }
+  const std::string& producer = *(at - 1);
+  auto input = j.outputs.find(producer);
+  if (input == j.outputs.end() || !cache::IsCachedInput(input->second) ||
+      j.cache_reruns >= options_.max_cache_reruns) {
+    return false;
+  }
+  if (Status s = scheduler_.PayloadLost(j.view.id, producer, now); !s.ok()) {
+    SLUICE_LOG(warn, "job {}: evicted cached input not re-run: {}", j.view.id, s.ToString());
+    return false;
+  }
+  ++j.cache_reruns;
+  ++stats_.cache_reruns;
+  j.outputs.erase(input);
+  EventLocked(j, now, "cache_evicted", producer + " runs again: " + r.reason());
+  return true;
+}
+
+}  // namespace sluice::orchestrator
