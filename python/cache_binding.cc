@@ -127,6 +127,8 @@ class PyCache {
     Check(cache_->Insert(key, std::as_bytes(std::span(v.data(), v.size()))));
   }
 
+  const cache::Cache* get() const { return cache_.get(); }
+
   py::dict stats() const {
     const cache::CacheStats s = cache_->stats();
     py::dict d;
@@ -154,6 +156,14 @@ class PyCache {
 };
 
 }  // namespace
+
+const cache::Cache* CacheOf(const py::handle& c) {
+  try {
+    return c.cast<PyCache&>().get();
+  } catch (const py::cast_error&) {
+    throw StatusException{InvalidArgumentError("caches: want sluice.cache.Cache objects")};
+  }
+}
 
 void RegisterCache(py::module_& m) {
   m.def("cache_make_key", [](const std::string& kind, const py::list& fields) {

@@ -6,10 +6,16 @@
 
 #include <pybind11/pybind11.h>
 
+#include "sluice/cache/cache.h"
+
 namespace sluice::python {
 
 // Adds _sluice.Cache and _sluice.cache_make_key.
 void RegisterCache(pybind11::module_& m);
+
+// The cache of a _sluice.Cache object, valid while that object lives.
+// Throws StatusException (kInvalidArgument) for anything else.
+const cache::Cache* CacheOf(const pybind11::handle& c);
 
 }  // namespace sluice::python
 

@@ -359,8 +359,22 @@ class Worker {
   Worker(const std::string& orchestrator, const std::string& stage, py::function handler,
          int capacity, std::vector<std::string> labels, const std::string& name, double heartbeat_s,
          std::vector<std::string> models, const std::string& pipeline, const py::dict& security,
-         double assignment_timeout_s) {
+         double assignment_timeout_s, const py::object& encoder, const py::list& caches) {
     StageWorkerConfig c;
+    if (!encoder.is_none()) {  // (id, version, params_json, text_fields)
+      const auto e =
+          encoder
+              .cast<std::tuple<std::string, std::string, std::string, std::vector<std::string>>>();
+      c.condition_encoder = cache::ConditionEncoder{
+          std::get<0>(e), std::get<1>(e),
+          std::get<2>(e).empty() ? std::vector<cache::Field>{}
+                                 : Unwrap(cache::ParamsFromJson(std::get<2>(e))),
+          std::get<3>(e)};
+    }
+    for (const py::handle h : caches) {
+      c.caches.push_back(CacheOf(h));
+    }
+    caches_ = caches;  // The caches outlive the worker.
     c.security = LoadSecurityDict(security);
     c.assignment_timeout = Ms(assignment_timeout_s);
     c.orchestrator = orchestrator;
@@ -421,6 +435,7 @@ class Worker {
   }
 
  private:
+  py::list caches_;  // Before worker_: destroyed after it.
   std::shared_ptr<py::function> handler_;
   std::unique_ptr<StageWorker> worker_;
 };
@@ -501,7 +516,8 @@ PYBIND11_MODULE(_sluice, m) {
   py::class_<Worker>(m, "Worker")
       .def(py::init<const std::string&, const std::string&, py::function, int,
                     std::vector<std::string>, const std::string&, double, std::vector<std::string>,
-                    const std::string&, const py::dict&, double>())
+                    const std::string&, const py::dict&, double, const py::object&,
+                    const py::list&>())
       .def("drain", &Worker::drain)
       .def("wait_registered", &Worker::wait_registered)
       .def_property_readonly("completed", &Worker::completed)

@@ -12,11 +12,13 @@ refused (say 0/1 or "true"/"false").
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import math
 import re
 import struct
-from typing import Iterable, Mapping, Sequence, Union
+from typing import Dict, Iterable, List, Mapping, Sequence, Union
 
 from . import _sluice
 from .errors import InvalidArgumentError, translated
@@ -141,6 +143,70 @@ def feature_key(namespace: str, parts: Mapping[str, FieldValue]) -> str:
     return make_key("feat", _with({"namespace": namespace}, parts, "feature key"))
 
 
+@dataclasses.dataclass
+class ConditionEncoder:
+    """A text encoder as encode workers declare it (`StageWorker(...,
+    condition_encoder=...)`): the orchestrator computes each job's condition
+    keys from it (one per field of `text_fields`, read from the request
+    JSON; an absent field is the empty text) and skips the encode stage of
+    jobs whose keys are all cached."""
+
+    id: str
+    version: str
+    params: Dict[str, FieldValue] = dataclasses.field(default_factory=dict)
+    text_fields: List[str] = dataclasses.field(default_factory=lambda: ["prompt"])
+
+    def keys_for(self, request_json: str) -> List[str]:
+        """The condition keys of a request, in `text_fields` order."""
+        request = json.loads(request_json)
+        if not isinstance(request, dict):
+            raise InvalidArgumentError("condition keys: the request is not a JSON object")
+        out = []
+        for field in self.text_fields:
+            text = request.get(field, "")
+            if not isinstance(text, str):
+                raise InvalidArgumentError(
+                    f"condition keys: request field '{field}' is not a string")
+            out.append(condition_key(self.id, self.version, text, self.params))
+        return out
+
+    def _declaration(self):
+        for v in self.params.values():  # Each must be a key type (and JSON keeps it).
+            if isinstance(v, (ints, texts)) and not v:
+                raise InvalidArgumentError("encoder params: lists must not be empty")
+        condition_key(self.id, self.version, "", self.params)
+        return (self.id, self.version, json.dumps(self.params), list(self.text_fields))
+
+
+_CACHED_INPUT = b"sluice-cached-input-v1\n"
+
+
+def cached_input(keys: Sequence[str]) -> bytes:
+    """A stage output naming cache entries (the next stage reads them from
+    the store) instead of carrying a payload: what an encode handler with a
+    cache returns, and what the orchestrator hands on when it skips it."""
+    if not keys or any(not k or "\n" in k for k in keys):
+        raise InvalidArgumentError("cached input: want one or more keys without newlines")
+    return _CACHED_INPUT + b"".join(k.encode() + b"\n" for k in keys)
+
+
+def cached_input_keys(data: bytes) -> List[str]:
+    """The keys a cached input names. Raises InvalidArgumentError for
+    anything else (e.g. a payload descriptor)."""
+    if not is_cached_input(data):
+        raise InvalidArgumentError("input: not a cached input")
+    keys = bytes(data[len(_CACHED_INPUT):]).decode().split("\n")
+    if keys and keys[-1] == "":
+        keys.pop()
+    if not keys or any(not k for k in keys):
+        raise InvalidArgumentError("input: a cached input must name keys, none empty")
+    return keys
+
+
+def is_cached_input(data: bytes) -> bool:
+    return bytes(data[:len(_CACHED_INPUT)]) == _CACHED_INPUT
+
+
 class Cache:
     """Values under standard keys on a `sluice.Store`, with the `cache` (LRU)
     or `soft_pin` lease; entries are read by any number of jobs and never
@@ -178,4 +244,5 @@ class Cache:
         return self._core.stats()
 
 
-__all__ = ["Cache", "make_key", "condition_key", "checkpoint_key", "feature_key", "ints", "texts"]
+__all__ = ["Cache", "ConditionEncoder", "cached_input", "cached_input_keys", "is_cached_input",
+           "make_key", "condition_key", "checkpoint_key", "feature_key", "ints", "texts"]

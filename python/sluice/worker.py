@@ -38,9 +38,9 @@ ResourceExhaustedError are retried elsewhere, other errors fail the job.
 """
 
 import dataclasses
-from typing import Callable, List, Optional, Union
+from typing import Callable, List, Optional, Sequence, Union
 
-from . import _sluice
+from . import _sluice, cache
 from ._security import security_files
 from .errors import InvalidArgumentError, translated
 
@@ -62,7 +62,9 @@ class StageWorker:
                  heartbeat: float = 0.2, model: Union[str, List[str], None] = None,
                  pipeline: str = "", cluster_token_file: Optional[str] = None,
                  tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None,
-                 tls_ca_file: Optional[str] = None, assignment_timeout: float = 0.0):
+                 tls_ca_file: Optional[str] = None, assignment_timeout: float = 0.0,
+                 condition_encoder: Optional["cache.ConditionEncoder"] = None,
+                 caches: Sequence["cache.Cache"] = ()):
         """Registers with the orchestrator and serves `handler`.
 
         `assignment_timeout` (seconds): an assignment with no progress
@@ -71,7 +73,14 @@ class StageWorker:
 
         The cluster credential and TLS files are those of `sluice worker
         --cluster-token/--tls-*`; unset ones come from SLUICE_CLUSTER_TOKEN_FILE
-        and SLUICE_TLS_{CERT,KEY,CA}_FILE."""
+        and SLUICE_TLS_{CERT,KEY,CA}_FILE.
+
+        `condition_encoder` (encode workers whose handler caches each
+        text's embedding under `cache.condition_key` and returns
+        `cache.cached_input(keys)`): declared at registration, so the
+        orchestrator skips this stage for jobs whose conditions are all
+        cached. `caches`: `cache.Cache` objects whose counters go to the
+        orchestrator's /metrics with each heartbeat."""
         if not callable(handler):
             raise InvalidArgumentError("handler must be callable")
         models = [model] if isinstance(model, str) else list(model or [])
@@ -93,7 +102,10 @@ class StageWorker:
                                     name, float(heartbeat), models, pipeline,
                                     security_files(cluster_token_file, tls_cert_file,
                                                    tls_key_file, tls_ca_file),
-                                    float(assignment_timeout))
+                                    float(assignment_timeout),
+                                    None if condition_encoder is None
+                                    else condition_encoder._declaration(),
+                                    [c._core for c in caches])
 
     @property
     def completed(self) -> int:

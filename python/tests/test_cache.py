@@ -2,15 +2,20 @@
 docs/cache-keys.md and random fields through the C++ code), and the
 single-flight cache on a store."""
 
+import base64
+import json
 import random
 import threading
 import time
+import urllib.request
 
 import pytest
 
 import sluice
 from sluice import _sluice, cache
 from sluice.cache import condition_key, checkpoint_key, feature_key, make_key
+
+from conftest import SLUICE_BIN, Proc
 
 
 def test_golden_vectors_of_the_specification():
@@ -129,3 +134,78 @@ def test_concurrent_misses_compute_once_and_errors_reach_the_caller(store):
     finally:
         for s in stores:
             s.close()
+
+
+def test_a_python_encoder_with_a_cache_lets_cached_jobs_skip_encode(store):
+    """Python workers of a two-stage model: encode caches each text under
+    its condition key and hands on a cached input; the orchestrator skips
+    encode for a job whose texts are all cached; the final stage reads the
+    entries from the store."""
+    orch = Proc([SLUICE_BIN, "orchestrator", "--no-output-check", "--store-master",
+                 store.endpoint, "--exit-on-stdin-eof"])
+    grpc, http = orch.words[2], orch.words[3]
+    encoder = cache.ConditionEncoder("py-text", "3", {"dim": 8},
+                                     ["prompt", "negative_prompt"])
+    s = sluice.Store(store.endpoint)
+    conditions = cache.Cache(s)
+    encoded = []
+
+    def encode(ctx):
+        keys = encoder.keys_for(ctx.request_json)
+        request = json.loads(ctx.request_json)
+        for key, field in zip(keys, encoder.text_fields):
+            text = request.get(field, "")
+            conditions.get_or_compute(key, lambda t=text: (encoded.append(t), t.encode())[1])
+        return sluice.StageOutput(output=cache.cached_input(keys))
+
+    def render(ctx):
+        keys = cache.cached_input_keys(ctx.input)
+        return sluice.StageOutput(output=b"|".join(s.get(k) for k in keys),
+                                  content_type="image/png")
+
+    pipeline = "encode,render:admission"
+    workers = [sluice.StageWorker("encode", grpc, encode, model="py-cached", pipeline=pipeline,
+                                  condition_encoder=encoder, caches=[conditions]),
+               sluice.StageWorker("render", grpc, render, model="py-cached", pipeline=pipeline)]
+    assert all(w.wait_registered(10) for w in workers)
+
+    def post(body):
+        req = urllib.request.Request(f"http://{http}/v1/images/generations",
+                                     data=json.dumps(body).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+
+    try:
+        body = {"prompt": "a red kite", "negative_prompt": "fog", "model": "py-cached"}
+        status, out = post(body)
+        assert status == 200, out
+        assert base64.b64decode(out["data"][0]["b64_json"]) == b"a red kite|fog"
+        assert encoded == ["a red kite", "fog"]
+        status, out = post({**body, "prompt": "a blue kite"})
+        assert status == 200, out
+        assert encoded == ["a red kite", "fog", "a blue kite"], "the negative prompt was a hit"
+
+        def metrics():
+            return urllib.request.urlopen(f"http://{http}/metrics", timeout=5).read().decode()
+
+        deadline = time.time() + 10  # Heartbeats carry the encoder's counters.
+        while 'sluice_cache_hits_total{kind="condition"} 1' not in metrics():
+            assert time.time() < deadline, "the hit never reached /metrics"
+            time.sleep(0.05)
+        workers[0].close()  # No encode worker: a cached job must not need one.
+        status, out = post(body)
+        assert status == 200, out
+        assert base64.b64decode(out["data"][0]["b64_json"]) == b"a red kite|fog"
+        assert "sluice_orchestrator_cache_skips_total 1" in metrics()
+        # The departed worker's counters stay in the totals.
+        assert 'sluice_cache_computes_total{kind="condition"} 3' in metrics()
+        assert encoder.keys_for(json.dumps(body)) == [
+            condition_key("py-text", "3", "a red kite", {"dim": 8}),
+            condition_key("py-text", "3", "fog", {"dim": 8})]
+        with pytest.raises(sluice.InvalidArgumentError, match="not a cached input"):
+            cache.cached_input_keys(b"\x01descriptor")
+    finally:
+        for w in workers:
+            w.close()
+        s.close()
+        orch.close()
