@@ -14,6 +14,7 @@
 
 #include "sluice/connector/connector.h"
 #include "sluice/logging.h"
+#include "sluice/runtime/reference_stages.h"
 #include "sluice/runtime/stage_worker.h"
 
 #include "binding_util.h"
@@ -525,6 +526,9 @@ PYBIND11_MODULE(_sluice, m) {
   RegisterDlpack(m);
   RegisterEngineAndStore(m);
   RegisterCache(m);
+  m.def("reference_checkpoint_key", [](const std::string& request_json, int step) {
+    return Unwrap(sluice::ReferenceCheckpointKey(request_json, step));
+  });
   m.def("descriptor_to_json", [](const py::bytes& b) { return Descriptor(b).ToJson(); });
   m.def("descriptor_from_json", [](const std::string& j) {
     return py::bytes(Unwrap(sluice::PayloadDescriptor::FromJson(j)).Encode());

@@ -209,3 +209,25 @@ def test_a_python_encoder_with_a_cache_lets_cached_jobs_skip_encode(store):
             w.close()
         s.close()
         orch.close()
+
+
+def test_python_finds_the_reference_denoisers_checkpoint_keys():
+    """A Python worker computing the reference checkpoint key from a request
+    gets the C++ denoiser's key."""
+    import struct
+    encoder = cache.ConditionEncoder("sluice-reference-text", "1",
+                                     {"max_length": 64, "dim": 64, "dtype": "f32"},
+                                     ["prompt", "negative_prompt"])
+    for request in [{"prompt": "a fox", "negative_prompt": "blur", "size": "64x64",
+                     "seed": 3, "steps": 6, "guidance": 4.1},
+                    {"prompt": "waves", "size": "128x64", "seed": -9, "steps": 12,
+                     "guidance": 4.0}]:
+        text = json.dumps(request)
+        g32 = struct.unpack("<f", struct.pack("<f", request["guidance"]))[0]
+        w, h = (int(v) for v in request["size"].split("x"))
+        for step in (1, 5):
+            assert _sluice.reference_checkpoint_key(text, step) == checkpoint_key(
+                model="sluice-reference", model_version="1", sampler="flow_euler_cfg",
+                seed=request["seed"], guidance=g32, condition_keys=encoder.keys_for(text),
+                total_steps=request["steps"], step=step, shape=[16, 1, h // 8, w // 8],
+                dtype="f32")

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <deque>
+#include <functional>
 
 #include "common/log.h"
 #include "runtime/payload_io.h"
@@ -13,10 +14,32 @@ namespace {
 using reference::FrameDecoder;
 using reference::Request;
 
+// The standard checkpoint key's parts for the reference DiT's sampler
+// state after `step` (guidance as the model reads it: a float, widened).
+cache::CheckpointKeyParts ReferenceCheckpointParts(const Request& r,
+                                                   const std::vector<std::string>& cond_keys,
+                                                   int step) {
+  const reference::LatentShape s = r.latent();
+  cache::CheckpointKeyParts p;
+  p.model = std::string(kReferenceModelName);
+  p.model_version = "1";
+  p.sampler = "flow_euler_cfg";
+  p.seed = r.seed;
+  p.guidance = static_cast<double>(r.guidance);
+  p.condition_keys = cond_keys;
+  p.total_steps = r.steps;
+  p.step = step;
+  p.shape = {reference::kLatentChannels, s.t, s.h, s.w};
+  p.dtype = "f32";
+  return p;
+}
+
 struct SamplerRun {
   bool preempted = false;
-  bool resumed = false;         // Assigned with a resume step (another run wrote checkpoints).
-  std::uint64_t cond_hash = 0;  // Of the condition: part of every checkpoint key.
+  bool resumed = false;  // Assigned with a resume step (another run wrote checkpoints).
+  // The request's checkpoint key of each step (standard keys, so any
+  // denoise worker, C++ or Python, finds another's).
+  std::function<std::string(int step)> key;
   // Checkpoints this run wrote (step, key), oldest first. One is removed
   // once the orchestrator has heard of a later one: until then a lost job
   // resumes from it, however many newer ones this run wrote since.
@@ -36,7 +59,7 @@ void RemoveCheckpoints(const ReferenceStageOptions& o, const Request& r, Sampler
   run.checkpoints.clear();
   if (run.resumed) {
     for (int step = 1; step < r.steps; ++step) {
-      (void)o.store->Remove(reference::CheckpointKey(r, run.cond_hash, step));
+      (void)o.store->Remove(run.key(step));
     }
   }
 }
@@ -49,12 +72,15 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
                               std::vector<float>& x, const ReferenceStageOptions& o,
                               bool may_yield) {
   SamplerRun run;
-  run.cond_hash = reference::ConditionHash(cond);
-  const std::uint64_t cond_hash = run.cond_hash;
+  SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> cond_keys,
+                          cache::ConditionKeysFor(ReferenceConditionEncoder(), ctx.request_json()));
+  run.key = [&r, cond_keys = std::move(cond_keys)](int step) {
+    return *cache::CheckpointKey(ReferenceCheckpointParts(r, cond_keys, step));
+  };
   run.resumed = ctx.resume_step() > 0;
   int start = 0;
   if (ctx.resume_step() > 0 && ctx.resume_step() < r.steps && o.store != nullptr) {
-    const std::string key = reference::CheckpointKey(r, cond_hash, ctx.resume_step());
+    const std::string key = run.key(ctx.resume_step());
     Result<std::vector<std::byte>> saved = o.store->Get(key);
     if (saved.ok() && saved->size() == x.size() * sizeof(float)) {
       std::memcpy(x.data(), saved->data(), saved->size());
@@ -82,7 +108,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
         o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done < r.steps;
     bool saved = false;
     if (o.store != nullptr && (yield || periodic)) {
-      const std::string key = reference::CheckpointKey(r, cond_hash, done);
+      const std::string key = run.key(done);
       PutOptions po;
       po.policy = LeasePolicy::Ttl(o.checkpoint_ttl);
       Status s =
@@ -256,6 +282,15 @@ Result<StageOutput> Decode(StageContext& ctx, DiffusionConnector& conn,
 }
 
 }  // namespace
+
+Result<std::string> ReferenceCheckpointKey(std::string_view request_json, int step,
+                                           const ReferenceStageOptions& o) {
+  SLUICE_ASSIGN_OR_RETURN(
+      Request r, reference::ParseRequest(request_json, o.default_steps, o.default_guidance));
+  SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> cond_keys,
+                          cache::ConditionKeysFor(ReferenceConditionEncoder(), request_json));
+  return cache::CheckpointKey(ReferenceCheckpointParts(r, cond_keys, step));
+}
 
 cache::ConditionEncoder ReferenceConditionEncoder() {
   return {"sluice-reference-text",

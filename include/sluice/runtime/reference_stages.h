@@ -71,6 +71,15 @@ struct ReferenceStageOptions {
 // ReferenceStageOptions::condition_cache stores the embeddings under.
 cache::ConditionEncoder ReferenceConditionEncoder();
 
+// The store key of a reference denoise's sampler state after `step` of the
+// request (docs/cache-keys.md, kind ckpt: model sluice-reference version 1,
+// sampler flow_euler_cfg, seed, guidance as a float widened to double, the
+// condition keys of prompt and negative prompt, steps, step, latent shape
+// [16, t, h, w], f32), so any worker finds another's checkpoint.
+// Errors: kInvalidArgument (a bad request; step outside 1..steps-1).
+Result<std::string> ReferenceCheckpointKey(std::string_view request_json, int step,
+                                           const ReferenceStageOptions& options = {});
+
 // The handler for `stage` (encode | denoise | decode). `connector` (store
 // mode, or p2p: then a producer's slot is held until its consumer read the
 // payload) moves payloads between stages and must outlive the handler.

@@ -1,7 +1,5 @@
 #include "runtime/reference/pipeline.h"
 
-#include <xxhash.h>
-
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -231,25 +229,5 @@ Result<std::pair<std::string, std::string>> GenerateAll(const Request& r) {
   return std::make_pair(dec.Output(), dec.OutputType());
 }
 
-std::uint64_t ConditionHash(const std::vector<float>& cond) {
-  return XXH3_64bits(cond.data(), cond.size() * sizeof(float));
-}
-
-std::string CheckpointKey(const Request& r, std::uint64_t condition_hash, int step) {
-  const LatentShape s = r.latent();
-  std::uint32_t g = 0;
-  std::memcpy(&g, &r.guidance, sizeof(g));
-  char text[256];
-  const int n = std::snprintf(text, sizeof(text),
-                              "reference-dit-v1|flow-euler-cfg|steps=%d|seed=%lld|g=%08x|c=%016llx|"
-                              "step=%d|shape=16,%d,%d,%d",
-                              r.steps, static_cast<long long>(r.seed), g,
-                              static_cast<unsigned long long>(condition_hash), step, s.t, s.h, s.w);
-  const XXH128_hash_t h = XXH3_128bits(text, static_cast<std::size_t>(n));
-  char key[64];
-  std::snprintf(key, sizeof(key), "ckpt/%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return key;
-}
 
 }  // namespace sluice::reference

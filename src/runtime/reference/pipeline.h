@@ -71,12 +71,6 @@ class FrameDecoder {
 // Runs the three steps in one place (the colocated deployment and tests).
 Result<std::pair<std::string, std::string>> GenerateAll(const Request& r);
 
-// Store key of the sampler state after `step`: a hash of the model,
-// sampler, seed, guidance, condition, step count, step and latent shape,
-// so any denoise worker can resume it.
-std::string CheckpointKey(const Request& r, std::uint64_t condition_hash, int step);
-std::uint64_t ConditionHash(const std::vector<float>& cond);
-
 }  // namespace sluice::reference
 
 #endif  // SLUICE_RUNTIME_REFERENCE_PIPELINE_H_

@@ -103,23 +103,5 @@ TEST(ReferenceModelsTest, VideoHasTheRequestedFramesAndResumedSamplingMatches) {
   EXPECT_EQ(dec.Output(), whole->first);
 }
 
-TEST(ReferenceModelsTest, CheckpointKeysNameEveryInput) {
-  const Request r = Parse(R"({"prompt":"x","size":"32x32","seed":1})");
-  const std::string k = CheckpointKey(r, 42, 2);
-  EXPECT_EQ(k.rfind("ckpt/", 0), 0u);
-  EXPECT_EQ(k, CheckpointKey(r, 42, 2));
-  EXPECT_NE(k, CheckpointKey(r, 42, 1));
-  EXPECT_NE(k, CheckpointKey(r, 43, 2));
-  Request other = r;
-  other.seed = 2;
-  EXPECT_NE(k, CheckpointKey(other, 42, 2));
-  other = r;
-  other.guidance = 5.0f;
-  EXPECT_NE(k, CheckpointKey(other, 42, 2));
-  other = r;
-  other.width = 64;
-  EXPECT_NE(k, CheckpointKey(other, 42, 2));
-}
-
 }  // namespace
 }  // namespace sluice::reference
