@@ -26,8 +26,11 @@ Result<std::unique_ptr<Cache>> Cache::Create(StoreClient* store, CacheOptions op
   if (store == nullptr) {
     return InvalidArgumentError("cache: a store client is required");
   }
-  if (options.name.empty()) {
-    return InvalidArgumentError("cache: options.name must not be empty");
+  if (options.name.empty() || options.name.size() > 32 ||
+      !std::all_of(options.name.begin(), options.name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+      })) {
+    return InvalidArgumentError("cache: options.name must be 1..32 of [a-z0-9_]");
   }
   if (options.policy.kind != LeaseKind::kCache && options.policy.kind != LeaseKind::kSoftPin) {
     return InvalidArgumentError("cache '" + options.name +
@@ -72,6 +75,7 @@ Status Cache::Insert(std::string_view key, std::span<const std::byte> value,
                      const std::optional<TensorMeta>& tensor) {
   PutOptions po;
   po.policy = options_.policy;
+  po.policy.cache_class = options_.name;  // Counts against its kind's budget.
   po.tensor = tensor;
   Status s = store_->Put(key, value, po);
   if (s.code() == StatusCode::kAlreadyExists) {

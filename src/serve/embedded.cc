@@ -163,6 +163,10 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   MasterConfig mc;
   mc.listen = "127.0.0.1:0";
   mc.security = impl->security;
+  // Cached conditions hold at most a quarter of the store; the few texts
+  // read most (common negative prompts) are soft-pinned.
+  mc.cache_budgets = {{"condition", 0.25}};
+  mc.soft_pin_reads = 4;
   SLUICE_ASSIGN_OR_RETURN(impl->master, MasterServer::Start(mc));
   EngineConfig ec;
   ec.io_threads = 1;

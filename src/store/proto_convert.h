@@ -40,6 +40,7 @@ inline LeasePolicy FromProto(const store::v1::LeasePolicy& p) {
   }
   l.consume_count = p.consume_count();
   l.ttl = std::chrono::milliseconds(p.ttl_ms());
+  l.cache_class = p.cache_class();
   return l;
 }
 
@@ -60,6 +61,7 @@ inline void ToProto(const LeasePolicy& l, store::v1::LeasePolicy* p) {
   }
   p->set_consume_count(l.consume_count);
   p->set_ttl_ms(static_cast<std::uint64_t>(l.ttl.count()));
+  p->set_cache_class(l.cache_class);
 }
 
 inline void ToProto(const ReplicaLocation& r, store::v1::Replica* p) {

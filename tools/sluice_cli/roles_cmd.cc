@@ -1,5 +1,6 @@
 // `sluice master`, `store-node`, `orchestrator` and `worker`: the roles of a
 // cluster, each running until SIGTERM/SIGINT (or stdin closing).
+#include <charconv>
 #include <iostream>
 #include <memory>
 
@@ -73,6 +74,7 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
     std::int64_t reservation_ttl_ms = 0;
     std::int64_t node_timeout_ms = 0;
     std::int64_t read_lease_timeout_ms = 0;
+    std::vector<std::string> cache_budgets;  // CLASS=SHARE.
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
@@ -99,9 +101,33 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
                   "no longer protects the object")
       ->check(CLI::Range(std::int64_t{100}, std::int64_t{3600000}))
       ->capture_default_str();
+  cmd->add_option("--cache-budget", o->cache_budgets,
+                  "CLASS=SHARE: a cache class's byte budget as a share of the store's memory "
+                  "(e.g. condition=0.2); past it the class evicts its own LRU entries, never "
+                  "another's or a payload (repeatable or comma-separated)")
+      ->delimiter(',');
+  cmd->add_option("--soft-pin-reads", o->config.soft_pin_reads,
+                  "soft-pin a cache object after this many reads (evicted only after every "
+                  "other cache object; 0: never)")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   SecurityResolver security = AddSecurityFlags(cmd);
   out->push_back({cmd, [o, security] {
+                    for (const std::string& b : o->cache_budgets) {
+                      const std::size_t eq = b.find('=');
+                      double share = 0;
+                      const char* end = b.data() + b.size();
+                      const auto [p, ec] = eq == std::string::npos
+                                               ? std::from_chars(end, end, share)
+                                               : std::from_chars(b.data() + eq + 1, end, share);
+                      if (eq == std::string::npos || ec != std::errc() || p != end) {
+                        std::cerr << "sluice master: --cache-budget '" << b
+                                  << "': want CLASS=SHARE, e.g. condition=0.2\n";
+                        return 2;
+                      }
+                      o->config.cache_budgets[b.substr(0, eq)] = share;
+                    }
                     std::optional<SecurityConfig> s = security("sluice master", {o->config.listen});
                     if (!s) {
                       return 2;

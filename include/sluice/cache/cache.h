@@ -34,7 +34,9 @@
 namespace sluice::cache {
 
 struct CacheOptions {
-  // The kind's name in metrics ("condition", "feature", "checkpoint").
+  // The kind's name in metrics ("condition", "feature", "checkpoint") and
+  // its entries' cache class in the store (whose byte budget they count
+  // against: MasterConfig::cache_budgets): 1..32 of [a-z0-9_].
   std::string name = "condition";
   // kCache (LRU) or kSoftPin (evicted only after every kCache object);
   // other lease kinds are refused.

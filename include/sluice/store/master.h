@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -44,10 +45,26 @@ struct MasterConfig {
   // (clients write into it only in the first fifth). 0: no reservations
   // (every put takes two round trips).
   std::chrono::milliseconds reservation_ttl{5000};
+  // Byte budgets per cache class (LeasePolicy::cache_class) as fractions
+  // of the store's memory, each in (0, 1], together at most 1: a class
+  // past its budget evicts its own least recently used entries, never
+  // another class's or a payload. Classes not named share what is left.
+  std::map<std::string, double> cache_budgets;
+  // A cache object read this many times is soft-pinned (evicted after
+  // every cache object); 0: never.
+  std::uint32_t soft_pin_reads = 0;
   // With a token, every gRPC call and fast-lane connection must carry the
   // cluster credential (else kUnauthenticated); TLS on gRPC when it has a
   // certificate. See sluice/security.h.
   SecurityConfig security;
+};
+
+// One cache class's share of the store (MasterConfig::cache_budgets).
+struct CacheClassMetrics {
+  std::uint64_t objects = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t budget_bytes = 0;  // 0: no budget.
+  std::uint64_t evictions = 0;     // To keep the class in its budget.
 };
 
 struct MasterMetrics {
@@ -68,6 +85,8 @@ struct MasterMetrics {
   std::uint64_t reservations = 0;    // Space held for clients' next puts.
   std::uint64_t reserved_puts = 0;   // Puts committed over a reservation (one round trip).
   std::uint64_t objects_cached = 0;  // Committed cache and soft-pin objects (evictable).
+  std::uint64_t soft_pins = 0;       // Cache objects soft-pinned by their reads.
+  std::map<std::string, CacheClassMetrics> cache_classes;
 };
 
 class MasterServer {

@@ -35,13 +35,24 @@ struct LeasePolicy {
   LeaseKind kind = LeaseKind::kCache;
   std::uint32_t consume_count = 1;   // kDeleteOnConsume: reads before deletion.
   std::chrono::milliseconds ttl{0};  // kTtl: lifetime after commit.
+  // kCache / kSoftPin: the cache class ("condition", "feature", ...; 1..32
+  // of [a-z0-9_]) whose byte budget the object counts against (the
+  // master's MasterConfig::cache_budgets); empty: no class.
+  std::string cache_class;
 
   static LeasePolicy Cache() { return {}; }
-  static LeasePolicy DeleteOnConsume(std::uint32_t n) {
-    return {LeaseKind::kDeleteOnConsume, n, {}};
+  static LeasePolicy DeleteOnConsume(std::uint32_t n) { return Of(LeaseKind::kDeleteOnConsume, n); }
+  static LeasePolicy Ttl(std::chrono::milliseconds ttl) { return Of(LeaseKind::kTtl, 1, ttl); }
+  static LeasePolicy SoftPin() { return Of(LeaseKind::kSoftPin); }
+
+ private:
+  static LeasePolicy Of(LeaseKind kind, std::uint32_t n = 1, std::chrono::milliseconds ttl = {}) {
+    LeasePolicy p;
+    p.kind = kind;
+    p.consume_count = n;
+    p.ttl = ttl;
+    return p;
   }
-  static LeasePolicy Ttl(std::chrono::milliseconds ttl) { return {LeaseKind::kTtl, 1, ttl}; }
-  static LeasePolicy SoftPin() { return {LeaseKind::kSoftPin, 1, {}}; }
 };
 
 // One copy of an object: a range of a store node's registered region.

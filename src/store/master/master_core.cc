@@ -61,12 +61,29 @@ std::vector<std::string> MasterCore::NodeEndpoints() {
 MasterMetrics MasterCore::Metrics() {
   MutexLock lock(mu_);
   MasterStats s = state_.Stats();
-  return MasterMetrics{s.nodes,           s.objects,       s.objects_writing,
-                       s.capacity_bytes,  s.used_bytes,    s.evictions,
-                       s.lease_expiries,  s.objects_lost,  s.disk_capacity_bytes,
-                       s.disk_used_bytes, s.spills,        s.loads,
-                       s.free_extents,    s.fragmentation, s.reservations,
-                       s.reserved_puts,   s.objects_cached};
+  MasterMetrics m{s.nodes,
+                  s.objects,
+                  s.objects_writing,
+                  s.capacity_bytes,
+                  s.used_bytes,
+                  s.evictions,
+                  s.lease_expiries,
+                  s.objects_lost,
+                  s.disk_capacity_bytes,
+                  s.disk_used_bytes,
+                  s.spills,
+                  s.loads,
+                  s.free_extents,
+                  s.fragmentation,
+                  s.reservations,
+                  s.reserved_puts,
+                  s.objects_cached,
+                  s.soft_pins,
+                  {}};
+  for (const auto& [c, cs] : s.cache_classes) {
+    m.cache_classes[c] = {cs.objects, cs.bytes, cs.budget_bytes, cs.evictions};
+  }
+  return m;
 }
 
 Status MasterCore::RegisterNode(const pb::RegisterNodeRequest& req,

@@ -99,6 +99,8 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     o.high_watermark = c.high_watermark;
     o.low_watermark = c.low_watermark;
     o.reservation_timeout = c.reservation_ttl;
+    o.cache_budgets = c.cache_budgets;
+    o.soft_pin_reads = c.soft_pin_reads;
     // Reservation ids differ between master instances: a client holding one
     // from before a restart gets NOT_FOUND, never someone else's space.
     RandomBytes(&o.id_salt, sizeof o.id_salt);
@@ -472,6 +474,20 @@ class MasterServerImpl final : public pb::Master::CallbackService {
           "Puts committed in one round trip over a reservation.", "counter", m.reserved_puts);
     gauge("sluice_store_objects_lost_total", "Objects that lost their last replica.", "counter",
           m.objects_lost);
+    gauge("sluice_store_soft_pins_total", "Cache objects soft-pinned by their reads.", "counter",
+          m.soft_pins);
+    const std::pair<const char*, std::uint64_t CacheClassMetrics::*> per_class[] = {
+        {"sluice_store_cache_objects", &CacheClassMetrics::objects},
+        {"sluice_store_cache_bytes", &CacheClassMetrics::bytes},
+        {"sluice_store_cache_budget_bytes", &CacheClassMetrics::budget_bytes},
+        {"sluice_store_cache_evictions_total", &CacheClassMetrics::evictions}};
+    for (const auto& [name, member] : per_class) {
+      out << "# HELP " << name << " Per cache class (0 budget: none).\n# TYPE " << name
+          << (std::string_view(name).ends_with("_total") ? " counter\n" : " gauge\n");
+      for (const auto& [c, cm] : m.cache_classes) {
+        out << name << "{class=\"" << c << "\"} " << cm.*member << "\n";
+      }
+    }
     core_.WriteRpcStats(out);
     if (fast_lane_) {
       gauge("sluice_master_fast_lane_connections", "Open fast-lane connections.", "gauge",
@@ -502,6 +518,20 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& co
   }
   if (config.heartbeat_interval.count() <= 0 || config.node_timeout <= config.heartbeat_interval) {
     return InvalidArgumentError("master: node_timeout must exceed heartbeat_interval > 0");
+  }
+  double budgets = 0;
+  for (const auto& [c, fraction] : config.cache_budgets) {
+    const bool name = !c.empty() && c.size() <= 32 && std::all_of(c.begin(), c.end(), [](char ch) {
+      return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
+    });
+    if (!name || !(fraction > 0 && fraction <= 1)) {
+      return InvalidArgumentError("master: cache budget '" + c +
+                                  "': want a class of 1..32 [a-z0-9_] and a share in (0, 1]");
+    }
+    budgets += fraction;
+  }
+  if (budgets > 1.0 + 1e-9) {
+    return InvalidArgumentError("master: cache budgets add up to more than the whole store");
   }
   auto impl = std::make_unique<internal::MasterServerImpl>(config);
   SLUICE_RETURN_IF_ERROR(impl->Start(config));

@@ -310,6 +310,17 @@ Status MasterState::CheckPut(const PutRequest& req) const {
   if (req.policy.kind == LeaseKind::kTtl && req.policy.ttl.count() <= 0) {
     return InvalidArgumentError("PutStart: ttl policy needs ttl > 0");
   }
+  if (const std::string& c = req.policy.cache_class; !c.empty()) {
+    const bool cache =
+        req.policy.kind == LeaseKind::kCache || req.policy.kind == LeaseKind::kSoftPin;
+    const bool name = c.size() <= 32 && std::all_of(c.begin(), c.end(), [](char ch) {
+                        return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
+                      });
+    if (!cache || !name) {
+      return InvalidArgumentError(
+          "PutStart: cache_class must be 1..32 of [a-z0-9_], on cache and soft_pin objects only");
+    }
+  }
   return Status::Ok();
 }
 
@@ -407,6 +418,7 @@ void MasterState::Commit(Object& o, TimePoint now) {
   if (o.lru != nullptr) {
     o.lru_it = o.lru->insert(o.lru->end(), &o);
   }
+  EnforceClassBudget(&o);
   ScheduleSpills();
 }
 
@@ -466,6 +478,7 @@ Status MasterState::GetEnd(const std::string& key, std::uint64_t lease_id, bool 
   Object& o = *it->second;
   if (completed) {
     ++o.reads_done;
+    MaybeSoftPin(&o);
   }
   if (o.mem_held && o.leases.empty()) {
     const auto& p = o.replicas.front();
@@ -726,6 +739,11 @@ MasterStats MasterState::Stats() const {
     const bool evictable =
         o->policy.kind == LeaseKind::kCache || o->policy.kind == LeaseKind::kSoftPin;
     s.objects_cached += o->complete && evictable ? 1 : 0;
+    if (o->complete && !o->removed && evictable && !o->policy.cache_class.empty()) {
+      CacheClassStats& c = s.cache_classes[o->policy.cache_class];
+      ++c.objects;
+      c.bytes += o->size * o->replicas.size();
+    }
   }
   for (const auto& [id, n] : nodes_) {
     for (const auto& seg : n->segs) {
@@ -744,6 +762,10 @@ MasterStats MasterState::Stats() const {
   s.fragmentation = free_bytes == 0
                         ? 0
                         : 1.0 - static_cast<double>(largest_free) / static_cast<double>(free_bytes);
+  for (const auto& [c, fraction] : options_.cache_budgets) {
+    s.cache_classes[c].budget_bytes =
+        static_cast<std::uint64_t>(fraction * static_cast<double>(s.capacity_bytes));
+  }
   return s;
 }
 

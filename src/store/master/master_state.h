@@ -44,6 +44,16 @@ struct MasterOptions {
   // Added to every reservation id, so that ids from different master
   // instances differ (the service sets a random one; tests keep 0).
   std::uint64_t id_salt = 0;
+  // Byte budgets per cache class (LeasePolicy::cache_class), as fractions
+  // of memory capacity: an entry committed past its class's budget evicts
+  // that class's least recently used entries (cache before soft pin,
+  // never one being read) until the class fits. Other classes and
+  // payloads are never evicted for it. Unnamed classes have no budget.
+  std::map<std::string, double> cache_budgets;
+  // A cache object read this many times becomes soft-pinned (evicted only
+  // once no cache object is left to evict): the hottest entries, e.g. the
+  // few common negative prompts, stay. 0: never.
+  std::uint32_t soft_pin_reads = 0;
 };
 
 struct SegmentDesc {
@@ -138,6 +148,14 @@ struct ObjectEvent {
   std::string key;
 };
 
+// One cache class's share of the store.
+struct CacheClassStats {
+  std::uint64_t objects = 0;       // Committed, in memory or on disk.
+  std::uint64_t bytes = 0;         // Their size times replicas.
+  std::uint64_t budget_bytes = 0;  // 0: no budget.
+  std::uint64_t evictions = 0;     // Evicted to keep the class in its budget.
+};
+
 struct MasterStats {
   std::uint64_t nodes = 0;
   std::uint64_t objects = 0;         // Complete objects.
@@ -158,6 +176,8 @@ struct MasterStats {
   std::uint64_t reserved_puts = 0;  // Puts committed over a reservation.
   std::uint64_t spills = 0;         // Completed memory -> disk moves.
   std::uint64_t loads = 0;          // Completed disk -> memory moves.
+  std::uint64_t soft_pins = 0;      // Cache objects promoted by their reads.
+  std::map<std::string, CacheClassStats> cache_classes;
 };
 
 class MasterState {
@@ -263,6 +283,12 @@ class MasterState {
   std::uint64_t InFlightSpillBytes(const Node* on = nullptr) const;
   Status Allocate(Object& obj, const PutRequest& req, TimePoint now);
   bool EvictOne(const Object* protect);
+  // Evicts `just`'s class's LRU entries (never `just`) while the class is
+  // past its budget (master_state_cache.cc).
+  void EnforceClassBudget(const Object* just);
+  // A cache object read soft_pin_reads times becomes soft-pinned.
+  void MaybeSoftPin(Object* obj);
+  std::uint64_t ClassBytes(const std::string& cache_class) const;
   // Past the high watermark, evicts LRU objects (never `protect`) down to
   // the low watermark, counting memory without reservations.
   void EvictToLowWatermark(const Object* protect = nullptr);

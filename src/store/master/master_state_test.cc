@@ -183,6 +183,96 @@ TEST_F(MasterStateTest, EvictionIsLruOverCacheThenSoftPinAndNeverDeleteOnConsume
             StatusCode::kResourceExhausted);
 }
 
+LeasePolicy Classed(const std::string& c, LeasePolicy p = LeasePolicy::Cache()) {
+  p.cache_class = c;
+  return p;
+}
+
+TEST(MasterStateCacheTest, AClassPastItsBudgetEvictsItsOwnLruEntriesOnly) {
+  MasterOptions o;
+  o.high_watermark = 1.0;
+  o.low_watermark = 1.0;
+  o.cache_budgets = {{"cond", 0.25}};  // 2 MiB of 8.
+  MasterState s(o);
+  const TimePoint now = MasterClock::now();
+  ASSERT_TRUE(s.RegisterNode("n1", "n1:1", {{{11, 8 * kMiB}}, 0}, {}, now).ok());
+  auto put = [&](const std::string& key, LeasePolicy p) {
+    PutRequest r;
+    r.key = key;
+    r.size = kMiB;
+    r.policy = std::move(p);
+    auto g = s.PutStart(r, now);
+    return g.ok() ? s.PutEnd(key, g->put_id, now) : g.status();
+  };
+  ASSERT_TRUE(put("cond/a", Classed("cond")).ok());
+  ASSERT_TRUE(put("cond/b", Classed("cond")).ok());
+  ASSERT_TRUE(put("feat/x", Classed("feat")).ok());
+  ASSERT_TRUE(put("plain", LeasePolicy::Cache()).ok());
+  ASSERT_TRUE(put("payload", LeasePolicy::DeleteOnConsume(1)).ok());
+  auto g = s.GetStart("cond/a", "client:1", now);  // "cond/b" is now the class's LRU.
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(s.GetEnd("cond/a", g->lease_id, true).ok());
+  ASSERT_TRUE(put("cond/c", Classed("cond")).ok());
+  EXPECT_FALSE(s.Exists("cond/b")) << "the class's LRU entry stays past its budget";
+  for (const char* k : {"cond/a", "cond/c", "feat/x", "plain", "payload"}) {
+    EXPECT_TRUE(s.Exists(k)) << k << " was evicted for another class's budget";
+  }
+  // An entry being read is never evicted; the next LRU one goes instead.
+  auto held = s.GetStart("cond/a", "client:1", now);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(put("cond/d", Classed("cond", LeasePolicy::SoftPin())).ok());
+  EXPECT_TRUE(s.Exists("cond/a"));
+  EXPECT_FALSE(s.Exists("cond/c"));
+  const MasterStats st = s.Stats();
+  ASSERT_EQ(st.cache_classes.count("cond"), 1u);
+  EXPECT_EQ(st.cache_classes.at("cond").objects, 2u);
+  EXPECT_EQ(st.cache_classes.at("cond").bytes, 2 * kMiB);
+  EXPECT_EQ(st.cache_classes.at("cond").budget_bytes, 2 * kMiB);
+  EXPECT_EQ(st.cache_classes.at("cond").evictions, 2u);
+  EXPECT_EQ(st.cache_classes.at("feat").budget_bytes, 0u);
+  EXPECT_EQ(st.evictions, 2u);
+  // A class only on cache objects, and a well-formed name.
+  EXPECT_EQ(put("bad1", Classed("cond", LeasePolicy::DeleteOnConsume(1))).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(put("bad2", Classed("Cond!")).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MasterStateCacheTest, AnEntryReadOftenIsSoftPinnedAndOutlivesColderOnes) {
+  MasterOptions o;
+  o.high_watermark = 1.0;
+  o.low_watermark = 1.0;
+  o.soft_pin_reads = 3;
+  MasterState s(o);
+  const TimePoint now = MasterClock::now();
+  ASSERT_TRUE(s.RegisterNode("n1", "n1:1", {{{11, 3 * kMiB}}, 0}, {}, now).ok());
+  auto put = [&](const std::string& key) {
+    PutRequest r;
+    r.key = key;
+    r.size = kMiB;
+    r.policy = Classed("cond");
+    auto g = s.PutStart(r, now);
+    return g.ok() ? s.PutEnd(key, g->put_id, now) : g.status();
+  };
+  auto read = [&](const std::string& key) {
+    auto g = s.GetStart(key, "client:1", now);
+    ASSERT_TRUE(g.ok());
+    ASSERT_TRUE(s.GetEnd(key, g->lease_id, true).ok());
+  };
+  ASSERT_TRUE(put("hot").ok());
+  for (int i = 0; i < 3; ++i) {
+    read("hot");
+  }
+  EXPECT_EQ(s.Stats().soft_pins, 1u);
+  ASSERT_TRUE(put("cold1").ok());
+  ASSERT_TRUE(put("cold2").ok());
+  read("cold1");
+  read("cold2");  // "hot" is now the least recently used of all.
+  ASSERT_TRUE(put("cold3").ok());
+  EXPECT_TRUE(s.Exists("hot")) << "a soft pin went before a cache object";
+  EXPECT_FALSE(s.Exists("cold1"));
+  EXPECT_EQ(s.Stats().soft_pins, 1u);
+}
+
 TEST_F(MasterStateTest, FullOfUnconsumedPayloadsIsResourceExhaustedUntilConsumed) {
   AddNode("n1", 2 * kMiB, 11);
   ASSERT_TRUE(Put("p1", kMiB, LeasePolicy::DeleteOnConsume(1)).ok());
