@@ -3,6 +3,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <nlohmann/json.hpp>
 
 #include "common/log.h"
 #include "runtime/payload_io.h"
@@ -40,6 +41,16 @@ struct SamplerRun {
   // The request's checkpoint key of each step (standard keys, so any
   // denoise worker, C++ or Python, finds another's).
   std::function<std::string(int step)> key;
+  // Its checkpoints stay (keep_checkpoints; or it resumed an earlier job's
+  // kept ones under the same keys): nothing is removed, the ttl ends them.
+  bool keep = false;
+  std::chrono::seconds ttl{0};
+  // Resumed from another job's kept checkpoint: that key and step, and
+  // whether this run's conditions or guidance differ from that job's (its
+  // states then differ from what its own keys name: it writes none).
+  std::string from_key;
+  int from_step = 0;
+  bool edited = false;
   // Checkpoints this run wrote (step, key), oldest first. One is removed
   // once the orchestrator has heard of a later one: until then a lost job
   // resumes from it, however many newer ones this run wrote since.
@@ -50,18 +61,66 @@ struct SamplerRun {
 // After a resume, every step's key is removed: a run that died may have
 // written later ones. Removal is best effort; checkpoints expire anyway.
 void RemoveCheckpoints(const ReferenceStageOptions& o, const Request& r, SamplerRun& run) {
-  if (o.store == nullptr) {
+  if (o.store == nullptr || run.keep) {
     return;
   }
   for (const auto& [step, key] : run.checkpoints) {
     (void)o.store->Remove(key);
   }
   run.checkpoints.clear();
-  if (run.resumed) {
+  if (run.resumed && !run.keep) {
     for (int step = 1; step < r.steps; ++step) {
       (void)o.store->Remove(run.key(step));
     }
   }
+}
+
+// What the request asks of checkpoints: keep_checkpoints (every step, for
+// keep_checkpoints_s) and resume_checkpoint (an earlier job's request and
+// kept step, put there by the orchestrator for resume_from). Errors:
+// kInvalidArgument (a malformed resume_checkpoint, or an earlier request
+// whose seed, steps or latent shape differ from this one's).
+Status ReadCheckpointing(const std::string& request_json, const Request& r,
+                         const std::vector<std::string>& cond_keys, const ReferenceStageOptions& o,
+                         SamplerRun& run) {
+  const nlohmann::json j = nlohmann::json::parse(request_json, nullptr, false);
+  if (!j.is_object()) {
+    return InvalidArgumentError("request: not a JSON object");
+  }
+  if (j.value("keep_checkpoints", false)) {
+    run.keep = true;
+    const auto s = j.value("keep_checkpoints_s", std::int64_t{0});
+    if (s > 0) {
+      run.ttl = std::chrono::seconds(s);
+    }
+  }
+  auto rc = j.find("resume_checkpoint");
+  if (rc == j.end()) {
+    return Status::Ok();
+  }
+  if (!rc->is_object() || !rc->contains("request") || !(*rc)["request"].is_object() ||
+      !rc->contains("step") || !(*rc)["step"].is_number_integer()) {
+    return InvalidArgumentError("resume_checkpoint: want {\"request\": {...}, \"step\": k}");
+  }
+  const std::string earlier = (*rc)["request"].dump();
+  run.from_step = (*rc)["step"].get<int>();
+  SLUICE_ASSIGN_OR_RETURN(Request r0,
+                          reference::ParseRequest(earlier, o.default_steps, o.default_guidance));
+  const reference::LatentShape a = r0.latent(), b = r.latent();
+  if (r0.seed != r.seed || r0.steps != r.steps || a.t != b.t || a.h != b.h || a.w != b.w) {
+    return InvalidArgumentError("resume_from: the seed, steps and size must be the earlier job's");
+  }
+  if (run.from_step < 1 || run.from_step >= r.steps) {
+    return InvalidArgumentError("resume_from.step: must be in 1.." + std::to_string(r.steps - 1));
+  }
+  SLUICE_ASSIGN_OR_RETURN(run.from_key, ReferenceCheckpointKey(earlier, run.from_step, o));
+  SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> earlier_keys,
+                          cache::ConditionKeysFor(ReferenceConditionEncoder(), earlier));
+  run.edited = earlier_keys != cond_keys || r0.guidance != r.guidance;
+  // Unedited, its states are the earlier job's under the same keys: they
+  // are that job's to keep, never this run's to remove.
+  run.keep = run.keep || !run.edited;
+  return Status::Ok();
 }
 
 // Runs the sampler over x from the job's resume step (when its checkpoint
@@ -74,10 +133,12 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
   SamplerRun run;
   SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> cond_keys,
                           cache::ConditionKeysFor(ReferenceConditionEncoder(), ctx.request_json()));
-  run.key = [&r, cond_keys = std::move(cond_keys)](int step) {
+  run.key = [&r, cond_keys](int step) {
     return *cache::CheckpointKey(ReferenceCheckpointParts(r, cond_keys, step));
   };
   run.resumed = ctx.resume_step() > 0;
+  run.ttl = std::chrono::duration_cast<std::chrono::seconds>(o.checkpoint_ttl);
+  SLUICE_RETURN_IF_ERROR(ReadCheckpointing(ctx.request_json(), r, cond_keys, o, run));
   int start = 0;
   if (ctx.resume_step() > 0 && ctx.resume_step() < r.steps && o.store != nullptr) {
     const std::string key = run.key(ctx.resume_step());
@@ -93,6 +154,21 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
                  saved.ok() ? "wrong size" : saved.status().ToString());
     }
   }
+  if (start == 0 && run.from_step > 0) {
+    if (o.store == nullptr) {
+      return FailedPreconditionError("resume_from needs a store client (--master)");
+    }
+    Result<std::vector<std::byte>> kept = o.store->Get(run.from_key);
+    if (!kept.ok() || kept->size() != x.size() * sizeof(float)) {
+      return NotFoundError("resume_from: the checkpoint of step " + std::to_string(run.from_step) +
+                           " is gone (" + (kept.ok() ? "wrong size" : kept.status().ToString()) +
+                           ")");
+    }
+    std::memcpy(x.data(), kept->data(), kept->size());
+    start = run.from_step;
+    SLUICE_LOG(info, "job {}: denoise resumes another job's step {}{}", ctx.job_id(), start,
+               run.edited ? " under changed conditions" : "");
+  }
   if (start == 0) {
     x = reference::InitialNoise(r);
   }
@@ -104,13 +180,13 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
     reference::DenoiseStep(r, cond.data(), step, x);
     const int done = step + 1;
     const bool yield = may_yield && ctx.ShouldCheckpoint() && done < r.steps;
-    const bool periodic =
-        o.checkpoint_every > 0 && done % o.checkpoint_every == 0 && done < r.steps;
+    const int every = run.keep ? 1 : o.checkpoint_every;  // Kept: every step.
+    const bool periodic = every > 0 && done % every == 0 && done < r.steps;
     bool saved = false;
-    if (o.store != nullptr && (yield || periodic)) {
+    if (o.store != nullptr && (yield || periodic) && !run.edited) {
       const std::string key = run.key(done);
       PutOptions po;
-      po.policy = LeasePolicy::Ttl(o.checkpoint_ttl);
+      po.policy = LeasePolicy::Ttl(run.ttl);
       Status s =
           o.store->Put(key,
                        std::span<const std::byte>(reinterpret_cast<const std::byte*>(x.data()),
@@ -118,7 +194,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
                        po);
       // Already there: an earlier run wrote the same step (same bytes).
       saved = s.ok() || s.code() == StatusCode::kAlreadyExists;
-      if (saved) {
+      if (saved && !run.keep) {
         run.checkpoints.emplace_back(done, key);
         const int reported = ctx.ReportedCheckpoint();
         while (run.checkpoints.size() > 1 && run.checkpoints.front().first < reported) {

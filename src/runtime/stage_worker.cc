@@ -33,23 +33,28 @@ struct RunState {
   bool first_output SLUICE_GUARDED_BY(mu) = false;
   bool first_sent SLUICE_GUARDED_BY(mu) = false;
   // Latest checkpointed step not yet reported (0: none).
-  int unsent_checkpoint SLUICE_GUARDED_BY(mu) = 0;
+  // Checkpointed steps not yet reported, oldest first (every one is
+  // reported: a job keeping its checkpoints is resumable from each).
+  std::vector<int> unsent_checkpoints SLUICE_GUARDED_BY(mu);
   // Latest checkpointed step a heartbeat the orchestrator answered carried
   // (0: none).
   int acked_checkpoint SLUICE_GUARDED_BY(mu) = 0;
 
-  // Moves unsent progress into `hb`: the latest checkpointed step first
-  // when a later step superseded it (a resumed job starts from it), then
+  // Moves unsent progress into `hb`: each checkpointed step a later step
+  // superseded, oldest first (a resumed job starts from the latest), then
   // the latest step. Returns the latest checkpointed step it carries (0:
   // none).
   int AppendProgress(pb::HeartbeatRequest& hb) SLUICE_REQUIRES(mu) {
     int carried = 0;
     if (progress_dirty) {
-      carried = checkpointed ? step : unsent_checkpoint;
-      if (unsent_checkpoint > 0 && !(checkpointed && unsent_checkpoint == step)) {
+      carried = checkpointed ? step : unsent_checkpoints.empty() ? 0 : unsent_checkpoints.back();
+      for (int c_step : unsent_checkpoints) {
+        if (checkpointed && c_step == step) {
+          continue;  // The latest step below says it.
+        }
         auto* c = hb.add_progress();
         c->set_job_id(job_id);
-        c->set_step(static_cast<std::uint32_t>(unsent_checkpoint));
+        c->set_step(static_cast<std::uint32_t>(c_step));
         c->set_steps(static_cast<std::uint32_t>(std::max(0, steps)));
         c->set_checkpointed(true);
       }
@@ -59,7 +64,7 @@ struct RunState {
       p->set_steps(static_cast<std::uint32_t>(std::max(0, steps)));
       p->set_checkpointed(checkpointed);
       progress_dirty = false;
-      unsent_checkpoint = 0;
+      unsent_checkpoints.clear();
     }
     if (first_output && !first_sent) {
       hb.add_first_output(job_id);
@@ -622,8 +627,8 @@ void StageContext::Progress(int step, int steps, bool checkpointed) {
   s_->step = step;
   s_->steps = steps;
   s_->checkpointed = checkpointed;
-  if (checkpointed) {
-    s_->unsent_checkpoint = step;
+  if (checkpointed && s_->unsent_checkpoints.size() < 4096) {
+    s_->unsent_checkpoints.push_back(step);
   }
   s_->progress_dirty = true;
 }

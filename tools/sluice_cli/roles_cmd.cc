@@ -196,12 +196,14 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
     std::int64_t worker_timeout_ms = 0;
     std::int64_t assignment_timeout_ms = 0;
     std::int64_t result_ttl_s = 0;
+    std::int64_t checkpoint_retention_s = 0;
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
   o->worker_timeout_ms = o->config.worker_timeout.count();
   o->assignment_timeout_ms = o->config.assignment_timeout.count();
   o->result_ttl_s = o->config.result_ttl.count();
+  o->checkpoint_retention_s = o->config.checkpoint_retention.count();
   CLI::App* cmd = app.add_subcommand(
       "orchestrator", "run the orchestrator (gRPC for workers, HTTP/JSON for clients)");
   cmd->add_option("--listen", o->config.listen, "gRPC endpoint for workers (port 0 picks one)")
@@ -241,6 +243,11 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
                   "across restarts")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{30} * 86400))
       ->capture_default_str();
+  cmd->add_option("--checkpoint-retention-s", o->checkpoint_retention_s,
+                  "how long the checkpoints of a job submitted with keep_checkpoints stay in the "
+                  "store (for resume_from)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{30} * 86400))
+      ->capture_default_str();
   cmd->add_flag("!--no-output-check", o->config.check_outputs,
                 "serve whatever the last stage returns (default: an image must be a PNG of the "
                 "requested size, a video a frames archive or MP4; a bad one runs again elsewhere)");
@@ -256,33 +263,33 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   auto keys = AddApiKeysFlag(cmd, &o->config.access);
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   SecurityResolver security = AddSecurityFlags(cmd);
-  out->push_back({cmd, [o, http, keys, security] {
-                    std::optional<SecurityConfig> s =
-                        security("sluice orchestrator", {o->config.listen});
-                    if (!s) {
-                      return 2;
-                    }
-                    o->config.security = std::move(*s);
-                    http();
-                    if (Status s = keys(); !s.ok()) {
-                      std::cerr << "sluice orchestrator: --" << s.message() << "\n";
-                      return 2;
-                    }
-                    o->config.worker_timeout = std::chrono::milliseconds(o->worker_timeout_ms);
-                    o->config.assignment_timeout =
-                        std::chrono::milliseconds(o->assignment_timeout_ms);
-                    o->config.result_ttl = std::chrono::seconds(o->result_ttl_s);
-                    for (const std::string& d : o->declared) {
-                      const std::size_t eq = d.find('=');
-                      if (eq == std::string::npos || eq == 0 ||
-                          !o->config.models.emplace(d.substr(0, eq), d.substr(eq + 1)).second) {
-                        std::cerr << "sluice orchestrator: --declare-model '" << d
-                                  << "': NAME=PIPELINE, each NAME once\n";
-                        return 2;
-                      }
-                    }
-                    return RunOrchestrator(o->config, o->exit_on_eof);
-                  }});
+  out->push_back(
+      {cmd, [o, http, keys, security] {
+         std::optional<SecurityConfig> s = security("sluice orchestrator", {o->config.listen});
+         if (!s) {
+           return 2;
+         }
+         o->config.security = std::move(*s);
+         http();
+         if (Status s = keys(); !s.ok()) {
+           std::cerr << "sluice orchestrator: --" << s.message() << "\n";
+           return 2;
+         }
+         o->config.worker_timeout = std::chrono::milliseconds(o->worker_timeout_ms);
+         o->config.assignment_timeout = std::chrono::milliseconds(o->assignment_timeout_ms);
+         o->config.result_ttl = std::chrono::seconds(o->result_ttl_s);
+         o->config.checkpoint_retention = std::chrono::seconds(o->checkpoint_retention_s);
+         for (const std::string& d : o->declared) {
+           const std::size_t eq = d.find('=');
+           if (eq == std::string::npos || eq == 0 ||
+               !o->config.models.emplace(d.substr(0, eq), d.substr(eq + 1)).second) {
+             std::cerr << "sluice orchestrator: --declare-model '" << d
+                       << "': NAME=PIPELINE, each NAME once\n";
+             return 2;
+           }
+         }
+         return RunOrchestrator(o->config, o->exit_on_eof);
+       }});
 }
 
 void AddWorker(CLI::App& app, std::vector<Command>* out) {

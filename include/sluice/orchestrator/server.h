@@ -105,6 +105,9 @@ struct OrchestratorConfig {
   // journal, across restarts too (results are kept in the result dir).
   std::size_t max_finished_jobs = 10000;
   std::chrono::seconds result_ttl{3600};
+  // Checkpoints of jobs submitted with keep_checkpoints stay this long
+  // after each is written (resume_from); 1 s .. 30 days.
+  std::chrono::seconds checkpoint_retention{3600};
   // SQLite journal of accepted jobs; after a restart with the same path,
   // unfinished jobs run again and finished ones answer as before. Empty: no
   // journal (jobs die with the process, results are held in memory).

@@ -62,8 +62,13 @@ Response StatusError(const Status& s) {
   }
 }
 
-// A submission's error: an unknown model is 404 model_not_found.
+// A submission's error: an unknown model is 404 model_not_found; a resumed
+// job's missing job or checkpoint 404 not_found, naming resume_from.
 Response SubmitError(const Status& s) {
+  if (s.code() == StatusCode::kNotFound && s.message().starts_with("resume_from")) {
+    return http::ErrorResponse(404, "invalid_request_error", s.message(), "resume_from",
+                               "not_found");
+  }
   if (s.code() == StatusCode::kNotFound) {
     return http::ErrorResponse(404, "invalid_request_error", s.message(), "model",
                                "model_not_found");

@@ -47,10 +47,17 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
                                                "async",
                                                "priority",
                                                "deadline_ms",
-                                               "guidance"};
-  static const std::set<std::string> kVideo = {
-      "prompt", "size",  "seconds",  "frames",      "fps",  "negative_prompt", "seed",
-      "steps",  "model", "priority", "deadline_ms", "user", "guidance"};
+                                               "guidance",
+                                               "keep_checkpoints",
+                                               "resume_from"};
+  static const std::set<std::string> kVideo = {"prompt",      "size",
+                                               "seconds",     "frames",
+                                               "fps",         "negative_prompt",
+                                               "seed",        "steps",
+                                               "model",       "priority",
+                                               "deadline_ms", "user",
+                                               "guidance",    "keep_checkpoints",
+                                               "resume_from"};
   for (const auto& [k, v] : j.items()) {
     if ((video ? kVideo : kImage).count(k) == 0) {
       return bad(k.c_str(), "unknown field");
@@ -183,7 +190,26 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
   if (j.contains("async") && !j["async"].is_boolean()) {
     return bad("async", "true or false");
   }
+  if (j.contains("keep_checkpoints") && !j["keep_checkpoints"].is_boolean()) {
+    return bad("keep_checkpoints", "true or false");
+  }
+  std::optional<ResumeFrom> resume;
+  if (j.contains("resume_from")) {
+    const json& f = j["resume_from"];
+    const bool job = f.is_object() && f.contains("job") && f["job"].is_string() &&
+                     !f["job"].get<std::string>().empty() &&
+                     f["job"].get<std::string>().size() <= 256;
+    const bool step = f.is_object() && f.contains("step") && f["step"].is_number_integer() &&
+                      f["step"] >= 1 && f["step"] <= limits.max_steps;
+    if (!job || !step || f.size() != 2) {
+      return bad("resume_from", "{\"job\": a job id, \"step\": an integer in 1.." +
+                                    std::to_string(limits.max_steps) + "}");
+    }
+    resume = ResumeFrom{f["job"].get<std::string>(), f["step"].get<int>()};
+  }
   JobRequest r;
+  r.keep_checkpoints = j.value("keep_checkpoints", false);
+  r.resume_from = std::move(resume);
   r.kind = std::string(kind);
   if (j.contains("model")) {
     if (!j["model"].is_string()) {
@@ -217,6 +243,8 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
   j["size"] = size;
   j["seed"] = SeedBits(j);
   j.erase("async");
+  j.erase("resume_from");       // Submission resolves it (resume_checkpoint).
+  j.erase("keep_checkpoints");  // Submission writes it back with its retention.
   r.request_json = j.dump();
   return r;
 }

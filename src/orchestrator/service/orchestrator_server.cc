@@ -148,6 +148,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
               o.default_model = c.default_model;
               o.max_finished_jobs = c.max_finished_jobs;
               o.result_ttl = c.result_ttl;
+              o.checkpoint_retention = c.checkpoint_retention;
               o.check_outputs = c.check_outputs;
               o.max_bad_outputs = c.max_bad_outputs;
               o.tenants = c.access.tenants;
@@ -458,6 +459,10 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
   }
   if (config.max_attempts < 1 || config.max_attempts > 100) {
     return InvalidArgumentError("orchestrator: max_attempts must be in 1..100");
+  }
+  if (config.checkpoint_retention.count() < 1 ||
+      config.checkpoint_retention > std::chrono::hours(24 * 30)) {
+    return InvalidArgumentError("orchestrator: checkpoint_retention must be 1 s .. 30 days");
   }
   if (config.max_finished_jobs < 1 || config.result_ttl.count() < 1) {
     return InvalidArgumentError(

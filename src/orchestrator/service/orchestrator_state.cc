@@ -124,6 +124,7 @@ Result<JobId> OrchestratorState::Submit(const JobRequest& request) {
   }
   const std::optional<CachedStart> cached = CachedStartFor(r);
   MutexLock lock(mu_);
+  SLUICE_RETURN_IF_ERROR(ResolveCheckpointsLocked(r, now));
   if (auto t = options_.tenants.find(r.tenant); t != options_.tenants.end()) {
     const TenantLimits& l = t->second;
     const auto u = unfinished_.find(r.tenant);
@@ -374,6 +375,9 @@ Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
       continue;  // Stale: the job moved on.
     }
     auto j = jobs_.find(p.job_id());
+    if (j != jobs_.end() && p.checkpointed() && j->second.request.keep_checkpoints) {
+      j->second.kept.try_emplace(static_cast<int>(p.step()), now);
+    }
     if (j != jobs_.end() && p.checkpointed() &&
         static_cast<int>(p.step()) > j->second.saved.checkpoint_step) {
       j->second.saved.checkpoint_step = static_cast<int>(p.step());

@@ -61,6 +61,15 @@ struct ServiceOptions {
   // How often one job runs its encode stage again because a cached input
   // was evicted before its consumer read it; past that the job fails.
   int max_cache_reruns = 3;
+  // How long the checkpoints of a job submitted with keep_checkpoints stay
+  // in the store after each is written (their ttl), for resume_from.
+  std::chrono::seconds checkpoint_retention{3600};
+};
+
+// Where a resumed job starts: step `step` of job `job`'s kept checkpoints.
+struct ResumeFrom {
+  std::string job;  // Its public id.
+  int step = 0;
 };
 
 struct JobRequest {
@@ -77,6 +86,14 @@ struct JobRequest {
   PriorityClass priority = PriorityClass::kStandard;
   std::optional<std::chrono::milliseconds> deadline;  // From submission.
   std::string affinity;
+  // Its denoise keeps a checkpoint of every step for checkpoint_retention
+  // (the request JSON carries keep_checkpoints and keep_checkpoints_s).
+  bool keep_checkpoints = false;
+  // Denoise starts from this kept checkpoint of an earlier job (possibly
+  // under a changed prompt, negative prompt or guidance); submission puts
+  // the earlier request and the step into the request JSON as
+  // "resume_checkpoint".
+  std::optional<ResumeFrom> resume_from;
 };
 
 // How far an unfinished job got: the output of its last finished stage
@@ -342,8 +359,9 @@ class OrchestratorState {
     TimePoint queued_since;                      // Became ready for its current stage.
     std::map<std::string, std::string> outputs;  // Per stage.
     std::map<std::string, std::vector<std::string>> payload_keys;
-    JobProgress saved;     // What the journal holds of its progress.
-    int cache_reruns = 0;  // Producer re-runs after a cached input was evicted.
+    JobProgress saved;              // What the journal holds of its progress.
+    int cache_reruns = 0;           // Producer re-runs after a cached input was evicted.
+    std::map<int, TimePoint> kept;  // keep_checkpoints: step -> when it was reported.
   };
   // A model's declared condition encoder and the stage declaring it.
   struct EncoderDecl {
@@ -398,6 +416,13 @@ class OrchestratorState {
   Result<JobId> SubmitLocked(JobId id, const JobRequest& r, TimePoint now, bool journal,
                              const JobProgress* from = nullptr, const CachedStart* cached = nullptr)
       SLUICE_REQUIRES(mu_);
+  // (orchestrator_state_resume.cc) Checks `r.resume_from` against the
+  // earlier job's kept checkpoints and puts them into `r.request_json`;
+  // adds keep_checkpoints_s for a job that keeps its own. Errors:
+  // kNotFound ("resume_from: ..." a job or checkpoint that is not there);
+  // kInvalidArgument (a step not kept, listing those kept; a request whose
+  // size, seed, steps or frames differ from the earlier one's).
+  Status ResolveCheckpointsLocked(JobRequest& r, TimePoint now) SLUICE_REQUIRES(mu_);
   // (orchestrator_state_cache.cc) Records a worker's encoder declaration.
   void DeclareEncoderLocked(const std::vector<std::string>& models, const std::string& stage,
                             const cache::ConditionEncoder& e) SLUICE_REQUIRES(mu_);
