@@ -75,6 +75,38 @@ void RemoveCheckpoints(const ReferenceStageOptions& o, const Request& r, Sampler
   }
 }
 
+// The negative condition's cross-attention keys and values, through the
+// feature cache (shared by every request with that negative prompt);
+// computed here when the cache fails.
+std::vector<float> NegativeCrossKv(StageContext& ctx, cache::Cache& features,
+                                   const std::string& negative_key,
+                                   const std::vector<float>& cond) {
+  const float* negative = cond.data() + std::size_t{reference::kTextLen} * reference::kTextDim;
+  auto compute = [negative] { return reference::ReferenceModels().denoiser.CrossKv(negative); };
+  const std::vector<cache::Field> parts = {{"model", std::string(kReferenceModelName)},
+                                           {"model_version", std::string("1")},
+                                           {"negative", negative_key},
+                                           {"part", std::string("cross_kv")}};
+  Result<std::string> key = cache::FeatureKey("sluice.reference.dit", parts);
+  constexpr std::size_t kBytes = reference::Denoiser::kCrossKvFloats * sizeof(float);
+  Result<std::vector<std::byte>> got = key.status();
+  if (key.ok()) {
+    got = features.GetOrCompute(*key, [&]() -> Result<std::vector<std::byte>> {
+      const std::vector<float> kv = compute();
+      const auto* p = reinterpret_cast<const std::byte*>(kv.data());
+      return std::vector<std::byte>(p, p + kBytes);
+    });
+  }
+  if (!got.ok() || got->size() != kBytes) {
+    SLUICE_LOG(warn, "job {}: shared negative keys unavailable ({}); computing them here",
+               ctx.job_id(), got.ok() ? "wrong size" : got.status().ToString());
+    return compute();
+  }
+  std::vector<float> kv(reference::Denoiser::kCrossKvFloats);
+  std::memcpy(kv.data(), got->data(), kBytes);
+  return kv;
+}
+
 // What the request asks of checkpoints: keep_checkpoints (every step, for
 // keep_checkpoints_s) and resume_checkpoint (an earlier job's request and
 // kept step, put there by the orchestrator for resume_from). Errors:
@@ -133,6 +165,10 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
   SamplerRun run;
   SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> cond_keys,
                           cache::ConditionKeysFor(ReferenceConditionEncoder(), ctx.request_json()));
+  std::vector<float> negative_kv;  // CFG sharing: the negative branch's keys and values.
+  if (o.feature_cache != nullptr) {
+    negative_kv = NegativeCrossKv(ctx, *o.feature_cache, cond_keys[1], cond);
+  }
   run.key = [&r, cond_keys](int step) {
     return *cache::CheckpointKey(ReferenceCheckpointParts(r, cond_keys, step));
   };
@@ -177,7 +213,8 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
       RemoveCheckpoints(o, r, run);
       return Status(StatusCode::kCancelled, "stopped at step " + std::to_string(step));
     }
-    reference::DenoiseStep(r, cond.data(), step, x);
+    reference::DenoiseStep(r, cond.data(), step, x,
+                           negative_kv.empty() ? nullptr : negative_kv.data());
     const int done = step + 1;
     const bool yield = may_yield && ctx.ShouldCheckpoint() && done < r.steps;
     const int every = run.keep ? 1 : o.checkpoint_every;  // Kept: every step.

@@ -27,6 +27,7 @@ struct EmbeddedWorker {
   std::unique_ptr<DiffusionConnector> connector;
   std::unique_ptr<StoreClient> checkpoints;  // Checkpoints, cached conditions.
   std::unique_ptr<cache::Cache> conditions;  // Encode workers with the condition cache.
+  std::unique_ptr<cache::Cache> features;    // Denoise workers sharing CFG branch keys.
   std::vector<std::unique_ptr<StageWorker>> registrations;
 };
 
@@ -78,6 +79,12 @@ class EmbeddedClusterImpl {
                                   cache::Cache::Create(w.checkpoints.get(), cache::CacheOptions{}));
           ro.condition_cache = w.conditions.get();
         }
+        if ((stage == "denoise" || colocated) && config.cfg_sharing) {
+          cache::CacheOptions fo;
+          fo.name = "feature";
+          SLUICE_ASSIGN_OR_RETURN(w.features, cache::Cache::Create(w.checkpoints.get(), fo));
+          ro.feature_cache = w.features.get();
+        }
         SLUICE_ASSIGN_OR_RETURN(handler, colocated
                                              ? ReferenceColocatedHandler(ro)
                                              : ReferenceStageHandler(stage, w.connector.get(), ro));
@@ -99,6 +106,9 @@ class EmbeddedClusterImpl {
       if (stage == "encode" && w.conditions != nullptr) {
         wc.condition_encoder = ReferenceConditionEncoder();
         wc.caches = {w.conditions.get()};
+      }
+      if ((stage == "denoise" || colocated) && w.features != nullptr) {
+        wc.caches = {w.features.get()};
       }
       wc.capacity = stage == "decode" ? decode_capacity : 1;
       wc.security = security;
@@ -165,7 +175,7 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   mc.security = impl->security;
   // Cached conditions hold at most a quarter of the store; the few texts
   // read most (common negative prompts) are soft-pinned.
-  mc.cache_budgets = {{"condition", 0.25}};
+  mc.cache_budgets = {{"condition", 0.25}, {"feature", 0.25}};
   mc.soft_pin_reads = 4;
   SLUICE_ASSIGN_OR_RETURN(impl->master, MasterServer::Start(mc));
   EngineConfig ec;

@@ -16,6 +16,7 @@
 
 #include "child_process.h"
 #include "metrics_text.h"
+#include "runtime/reference/pipeline.h"
 
 namespace sluice::testing {
 namespace {
@@ -41,9 +42,13 @@ class ConditionCacheTest : public ::testing::Test {
     argv.push_back("--exit-on-stdin-eof");
     return std::make_unique<ChildProcess>(argv);
   }
-  std::unique_ptr<ChildProcess> Worker(const std::string& stage) {
-    auto w = Start({SLUICE_BIN, "worker", "--stage", stage, "--orchestrator", orch_->Word(2),
-                    "--master", master_->Word(2)});
+  std::unique_ptr<ChildProcess> Worker(const std::string& stage,
+                                       const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {SLUICE_BIN, "worker",         "--stage",
+                                     stage,      "--orchestrator", orch_->Word(2),
+                                     "--master", master_->Word(2)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto w = Start(argv);
     EXPECT_EQ(w->Word(1), "worker") << w->banner();
     return w;
   }
@@ -157,6 +162,32 @@ TEST_F(ConditionCacheTest, EncodeWorkersShareEmbeddingsAndACachedJobSkipsEncode)
   EXPECT_TRUE(Ran(events, "cache_hit")) << "no cache_hit event";
   EXPECT_FALSE(Ran(events, "stage_started", "encode")) << "encode ran for a cached job";
   EXPECT_EQ(MetricValue(orch_->Word(3), "sluice_orchestrator_cache_skips_total"), 1);
+}
+
+// CFG branch sharing: a denoise worker sharing the negative prompt's
+// cross-attention keys and values through the feature cache gives the same
+// bytes as one that does not, and a second request with that negative
+// prompt reuses the first one's keys.
+TEST_F(ConditionCacheTest, CfgSharingGivesTheSameBytesAndReusesTheNegativeKeys) {
+  const auto [a, plain] = Generate(Body("a red barn"));
+  ASSERT_FALSE(plain.empty());
+  denoise_.reset();
+  denoise_ = Worker("denoise", {"--cfg-sharing"});
+  const auto [b, shared] = Generate(Body("a red barn"));
+  EXPECT_EQ(shared, plain) << "CFG sharing changed the bytes";
+  const auto [c, other] = Generate(Body("a blue door"));
+  ASSERT_FALSE(other.empty());
+  auto r = reference::ParseRequest(Body("a blue door").dump(), 12, 4.0f);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(other, reference::GenerateAll(*r)->first);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  double hits = 0;
+  while ((hits = MetricValue(orch_->Word(3), "sluice_cache_hits_total{kind=\"feature\"}")) < 1 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_GE(hits, 1) << "the second request did not reuse the negative prompt's keys";
+  EXPECT_EQ(MetricValue(orch_->Word(3), "sluice_cache_computes_total{kind=\"feature\"}"), 1);
 }
 
 // An entry evicted between the orchestrator's lookup and denoise's read:

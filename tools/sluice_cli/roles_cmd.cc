@@ -324,6 +324,9 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
   cmd->add_flag("--condition-cache,!--no-condition-cache", w.condition_cache,
                 "reference encode with --master: cache each text's embedding in the store, "
                 "so a job whose prompt and negative prompt are cached skips encode (default: on)");
+  cmd->add_flag("--cfg-sharing", w.cfg_sharing,
+                "reference denoise with --master: share the negative prompt's cross-attention "
+                "keys and values between requests through the store's feature cache (same bytes)");
   cmd->add_option("--time-factor", w.time_factor, "scales every profile timing")
       ->capture_default_str();
   cmd->add_option("--capacity", w.capacity, "concurrent assignments")

@@ -272,6 +272,11 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
                  "store); pass --checkpoint-every 0 to run without\n";
     return 2;
   }
+  if (o.cfg_sharing && (o.master.empty() || o.stage != "denoise")) {
+    std::cerr << "sluice worker: --cfg-sharing is for --stage denoise with --master (the shared "
+                 "keys live in the store)\n";
+    return 2;
+  }
   Result<ModelProfile> profile = ModelProfile{};
   if (!o.profile.empty()) {
     profile = FindModelProfile(o.profile);
@@ -321,6 +326,17 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
     }
     conditions = std::move(*c);
   }
+  std::unique_ptr<cache::Cache> features;  // CFG branch sharing.
+  if (store != nullptr && o.profile.empty() && o.stage == "denoise" && o.cfg_sharing) {
+    cache::CacheOptions fo;
+    fo.name = "feature";
+    auto c = cache::Cache::Create(store.get(), fo);
+    if (!c.ok()) {
+      std::cerr << "sluice worker: " << c.status().ToString() << "\n";
+      return 1;
+    }
+    features = std::move(*c);
+  }
   Result<StageHandler> handler = StageHandler();
   if (!o.profile.empty()) {
     handler = o.colocated ? ProfileColocatedHandler(*profile, o.time_factor)
@@ -333,6 +349,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
       ro.checkpoint_every = o.checkpoint_every;
     }
     ro.condition_cache = conditions.get();
+    ro.feature_cache = features.get();
     handler = o.colocated ? ReferenceColocatedHandler(ro)
                           : ReferenceStageHandler(o.stage, conn->get(), ro);
   }
@@ -359,6 +376,9 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   if (conditions != nullptr) {
     wc.condition_encoder = ReferenceConditionEncoder();
     wc.caches = {conditions.get()};
+  }
+  if (features != nullptr) {
+    wc.caches = {features.get()};
   }
   wc.assignment_timeout = std::chrono::milliseconds(o.assignment_timeout_ms);
   if (o.assignment_timeout_ms == 0 && !o.profile.empty()) {

@@ -42,6 +42,8 @@ struct WorkerOptions {
   // store (condition cache) and let jobs whose conditions are all cached
   // skip encode.
   bool condition_cache = true;
+  // Reference denoise with --master: CFG branch sharing (feature cache).
+  bool cfg_sharing = false;
   double time_factor = 1.0;
   SecurityConfig security;  // For the orchestrator, the store and the engine.
   // Its assignments' lease; 0: from the profile, else the orchestrator's.

@@ -53,6 +53,9 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
   cmd->add_flag("--condition-cache,!--no-condition-cache", c.condition_cache,
                 "reference encode: cache each text's embedding in the store; a job whose prompt "
                 "and negative prompt are cached skips encode (default: on)");
+  cmd->add_flag("--cfg-sharing", c.cfg_sharing,
+                "reference denoise: share the negative prompt's cross-attention keys and values "
+                "between requests through the store's feature cache (same bytes)");
   cmd->add_option("--checkpoint-every", c.checkpoint_every,
                   "store the denoise state every k steps (0: never)")
       ->check(CLI::Range(0, 1000))

@@ -61,6 +61,15 @@ struct ReferenceStageOptions {
   // entries instead of a payload. Null: encode publishes the condition.
   // Must outlive the handler.
   cache::Cache* condition_cache = nullptr;
+  // Denoise, CFG branch sharing (opt-in): the unconditional branch's
+  // cross-attention keys and values, which depend on the negative prompt
+  // alone and are the same at every step, go through this cache under a
+  // feature key (namespace sluice.reference.dit: model, version, the
+  // negative prompt's condition key), so every request with that negative
+  // prompt reuses them; output bytes are identical with and without. Best
+  // effort: a cache that fails is logged and the keys computed here.
+  // Null: computed at every step. Must outlive the handler.
+  cache::Cache* feature_cache = nullptr;
   // Checkpoints of jobs nobody resumes expire after this.
   std::chrono::seconds checkpoint_ttl{600};
 };

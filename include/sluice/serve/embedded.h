@@ -54,6 +54,9 @@ struct EmbeddedConfig {
   // Reference encode: each text's embedding cached in the store; a job
   // whose prompt and negative prompt are cached skips encode.
   bool condition_cache = true;
+  // Reference denoise: CFG branch sharing (the negative prompt's
+  // cross-attention keys and values in the feature cache); same bytes.
+  bool cfg_sharing = false;
   std::size_t max_queued_jobs = 256;
   std::chrono::milliseconds worker_timeout{3000};
   std::string journal_path;  // Empty: no journal.

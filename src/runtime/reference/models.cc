@@ -129,8 +129,18 @@ Denoiser::Denoiser(std::uint64_t seed) {
   out_b_ = Biases(rng, in);
 }
 
+std::vector<float> Denoiser::CrossKv(const float* cond) const {
+  constexpr std::size_t per_block = static_cast<std::size_t>(kTextLen) * 2 * kDim;
+  std::vector<float> kv(kCrossKvFloats);
+  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+    Linear(cond, kTextLen, kTextDim, blocks_[b].xkv.data(), nullptr, 2 * kDim,
+           kv.data() + b * per_block);
+  }
+  return kv;
+}
+
 void Denoiser::Velocity(const float* x, const LatentShape& s, float sigma, const float* cond,
-                        float* v) const {
+                        float* v, const float* cross_kv) const {
   constexpr int d = kDim, in = kLatentChannels * kPatch * kPatch, p = kPatch;
   const int hp = s.h / p, wp = s.w / p, n = s.tokens();
   const std::size_t plane = static_cast<std::size_t>(s.h) * s.w;
@@ -185,7 +195,8 @@ void Denoiser::Velocity(const float* x, const LatentShape& s, float sigma, const
   std::vector<float> H(X.size()), qkv(X.size() * 3), A(X.size()), F(X.size() * 4),
       kv(static_cast<std::size_t>(kTextLen) * 2 * d), scratch;
   float mod[6 * d];
-  for (const Block& b : blocks_) {
+  for (std::size_t bi = 0; bi < blocks_.size(); ++bi) {
+    const Block& b = blocks_[bi];
     Linear(c2, 1, d, b.ada.data(), b.ada_b.data(), 6 * d, mod);
     const float *sh1 = mod, *sc1 = mod + d, *g1 = mod + 2 * d, *sh2 = mod + 3 * d,
                 *sc2 = mod + 4 * d, *g2 = mod + 5 * d;
@@ -202,9 +213,14 @@ void Denoiser::Velocity(const float* x, const LatentShape& s, float sigma, const
     H = X;
     LayerNorm(H.data(), n, d);
     Linear(H.data(), n, d, b.xq.data(), nullptr, d, qkv.data());
-    Linear(cond, kTextLen, kTextDim, b.xkv.data(), nullptr, 2 * d, kv.data());
-    Attention(qkv.data(), d, kv.data(), 2 * d, kv.data() + d, 2 * d, n, kTextLen, d, kHeads,
-              kTextLen, A.data(), d, scratch);
+    const float* keys = kv.data();
+    if (cross_kv != nullptr) {
+      keys = cross_kv + bi * static_cast<std::size_t>(kTextLen) * 2 * d;
+    } else {
+      Linear(cond, kTextLen, kTextDim, b.xkv.data(), nullptr, 2 * d, kv.data());
+    }
+    Attention(qkv.data(), d, keys, 2 * d, keys + d, 2 * d, n, kTextLen, d, kHeads, kTextLen,
+              A.data(), d, scratch);
     Linear(A.data(), n, d, b.xproj.data(), nullptr, d, H.data());
     AddGated(X.data(), H.data(), n, d, nullptr);
     // MLP.

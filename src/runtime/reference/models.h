@@ -52,11 +52,20 @@ class Denoiser {
  public:
   static constexpr int kDim = 64, kHeads = 4, kDepth = 2;
   explicit Denoiser(std::uint64_t seed);
+  // Floats of CrossKv's result: each block's cross-attention keys and
+  // values of one condition.
+  static constexpr std::size_t kCrossKvFloats =
+      static_cast<std::size_t>(kDepth) * kTextLen * 2 * kDim;
+  // The cross-attention keys and values every block computes from the
+  // condition [kTextLen, kTextDim] (the same at every step): [kDepth,
+  // kTextLen, 2 * kDim]. Velocity given them computes bit-identically.
+  std::vector<float> CrossKv(const float* cond) const;
   // The velocity v [16, t, h, w] at noise level `sigma` (1: pure noise) for
-  // latent x and condition [kTextLen, kTextDim]. REQUIRES h, w even and
-  // s.tokens() <= kMaxTokens.
-  void Velocity(const float* x, const LatentShape& s, float sigma, const float* cond,
-                float* v) const;
+  // latent x and condition [kTextLen, kTextDim]; `cross_kv` (optional):
+  // CrossKv(cond), computed once. REQUIRES h, w even and s.tokens() <=
+  // kMaxTokens.
+  void Velocity(const float* x, const LatentShape& s, float sigma, const float* cond, float* v,
+                const float* cross_kv = nullptr) const;
 
  private:
   struct Block {

@@ -120,14 +120,15 @@ std::vector<float> InitialNoise(const Request& r) {
   return x;
 }
 
-void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x) {
+void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x,
+                 const float* negative_kv) {
   const Models& m = ReferenceModels();
   const LatentShape s = r.latent();
   const float sigma = 1.0f - static_cast<float>(step) / static_cast<float>(r.steps);
   const float next = 1.0f - static_cast<float>(step + 1) / static_cast<float>(r.steps);
   std::vector<float> vc(x.size()), vu(x.size());
   m.denoiser.Velocity(x.data(), s, sigma, cond, vc.data());
-  m.denoiser.Velocity(x.data(), s, sigma, cond + kTextLen * kTextDim, vu.data());
+  m.denoiser.Velocity(x.data(), s, sigma, cond + kTextLen * kTextDim, vu.data(), negative_kv);
   // The network predicts the clean latent x0 (guided), standardized per
   // channel and position within a patch, like a scaled VAE latent; the
   // flow's velocity at x is (x − x0) / σ, so the last step (σ → 0) lands on
@@ -228,6 +229,5 @@ Result<std::pair<std::string, std::string>> GenerateAll(const Request& r) {
   }
   return std::make_pair(dec.Output(), dec.OutputType());
 }
-
 
 }  // namespace sluice::reference

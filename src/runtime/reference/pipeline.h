@@ -44,7 +44,10 @@ std::vector<float> InitialNoise(const Request& r);
 // Sampler step `step` (0-based) of r.steps, σ(i) = 1 − i/steps: the model
 // predicts the clean latent x0 = x0_u + g · (x0_c − x0_u) (guidance g), and
 // x += (σ(step+1) − σ(step)) · (x − x0) / σ(step).
-void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x);
+// `negative_kv` (optional): Denoiser::CrossKv of the negative condition
+// (shared by every request with that negative prompt); bit-identical.
+void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x,
+                 const float* negative_kv = nullptr);
 
 // Decodes output frames as latent frames arrive, in order. Frame 0 comes
 // from latent frame 0; frames 4k−3..4k blend latent frames k−1 and k.

@@ -1,3 +1,4 @@
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -101,6 +102,30 @@ TEST(ReferenceModelsTest, VideoHasTheRequestedFramesAndResumedSamplingMatches) {
   }
   EXPECT_EQ(dec.frames_done(), 6u);
   EXPECT_EQ(dec.Output(), whole->first);
+}
+
+TEST(ReferenceModelsTest, SharedNegativeCrossKvIsBitIdentical) {
+  const Request r =
+      Parse(R"({"prompt":"a fox","negative_prompt":"blur","size":"64x48","steps":3})");
+  const std::vector<float> cond = EncodeCondition(r);
+  const std::vector<float> kv =
+      ReferenceModels().denoiser.CrossKv(cond.data() + kTextLen * kTextDim);
+  ASSERT_EQ(kv.size(), Denoiser::kCrossKvFloats);
+  std::vector<float> a = InitialNoise(r), b = a;
+  for (int i = 0; i < r.steps; ++i) {
+    DenoiseStep(r, cond.data(), i, a);
+    DenoiseStep(r, cond.data(), i, b, kv.data());
+  }
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  // Another negative prompt's keys change the result: they are used.
+  const Request other = Parse(R"({"prompt":"a fox","negative_prompt":"sharp","size":"64x48"})");
+  const std::vector<float> kv2 =
+      ReferenceModels().denoiser.CrossKv(EncodeCondition(other).data() + kTextLen * kTextDim);
+  std::vector<float> c = InitialNoise(r);
+  DenoiseStep(r, cond.data(), 0, c, kv2.data());
+  std::vector<float> d = InitialNoise(r);
+  DenoiseStep(r, cond.data(), 0, d);
+  EXPECT_NE(std::memcmp(c.data(), d.data(), c.size() * sizeof(float)), 0);
 }
 
 }  // namespace
