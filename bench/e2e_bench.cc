@@ -11,6 +11,7 @@
 #include "sluice/serve/embedded.h"
 
 #include "bench/bench_util.h"
+#include "bench/job_timeline.h"
 #include "tools/sluice_cli/http_client.h"
 
 namespace sluice::bench {
@@ -48,54 +49,6 @@ cli::GenerateRequest JobFor(const std::string& workload, int i) {
     r.priority = r.video ? "batch" : "interactive";
   }
   return r;
-}
-
-// A finished job's events: latency, TTFF, and busy seconds per stage.
-struct Timeline {
-  bool succeeded = false;
-  double latency_s = 0, ttff_s = -1;
-  std::map<std::string, double> busy_s;
-};
-
-Timeline ReadTimeline(httplib::Client& http, const std::string& id) {
-  Timeline t;
-  auto res = http.Get("/v1/jobs/" + id + "/events");
-  if (!res || res->status != 200) {
-    return t;
-  }
-  std::istringstream lines(res->body);
-  std::string open_stage;
-  double open_at = 0;
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("data: ", 0) != 0) {
-      continue;
-    }
-    const json e = json::parse(line.substr(6), nullptr, false);
-    if (!e.is_object()) {
-      continue;
-    }
-    const std::string type = e.value("type", "");
-    const double at = e.value("t_ms", 0.0) / 1000.0;
-    if (type == "step" || type == "queued") {
-      continue;
-    }
-    if (type == "first_output") {
-      t.ttff_s = t.ttff_s < 0 ? at : t.ttff_s;
-      continue;
-    }
-    if (!open_stage.empty()) {
-      t.busy_s[open_stage] += at - open_at;
-      open_stage.clear();
-    }
-    if (type == "stage_started") {
-      open_stage = e.value("stage", "");
-      open_at = at;
-    } else if (type == "done") {
-      t.succeeded = true;
-      t.latency_s = at;
-    }
-  }
-  return t;
 }
 
 Status Validate(const E2eBenchOptions& o) {

@@ -44,6 +44,7 @@ struct SamplerRun {
   // Its checkpoints stay (keep_checkpoints; or it resumed an earlier job's
   // kept ones under the same keys): nothing is removed, the ttl ends them.
   bool keep = false;
+  bool every_step = false;  // keep_checkpoints: a checkpoint of every step.
   std::chrono::seconds ttl{0};
   // Resumed from another job's kept checkpoint: that key and step, and
   // whether this run's conditions or guidance differ from that job's (its
@@ -121,6 +122,7 @@ Status ReadCheckpointing(const std::string& request_json, const Request& r,
   }
   if (j.value("keep_checkpoints", false)) {
     run.keep = true;
+    run.every_step = true;
     const auto s = j.value("keep_checkpoints_s", std::int64_t{0});
     if (s > 0) {
       run.ttl = std::chrono::seconds(s);
@@ -217,7 +219,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
                            negative_kv.empty() ? nullptr : negative_kv.data());
     const int done = step + 1;
     const bool yield = may_yield && ctx.ShouldCheckpoint() && done < r.steps;
-    const int every = run.keep ? 1 : o.checkpoint_every;  // Kept: every step.
+    const int every = run.every_step ? 1 : o.checkpoint_every;
     const bool periodic = every > 0 && done % every == 0 && done < r.steps;
     bool saved = false;
     if (o.store != nullptr && (yield || periodic) && !run.edited) {
@@ -238,7 +240,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
           (void)o.store->Remove(run.checkpoints.front().second);
           run.checkpoints.pop_front();
         }
-      } else {
+      } else if (!saved) {
         SLUICE_LOG(warn, "job {}: checkpoint of step {} not stored: {}", ctx.job_id(), done,
                    s.ToString());
       }

@@ -162,6 +162,15 @@ TEST_F(ConditionCacheTest, EncodeWorkersShareEmbeddingsAndACachedJobSkipsEncode)
   EXPECT_TRUE(Ran(events, "cache_hit")) << "no cache_hit event";
   EXPECT_FALSE(Ran(events, "stage_started", "encode")) << "encode ran for a cached job";
   EXPECT_EQ(MetricValue(orch_->Word(3), "sluice_orchestrator_cache_skips_total"), 1);
+  // At submission: A missed both texts, B found its negative prompt, C both.
+  auto field = [&](const std::string& what, const std::string& f) {
+    return MetricValue(orch_->Word(3),
+                       "sluice_orchestrator_condition_" + what + "_total{field=\"" + f + "\"}");
+  };
+  EXPECT_EQ(field("lookups", "prompt"), 3);
+  EXPECT_EQ(field("hits", "prompt"), 1);
+  EXPECT_EQ(field("lookups", "negative_prompt"), 3);
+  EXPECT_EQ(field("hits", "negative_prompt"), 2);
 }
 
 // CFG branch sharing: a denoise worker sharing the negative prompt's

@@ -7,6 +7,7 @@
 
 #include "sluice/units.h"
 
+#include "bench/cache_bench.h"
 #include "bench/connector_bench.h"
 #include "bench/e2e_bench.h"
 #include "bench/http_bench.h"
@@ -238,6 +239,41 @@ void AddE2e(CLI::App& bench, std::vector<Command>* out) {
   out->push_back({cmd, [o] { return Report("e2e", bench::RunE2eBench(o->b)); }});
 }
 
+void AddCache(CLI::App& bench, std::vector<Command>* out) {
+  struct Opts {
+    bench::CacheBenchOptions b;
+    bool json = true;
+  };
+  auto o = std::make_shared<Opts>();
+  bench::CacheBenchOptions& b = o->b;
+  CLI::App* cmd = bench.add_subcommand(
+      "cache", "the condition cache, CFG sharing and resume on an embedded deployment");
+  cmd->add_option("--prompts", b.prompts, "distinct prompts")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--zipf", b.zipf, "prompt popularity exponent (Zipf)")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
+  cmd->add_option("--negatives", b.negatives, "distinct negative prompts (uniform)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--jobs", b.jobs, "jobs per run")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--rate", b.rate, "job arrivals per second (Poisson)")
+      ->check(CLI::Range(0.001, 1000.0))
+      ->capture_default_str();
+  cmd->add_option("--steps", b.steps, "denoise steps per job")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  cmd->add_option("--resume-step", b.resume_step, "the resumed job starts at this step")
+      ->capture_default_str();
+  cmd->add_option("--resume-steps", b.resume_steps, "the resumed job's steps")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
+  out->push_back({cmd, [o] { return Report("cache", bench::RunCacheBench(o->b)); }});
+}
+
 void AddHttp(CLI::App& bench, std::vector<Command>* out) {
   struct Opts {
     bench::HttpBenchOptions b;
@@ -317,6 +353,7 @@ void AddBenchCommands(CLI::App& bench, std::vector<Command>* out) {
   AddStore(bench, out);
   AddConnector(bench, out);
   AddE2e(bench, out);
+  AddCache(bench, out);
   AddHttp(bench, out);
   AddOrchestrator(bench, out);
   AddTransferTarget(bench, out);

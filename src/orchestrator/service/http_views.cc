@@ -172,6 +172,18 @@ std::string MetricsText(const ServiceStats& s) {
           "Jobs that skipped a stage: every condition was cached.", s.cache_skips);
   counter("sluice_orchestrator_cache_reruns_total",
           "Stages re-run because a cached input was evicted before it was read.", s.cache_reruns);
+  out << "# HELP sluice_orchestrator_condition_lookups_total Submissions' condition lookups, "
+         "per request text field.\n# TYPE sluice_orchestrator_condition_lookups_total counter\n";
+  for (const auto& [field, n] : s.condition_lookups) {
+    out << "sluice_orchestrator_condition_lookups_total{field=\"" << field << "\"} " << n.first
+        << "\n";
+  }
+  out << "# HELP sluice_orchestrator_condition_hits_total Of those, found cached.\n# TYPE "
+         "sluice_orchestrator_condition_hits_total counter\n";
+  for (const auto& [field, n] : s.condition_lookups) {
+    out << "sluice_orchestrator_condition_hits_total{field=\"" << field << "\"} " << n.second
+        << "\n";
+  }
   // Workers' caches, per cache kind, summed over every worker.
   const std::pair<const char*, std::uint64_t cache::CacheStats::*> fields[] = {
       {"lookups", &cache::CacheStats::lookups},

@@ -230,6 +230,9 @@ struct ServiceStats {
   // Workers' cache counters per cache kind, summed over every registration
   // (those gone included), as their heartbeats last reported them.
   std::map<std::string, cache::CacheStats> caches;
+  // Submissions' condition lookups per request text field (prompt,
+  // negative_prompt, ...): (looked up, found cached).
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> condition_lookups;
   Histogram job_latency;  // Submission to success.
   Histogram ttff;         // Submission to the first decoded chunk/frame.
   // Queued for a stage to dispatched, per (model, stage).

@@ -56,11 +56,25 @@ std::optional<OrchestratorState::CachedStart> OrchestratorState::CachedStartFor(
   if (!keys.ok()) {
     return std::nullopt;  // The encode stage reports what is wrong.
   }
-  for (const std::string& k : *keys) {
-    Result<bool> there = options_.cache_exists(k);
-    if (!there.ok() || !*there) {
-      return std::nullopt;
+  // Every key is looked up (not only up to the first miss): the per-field
+  // hit rates are what a deployment tunes its cache by.
+  bool all = true;
+  std::vector<bool> found(keys->size());
+  for (std::size_t i = 0; i < keys->size(); ++i) {
+    Result<bool> there = options_.cache_exists((*keys)[i]);
+    found[i] = there.ok() && *there;
+    all = all && found[i];
+  }
+  {
+    MutexLock lock(mu_);
+    for (std::size_t i = 0; i < found.size() && i < decl.encoder.text_fields.size(); ++i) {
+      auto& [looked, hit] = stats_.condition_lookups[decl.encoder.text_fields[i]];
+      ++looked;
+      hit += found[i] ? 1 : 0;
     }
+  }
+  if (!all) {
+    return std::nullopt;
   }
   return CachedStart{decl.stage, cache::EncodeCachedInput(*keys)};
 }
