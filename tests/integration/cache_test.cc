@@ -138,6 +138,38 @@ TEST_F(CacheTest, AFailedComputeReleasesItsClaimAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
 
+// Cache entries are store objects like any other: a master restart loses
+// none (the nodes re-register them) and they keep their cache class.
+TEST_F(CacheTest, EntriesSurviveAMasterRestartWithTheirClass) {
+  auto c = MakeCache(*client_);
+  const std::string key = KeyFor("survives a restart");
+  int computed = 0;
+  auto compute = [&] {
+    ++computed;
+    return Result<std::vector<std::byte>>(Bytes("embedding"));
+  };
+  ASSERT_TRUE(c->Ensure(key, compute).ok());
+  // Nodes learn of commits as they happen (the master answers a held
+  // heartbeat), well within this.
+  std::this_thread::sleep_for(100ms);
+  master_->Kill();
+  StartMaster(master_ep_);
+  ASSERT_EQ(master_->Word(2), master_ep_) << master_->banner();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool back = false;
+  while (!back && std::chrono::steady_clock::now() < deadline) {
+    Result<bool> there = client_->Exists(key);
+    back = there.ok() && *there;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(back) << "the entry did not come back with its node";
+  Result<std::vector<std::byte>> v = c->GetOrCompute(key, compute);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(*v, Bytes("embedding"));
+  EXPECT_EQ(computed, 1) << "computed again after the restart";
+  EXPECT_EQ(MetricValue(master_->Word(3), "sluice_store_cache_objects{class=\"condition\"}"), 1);
+}
+
 TEST_F(CacheTest, AWaiterGivesUpAfterItsWaitTimeout) {
   const std::string key = KeyFor("never computed");
   PutOptions held;
