@@ -28,6 +28,9 @@ Status Validate(const CacheBenchOptions& o) {
   if (o.jobs < 1 || o.jobs > 100000 || !(o.rate > 0 && o.rate <= 1000)) {
     return InvalidArgumentError("--jobs must be 1..100000 and --rate in (0, 1000]");
   }
+  if (o.sweep_encode < 0 || o.sweep_encode > 16) {
+    return InvalidArgumentError("--sweep-encode must be 0..16");
+  }
   if (o.steps < 1 || o.steps > 100 || o.resume_steps < 2 || o.resume_steps > 100 ||
       o.resume_step < 1 || o.resume_step >= o.resume_steps) {
     return InvalidArgumentError(
@@ -57,11 +60,11 @@ std::vector<json> Jobs(const CacheBenchOptions& o) {
   return jobs;
 }
 
-Result<std::unique_ptr<EmbeddedCluster>> Deploy(bool cache, bool cfg) {
+Result<std::unique_ptr<EmbeddedCluster>> Deploy(bool cache, bool cfg, int encode_workers = 1) {
   EmbeddedConfig c;
   c.http_listen = "127.0.0.1:0";
-  c.workers = 4;  // One encode, two denoise, one decode.
-  c.encode_workers = 1;
+  c.workers = encode_workers + 3;  // Two denoise and one decode beside the encode workers.
+  c.encode_workers = encode_workers;
   c.decode_workers = 1;
   c.condition_cache = cache;
   c.cfg_sharing = cfg;
@@ -105,7 +108,7 @@ Result<CacheRun> RunJobs(EmbeddedCluster& cluster, const std::vector<json>& jobs
     sent.emplace_back(id, Clock::now());
   }
   CacheRun run;
-  std::vector<double> latency;
+  std::vector<double> latency, ttff;
   double encode = 0, denoise = 0, end_s = 0;
   for (const auto& [id, at] : sent) {
     const Timeline t = ReadTimeline(http, id);
@@ -116,6 +119,9 @@ Result<CacheRun> RunJobs(EmbeddedCluster& cluster, const std::vector<json>& jobs
     ++run.succeeded;
     run.skipped_encode += t.cache_hit ? 1 : 0;
     latency.push_back(t.latency_s);
+    if (t.ttff_s >= 0) {
+      ttff.push_back(t.ttff_s);
+    }
     encode += t.busy_s.count("encode") ? t.busy_s.at("encode") : 0;
     denoise += t.busy_s.count("denoise") ? t.busy_s.at("denoise") : 0;
     end_s = std::max(end_s, std::chrono::duration<double>(at - start).count() + t.latency_s);
@@ -125,6 +131,7 @@ Result<CacheRun> RunJobs(EmbeddedCluster& cluster, const std::vector<json>& jobs
   run.denoise_busy_per_job_s = denoise / n;
   run.p50_latency_s = Percentile(latency, 0.5);
   run.p99_latency_s = Percentile(latency, 0.99);
+  run.p99_ttff_s = Percentile(ttff, 0.99);
   run.throughput = end_s > 0 ? run.succeeded / end_s : 0;
   return run;
 }
@@ -186,6 +193,20 @@ Result<CacheBenchResult> RunCacheBench(const CacheBenchOptions& o) {
     SLUICE_ASSIGN_OR_RETURN(auto cluster, Deploy(/*cache=*/true, /*cfg=*/true));
     SLUICE_ASSIGN_OR_RETURN(out.cfg, RunJobs(*cluster, jobs, o.rate));
   }
+  for (int e = 1; e <= o.sweep_encode; ++e) {
+    SLUICE_ASSIGN_OR_RETURN(auto cluster, Deploy(/*cache=*/true, /*cfg=*/false, e));
+    SLUICE_ASSIGN_OR_RETURN(CacheRun run, RunJobs(*cluster, jobs, o.rate));
+    out.encode_sweep.emplace_back(e, run.p99_ttff_s);
+  }
+  if (!out.encode_sweep.empty()) {
+    const double unlimited = out.encode_sweep.back().second;
+    for (const auto& [e, p99] : out.encode_sweep) {
+      if (p99 <= 1.1 * unlimited) {
+        out.fewest_encode_workers = e;
+        break;
+      }
+    }
+  }
   out.encode_work_ratio = out.off.encode_busy_per_job_s > 0
                               ? out.on.encode_busy_per_job_s / out.off.encode_busy_per_job_s
                               : 0;
@@ -205,6 +226,7 @@ std::string ToJson(const CacheBenchResult& r) {
                 {"denoise_busy_per_job_s", c.denoise_busy_per_job_s},
                 {"p50_latency_s", c.p50_latency_s},
                 {"p99_latency_s", c.p99_latency_s},
+                {"p99_ttff_s", c.p99_ttff_s},
                 {"throughput", c.throughput}};
   };
   const CacheBenchOptions& o = r.options;
@@ -224,7 +246,13 @@ std::string ToJson(const CacheBenchResult& r) {
             {"resume_step", o.resume_step},
             {"resume_steps", o.resume_steps},
             {"resume_denoise_ratio", r.resume_denoise_ratio},
-            {"resume_target", r.resume_target}};
+            {"resume_target", r.resume_target},
+            {"fewest_encode_workers", r.fewest_encode_workers}};
+  json sweep = json::array();
+  for (const auto& [e, p99] : r.encode_sweep) {
+    sweep.push_back({{"encode_workers", e}, {"p99_ttff_s", p99}});
+  }
+  j["encode_sweep"] = sweep;
   return j.dump();
 }
 

@@ -12,6 +12,8 @@
 #define SLUICE_BENCH_CACHE_BENCH_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sluice/status.h"
 
@@ -26,12 +28,17 @@ struct CacheBenchOptions {
   int steps = 4;         // Denoise steps per job (64x64 images).
   int resume_step = 3;   // The resumed job starts here (of --resume-steps).
   int resume_steps = 8;  // The resumed job's total steps.
+  // With the cache on, the stream again at 1..sweep_encode encode workers
+  // (0: no sweep): the fewest whose p99 TTFF stays within 10% of the run
+  // with the most (the stand-in for unlimited encode capacity).
+  int sweep_encode = 0;
 };
 
 struct CacheRun {
   int succeeded = 0, failed = 0;
   double encode_busy_per_job_s = 0, denoise_busy_per_job_s = 0;
   double p50_latency_s = 0, p99_latency_s = 0, throughput = 0;
+  double p99_ttff_s = 0;
   int skipped_encode = 0;  // Jobs whose every condition was cached.
 };
 
@@ -43,6 +50,8 @@ struct CacheBenchResult {
   double cfg_denoise_ratio = 0;                       // cfg / on denoise busy per job.
   double resume_denoise_ratio = 0;  // Resumed from k of N / the full job's denoise busy.
   double resume_target = 0;         // (N - k) / N + 0.1.
+  std::vector<std::pair<int, double>> encode_sweep;  // (encode workers, p99 TTFF s).
+  int fewest_encode_workers = 0;                     // 0: no sweep.
 };
 
 Result<CacheBenchResult> RunCacheBench(const CacheBenchOptions& o);

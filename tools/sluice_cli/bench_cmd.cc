@@ -270,6 +270,11 @@ void AddCache(CLI::App& bench, std::vector<Command>* out) {
       ->capture_default_str();
   cmd->add_option("--resume-steps", b.resume_steps, "the resumed job's steps")
       ->capture_default_str();
+  cmd->add_option("--sweep-encode", b.sweep_encode,
+                  "also run the stream at 1..N encode workers with the cache on and report the "
+                  "fewest whose p99 TTFF is within 10% of N's (0: no sweep)")
+      ->check(CLI::Range(0, 16))
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
   out->push_back({cmd, [o] { return Report("cache", bench::RunCacheBench(o->b)); }});
 }
