@@ -306,10 +306,11 @@ Result<std::vector<float>> ReadCachedCondition(const std::string& input,
   for (std::size_t i = 0; i < 2; ++i) {
     Result<std::vector<std::byte>> v = o.store->Get(keys[i]);
     if (!v.ok()) {
-      if (v.status().code() == StatusCode::kNotFound) {
-        return NotFoundError("input: cached condition " + keys[i] + " is gone");
-      }
-      return v.status();
+      // Gone, or on a node that cannot be read (lost, restarting): either
+      // way the orchestrator runs encode again, which computes the entry
+      // anew once the store has let go of the old one.
+      return NotFoundError("input: cached condition " + keys[i] +
+                           " is unreadable: " + v.status().ToString());
     }
     if (v->size() != kTextBytes) {
       return InvalidArgumentError("input: cached condition " + keys[i] + " holds " +

@@ -308,6 +308,11 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
     StoreClientConfig sc;
     sc.master = o.master;
     sc.security = o.security;
+    // Its reads and writes are small (conditions, checkpoints) and the job
+    // waits on them: a node that does not answer fails them in seconds
+    // (the stage is retried or its input recomputed), not in a minute. A
+    // master restart is still waited out (master_retry).
+    sc.transfer_timeout = std::chrono::seconds(10);
     auto client = StoreClient::Create(&(*conn)->engine(), sc);
     if (!client.ok()) {
       std::cerr << "sluice worker: " << client.status().ToString() << "\n";

@@ -19,8 +19,8 @@
 // A denoise input may be a cached input (sluice/cache/condition.h) naming
 // the two texts' embeddings [64, 64] f32 in the store (an encode stage with
 // a condition cache, or the orchestrator skipping encode on a hit); an
-// entry gone by then fails the stage with kNotFound, and the orchestrator
-// runs encode again.
+// entry gone or unreadable by then fails the stage with kNotFound, and the
+// orchestrator runs encode again.
 //
 // Request fields (the orchestrator's JSON): prompt, negative_prompt, size
 // "WxH" (16..2048, at most 4096 latent tokens), seed, steps, guidance;
