@@ -26,10 +26,7 @@ Result<std::unique_ptr<Cache>> Cache::Create(StoreClient* store, CacheOptions op
   if (store == nullptr) {
     return InvalidArgumentError("cache: a store client is required");
   }
-  if (options.name.empty() || options.name.size() > 32 ||
-      !std::all_of(options.name.begin(), options.name.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-      })) {
+  if (!IsCacheClassName(options.name)) {
     return InvalidArgumentError("cache: options.name must be 1..32 of [a-z0-9_]");
   }
   if (options.policy.kind != LeaseKind::kCache && options.policy.kind != LeaseKind::kSoftPin) {

@@ -33,6 +33,13 @@ class CacheTest : public StoreTest {
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return std::move(*c);
   }
+  // A compute returning `value` that counts its calls in `*calls`.
+  static Cache::Compute Counting(int* calls, std::string value) {
+    return [calls, value = std::move(value)] {
+      ++*calls;
+      return Result<std::vector<std::byte>>(Bytes(value));
+    };
+  }
   static std::string KeyFor(std::string_view text) {
     return *cache::ConditionKey("test-encoder", "1", text);
   }
@@ -144,10 +151,7 @@ TEST_F(CacheTest, EntriesSurviveAMasterRestartWithTheirClass) {
   auto c = MakeCache(*client_);
   const std::string key = KeyFor("survives a restart");
   int computed = 0;
-  auto compute = [&] {
-    ++computed;
-    return Result<std::vector<std::byte>>(Bytes("embedding"));
-  };
+  const Cache::Compute compute = Counting(&computed, "embedding");
   ASSERT_TRUE(c->Ensure(key, compute).ok());
   // Nodes learn of commits as they happen (the master answers a held
   // heartbeat), well within this.
@@ -191,10 +195,7 @@ TEST_F(CacheTest, EnsureStoresOnceWithoutReadingBackAndOptionsAreChecked) {
   auto c = MakeCache(*client_);
   const std::string key = KeyFor("ensured");
   int computed = 0;
-  auto compute = [&] {
-    ++computed;
-    return Result<std::vector<std::byte>>(Bytes("value"));
-  };
+  const Cache::Compute compute = Counting(&computed, "value");
   ASSERT_TRUE(c->Ensure(key, compute).ok());
   ASSERT_TRUE(c->Ensure(key, compute).ok());
   EXPECT_EQ(computed, 1);

@@ -97,6 +97,22 @@ class ConditionCacheTest : public ::testing::Test {
     return out;
   }
 
+  // A client of the master alone (exists, remove).
+  std::unique_ptr<StoreClient> MetadataClient() {
+    StoreClientConfig sc;
+    sc.master = master_->Word(2);
+    auto store = StoreClient::CreateMetadataOnly(sc);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+  // The condition keys of Body(prompt): prompt, then negative prompt.
+  static std::vector<std::string> KeysOf(const std::string& prompt) {
+    Result<std::vector<std::string>> keys =
+        cache::ConditionKeysFor(ReferenceConditionEncoder(), Body(prompt).dump());
+    EXPECT_TRUE(keys.ok()) << keys.status().ToString();
+    return keys.ok() ? *keys : std::vector<std::string>{};
+  }
+
   double CacheMetric(const std::string& field) {
     return MetricValue(orch_->Word(3), "sluice_cache_" + field + "_total{kind=\"condition\"}");
   }
@@ -132,15 +148,9 @@ TEST_F(ConditionCacheTest, EncodeWorkersShareEmbeddingsAndACachedJobSkipsEncode)
   ASSERT_TRUE(MetricReaches("computes", 2));
 
   // The entries outlive job A's cleanup.
-  StoreClientConfig sc;
-  sc.master = master_->Word(2);
-  auto store = StoreClient::CreateMetadataOnly(sc);
-  ASSERT_TRUE(store.ok());
-  Result<std::vector<std::string>> keys =
-      cache::ConditionKeysFor(ReferenceConditionEncoder(), Body("a lighthouse at dusk").dump());
-  ASSERT_TRUE(keys.ok());
-  for (const std::string& k : *keys) {
-    EXPECT_TRUE(*(*store)->Exists(k)) << k;
+  auto store = MetadataClient();
+  for (const std::string& k : KeysOf("a lighthouse at dusk")) {
+    EXPECT_TRUE(*store->Exists(k)) << k;
   }
 
   // Only a second encode worker left: job B's new prompt is computed
@@ -215,15 +225,9 @@ TEST_F(ConditionCacheTest, AnEntryGoneBeforeDenoiseReadsItRunsEncodeAgain) {
   auto r = http.Post("/v1/images/generations", body.dump(), "application/json");
   ASSERT_TRUE(r && r->status / 100 == 2) << (r ? r->body : "no answer");
   const std::string b = json::parse(r->body)["id"];
-  StoreClientConfig sc;
-  sc.master = master_->Word(2);
-  auto store = StoreClient::CreateMetadataOnly(sc);
-  ASSERT_TRUE(store.ok());
-  Result<std::vector<std::string>> keys =
-      cache::ConditionKeysFor(ReferenceConditionEncoder(), Body("a quiet orchard").dump());
-  ASSERT_TRUE(keys.ok());
-  for (const std::string& k : *keys) {
-    ASSERT_TRUE((*store)->Remove(k).ok()) << k;  // As if evicted.
+  auto store = MetadataClient();
+  for (const std::string& k : KeysOf("a quiet orchard")) {
+    ASSERT_TRUE(store->Remove(k).ok()) << k;  // As if evicted.
   }
   denoise_ = Worker("denoise");
   const auto deadline = std::chrono::steady_clock::now() + 30s;

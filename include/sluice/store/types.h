@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sluice {
@@ -30,6 +31,20 @@ enum class LeaseKind : std::uint8_t {
   kTtl,              // Removed `ttl` after commit.
   kSoftPin,          // Evicted only when no kCache object is left to evict.
 };
+
+// A cache class name (LeasePolicy::cache_class, cache kinds, budgets):
+// 1..32 of [a-z0-9_].
+inline bool IsCacheClassName(std::string_view name) {
+  if (name.empty() || name.size() > 32) {
+    return false;
+  }
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
+      return false;
+    }
+  }
+  return true;
+}
 
 struct LeasePolicy {
   LeaseKind kind = LeaseKind::kCache;

@@ -521,10 +521,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterConfig& co
   }
   double budgets = 0;
   for (const auto& [c, fraction] : config.cache_budgets) {
-    const bool name = !c.empty() && c.size() <= 32 && std::all_of(c.begin(), c.end(), [](char ch) {
-      return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
-    });
-    if (!name || !(fraction > 0 && fraction <= 1)) {
+    if (!IsCacheClassName(c) || !(fraction > 0 && fraction <= 1)) {
       return InvalidArgumentError("master: cache budget '" + c +
                                   "': want a class of 1..32 [a-z0-9_] and a share in (0, 1]");
     }

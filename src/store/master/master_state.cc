@@ -313,10 +313,7 @@ Status MasterState::CheckPut(const PutRequest& req) const {
   if (const std::string& c = req.policy.cache_class; !c.empty()) {
     const bool cache =
         req.policy.kind == LeaseKind::kCache || req.policy.kind == LeaseKind::kSoftPin;
-    const bool name = c.size() <= 32 && std::all_of(c.begin(), c.end(), [](char ch) {
-                        return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
-                      });
-    if (!cache || !name) {
+    if (!cache || !IsCacheClassName(c)) {
       return InvalidArgumentError(
           "PutStart: cache_class must be 1..32 of [a-z0-9_], on cache and soft_pin objects only");
     }
