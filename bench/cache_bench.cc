@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "sluice/serve/embedded.h"
@@ -92,6 +93,37 @@ Result<std::string> Post(httplib::Client& http, const json& body) {
   return json::parse(r->body).value("id", "");
 }
 
+// Every cache kind's counters: the workers' from the orchestrator's
+// `/metrics` (`sluice_cache_<field>_total{kind="K"} V`), the store's from
+// its master.
+void ReadCacheKinds(httplib::Client& http, const EmbeddedCluster& cluster, CacheRun* run) {
+  // Workers report their counters with their heartbeats (every 200 ms):
+  // a few of them bring in the last jobs' counts.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (auto r = http.Get("/metrics"); r && r->status == 200) {
+    const std::string prefix = "sluice_cache_", kind = "_total{kind=\"";
+    std::istringstream in(r->body);
+    for (std::string line; std::getline(in, line);) {
+      const std::size_t k = line.find(kind), close = line.find("\"} ");
+      if (line.rfind(prefix, 0) != 0 || k == std::string::npos || close == std::string::npos) {
+        continue;
+      }
+      const std::string field = line.substr(prefix.size(), k - prefix.size());
+      const std::string name = line.substr(k + kind.size(), close - k - kind.size());
+      run->kinds[name][field] = std::strtod(line.c_str() + close + 3, nullptr);
+    }
+  }
+  const MasterMetrics m = cluster.store_metrics();
+  for (const auto& [name, c] : m.cache_classes) {
+    auto& k = run->kinds[name];
+    k["objects"] = static_cast<double>(c.objects);
+    k["bytes"] = static_cast<double>(c.bytes);
+    k["budget_bytes"] = static_cast<double>(c.budget_bytes);
+    k["evictions"] = static_cast<double>(c.evictions);
+  }
+  run->soft_pins = m.soft_pins;
+}
+
 Result<CacheRun> RunJobs(EmbeddedCluster& cluster, const std::vector<json>& jobs, double rate) {
   httplib::Client http("http://" + cluster.http_endpoint());
   http.set_read_timeout(3600, 0);
@@ -133,6 +165,7 @@ Result<CacheRun> RunJobs(EmbeddedCluster& cluster, const std::vector<json>& jobs
   run.p99_latency_s = Percentile(latency, 0.99);
   run.p99_ttff_s = Percentile(ttff, 0.99);
   run.throughput = end_s > 0 ? run.succeeded / end_s : 0;
+  ReadCacheKinds(http, cluster, &run);
   return run;
 }
 
@@ -227,7 +260,9 @@ std::string ToJson(const CacheBenchResult& r) {
                 {"p50_latency_s", c.p50_latency_s},
                 {"p99_latency_s", c.p99_latency_s},
                 {"p99_ttff_s", c.p99_ttff_s},
-                {"throughput", c.throughput}};
+                {"throughput", c.throughput},
+                {"cache_kinds", c.kinds},
+                {"soft_pins", c.soft_pins}};
   };
   const CacheBenchOptions& o = r.options;
   json j = {{"prompts", o.prompts},

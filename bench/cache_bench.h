@@ -11,6 +11,7 @@
 #ifndef SLUICE_BENCH_CACHE_BENCH_H_
 #define SLUICE_BENCH_CACHE_BENCH_H_
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,11 @@ struct CacheRun {
   double p50_latency_s = 0, p99_latency_s = 0, throughput = 0;
   double p99_ttff_s = 0;
   int skipped_encode = 0;  // Jobs whose every condition was cached.
+  // Per cache kind at the end of the run: the workers' counters (lookups,
+  // hits, misses, computes, single_flight_waits, takeovers, bytes_inserted)
+  // and the store's (objects, bytes, budget_bytes, evictions).
+  std::map<std::string, std::map<std::string, double>> kinds;
+  std::uint64_t soft_pins = 0;  // Cache entries the store soft-pinned.
 };
 
 struct CacheBenchResult {

@@ -272,6 +272,10 @@ std::uint64_t EmbeddedCluster::store_job_objects() const {
   return m.objects - m.objects_cached + m.objects_writing + m.reservations;
 }
 
+MasterMetrics EmbeddedCluster::store_metrics() const {
+  return impl_->master->Metrics();
+}
+
 void EmbeddedCluster::Drain(std::chrono::milliseconds timeout) {
   std::vector<std::thread> drains;
   for (internal::EmbeddedWorker& w : impl_->workers) {

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -147,10 +148,11 @@ class ChaosCluster {
         // Without the condition cache: one run in six here left every job
         // after a store node's kill waiting in denoise on its cached
         // conditions past the drain deadline (docs/roadmap.md §10, open).
+        // SLUICE_CHAOS_CONDITION_CACHE=1 turns it on.
         std::vector<std::string> args = {"worker", "--stage",  stage,      "--orchestrator",
                                          orch_ep_, "--master", master_ep_, "--checkpoint-every",
                                          "2"};
-        if (std::string_view(stage) == "encode") {
+        if (std::string_view(stage) == "encode" && EnvInt("SLUICE_CHAOS_CONDITION_CACHE", 0) == 0) {
           args.push_back("--no-condition-cache");
         }
         Add(std::string(stage) + std::to_string(i), args);
@@ -197,6 +199,34 @@ class ChaosCluster {
     for (Role& r : roles_) {
       if (r.proc->pid() > 0) {
         r.max_rss_kib = std::max(r.max_rss_kib, RssAnonKiB(r.proc->pid()));
+      }
+    }
+  }
+
+  // What a stall leaves to read: the orchestrator's pool gauges on
+  // stdout, and every live worker's threads' stacks (gdb, where present)
+  // in the log directory.
+  void DumpStuck(httplib::Client& http) {
+    if (auto m = http.Get("/metrics"); m && m->status == 200) {
+      std::istringstream in(m->body);
+      for (std::string line; std::getline(in, line);) {
+        if (line.rfind("sluice_orchestrator_queued{", 0) == 0 ||
+            line.rfind("sluice_orchestrator_workers{", 0) == 0 ||
+            line.rfind("sluice_orchestrator_free_slots{", 0) == 0 ||
+            line.rfind("sluice_orchestrator_running", 0) == 0) {
+          std::printf("chaos: stalled: %s\n", line.c_str());
+        }
+      }
+    }
+    if (::access("/usr/bin/gdb", X_OK) != 0) {
+      return;
+    }
+    for (const Role& r : roles_) {
+      if (r.args[0] == "worker" && r.proc->pid() > 0) {
+        (void)!std::system(("/usr/bin/gdb -p " + std::to_string(r.proc->pid()) +
+                            " -batch -ex 'thread apply all bt' > " + dir_ + "/" + r.name +
+                            ".stacks 2>&1")
+                               .c_str());
       }
     }
   }
@@ -398,7 +428,7 @@ class ChaosTest : public ::testing::Test {
     httplib::Client http("http://" + c.http_ep());
     http.set_connection_timeout(2, 0);
     http.set_read_timeout(10, 0);
-    std::map<std::string, json> final_state;
+    std::map<std::string, json> final_state, last_seen;
     const auto drain_deadline = Clock::now() + 180s;
     for (const Accepted& a : jobs) {
       while (Clock::now() < drain_deadline) {
@@ -406,6 +436,7 @@ class ChaosTest : public ::testing::Test {
         if (r && r->status == 200) {
           json j = json::parse(r->body, nullptr, false);
           const std::string s = j.value("status", "");
+          last_seen[a.id] = j;
           if (s != "queued" && s != "running") {
             final_state[a.id] = std::move(j);
             break;
@@ -414,12 +445,16 @@ class ChaosTest : public ::testing::Test {
         std::this_thread::sleep_for(100ms);
       }
     }
+    if (final_state.size() < jobs.size()) {
+      c.DumpStuck(http);
+    }
     c.SampleMemory();
     int succeeded = 0, wrong_bytes = 0;
     for (const Accepted& a : jobs) {
       auto it = final_state.find(a.id);
       if (it == final_state.end()) {
-        ADD_FAILURE() << a.id << " did not finish: " << a.body.dump();
+        ADD_FAILURE() << a.id << " did not finish: " << a.body.dump() << "; last seen "
+                      << last_seen[a.id].dump();
         continue;
       }
       if (it->second.value("status", "") != "succeeded") {

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "sluice/orchestrator/server.h"
+#include "sluice/store/master.h"
 #include "sluice/status.h"
 
 namespace sluice {
@@ -83,6 +84,8 @@ class EmbeddedCluster {
   // entries (the condition cache's stay by design), open puts and
   // reservations. Zero once every job is done and cleaned up.
   std::uint64_t store_job_objects() const;
+  // The store master's gauges and counters now (cache classes included).
+  MasterMetrics store_metrics() const;
   // Workers stop taking work and finish (or hand back) what they run.
   // Idempotent.
   void Drain(std::chrono::milliseconds timeout = std::chrono::seconds(30));
