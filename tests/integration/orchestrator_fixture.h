@@ -179,10 +179,15 @@ class FakeWorker {
       hb.set_worker_id(id_);
       hb.set_free_slots(1);
       if (stage_ == "denoise") {
-        auto* p = hb.add_progress();
-        p->set_job_id(a.job_id());
-        p->set_step(5);
-        p->set_steps(10);
+        // A job keeping its checkpoints kept steps 2 and 4.
+        const bool keep = request.value("keep_checkpoints", false);
+        for (int step : keep ? std::vector<int>{2, 4, 5} : std::vector<int>{5}) {
+          auto* p = hb.add_progress();
+          p->set_job_id(a.job_id());
+          p->set_step(static_cast<std::uint32_t>(step));
+          p->set_steps(10);
+          p->set_checkpointed(step != 5);
+        }
       } else {
         hb.add_first_output(a.job_id());
       }

@@ -393,6 +393,61 @@ TEST_F(OrchestratorTest, AnOlderJournalsResultsMoveToTheResultDirAndAMissingOneI
   std::filesystem::remove_all(results);
 }
 
+// The steps a job kept for edit and resume survive an orchestrator restart
+// (journaled as reported): a resume from one is accepted, a step not kept
+// is refused listing the kept ones, and past the retention window (read
+// at the restart) the resume answers that the checkpoint expired.
+TEST_F(OrchestratorTest, KeptCheckpointStepsSurviveARestartOnTheJournal) {
+  const std::string journal =
+      ::testing::TempDir() + "/sluice-kept-" + std::to_string(::getpid()) + ".db";
+  std::remove(journal.c_str());
+  Start(64, journal);
+  const std::string grpc_ep = server_->endpoint(), http_ep = server_->http_endpoint();
+  std::string kept;
+  {
+    FakeWorker e(grpc_ep, "encode"), d(grpc_ep, "denoise"), v(grpc_ep, "decode");
+    int status = 0;
+    kept = Post(R"({"prompt":"edit me","seed":3,"keep_checkpoints":true,"async":true})",
+                &status)["id"];
+    ASSERT_EQ(status, 202);
+    EXPECT_EQ(WaitStatus(kept, "succeeded")["status"], "succeeded");
+  }
+  http_.reset();
+  server_.reset();
+
+  Start(64, journal, grpc_ep, http_ep);
+  {
+    FakeWorker e(grpc_ep, "encode"), d(grpc_ep, "denoise"), v(grpc_ep, "decode");
+    int status = 0;
+    const json resumed = Post(R"({"prompt":"edited","seed":3,"async":true,"resume_from":{"job":")" +
+                                  kept + R"(","step":4}})",
+                              &status);
+    ASSERT_EQ(status, 202) << resumed.dump();
+    EXPECT_EQ(WaitStatus(resumed["id"], "succeeded")["status"], "succeeded");
+    const json refused = Post(R"({"prompt":"edited","seed":3,"resume_from":{"job":")" + kept +
+                                  R"(","step":3}})",
+                              &status);
+    EXPECT_EQ(status, 400) << refused.dump();
+    EXPECT_NE(refused.dump().find("kept: 2, 4"), std::string::npos) << refused.dump();
+  }
+  http_.reset();
+  server_.reset();
+
+  std::this_thread::sleep_for(1100ms);
+  configure_ = [](OrchestratorConfig& c) { c.checkpoint_retention = std::chrono::seconds(1); };
+  Start(64, journal, grpc_ep, http_ep);
+  int status = 0;
+  const json expired = Post(R"({"prompt":"edited","seed":3,"resume_from":{"job":")" + kept +
+                                R"(","step":2}})",
+                            &status);
+  EXPECT_EQ(status, 404) << expired.dump();
+  EXPECT_NE(expired.dump().find("expired"), std::string::npos) << expired.dump();
+  http_.reset();
+  server_.reset();
+  std::remove(journal.c_str());
+  std::filesystem::remove_all(journal + ".results");
+}
+
 // A worker that heartbeats but never finishes (no progress) loses the
 // assignment when its lease lapses: the job completes on another worker,
 // and the holder is told to stop.

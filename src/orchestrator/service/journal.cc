@@ -40,6 +40,17 @@ std::int64_t NowUnixMs() {
       .count();
 }
 
+// Whether a journaled request keeps its checkpoints (submission wrote the
+// flag into its JSON).
+bool KeepsCheckpoints(const std::string& request_json) {
+  if (request_json.find("\"keep_checkpoints\"") == std::string::npos) {
+    return false;
+  }
+  const auto j = nlohmann::json::parse(request_json, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("keep_checkpoints") && j["keep_checkpoints"].is_boolean() &&
+         j["keep_checkpoints"].get<bool>();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
@@ -85,6 +96,10 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
   SLUICE_RETURN_IF_ERROR(
       j->Exec("CREATE TABLE IF NOT EXISTS progress (job_id INTEGER PRIMARY KEY, done_stage TEXT, "
               "output BLOB NOT NULL, keys TEXT NOT NULL, checkpoint_step INTEGER NOT NULL)"));
+  // Steps kept for edit and resume, while their checkpoints are retained.
+  SLUICE_RETURN_IF_ERROR(
+      j->Exec("CREATE TABLE IF NOT EXISTS kept (job_id INTEGER NOT NULL, step INTEGER NOT NULL, "
+              "unix_ms INTEGER NOT NULL, PRIMARY KEY (job_id, step))"));
   return j;
 }
 
@@ -237,6 +252,7 @@ Result<std::vector<FinishedRecord>> Journal::Finished(std::size_t keep, std::int
     f.id = static_cast<JobId>(sqlite3_column_int64(st.s, 0));
     f.request.kind = text(1);
     f.request.request_json = text(2);
+    f.request.keep_checkpoints = KeepsCheckpoints(f.request.request_json);
     f.request.name = text(3);
     f.request.tenant = text(4);
     f.request.model = text(5);
@@ -258,7 +274,43 @@ Result<std::vector<FinishedRecord>> Journal::Finished(std::size_t keep, std::int
   return out;
 }
 
-Status Journal::Prune(std::size_t keep, std::int64_t since_unix_s) {
+Status Journal::Keep(const KeptCheckpoint& k) {
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "INSERT OR IGNORE INTO kept (job_id, step, unix_ms) VALUES (?, ?, ?)",
+                         -1, &st.s, nullptr) != SQLITE_OK) {
+    return SqlError(db_, "prepare keep");
+  }
+  sqlite3_bind_int64(st.s, 1, static_cast<sqlite3_int64>(k.job));
+  sqlite3_bind_int64(st.s, 2, k.step);
+  sqlite3_bind_int64(st.s, 3, k.unix_ms);
+  if (sqlite3_step(st.s) != SQLITE_DONE) {
+    return SqlError(db_, "keep checkpoint");
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<KeptCheckpoint>> Journal::Kept() {
+  Stmt st;
+  if (sqlite3_prepare_v2(db_,
+                         "SELECT job_id, step, unix_ms FROM kept WHERE job_id IN "
+                         "(SELECT id FROM jobs) ORDER BY job_id, step",
+                         -1, &st.s, nullptr) != SQLITE_OK) {
+    return SqlError(db_, "prepare kept");
+  }
+  std::vector<KeptCheckpoint> out;
+  int rc;
+  while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
+    out.push_back({static_cast<JobId>(sqlite3_column_int64(st.s, 0)),
+                   sqlite3_column_int(st.s, 1), sqlite3_column_int64(st.s, 2)});
+  }
+  if (rc != SQLITE_DONE) {
+    return SqlError(db_, "select kept");
+  }
+  return out;
+}
+
+Status Journal::Prune(std::size_t keep, std::int64_t since_unix_s,
+                      std::int64_t kept_since_unix_ms) {
   Stmt st;
   if (sqlite3_prepare_v2(db_,
                          "DELETE FROM jobs WHERE status != 'accepted' AND (finished_unix_s < ? OR "
@@ -272,7 +324,18 @@ Status Journal::Prune(std::size_t keep, std::int64_t since_unix_s) {
   if (sqlite3_step(st.s) != SQLITE_DONE) {
     return SqlError(db_, "prune finished jobs");
   }
-  return Exec("DELETE FROM results WHERE job_id NOT IN (SELECT id FROM jobs)");
+  SLUICE_RETURN_IF_ERROR(Exec("DELETE FROM results WHERE job_id NOT IN (SELECT id FROM jobs)"));
+  Stmt kept;
+  if (sqlite3_prepare_v2(db_,
+                         "DELETE FROM kept WHERE unix_ms < ? OR job_id NOT IN (SELECT id FROM jobs)",
+                         -1, &kept.s, nullptr) != SQLITE_OK) {
+    return SqlError(db_, "prepare prune kept");
+  }
+  sqlite3_bind_int64(kept.s, 1, kept_since_unix_ms);
+  if (sqlite3_step(kept.s) != SQLITE_DONE) {
+    return SqlError(db_, "prune kept checkpoints");
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<JournaledJob>> Journal::Unfinished() {
@@ -297,6 +360,7 @@ Result<std::vector<JournaledJob>> Journal::Unfinished() {
     auto text = [&](int col) { return ColumnText(st.s, col); };
     r.kind = text(1);
     r.request_json = text(2);
+    r.keep_checkpoints = KeepsCheckpoints(r.request_json);
     Result<std::vector<StageDecl>> pipe = ParsePipeline(text(3));
     if (!pipe.ok()) {
       return pipe.status().WithContext("journal row " + std::to_string(id));

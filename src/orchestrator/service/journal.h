@@ -3,7 +3,7 @@
 // ends, so a restarted orchestrator resubmits every unfinished job. Each
 // job's progress (its last finished stage's output and store keys, the
 // latest checkpointed step after it) is saved as it happens, so the job can
-// run on from there. Survives a process crash; with synchronous=NORMAL a
+// run on from there; so are the steps a job keeps for edit and resume. Survives a process crash; with synchronous=NORMAL a
 // power loss may drop the last commits.
 // Not thread-safe: the caller serializes (OrchestratorState's lock).
 #ifndef SLUICE_ORCHESTRATOR_SERVICE_JOURNAL_H_
@@ -44,7 +44,10 @@ class Journal : public JobJournal {
   Result<std::vector<JournaledJob>> Unfinished() override;
   Result<std::vector<FinishedRecord>> Finished(std::size_t keep,
                                                std::int64_t since_unix_s) override;
-  Status Prune(std::size_t keep, std::int64_t since_unix_s) override;
+  Status Keep(const KeptCheckpoint& k) override;
+  Result<std::vector<KeptCheckpoint>> Kept() override;
+  Status Prune(std::size_t keep, std::int64_t since_unix_s,
+               std::int64_t kept_since_unix_ms) override;
   Result<JobId> MaxId() override;
 
  private:

@@ -28,6 +28,12 @@ std::int64_t OrchestratorState::UnixNow() {
       .count();
 }
 
+std::int64_t OrchestratorState::UnixNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 OrchestratorState::OrchestratorState(ServiceOptions o, JobJournal* journal, ResultDir* results)
     : options_(std::move(o)), journal_(journal), results_(results), scheduler_(options_.scheduler) {
   for (const ModelSpec& m : options_.models) {
@@ -376,7 +382,7 @@ Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
     }
     auto j = jobs_.find(p.job_id());
     if (j != jobs_.end() && p.checkpointed() && j->second.request.keep_checkpoints) {
-      j->second.kept.try_emplace(static_cast<int>(p.step()), now);
+      KeepLocked(j->second, static_cast<int>(p.step()), now);
     }
     if (j != jobs_.end() && p.checkpointed() &&
         static_cast<int>(p.step()) > j->second.saved.checkpoint_step) {

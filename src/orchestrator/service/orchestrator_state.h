@@ -135,6 +135,14 @@ struct JournaledJob {
 
 // Where accepted jobs are made durable (service/journal.h: SQLite). Called
 // under the state's lock.
+// Step `step` of job `job` checkpointed to keep (keep_checkpoints), as
+// reported at `unix_ms`.
+struct KeptCheckpoint {
+  JobId job = 0;
+  int step = 0;
+  std::int64_t unix_ms = 0;
+};
+
 class JobJournal {
  public:
   virtual ~JobJournal() = default;
@@ -151,9 +159,17 @@ class JobJournal {
   // `since_unix_s`, oldest first, with their results.
   virtual Result<std::vector<FinishedRecord>> Finished(std::size_t keep,
                                                        std::int64_t since_unix_s) = 0;
+  // Records a kept checkpoint (a second report of the same step is a
+  // no-op).
+  virtual Status Keep(const KeptCheckpoint& k) = 0;
+  // Every kept checkpoint of a job the journal still holds (expired ones
+  // too, until Prune: a resume from one answers that it expired).
+  virtual Result<std::vector<KeptCheckpoint>> Kept() = 0;
   // Forgets finished jobs beyond the newest `keep` or finished before
-  // `since_unix_s`.
-  virtual Status Prune(std::size_t keep, std::int64_t since_unix_s) = 0;
+  // `since_unix_s`, and kept checkpoints recorded before `kept_since_unix_ms`
+  // or of jobs forgotten.
+  virtual Status Prune(std::size_t keep, std::int64_t since_unix_s,
+                       std::int64_t kept_since_unix_ms) = 0;
   virtual Result<JobId> MaxId() = 0;
 };
 
@@ -408,6 +424,7 @@ class OrchestratorState {
   void EraseLocked(JobId id) SLUICE_REQUIRES(mu_);
   // Seconds since the Unix epoch, now (journal times, retention).
   static std::int64_t UnixNow();
+  static std::int64_t UnixNowMs();  // Milliseconds, likewise.
   // Keeps a succeeded job's result: in the result dir when there is one
   // (in memory if writing it fails), else in memory.
   void StoreResultLocked(JobRecord& rec, const std::string& bytes) SLUICE_REQUIRES(mu_);
@@ -445,6 +462,11 @@ class OrchestratorState {
   void SaveProgressLocked(JobRecord& j) SLUICE_REQUIRES(mu_);
   // Finished jobs from the journal, queryable again after a restart.
   Status RestoreFinishedLocked() SLUICE_REQUIRES(mu_);
+  // Kept checkpoint steps from the journal onto the jobs restored, with
+  // the time they were reported; a journal that cannot be read is logged.
+  void RestoreKeptLocked(TimePoint now) SLUICE_REQUIRES(mu_);
+  // Records step `step` of a keeping job, in the journal too (once).
+  void KeepLocked(JobRecord& j, int step, TimePoint now) SLUICE_REQUIRES(mu_);
   // Drops finished jobs past result_ttl; prunes the journal's now and then.
   void ExpireFinishedLocked(TimePoint now) SLUICE_REQUIRES(mu_);
 

@@ -56,7 +56,38 @@ Status OrchestratorState::Restore(const PayloadsExist& exist) {
     SLUICE_LOG(info, "journal: {} unfinished job(s) resubmitted, {} past their first stage or step",
                stats_.restored, resumed);
   }
-  return RestoreFinishedLocked();
+  SLUICE_RETURN_IF_ERROR(RestoreFinishedLocked());
+  RestoreKeptLocked(now);
+  return Status::Ok();
+}
+
+void OrchestratorState::RestoreKeptLocked(TimePoint now) {
+  const std::int64_t now_ms = UnixNowMs();
+  Result<std::vector<KeptCheckpoint>> kept = journal_->Kept();
+  if (!kept.ok()) {
+    // Edit and resume of earlier jobs is lost; everything else serves on.
+    SLUICE_LOG(error, "{}", kept.status().ToString());
+    return;
+  }
+  for (const KeptCheckpoint& k : *kept) {
+    if (auto j = jobs_.find(k.job); j != jobs_.end()) {
+      j->second.kept.try_emplace(k.step,
+                                 now - std::chrono::milliseconds(std::max<std::int64_t>(
+                                           0, now_ms - k.unix_ms)));
+    }
+  }
+  if (!kept->empty()) {
+    SLUICE_LOG(info, "journal: {} kept checkpoint step(s) resumable again", kept->size());
+  }
+}
+
+void OrchestratorState::KeepLocked(JobRecord& j, int step, TimePoint now) {
+  if (!j.kept.try_emplace(step, now).second || journal_ == nullptr) {
+    return;
+  }
+  if (Status s = journal_->Keep({j.view.id, step, UnixNowMs()}); !s.ok()) {
+    SLUICE_LOG(error, "{}", s.ToString());
+  }
 }
 
 Status OrchestratorState::RestoreFinishedLocked() {
@@ -174,7 +205,9 @@ void OrchestratorState::ExpireFinishedLocked(TimePoint now) {
   }
   if (journal_ != nullptr && now >= next_prune_) {
     next_prune_ = now + std::chrono::seconds(10);
-    if (Status s = journal_->Prune(options_.max_finished_jobs, oldest_kept); !s.ok()) {
+    if (Status s = journal_->Prune(options_.max_finished_jobs, oldest_kept,
+                                   UnixNowMs() - options_.checkpoint_retention.count() * 1000);
+        !s.ok()) {
       SLUICE_LOG(error, "{}", s.ToString());
     }
   }
