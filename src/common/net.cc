@@ -98,6 +98,45 @@ Result<std::unique_ptr<addrinfo, AddrInfoDeleter>> Resolve(const HostPort& hp, b
 
 }  // namespace
 
+bool IsWildcardHost(std::string_view host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
+}
+
+Result<std::string> AdvertisedEndpoint(const HostPort& bound, std::string_view advertise,
+                                       std::string_view what) {
+  const std::string name(what);
+  if (advertise.empty()) {
+    if (IsWildcardHost(bound.host)) {
+      return InvalidArgumentError(name + ": listening on " + bound.ToString() +
+                                  " (every address) needs an address peers can dial "
+                                  "(give the advertise address)");
+    }
+    return bound.ToString();
+  }
+  HostPort hp;
+  const bool bare_v6 = advertise.front() != '[' &&
+                       advertise.find(':') != advertise.rfind(':');  // Two colons: no port.
+  if (bare_v6 || advertise.find(':') == std::string_view::npos ||
+      (advertise.front() == '[' && advertise.back() == ']')) {
+    hp.host = std::string(advertise.front() == '[' ? advertise.substr(1, advertise.size() - 2)
+                                                   : advertise);
+  } else {
+    Result<HostPort> parsed = ParseHostPort(advertise, /*allow_zero_port=*/true);
+    if (!parsed.ok()) {
+      return InvalidArgumentError(name + ": " + std::string(parsed.status().message()));
+    }
+    hp = std::move(*parsed);
+  }
+  if (IsWildcardHost(hp.host) || hp.host.find_first_of(" /[]") != std::string::npos) {
+    return InvalidArgumentError(name + ": '" + std::string(advertise) +
+                                "' is not an address peers can dial");
+  }
+  if (hp.port == 0) {
+    hp.port = bound.port;
+  }
+  return hp.ToString();
+}
+
 Result<UniqueFd> Listen(const HostPort& hp, std::uint16_t* bound_port) {
   SLUICE_ASSIGN_OR_RETURN(auto ai, Resolve(hp, true));
   UniqueFd fd(::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));

@@ -29,6 +29,19 @@ struct HostPort {
 // Errors: kInvalidArgument naming what is wrong with `text`.
 Result<HostPort> ParseHostPort(std::string_view text, bool allow_zero_port);
 
+// Whether `host` is a wildcard address (0.0.0.0, ::, or empty): a listener
+// bound there cannot be dialed under that name.
+bool IsWildcardHost(std::string_view host);
+
+// What peers dial for a listener bound at `bound` (its real port):
+// `advertise` is "host", "host:port", "[v6]" or "[v6]:port" (a missing or
+// zero port is the bound one), or empty for the bound endpoint itself.
+// Errors: kInvalidArgument naming `what` (the flag) when `advertise` is
+// malformed or a wildcard, or when it is empty and `bound` is a wildcard
+// (peers could not dial it).
+Result<std::string> AdvertisedEndpoint(const HostPort& bound, std::string_view advertise,
+                                       std::string_view what);
+
 // Owns a file descriptor; closes it on destruction.
 class UniqueFd {
  public:

@@ -47,3 +47,36 @@ TEST(ListenTest, ConnectToClosedPortIsUnavailableWithEndpointScope) {
 
 }  // namespace
 }  // namespace sluice::internal
+
+namespace sluice::internal {
+namespace {
+
+TEST(AdvertiseTest, AHostTakesTheBoundPortAndAPortIsKept) {
+  const HostPort bound{"0.0.0.0", 7100};
+  EXPECT_EQ(*AdvertisedEndpoint(bound, "10.0.0.2", "--advertise"), "10.0.0.2:7100");
+  EXPECT_EQ(*AdvertisedEndpoint(bound, "node-b.example:9000", "--advertise"),
+            "node-b.example:9000");
+  EXPECT_EQ(*AdvertisedEndpoint(bound, "10.0.0.2:0", "--advertise"), "10.0.0.2:7100");
+  EXPECT_EQ(*AdvertisedEndpoint(bound, "fd00::2", "--advertise"), "[fd00::2]:7100");
+  EXPECT_EQ(*AdvertisedEndpoint(bound, "[fd00::2]", "--advertise"), "[fd00::2]:7100");
+  EXPECT_EQ(*AdvertisedEndpoint(bound, "[fd00::2]:9000", "--advertise"), "[fd00::2]:9000");
+  EXPECT_EQ(*AdvertisedEndpoint({"10.0.0.2", 7100}, "", "--advertise"), "10.0.0.2:7100");
+  EXPECT_EQ(*AdvertisedEndpoint({"::1", 7100}, "", "--advertise"), "[::1]:7100");
+}
+
+TEST(AdvertiseTest, AWildcardIsNoAddressPeersCanDial) {
+  for (const char* bad : {"0.0.0.0", "::", "[::]:80", "h:99999", "a b"}) {
+    Result<std::string> r = AdvertisedEndpoint({"0.0.0.0", 7100}, bad, "--advertise");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("--advertise"), std::string_view::npos);
+  }
+  for (const char* wildcard : {"0.0.0.0", "::"}) {
+    Result<std::string> r = AdvertisedEndpoint({wildcard, 7100}, "", "--advertise");
+    ASSERT_FALSE(r.ok()) << wildcard;
+    EXPECT_NE(r.status().message().find("needs an address peers can dial"), std::string_view::npos);
+  }
+}
+
+}  // namespace
+}  // namespace sluice::internal

@@ -54,6 +54,7 @@ EngineImpl::EngineImpl(const EngineConfig& config) : config_(config) {}
 Result<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfig& config) {
   std::unique_ptr<EngineImpl> e(new EngineImpl(config));
   SLUICE_RETURN_IF_ERROR(CheckConfig(config));
+  SLUICE_RETURN_IF_ERROR(CheckHostIdEnvironment());
   if (!config.device.empty()) {
     Result<device::DeviceBackend*> b = device::ProcessBackend(config.device);
     if (!b.ok()) {
@@ -80,7 +81,7 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfig& confi
   std::uint16_t port = 0;
   SLUICE_ASSIGN_OR_RETURN(UniqueFd listen_fd, Listen(hp, &port));
   hp.port = port;
-  e->endpoint_ = hp.ToString();
+  SLUICE_ASSIGN_OR_RETURN(e->endpoint_, AdvertisedEndpoint(hp, config.advertise, "advertise"));
   for (int i = 0; i < config.io_threads; ++i) {
     SLUICE_ASSIGN_OR_RETURN(auto loop, EventLoop::Create("sluice-io-" + std::to_string(i)));
     e->loops_.push_back(std::move(loop));

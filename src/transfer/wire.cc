@@ -6,10 +6,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
+
+#include "common/mutex.h"
 
 namespace sluice::internal {
 namespace {
+
+constexpr std::size_t kMaxHostId = 64;
 
 class Writer {
  public:
@@ -61,11 +66,12 @@ void PutHost(Writer& w, const HostInfo& h) {
   w.Put(h.pid);
   w.Put(h.probe_addr);
   w.Put(h.probe);
+  w.PutString(h.host_id);
 }
 
 bool GetHost(Reader& r, HostInfo* h) {
   return r.GetString(&h->boot_id, 64) && r.Get(&h->pid_ns) && r.Get(&h->pid) &&
-         r.Get(&h->probe_addr) && r.Get(&h->probe);
+         r.Get(&h->probe_addr) && r.Get(&h->probe) && r.GetString(&h->host_id, kMaxHostId);
 }
 
 void PutTable(Writer& w, const RegionTable& t) {
@@ -131,6 +137,31 @@ Status Malformed(std::string_view what) {
   return InvalidArgumentError("malformed " + std::string(what) + " body");
 }
 
+Status ValidHostId(std::string_view id, std::string_view what) {
+  if (id.empty() || id.size() > kMaxHostId ||
+      id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+          std::string_view::npos) {
+    return InvalidArgumentError(std::string(what) + " '" + std::string(id) +
+                                "' must be 1-64 of [A-Za-z0-9._-]");
+  }
+  return Status::Ok();
+}
+
+// The host id SetHostId gave, until Self() fixes it.
+Mutex host_id_mu;
+std::string host_id_given SLUICE_GUARDED_BY(host_id_mu);
+bool host_id_fixed SLUICE_GUARDED_BY(host_id_mu) = false;
+
+std::string FixHostId() {
+  MutexLock lock(host_id_mu);
+  host_id_fixed = true;
+  if (!host_id_given.empty()) {
+    return host_id_given;
+  }
+  const char* env = std::getenv("SLUICE_HOST_ID");
+  return env != nullptr && ValidHostId(env, "SLUICE_HOST_ID").ok() ? env : "";
+}
+
 HostInfo ReadSelf() {
   HostInfo h;
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
@@ -140,10 +171,41 @@ HostInfo ReadSelf() {
     h.pid_ns = st.st_ino;
   }
   h.pid = static_cast<std::int32_t>(::getpid());
+  h.host_id = FixHostId();
   return h;
 }
 
 }  // namespace
+
+bool HostInfo::SameHostAs(const HostInfo& peer) const {
+  if (boot_id.empty() || boot_id != peer.boot_id || host_id != peer.host_id) {
+    return false;
+  }
+  return !host_id.empty() || pid_ns == peer.pid_ns;
+}
+
+Status CheckHostIdEnvironment() {
+  const char* env = std::getenv("SLUICE_HOST_ID");
+  return env == nullptr ? Status::Ok() : ValidHostId(env, "SLUICE_HOST_ID");
+}
+
+}  // namespace sluice::internal
+
+namespace sluice {
+
+Status SetHostId(std::string_view id) {
+  SLUICE_RETURN_IF_ERROR(internal::ValidHostId(id, "host id"));
+  MutexLock lock(internal::host_id_mu);
+  if (internal::host_id_fixed) {
+    return FailedPreconditionError("host id: set it before the first transfer engine starts");
+  }
+  internal::host_id_given = std::string(id);
+  return Status::Ok();
+}
+
+}  // namespace sluice
+
+namespace sluice::internal {
 
 const HostInfo& HostInfo::Self() {
   // The probe lives in this static, so its address is stable for the process.

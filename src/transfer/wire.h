@@ -33,7 +33,8 @@ static_assert(std::endian::native == std::endian::little,
 inline constexpr std::uint32_t kWireMagic = 0x31554C53;  // "SLU1"
 // 2: regions carry their device and, for exported device memory, an IPC
 // handle (engines of versions 1 and 2 refuse each other's hello by name).
-inline constexpr std::uint8_t kWireVersion = 2;
+// 3: the hello's host carries the host id (SetHostId).
+inline constexpr std::uint8_t kWireVersion = 3;
 inline constexpr std::size_t kMaxControlBody = 1 << 20;  // Hello, table, error.
 inline constexpr std::size_t kNonceBytes = 32;
 
@@ -69,9 +70,18 @@ struct HostInfo {
   std::int32_t pid = 0;
   std::uint64_t probe_addr = 0;  // Address of `probe` in the owner's memory.
   std::array<std::uint8_t, 16> probe{};
+  std::string host_id;  // SetHostId / SLUICE_HOST_ID; empty: none.
 
+  // This process (its host id fixed at the first call).
   static const HostInfo& Self();
+  // Whether memory can be shared with `peer` directly: the same kernel boot
+  // and host id, and with no host id the same pid namespace.
+  bool SameHostAs(const HostInfo& peer) const;
 };
+
+// The host id SLUICE_HOST_ID names, if valid. Errors: kInvalidArgument
+// naming the variable.
+Status CheckHostIdEnvironment();
 
 // A published region, with what a same-host peer needs to map it.
 struct WireRegion {

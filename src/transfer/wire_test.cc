@@ -8,6 +8,7 @@ namespace {
 TEST(WireTest, HelloOkRoundTrips) {
   HelloOk ok;
   ok.host = HostInfo::Self();
+  ok.host.host_id = "rack-7.node-b";
   WireRegion r;
   r.info = RegionInfo{RegionKey{42}, 0x1000, 4096, MemoryKind::kHost, Access::kRemoteRead, true};
   r.memfd = 7;
@@ -20,6 +21,7 @@ TEST(WireTest, HelloOkRoundTrips) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->host.pid, ok.host.pid);
   EXPECT_EQ(back->host.probe, ok.host.probe);
+  EXPECT_EQ(back->host.host_id, "rack-7.node-b");
   ASSERT_EQ(back->table.regions.size(), 1u);
   EXPECT_EQ(back->table.version, 3u);
   EXPECT_EQ(back->table.regions[0].info.key, RegionKey{42});
@@ -69,6 +71,28 @@ TEST(WireTest, ADeviceRegionCarriesItsDeviceAndIpcHandle) {
     bad(one.regions[0]);
     EXPECT_EQ(DecodeTable(EncodeTable(one)).status().code(), StatusCode::kInvalidArgument);
   }
+}
+
+// One kernel (boot id) and one host id make a host; without a host id the
+// pid namespace must match too.
+TEST(WireTest, SameHostKeysOnBootIdHostIdAndPidNamespace) {
+  HostInfo a;
+  a.boot_id = "b1";
+  a.pid_ns = 10;
+  HostInfo b = a;
+  EXPECT_TRUE(a.SameHostAs(b));
+  b.pid_ns = 11;
+  EXPECT_FALSE(a.SameHostAs(b)) << "another pid namespace, no host id";
+  a.host_id = b.host_id = "node-a";
+  EXPECT_TRUE(a.SameHostAs(b)) << "the deployment says one host";
+  b.host_id = "node-b";
+  b.pid_ns = a.pid_ns;
+  EXPECT_FALSE(a.SameHostAs(b)) << "containers on one kernel told apart";
+  b.host_id = "node-a";
+  b.boot_id = "b2";
+  EXPECT_FALSE(a.SameHostAs(b)) << "another kernel";
+  a.boot_id = b.boot_id = "";
+  EXPECT_FALSE(a.SameHostAs(b)) << "no boot id: never";
 }
 
 TEST(WireTest, TruncatedOrPaddedBodiesAreMalformed) {

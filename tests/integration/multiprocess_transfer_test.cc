@@ -19,11 +19,17 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A transfer_peer child process: "READY <endpoint> <key>".
+// A transfer_peer child process: "READY <endpoint> <key>"; with a host id
+// (SLUICE_HOST_ID) when `host_id` is not empty.
 class PeerProcess : public ChildProcess {
  public:
-  PeerProcess(const std::string& mode, std::size_t size)
-      : ChildProcess({SLUICE_TRANSFER_PEER_BIN, mode, std::to_string(size)}) {
+  PeerProcess(const std::string& mode, std::size_t size, const std::string& host_id = "")
+      : ChildProcess(host_id.empty()
+                         ? std::vector<std::string>{SLUICE_TRANSFER_PEER_BIN, mode,
+                                                    std::to_string(size)}
+                         : std::vector<std::string>{"/usr/bin/env", "SLUICE_HOST_ID=" + host_id,
+                                                    SLUICE_TRANSFER_PEER_BIN, mode,
+                                                    std::to_string(size)}) {
     EXPECT_EQ(Word(0), "READY") << banner();
     endpoint_ = Word(1);
     key_.value = std::stoull("0" + Word(2));
@@ -264,6 +270,55 @@ TEST(MultiProcessDeviceTest, DeviceMemoryIsStagedOverTcpAndAKilledPeerReleasesPi
   EXPECT_EQ(failed.code(), StatusCode::kUnavailable) << failed.ToString();
   EXPECT_EQ(failed.scope(), FailureScope::kEndpoint);
   EXPECT_TRUE((*e)->UnregisterMemory(*dkey).ok()) << "an op leaked its pin";
+}
+
+// Bytes `e` moved over transport `name` so far.
+std::uint64_t TransportBytes(const TransferEngine& e, const std::string& name) {
+  for (const TransportStats& t : e.TransportCounters()) {
+    if (t.name == name) {
+      return t.bytes_read + t.bytes_written;
+    }
+  }
+  return 0;
+}
+
+// Same-host detection keys on the host id too: a peer on this kernel that
+// names another host (SLUICE_HOST_ID, as a container or a test host in a
+// network namespace would) is reached over tcp, one that names none over
+// shm; a malformed id is refused by name.
+TEST(MultiProcessHostIdTest, APeerNamingAnotherHostIsReachedOverTcp) {
+  constexpr std::size_t kSize = 4 << 20;
+  TestBuffer local = TestBuffer::Anonymous(kSize);
+  EngineConfig both;
+  both.transports = {"tcp", "shm"};
+  auto engine = TransferEngine::Create(both);
+  ASSERT_TRUE(engine.ok());
+  TransferEngine& en = **engine;
+  ASSERT_TRUE(en.RegisterMemory(local.data(), kSize, MemoryKind::kHost, Access::kLocalOnly).ok());
+  for (const char* host : {"host-b", ""}) {
+    PeerProcess peer("shared", kSize, host);
+    auto seg = en.OpenSegment(peer.endpoint());
+    ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+    const std::uint64_t tcp = TransportBytes(en, "tcp"), shm = TransportBytes(en, "shm");
+    TransferRequest read{OpKind::kRead, local.data(), *seg, peer.key(), 0, kSize,
+                         TransportHint::kAuto};
+    ASSERT_TRUE(en.TransferSync({&read, 1}, 30s).ok());
+    EXPECT_TRUE(local.Holds(0, kSize, 77, 0));
+    const bool other_host = *host != '\0';
+    EXPECT_EQ(TransportBytes(en, "tcp") - tcp, other_host ? kSize : 0) << "host id '" << host << "'";
+    EXPECT_EQ(TransportBytes(en, "shm") - shm, other_host ? 0 : kSize) << "host id '" << host << "'";
+  }
+  const std::string err = ::testing::TempDir() + "/sluice-host-id-" + std::to_string(::getpid());
+  {
+    ChildProcess bad({"/usr/bin/env", "SLUICE_HOST_ID=no spaces", SLUICE_TRANSFER_PEER_BIN,
+                      "plain", std::to_string(kSize)},
+                     20000, err);
+    EXPECT_NE(bad.Word(0), "READY");
+  }
+  std::stringstream said;
+  said << std::ifstream(err).rdbuf();
+  EXPECT_NE(said.str().find("SLUICE_HOST_ID 'no spaces' must be"), std::string::npos) << said.str();
+  std::remove(err.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, MultiProcessTest,

@@ -20,6 +20,27 @@ namespace {
 
 constexpr const char* kExitOnEofHelp = "stop when stdin closes (for supervisors)";
 
+constexpr const char* kAdvertiseHelp =
+    "what peers dial: HOST, HOST:PORT or [V6] (default: --listen; needed when it is 0.0.0.0 or "
+    "::)";
+
+// --host-id, applied (SetHostId) before the role's engine starts.
+void AddHostIdFlag(CLI::App* cmd, std::string* id) {
+  cmd->add_option("--host-id", *id,
+                  "this host's id for same-host detection: roles share memory directly only "
+                  "with the same kernel and host id (default: SLUICE_HOST_ID, else none)");
+}
+bool ApplyHostId(const char* role, const std::string& id) {
+  if (id.empty()) {
+    return true;
+  }
+  if (Status s = SetHostId(id); !s.ok()) {
+    std::cerr << role << ": --host-id: " << s.message() << "\n";
+    return false;
+  }
+  return true;
+}
+
 int RunMaster(const MasterConfig& config, bool exit_on_eof) {
   BlockStopSignals();
   auto master = MasterServer::Start(config);
@@ -34,10 +55,12 @@ int RunMaster(const MasterConfig& config, bool exit_on_eof) {
   return 0;
 }
 
-int RunStoreNode(const std::string& listen, const StoreNodeConfig& config, bool exit_on_eof) {
+int RunStoreNode(const std::string& listen, const std::string& advertise,
+                 const StoreNodeConfig& config, bool exit_on_eof) {
   BlockStopSignals();
   EngineConfig ec;
   ec.listen = listen;
+  ec.advertise = advertise;
   ec.secret = TransferSecret(config.security);
   auto engine = TransferEngine::Create(ec);
   if (!engine.ok()) {
@@ -84,6 +107,7 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
   CLI::App* cmd = app.add_subcommand("master", "run the store master (metadata, gRPC)");
   cmd->add_option("--listen", o->config.listen, "gRPC endpoint host:port (port 0 picks one)")
       ->capture_default_str();
+  cmd->add_option("--advertise", o->config.advertise, kAdvertiseHelp);
   cmd->add_option("--metrics-port", o->config.metrics_port,
                   "serve Prometheus /metrics on this port of the --listen host (0 picks one)")
       ->check(CLI::Range(0, 65535));
@@ -145,6 +169,7 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
   struct Opts {
     StoreNodeConfig config;
     std::string listen = "127.0.0.1:0", memory = "1GiB", disk_size = "0", disk_rate = "0";
+    std::string advertise, host_id;
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
@@ -159,6 +184,8 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
       ->capture_default_str();
   cmd->add_option("--listen", o->listen, "transfer-engine endpoint host:port")
       ->capture_default_str();
+  cmd->add_option("--advertise", o->advertise, kAdvertiseHelp);
+  AddHostIdFlag(cmd, &o->host_id);
   cmd->add_option("--node-id", o->config.node_id, "default: the engine endpoint");
   cmd->add_option("--disk", o->config.disk_dir,
                   "directory for the disk tier (kept across restarts with the same --node-id "
@@ -174,7 +201,7 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
   SecurityResolver security = AddSecurityFlags(cmd);
   out->push_back({cmd, [o, security] {
                     std::optional<SecurityConfig> s = security("sluice store-node", {o->listen});
-                    if (!s) {
+                    if (!s || !ApplyHostId("sluice store-node", o->host_id)) {
                       return 2;
                     }
                     o->config.security = std::move(*s);
@@ -185,7 +212,7 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
                       std::cerr << "sluice store-node: --disk and --disk-size go together\n";
                       return 2;
                     }
-                    return RunStoreNode(o->listen, o->config, o->exit_on_eof);
+                    return RunStoreNode(o->listen, o->advertise, o->config, o->exit_on_eof);
                   }});
 }
 
@@ -295,6 +322,7 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
 void AddWorker(CLI::App& app, std::vector<Command>* out) {
   struct Opts {
     WorkerOptions worker;
+    std::string host_id;
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
@@ -334,6 +362,8 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
       ->capture_default_str();
   cmd->add_option("--mode", w.mode, "transfer mode: store, p2p or auto")->capture_default_str();
   cmd->add_option("--listen", w.listen, "transfer engine endpoint")->capture_default_str();
+  cmd->add_option("--advertise", w.advertise, kAdvertiseHelp);
+  AddHostIdFlag(cmd, &o->host_id);
   cmd->add_option("--assignment-timeout-ms", w.assignment_timeout_ms,
                   "an assignment with no progress this long goes to another worker (default: "
                   "10x the profile's step, encode or decode time, at least 30 s; without "
@@ -343,7 +373,7 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
   SecurityResolver security = AddSecurityFlags(cmd);
   out->push_back({cmd, [o, security] {
                     std::optional<SecurityConfig> s = security("sluice worker", {o->worker.listen});
-                    if (!s) {
+                    if (!s || !ApplyHostId("sluice worker", o->host_id)) {
                       return 2;
                     }
                     o->worker.security = std::move(*s);

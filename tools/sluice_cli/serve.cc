@@ -289,6 +289,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   cc.role = o.stage;
   cc.store.master = o.master;
   cc.engine.listen = o.listen;
+  cc.engine.advertise = o.advertise;
   cc.security = o.security;
   auto mode = ParseTransferMode(o.mode);
   if (!mode.ok()) {

@@ -32,6 +32,7 @@ int RunGenerate(const GenerateOptions& o);
 
 struct WorkerOptions {
   std::string stage, orchestrator, master, mode = "store", listen = "127.0.0.1:0";
+  std::string advertise;            // The engine's, for peers (empty: listen).
   std::string profile;              // Empty: the reference models.
   std::vector<std::string> models;  // Empty: the reference model, or the profile's.
   bool colocated = false;

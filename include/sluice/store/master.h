@@ -28,6 +28,12 @@ class MasterServerImpl;
 
 struct MasterConfig {
   std::string listen = "127.0.0.1:0";  // gRPC endpoint; port 0 picks one.
+  // What peers dial ("host", "host:port", "[v6]", "[v6]:port"; a missing
+  // port is the bound one): endpoint() and the fast lane offered to clients
+  // (its own port on the advertised host). Empty: the `listen` address; a
+  // wildcard one (0.0.0.0, ::) then offers the fast lane on whatever host
+  // each client dialed the master at.
+  std::string advertise;
   // Prometheus text at GET /metrics on this port of the `listen` host
   // (0 picks one); -1: no metrics endpoint.
   int metrics_port = -1;

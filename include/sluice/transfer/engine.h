@@ -61,6 +61,10 @@ struct SharedAllocation;
 struct EngineConfig {
   // Endpoint to listen on; port 0 lets the kernel pick (read endpoint()).
   std::string listen = "127.0.0.1:0";
+  // What peers dial (endpoint()): "host", "host:port", "[v6]" or
+  // "[v6]:port" (a missing port is the bound one). Empty: `listen` itself,
+  // which then must not be a wildcard (0.0.0.0, ::).
+  std::string advertise;
   // Subset of {"tcp", "shm"}; at least one.
   std::vector<std::string> transports = {"tcp", "shm"};
   // Event-loop threads for tcp and copy threads for shm (each), 1..64.
@@ -197,6 +201,18 @@ class SharedBuffer {
   explicit SharedBuffer(std::shared_ptr<internal::SharedAllocation> alloc);
   std::shared_ptr<internal::SharedAllocation> alloc_;
 };
+
+// Names this process's host for same-host detection: two engines share
+// memory directly (shm, device IPC) only when their kernels' boot ids and
+// their host ids are equal; with no host id (the default, or the
+// SLUICE_HOST_ID environment variable) they must also share a pid
+// namespace. Containers on one kernel are told apart by giving each its
+// own id, or treated as one host by giving them the same id (they then
+// also need each other's /proc, e.g. a shared pid namespace, or the
+// mapping fails and tcp carries the bytes). Call before the first engine
+// starts. Errors: kInvalidArgument (empty, over 64 bytes, or not
+// [A-Za-z0-9._-]); kFailedPrecondition once an engine has started.
+Status SetHostId(std::string_view id);
 
 class TransferEngine {
  public:

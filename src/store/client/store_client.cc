@@ -174,6 +174,11 @@ std::shared_ptr<fastlane::Client> StoreClientImpl::FastLane() {
     SLUICE_LOG(warn, "store client: master offers a bad fast lane '{}'", resp.fast_lane_endpoint());
     return nullptr;
   }
+  if (IsWildcardHost(hp->host)) {
+    // A master on every address (no advertise): its lane is on the host
+    // this client dials it at.
+    hp->host = ParseHostPort(config_.master, false)->host;
+  }
   lane_ = std::make_shared<fastlane::Client>(
       *hp, config_.rpc_spin, 64, DeriveKey(config_.security.token, kFastLaneKeyPurpose));
   return lane_;

@@ -133,8 +133,19 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     }
     hp.port = static_cast<std::uint16_t>(port);
     endpoint_ = hp.ToString();
+    if (fast_lane_) {
+      lane_offered_ = fast_lane_->endpoint();
+    }
+    if (!config.advertise.empty()) {
+      SLUICE_ASSIGN_OR_RETURN(endpoint_, AdvertisedEndpoint(hp, config.advertise, "advertise"));
+      if (fast_lane_) {
+        SLUICE_ASSIGN_OR_RETURN(HostPort lane, ParseHostPort(fast_lane_->endpoint(), false));
+        SLUICE_ASSIGN_OR_RETURN(HostPort there, ParseHostPort(endpoint_, false));
+        lane_offered_ = HostPort{there.host, lane.port}.ToString();
+      }
+    }
     SLUICE_LOG(info, "store master listening on {} (fast lane {})", endpoint_,
-               fast_lane_ ? fast_lane_->endpoint() : "off");
+               fast_lane_ ? lane_offered_ : "off");
     return Status::Ok();
   }
 
@@ -157,7 +168,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
       return r;
     }
     if (fast_lane_) {
-      resp->set_fast_lane_endpoint(fast_lane_->endpoint());
+      resp->set_fast_lane_endpoint(lane_offered_);
     }
     for (std::string& ep : core_.NodeEndpoints()) {
       resp->add_node_endpoints(std::move(ep));
@@ -400,6 +411,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   std::set<EventWatcher*> watchers_ SLUICE_GUARDED_BY(watchers_mu_);
   MasterCore core_;  // After the watchers: its ticker publishes to them.
   std::unique_ptr<fastlane::Server> fast_lane_;
+  std::string lane_offered_;  // The fast lane's endpoint as clients are told it.
   std::unique_ptr<grpc::Server> server_;
   std::string endpoint_;
   httplib::Server http_;

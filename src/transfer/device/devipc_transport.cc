@@ -347,10 +347,10 @@ class DevIpcTransport final : public Transport {
   const TransportCaps& caps() const override { return caps_; }
 
   std::shared_ptr<TransportPath> Attach(const PeerLinkInfo& peer) override {
-    // The backend's IPC reaches processes of this kernel and pid namespace.
+    // The backend's IPC reaches processes of this host (its id too) and
+    // pid namespace.
     const HostInfo& self = HostInfo::Self();
-    if (peer.host.boot_id.empty() || peer.host.boot_id != self.boot_id ||
-        peer.host.pid_ns != self.pid_ns) {
+    if (!self.SameHostAs(peer.host) || peer.host.pid_ns != self.pid_ns) {
       return nullptr;
     }
     return std::make_shared<DevIpcPath>(this, backend_, &pool_, peer.endpoint,

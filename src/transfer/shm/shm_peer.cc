@@ -24,8 +24,7 @@ PeerMapping::~PeerMapping() {
 }
 
 std::unique_ptr<ShmPeer> ShmPeer::Probe(const HostInfo& remote) {
-  const HostInfo& self = HostInfo::Self();
-  if (remote.boot_id.empty() || remote.boot_id != self.boot_id || remote.pid_ns != self.pid_ns) {
+  if (!HostInfo::Self().SameHostAs(remote)) {
     return nullptr;
   }
   auto peer = std::make_unique<ShmPeer>();
