@@ -10,7 +10,8 @@
 // a memory bound. The counts are printed.
 //
 // SLUICE_CHAOS_SECONDS (default 45: two rounds of the six faults) sets the fault phase of each run
-// and SLUICE_CHAOS_SEED (default 7) the schedule.
+// and SLUICE_CHAOS_SEED (default 7) the schedule; SLUICE_CHAOS_CONDITION_CACHE=1 runs
+// the encode workers with the condition cache, SLUICE_CHAOS_BIN names the binary.
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -256,7 +257,10 @@ class ChaosCluster {
     roles_.push_back(std::move(r));
   }
   bool Start(Role& r) {
-    std::vector<std::string> argv = {SLUICE_BIN};
+    // SLUICE_CHAOS_BIN: a copy of the binary, so a long series of runs
+    // is not hit by a rebuild replacing the file roles restart from.
+    const char* bin = std::getenv("SLUICE_CHAOS_BIN");
+    std::vector<std::string> argv = {bin != nullptr && *bin != '\0' ? bin : SLUICE_BIN};
     argv.insert(argv.end(), r.args.begin(), r.args.end());
     argv.insert(argv.end(), security_.begin(), security_.end());
     argv.push_back("--exit-on-stdin-eof");
