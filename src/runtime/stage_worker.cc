@@ -305,6 +305,12 @@ class StageWorkerImpl {
     for (const cache::Cache* c : config_.caches) {
       cache_base_.push_back(c->stats());
     }
+    transport_base_.clear();
+    if (config_.engine != nullptr) {
+      for (const TransportStats& t : config_.engine->TransportCounters()) {
+        transport_base_[t.name] = t;
+      }
+    }
     registered_ = true;
     cv_.NotifyAll();
     return true;
@@ -324,6 +330,20 @@ class StageWorkerImpl {
       c->set_single_flight_waits(now.single_flight_waits - base.single_flight_waits);
       c->set_takeovers(now.takeovers - base.takeovers);
       c->set_bytes_inserted(now.bytes_inserted - base.bytes_inserted);
+    }
+  }
+
+  // The engine's bytes per transport since this registration began.
+  void AppendTransportsLocked(pb::HeartbeatRequest& hb) SLUICE_REQUIRES(mu_) {
+    if (config_.engine == nullptr) {
+      return;
+    }
+    for (const TransportStats& t : config_.engine->TransportCounters()) {
+      const TransportStats& base = transport_base_[t.name];
+      pb::TransportCounters* c = hb.add_transports();
+      c->set_transport(t.name);
+      c->set_bytes_read(t.bytes_read - base.bytes_read);
+      c->set_bytes_written(t.bytes_written - base.bytes_written);
     }
   }
 
@@ -547,6 +567,7 @@ class StageWorkerImpl {
                                         0, config_.capacity - static_cast<int>(running_.size()))));
       hb.set_reports(reports_);
       AppendCachesLocked(hb);
+      AppendTransportsLocked(hb);
       carried.clear();
       for (auto& [id, s] : running_) {
         MutexLock sl(s->mu);
@@ -588,6 +609,7 @@ class StageWorkerImpl {
   std::uint64_t reports_ SLUICE_GUARDED_BY(mu_) = 0;  // Done/Failed sent by this registration.
   // config_.caches' counters when this registration began.
   std::vector<cache::CacheStats> cache_base_ SLUICE_GUARDED_BY(mu_);
+  std::map<std::string, TransportStats> transport_base_ SLUICE_GUARDED_BY(mu_);
   int reporting_ SLUICE_GUARDED_BY(mu_) = 0;         // Reports whose RPC has not returned.
   bool registering_ SLUICE_GUARDED_BY(mu_) = false;  // A Register RPC is in flight.
   bool draining_ SLUICE_GUARDED_BY(mu_) = false;

@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "child_process.h"
+#include "metrics_text.h"
 
 namespace sluice::testing {
 namespace {
@@ -43,6 +46,20 @@ TEST(ClusterTest, EveryRoleAsItsOwnProcessServesAnImageRequest) {
   auto m = http.Get("/metrics");
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("sluice_orchestrator_jobs_succeeded_total 1"), std::string::npos);
+  // Where the payloads went, as the workers' heartbeats report it: every
+  // role on one host, so through shared memory and never over tcp.
+  auto bytes = [&](const char* stage, const char* transport, const char* direction) {
+    return MetricValue(orch.Word(3), std::string("sluice_worker_transfer_bytes_total{stage=\"") +
+                                         stage + "\",transport=\"" + transport +
+                                         "\",direction=\"" + direction + "\"}");
+  };
+  for (int i = 0; i < 50 && bytes("decode", "shm", "read") <= 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // The next heartbeat.
+  }
+  EXPECT_GT(bytes("encode", "shm", "write"), 0);
+  EXPECT_GT(bytes("denoise", "shm", "read"), 0);
+  EXPECT_GT(bytes("decode", "shm", "read"), 0);
+  EXPECT_EQ(bytes("decode", "tcp", "read"), 0);
 }
 
 }  // namespace

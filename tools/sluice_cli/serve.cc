@@ -379,6 +379,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   wc.capacity = o.capacity;
   wc.name = o.stage + "@" + (*conn)->engine().endpoint();
   wc.security = o.security;
+  wc.engine = &(*conn)->engine();
   if (conditions != nullptr) {
     wc.condition_encoder = ReferenceConditionEncoder();
     wc.caches = {conditions.get()};

@@ -27,6 +27,7 @@
 #include "sluice/cache/condition.h"
 #include "sluice/security.h"
 #include "sluice/status.h"
+#include "sluice/transfer/engine.h"
 
 namespace sluice {
 
@@ -115,6 +116,11 @@ struct StageWorkerConfig {
   // Caches whose counters its heartbeats carry to the orchestrator's
   // /metrics (summed per cache kind over workers). Each must outlive it.
   std::vector<const cache::Cache*> caches;
+  // The engine its payloads move through (the connector's), whose bytes
+  // per transport its heartbeats carry to the orchestrator's /metrics
+  // (sluice_worker_transfer_bytes_total). Null: not reported. Must outlive
+  // it.
+  const TransferEngine* engine = nullptr;
   // The cluster credential and TLS for its calls to the orchestrator
   // (sluice/security.h); a refused registration is logged and retried.
   SecurityConfig security;

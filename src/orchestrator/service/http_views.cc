@@ -201,6 +201,15 @@ std::string MetricsText(const ServiceStats& s) {
       out << name << "{kind=\"" << kind << "\"} " << c.*member << "\n";
     }
   }
+  out << "# HELP sluice_worker_transfer_bytes_total Bytes workers' transfer engines moved, per "
+         "stage, transport and direction.\n# TYPE sluice_worker_transfer_bytes_total counter\n";
+  for (const auto& [key, b] : s.transports) {
+    const std::string labels = "stage=\"" + key.first + "\",transport=\"" + key.second + "\"";
+    out << "sluice_worker_transfer_bytes_total{" << labels << ",direction=\"read\"} " << b.read
+        << "\n";
+    out << "sluice_worker_transfer_bytes_total{" << labels << ",direction=\"write\"} "
+        << b.written << "\n";
+  }
   return out.str();
 }
 

@@ -365,6 +365,7 @@ Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
   }
   it->second.last_heartbeat = now;
   RecordCachesLocked(it->second, r);
+  RecordTransportsLocked(it->second, r);
   if (r.draining()) {
     (void)scheduler_.Draining(r.worker_id(), now);
   }
@@ -882,9 +883,13 @@ ServiceStats OrchestratorState::Stats() {
   ServiceStats s = stats_;
   s.scheduler = scheduler_.Stats();
   s.caches = retired_caches_;
+  s.transports = retired_transports_;
   for (const auto& [id, w] : workers_) {
     for (const auto& [kind, c] : w.caches) {
       s.caches[kind] += c;
+    }
+    for (const auto& [transport, b] : w.transports) {
+      s.transports[{w.stage, transport}] += b;
     }
   }
   return s;

@@ -236,6 +236,16 @@ struct ModelView {
   }
 };
 
+// Bytes one transport of workers' engines moved.
+struct TransportBytes {
+  std::uint64_t read = 0, written = 0;
+  TransportBytes& operator+=(const TransportBytes& o) {
+    read += o.read;
+    written += o.written;
+    return *this;
+  }
+};
+
 struct ServiceStats {
   SchedulerStats scheduler;
   std::uint64_t submitted = 0, succeeded = 0, failed = 0, cancelled = 0, rejected = 0;
@@ -246,6 +256,8 @@ struct ServiceStats {
   // Workers' cache counters per cache kind, summed over every registration
   // (those gone included), as their heartbeats last reported them.
   std::map<std::string, cache::CacheStats> caches;
+  // Workers' engine bytes per (stage, transport), likewise summed.
+  std::map<std::pair<std::string, std::string>, TransportBytes> transports;
   // Submissions' condition lookups per request text field (prompt,
   // negative_prompt, ...): (looked up, found cached).
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> condition_lookups;
@@ -404,6 +416,7 @@ class OrchestratorState {
     std::function<void()> closed;
     const void* stream = nullptr;                     // The attached stream's identity.
     std::map<std::string, cache::CacheStats> caches;  // Its last heartbeat's.
+    std::map<std::string, TransportBytes> transports;  // Likewise, per transport.
   };
   void ApplyLocked(TimePoint now) SLUICE_REQUIRES(mu_);
   void EventLocked(JobRecord& j, TimePoint now, std::string type, std::string detail = {})
@@ -453,6 +466,10 @@ class OrchestratorState {
   // (orchestrator_state_cache.cc) A heartbeat's cache counters.
   static void RecordCachesLocked(WorkerRecord& w, const v1::HeartbeatRequest& r);
   // Keeps a departing worker's cache counters in the totals.
+  // Its engine's bytes per transport, from a heartbeat.
+  void RecordTransportsLocked(WorkerRecord& w, const v1::HeartbeatRequest& r)
+      SLUICE_REQUIRES(mu_);
+  // A departing worker's counters (caches, transports) join the totals.
   void RetireCachesLocked(const WorkerRecord& w) SLUICE_REQUIRES(mu_);
   // A stage that failed with kNotFound on a cached input: runs the stage
   // that produced the input again (bounded by max_cache_reruns) and says so.
@@ -486,6 +503,8 @@ class OrchestratorState {
   std::map<std::string, EncoderDecl> encoders_ SLUICE_GUARDED_BY(mu_);  // Per model.
   // Cache counters of workers no longer registered.
   std::map<std::string, cache::CacheStats> retired_caches_ SLUICE_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::string>, TransportBytes> retired_transports_
+      SLUICE_GUARDED_BY(mu_);
   std::vector<std::string> released_keys_ SLUICE_GUARDED_BY(mu_);
   // Watches per job (token, wake), and each token's job.
   std::map<JobId, std::vector<std::pair<std::uint64_t, std::function<void()>>>> watchers_

@@ -95,9 +95,21 @@ void OrchestratorState::RecordCachesLocked(WorkerRecord& w, const v1::HeartbeatR
   }
 }
 
+void OrchestratorState::RecordTransportsLocked(WorkerRecord& w, const v1::HeartbeatRequest& r) {
+  for (const v1::TransportCounters& t : r.transports()) {
+    if (t.transport().empty() || t.transport().size() > 16 || w.transports.size() >= 8) {
+      continue;  // Bounded, as the caches are.
+    }
+    w.transports[t.transport()] = TransportBytes{t.bytes_read(), t.bytes_written()};
+  }
+}
+
 void OrchestratorState::RetireCachesLocked(const WorkerRecord& w) {
   for (const auto& [kind, c] : w.caches) {
     retired_caches_[kind] += c;
+  }
+  for (const auto& [transport, b] : w.transports) {
+    retired_transports_[{w.stage, transport}] += b;
   }
 }
 

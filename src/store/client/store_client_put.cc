@@ -23,6 +23,7 @@ Result<StoreClientImpl::OpenPut> StoreClientImpl::PutStart(std::string_view key,
   FillPutFields(o, &req);
   req.set_replica_num(o.replica_num);
   req.set_preferred_node(o.preferred_node);
+  req.set_client_endpoint(engine_->endpoint());
   if (unreachable != nullptr) {
     for (const std::string& ep : *unreachable) {
       req.add_unreachable(ep);
@@ -106,6 +107,7 @@ Status StoreClientImpl::DoPut(std::string_view key, std::uint64_t len, const Put
     next->set_size(shape.size);
     next->set_replica_num(shape.replica_num);
     next->set_preferred_node(shape.preferred_node);
+    next->set_client_endpoint(engine_->endpoint());
   }
   if (held.has_value()) {
     std::optional<Status> done = PutOverReservation(lane, std::move(*held), key, o, write, next);

@@ -243,6 +243,7 @@ Status MasterCore::PutStart(const pb::PutStartRequest& req, pb::PutStartResponse
                                req.policy(), req.request_id());
   r.replica_num = req.replica_num();
   r.preferred_node = req.preferred_node();
+  r.client_endpoint = req.client_endpoint();
   // Bounded: a caller names at most a few nodes it could not reach.
   for (int i = 0; i < std::min(req.unreachable_size(), 16); ++i) {
     r.unreachable.push_back(req.unreachable(i));
@@ -277,6 +278,7 @@ void MasterCore::CommittedLocked(const std::string& key, const pb::ReserveNext* 
     r.size = reserve->size();
     r.replica_num = reserve->replica_num();
     r.preferred_node = reserve->preferred_node();
+    r.client_endpoint = reserve->client_endpoint();
     // A declined offer is not an error: the next put takes two round trips.
     Result<PutGrant> g = state_.Reserve(r, MasterClock::now());
     if (g.ok()) {

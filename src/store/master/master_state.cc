@@ -241,6 +241,7 @@ bool MasterState::TryPlace(Object& obj, const PutRequest& req, bool skip_unreach
       order.push_back(n.get());
     }
   }
+  const std::string writer_host = HostOf(req.client_endpoint);
   std::stable_sort(order.begin(), order.end(), [&](const Node* a, const Node* b) {
     const bool pa = !req.preferred_node.empty() &&
                     (a->id == req.preferred_node || a->endpoint == req.preferred_node);
@@ -248,6 +249,11 @@ bool MasterState::TryPlace(Object& obj, const PutRequest& req, bool skip_unreach
                     (b->id == req.preferred_node || b->endpoint == req.preferred_node);
     if (pa != pb) {
       return pa;
+    }
+    const bool la = !writer_host.empty() && HostOf(a->endpoint) == writer_host;
+    const bool lb = !writer_host.empty() && HostOf(b->endpoint) == writer_host;
+    if (la != lb) {
+      return la;
     }
     return a->FreeBytes() > b->FreeBytes();
   });

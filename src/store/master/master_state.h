@@ -122,6 +122,9 @@ struct PutRequest {
   LeasePolicy policy;
   std::uint32_t replica_num = 1;
   std::string preferred_node;  // Node id or endpoint; empty = any.
+  // The writer's transfer endpoint: nodes on its host come next after the
+  // preferred one (writes stay on the host; reads cross it once).
+  std::string client_endpoint;
   std::string request_id;
   // Endpoints the caller could not reach: avoided when other nodes have
   // room without evicting or spilling anything.

@@ -71,6 +71,30 @@ TEST_F(MasterStateTest, PutCommitsAndReadersSeeOnlyCompleteObjects) {
   EXPECT_EQ(read->meta.tensor, r.tensor);
 }
 
+// Without a preferred node the first copy goes to a node on the writer's
+// host (by its transfer endpoint's address) when one has room, even one
+// with less free space; a preferred node still comes first.
+TEST_F(MasterStateTest, AWriteLandsOnANodeOfTheWritersHost) {
+  AddNode("10.0.0.2", 64 * kMiB, 11);  // Endpoint 10.0.0.2:1, the most free space.
+  AddNode("10.0.0.3", 8 * kMiB, 12);
+  PutRequest r;
+  r.size = kMiB;
+  for (int i = 0; i < 4; ++i) {
+    r.key = "near/" + std::to_string(i);
+    r.client_endpoint = "10.0.0.3:40000";
+    Result<PutGrant> g = state_.PutStart(r, now_);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    EXPECT_EQ(g->replicas[0].region_key, 12u) << "the writer's host";
+  }
+  r.key = "elsewhere";
+  r.client_endpoint = "10.0.0.9:40000";
+  EXPECT_EQ(state_.PutStart(r, now_)->replicas[0].region_key, 11u) << "no local node: the freest";
+  r.key = "preferred";
+  r.client_endpoint = "10.0.0.3:40000";
+  r.preferred_node = "10.0.0.2";
+  EXPECT_EQ(state_.PutStart(r, now_)->replicas[0].region_key, 11u) << "the preferred node first";
+}
+
 TEST_F(MasterStateTest, SecondPutOfAKeyFailsButARetryOfTheSameRequestIsGranted) {
   AddNode("n1", 8 * kMiB, 11);
   PutRequest r;
