@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/mutex.h"
+#include "common/random.h"
 #include "common/net.h"
 #include "common/rpc_auth.h"
 #include "orchestrator/core/model.h"
@@ -84,7 +85,11 @@ struct RunState {
 class StageWorkerImpl {
  public:
   StageWorkerImpl(StageWorkerConfig c, StageHandler h)
-      : config_(std::move(c)), handler_(std::move(h)) {}
+      : config_(std::move(c)), handler_(std::move(h)) {
+    while (instance_ == 0) {
+      RandomBytes(&instance_, sizeof instance_);
+    }
+  }
 
   ~StageWorkerImpl() { Stop(); }
 
@@ -254,6 +259,8 @@ class StageWorkerImpl {
       req.add_labels(l);
     }
     req.set_name(config_.name.empty() ? config_.stage : config_.name);
+    req.set_instance(instance_);
+    req.set_attempt(++attempts_);
     if (config_.condition_encoder.has_value()) {
       const cache::ConditionEncoder& e = *config_.condition_encoder;
       pb::ConditionEncoder* out = req.mutable_condition_encoder();
@@ -609,6 +616,9 @@ class StageWorkerImpl {
   std::uint64_t reports_ SLUICE_GUARDED_BY(mu_) = 0;  // Done/Failed sent by this registration.
   // config_.caches' counters when this registration began.
   std::vector<cache::CacheStats> cache_base_ SLUICE_GUARDED_BY(mu_);
+  // This worker's registrations: its id for the orchestrator, and attempts.
+  std::uint64_t instance_ = 0;
+  std::atomic<std::uint64_t> attempts_{0};
   std::map<std::string, TransportStats> transport_base_ SLUICE_GUARDED_BY(mu_);
   int reporting_ SLUICE_GUARDED_BY(mu_) = 0;         // Reports whose RPC has not returned.
   bool registering_ SLUICE_GUARDED_BY(mu_) = false;  // A Register RPC is in flight.

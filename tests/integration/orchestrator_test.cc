@@ -25,6 +25,7 @@
 #include "media/frames_archive.h"
 #include "media/png.h"
 #include "orchestrator/service/video_mux.h"
+#include "metrics_text.h"
 #include "orchestrator_fixture.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
@@ -476,6 +477,43 @@ std::uint64_t RegisterEncodeWorker(pb::Orchestrator::Stub& stub) {
   pb::RegisterResponse rr;
   grpc::ClientContext ctx;
   return stub.Register(&ctx, reg, &rr).ok() ? rr.worker_id() : 0;
+}
+
+// A worker's registration attempts carry its instance id and a count: one
+// delayed in the network (an older attempt arriving after a newer one) is
+// refused, and a newer one replaces the record the older made, so a link
+// that drops and returns never leaves a phantom worker taking credits.
+TEST_F(OrchestratorTest, ADelayedRegistrationAttemptLeavesNoPhantomWorker) {
+  Start();
+  auto stub = pb::Orchestrator::NewStub(
+      grpc::CreateChannel(server_->endpoint(), grpc::InsecureChannelCredentials()));
+  auto attempt = [&](std::uint64_t n, grpc::StatusCode* code) {
+    pb::RegisterRequest reg;
+    reg.set_stage("encode");
+    reg.set_capacity(1);
+    reg.set_instance(0x5eed5eed5eedull);
+    reg.set_attempt(n);
+    pb::RegisterResponse rr;
+    grpc::ClientContext ctx;
+    *code = stub->Register(&ctx, reg, &rr).error_code();
+    return rr.worker_id();
+  };
+  auto workers = [&] {
+    return MetricValue(server_->http_endpoint(),
+                       "sluice_orchestrator_workers{model=\"sluice-reference\",stage=\"encode\"}");
+  };
+  grpc::StatusCode code;
+  const std::uint64_t second = attempt(2, &code);
+  ASSERT_EQ(code, grpc::StatusCode::OK);
+  EXPECT_EQ(attempt(1, &code), 0u);
+  EXPECT_EQ(code, grpc::StatusCode::FAILED_PRECONDITION) << "the delayed first attempt";
+  EXPECT_EQ(workers(), 1);
+  const std::uint64_t third = attempt(3, &code);
+  ASSERT_EQ(code, grpc::StatusCode::OK);
+  EXPECT_NE(third, second);
+  EXPECT_EQ(workers(), 1) << "the third attempt replaced the second's record";
+  EXPECT_NE(RegisterEncodeWorker(*stub), 0u) << "workers without an instance are unaffected";
+  EXPECT_EQ(workers(), 2);
 }
 
 // A worker that unregisters and then cancels its assignment stream (what

@@ -200,6 +200,8 @@ class Scheduler {
   // admission-stage jobs resume from their latest checkpoint. Errors:
   // kNotFound.
   Status WorkerLost(WorkerId worker, TimePoint now);
+  // The jobs assigned to `worker` now (none for an unknown worker).
+  std::vector<JobId> AssignedTo(WorkerId worker) const;
   // The output of `producer` for `job` was lost (the store announced it).
   // If the job still needs it, the producing stage runs again: at once when
   // the consumer is only queued; when the consumer is running, after it

@@ -274,6 +274,8 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     r.stage = req->stage();
     r.capacity = static_cast<int>(std::min<std::uint32_t>(req->capacity(), 1u << 20));
     r.labels.assign(req->labels().begin(), req->labels().end());
+    r.instance = req->instance();
+    r.attempt = req->attempt();
     // At most a day: a lease is a liveness bound, not a way to pin work.
     r.assignment_timeout = std::chrono::milliseconds(
         std::min<std::uint64_t>(req->assignment_timeout_ms(), 24ull * 3600 * 1000));

@@ -299,6 +299,21 @@ Result<WorkerId> OrchestratorState::Register(Registration r) {
                                   FormatPipeline(r.pipeline));
     }
   }
+  if (r.instance != 0) {
+    auto inst = instances_.find(r.instance);
+    if (inst != instances_.end() && r.attempt <= inst->second.first) {
+      return FailedPreconditionError("registration attempt " + std::to_string(r.attempt) +
+                          " is older than this worker's attempt " +
+                          std::to_string(inst->second.first) + " (delayed in the network)");
+    }
+    if (inst != instances_.end()) {
+      if (auto old = workers_.find(inst->second.second); old != workers_.end()) {
+        SLUICE_LOG(info, "worker {} ({}) registered again: the older registration goes",
+                   old->first, old->second.stage);
+        LoseWorkerLocked(old, now, "registered again");
+      }
+    }
+  }
   const WorkerId id = next_worker_++;
   SLUICE_RETURN_IF_ERROR(scheduler_.WorkerUp(
       id, WorkerSpec{r.models, r.stage, r.capacity, std::move(r.labels), r.assignment_timeout},
@@ -310,6 +325,10 @@ Result<WorkerId> OrchestratorState::Register(Registration r) {
   w.stage = r.stage;
   w.capacity = r.capacity;
   w.last_heartbeat = now;
+  w.instance = r.instance;
+  if (r.instance != 0) {
+    instances_[r.instance] = {r.attempt, id};
+  }
   ApplyLocked(now);
   return id;
 }
@@ -846,14 +865,31 @@ Status OrchestratorState::Unregister(WorkerId id) {
     return NotFoundError("no worker " + std::to_string(id));
   }
   SLUICE_LOG(info, "worker {} ({}) unregistered", id, it->second.stage);
+  LoseWorkerLocked(it, now, "unregistered");
+  ApplyLocked(now);
+  return Status::Ok();
+}
+
+std::map<WorkerId, OrchestratorState::WorkerRecord>::iterator OrchestratorState::LoseWorkerLocked(
+    std::map<WorkerId, WorkerRecord>::iterator it, TimePoint now, const std::string& why) {
+  const WorkerId id = it->first;
+  for (JobId job : scheduler_.AssignedTo(id)) {
+    if (auto j = jobs_.find(job); j != jobs_.end()) {
+      EventLocked(j->second, now, "worker_lost",
+                  "worker " + std::to_string(id) + " (" + it->second.stage + ") " + why +
+                      "; the stage runs again");
+    }
+  }
   (void)scheduler_.WorkerLost(id, now);
   if (it->second.closed) {
     it->second.closed();
   }
   RetireCachesLocked(it->second);
-  workers_.erase(it);
-  ApplyLocked(now);
-  return Status::Ok();
+  if (auto inst = instances_.find(it->second.instance);
+      inst != instances_.end() && inst->second.second == id) {
+    instances_.erase(inst);
+  }
+  return workers_.erase(it);
 }
 
 void OrchestratorState::Tick() {
@@ -863,12 +899,7 @@ void OrchestratorState::Tick() {
     if (now - it->second.last_heartbeat > options_.worker_timeout) {
       SLUICE_LOG(warn, "worker {} ({}) missed its heartbeats; re-queueing its work", it->first,
                  it->second.stage);
-      (void)scheduler_.WorkerLost(it->first, now);
-      if (it->second.closed) {
-        it->second.closed();
-      }
-      RetireCachesLocked(it->second);
-      it = workers_.erase(it);
+      it = LoseWorkerLocked(it, now, "missed its heartbeats");
     } else {
       ++it;
     }

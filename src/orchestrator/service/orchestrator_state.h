@@ -313,10 +313,15 @@ class OrchestratorState {
     // declaring different encoders (a rolling upgrade) turn skipping off
     // for that model until the orchestrator restarts.
     std::optional<cache::ConditionEncoder> condition_encoder;
+    // The worker process's id and this attempt's number (0: none).
+    std::uint64_t instance = 0;
+    std::uint64_t attempt = 0;
   };
   // Errors: kInvalidArgument naming the field (stage, capacity, model,
   // pipeline, or a pipeline that differs from its model's declaration);
-  // kNotFound (the stage is not one of a declared model's).
+  // kNotFound (the stage is not one of a declared model's);
+  // kFailedPrecondition (an attempt older than the instance's registration
+  // held now: a request delayed in the network).
   Result<WorkerId> Register(Registration r);
   // The worker's assignment stream `stream` (an identity, never
   // dereferenced) opened: queued assignments go to `sink` now, later ones as
@@ -417,7 +422,14 @@ class OrchestratorState {
     const void* stream = nullptr;                     // The attached stream's identity.
     std::map<std::string, cache::CacheStats> caches;  // Its last heartbeat's.
     std::map<std::string, TransportBytes> transports;  // Likewise, per transport.
+    std::uint64_t instance = 0;                        // Registration::instance.
   };
+  // Declares worker `it` lost (`why` in the log and its jobs' events): its
+  // work runs again, its stream ends, its counters join the totals. The
+  // iterator after it.
+  std::map<WorkerId, WorkerRecord>::iterator LoseWorkerLocked(
+      std::map<WorkerId, WorkerRecord>::iterator it, TimePoint now, const std::string& why)
+      SLUICE_REQUIRES(mu_);
   void ApplyLocked(TimePoint now) SLUICE_REQUIRES(mu_);
   void EventLocked(JobRecord& j, TimePoint now, std::string type, std::string detail = {})
       SLUICE_REQUIRES(mu_);
@@ -503,6 +515,8 @@ class OrchestratorState {
   std::map<std::string, EncoderDecl> encoders_ SLUICE_GUARDED_BY(mu_);  // Per model.
   // Cache counters of workers no longer registered.
   std::map<std::string, cache::CacheStats> retired_caches_ SLUICE_GUARDED_BY(mu_);
+  // Registered instances: (latest attempt, its worker).
+  std::map<std::uint64_t, std::pair<std::uint64_t, WorkerId>> instances_ SLUICE_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, TransportBytes> retired_transports_
       SLUICE_GUARDED_BY(mu_);
   std::vector<std::string> released_keys_ SLUICE_GUARDED_BY(mu_);
