@@ -110,7 +110,11 @@ Result<double> SocketBaseline(std::uint16_t port, const TransferBenchOptions& o,
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, o.target_address.c_str(), &addr.sin_addr) != 1) {
+    ::close(fd);
+    return InvalidArgumentError("--target-address '" + o.target_address +
+                                "' is not an IPv4 address");
+  }
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     ::close(fd);
     return UnavailableError("baseline connect failed", FailureScope::kEndpoint);
@@ -206,6 +210,19 @@ Status ValidateOptions(const TransferBenchOptions& o) {
   if (o.device != "sim" && o.device != "cuda") {
     return InvalidArgumentError("--device must be sim or cuda");
   }
+  in_addr a{};
+  if (::inet_pton(AF_INET, o.target_address.c_str(), &a) != 1) {
+    return InvalidArgumentError("--target-address '" + o.target_address +
+                                "' is not an IPv4 address");
+  }
+  if (!o.target_netns.empty() &&
+      (o.transport != "tcp" || o.target_netns.size() > 64 ||
+       o.target_netns.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                        "0123456789._-") != std::string::npos)) {
+    return InvalidArgumentError(
+        "--target-netns names a network namespace ([A-Za-z0-9._-], at most 64) and needs "
+        "--transport tcp");
+  }
   if (o.transport == "shm" && Involves(o, "device")) {
     return InvalidArgumentError("shm moves host memory only: use --transport tcp or devipc");
   }
@@ -251,8 +268,10 @@ Result<std::string> SecretFromToken(const std::string& token_file) {
 }  // namespace
 
 int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
-                      const std::string& token_file, const std::string& device) {
+                      const std::string& token_file, const std::string& device,
+                      const std::string& listen_address) {
   EngineConfig config;
+  config.listen = listen_address + ":0";
   config.io_threads = io_threads;
   config.device = device;
   if (!token_file.empty()) {
@@ -301,7 +320,10 @@ int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
   const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, listen_address.c_str(), &addr.sin_addr) != 1) {
+    std::cerr << "target: --listen-address '" << listen_address << "' is not an IPv4 address\n";
+    return 1;
+  }
   socklen_t len = sizeof(addr);
   if (::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(lfd, 4) != 0 ||
       ::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
@@ -334,13 +356,13 @@ struct TransferSide {
 // engine secret from that cluster token.
 Result<TransferSide> StartSide(const TransferBenchOptions& o, const std::string& self_exe,
                                std::uint64_t area, char* local, const std::string& token_file) {
-  std::vector<std::string> args = {self_exe,
-                                   "bench",
-                                   "transfer-target",
-                                   "--region-size",
-                                   std::to_string(area),
-                                   "--io-threads",
-                                   std::to_string(o.io_threads)};
+  std::vector<std::string> args;
+  if (!o.target_netns.empty()) {
+    args = {"/usr/sbin/ip", "netns", "exec", o.target_netns};
+  }
+  args.insert(args.end(), {self_exe, "bench", "transfer-target", "--region-size",
+                           std::to_string(area), "--io-threads", std::to_string(o.io_threads),
+                           "--listen-address", o.target_address});
   // shm maps the target's memory; devipc maps it when it is host memory.
   if (o.transport == "shm" || (o.transport == "devipc" && RemoteKind(o) == "host")) {
     args.push_back("--shared");
@@ -516,6 +538,10 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
 std::string ToJson(const TransferBenchResult& r) {
   nlohmann::json j;
   j["transport"] = r.options.transport;
+  if (!r.options.target_netns.empty()) {
+    j["target_netns"] = r.options.target_netns;
+    j["target_address"] = r.options.target_address;
+  }
   j["op"] = r.options.op == OpKind::kRead ? "read" : "write";
   j["block_size"] = r.options.block_size;
   j["batch"] = r.options.batch;

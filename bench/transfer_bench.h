@@ -41,6 +41,12 @@ struct TransferBenchOptions {
   std::string src_kind = "host";
   std::string dst_kind = "host";
   std::string device = "sim";
+  // The target on another host: started in network namespace
+  // `target_netns` (`ip netns exec`; empty: this one), listening (engine
+  // and baseline socket) on IPv4 `target_address`, which this process
+  // dials. tcp only.
+  std::string target_netns;
+  std::string target_address = "127.0.0.1";
 };
 
 struct TransferBenchResult {
@@ -72,8 +78,10 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
 // empty), serves the baseline socket, prints
 // "READY <endpoint> <key> <baseline_port>" and runs until stdin closes.
 // With `token_file`, its engine's secret derives from that cluster token.
+// It listens on IPv4 `listen_address`.
 int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
-                      const std::string& token_file, const std::string& device);
+                      const std::string& token_file, const std::string& device,
+                      const std::string& listen_address = "127.0.0.1");
 
 std::string ToJson(const TransferBenchResult& r);
 std::string ToText(const TransferBenchResult& r);

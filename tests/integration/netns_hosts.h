@@ -83,11 +83,16 @@ class NetnsHosts {
   bool Shape(int i, const std::string& qdisc) {
     return Sh(Exec(i) + "tc qdisc replace dev eth0 root " + qdisc + " 2>/dev/null");
   }
+  // Likewise for what reaches host i (its link's bridge end).
+  bool ShapeInbound(int i, const std::string& qdisc) {
+    return Sh("tc qdisc replace dev " + Veth(i) + " root " + qdisc + " 2>/dev/null");
+  }
   // Runs `cmd` in host i; true when it exits 0.
   bool Run(int i, const std::string& cmd) { return Sh(Exec(i) + cmd); }
+  // Host i's network namespace (for `ip netns exec`).
+  std::string Ns(int i) const { return "sl" + tag_ + "-" + std::to_string(i); }
 
  private:
-  std::string Ns(int i) const { return "sl" + tag_ + "-" + std::to_string(i); }
   std::string Veth(int i) const { return "slv" + tag_ + "h" + std::to_string(i); }
   std::string Exec(int i) const { return "ip netns exec " + Ns(i) + " "; }
   static bool Sh(const std::string& cmd) {

@@ -88,6 +88,12 @@ void AddTransfer(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_flag("--credential-ab", o->b.credential_ab,
                 "also run a pair whose engines derive their secret from a cluster credential, "
                 "alternating rounds with the open pair (credential_gbps, credential_ratio)");
+  cmd->add_option("--target-netns", o->b.target_netns,
+                  "start the target in this network namespace (another host on this machine; "
+                  "tcp only)");
+  cmd->add_option("--target-address", o->b.target_address,
+                  "IPv4 address the target listens on and this process dials")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object");
   out->push_back({cmd, [o] {
                     o->b.op = o->op == "read" ? OpKind::kRead : OpKind::kWrite;
@@ -336,6 +342,7 @@ void AddTransferTarget(CLI::App& bench, std::vector<Command>* out) {
     int io_threads = 2;
     std::string token_file;
     std::string device;
+    std::string listen_address = "127.0.0.1";
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = bench.add_subcommand("transfer-target", "internal: the benchmark's target");
@@ -345,9 +352,10 @@ void AddTransferTarget(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_flag("--shared", o->shared);
   cmd->add_option("--cluster-token", o->token_file);
   cmd->add_option("--device", o->device);
+  cmd->add_option("--listen-address", o->listen_address);
   out->push_back({cmd, [o] {
                     return bench::RunTransferTarget(o->region_size, o->shared, o->io_threads,
-                                                    o->token_file, o->device);
+                                                    o->token_file, o->device, o->listen_address);
                   }});
 }
 
