@@ -21,6 +21,8 @@ struct Command {
 void AddRoleCommands(CLI::App& app, std::vector<Command>* out);
 // serve, generate (serve_cmd.cc).
 void AddServeCommands(CLI::App& app, std::vector<Command>* out);
+// wait URL (wait_cmd.cc).
+void AddWaitCommand(CLI::App& app, std::vector<Command>* out);
 // bench transfer|store|connector|e2e|orchestrator and the internal
 // transfer-target (bench_cmd.cc).
 void AddBenchCommands(CLI::App& bench, std::vector<Command>* out);

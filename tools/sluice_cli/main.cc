@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   std::vector<sluice::cli::Command> commands;
   sluice::cli::AddRoleCommands(app, &commands);
   sluice::cli::AddServeCommands(app, &commands);
+  sluice::cli::AddWaitCommand(app, &commands);
   sluice::cli::AddBenchCommands(*bench, &commands);
 
   CLI11_PARSE(app, argc, argv);
