@@ -48,16 +48,38 @@ install(FILES ${PROJECT_BINARY_DIR}/sluiceConfig.cmake ${PROJECT_BINARY_DIR}/slu
   DESTINATION ${_sluice_cmake_dir} COMPONENT runtime)
 
 # Python: Debian's /usr/bin/python3 finds packages in /usr/lib/python3/
-# dist-packages (the system's, for a package installing into /usr) and
-# /usr/local/lib/python3.X/dist-packages (for a prefix of /usr/local).
+# dist-packages (the system's: a prefix of /usr, as the Debian package has)
+# and /usr/local/lib/python3.11/dist-packages (other prefixes, /usr/local
+# first). Chosen when installing: CPack installs under a staging .../usr.
 if(SLUICE_BUILD_PYTHON)
-  if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
-    set(_sluice_py_default lib/python3/dist-packages)
-  else()
-    set(_sluice_py_default lib/python3.11/dist-packages)
-  endif()
-  set(SLUICE_PYTHON_INSTALL_DIR ${_sluice_py_default} CACHE STRING
-      "where the Python package goes, relative to the install prefix")
-  install(DIRECTORY ${PROJECT_BINARY_DIR}/python/sluice DESTINATION ${SLUICE_PYTHON_INSTALL_DIR}
-    COMPONENT runtime PATTERN "__pycache__" EXCLUDE)
+  set(SLUICE_PYTHON_INSTALL_DIR "" CACHE STRING
+      "where the Python package goes, relative to the install prefix (empty: Debian's place)")
+  install(CODE "
+    set(py_dir \"${SLUICE_PYTHON_INSTALL_DIR}\")
+    if(py_dir STREQUAL \"\" AND CMAKE_INSTALL_PREFIX MATCHES \"/usr$\")
+      set(py_dir lib/python3/dist-packages)
+    elseif(py_dir STREQUAL \"\")
+      set(py_dir lib/python3.11/dist-packages)
+    endif()
+    file(INSTALL \"${PROJECT_BINARY_DIR}/python/sluice\"
+         DESTINATION \"\${CMAKE_INSTALL_PREFIX}/\${py_dir}\"
+         PATTERN __pycache__ EXCLUDE)
+  " COMPONENT runtime)
 endif()
+
+# The Debian package (`cpack -G DEB` in the build directory): what
+# `cmake --install` puts in place under /usr, its library dependencies
+# found by dpkg-shlibdeps.
+set(CPACK_PACKAGE_NAME sluice)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "sluice maintainers <sluice@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+    "disaggregated serving of diffusion models (encode, denoise, decode pools)")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_PACKAGE_SECTION misc)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# Python: the package goes where Debian's python3 looks; it needs python3.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3 (>= 3.11), python3 (<< 3.12)")
+set(CPACK_GENERATOR DEB)
+include(CPack)
