@@ -360,9 +360,9 @@ Result<TransferSide> StartSide(const TransferBenchOptions& o, const std::string&
   if (!o.target_netns.empty()) {
     args = {"/usr/sbin/ip", "netns", "exec", o.target_netns};
   }
-  args.insert(args.end(), {self_exe, "bench", "transfer-target", "--region-size",
-                           std::to_string(area), "--io-threads", std::to_string(o.io_threads),
-                           "--listen-address", o.target_address});
+  args.insert(args.end(),
+              {self_exe, "bench", "transfer-target", "--region-size", std::to_string(area),
+               "--io-threads", std::to_string(o.io_threads), "--listen-address", o.target_address});
   // shm maps the target's memory; devipc maps it when it is host memory.
   if (o.transport == "shm" || (o.transport == "devipc" && RemoteKind(o) == "host")) {
     args.push_back("--shared");

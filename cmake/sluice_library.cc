@@ -2,5 +2,7 @@
 // linked whole (cmake/SluiceInstall.cmake); this file gives the target a
 // source of its own.
 namespace sluice::internal {
-const char* LibraryName() { return "sluice"; }
+const char* LibraryName() {
+  return "sluice";
+}
 }  // namespace sluice::internal

@@ -9,8 +9,8 @@
 
 #include "common/log.h"
 #include "common/mutex.h"
-#include "common/random.h"
 #include "common/net.h"
+#include "common/random.h"
 #include "common/rpc_auth.h"
 #include "orchestrator/core/model.h"
 #include "service/proto/orchestrator.grpc.pb.h"

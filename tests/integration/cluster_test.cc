@@ -4,10 +4,9 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include <gtest/gtest.h>
-
-#include <thread>
 
 #include "child_process.h"
 #include "metrics_text.h"
@@ -50,8 +49,8 @@ TEST(ClusterTest, EveryRoleAsItsOwnProcessServesAnImageRequest) {
   // role on one host, so through shared memory and never over tcp.
   auto bytes = [&](const char* stage, const char* transport, const char* direction) {
     return MetricValue(orch.Word(3), std::string("sluice_worker_transfer_bytes_total{stage=\"") +
-                                         stage + "\",transport=\"" + transport +
-                                         "\",direction=\"" + direction + "\"}");
+                                         stage + "\",transport=\"" + transport + "\",direction=\"" +
+                                         direction + "\"}");
   };
   for (int i = 0; i < 50 && bytes("decode", "shm", "read") <= 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // The next heartbeat.

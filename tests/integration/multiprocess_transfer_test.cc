@@ -24,12 +24,11 @@ using namespace std::chrono_literals;
 class PeerProcess : public ChildProcess {
  public:
   PeerProcess(const std::string& mode, std::size_t size, const std::string& host_id = "")
-      : ChildProcess(host_id.empty()
-                         ? std::vector<std::string>{SLUICE_TRANSFER_PEER_BIN, mode,
-                                                    std::to_string(size)}
-                         : std::vector<std::string>{"/usr/bin/env", "SLUICE_HOST_ID=" + host_id,
-                                                    SLUICE_TRANSFER_PEER_BIN, mode,
-                                                    std::to_string(size)}) {
+      : ChildProcess(
+            host_id.empty()
+                ? std::vector<std::string>{SLUICE_TRANSFER_PEER_BIN, mode, std::to_string(size)}
+                : std::vector<std::string>{"/usr/bin/env", "SLUICE_HOST_ID=" + host_id,
+                                           SLUICE_TRANSFER_PEER_BIN, mode, std::to_string(size)}) {
     EXPECT_EQ(Word(0), "READY") << banner();
     endpoint_ = Word(1);
     key_.value = std::stoull("0" + Word(2));
@@ -300,18 +299,20 @@ TEST(MultiProcessHostIdTest, APeerNamingAnotherHostIsReachedOverTcp) {
     auto seg = en.OpenSegment(peer.endpoint());
     ASSERT_TRUE(seg.ok()) << seg.status().ToString();
     const std::uint64_t tcp = TransportBytes(en, "tcp"), shm = TransportBytes(en, "shm");
-    TransferRequest read{OpKind::kRead, local.data(), *seg, peer.key(), 0, kSize,
-                         TransportHint::kAuto};
+    TransferRequest read{OpKind::kRead, local.data(),        *seg, peer.key(), 0,
+                         kSize,         TransportHint::kAuto};
     ASSERT_TRUE(en.TransferSync({&read, 1}, 30s).ok());
     EXPECT_TRUE(local.Holds(0, kSize, 77, 0));
     const bool other_host = *host != '\0';
-    EXPECT_EQ(TransportBytes(en, "tcp") - tcp, other_host ? kSize : 0) << "host id '" << host << "'";
-    EXPECT_EQ(TransportBytes(en, "shm") - shm, other_host ? 0 : kSize) << "host id '" << host << "'";
+    EXPECT_EQ(TransportBytes(en, "tcp") - tcp, other_host ? kSize : 0)
+        << "host id '" << host << "'";
+    EXPECT_EQ(TransportBytes(en, "shm") - shm, other_host ? 0 : kSize)
+        << "host id '" << host << "'";
   }
   const std::string err = ::testing::TempDir() + "/sluice-host-id-" + std::to_string(::getpid());
   {
-    ChildProcess bad({"/usr/bin/env", "SLUICE_HOST_ID=no spaces", SLUICE_TRANSFER_PEER_BIN,
-                      "plain", std::to_string(kSize)},
+    ChildProcess bad({"/usr/bin/env", "SLUICE_HOST_ID=no spaces", SLUICE_TRANSFER_PEER_BIN, "plain",
+                      std::to_string(kSize)},
                      20000, err);
     EXPECT_NE(bad.Word(0), "READY");
   }

@@ -56,9 +56,9 @@ class NetnsClusterTest : public ::testing::Test {
     std::ofstream(token_) << "5f0e1d2c3b4a59687f8e9dacbbcad9e8\n";
     ASSERT_EQ(::chmod(token_.c_str(), 0600), 0);
     const std::string a = hosts_->address(kA);
-    ChildProcess& master = Role(kA, "master",
-                                {"master", "--listen", a + ":0", "--metrics-port", "0",
-                                 "--node-timeout-ms", "2000"});
+    ChildProcess& master =
+        Role(kA, "master",
+             {"master", "--listen", a + ":0", "--metrics-port", "0", "--node-timeout-ms", "2000"});
     ASSERT_EQ(master.Word(1), "master") << master.banner();
     master_ = master.Word(2);
     ASSERT_EQ(master_.rfind(a + ":", 0), 0u) << "the master advertises its host's address";
@@ -70,8 +70,9 @@ class NetnsClusterTest : public ::testing::Test {
     orch_ = orch.Word(2);
     http_ep_ = orch.Word(3);
     for (int h : {kB, kC}) {
-      ChildProcess& node = Role(h, "node", {"store-node", "--master", master_, "--memory",
-                                            "128MiB", "--listen", hosts_->address(h) + ":0"});
+      ChildProcess& node = Role(h, "node",
+                                {"store-node", "--master", master_, "--memory", "128MiB",
+                                 "--listen", hosts_->address(h) + ":0"});
       ASSERT_EQ(node.Word(1), "store-node") << node.banner();
     }
     for (const auto& [h, stage] : {std::pair{kC, "encode"}, std::pair{kB, "denoise"},
@@ -151,8 +152,7 @@ class NetnsClusterTest : public ::testing::Test {
   // heartbeats caught up (the figure is read until it stops changing).
   double Bytes(const char* stage, const char* transport, const char* direction) {
     const std::string name = std::string("sluice_worker_transfer_bytes_total{stage=\"") + stage +
-                             "\",transport=\"" + transport + "\",direction=\"" + direction +
-                             "\"}";
+                             "\",transport=\"" + transport + "\",direction=\"" + direction + "\"}";
     double last = -2;
     for (int i = 0; i < 20; ++i) {
       const double v = MetricValue(http_ep_, name);
@@ -292,9 +292,10 @@ TEST(NetnsBenchTest, TransferBetweenTwoHostsOnAShapedLink) {
     EXPECT_EQ(j.value("target_netns", ""), hosts.Ns(0));
     EXPECT_GT(j.value("gbps", 0.0), 0);
     EXPECT_GT(j.value("baseline_gbps", 0.0), 0);
-    std::printf("netns bench transfer %s over a 10 Gbit/s link: %.3f GB/s, socket %.3f GB/s, "
-                "ratio %.2f\n",
-                op, j.value("gbps", 0.0), j.value("baseline_gbps", 0.0), j.value("ratio", 0.0));
+    std::printf(
+        "netns bench transfer %s over a 10 Gbit/s link: %.3f GB/s, socket %.3f GB/s, "
+        "ratio %.2f\n",
+        op, j.value("gbps", 0.0), j.value("baseline_gbps", 0.0), j.value("ratio", 0.0));
   }
 }
 

@@ -66,17 +66,15 @@ class NetnsHosts {
   // process lives until the object goes away or Kill(). Returns it.
   ChildProcess& Start(int i, std::vector<std::string> argv, const std::string& log,
                       int banner_ms = 30000) {
-    std::vector<std::string> full = {"/usr/sbin/ip", "netns", "exec",       Ns(i),
-                                     "/usr/bin/env", "SLUICE_HOST_ID=" + host_id(i)};
+    std::vector<std::string> full = {
+        "/usr/sbin/ip", "netns", "exec", Ns(i), "/usr/bin/env", "SLUICE_HOST_ID=" + host_id(i)};
     full.insert(full.end(), argv.begin(), argv.end());
     processes_.push_back(std::make_unique<ChildProcess>(full, banner_ms, log));
     return *processes_.back();
   }
 
   // Host i's link to the bridge down (it is cut off) or up again.
-  bool SetLink(int i, bool up) {
-    return Sh("ip link set " + Veth(i) + (up ? " up" : " down"));
-  }
+  bool SetLink(int i, bool up) { return Sh("ip link set " + Veth(i) + (up ? " up" : " down")); }
   // Replaces host i's egress qdisc with `qdisc` (tc syntax after "root"),
   // e.g. "tbf rate 10gbit burst 1mb latency 10ms"; false if tc refuses it
   // (a kernel without netem, say).

@@ -24,8 +24,8 @@
 #include "common/testing/eventually.h"
 #include "media/frames_archive.h"
 #include "media/png.h"
-#include "orchestrator/service/video_mux.h"
 #include "metrics_text.h"
+#include "orchestrator/service/video_mux.h"
 #include "orchestrator_fixture.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
@@ -425,9 +425,9 @@ TEST_F(OrchestratorTest, KeptCheckpointStepsSurviveARestartOnTheJournal) {
                               &status);
     ASSERT_EQ(status, 202) << resumed.dump();
     EXPECT_EQ(WaitStatus(resumed["id"], "succeeded")["status"], "succeeded");
-    const json refused = Post(R"({"prompt":"edited","seed":3,"resume_from":{"job":")" + kept +
-                                  R"(","step":3}})",
-                              &status);
+    const json refused =
+        Post(R"({"prompt":"edited","seed":3,"resume_from":{"job":")" + kept + R"(","step":3}})",
+             &status);
     EXPECT_EQ(status, 400) << refused.dump();
     EXPECT_NE(refused.dump().find("kept: 2, 4"), std::string::npos) << refused.dump();
   }
@@ -438,9 +438,8 @@ TEST_F(OrchestratorTest, KeptCheckpointStepsSurviveARestartOnTheJournal) {
   configure_ = [](OrchestratorConfig& c) { c.checkpoint_retention = std::chrono::seconds(1); };
   Start(64, journal, grpc_ep, http_ep);
   int status = 0;
-  const json expired = Post(R"({"prompt":"edited","seed":3,"resume_from":{"job":")" + kept +
-                                R"(","step":2}})",
-                            &status);
+  const json expired = Post(
+      R"({"prompt":"edited","seed":3,"resume_from":{"job":")" + kept + R"(","step":2}})", &status);
   EXPECT_EQ(status, 404) << expired.dump();
   EXPECT_NE(expired.dump().find("expired"), std::string::npos) << expired.dump();
   http_.reset();

@@ -22,7 +22,8 @@ struct WaitOptions {
 
 int RunWait(const WaitOptions& o) {
   // http://HOST:PORT/PATH, HOST a name, an IPv4 address or [IPv6].
-  static const std::regex kUrl(R"(http://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?(/\S*)?)");
+  static const std::regex kUrl(
+      R"(http://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?(/\S*)?)");
   std::smatch m;
   if (!std::regex_match(o.url, m, kUrl)) {
     std::cerr << "sluice wait: '" << o.url << "' is not an http://HOST[:PORT][/PATH] URL\n";

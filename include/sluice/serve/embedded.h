@@ -25,8 +25,8 @@
 #include <string>
 
 #include "sluice/orchestrator/server.h"
-#include "sluice/store/master.h"
 #include "sluice/status.h"
+#include "sluice/store/master.h"
 
 namespace sluice {
 

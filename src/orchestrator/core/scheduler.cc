@@ -577,9 +577,9 @@ Status Scheduler::StageFailed(JobId id, WorkerId worker, std::string_view reason
 
 std::vector<JobId> Scheduler::AssignedTo(WorkerId id) const {
   auto it = workers_.find(id);
-  return it == workers_.end() ? std::vector<JobId>{}
-                              : std::vector<JobId>(it->second.assigned.begin(),
-                                                   it->second.assigned.end());
+  return it == workers_.end()
+             ? std::vector<JobId>{}
+             : std::vector<JobId>(it->second.assigned.begin(), it->second.assigned.end());
 }
 
 Status Scheduler::WorkerLost(WorkerId id, TimePoint now) {

@@ -207,8 +207,8 @@ std::string MetricsText(const ServiceStats& s) {
     const std::string labels = "stage=\"" + key.first + "\",transport=\"" + key.second + "\"";
     out << "sluice_worker_transfer_bytes_total{" << labels << ",direction=\"read\"} " << b.read
         << "\n";
-    out << "sluice_worker_transfer_bytes_total{" << labels << ",direction=\"write\"} "
-        << b.written << "\n";
+    out << "sluice_worker_transfer_bytes_total{" << labels << ",direction=\"write\"} " << b.written
+        << "\n";
   }
   return out.str();
 }

@@ -300,8 +300,8 @@ Result<std::vector<KeptCheckpoint>> Journal::Kept() {
   std::vector<KeptCheckpoint> out;
   int rc;
   while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
-    out.push_back({static_cast<JobId>(sqlite3_column_int64(st.s, 0)),
-                   sqlite3_column_int(st.s, 1), sqlite3_column_int64(st.s, 2)});
+    out.push_back({static_cast<JobId>(sqlite3_column_int64(st.s, 0)), sqlite3_column_int(st.s, 1),
+                   sqlite3_column_int64(st.s, 2)});
   }
   if (rc != SQLITE_DONE) {
     return SqlError(db_, "select kept");
@@ -326,9 +326,9 @@ Status Journal::Prune(std::size_t keep, std::int64_t since_unix_s,
   }
   SLUICE_RETURN_IF_ERROR(Exec("DELETE FROM results WHERE job_id NOT IN (SELECT id FROM jobs)"));
   Stmt kept;
-  if (sqlite3_prepare_v2(db_,
-                         "DELETE FROM kept WHERE unix_ms < ? OR job_id NOT IN (SELECT id FROM jobs)",
-                         -1, &kept.s, nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(
+          db_, "DELETE FROM kept WHERE unix_ms < ? OR job_id NOT IN (SELECT id FROM jobs)", -1,
+          &kept.s, nullptr) != SQLITE_OK) {
     return SqlError(db_, "prepare prune kept");
   }
   sqlite3_bind_int64(kept.s, 1, kept_since_unix_ms);

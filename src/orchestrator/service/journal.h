@@ -3,9 +3,9 @@
 // ends, so a restarted orchestrator resubmits every unfinished job. Each
 // job's progress (its last finished stage's output and store keys, the
 // latest checkpointed step after it) is saved as it happens, so the job can
-// run on from there; so are the steps a job keeps for edit and resume. Survives a process crash; with synchronous=NORMAL a
-// power loss may drop the last commits.
-// Not thread-safe: the caller serializes (OrchestratorState's lock).
+// run on from there; so are the steps a job keeps for edit and resume. Survives a process crash;
+// with synchronous=NORMAL a power loss may drop the last commits. Not thread-safe: the caller
+// serializes (OrchestratorState's lock).
 #ifndef SLUICE_ORCHESTRATOR_SERVICE_JOURNAL_H_
 #define SLUICE_ORCHESTRATOR_SERVICE_JOURNAL_H_
 

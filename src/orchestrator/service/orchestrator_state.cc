@@ -303,13 +303,14 @@ Result<WorkerId> OrchestratorState::Register(Registration r) {
     auto inst = instances_.find(r.instance);
     if (inst != instances_.end() && r.attempt <= inst->second.first) {
       return FailedPreconditionError("registration attempt " + std::to_string(r.attempt) +
-                          " is older than this worker's attempt " +
-                          std::to_string(inst->second.first) + " (delayed in the network)");
+                                     " is older than this worker's attempt " +
+                                     std::to_string(inst->second.first) +
+                                     " (delayed in the network)");
     }
     if (inst != instances_.end()) {
       if (auto old = workers_.find(inst->second.second); old != workers_.end()) {
-        SLUICE_LOG(info, "worker {} ({}) registered again: the older registration goes",
-                   old->first, old->second.stage);
+        SLUICE_LOG(info, "worker {} ({}) registered again: the older registration goes", old->first,
+                   old->second.stage);
         LoseWorkerLocked(old, now, "registered again");
       }
     }

@@ -419,8 +419,8 @@ class OrchestratorState {
     std::deque<v1::Assignment> pending;  // Until the stream attaches.
     Sink sink;
     std::function<void()> closed;
-    const void* stream = nullptr;                     // The attached stream's identity.
-    std::map<std::string, cache::CacheStats> caches;  // Its last heartbeat's.
+    const void* stream = nullptr;                      // The attached stream's identity.
+    std::map<std::string, cache::CacheStats> caches;   // Its last heartbeat's.
     std::map<std::string, TransportBytes> transports;  // Likewise, per transport.
     std::uint64_t instance = 0;                        // Registration::instance.
   };
@@ -479,8 +479,7 @@ class OrchestratorState {
   static void RecordCachesLocked(WorkerRecord& w, const v1::HeartbeatRequest& r);
   // Keeps a departing worker's cache counters in the totals.
   // Its engine's bytes per transport, from a heartbeat.
-  void RecordTransportsLocked(WorkerRecord& w, const v1::HeartbeatRequest& r)
-      SLUICE_REQUIRES(mu_);
+  void RecordTransportsLocked(WorkerRecord& w, const v1::HeartbeatRequest& r) SLUICE_REQUIRES(mu_);
   // A departing worker's counters (caches, transports) join the totals.
   void RetireCachesLocked(const WorkerRecord& w) SLUICE_REQUIRES(mu_);
   // A stage that failed with kNotFound on a cached input: runs the stage

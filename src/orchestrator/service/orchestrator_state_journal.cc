@@ -71,9 +71,8 @@ void OrchestratorState::RestoreKeptLocked(TimePoint now) {
   }
   for (const KeptCheckpoint& k : *kept) {
     if (auto j = jobs_.find(k.job); j != jobs_.end()) {
-      j->second.kept.try_emplace(k.step,
-                                 now - std::chrono::milliseconds(std::max<std::int64_t>(
-                                           0, now_ms - k.unix_ms)));
+      j->second.kept.try_emplace(
+          k.step, now - std::chrono::milliseconds(std::max<std::int64_t>(0, now_ms - k.unix_ms)));
     }
   }
   if (!kept->empty()) {

@@ -1,9 +1,9 @@
 // Starts a transfer engine and a store master through the installed
 // library: "OK <engine endpoint> <master endpoint>".
-#include <iostream>
-
 #include <sluice/store/master.h>
 #include <sluice/transfer/engine.h>
+
+#include <iostream>
 
 int main() {
   auto engine = sluice::TransferEngine::Create(sluice::EngineConfig{});
