@@ -65,6 +65,16 @@ class ChildProcess {
   }
 
   const std::string& banner() const { return banner_; }
+  // A process that printed nothing yet (a standby): waits up to
+  // `timeout_ms` more for its first line; whether one came.
+  bool AwaitBanner(int timeout_ms) {
+    char c;
+    pollfd p{stdout_, POLLIN, 0};
+    while (::poll(&p, 1, timeout_ms) == 1 && ::read(stdout_, &c, 1) == 1 && c != '\n') {
+      banner_.push_back(c);
+    }
+    return !banner_.empty();
+  }
   // The process id while it runs (not yet reaped); -1 after.
   pid_t pid() const { return pid_; }
   // Word `i` of the banner (0-based).

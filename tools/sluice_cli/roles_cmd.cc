@@ -10,6 +10,7 @@
 #include "sluice/units.h"
 
 #include "tools/sluice_cli/commands.h"
+#include "tools/sluice_cli/etcd_flags.h"
 #include "tools/sluice_cli/http_flags.h"
 #include "tools/sluice_cli/security_flags.h"
 #include "tools/sluice_cli/serve.h"
@@ -41,12 +42,30 @@ bool ApplyHostId(const char* role, const std::string& id) {
   return true;
 }
 
-int RunMaster(const MasterConfig& config, bool exit_on_eof) {
+int RunMaster(const MasterConfig& config, bool exit_on_eof, const EtcdOptions& eo) {
   BlockStopSignals();
+  bool failed = false;
+  std::unique_ptr<discovery::EtcdClient> etcd = ConnectEtcd("sluice master", eo, &failed);
+  if (failed) {
+    return 2;
+  }
+  // With etcd, a standby serves nothing until it leads (nodes and clients
+  // find the leader there).
+  std::unique_ptr<discovery::Election> lead;
+  if (etcd != nullptr &&
+      (lead = LeadOrStandBy("sluice master", etcd.get(), eo, "master", "")) == nullptr) {
+    return 0;
+  }
   auto master = MasterServer::Start(config);
   if (!master.ok()) {
     std::cerr << "sluice master: " << master.status().ToString() << "\n";
     return 1;
+  }
+  if (lead != nullptr) {
+    if (Status s = lead->Publish((*master)->endpoint()); !s.ok()) {
+      std::cerr << "sluice master: publishing in etcd: " << s.ToString() << "\n";
+      return 1;
+    }
   }
   std::cout << "READY master " << (*master)->endpoint() << " "
             << ((*master)->metrics_endpoint().empty() ? "-" : (*master)->metrics_endpoint())
@@ -55,9 +74,18 @@ int RunMaster(const MasterConfig& config, bool exit_on_eof) {
   return 0;
 }
 
-int RunStoreNode(const std::string& listen, const std::string& advertise,
-                 const StoreNodeConfig& config, bool exit_on_eof) {
+int RunStoreNode(const std::string& listen, const std::string& advertise, StoreNodeConfig config,
+                 bool exit_on_eof, const EtcdOptions& eo) {
   BlockStopSignals();
+  bool failed = false;
+  std::unique_ptr<discovery::EtcdClient> etcd = ConnectEtcd("sluice store-node", eo, &failed);
+  if (failed || !ResolveLeader("sluice store-node", etcd.get(), eo, "master", 0, &config.master)) {
+    return 2;
+  }
+  if (config.master.empty()) {
+    std::cerr << "sluice store-node: give --master or --etcd\n";
+    return 2;
+  }
   EngineConfig ec;
   ec.listen = listen;
   ec.advertise = advertise;
@@ -78,12 +106,31 @@ int RunStoreNode(const std::string& listen, const std::string& advertise,
   return 0;
 }
 
-int RunOrchestrator(const OrchestratorConfig& config, bool exit_on_eof) {
+int RunOrchestrator(OrchestratorConfig config, bool exit_on_eof, const EtcdOptions& eo) {
   BlockStopSignals();
+  bool failed = false;
+  std::unique_ptr<discovery::EtcdClient> etcd = ConnectEtcd("sluice orchestrator", eo, &failed);
+  if (failed ||
+      !ResolveLeader("sluice orchestrator", etcd.get(), eo, "master", 0, &config.store_master)) {
+    return 2;
+  }
+  // A standby takes no job until it leads: one orchestrator at a time
+  // journals and schedules.
+  std::unique_ptr<discovery::Election> lead;
+  if (etcd != nullptr && (lead = LeadOrStandBy("sluice orchestrator", etcd.get(), eo,
+                                               "orchestrator", "")) == nullptr) {
+    return 0;
+  }
   auto orch = OrchestratorServer::Start(config);
   if (!orch.ok()) {
     std::cerr << "sluice orchestrator: " << orch.status().ToString() << "\n";
     return 1;
+  }
+  if (lead != nullptr) {
+    if (Status s = lead->Publish((*orch)->endpoint() + " " + (*orch)->http_endpoint()); !s.ok()) {
+      std::cerr << "sluice orchestrator: publishing in etcd: " << s.ToString() << "\n";
+      return 1;
+    }
   }
   std::cout << "READY orchestrator " << (*orch)->endpoint() << " " << (*orch)->http_endpoint()
             << std::endl;
@@ -98,6 +145,7 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
     std::int64_t node_timeout_ms = 0;
     std::int64_t read_lease_timeout_ms = 0;
     std::vector<std::string> cache_budgets;  // CLASS=SHARE.
+    EtcdOptions etcd;
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
@@ -136,6 +184,7 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
+  AddEtcdFlags(cmd, &o->etcd);
   SecurityResolver security = AddSecurityFlags(cmd);
   out->push_back({cmd, [o, security] {
                     for (const std::string& b : o->cache_budgets) {
@@ -161,7 +210,7 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
                         std::chrono::milliseconds(o->read_lease_timeout_ms);
                     o->config.reservation_ttl = std::chrono::milliseconds(o->reservation_ttl_ms);
                     o->config.node_timeout = std::chrono::milliseconds(o->node_timeout_ms);
-                    return RunMaster(o->config, o->exit_on_eof);
+                    return RunMaster(o->config, o->exit_on_eof, o->etcd);
                   }});
 }
 
@@ -170,12 +219,13 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
     StoreNodeConfig config;
     std::string listen = "127.0.0.1:0", memory = "1GiB", disk_size = "0", disk_rate = "0";
     std::string advertise, host_id;
+    EtcdOptions etcd;
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd =
       app.add_subcommand("store-node", "contribute memory to the store (runs until stopped)");
-  cmd->add_option("--master", o->config.master, "master host:port")->required();
+  cmd->add_option("--master", o->config.master, "master host:port (or found with --etcd)");
   cmd->add_option("--memory", o->memory, "memory to contribute")
       ->check(ByteSizeValidator())
       ->capture_default_str();
@@ -198,6 +248,7 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
       ->check(ByteSizeValidator())
       ->capture_default_str();
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
+  AddEtcdFlags(cmd, &o->etcd);
   SecurityResolver security = AddSecurityFlags(cmd);
   out->push_back({cmd, [o, security] {
                     std::optional<SecurityConfig> s = security("sluice store-node", {o->listen});
@@ -212,7 +263,8 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
                       std::cerr << "sluice store-node: --disk and --disk-size go together\n";
                       return 2;
                     }
-                    return RunStoreNode(o->listen, o->advertise, o->config, o->exit_on_eof);
+                    return RunStoreNode(o->listen, o->advertise, o->config, o->exit_on_eof,
+                                        o->etcd);
                   }});
 }
 
@@ -224,6 +276,7 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
     std::int64_t assignment_timeout_ms = 0;
     std::int64_t result_ttl_s = 0;
     std::int64_t checkpoint_retention_s = 0;
+    EtcdOptions etcd;
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
@@ -289,6 +342,7 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   AddRequestLimitFlags(cmd, &o->config.limits);
   auto keys = AddApiKeysFlag(cmd, &o->config.access);
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
+  AddEtcdFlags(cmd, &o->etcd);
   SecurityResolver security = AddSecurityFlags(cmd);
   out->push_back(
       {cmd, [o, http, keys, security] {
@@ -315,7 +369,7 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
              return 2;
            }
          }
-         return RunOrchestrator(o->config, o->exit_on_eof);
+         return RunOrchestrator(o->config, o->exit_on_eof, o->etcd);
        }});
 }
 
@@ -323,6 +377,7 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
   struct Opts {
     WorkerOptions worker;
     std::string host_id;
+    EtcdOptions etcd;
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
@@ -332,7 +387,8 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--stage", w.stage, "encode, denoise or decode")
       ->required()
       ->check(CLI::IsMember({"encode", "denoise", "decode"}));
-  cmd->add_option("--orchestrator", w.orchestrator, "orchestrator gRPC host:port")->required();
+  cmd->add_option("--orchestrator", w.orchestrator,
+                  "orchestrator gRPC host:port (or found with --etcd)");
   cmd->add_option("--master", w.master, "store master host:port");
   cmd->add_option("--profile", w.profile,
                   "model profile, e.g. wan2.1-480p (default: the reference models)");
@@ -370,15 +426,30 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
                   "--profile, the orchestrator's)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{86400000}));
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
+  AddEtcdFlags(cmd, &o->etcd);
   SecurityResolver security = AddSecurityFlags(cmd);
-  out->push_back({cmd, [o, security] {
-                    std::optional<SecurityConfig> s = security("sluice worker", {o->worker.listen});
-                    if (!s || !ApplyHostId("sluice worker", o->host_id)) {
-                      return 2;
-                    }
-                    o->worker.security = std::move(*s);
-                    return RunWorker(o->worker, o->exit_on_eof);
-                  }});
+  out->push_back(
+      {cmd, [o, security] {
+         std::optional<SecurityConfig> s = security("sluice worker", {o->worker.listen});
+         if (!s || !ApplyHostId("sluice worker", o->host_id)) {
+           return 2;
+         }
+         bool failed = false;
+         auto etcd = ConnectEtcd("sluice worker", o->etcd, &failed);
+         WorkerOptions& w = o->worker;
+         if (failed ||
+             !ResolveLeader("sluice worker", etcd.get(), o->etcd, "orchestrator", 0,
+                            &w.orchestrator) ||
+             !ResolveLeader("sluice worker", etcd.get(), o->etcd, "master", 0, &w.master)) {
+           return 2;
+         }
+         if (w.orchestrator.empty()) {
+           std::cerr << "sluice worker: give --orchestrator or --etcd\n";
+           return 2;
+         }
+         o->worker.security = std::move(*s);
+         return RunWorker(o->worker, o->exit_on_eof);
+       }});
 }
 
 }  // namespace

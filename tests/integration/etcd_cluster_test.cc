@@ -1,0 +1,114 @@
+// Cluster mode with etcd (label etcd; a real etcd started by the test,
+// skipped without /usr/bin/etcd): every role finds the master and the
+// orchestrator in etcd instead of by flags; two masters and two
+// orchestrators run as leader and standby; an etcd restart leaves the
+// cluster serving; a killed leader's standby leads within the lease's ttl.
+#include <httplib.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "child_process.h"
+#include "discovery/etcd_client.h"
+#include "discovery/testing/etcd_server.h"
+
+namespace sluice::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+class EtcdClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!discovery::testing::EtcdServer::Available()) {
+      GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server)";
+    }
+    etcd_ = std::make_unique<discovery::testing::EtcdServer>();
+    auto c = discovery::EtcdClient::Create({etcd_->url()}, 1000ms);
+    ASSERT_TRUE(c.ok());
+    client_ = std::move(*c);
+  }
+  // A role with --etcd (and no master or orchestrator flags); waits up to
+  // `banner_ms` for its READY line.
+  std::unique_ptr<ChildProcess> Role(std::vector<std::string> args, int banner_ms = 20000) {
+    std::vector<std::string> argv = {SLUICE_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
+    for (const std::string& a : {std::string("--etcd"), etcd_->url(), std::string("--cluster"),
+                                 std::string("t"), std::string("--etcd-lease-ttl-s"),
+                                 std::string("4"), std::string("--exit-on-stdin-eof")}) {
+      argv.push_back(a);
+    }
+    return std::make_unique<ChildProcess>(argv, banner_ms);
+  }
+  std::string Leader(const std::string& role) {
+    auto kv = client_->Get("/sluice/t/" + role + "/leader");
+    return kv.ok() && kv->has_value() ? (*kv)->value : "";
+  }
+  // One image through the orchestrator's HTTP endpoint `http_ep`.
+  bool Serves(const std::string& http_ep) {
+    httplib::Client http("http://" + http_ep);
+    http.set_read_timeout(60, 0);
+    auto r = http.Post("/v1/images/generations",
+                       R"({"prompt":"a lighthouse","size":"64x64","steps":2})", "application/json");
+    return r && r->status == 200 && json::parse(r->body, nullptr, false).contains("data");
+  }
+
+  std::unique_ptr<discovery::testing::EtcdServer> etcd_;
+  std::unique_ptr<discovery::EtcdClient> client_;
+};
+
+TEST_F(EtcdClusterTest, RolesFindEachOtherInEtcdAndStandbysTakeOver) {
+  auto master_a = Role({"master", "--metrics-port", "0"});
+  ASSERT_EQ(master_a->Word(1), "master") << master_a->banner();
+  auto master_b = Role({"master", "--metrics-port", "0"}, 1500);
+  EXPECT_EQ(master_b->banner(), "") << "the second master stands by";
+  EXPECT_EQ(Leader("master"), master_a->Word(2));
+  auto node = Role({"store-node", "--memory", "64MiB"});
+  ASSERT_EQ(node->Word(1), "store-node") << node->banner();
+  auto orch_a = Role({"orchestrator"});
+  ASSERT_EQ(orch_a->Word(1), "orchestrator") << orch_a->banner();
+  auto orch_b = Role({"orchestrator"}, 1500);
+  EXPECT_EQ(orch_b->banner(), "") << "the second orchestrator stands by";
+  EXPECT_EQ(Leader("orchestrator"), orch_a->Word(2) + " " + orch_a->Word(3));
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (const char* stage : {"encode", "denoise", "decode"}) {
+    workers.push_back(Role({"worker", "--stage", stage}));
+    ASSERT_EQ(workers.back()->Word(1), "worker") << workers.back()->banner();
+  }
+  EXPECT_TRUE(Serves(orch_a->Word(3)));
+
+  // etcd restarts: leaders keep their leases (renewed when it is back)
+  // and the cluster serves on.
+  etcd_->Kill();
+  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(etcd_->Start());
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(master_a->Wait(0), -1) << "the leading master still runs";
+  EXPECT_EQ(orch_a->Wait(0), -1) << "the leading orchestrator still runs";
+  EXPECT_TRUE(Serves(orch_a->Word(3)));
+
+  // The leaders die: each standby leads within the lease's ttl (4 s).
+  const auto killed = std::chrono::steady_clock::now();
+  master_a->Kill();
+  orch_a->Kill();
+  ASSERT_TRUE(master_b->AwaitBanner(15000));
+  EXPECT_EQ(master_b->Word(1), "master") << master_b->banner();
+  EXPECT_EQ(Leader("master"), master_b->Word(2));
+  ASSERT_TRUE(orch_b->AwaitBanner(15000));
+  EXPECT_EQ(orch_b->Word(1), "orchestrator") << orch_b->banner();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  std::printf("etcd: standbys lead %.1f s after the leaders' deaths\n", took);
+  EXPECT_LT(took, 10);
+  EXPECT_EQ(Leader("orchestrator"), orch_b->Word(2) + " " + orch_b->Word(3));
+  httplib::Client http("http://" + orch_b->Word(3));
+  auto health = http.Get("/healthz");
+  EXPECT_TRUE(health && health->status == 200) << "the new leader serves HTTP";
+}
+
+}  // namespace
+}  // namespace sluice::testing

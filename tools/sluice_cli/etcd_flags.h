@@ -1,0 +1,52 @@
+// --etcd URL[,URL...] and --cluster NAME, which every role takes: with
+// them, roles find the store master and the orchestrator in etcd (under
+// /sluice/NAME/) instead of by flags, and the master and the orchestrator
+// run as a leader and standbys (the standby serves once it leads; a leader
+// that loses its lease exits, for its supervisor to restart it as a
+// standby).
+#ifndef SLUICE_TOOLS_ETCD_FLAGS_H_
+#define SLUICE_TOOLS_ETCD_FLAGS_H_
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "discovery/etcd_client.h"
+#include "discovery/membership.h"
+
+namespace sluice::cli {
+
+struct EtcdOptions {
+  std::string endpoints;  // Empty: no etcd.
+  std::string cluster = "default";
+  int lease_ttl_s = 3;
+};
+
+// Declares --etcd, --cluster and --etcd-lease-ttl-s on `cmd`.
+void AddEtcdFlags(CLI::App* cmd, EtcdOptions* o);
+
+// The client for `o` (null when --etcd is not given); on an error prints it
+// prefixed by `role` and sets *failed.
+std::unique_ptr<discovery::EtcdClient> ConnectEtcd(const char* role, const EtcdOptions& o,
+                                                   bool* failed);
+
+// What a role learns of the leading master or orchestrator: its key.
+std::string LeaderKey(const EtcdOptions& o, const std::string& role);
+
+// Fills `*endpoint` (when empty) with what the leader of `role` published
+// (`field` of its space-separated value), waiting up to `timeout`; prints
+// the error prefixed by `who` and returns false when it cannot.
+bool ResolveLeader(const char* who, discovery::EtcdClient* etcd, const EtcdOptions& o,
+                   const std::string& role, int field, std::string* endpoint,
+                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+// Blocks until this process leads `role` with `value`, or a stop signal
+// arrives (null then). Leadership lost later exits the process (code 3).
+std::unique_ptr<discovery::Election> LeadOrStandBy(const char* who, discovery::EtcdClient* etcd,
+                                                   const EtcdOptions& o, const std::string& role,
+                                                   const std::string& value);
+
+}  // namespace sluice::cli
+
+#endif  // SLUICE_TOOLS_ETCD_FLAGS_H_
