@@ -52,8 +52,12 @@ TEST(ClusterTest, EveryRoleAsItsOwnProcessServesAnImageRequest) {
                                          stage + "\",transport=\"" + transport + "\",direction=\"" +
                                          direction + "\"}");
   };
-  for (int i = 0; i < 50 && bytes("decode", "shm", "read") <= 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // The next heartbeat.
+  // Each worker's next heartbeat brings its counters (every 200 ms).
+  for (int i = 0;
+       i < 50 && (bytes("encode", "shm", "write") <= 0 || bytes("denoise", "shm", "read") <= 0 ||
+                  bytes("decode", "shm", "read") <= 0);
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_GT(bytes("encode", "shm", "write"), 0);
   EXPECT_GT(bytes("denoise", "shm", "read"), 0);
