@@ -109,7 +109,11 @@ class StageWorkerImpl {
           "stage worker: assignment_timeout must be 0 (the orchestrator's) or more than two "
           "heartbeats");
     }
-    stub_ = pb::Orchestrator::NewStub(MakeChannel(config_.orchestrator, config_.security));
+    {
+      MutexLock lock(stub_mu_);
+      endpoint_ = config_.orchestrator;
+      stub_ = pb::Orchestrator::NewStub(MakeChannel(endpoint_, config_.security));
+    }
     reader_ = std::thread([this] { ReadLoop(); });
     beater_ = std::thread([this] { BeatLoop(); });
     return Status::Ok();
@@ -161,7 +165,7 @@ class StageWorkerImpl {
       pb::UnregisterResponse resp;
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-      (void)stub_->Unregister(&ctx, req, &resp);
+      (void)Stub()->Unregister(&ctx, req, &resp);
     }
     {
       MutexLock lock(mu_);
@@ -281,7 +285,7 @@ class StageWorkerImpl {
       }
       registering_ = true;
     }
-    const grpc::Status rpc = stub_->Register(&ctx, req, &resp);
+    const grpc::Status rpc = Stub()->Register(&ctx, req, &resp);
     if (!rpc.ok()) {
       {
         MutexLock lock(mu_);
@@ -295,7 +299,8 @@ class StageWorkerImpl {
                         rpc.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
       if (away) {
         SLUICE_LOG(warn, "stage worker {}: orchestrator {} unreachable ({}); retrying in {} ms",
-                   config_.stage, config_.orchestrator, rpc.error_message(), backoff_.count());
+                   config_.stage, Endpoint(), rpc.error_message(), backoff_.count());
+        Reresolve();
       } else if (rpc.error_message() != refused_) {
         refused_ = rpc.error_message();
         SLUICE_LOG(error, "stage worker {}: registration refused: {}", config_.stage, refused_);
@@ -378,7 +383,9 @@ class StageWorkerImpl {
         stream_ctx_ = std::make_unique<grpc::ClientContext>();
         ctx = stream_ctx_.get();  // Replaced only by this thread.
       }
-      auto reader = stub_->Assignments(ctx, req);
+      // The stub (its channel) outlives the stream even if it is replaced.
+      const std::shared_ptr<pb::Orchestrator::Stub> stub = Stub();
+      auto reader = stub->Assignments(ctx, req);
       pb::Assignment a;
       while (reader->Read(&a)) {
         Handle(a, req.worker_id());
@@ -460,7 +467,7 @@ class StageWorkerImpl {
         pb::DoneResponse resp;
         grpc::ClientContext c2;
         c2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-        const grpc::Status st = stub_->Done(&c2, d, &resp);
+        const grpc::Status st = Stub()->Done(&c2, d, &resp);
         ReportSent();
         if (!st.ok()) {
           SLUICE_LOG(warn, "stage worker {}: Done for job {} not taken: {}{}", config_.stage,
@@ -505,7 +512,7 @@ class StageWorkerImpl {
     pb::HeartbeatResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    if (stub_->Heartbeat(&ctx, hb, &resp).ok() && !resp.reregister()) {
+    if (Stub()->Heartbeat(&ctx, hb, &resp).ok() && !resp.reregister()) {
       s.Acked(carried);
     }
   }
@@ -542,7 +549,7 @@ class StageWorkerImpl {
     pb::FailedResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    (void)stub_->Failed(&ctx, f, &resp);
+    (void)Stub()->Failed(&ctx, f, &resp);
     ReportSent();
   }
 
@@ -588,7 +595,7 @@ class StageWorkerImpl {
       pb::HeartbeatResponse resp;
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-      const bool ok = stub_->Heartbeat(&ctx, hb, &resp).ok();
+      const bool ok = Stub()->Heartbeat(&ctx, hb, &resp).ok();
       if (ok && !resp.reregister()) {
         for (auto& [s, step] : carried) {
           s->Acked(step);
@@ -609,7 +616,33 @@ class StageWorkerImpl {
   static constexpr std::chrono::milliseconds kFirstBackoff{200};
   std::chrono::milliseconds backoff_ = kFirstBackoff;  // Reader thread only.
   bool registered_ SLUICE_GUARDED_BY(mu_) = false;     // Once registered (ever).
-  std::unique_ptr<pb::Orchestrator::Stub> stub_;
+  // The orchestrator's stub, replaced when it moved (resolve_orchestrator).
+  std::shared_ptr<pb::Orchestrator::Stub> Stub() {
+    MutexLock lock(stub_mu_);
+    return stub_;
+  }
+  std::string Endpoint() {
+    MutexLock lock(stub_mu_);
+    return endpoint_;
+  }
+  // Asks where the orchestrator is now; a new endpoint gets a new stub.
+  void Reresolve() {
+    if (!config_.resolve_orchestrator) {
+      return;
+    }
+    const std::string now = config_.resolve_orchestrator();
+    MutexLock lock(stub_mu_);
+    if (now.empty() || now == endpoint_ || !ParseHostPort(now, false).ok()) {
+      return;
+    }
+    SLUICE_LOG(info, "stage worker {}: the orchestrator moved from {} to {}", config_.stage,
+               endpoint_, now);
+    endpoint_ = now;
+    stub_ = pb::Orchestrator::NewStub(MakeChannel(endpoint_, config_.security));
+  }
+  Mutex stub_mu_;
+  std::string endpoint_ SLUICE_GUARDED_BY(stub_mu_);
+  std::shared_ptr<pb::Orchestrator::Stub> stub_ SLUICE_GUARDED_BY(stub_mu_);
   Mutex mu_;
   CondVar cv_;
   std::uint64_t worker_id_ SLUICE_GUARDED_BY(mu_) = 0;

@@ -2,7 +2,8 @@
 // skipped without /usr/bin/etcd): every role finds the master and the
 // orchestrator in etcd instead of by flags; two masters and two
 // orchestrators run as leader and standby; an etcd restart leaves the
-// cluster serving; a killed leader's standby leads within the lease's ttl.
+// cluster serving; a killed leader's standby leads within the lease's ttl,
+// and workers follow a new orchestrator.
 #include <httplib.h>
 
 #include <chrono>
@@ -91,23 +92,29 @@ TEST_F(EtcdClusterTest, RolesFindEachOtherInEtcdAndStandbysTakeOver) {
   EXPECT_EQ(orch_a->Wait(0), -1) << "the leading orchestrator still runs";
   EXPECT_TRUE(Serves(orch_a->Word(3)));
 
-  // The leaders die: each standby leads within the lease's ttl (4 s).
-  const auto killed = std::chrono::steady_clock::now();
-  master_a->Kill();
+  // The leading orchestrator dies: the standby leads within the lease's
+  // ttl (4 s), and the workers, told nothing, find it in etcd and serve
+  // through it.
+  auto killed = std::chrono::steady_clock::now();
   orch_a->Kill();
-  ASSERT_TRUE(master_b->AwaitBanner(15000));
-  EXPECT_EQ(master_b->Word(1), "master") << master_b->banner();
-  EXPECT_EQ(Leader("master"), master_b->Word(2));
   ASSERT_TRUE(orch_b->AwaitBanner(15000));
   EXPECT_EQ(orch_b->Word(1), "orchestrator") << orch_b->banner();
-  const double took =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
-  std::printf("etcd: standbys lead %.1f s after the leaders' deaths\n", took);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  std::printf("etcd: the standby orchestrator leads %.1f s after the leader's death\n", took);
   EXPECT_LT(took, 10);
   EXPECT_EQ(Leader("orchestrator"), orch_b->Word(2) + " " + orch_b->Word(3));
-  httplib::Client http("http://" + orch_b->Word(3));
-  auto health = http.Get("/healthz");
-  EXPECT_TRUE(health && health->status == 200) << "the new leader serves HTTP";
+  EXPECT_TRUE(Serves(orch_b->Word(3))) << "the workers followed the new orchestrator";
+
+  // The leading master dies: the standby leads (store nodes and clients do
+  // not follow it yet: docs/roadmap.md §11).
+  killed = std::chrono::steady_clock::now();
+  master_a->Kill();
+  ASSERT_TRUE(master_b->AwaitBanner(15000));
+  EXPECT_EQ(master_b->Word(1), "master") << master_b->banner();
+  took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  std::printf("etcd: the standby master leads %.1f s after the leader's death\n", took);
+  EXPECT_LT(took, 10);
+  EXPECT_EQ(Leader("master"), master_b->Word(2));
 }
 
 }  // namespace

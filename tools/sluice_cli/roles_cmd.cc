@@ -447,6 +447,15 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
            std::cerr << "sluice worker: give --orchestrator or --etcd\n";
            return 2;
          }
+         if (etcd != nullptr) {
+           // A standby that took over: the worker follows it.
+           std::shared_ptr<discovery::EtcdClient> shared = std::move(etcd);
+           w.resolve_orchestrator = [shared, key = LeaderKey(o->etcd, "orchestrator")] {
+             Result<std::string> v =
+                 discovery::Resolve(shared.get(), key, std::chrono::milliseconds(500));
+             return v.ok() ? v->substr(0, v->find(' ')) : std::string();
+           };
+         }
          o->worker.security = std::move(*s);
          return RunWorker(o->worker, o->exit_on_eof);
        }});

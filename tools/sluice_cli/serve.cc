@@ -371,6 +371,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   }
   StageWorkerConfig wc;
   wc.orchestrator = o.orchestrator;
+  wc.resolve_orchestrator = o.resolve_orchestrator;
   wc.stage = o.stage;
   wc.models = o.models;
   if (wc.models.empty()) {

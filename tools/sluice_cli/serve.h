@@ -3,6 +3,7 @@
 #ifndef SLUICE_TOOLS_SERVE_H_
 #define SLUICE_TOOLS_SERVE_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,9 @@ int RunGenerate(const GenerateOptions& o);
 
 struct WorkerOptions {
   std::string stage, orchestrator, master, mode = "store", listen = "127.0.0.1:0";
-  std::string advertise;            // The engine's, for peers (empty: listen).
+  std::string advertise;  // The engine's, for peers (empty: listen).
+  // Where the orchestrator is now (etcd's leader), asked when it is away.
+  std::function<std::string()> resolve_orchestrator;
   std::string profile;              // Empty: the reference models.
   std::vector<std::string> models;  // Empty: the reference model, or the profile's.
   bool colocated = false;

@@ -88,6 +88,11 @@ using StageHandler = std::function<Result<StageOutput>(StageContext&)>;
 
 struct StageWorkerConfig {
   std::string orchestrator;  // gRPC "host:port".
+  // Where the orchestrator is now, asked when it cannot be reached (e.g.
+  // its leader in etcd): a different "host:port" replaces `orchestrator`
+  // for the next registration. Empty answer or no function: keep trying
+  // the same one. Called on the worker's own threads; must be thread-safe.
+  std::function<std::string()> resolve_orchestrator;
   // A stage of `pipeline`: a free-form identifier ([a-z0-9_-], 1..64).
   std::string stage;
   // The models it serves; empty: the orchestrator's default model. Jobs of
