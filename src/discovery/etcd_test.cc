@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/testing/eventually.h"
 #include "discovery/etcd_client.h"
 #include "discovery/membership.h"
 #include "discovery/testing/etcd_server.h"
@@ -25,18 +26,6 @@ class EtcdTest : public ::testing::Test {
     auto c = EtcdClient::Create({server_->url()}, 1000ms);
     ASSERT_TRUE(c.ok());
     etcd_ = std::move(*c);
-  }
-  // Waits up to `limit` for `pred`.
-  template <typename Pred>
-  bool Eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        return false;
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    return true;
   }
   std::optional<std::string> Value(const std::string& key) {
     auto kv = etcd_->Get(key);
@@ -107,7 +96,7 @@ TEST_F(EtcdTest, APublisherKeepsItsEntriesAndPutsThemBackWhenItsLeaseIsLost) {
     // The lease lost (as when it expired with etcd out of reach).
     ASSERT_TRUE(etcd_->Revoke((*etcd_->Get("/sluice/c/node/a"))->lease).ok());
     EXPECT_EQ(Value("/sluice/c/node/a"), std::nullopt);
-    EXPECT_TRUE(Eventually([&] { return Value("/sluice/c/node/a").has_value(); }));
+    EXPECT_TRUE(internal::Eventually([&] { return Value("/sluice/c/node/a").has_value(); }, 10s));
     EXPECT_EQ((*p)->republished(), 1);
   }
   EXPECT_EQ(Value("/sluice/c/node/a"), std::nullopt) << "gone with its publisher";
@@ -129,7 +118,7 @@ TEST_F(EtcdTest, OneCampaignerLeadsAndAnotherTakesOverWhenItResigns) {
   EXPECT_FALSE(b_leads) << "a leads";
   EXPECT_EQ(Value("/sluice/c/master"), "a:7000");
   a->reset();  // a resigns (or dies: then its lease expires within 2 s).
-  EXPECT_TRUE(Eventually([&] { return b_leads.load(); }, 3s));
+  EXPECT_TRUE(internal::Eventually([&] { return b_leads.load(); }, 3s));
   campaign.join();
   EXPECT_EQ(Value("/sluice/c/master"), "b:7000");
   EXPECT_TRUE(b->leading());
@@ -151,7 +140,7 @@ TEST_F(EtcdTest, ALeaderWhoseLeaseIsLostIsToldSo) {
   std::atomic<int> told{0};
   (*a)->OnLost([&] { ++told; });
   ASSERT_TRUE(etcd_->Revoke((*etcd_->Get("/sluice/c/orchestrator"))->lease).ok());
-  EXPECT_TRUE(Eventually([&] { return !(*a)->leading(); }, 3s));
+  EXPECT_TRUE(internal::Eventually([&] { return !(*a)->leading(); }, 3s));
   EXPECT_EQ(told.load(), 1);
 }
 

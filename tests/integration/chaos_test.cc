@@ -13,8 +13,6 @@
 // and SLUICE_CHAOS_SEED (default 7) the schedule; SLUICE_CHAOS_CONDITION_CACHE=0 runs
 // the encode workers without the condition cache, SLUICE_CHAOS_BIN names the binary.
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,8 +30,9 @@
 #include <gtest/gtest.h>
 
 #include "child_process.h"
+#include "common/testing/free_port.h"
 #include "metrics_text.h"
-#include "runtime/reference/pipeline.h"
+#include "reference_bytes.h"
 #include "test_pki.h"
 
 namespace sluice::testing {
@@ -50,23 +49,6 @@ constexpr long kRssAnonBoundKiB = 512 * 1024;
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
-}
-
-// A loopback port free now (bound, read back, released), so a role keeps
-// its address across restarts.
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
 }
 
 // RssAnon of `pid` in KiB (0 if unreadable).
@@ -128,10 +110,10 @@ class ChaosCluster {
  public:
   ChaosCluster(std::string dir, std::vector<std::string> security)
       : dir_(std::move(dir)), security_(std::move(security)) {
-    master_ep_ = "127.0.0.1:" + std::to_string(FreePort());
-    metrics_port_ = FreePort();
-    orch_ep_ = "127.0.0.1:" + std::to_string(FreePort());
-    http_ep_ = "127.0.0.1:" + std::to_string(FreePort());
+    master_ep_ = "127.0.0.1:" + std::to_string(internal::FreeLoopbackPort());
+    metrics_port_ = internal::FreeLoopbackPort();
+    orch_ep_ = "127.0.0.1:" + std::to_string(internal::FreeLoopbackPort());
+    http_ep_ = "127.0.0.1:" + std::to_string(internal::FreeLoopbackPort());
     Add("master",
         {"master", "--listen", master_ep_, "--metrics-port", std::to_string(metrics_port_)});
     Add("node-mem", {"store-node", "--master", master_ep_, "--memory", "96MiB"});
@@ -350,16 +332,6 @@ class Load {
   std::thread thread_;
 };
 
-// What the reference pipeline computes for `body` in one place.
-std::string Expected(const json& body) {
-  auto r = reference::ParseRequest(body.dump(), 12, 4.0f);
-  if (!r.ok()) {
-    return "unparsable: " + r.status().ToString();
-  }
-  auto out = reference::GenerateAll(*r);
-  return out.ok() ? out->first : "failed: " + out.status().ToString();
-}
-
 class ChaosTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -467,7 +439,7 @@ class ChaosTest : public ::testing::Test {
       }
       ++succeeded;
       auto content = http.Get("/v1/jobs/" + a.id + "/content");
-      if (!content || content->status != 200 || content->body != Expected(a.body)) {
+      if (!content || content->status != 200 || content->body != ReferenceBytes(a.body)) {
         ++wrong_bytes;
         ADD_FAILURE() << a.id << ": its result is not the reference pipeline's bytes ("
                       << (content ? std::to_string(content->body.size()) + " bytes" : "no answer")

@@ -20,7 +20,7 @@
 
 #include "metrics_text.h"
 #include "netns_hosts.h"
-#include "runtime/reference/pipeline.h"
+#include "reference_bytes.h"
 
 namespace sluice::testing {
 namespace {
@@ -30,16 +30,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kA = 0, kB = 1, kC = 2;
-
-// What the reference pipeline computes for `body` in one place.
-std::string Expected(const json& body) {
-  auto r = reference::ParseRequest(body.dump(), 12, 4.0f);
-  if (!r.ok()) {
-    return "unparsable: " + r.status().ToString();
-  }
-  auto out = reference::GenerateAll(*r);
-  return out.ok() ? out->first : "failed: " + out.status().ToString();
-}
 
 class NetnsClusterTest : public ::testing::Test {
  protected:
@@ -145,7 +135,7 @@ class NetnsClusterTest : public ::testing::Test {
       ASSERT_EQ(j.value("status", ""), "succeeded") << j.dump();
       auto content = http_->Get("/v1/jobs/" + ids[i] + "/content");
       ASSERT_TRUE(content && content->status == 200);
-      EXPECT_EQ(content->body, Expected(bodies[i])) << "job " << i << " " << bodies[i].dump();
+      EXPECT_EQ(content->body, ReferenceBytes(bodies[i])) << "job " << i << " " << bodies[i].dump();
     }
   }
   // A stage's workers' bytes over `transport` in `direction`, once the
@@ -238,7 +228,7 @@ TEST_F(NetnsClusterTest, AHostCutOffMidJobHasItsWorkRerunElsewhereAndRejoins) {
     ASSERT_EQ(j.value("status", ""), "succeeded") << j.dump();
     auto content = http_->Get("/v1/jobs/" + ids[i] + "/content");
     ASSERT_TRUE(content && content->status == 200);
-    EXPECT_EQ(content->body, Expected(bodies[i])) << "job " << i;
+    EXPECT_EQ(content->body, ReferenceBytes(bodies[i])) << "job " << i;
   }
   auto events = http_->Get("/v1/jobs/" + ids[0] + "/events");
   ASSERT_TRUE(events);

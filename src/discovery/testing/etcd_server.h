@@ -4,9 +4,7 @@
 #ifndef SLUICE_DISCOVERY_TESTING_ETCD_SERVER_H_
 #define SLUICE_DISCOVERY_TESTING_ETCD_SERVER_H_
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "common/testing/free_port.h"
 #include "discovery/etcd_client.h"
 
 namespace sluice::discovery::testing {
@@ -26,8 +25,8 @@ class EtcdServer {
   EtcdServer() {
     char tmpl[] = "/tmp/sluice-etcd-XXXXXX";
     dir_ = ::mkdtemp(tmpl) != nullptr ? tmpl : "";
-    client_port_ = FreePort();
-    peer_port_ = FreePort();
+    client_port_ = internal::FreeLoopbackPort();
+    peer_port_ = internal::FreeLoopbackPort();
     Start();
   }
   ~EtcdServer() {
@@ -74,21 +73,6 @@ class EtcdServer {
   }
 
  private:
-  static int FreePort() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    int port = -1;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      port = ntohs(a.sin_port);
-    }
-    ::close(fd);
-    return port;
-  }
-
   std::string dir_;
   int client_port_ = 0, peer_port_ = 0;
   pid_t pid_ = -1;
