@@ -134,13 +134,17 @@ TEST_F(EtcdTest, OneCampaignerLeadsAndAnotherTakesOverWhenItResigns) {
 }
 
 TEST_F(EtcdTest, ALeaderWhoseLeaseIsLostIsToldSo) {
+  // `told` outlives the election: its thread may call OnLost's callback until it is joined.
+  std::atomic<int> told{0};
   auto a = Election::Campaign(etcd_.get(), "/sluice/c/orchestrator", "a", 3s, 100ms,
                               [] { return false; });
   ASSERT_TRUE(a.ok());
-  std::atomic<int> told{0};
   (*a)->OnLost([&] { ++told; });
   ASSERT_TRUE(etcd_->Revoke((*etcd_->Get("/sluice/c/orchestrator"))->lease).ok());
-  EXPECT_TRUE(internal::Eventually([&] { return !(*a)->leading(); }, 3s));
+  // leading() turns false just before the callback runs; wait for the callback itself.
+  EXPECT_TRUE(internal::Eventually([&] { return told.load() == 1; }, 3s));
+  EXPECT_FALSE((*a)->leading());
+  a->reset();
   EXPECT_EQ(told.load(), 1);
 }
 

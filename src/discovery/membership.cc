@@ -135,7 +135,7 @@ void Election::OnLost(std::function<void()> on_lost) {
   bool lost = false;
   {
     MutexLock lock(mu_);
-    lost = !leading_.load();
+    lost = lost_;
     if (!lost) {
       on_lost_ = std::move(on_lost);
     }
@@ -149,13 +149,14 @@ void Election::Lose(const std::string& why) {
   std::function<void()> on_lost;
   {
     MutexLock lock(mu_);
-    leading_ = false;
+    lost_ = true;
     on_lost = std::move(on_lost_);
   }
   SLUICE_LOG(error, "etcd: lost the lead of {}: {}", key_, why);
   if (on_lost) {
     on_lost();
   }
+  leading_ = false;
 }
 
 void Election::Run() {

@@ -74,9 +74,12 @@ class Election {
   Election& operator=(const Election&) = delete;
 
   // False once leadership is lost: the lease expired, or was not renewed
-  // for a whole ttl (etcd unreachable: it may have expired there). Then
-  // `on_lost` (given before) has run once, on the election's thread.
+  // for a whole ttl (etcd unreachable: it may have expired there). By then
+  // `on_lost` (given before) has returned, having run once on the
+  // election's thread.
   bool leading() const { return leading_.load(); }
+  // Sets what runs once when leadership is lost; given after the loss, it
+  // runs at once on the caller's thread. Replaces an earlier callback.
   void OnLost(std::function<void()> on_lost);
   // Replaces the key's value (under the same lease): a leader that
   // campaigned before it knew its endpoints publishes them once it serves.
@@ -95,6 +98,7 @@ class Election {
   Mutex mu_;
   CondVar cv_;
   bool stop_ SLUICE_GUARDED_BY(mu_) = false;
+  bool lost_ SLUICE_GUARDED_BY(mu_) = false;  // Set before on_lost_ runs; leading_ after.
   std::function<void()> on_lost_ SLUICE_GUARDED_BY(mu_);
   std::thread thread_;
 };
