@@ -216,11 +216,12 @@ Result<std::optional<EtcdKv>> EtcdClient::Get(const std::string& key) {
   return std::optional<EtcdKv>(std::move(kvs.front()));
 }
 
-Result<std::vector<EtcdKv>> EtcdClient::GetPrefix(const std::string& prefix) {
-  SLUICE_ASSIGN_OR_RETURN(
-      std::string body,
-      Call("/v3/kv/range",
-           json{{"key", Base64(prefix)}, {"range_end", Base64(PrefixEnd(prefix))}}.dump()));
+Result<std::vector<EtcdKv>> EtcdClient::GetPrefix(const std::string& prefix, bool keys_only) {
+  json req = {{"key", Base64(prefix)}, {"range_end", Base64(PrefixEnd(prefix))}};
+  if (keys_only) {
+    req["keys_only"] = true;
+  }
+  SLUICE_ASSIGN_OR_RETURN(std::string body, Call("/v3/kv/range", req.dump()));
   SLUICE_ASSIGN_OR_RETURN(json j, Parse(body));
   return Kvs(j);
 }
@@ -240,6 +241,35 @@ Result<bool> EtcdClient::CreateIfAbsent(const std::string& key, const std::strin
                                               {"result", "EQUAL"},
                                               {"create_revision", "0"}}})},
                     {"success", json::array({{{"request_put", put}}})}};
+  SLUICE_ASSIGN_OR_RETURN(std::string body, Call("/v3/kv/txn", txn.dump()));
+  SLUICE_ASSIGN_OR_RETURN(json j, Parse(body));
+  return j.value("succeeded", false);
+}
+
+Result<bool> EtcdClient::Txn(const std::vector<EtcdWrite>& writes, const std::string& fence_key,
+                             std::int64_t fence_lease) {
+  json ops = json::array();
+  for (const EtcdWrite& w : writes) {
+    switch (w.kind) {
+      case EtcdWrite::Kind::kPut:
+        ops.push_back({{"request_put", {{"key", Base64(w.key)}, {"value", Base64(w.value)}}}});
+        break;
+      case EtcdWrite::Kind::kDelete:
+        ops.push_back({{"request_delete_range", {{"key", Base64(w.key)}}}});
+        break;
+      case EtcdWrite::Kind::kDeletePrefix:
+        ops.push_back({{"request_delete_range",
+                        {{"key", Base64(w.key)}, {"range_end", Base64(PrefixEnd(w.key))}}}});
+        break;
+    }
+  }
+  json txn = {{"success", std::move(ops)}};
+  if (!fence_key.empty()) {
+    txn["compare"] = json::array({{{"key", Base64(fence_key)},
+                                   {"target", "LEASE"},
+                                   {"result", "EQUAL"},
+                                   {"lease", std::to_string(fence_lease)}}});
+  }
   SLUICE_ASSIGN_OR_RETURN(std::string body, Call("/v3/kv/txn", txn.dump()));
   SLUICE_ASSIGN_OR_RETURN(json j, Parse(body));
   return j.value("succeeded", false);

@@ -33,6 +33,14 @@ struct EtcdKv {
   std::int64_t create_revision = 0;
 };
 
+// One write of a transaction (EtcdClient::Txn).
+struct EtcdWrite {
+  enum class Kind : std::uint8_t { kPut, kDelete, kDeletePrefix };
+  Kind kind = Kind::kPut;
+  std::string key;    // kDeletePrefix: every key starting with it.
+  std::string value;  // kPut only.
+};
+
 // "http://host:port[,http://host:port...]" to its URLs. Errors:
 // kInvalidArgument naming the bad one (only http://host:port is accepted).
 Result<std::vector<std::string>> ParseEtcdEndpoints(std::string_view list);
@@ -61,12 +69,20 @@ class EtcdClient {
   Status Put(const std::string& key, const std::string& value, std::int64_t lease = 0);
   // The key's entry, or nullopt when absent.
   Result<std::optional<EtcdKv>> Get(const std::string& key);
-  // Every entry whose key starts with `prefix`, in key order.
-  Result<std::vector<EtcdKv>> GetPrefix(const std::string& prefix);
+  // Every entry whose key starts with `prefix`, in key order; with
+  // `keys_only`, values are left empty (etcd does not send them).
+  Result<std::vector<EtcdKv>> GetPrefix(const std::string& prefix, bool keys_only = false);
   Status Delete(const std::string& key);
   // key = value with `lease` only if the key does not exist (one
   // transaction); true when this call created it.
   Result<bool> CreateIfAbsent(const std::string& key, const std::string& value, std::int64_t lease);
+  // Applies `writes` in one transaction, all or none, if `fence_key` is
+  // held under `fence_lease` (a leader's key: only the leader writes);
+  // false when it is not (nothing written). Empty `fence_key`: no
+  // condition. etcd caps a transaction's writes (--max-txn-ops, 128 by
+  // default) and its size (--max-request-bytes, 1.5 MiB).
+  Result<bool> Txn(const std::vector<EtcdWrite>& writes, const std::string& fence_key = "",
+                   std::int64_t fence_lease = 0);
 
  private:
   EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout);

@@ -84,6 +84,10 @@ class Election {
   // Replaces the key's value (under the same lease): a leader that
   // campaigned before it knew its endpoints publishes them once it serves.
   Status Publish(const std::string& value) { return etcd_->Put(key_, value, lease_); }
+  // The leader's key and the lease it is held under: writes made only while
+  // this process leads compare them (EtcdClient::Txn's fence).
+  const std::string& key() const { return key_; }
+  std::int64_t lease() const { return lease_; }
 
  private:
   Election(EtcdClient* etcd, std::string key, std::int64_t lease, std::chrono::seconds ttl);

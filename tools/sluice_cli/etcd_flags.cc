@@ -67,6 +67,22 @@ bool ResolveLeader(const char* who, discovery::EtcdClient* etcd, const EtcdOptio
   return !endpoint->empty();
 }
 
+std::function<std::string()> LeaderResolver(std::shared_ptr<discovery::EtcdClient> etcd,
+                                            const EtcdOptions& o, const std::string& role,
+                                            int field) {
+  return [etcd = std::move(etcd), key = LeaderKey(o, role), field] {
+    Result<std::string> v = discovery::Resolve(etcd.get(), key, std::chrono::milliseconds(500));
+    std::string endpoint;
+    if (v.ok()) {
+      std::istringstream in(*v);
+      for (int i = 0; i <= field; ++i) {
+        in >> endpoint;
+      }
+    }
+    return endpoint;
+  };
+}
+
 std::unique_ptr<discovery::Election> LeadOrStandBy(const char* who, discovery::EtcdClient* etcd,
                                                    const EtcdOptions& o, const std::string& role,
                                                    const std::string& value) {

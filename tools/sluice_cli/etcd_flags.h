@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,14 @@ std::string LeaderKey(const EtcdOptions& o, const std::string& role);
 bool ResolveLeader(const char* who, discovery::EtcdClient* etcd, const EtcdOptions& o,
                    const std::string& role, int field, std::string* endpoint,
                    std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+// Where the leader of `role` is now (`field` of its value; empty when
+// etcd cannot say within 500 ms), for clients that follow a new leader
+// (StageWorkerConfig::resolve_orchestrator, StoreClientConfig::
+// resolve_master). Keeps `etcd` alive; thread-safe.
+std::function<std::string()> LeaderResolver(std::shared_ptr<discovery::EtcdClient> etcd,
+                                            const EtcdOptions& o, const std::string& role,
+                                            int field);
 
 // Blocks until this process leads `role` with `value`, or a stop signal
 // arrives (null then). Leadership lost later exits the process (code 3).

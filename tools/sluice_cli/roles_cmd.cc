@@ -86,6 +86,10 @@ int RunStoreNode(const std::string& listen, const std::string& advertise, StoreN
     std::cerr << "sluice store-node: give --master or --etcd\n";
     return 2;
   }
+  if (etcd != nullptr) {
+    // A standby master that took over gets this node's objects.
+    config.resolve_master = LeaderResolver(std::move(etcd), eo, "master", 0);
+  }
   EngineConfig ec;
   ec.listen = listen;
   ec.advertise = advertise;
@@ -106,12 +110,16 @@ int RunStoreNode(const std::string& listen, const std::string& advertise, StoreN
   return 0;
 }
 
-int RunOrchestrator(OrchestratorConfig config, bool exit_on_eof, const EtcdOptions& eo) {
+int RunOrchestrator(OrchestratorConfig config, bool exit_on_eof, const EtcdOptions& eo,
+                    bool journal_in_etcd) {
+  if (journal_in_etcd && (eo.endpoints.empty() || !config.journal_path.empty())) {
+    std::cerr << "sluice orchestrator: --journal-in-etcd needs --etcd and no --journal\n";
+    return 2;
+  }
   BlockStopSignals();
   bool failed = false;
-  std::unique_ptr<discovery::EtcdClient> etcd = ConnectEtcd("sluice orchestrator", eo, &failed);
-  if (failed ||
-      !ResolveLeader("sluice orchestrator", etcd.get(), eo, "master", 0, &config.store_master)) {
+  std::shared_ptr<discovery::EtcdClient> etcd = ConnectEtcd("sluice orchestrator", eo, &failed);
+  if (failed) {
     return 2;
   }
   // A standby takes no job until it leads: one orchestrator at a time
@@ -120,6 +128,20 @@ int RunOrchestrator(OrchestratorConfig config, bool exit_on_eof, const EtcdOptio
   if (etcd != nullptr && (lead = LeadOrStandBy("sluice orchestrator", etcd.get(), eo,
                                                "orchestrator", "")) == nullptr) {
     return 0;
+  }
+  // The master as it is once this process leads; followed when it moves.
+  if (!ResolveLeader("sluice orchestrator", etcd.get(), eo, "master", 0, &config.store_master)) {
+    return 2;
+  }
+  if (etcd != nullptr) {
+    config.resolve_store_master = LeaderResolver(etcd, eo, "master", 0);
+  }
+  if (journal_in_etcd) {
+    // Where the next leader reads it; written only while this one leads.
+    config.journal_etcd.endpoints = eo.endpoints;
+    config.journal_etcd.prefix = discovery::RoleKey(eo.cluster, "orchestrator") + "/journal/";
+    config.journal_etcd.leader_key = lead->key();
+    config.journal_etcd.leader_lease = lead->lease();
   }
   auto orch = OrchestratorServer::Start(config);
   if (!orch.ok()) {
@@ -277,6 +299,7 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
     std::int64_t result_ttl_s = 0;
     std::int64_t checkpoint_retention_s = 0;
     EtcdOptions etcd;
+    bool journal_in_etcd = false;
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
@@ -306,9 +329,13 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
                   "store master host:port (release cancelled payloads, re-run lost ones)");
   cmd->add_option("--journal", o->config.journal_path,
                   "SQLite file journaling accepted jobs (they survive a restart)");
+  cmd->add_flag("--journal-in-etcd", o->journal_in_etcd,
+                "with --etcd: journal accepted jobs in etcd (under /sluice/CLUSTER/orchestrator/"
+                "journal/), so a standby that takes over runs them on; results up to 1 MiB are "
+                "kept there too");
   cmd->add_option("--result-dir", o->config.result_dir,
-                  "with --journal: directory of succeeded jobs' results, one file each "
-                  "(default: JOURNAL.results)");
+                  "with a journal: directory of succeeded jobs' results, one file each "
+                  "(default: JOURNAL.results; with --journal-in-etcd, none)");
   cmd->add_flag("--colocated", o->config.colocated,
                 "each job is one assignment to a denoise-pool worker running every stage");
   cmd->add_option("--declare-model", o->declared,
@@ -369,7 +396,7 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
              return 2;
            }
          }
-         return RunOrchestrator(o->config, o->exit_on_eof, o->etcd);
+         return RunOrchestrator(o->config, o->exit_on_eof, o->etcd, o->journal_in_etcd);
        }});
 }
 
@@ -450,11 +477,8 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
          if (etcd != nullptr) {
            // A standby that took over: the worker follows it.
            std::shared_ptr<discovery::EtcdClient> shared = std::move(etcd);
-           w.resolve_orchestrator = [shared, key = LeaderKey(o->etcd, "orchestrator")] {
-             Result<std::string> v =
-                 discovery::Resolve(shared.get(), key, std::chrono::milliseconds(500));
-             return v.ok() ? v->substr(0, v->find(' ')) : std::string();
-           };
+           w.resolve_orchestrator = LeaderResolver(shared, o->etcd, "orchestrator", 0);
+           w.resolve_master = LeaderResolver(shared, o->etcd, "master", 0);
          }
          o->worker.security = std::move(*s);
          return RunWorker(o->worker, o->exit_on_eof);

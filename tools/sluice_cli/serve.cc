@@ -288,6 +288,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   ConnectorConfig cc;
   cc.role = o.stage;
   cc.store.master = o.master;
+  cc.store.resolve_master = o.resolve_master;
   cc.engine.listen = o.listen;
   cc.engine.advertise = o.advertise;
   cc.security = o.security;
@@ -308,6 +309,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   if (!o.master.empty()) {
     StoreClientConfig sc;
     sc.master = o.master;
+    sc.resolve_master = o.resolve_master;
     sc.security = o.security;
     // Its reads and writes are small (conditions, checkpoints) and the job
     // waits on them: a node that does not answer fails them in seconds

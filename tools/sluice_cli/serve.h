@@ -36,8 +36,9 @@ struct WorkerOptions {
   std::string advertise;  // The engine's, for peers (empty: listen).
   // Where the orchestrator is now (etcd's leader), asked when it is away.
   std::function<std::string()> resolve_orchestrator;
-  std::string profile;              // Empty: the reference models.
-  std::vector<std::string> models;  // Empty: the reference model, or the profile's.
+  std::function<std::string()> resolve_master;  // Where the store master is now.
+  std::string profile;                          // Empty: the reference models.
+  std::vector<std::string> models;              // Empty: the reference model, or the profile's.
   bool colocated = false;
   int capacity = 1;
   int steps = 12;

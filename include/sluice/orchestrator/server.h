@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -112,14 +113,34 @@ struct OrchestratorConfig {
   // unfinished jobs run again and finished ones answer as before. Empty: no
   // journal (jobs die with the process, results are held in memory).
   std::string journal_path;
+  // The journal in etcd instead (exclusive with journal_path), so a standby
+  // orchestrator on another host that takes over runs on every accepted
+  // job and answers for finished ones. Writes are fenced by the leader's
+  // key: an orchestrator that no longer leads cannot write.
+  struct EtcdJournalConfig {
+    std::string endpoints;   // "http://host:port[,...]"; empty: not in etcd.
+    std::string prefix;      // Key prefix ending in '/', e.g. "/sluice/prod/journal/".
+    std::string leader_key;  // Empty: unfenced (one orchestrator only).
+    std::int64_t leader_lease = 0;
+    // Succeeded results up to this size (at most 1 MiB) are kept in etcd; a
+    // larger one is served by the orchestrator that made it (or from a
+    // result_dir on storage both share) and answers 404 result_gone after
+    // a takeover.
+    std::size_t max_result_bytes = std::size_t{1} << 20;
+  };
+  EtcdJournalConfig journal_etcd;
   // With a journal: the directory holding succeeded jobs' result bytes, one
   // file each, removed when the job expires (the orchestrator's memory holds
-  // none). Empty: journal_path + ".results". Needs journal_path.
+  // none). Empty: journal_path + ".results" (in etcd: memory and etcd).
+  // Needs a journal.
   std::string result_dir;
   // The store master ("host:port"): jobs' store payloads (reported by
   // workers) are removed when a job is cancelled, and a payload the store
   // loses re-runs the stage that produced it. Empty: no store.
   std::string store_master;
+  // Where the store master is now (e.g. its leader in etcd), asked when it
+  // cannot be reached: see StoreClientConfig::resolve_master.
+  std::function<std::string()> resolve_store_master;
   // Video content: decode workers may return a frames archive, which is
   // served as MP4 when ffmpeg is available. "auto": ffmpeg found on PATH;
   // empty: never (the archive is served); else the ffmpeg binary to run.

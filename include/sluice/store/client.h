@@ -42,6 +42,12 @@ struct ObjectViewState;
 
 struct StoreClientConfig {
   std::string master;  // "host:port".
+  // Where the master is now, asked when it cannot be reached (e.g. the
+  // leader in etcd; at most every 500 ms): a different "host:port"
+  // replaces `master` for the calls that follow (the fast lane and held
+  // reservations are dropped). Empty answer or no function: keep trying
+  // the same one. Called on the caller's threads; must be thread-safe.
+  std::function<std::string()> resolve_master;
   std::chrono::milliseconds rpc_timeout{10000};
   std::chrono::milliseconds transfer_timeout{60000};
   std::uint64_t staging_bytes = std::uint64_t{64} << 20;  // For Put / Get.

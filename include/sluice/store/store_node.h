@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,7 +31,13 @@ class StoreNodeImpl;
 }
 
 struct StoreNodeConfig {
-  std::string master;   // Master's "host:port".
+  std::string master;  // Master's "host:port".
+  // Where the master is now, asked when it cannot be reached (e.g. the
+  // leader in etcd): a different "host:port" replaces `master`, and the
+  // node registers there with every object it holds. Empty answer or no
+  // function: keep trying the same one. Called on the node's heartbeat
+  // thread.
+  std::function<std::string()> resolve_master;
   std::string node_id;  // Empty: the engine's endpoint.
   std::uint64_t memory_bytes = std::uint64_t{1} << 30;
   int segments = 1;  // The memory is split into this many segments.

@@ -40,8 +40,8 @@ std::int64_t NowUnixMs() {
       .count();
 }
 
-// Whether a journaled request keeps its checkpoints (submission wrote the
-// flag into its JSON).
+}  // namespace
+
 bool KeepsCheckpoints(const std::string& request_json) {
   if (request_json.find("\"keep_checkpoints\"") == std::string::npos) {
     return false;
@@ -50,8 +50,6 @@ bool KeepsCheckpoints(const std::string& request_json) {
   return j.is_object() && j.contains("keep_checkpoints") && j["keep_checkpoints"].is_boolean() &&
          j["keep_checkpoints"].get<bool>();
 }
-
-}  // namespace
 
 Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
   sqlite3* db = nullptr;

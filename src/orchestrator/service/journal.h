@@ -20,6 +20,10 @@ struct sqlite3;
 
 namespace sluice::orchestrator {
 
+// Whether a journaled request keeps its checkpoints (submission wrote the
+// flag into its JSON); for every journal kind.
+bool KeepsCheckpoints(const std::string& request_json);
+
 class Journal : public JobJournal {
  public:
   // Opens or creates the database at `path`. Errors: kUnavailable naming

@@ -14,7 +14,9 @@
 #include "common/protobuf_log.h"
 #include "common/rpc_auth.h"
 #include "common/rpc_status.h"
+#include "discovery/etcd_client.h"
 #include "http/server.h"
+#include "orchestrator/service/etcd_journal.h"
 #include "orchestrator/service/http_api.h"
 #include "orchestrator/service/journal.h"
 #include "orchestrator/service/orchestrator_state.h"
@@ -123,11 +125,12 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
 
 class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
  public:
-  OrchestratorServerImpl(const OrchestratorConfig& c,
-                         std::unique_ptr<orchestrator::Journal> journal,
+  OrchestratorServerImpl(const OrchestratorConfig& c, std::unique_ptr<discovery::EtcdClient> etcd,
+                         std::unique_ptr<orchestrator::JobJournal> journal,
                          std::unique_ptr<orchestrator::ResultDir> results)
       : config_(c),
         auth_(c.security, "orchestrator"),
+        etcd_(std::move(etcd)),
         journal_(std::move(journal)),
         results_(std::move(results)),
         state_(
@@ -190,6 +193,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
       // best effort; an unknown payload counts as not held).
       StoreClientConfig sc;
       sc.master = config_.store_master;
+      sc.resolve_master = config_.resolve_store_master;
       sc.security = config_.security;
       sc.rpc_timeout = std::chrono::seconds(2);
       sc.master_retry = std::chrono::seconds(5);
@@ -420,8 +424,9 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
 
   OrchestratorConfig config_;
   CallAuthenticator auth_;
-  std::unique_ptr<orchestrator::Journal> journal_;    // Before state_: outlives it.
-  std::unique_ptr<orchestrator::ResultDir> results_;  // Likewise.
+  std::unique_ptr<discovery::EtcdClient> etcd_;        // The journal's, when in etcd.
+  std::unique_ptr<orchestrator::JobJournal> journal_;  // Before state_: outlives it.
+  std::unique_ptr<orchestrator::ResultDir> results_;   // Likewise.
   OrchestratorState state_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<http::Server> http_;
@@ -494,19 +499,38 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
   if (Status s = orchestrator::ValidateModelName(config.default_model); !s.ok()) {
     return InvalidArgumentError("orchestrator: default_model: " + std::string(s.message()));
   }
-  std::unique_ptr<orchestrator::Journal> journal;
+  std::unique_ptr<discovery::EtcdClient> etcd;
+  std::unique_ptr<orchestrator::JobJournal> journal;
   std::unique_ptr<orchestrator::ResultDir> results;
+  const OrchestratorConfig::EtcdJournalConfig& je = config.journal_etcd;
+  if (!je.endpoints.empty() && !config.journal_path.empty()) {
+    return InvalidArgumentError(
+        "orchestrator: journal_path and journal_etcd: the journal is in one place");
+  }
   if (!config.journal_path.empty()) {
     SLUICE_ASSIGN_OR_RETURN(journal, orchestrator::Journal::Open(config.journal_path));
     const std::string dir =
         config.result_dir.empty() ? config.journal_path + ".results" : config.result_dir;
     SLUICE_ASSIGN_OR_RETURN(results, orchestrator::ResultDir::Open(dir));
+  } else if (!je.endpoints.empty()) {
+    Result<std::vector<std::string>> urls = discovery::ParseEtcdEndpoints(je.endpoints);
+    if (!urls.ok()) {
+      return urls.status().WithContext("orchestrator: journal_etcd");
+    }
+    SLUICE_ASSIGN_OR_RETURN(etcd,
+                            discovery::EtcdClient::Create(*urls, std::chrono::milliseconds(2000)));
+    SLUICE_ASSIGN_OR_RETURN(
+        journal, orchestrator::EtcdJournal::Open(
+                     etcd.get(), {je.prefix, je.leader_key, je.leader_lease, je.max_result_bytes}));
+    if (!config.result_dir.empty()) {
+      SLUICE_ASSIGN_OR_RETURN(results, orchestrator::ResultDir::Open(config.result_dir));
+    }
   } else if (!config.result_dir.empty()) {
     return InvalidArgumentError(
-        "orchestrator: result_dir needs journal_path (the journal names the results it holds)");
+        "orchestrator: result_dir needs a journal (the journal names the results it holds)");
   }
-  auto impl = std::make_unique<internal::OrchestratorServerImpl>(config, std::move(journal),
-                                                                 std::move(results));
+  auto impl = std::make_unique<internal::OrchestratorServerImpl>(
+      config, std::move(etcd), std::move(journal), std::move(results));
   SLUICE_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<OrchestratorServer>(new OrchestratorServer(std::move(impl)));
 }

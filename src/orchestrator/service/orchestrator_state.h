@@ -122,6 +122,9 @@ struct FinishedRecord {
   JobRequest request;
   std::string status, error, error_type, result_type, result;
   std::int64_t created_unix_s = 0, finished_unix_s = 0;
+  // Succeeded, but the journal did not keep the result (larger than it
+  // keeps): it is answered as no longer kept.
+  bool result_dropped = false;
 };
 
 struct JournaledJob {

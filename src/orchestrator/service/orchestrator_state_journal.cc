@@ -122,6 +122,9 @@ Status OrchestratorState::RestoreFinishedLocked() {
     } else {
       rec.view.result = std::move(f.result);
     }
+    if (f.result_dropped && rec.view.result.empty()) {
+      rec.view.result_stored = true;  // Not in the dir either: read as gone.
+    }
     rec.view.request_json = f.request.request_json;
     rec.view.created_unix_s = f.created_unix_s;
     rec.view.finished_unix_s = f.finished_unix_s;
@@ -186,7 +189,10 @@ Result<std::string> OrchestratorState::ResultBytes(const JobView& v) const {
     return v.result;
   }
   if (results_ == nullptr) {
-    return InternalError("job " + v.name + ": stored result without a result dir");
+    // Restored from a journal that did not keep it (too large for etcd).
+    return NotFoundError("job " + v.name +
+                         ": its result was larger than the journal keeps and went with the "
+                         "orchestrator that made it");
   }
   return results_->Read(v.id);
 }

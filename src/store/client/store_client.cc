@@ -36,8 +36,42 @@ Status StoreClientImpl::Init() {
         staging_key_, engine_->RegisterMemory(staging_.data(), staging_.size(), MemoryKind::kHost,
                                               Access::kLocalOnly));
   }
-  stub_ = pb::Master::NewStub(MakeChannel(config_.master, config_.security));
+  MutexLock lock(master_mu_);
+  master_ = config_.master;
+  stub_ = pb::Master::NewStub(MakeChannel(master_, config_.security));
   return Status::Ok();
+}
+
+void StoreClientImpl::Reresolve() {
+  if (!config_.resolve_master) {
+    return;
+  }
+  MutexLock resolving(resolve_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_resolve_) {
+    return;
+  }
+  next_resolve_ = now + std::chrono::milliseconds(500);
+  const std::string found = config_.resolve_master();
+  if (found.empty() || !ParseHostPort(found, false).ok()) {
+    return;
+  }
+  {
+    MutexLock lock(master_mu_);
+    if (found == master_) {
+      return;
+    }
+    SLUICE_LOG(info, "store client: the master moved from {} to {}", master_, found);
+    master_ = found;
+    stub_ = pb::Master::NewStub(MakeChannel(master_, config_.security));
+  }
+  MutexLock lock(lane_mu_);
+  if (lane_ != nullptr) {
+    lane_->Reset();
+    lane_ = nullptr;
+  }
+  reservations_.Clear();
+  next_lane_probe_ = now;  // Ask the new master for its lane at the next call.
 }
 
 Status StoreClientImpl::Remove(std::string_view key) {
@@ -85,7 +119,8 @@ void StoreClientImpl::WatchLoop() {
       ctx = watch_ctx_.get();  // Replaced only by this thread.
     }
     pb::WatchRequest req;
-    auto reader = stub_->WatchEvents(ctx, req);
+    std::shared_ptr<pb::Master::Stub> stub = Stub();
+    auto reader = stub->WatchEvents(ctx, req);
     pb::ObjectEvent e;
     while (reader->Read(&e)) {
       std::shared_ptr<std::function<void(const StoreEvent&)>> h;
@@ -95,7 +130,9 @@ void StoreClientImpl::WatchLoop() {
       }
       (*h)(StoreEvent{static_cast<StoreEventKind>(e.kind()), e.key()});
     }
-    (void)reader->Finish();
+    if (reader->Finish().error_code() == grpc::StatusCode::UNAVAILABLE) {
+      Reresolve();  // Events come back from a master that moved.
+    }
     MutexLock lock(watch_mu_);
     watch_cv_.WaitFor(lock, std::chrono::milliseconds(200),
                       [this]() SLUICE_REQUIRES(watch_mu_) { return watch_stopping_; });
@@ -166,7 +203,14 @@ std::shared_ptr<fastlane::Client> StoreClientImpl::FastLane() {
   pb::DescribeResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx, std::min(config_.rpc_timeout, std::chrono::milliseconds(1000)));
-  if (!stub_->Describe(&ctx, req, &resp).ok() || resp.fast_lane_endpoint().empty()) {
+  std::string master;
+  std::shared_ptr<pb::Master::Stub> stub;
+  {
+    MutexLock m(master_mu_);
+    master = master_;
+    stub = stub_;
+  }
+  if (!stub->Describe(&ctx, req, &resp).ok() || resp.fast_lane_endpoint().empty()) {
     return nullptr;
   }
   Result<HostPort> hp = ParseHostPort(resp.fast_lane_endpoint(), false);
@@ -177,7 +221,7 @@ std::shared_ptr<fastlane::Client> StoreClientImpl::FastLane() {
   if (IsWildcardHost(hp->host)) {
     // A master on every address (no advertise): its lane is on the host
     // this client dials it at.
-    hp->host = ParseHostPort(config_.master, false)->host;
+    hp->host = ParseHostPort(master, false)->host;
   }
   lane_ = std::make_shared<fastlane::Client>(
       *hp, config_.rpc_spin, 64, DeriveKey(config_.security.token, kFastLaneKeyPurpose));

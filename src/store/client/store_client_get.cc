@@ -95,6 +95,7 @@ void StoreClientImpl::GetEnd(const OpenGet& g, bool completed) {
     LaneFailed(lane, UnavailableError("send failed", FailureScope::kEndpoint));
   }
   struct Call {
+    std::shared_ptr<pb::Master::Stub> stub;  // Outlives the call when the master moves.
     grpc::ClientContext ctx;
     pb::GetEndRequest req;
     pb::GetEndResponse resp;
@@ -108,13 +109,15 @@ void StoreClientImpl::GetEnd(const OpenGet& g, bool completed) {
     MutexLock lock(release_mu_);
     ++releases_in_flight_;
   }
-  stub_->async()->GetEnd(&call->ctx, &call->req, &call->resp, [this, call](const grpc::Status&) {
-    delete call;
-    MutexLock lock(release_mu_);
-    if (--releases_in_flight_ == 0) {
-      release_cv_.NotifyAll();
-    }
-  });
+  call->stub = Stub();
+  call->stub->async()->GetEnd(&call->ctx, &call->req, &call->resp,
+                              [this, call](const grpc::Status&) {
+                                delete call;
+                                MutexLock lock(release_mu_);
+                                if (--releases_in_flight_ == 0) {
+                                  release_cv_.NotifyAll();
+                                }
+                              });
 }
 
 Status StoreClientImpl::ReadRange(const OpenGet& g, char* local, std::uint64_t object_offset,

@@ -111,7 +111,7 @@ class StoreClientImpl {
               std::chrono::milliseconds timeout) {
     grpc::ClientContext ctx;
     SetDeadline(&ctx, timeout);
-    return FromGrpc((stub_.get()->*method)(&ctx, req, resp), name);
+    return FromGrpc((Stub().get()->*method)(&ctx, req, resp), name);
   }
   // As above, over the fast lane when there is one; falls back to gRPC when
   // the lane fails (every lane method is retry-safe, see master.proto).
@@ -130,7 +130,11 @@ class StoreClientImpl {
     MasterBackoff backoff(config_.master_retry);
     while (true) {
       Status s = CallOnce(method, fast, req, resp, name, timeout);
-      if (s.code() != StatusCode::kUnavailable || backoff.exhausted()) {
+      if (s.code() != StatusCode::kUnavailable) {
+        return s;
+      }
+      Reresolve();
+      if (backoff.exhausted()) {
         return s;
       }
       backoff.Sleep();
@@ -160,6 +164,15 @@ class StoreClientImpl {
     }
     return Call(method, req, resp, name, timeout);
   }
+  // The master's stub: replaced when the master moved (Reresolve).
+  std::shared_ptr<pb::Master::Stub> Stub() {
+    MutexLock lock(master_mu_);
+    return stub_;
+  }
+  // After a call found the master unreachable: asks config_.resolve_master
+  // (at most every 500 ms); another endpoint gets a new stub, and the fast
+  // lane and reservations of the old master are dropped.
+  void Reresolve();
   // The fast lane, once the master has said where it is; asks again at most
   // once a second while it is unknown or after it failed.
   std::shared_ptr<fastlane::Client> FastLane();
@@ -260,7 +273,11 @@ class StoreClientImpl {
   StoreClientConfig config_;
   // How ObjectViews end their reads while the client lives.
   std::shared_ptr<OwnerLink<StoreClientImpl>> link_;
-  std::unique_ptr<pb::Master::Stub> stub_;
+  Mutex resolve_mu_;  // One Reresolve at a time.
+  std::chrono::steady_clock::time_point next_resolve_ SLUICE_GUARDED_BY(resolve_mu_);
+  Mutex master_mu_;
+  std::string master_ SLUICE_GUARDED_BY(master_mu_);  // The endpoint stub_ dials.
+  std::shared_ptr<pb::Master::Stub> stub_ SLUICE_GUARDED_BY(master_mu_);
   Mutex lane_mu_;
   std::shared_ptr<fastlane::Client> lane_ SLUICE_GUARDED_BY(lane_mu_);
   std::chrono::steady_clock::time_point next_lane_probe_ SLUICE_GUARDED_BY(lane_mu_);

@@ -98,7 +98,8 @@ class StoreNodeImpl {
         e.record = std::move(r);
       }
     }
-    stub_ = pb::Master::NewStub(MakeChannel(config_.master, config_.security));
+    master_ = config_.master;
+    stub_ = pb::Master::NewStub(MakeChannel(master_, config_.security));
     thread_ = std::thread([this] { Run(); });
     return Status::Ok();
   }
@@ -145,6 +146,22 @@ class StoreNodeImpl {
     return s;
   }
 
+  // Asks where the master is now (config_.resolve_master); another
+  // endpoint gets a new stub, and the next loop registers there.
+  void Reresolve() {
+    if (!config_.resolve_master) {
+      return;
+    }
+    const std::string found = config_.resolve_master();
+    if (found.empty() || found == master_ || !ParseHostPort(found, false).ok()) {
+      return;
+    }
+    SLUICE_LOG(info, "store node {}: the master moved from {} to {}", config_.node_id, master_,
+               found);
+    master_ = found;
+    stub_ = pb::Master::NewStub(MakeChannel(master_, config_.security));
+  }
+
   // Registers, then heartbeats; re-registers when the master forgot us.
   void Run() {
     bool need_register = true;
@@ -162,8 +179,7 @@ class StoreNodeImpl {
         need_register = !s.ok();
         if (s.ok()) {
           pause = std::chrono::milliseconds(0);  // Held heartbeats start now.
-          SLUICE_LOG(info, "store node {} registered with master {}", config_.node_id,
-                     config_.master);
+          SLUICE_LOG(info, "store node {} registered with master {}", config_.node_id, master_);
         }
       } else {
         pb::HeartbeatRequest req;
@@ -221,6 +237,10 @@ class StoreNodeImpl {
         SLUICE_LOG(warn, "store node {}: {}", config_.node_id, s.ToString());
       }
       last_error = s;
+      if (!s.ok() &&
+          (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded)) {
+        Reresolve();
+      }
       lock.Lock();
       if (need_register) {
         pause = std::chrono::milliseconds(200);
@@ -275,6 +295,7 @@ class StoreNodeImpl {
   std::vector<SharedBuffer> memory_;
   std::vector<RegionKey> keys_;
   std::vector<std::uint64_t> sizes_;
+  std::string master_;  // What stub_ dials (heartbeat thread, once started).
   std::unique_ptr<pb::Master::Stub> stub_;
   std::chrono::milliseconds interval_{500};
   std::atomic<bool> registered_{false};

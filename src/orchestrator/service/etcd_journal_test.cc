@@ -1,0 +1,185 @@
+// The journal in etcd against a real etcd (label etcd; skipped without
+// /usr/bin/etcd): what one orchestrator writes, another opening the same
+// prefix reads (a standby taking over); writes are fenced by the leader's
+// key; results over the limit come back as dropped.
+#include "orchestrator/service/etcd_journal.h"
+
+#include <chrono>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "discovery/testing/etcd_server.h"
+
+namespace sluice::orchestrator {
+namespace {
+
+using namespace std::chrono_literals;
+
+class EtcdJournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!discovery::testing::EtcdServer::Available()) {
+      GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server)";
+    }
+    etcd_ = std::make_unique<discovery::testing::EtcdServer>();
+    auto c = discovery::EtcdClient::Create({etcd_->url()}, 2000ms);
+    ASSERT_TRUE(c.ok());
+    client_ = std::move(*c);
+  }
+  std::unique_ptr<EtcdJournal> Open(EtcdJournal::Options o = {}) {
+    if (o.prefix.empty()) {
+      o.prefix = "/sluice/t/orchestrator/journal/";
+    }
+    auto j = EtcdJournal::Open(client_.get(), o);
+    EXPECT_TRUE(j.ok()) << j.status().ToString();
+    return j.ok() ? std::move(*j) : nullptr;
+  }
+  static JobRequest Request(const std::string& name) {
+    JobRequest r;
+    r.kind = "image";
+    r.name = name;
+    r.tenant = "acme";
+    r.request_json = R"({"prompt":"a lighthouse","keep_checkpoints":true})";
+    r.model = "ref";
+    r.pipeline = {"encode", "denoise", "decode"};
+    r.priority = PriorityClass::kInteractive;
+    r.deadline = 60s;
+    r.affinity = "a1";
+    return r;
+  }
+  static std::vector<StageDecl> Stages() { return *ParsePipeline("encode,denoise,decode"); }
+
+  std::unique_ptr<discovery::testing::EtcdServer> etcd_;
+  std::unique_ptr<discovery::EtcdClient> client_;
+};
+
+TEST_F(EtcdJournalTest, AStandbyReadsWhatTheLeaderWrote) {
+  auto leader = Open();
+  ASSERT_NE(leader, nullptr);
+  ASSERT_TRUE(leader->Add(1, Request("job-a"), Stages()).ok());
+  ASSERT_TRUE(leader->Add(2, Request("job-b"), Stages()).ok());
+  ASSERT_TRUE(leader->Add(3, Request("job-c"), Stages()).ok());
+  JobProgress p;
+  p.done = "encode";
+  p.output = std::string("out\n\0put", 9);  // Bytes as they are, newlines and zeros too.
+  p.keys = {"k1", "k2"};
+  p.checkpoint_step = 4;
+  ASSERT_TRUE(leader->SaveProgress(2, p).ok());
+  JobOutcome ok{"succeeded", "", "", "image/png", std::string_view("PNG\x89\0bytes", 10), 1000};
+  ASSERT_TRUE(leader->Finish(1, ok).ok());
+  ASSERT_TRUE(leader->Keep({2, 3, 5000}).ok());
+  ASSERT_TRUE(leader->Keep({2, 3, 6000}).ok());  // A second report: no-op.
+
+  auto standby = Open();
+  ASSERT_NE(standby, nullptr);
+  EXPECT_EQ(*standby->MaxId(), 3u);
+  auto unfinished = standby->Unfinished();
+  ASSERT_TRUE(unfinished.ok()) << unfinished.status().ToString();
+  ASSERT_EQ(unfinished->size(), 2u);
+  const JournaledJob& b = (*unfinished)[0];
+  EXPECT_EQ(b.id, 2u);
+  EXPECT_EQ(b.request.name, "job-b");
+  EXPECT_EQ(b.request.tenant, "acme");
+  EXPECT_EQ(b.request.model, "ref");
+  EXPECT_EQ(b.request.affinity, "a1");
+  EXPECT_EQ(b.request.priority, PriorityClass::kInteractive);
+  EXPECT_TRUE(b.request.keep_checkpoints);
+  ASSERT_TRUE(b.request.deadline.has_value());
+  EXPECT_GT(b.request.deadline->count(), 50000);
+  EXPECT_EQ(b.request.pipeline, (std::vector<std::string>{"encode", "denoise", "decode"}));
+  EXPECT_EQ(b.model_stages.size(), 3u);
+  ASSERT_TRUE(b.progress.done.has_value());
+  EXPECT_EQ(*b.progress.done, "encode");
+  EXPECT_EQ(b.progress.output, p.output);
+  EXPECT_EQ(b.progress.keys, p.keys);
+  EXPECT_EQ(b.progress.checkpoint_step, 4);
+  EXPECT_EQ((*unfinished)[1].id, 3u);
+  EXPECT_FALSE((*unfinished)[1].progress.done.has_value());
+
+  auto finished = standby->Finished(10, 0);
+  ASSERT_TRUE(finished.ok());
+  ASSERT_EQ(finished->size(), 1u);
+  EXPECT_EQ((*finished)[0].request.name, "job-a");
+  EXPECT_EQ((*finished)[0].status, "succeeded");
+  EXPECT_EQ((*finished)[0].result, std::string(ok.result));
+  EXPECT_EQ((*finished)[0].result_type, "image/png");
+  EXPECT_FALSE((*finished)[0].result_dropped);
+  auto kept = standby->Kept();
+  ASSERT_TRUE(kept.ok());
+  ASSERT_EQ(kept->size(), 1u);
+  EXPECT_EQ((*kept)[0].job, 2u);
+  EXPECT_EQ((*kept)[0].step, 3);
+  EXPECT_EQ((*kept)[0].unix_ms, 5000);
+
+  // Pruning forgets finished jobs past the newest `keep` and old kept steps.
+  JobOutcome failed{"failed", "boom", "server_error", "", {}, 2000};
+  ASSERT_TRUE(standby->Finish(3, failed).ok());
+  ASSERT_TRUE(standby->Prune(1, 0, 0).ok());
+  auto after = Open();
+  ASSERT_NE(after, nullptr);
+  auto left = after->Finished(10, 0);
+  ASSERT_TRUE(left.ok());
+  ASSERT_EQ(left->size(), 1u);
+  EXPECT_EQ((*left)[0].id, 3u);
+  EXPECT_EQ((*left)[0].error, "boom");
+  EXPECT_EQ(after->Kept()->size(), 1u) << "job 2 is unfinished: its kept step stays";
+  ASSERT_TRUE(after->Prune(10, 0, 5001).ok());
+  EXPECT_EQ(Open()->Kept()->size(), 0u);
+  auto gone = client_->Get("/sluice/t/orchestrator/journal/result/00000000000000000001");
+  ASSERT_TRUE(gone.ok());
+  EXPECT_FALSE(gone->has_value()) << "a pruned job's result is deleted";
+}
+
+TEST_F(EtcdJournalTest, OnlyTheLeaderWrites) {
+  auto lease = client_->Grant(10s);
+  ASSERT_TRUE(lease.ok());
+  const std::string key = "/sluice/t/orchestrator/leader";
+  ASSERT_TRUE(client_->Put(key, "me", *lease).ok());
+  EtcdJournal::Options o;
+  o.fence_key = key;
+  o.fence_lease = *lease;
+  auto j = Open(o);
+  ASSERT_NE(j, nullptr);
+  ASSERT_TRUE(j->Add(1, Request("job-a"), Stages()).ok());
+  // Another leads now (the key is held under another lease).
+  ASSERT_TRUE(client_->Revoke(*lease).ok());
+  auto theirs = client_->Grant(10s);
+  ASSERT_TRUE(theirs.ok());
+  ASSERT_TRUE(client_->Put(key, "them", *theirs).ok());
+  Status s = j->Add(2, Request("job-b"), Stages());
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("no longer leads"), std::string_view::npos) << s.ToString();
+  EXPECT_EQ(j->Finish(1, {"succeeded", "", "", "image/png", "x", 1}).code(),
+            StatusCode::kFailedPrecondition);
+  auto fresh = Open();
+  ASSERT_NE(fresh, nullptr);
+  auto unfinished = fresh->Unfinished();
+  ASSERT_TRUE(unfinished.ok());
+  ASSERT_EQ(unfinished->size(), 1u) << "nothing of the fenced writes landed";
+  EXPECT_EQ((*unfinished)[0].id, 1u);
+}
+
+TEST_F(EtcdJournalTest, ALargeResultIsNotKeptAndSaysSo) {
+  EtcdJournal::Options o;
+  o.max_result_bytes = 1000;
+  auto j = Open(o);
+  ASSERT_NE(j, nullptr);
+  ASSERT_TRUE(j->Add(1, Request("job-a"), Stages()).ok());
+  const std::string big(1001, 'v');
+  ASSERT_TRUE(j->Finish(1, {"succeeded", "", "", "video/mp4", big, 10}).ok());
+  auto f = Open()->Finished(10, 0);
+  ASSERT_TRUE(f.ok());
+  ASSERT_EQ(f->size(), 1u);
+  EXPECT_TRUE((*f)[0].result.empty());
+  EXPECT_TRUE((*f)[0].result_dropped);
+
+  o.max_result_bytes = (std::size_t{1} << 20) + 1;
+  EXPECT_EQ(EtcdJournal::Open(client_.get(), o).status().code(), StatusCode::kInvalidArgument);
+  o.max_result_bytes = 1000;
+  o.prefix = "/no/slash";
+  EXPECT_EQ(EtcdJournal::Open(client_.get(), o).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sluice::orchestrator
