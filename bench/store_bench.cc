@@ -99,7 +99,7 @@ struct StoreUnderTest {
 
 Result<StoreUnderTest> StartStore(const std::string& exe, std::uint64_t node_memory,
                                   const std::string& transport, const WarmMemory& local,
-                                  const std::string& token_file) {
+                                  const std::string& token_file, bool durable_commits) {
   StoreUnderTest s;
   std::vector<std::string> auth;
   SecurityConfig security;
@@ -112,6 +112,9 @@ Result<StoreUnderTest> StartStore(const std::string& exe, std::uint64_t node_mem
   std::vector<std::string> margs = {exe, "master", "--listen", "127.0.0.1:0",
                                     "--exit-on-stdin-eof"};
   margs.insert(margs.end(), auth.begin(), auth.end());
+  if (durable_commits) {
+    margs.push_back("--durable-commits");
+  }
   SLUICE_ASSIGN_OR_RETURN(s.master, BenchChild::Spawn(margs));
   const std::string master_ep = s.master->Word(1);
   std::vector<std::string> nargs = {exe,
@@ -163,17 +166,26 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
     return ResourceExhaustedError("cannot allocate " + FormatByteSize(area));
   }
   // The store under test (index 0), and with credential_ab the same store
-  // with a cluster credential (index 1).
+  // with a cluster credential, with durable_ab one with durable commits
+  // (their indexes in `credential_at` and `durable_at`).
   std::vector<StoreUnderTest> stores;
   SLUICE_ASSIGN_OR_RETURN(StoreUnderTest open,
-                          StartStore(exe, node_memory, o.transport, local, ""));
+                          StartStore(exe, node_memory, o.transport, local, "", false));
   stores.push_back(std::move(open));
   TokenFile token;
+  std::size_t credential_at = 0, durable_at = 0;
   if (o.credential_ab) {
     SLUICE_ASSIGN_OR_RETURN(std::string path, WriteTokenFile(&token));
     SLUICE_ASSIGN_OR_RETURN(StoreUnderTest closed,
-                            StartStore(exe, node_memory, o.transport, local, path));
+                            StartStore(exe, node_memory, o.transport, local, path, false));
+    credential_at = stores.size();
     stores.push_back(std::move(closed));
+  }
+  if (o.durable_ab) {
+    SLUICE_ASSIGN_OR_RETURN(StoreUnderTest durable,
+                            StartStore(exe, node_memory, o.transport, local, "", true));
+    durable_at = stores.size();
+    stores.push_back(std::move(durable));
   }
   // The raw target has the node's footprint, and raw puts cycle over it as
   // store puts do, so both see the same cache behaviour.
@@ -258,10 +270,17 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
   r.p99_us = Percentile(store[0].latencies_us, 0.99);
   r.raw_p50_us = Percentile(raw_total.latencies_us, 0.5);
   r.raw_p99_us = Percentile(raw_total.latencies_us, 0.99);
-  if (store.size() > 1) {
-    r.credential_gbps = static_cast<double>(store[1].ops * o.value_size) / store[1].seconds / 1e9;
-    r.credential_p50_us = Percentile(store[1].latencies_us, 0.5);
-    r.credential_p99_us = Percentile(store[1].latencies_us, 0.99);
+  if (credential_at > 0) {
+    Timed& t = store[credential_at];
+    r.credential_gbps = static_cast<double>(t.ops * o.value_size) / t.seconds / 1e9;
+    r.credential_p50_us = Percentile(t.latencies_us, 0.5);
+    r.credential_p99_us = Percentile(t.latencies_us, 0.99);
+  }
+  if (durable_at > 0) {
+    Timed& t = store[durable_at];
+    r.durable_gbps = static_cast<double>(t.ops * o.value_size) / t.seconds / 1e9;
+    r.durable_p50_us = Percentile(t.latencies_us, 0.5);
+    r.durable_p99_us = Percentile(t.latencies_us, 0.99);
   }
   return r;
 }
@@ -286,6 +305,12 @@ std::string ToJson(const StoreBenchResult& r) {
     j["credential_ratio"] = r.gbps > 0 ? r.credential_gbps / r.gbps : 0.0;
     j["credential_p50_us"] = r.credential_p50_us;
     j["credential_p99_us"] = r.credential_p99_us;
+  }
+  if (r.options.durable_ab) {
+    j["durable_gbps"] = r.durable_gbps;
+    j["durable_ratio"] = r.gbps > 0 ? r.durable_gbps / r.gbps : 0.0;
+    j["durable_p50_us"] = r.durable_p50_us;
+    j["durable_p99_us"] = r.durable_p99_us;
   }
   j["unit"] = "GB/s (1e9 bytes/s)";
   return j.dump();

@@ -21,6 +21,10 @@ struct StoreBenchOptions {
   // credential (a token made for the run), alternating rounds with the
   // open one: what the credential costs.
   bool credential_ab = false;
+  // Also run a store whose master has durable commits (a put is answered
+  // once its node acknowledged it), alternating rounds likewise: what a
+  // master failover that loses nothing costs each put.
+  bool durable_ab = false;
 };
 
 struct StoreBenchResult {
@@ -36,6 +40,10 @@ struct StoreBenchResult {
   double credential_gbps = 0;
   double credential_p50_us = 0;
   double credential_p99_us = 0;
+  // With durable_ab: the store with durable commits.
+  double durable_gbps = 0;
+  double durable_p50_us = 0;
+  double durable_p99_us = 0;
 };
 
 // Errors: kInvalidArgument for out-of-range options.

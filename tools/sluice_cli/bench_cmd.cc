@@ -11,6 +11,7 @@
 #include "bench/connector_bench.h"
 #include "bench/e2e_bench.h"
 #include "bench/http_bench.h"
+#include "bench/journal_bench.h"
 #include "bench/orchestrator_bench.h"
 #include "bench/store_bench.h"
 #include "bench/transfer_bench.h"
@@ -136,6 +137,9 @@ void AddStore(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_flag("--credential-ab", o->b.credential_ab,
                 "also run a store with a cluster credential, alternating rounds with the open "
                 "one (credential_gbps, credential_ratio)");
+  cmd->add_flag("--durable-ab", o->b.durable_ab,
+                "also run a store whose master has durable commits, alternating rounds with the "
+                "plain one (durable_gbps, durable_ratio)");
   cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
   out->push_back({cmd, [o] {
                     o->b.value_size = *ParseByteSize(o->value_size);
@@ -335,6 +339,25 @@ void AddOrchestrator(CLI::App& bench, std::vector<Command>* out) {
   out->push_back({cmd, [o] { return Report("orchestrator", bench::RunOrchestratorBench(o->b)); }});
 }
 
+void AddJournal(CLI::App& bench, std::vector<Command>* out) {
+  struct Opts {
+    bench::JournalBenchOptions b;
+    bool json = true;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = bench.add_subcommand(
+      "journal", "submissions per second the orchestrator's journal sustains: etcd vs SQLite");
+  cmd->add_option("--etcd", o->b.etcd, "a running etcd, http://host:port[,...]")->required();
+  cmd->add_option("--jobs", o->b.jobs, "jobs through each journal")
+      ->check(CLI::Range(4, 100000))
+      ->capture_default_str();
+  cmd->add_option("--rounds", o->b.rounds, "alternating rounds")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
+  out->push_back({cmd, [o] { return Report("journal", bench::RunJournalBench(o->b)); }});
+}
+
 void AddTransferTarget(CLI::App& bench, std::vector<Command>* out) {
   struct Opts {
     std::uint64_t region_size = 0;
@@ -369,6 +392,7 @@ void AddBenchCommands(CLI::App& bench, std::vector<Command>* out) {
   AddCache(bench, out);
   AddHttp(bench, out);
   AddOrchestrator(bench, out);
+  AddJournal(bench, out);
   AddTransferTarget(bench, out);
 }
 

@@ -42,8 +42,11 @@ bool ApplyHostId(const char* role, const std::string& id) {
   return true;
 }
 
-int RunMaster(const MasterConfig& config, bool exit_on_eof, const EtcdOptions& eo) {
+int RunMaster(MasterConfig config, bool exit_on_eof, const EtcdOptions& eo) {
   BlockStopSignals();
+  // With etcd there are standbys: what this master acknowledges must be
+  // known to the one that takes over.
+  config.durable_commits = config.durable_commits || !eo.endpoints.empty();
   bool failed = false;
   std::unique_ptr<discovery::EtcdClient> etcd = ConnectEtcd("sluice master", eo, &failed);
   if (failed) {
@@ -205,6 +208,9 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
                   "other cache object; 0: never)")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
+  cmd->add_flag("--durable-commits", o->config.durable_commits,
+                "acknowledge a put once its store nodes have it, so a master that takes over "
+                "knows every acknowledged object (one more round trip per put; on with --etcd)");
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   AddEtcdFlags(cmd, &o->etcd);
   SecurityResolver security = AddSecurityFlags(cmd);

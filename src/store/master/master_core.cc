@@ -38,6 +38,7 @@ void MasterCore::Shutdown() {
     }
     parked_gets_.clear();
     AnswerHeartbeatsLocked(MasterClock::now(), /*all=*/true, &finish);
+    ResumeCommitsLocked(MasterClock::now(), /*all=*/true, &finish);
   }
   cv_.NotifyAll();
   if (ticker_.joinable()) {
@@ -136,6 +137,9 @@ void MasterCore::FillHeartbeatLocked(const std::string& node_id, std::uint64_t a
     p->set_size(c.size);
   }
   resp->set_reregister(reply.reregister);
+  // Durable commits wait for the node's acknowledgment: it sends the next
+  // heartbeat at once instead of batching.
+  resp->set_ack_now(options_.durable_commits && !reply.deltas.empty());
   for (const NodeDelta& d : reply.deltas) {
     pb::NodeDelta* p = resp->add_deltas();
     p->set_seq(d.seq);
@@ -175,6 +179,7 @@ void MasterCore::Heartbeat(const pb::HeartbeatRequest* req, pb::HeartbeatRespons
       parked_heartbeats_.erase(held);
     }
     FillHeartbeatLocked(req->node_id(), req->acked_seq(), results, resp);
+    ResumeCommitsLocked(MasterClock::now(), /*all=*/false, &finish);
     ResumeParkedGetsLocked(state_.TakeLoaded(), false, &finish);
     const bool news = resp->deltas_size() > 0 || resp->commands_size() > 0 || resp->reregister();
     if (req->wait_ms() > 0 && !stopping_ && !news) {
@@ -287,41 +292,77 @@ void MasterCore::CommittedLocked(const std::string& key, const pb::ReserveNext* 
   }
 }
 
-Status MasterCore::PutEnd(const pb::PutEndRequest& req, pb::PutEndResponse* resp) {
+void MasterCore::PutEnd(const pb::PutEndRequest* req, pb::PutEndResponse* resp, Done done) {
   const auto start = MasterClock::now();
   Finish finish;
-  Status st;
   {
     MutexLock lock(mu_);
-    st = state_.PutEnd(req.key(), req.put_id(), MasterClock::now());
+    const Status st = state_.PutEnd(req->key(), req->put_id(), MasterClock::now());
     if (st.ok()) {
-      CommittedLocked(req.key(), req.has_reserve() ? &req.reserve() : nullptr,
-                      resp != nullptr ? resp->mutable_reservation() : nullptr, &finish);
-    }
-  }
-  Run(finish);
-  rpc_stats_.Record(RpcStats::kPutEnd, start);
-  return st;
-}
-
-Status MasterCore::PutReserved(const pb::PutReservedRequest& req, pb::PutReservedResponse* resp) {
-  const auto start = MasterClock::now();
-  const PutRequest r =
-      FromPutFields(req.key(), req.size(), req.has_tensor() ? &req.tensor() : nullptr, req.policy(),
-                    req.request_id());
-  Finish finish;
-  Status st;
-  {
-    MutexLock lock(mu_);
-    st = state_.PutReserved(r, req.reservation_id(), MasterClock::now());
-    if (st.ok()) {
-      CommittedLocked(req.key(), req.has_reserve() ? &req.reserve() : nullptr,
+      CommittedLocked(req->key(), req->has_reserve() ? &req->reserve() : nullptr,
                       resp->mutable_reservation(), &finish);
     }
+    AnswerCommitLocked(req->key(), st, std::move(done), &finish);
   }
+  rpc_stats_.Record(RpcStats::kPutEnd, start);
   Run(finish);
+}
+
+void MasterCore::PutReserved(const pb::PutReservedRequest* req, pb::PutReservedResponse* resp,
+                             Done done) {
+  const auto start = MasterClock::now();
+  const PutRequest r =
+      FromPutFields(req->key(), req->size(), req->has_tensor() ? &req->tensor() : nullptr,
+                    req->policy(), req->request_id());
+  Finish finish;
+  {
+    MutexLock lock(mu_);
+    const Status st = state_.PutReserved(r, req->reservation_id(), MasterClock::now());
+    if (st.ok()) {
+      CommittedLocked(req->key(), req->has_reserve() ? &req->reserve() : nullptr,
+                      resp->mutable_reservation(), &finish);
+    }
+    AnswerCommitLocked(req->key(), st, std::move(done), &finish);
+  }
   rpc_stats_.Record(RpcStats::kPutReserved, start);
-  return st;
+  Run(finish);
+}
+
+void MasterCore::AnswerCommitLocked(const std::string& key, const Status& st, Done done,
+                                    Finish* finish) {
+  if (st.ok() && options_.durable_commits && !stopping_) {
+    std::vector<MasterState::CommitMark> marks = state_.CommitMarks(key);
+    const bool acked = std::all_of(marks.begin(), marks.end(), [this](const auto& m) {
+      mu_.AssertHeld();
+      return state_.Acknowledged(m);
+    });
+    if (!acked) {
+      parked_commits_.push_back(
+          {std::move(marks), MasterClock::now() + options_.node_timeout, std::move(done)});
+      return;
+    }
+  }
+  finish->emplace_back(std::move(done), st);
+}
+
+void MasterCore::ResumeCommitsLocked(TimePoint now, bool all, Finish* finish) {
+  for (auto it = parked_commits_.begin(); it != parked_commits_.end();) {
+    const bool acked = std::all_of(it->marks.begin(), it->marks.end(), [this](const auto& m) {
+      mu_.AssertHeld();
+      return state_.Acknowledged(m);
+    });
+    if (!all && !acked && now < it->deadline) {
+      ++it;
+      continue;
+    }
+    if (!acked && !all) {
+      SLUICE_LOG(warn, "a commit was not acknowledged by its store node within {} ms",
+                 options_.node_timeout.count());
+    }
+    // Committed either way: a retry would find it so.
+    finish->emplace_back(std::move(it->done), Status::Ok());
+    it = parked_commits_.erase(it);
+  }
 }
 
 Status MasterCore::Unreserve(const pb::UnreserveRequest& req) {
@@ -508,6 +549,7 @@ void MasterCore::TickLoop() {
     Finish finish;
     ResumeParkedGetsLocked(state_.TakeLoaded(), /*all=*/!parked_gets_.empty(), &finish);
     AnswerHeartbeatsLocked(now, /*all=*/false, &finish);
+    ResumeCommitsLocked(now, /*all=*/false, &finish);  // Lost nodes, deadlines.
     const std::vector<ObjectEvent> events = state_.TakeEvents();
     for (const ObjectEvent& e : events) {
       if (e.kind == ObjectEventKind::kLost) {

@@ -49,11 +49,13 @@ class MasterCore {
   void Heartbeat(const store::v1::HeartbeatRequest* req, store::v1::HeartbeatResponse* resp,
                  Done done);
   Status PutStart(const store::v1::PutStartRequest& req, store::v1::PutStartResponse* resp);
-  // With `reserve`, also offers a reservation for the next put (resp may be
-  // null when the caller does not want the answer).
-  Status PutEnd(const store::v1::PutEndRequest& req, store::v1::PutEndResponse* resp);
-  Status PutReserved(const store::v1::PutReservedRequest& req,
-                     store::v1::PutReservedResponse* resp);
+  // With `reserve`, also offers a reservation for the next put. `req` and
+  // `resp` must stay valid until `done` runs: with durable_commits, a
+  // commit is answered once every node holding a copy acknowledged it (at
+  // the latest after node_timeout, when such a node is lost anyway).
+  void PutEnd(const store::v1::PutEndRequest* req, store::v1::PutEndResponse* resp, Done done);
+  void PutReserved(const store::v1::PutReservedRequest* req, store::v1::PutReservedResponse* resp,
+                   Done done);
   Status PutRevoke(const store::v1::PutRevokeRequest& req);
   Status Unreserve(const store::v1::UnreserveRequest& req);
   // `req` and `resp` must stay valid until `done` runs. With `wait_ms`, a
@@ -92,7 +94,20 @@ class MasterCore {
     TimePoint deadline;
     Done done;
   };
+  struct ParkedCommit {
+    std::vector<MasterState::CommitMark> marks;
+    TimePoint deadline;
+    Done done;
+  };
   using Finish = std::vector<std::pair<Done, Status>>;
+
+  // After a commit of `key` (status `st`): answers it now, or parks it
+  // until its nodes acknowledge (durable_commits).
+  void AnswerCommitLocked(const std::string& key, const Status& st, Done done, Finish* finish)
+      SLUICE_REQUIRES(mu_);
+  // Answers parked commits that are acknowledged, or past their deadline
+  // (`now`), or every one when `all`.
+  void ResumeCommitsLocked(TimePoint now, bool all, Finish* finish) SLUICE_REQUIRES(mu_);
 
   static void FillGetStart(const ReadGrant& g, store::v1::GetStartResponse* resp);
   // Asks again for parked readers of `keys` (or of every parked key when
@@ -124,6 +139,7 @@ class MasterCore {
   std::map<std::string, std::vector<Waiter>> waiters_ SLUICE_GUARDED_BY(mu_);
   std::map<std::string, std::vector<ParkedGet>> parked_gets_ SLUICE_GUARDED_BY(mu_);
   std::map<std::string, ParkedHeartbeat> parked_heartbeats_ SLUICE_GUARDED_BY(mu_);  // By node id.
+  std::vector<ParkedCommit> parked_commits_ SLUICE_GUARDED_BY(mu_);
   RpcStats rpc_stats_;
   std::thread ticker_;
 };

@@ -101,6 +101,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     o.reservation_timeout = c.reservation_ttl;
     o.cache_budgets = c.cache_budgets;
     o.soft_pin_reads = c.soft_pin_reads;
+    o.durable_commits = c.durable_commits;
     // Reservation ids differ between master instances: a client holding one
     // from before a restart gets NOT_FOUND, never someone else's space.
     RandomBytes(&o.id_salt, sizeof o.id_salt);
@@ -207,7 +208,10 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
-    return Done(ctx, core_.PutEnd(*req, resp));
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    // gRPC keeps `req` and `resp` alive until Finish.
+    core_.PutEnd(req, resp, [reactor](const Status& s) { reactor->Finish(ToGrpc(s)); });
+    return reactor;
   }
   grpc::ServerUnaryReactor* PutReserved(grpc::CallbackServerContext* ctx,
                                         const pb::PutReservedRequest* req,
@@ -215,7 +219,9 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
-    return Done(ctx, core_.PutReserved(*req, resp));
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    core_.PutReserved(req, resp, [reactor](const Status& s) { reactor->Finish(ToGrpc(s)); });
+    return reactor;
   }
   grpc::ServerUnaryReactor* Unreserve(grpc::CallbackServerContext* ctx,
                                       const pb::UnreserveRequest* req,
@@ -360,6 +366,18 @@ class MasterServerImpl final : public pb::Master::CallbackService {
               core_.GetStart(&q, r, std::move(d));
             });
         return;
+      case Method::kPutEnd:
+        Parkable<pb::PutEndRequest, pb::PutEndResponse>(
+            body, std::move(respond), [this](const auto& q, auto* r, MasterCore::Done d) {
+              core_.PutEnd(&q, r, std::move(d));
+            });
+        return;
+      case Method::kPutReserved:
+        Parkable<pb::PutReservedRequest, pb::PutReservedResponse>(
+            body, std::move(respond), [this](const auto& q, auto* r, MasterCore::Done d) {
+              core_.PutReserved(&q, r, std::move(d));
+            });
+        return;
       case Method::kWaitFor:
         Parkable<pb::WaitForRequest, pb::WaitForResponse>(
             body, std::move(respond),
@@ -376,15 +394,9 @@ class MasterServerImpl final : public pb::Master::CallbackService {
       case Method::kPutStart:
         return Unary<pb::PutStartRequest, pb::PutStartResponse>(
             body, [this](const auto& q, auto* r) { return core_.PutStart(q, r); });
-      case Method::kPutEnd:
-        return Unary<pb::PutEndRequest, pb::PutEndResponse>(
-            body, [this](const auto& q, auto* r) { return core_.PutEnd(q, r); });
       case Method::kUnreserve:
         return Unary<pb::UnreserveRequest, pb::UnreserveResponse>(
             body, [this](const auto& q, auto*) { return core_.Unreserve(q); });
-      case Method::kPutReserved:
-        return Unary<pb::PutReservedRequest, pb::PutReservedResponse>(
-            body, [this](const auto& q, auto* r) { return core_.PutReserved(q, r); });
       case Method::kPutRevoke:
         return Unary<pb::PutRevokeRequest, pb::PutRevokeResponse>(
             body, [this](const auto& q, auto*) { return core_.PutRevoke(q); });
@@ -399,6 +411,8 @@ class MasterServerImpl final : public pb::Master::CallbackService {
             body, [this](const auto& q, auto* r) { return core_.Exists(q, r); });
       case Method::kGetStart:
       case Method::kWaitFor:
+      case Method::kPutEnd:
+      case Method::kPutReserved:
         break;  // Parkable: HandleFast.
       case Method::kHello:
         break;  // The lane's own.

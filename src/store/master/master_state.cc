@@ -90,6 +90,7 @@ Status MasterState::RegisterNode(const std::string& node_id, const std::string& 
   }
   auto node = std::make_unique<Node>();
   node->id = node_id;
+  node->epoch = next_node_epoch_++;
   node->endpoint = endpoint;
   node->last_seen = now;
   for (const SegmentDesc& s : segments) {
@@ -186,6 +187,7 @@ HeartbeatReply MasterState::Heartbeat(const std::string& node_id, std::uint64_t 
   for (const auto& [id, cmd] : n.commands) {
     reply.commands.push_back(cmd);
   }
+  n.acked_seq = std::max(n.acked_seq, acked_seq);
   while (!n.log.empty() && n.log.front().seq <= acked_seq) {
     n.log.pop_front();
   }
@@ -202,6 +204,23 @@ bool MasterState::HasNews(const std::string& node_id, std::uint64_t acked_seq) c
   }
   const Node& n = *it->second;
   return !n.commands.empty() || (!n.log.empty() && n.log.back().seq > acked_seq);
+}
+
+std::vector<MasterState::CommitMark> MasterState::CommitMarks(const std::string& key) const {
+  std::vector<CommitMark> marks;
+  auto it = objects_.find(key);
+  if (it == objects_.end()) {
+    return marks;
+  }
+  for (const auto& p : it->second->replicas) {
+    marks.push_back({p.node->id, p.node->epoch, p.node->next_seq - 1});
+  }
+  return marks;
+}
+
+bool MasterState::Acknowledged(const CommitMark& m) const {
+  auto it = nodes_.find(m.node_id);
+  return it == nodes_.end() || it->second->epoch != m.epoch || it->second->acked_seq >= m.seq;
 }
 
 void MasterState::LogDelta(Object* obj, bool added) {

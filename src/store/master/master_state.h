@@ -54,6 +54,10 @@ struct MasterOptions {
   // once no cache object is left to evict): the hottest entries, e.g. the
   // few common negative prompts, stay. 0: never.
   std::uint32_t soft_pin_reads = 0;
+  // PutEnd and PutReserved answer once every node holding a copy has
+  // acknowledged the commit's directory change (MasterConfig::
+  // durable_commits); the core waits, the state only records.
+  bool durable_commits = false;
 };
 
 struct SegmentDesc {
@@ -208,6 +212,18 @@ class MasterState {
   // True when a heartbeat from `node_id` that acknowledged `acked_seq` would
   // carry something: directory changes after it, or commands.
   bool HasNews(const std::string& node_id, std::uint64_t acked_seq) const;
+  // Durable commits: the directory change a commit logged on one node.
+  struct CommitMark {
+    std::string node_id;
+    std::uint64_t epoch = 0;  // Of the node's registration.
+    std::uint64_t seq = 0;
+  };
+  // One mark per node holding a replica of committed `key` (its latest
+  // change there, which covers the commit's).
+  std::vector<CommitMark> CommitMarks(const std::string& key) const;
+  // True once the node acknowledged the mark's change in a heartbeat, or is
+  // gone or registered again (nothing left to wait for).
+  bool Acknowledged(const CommitMark& m) const;
   // Keys whose disk-tier load finished (or failed) since the last call: their
   // parked readers may ask again.
   std::vector<std::string> TakeLoaded();
@@ -310,6 +326,7 @@ class MasterState {
 
   MasterOptions options_;
   std::map<std::string, std::unique_ptr<Node>> nodes_;
+  std::uint64_t next_node_epoch_ = 1;
   // Nodes this master dropped (most recent kMaxDeparted): what they list
   // when they come back is stale.
   static constexpr std::size_t kMaxDeparted = 4096;

@@ -95,6 +95,33 @@ TEST_F(MasterStateTest, AWriteLandsOnANodeOfTheWritersHost) {
   EXPECT_EQ(state_.PutStart(r, now_)->replicas[0].region_key, 11u) << "the preferred node first";
 }
 
+TEST_F(MasterStateTest, ACommitIsAcknowledgedOnceItsNodeHeardOfIt) {
+  AddNode("n1", 8 * kMiB, 11);
+  ASSERT_TRUE(Put("a", 100).ok());
+  ASSERT_TRUE(Put("b", 100).ok());
+  const std::vector<MasterState::CommitMark> marks = state_.CommitMarks("b");
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(marks[0].node_id, "n1");
+  EXPECT_FALSE(state_.Acknowledged(marks[0]));
+  HeartbeatReply r = state_.Heartbeat("n1", 0, {}, now_);
+  ASSERT_EQ(r.deltas.size(), 2u);
+  EXPECT_FALSE(state_.Acknowledged(marks[0])) << "sent, not yet acknowledged";
+  state_.Heartbeat("n1", r.deltas[0].seq, {}, now_);
+  EXPECT_FALSE(state_.Acknowledged(marks[0])) << "only a's change acknowledged";
+  state_.Heartbeat("n1", r.deltas[1].seq, {}, now_);
+  EXPECT_TRUE(state_.Acknowledged(marks[0]));
+  // The same registration again keeps the node (its change is still due);
+  // a node restarted with new memory leaves nothing to wait for.
+  ASSERT_TRUE(Put("c", 100).ok());
+  const std::vector<MasterState::CommitMark> c = state_.CommitMarks("c");
+  EXPECT_FALSE(state_.Acknowledged(c[0]));
+  AddNode("n1", 8 * kMiB, 11);
+  EXPECT_FALSE(state_.Acknowledged(c[0]));
+  AddNode("n1", 16 * kMiB, 11);
+  EXPECT_TRUE(state_.Acknowledged(c[0]));
+  EXPECT_TRUE(state_.CommitMarks("missing").empty());
+}
+
 TEST_F(MasterStateTest, SecondPutOfAKeyFailsButARetryOfTheSameRequestIsGranted) {
   AddNode("n1", 8 * kMiB, 11);
   PutRequest r;

@@ -24,6 +24,8 @@ struct MasterState::Node {
   TimePoint last_seen;
   std::deque<NodeDelta> log;  // Directory changes not yet acknowledged.
   std::uint64_t next_seq = 1;
+  std::uint64_t acked_seq = 0;                    // The highest change the node acknowledged.
+  std::uint64_t epoch = 0;                        // Which registration of node `id` this is.
   std::optional<SegmentAllocator> disk;           // The disk tier, if any.
   std::map<std::uint64_t, NodeCommand> commands;  // Sent until reported done.
 

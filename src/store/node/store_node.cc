@@ -23,7 +23,8 @@ namespace pb = ::sluice::store::v1;
 
 // After a heartbeat that carried directory changes, the next one waits this
 // long, so that a stream of commits costs at most 50 heartbeats a second (a
-// master crash can lose what was committed in the last ~20 ms).
+// master crash can lose what was committed in the last ~20 ms), unless the
+// master asks for the acknowledgment at once (durable commits).
 constexpr std::chrono::milliseconds kMinHeartbeatGap{20};
 
 class StoreNodeImpl {
@@ -225,7 +226,9 @@ class StoreNodeImpl {
             tier_->ApplyDeltas(resp.deltas());
             tier_->Update(resp.commands());
           }
-          if (resp.deltas_size() > 0) {
+          if (resp.ack_now()) {
+            pause = std::chrono::milliseconds(0);  // A put waits for this acknowledgment.
+          } else if (resp.deltas_size() > 0) {
             pause = kMinHeartbeatGap;
           } else if (std::chrono::steady_clock::now() - sent >= interval_ / 2) {
             pause = std::chrono::milliseconds(0);

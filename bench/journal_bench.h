@@ -1,0 +1,41 @@
+// `sluice bench journal`: how many submissions per second the
+// orchestrator's journal sustains, in etcd (what a standby reads after a
+// takeover) against SQLite (the embedded default) in the same run. The
+// journal is written under the orchestrator's state lock, so one writer's
+// rate is the orchestrator's ceiling. Per job: Add (the submission, before
+// it is acknowledged), two SaveProgress (stages done), Finish (with a
+// 64 KiB result).
+#ifndef SLUICE_BENCH_JOURNAL_BENCH_H_
+#define SLUICE_BENCH_JOURNAL_BENCH_H_
+
+#include <cstdint>
+#include <string>
+
+#include "sluice/status.h"
+
+namespace sluice::bench {
+
+struct JournalBenchOptions {
+  std::string etcd;  // "http://host:port[,...]" of a running etcd.
+  int jobs = 400;    // Per journal, split over alternating rounds.
+  int rounds = 4;
+};
+
+struct JournalBenchResult {
+  JournalBenchOptions options;
+  double sqlite_submits_per_s = 0;  // Add alone.
+  double etcd_submits_per_s = 0;
+  double sqlite_jobs_per_s = 0;  // A job's whole journal life.
+  double etcd_jobs_per_s = 0;
+  double sqlite_submit_p50_us = 0, sqlite_submit_p99_us = 0;
+  double etcd_submit_p50_us = 0, etcd_submit_p99_us = 0;
+};
+
+// Errors: kInvalidArgument (no etcd, jobs outside 4..100000, rounds
+// outside 1..100); the journals' (etcd unreachable: kUnavailable).
+Result<JournalBenchResult> RunJournalBench(const JournalBenchOptions& o);
+std::string ToJson(const JournalBenchResult& r);
+
+}  // namespace sluice::bench
+
+#endif  // SLUICE_BENCH_JOURNAL_BENCH_H_
