@@ -7,6 +7,7 @@
 // accepted (its journal is in etcd), and store nodes and clients a new
 // master (every object put before or during the takeover reads back).
 #include <httplib.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <chrono>
@@ -127,6 +128,27 @@ TEST_F(EtcdClusterTest, RolesFindEachOtherInEtcdAndStandbysTakeOver) {
   EXPECT_LT(took, 10);
   EXPECT_EQ(Leader("master"), master_b->Word(2));
   EXPECT_TRUE(Serves(orch_b->Word(3))) << "the workers followed the new master";
+}
+
+TEST_F(EtcdClusterTest, AnOrchestratorOnEveryAddressPublishesTheHostItAdvertises) {
+  // On a wildcard address without --advertise, peers could not dial what it
+  // would publish: refused before it campaigns.
+  auto bare =
+      Role({"orchestrator", "--insecure", "--listen", "0.0.0.0:0", "--http", "0.0.0.0:0"}, 5000);
+  EXPECT_EQ(bare->banner(), "");
+  EXPECT_EQ(WEXITSTATUS(bare->Wait(5000)), 2);
+  auto ported = Role({"orchestrator", "--insecure", "--listen", "0.0.0.0:0", "--http", "0.0.0.0:0",
+                      "--advertise", "127.0.0.1:7200"},
+                     5000);
+  EXPECT_EQ(WEXITSTATUS(ported->Wait(5000)), 2) << "a host only: the ports are the bound ones";
+  auto master = Role({"master"});
+  ASSERT_EQ(master->Word(1), "master") << master->banner();
+  auto orch = Role({"orchestrator", "--insecure", "--listen", "0.0.0.0:0", "--http", "0.0.0.0:0",
+                    "--advertise", "127.0.0.1"});
+  ASSERT_EQ(orch->Word(1), "orchestrator") << orch->banner();
+  const std::string grpc_port = orch->Word(2).substr(orch->Word(2).rfind(':') + 1);
+  const std::string http_port = orch->Word(3).substr(orch->Word(3).rfind(':') + 1);
+  EXPECT_EQ(Leader("orchestrator"), "127.0.0.1:" + grpc_port + " 127.0.0.1:" + http_port);
 }
 
 TEST_F(EtcdClusterTest, EveryAcceptedJobFinishesAfterTheLeadingOrchestratorIsKilledUnderLoad) {

@@ -9,6 +9,7 @@
 #include "sluice/store/store_node.h"
 #include "sluice/units.h"
 
+#include "common/net.h"
 #include "tools/sluice_cli/commands.h"
 #include "tools/sluice_cli/etcd_flags.h"
 #include "tools/sluice_cli/http_flags.h"
@@ -113,8 +114,26 @@ int RunStoreNode(const std::string& listen, const std::string& advertise, StoreN
   return 0;
 }
 
+// What the orchestrator publishes in etcd: its gRPC and HTTP endpoints as
+// peers dial them (`advertise`: a host, the bound ports kept). Errors name
+// --advertise.
+Result<std::string> PublishedEndpoints(const OrchestratorServer& orch,
+                                       const std::string& advertise) {
+  using internal::AdvertisedEndpoint;
+  using internal::HostPort;
+  using internal::ParseHostPort;
+  std::string out;
+  for (const std::string& ep : {orch.endpoint(), orch.http_endpoint()}) {
+    SLUICE_ASSIGN_OR_RETURN(HostPort bound, ParseHostPort(ep, false));
+    SLUICE_ASSIGN_OR_RETURN(std::string dialed,
+                            AdvertisedEndpoint(bound, advertise, "--advertise"));
+    out += (out.empty() ? "" : " ") + dialed;
+  }
+  return out;
+}
+
 int RunOrchestrator(OrchestratorConfig config, bool exit_on_eof, const EtcdOptions& eo,
-                    bool journal_in_etcd) {
+                    bool journal_in_etcd, const std::string& advertise) {
   if (journal_in_etcd && (eo.endpoints.empty() || !config.journal_path.empty())) {
     std::cerr << "sluice orchestrator: --journal-in-etcd needs --etcd and no --journal\n";
     return 2;
@@ -124,6 +143,24 @@ int RunOrchestrator(OrchestratorConfig config, bool exit_on_eof, const EtcdOptio
   std::shared_ptr<discovery::EtcdClient> etcd = ConnectEtcd("sluice orchestrator", eo, &failed);
   if (failed) {
     return 2;
+  }
+  if (!advertise.empty() && internal::ParseHostPort(advertise, true).ok()) {
+    std::cerr << "sluice orchestrator: --advertise '" << advertise
+              << "': a host only (the gRPC and HTTP ports are the bound ones)\n";
+    return 2;
+  }
+  if (etcd != nullptr) {
+    // What it will publish must be dialable: checked before campaigning.
+    for (const std::string& listen : {config.listen, config.http_listen}) {
+      Result<internal::HostPort> hp = internal::ParseHostPort(listen, true);
+      Result<std::string> dialed = hp.ok()
+                                       ? internal::AdvertisedEndpoint(*hp, advertise, "--advertise")
+                                       : Result<std::string>(hp.status());
+      if (!dialed.ok()) {
+        std::cerr << "sluice orchestrator: " << dialed.status().message() << "\n";
+        return 2;
+      }
+    }
   }
   // A standby takes no job until it leads: one orchestrator at a time
   // journals and schedules.
@@ -152,7 +189,12 @@ int RunOrchestrator(OrchestratorConfig config, bool exit_on_eof, const EtcdOptio
     return 1;
   }
   if (lead != nullptr) {
-    if (Status s = lead->Publish((*orch)->endpoint() + " " + (*orch)->http_endpoint()); !s.ok()) {
+    Result<std::string> published = PublishedEndpoints(**orch, advertise);
+    if (!published.ok()) {
+      std::cerr << "sluice orchestrator: " << published.status().message() << "\n";
+      return 2;
+    }
+    if (Status s = lead->Publish(*published); !s.ok()) {
       std::cerr << "sluice orchestrator: publishing in etcd: " << s.ToString() << "\n";
       return 1;
     }
@@ -306,6 +348,7 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
     std::int64_t checkpoint_retention_s = 0;
     EtcdOptions etcd;
     bool journal_in_etcd = false;
+    std::string advertise;
     bool exit_on_eof = false;
   };
   auto o = std::make_shared<Opts>();
@@ -319,6 +362,9 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
       ->capture_default_str();
   cmd->add_option("--http", o->config.http_listen, "HTTP endpoint for clients")
       ->capture_default_str();
+  cmd->add_option("--advertise", o->advertise,
+                  "with --etcd: the host workers and clients dial (published with the bound gRPC "
+                  "and HTTP ports); needed when listening on a wildcard address");
   cmd->add_option("--max-queued-jobs", o->config.max_queued_jobs,
                   "queued jobs beyond which submissions answer 429")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
@@ -402,7 +448,8 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
              return 2;
            }
          }
-         return RunOrchestrator(o->config, o->exit_on_eof, o->etcd, o->journal_in_etcd);
+         return RunOrchestrator(o->config, o->exit_on_eof, o->etcd, o->journal_in_etcd,
+                                o->advertise);
        }});
 }
 
