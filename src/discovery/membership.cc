@@ -76,6 +76,7 @@ Result<std::unique_ptr<Election>> Election::Campaign(EtcdClient* etcd, std::stri
   std::int64_t lease = 0;
   Clock::time_point granted;
   bool told = false;
+  std::string last_error;  // Logged once until it changes (etcd may be away for long).
   while (!stop()) {
     // A lease of our own, renewed while we wait so it is alive when we win.
     Status s;
@@ -101,7 +102,10 @@ Result<std::unique_ptr<Election>> Election::Campaign(EtcdClient* etcd, std::stri
       s = won.status();
     }
     if (!s.ok()) {
-      SLUICE_LOG(warn, "etcd: campaigning for {}: {}", key, s.ToString());
+      if (s.ToString() != last_error) {
+        SLUICE_LOG(warn, "etcd: campaigning for {}: {} (retrying)", key, s.ToString());
+        last_error = s.ToString();
+      }
     } else if (!told) {
       SLUICE_LOG(info, "etcd: {} has a leader; standing by", key);
       told = true;

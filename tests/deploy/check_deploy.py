@@ -98,7 +98,7 @@ def check_kubernetes(binary, base):
         if d["kind"] == "ConfigMap":
             for name, text in d["data"].items():
                 check_config(binary, f"{f} {name}", text)
-        if d["kind"] not in ("Deployment", "DaemonSet"):
+        if d["kind"] not in ("Deployment", "DaemonSet", "StatefulSet"):
             continue
         spec = d["spec"]["template"]["spec"]
         labels = d["spec"]["template"]["metadata"]["labels"]
@@ -106,8 +106,12 @@ def check_kubernetes(binary, base):
             fail(f, f"{d['metadata']['name']}: selector does not match its pods")
         for c in spec["containers"]:
             where = f"{f} {d['metadata']['name']}"
-            role = check_args(binary, where, [str(a) for a in c["args"]])
             ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+            if c["image"] != "sluice":
+                # Another program (etcd): only its ports, for the Services.
+                workloads[d["metadata"]["name"]] = (labels, ports)
+                continue
+            role = check_args(binary, where, [str(a) for a in c["args"]])
             for flag in ("--listen", "--http"):
                 v = flag_value(c["args"], flag)
                 if v is not None and v.rsplit(":", 1)[1] != "0" and \
