@@ -377,6 +377,12 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
                   "an assignment without progress this long goes to another worker")
       ->check(CLI::Range(std::int64_t{100}, std::int64_t{86400000}))
       ->capture_default_str();
+  cmd->add_option("--admission-overcommit", o->config.admission_overcommit,
+                  "jobs per decode slot that may hold a reservation while in denoise (0: only "
+                  "into a free decode slot, so denoise runs at most as many jobs as decode has "
+                  "slots)")
+      ->check(CLI::Range(0.0, 10000.0))
+      ->capture_default_str();
   cmd->add_option("--store-master", o->config.store_master,
                   "store master host:port (release cancelled payloads, re-run lost ones)");
   cmd->add_option("--journal", o->config.journal_path,

@@ -99,6 +99,13 @@ struct OrchestratorConfig {
   // the work goes to another worker, the lapse counts as an attempt, and
   // the worker is told to stop. Progress (a step) renews it.
   std::chrono::milliseconds assignment_timeout{600000};
+  // How many jobs per slot of the next pool an admission stage (denoise)
+  // may hold reservations for: 0 admits a job only into a free, unreserved
+  // downstream slot, so denoise runs at most as many jobs as decode has
+  // slots; k > 0 lets a small decode pool serve a large denoise pool while
+  // outputs waiting downstream stay bounded (k per slot). `sluice sim`
+  // shows what it does at scale.
+  double admission_overcommit = 0;
   // A synchronous image request waits this long before answering 504.
   std::chrono::milliseconds sync_timeout{600000};
   // Finished jobs answer (status, error, result) for the newest

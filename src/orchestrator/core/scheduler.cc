@@ -166,6 +166,11 @@ Status Scheduler::WorkerUp(WorkerId id, WorkerSpec spec, TimePoint now) {
   if (fresh) {
     for (PoolId p : pools) {
       ++pools_[p]->workers;
+      pools_[p]->slots += spec.capacity;
+    }
+  } else if (!w.draining) {
+    for (PoolId p : pools) {
+      pools_[p]->slots += spec.capacity - w.capacity;
     }
   }
   w.id = id;
@@ -203,6 +208,7 @@ Status Scheduler::Draining(WorkerId id, TimePoint now) {
   it->second.draining = true;
   for (PoolId p : it->second.pools) {
     --pools_[p]->workers;  // It takes no new work: readiness must not count it.
+    pools_[p]->slots -= it->second.capacity;
   }
   SetFree(it->second, 0);
   Dispatch(now);  // Preemption may now be due: fewer admission slots.
@@ -366,8 +372,10 @@ bool Scheduler::DispatchOne(PoolId pool_id, Job& job, TimePoint now) {
   const std::optional<PoolId> reserve = ReservationFor(job);
   if (reserve.has_value() && job.reserved_in != reserve) {
     const Pool& next = *pools_[*reserve];
-    if (next.total_free <= static_cast<int>(next.reserved)) {
-      return false;  // No downstream slot for its output: hold admission back.
+    if (options_.admission_overcommit > 0
+            ? static_cast<double>(next.reserved) >= options_.admission_overcommit * next.slots
+            : next.total_free <= static_cast<int>(next.reserved)) {
+      return false;  // No downstream room for its output: hold admission back.
     }
   }
   Worker* w = PickWorker(pool, job);
@@ -593,6 +601,7 @@ Status Scheduler::WorkerLost(WorkerId id, TimePoint now) {
   const std::vector<PoolId> pools = w.pools;
   for (PoolId p : pools) {
     pools_[p]->workers -= w.draining ? 0 : 1;  // A draining one was uncounted already.
+    pools_[p]->slots -= w.draining ? 0 : w.capacity;
   }
   workers_.erase(it);
   for (JobId jid : assigned) {

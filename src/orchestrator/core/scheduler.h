@@ -100,6 +100,15 @@ struct SchedulerOptions {
   // told to stop. Zero: no leases.
   std::chrono::milliseconds assignment_timeout{600000};
   std::size_t max_queued_jobs = 1 << 20;  // Submit beyond: kResourceExhausted.
+  // Admission into a stage that reserves its output a slot downstream
+  // (denoise -> decode): 0 admits a job only while a downstream slot is
+  // free and unreserved, so at most as many jobs run the admission stage
+  // as the next pool has slots (a fast decode pool of M slots caps denoise
+  // at M jobs). k > 0 admits while the jobs holding reservations are fewer
+  // than k times the next pool's slots, busy or free: outputs that may
+  // pile up downstream stay bounded while a small decode pool serves a
+  // large denoise pool (N:M sharing). Reservations are counted alike.
+  double admission_overcommit = 0;
 };
 
 struct Action {
@@ -247,6 +256,7 @@ class Scheduler {
     int total_free = 0;
     std::unordered_map<std::string, FreeSet> free_by_label;
     std::size_t workers = 0;
+    int slots = 0;                  // Capacity of its workers that take work (busy or free).
     std::size_t reserved = 0;       // Slots held for jobs admitted upstream.
     std::size_t preempting = 0;     // Jobs asked to yield for this pool's waiting work.
     std::set<JobId> running_batch;  // Batch jobs on its workers: preemption candidates.

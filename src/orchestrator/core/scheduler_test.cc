@@ -210,6 +210,50 @@ TEST_P(SchedulerTest, LostWorkerItemsGoBackToTheHead) {
   EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 2}}));
 }
 
+TEST_P(SchedulerTest, ByDefaultDenoiseRunsOnlyAsManyJobsAsDecodeHasSlots) {
+  for (WorkerId w = 1; w <= 6; ++w) {
+    ASSERT_TRUE(s_.WorkerUp(w, W("denoise", 1), now_).ok());
+  }
+  ASSERT_TRUE(s_.WorkerUp(10, W("decode", 1), now_).ok());
+  for (JobId j = 1; j <= 6; ++j) {
+    ASSERT_TRUE(s_.Submit(Job(j, PriorityClass::kStandard, {"denoise", "decode"}), now_).ok());
+  }
+  EXPECT_EQ(DispatchedJobs().size(), 1u) << "one decode slot: one denoise job at a time";
+}
+
+class OvercommitSchedulerTest : public SchedulerFixture {
+ protected:
+  static SchedulerOptions Opts() {
+    SchedulerOptions o;
+    o.admission_overcommit = 4;
+    return o;
+  }
+  OvercommitSchedulerTest() : SchedulerFixture(Opts()) {}
+};
+
+TEST_F(OvercommitSchedulerTest, OneDecodeSlotServesSeveralDenoiseJobs) {
+  for (WorkerId w = 1; w <= 6; ++w) {
+    ASSERT_TRUE(s_.WorkerUp(w, W("denoise", 1), now_).ok());
+  }
+  ASSERT_TRUE(s_.WorkerUp(10, W("decode", 1), now_).ok());
+  for (JobId j = 1; j <= 6; ++j) {
+    ASSERT_TRUE(s_.Submit(Job(j, PriorityClass::kStandard, {"denoise", "decode"}), now_).ok());
+  }
+  EXPECT_EQ(DispatchedJobs().size(), 4u) << "4 reservations per decode slot";
+  EXPECT_EQ(s_.Stats().reserved, 4u);
+  // A job done with denoise moves to decode (its reservation used): one
+  // more is admitted; the decode slot being busy does not matter.
+  ASSERT_TRUE(s_.StageDone(1, 1, now_).ok());
+  std::vector<std::pair<JobId, WorkerId>> next = Dispatched();
+  EXPECT_EQ(next.size(), 2u) << "job 1 to decode, job 5 to denoise";
+  // A second decode worker doubles the room; a lost one takes it back.
+  ASSERT_TRUE(s_.WorkerUp(11, W("decode", 1), now_).ok());
+  EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{6});
+  ASSERT_TRUE(s_.WorkerLost(11, now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(7, PriorityClass::kStandard, {"denoise", "decode"}), now_).ok());
+  EXPECT_TRUE(DispatchedJobs().empty()) << "5 reserved, room for 4";
+}
+
 class RetrySchedulerTest : public SchedulerFixture {
  protected:
   static SchedulerOptions Opts() {

@@ -139,6 +139,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
               o.scheduler.max_queued_jobs = c.max_queued_jobs;
               o.scheduler.max_attempts = c.max_attempts;
               o.scheduler.assignment_timeout = c.assignment_timeout;
+              o.scheduler.admission_overcommit = c.admission_overcommit;
               o.heartbeat_interval = c.heartbeat_interval;
               o.worker_timeout = c.worker_timeout;
               if (c.colocated) {
@@ -459,6 +460,9 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
   }
   if (config.max_queued_jobs < 1) {
     return InvalidArgumentError("orchestrator: max_queued_jobs must be at least 1");
+  }
+  if (!(config.admission_overcommit >= 0 && config.admission_overcommit <= 10000)) {
+    return InvalidArgumentError("orchestrator: admission_overcommit must be in 0..10000");
   }
   if (config.heartbeat_interval.count() <= 0 ||
       config.worker_timeout <= config.heartbeat_interval) {

@@ -1,0 +1,518 @@
+#include "sim/simulator.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <random>
+#include <unordered_map>
+
+#include "orchestrator/core/scheduler.h"
+
+namespace sluice::sim {
+namespace {
+
+namespace orch = ::sluice::orchestrator;
+using orch::Action;
+
+constexpr double kTickS = 1.0;  // Scheduler ticks (aging, dispatch) on the virtual clock.
+
+struct Event {
+  enum class Kind : std::uint8_t { kArrival, kStageEnd, kFail, kRepair, kTick };
+  double t = 0;
+  std::uint64_t seq = 0;  // Ties run in the order scheduled.
+  Kind kind = Kind::kTick;
+  std::uint64_t a = 0;  // Arrival: stream; stage end: job; fail/repair: worker.
+  std::uint64_t b = 0;  // Stage end: the assignment's token.
+  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+struct PoolState {
+  std::size_t model = 0, stage = 0;
+  int gpus = 0, capacity = 1;
+  double busy_slot_s = 0;
+  std::size_t max_queued = 0;
+};
+
+struct WorkerState {
+  std::size_t pool = 0;
+  bool alive = true;
+};
+
+struct JobState {
+  std::size_t stream = 0;  // Its arrival stream (model and class).
+  double submitted = 0;
+  std::uint64_t token = 0;  // Of the current assignment; 0: none.
+  orch::WorkerId worker = 0;
+  std::size_t stage = 0;
+  double start = 0;       // Of the current assignment.
+  double service_at = 0;  // When its transfer ends and service begins.
+  double end = 0;         // Planned end.
+  double step_s = 0;      // Service time per step (admission stages).
+  int resume_step = 0;
+  double first_output = -1;  // Time to first frame, once its last stage runs.
+};
+
+struct StreamStats {
+  std::uint64_t submitted = 0, completed = 0, failed = 0, refused = 0;
+  std::vector<double> latency, ttff;
+};
+
+Percentiles Summarize(std::vector<double>& v) {
+  Percentiles p;
+  if (v.empty()) {
+    return p;
+  }
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) {
+    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
+  };
+  p.p50 = at(0.5);
+  p.p90 = at(0.9);
+  p.p99 = at(0.99);
+  double sum = 0;
+  for (double x : v) {
+    sum += x;
+  }
+  p.mean = sum / static_cast<double>(v.size());
+  return p;
+}
+
+const char* ClassName(orch::PriorityClass c) {
+  switch (c) {
+    case orch::PriorityClass::kInteractive:
+      return "interactive";
+    case orch::PriorityClass::kStandard:
+      return "standard";
+    case orch::PriorityClass::kBatch:
+      return "batch";
+  }
+  return "standard";
+}
+
+Status Validate(const SimConfig& c) {
+  if (c.models.empty() || c.arrivals.empty()) {
+    return InvalidArgumentError("sim: at least one model and one arrival stream");
+  }
+  if (!(c.duration_s > 0) || !(c.drain_limit_s >= 0) || !(c.link_gbps > 0) ||
+      c.link_latency_us < 0 || c.mtbf_s < 0 || !(c.repair_s > 0)) {
+    return InvalidArgumentError(
+        "sim: duration_s, link_gbps and repair_s must be > 0; drain_limit_s, link_latency_us "
+        "and mtbf_s >= 0");
+  }
+  for (const ModelProfile& m : c.models) {
+    for (const StageProfile& s : m.stages) {
+      if (!(s.service.mean_s > 0) || s.service.cv < 0 || s.steps < 1 ||
+          !(s.first_output_fraction > 0 && s.first_output_fraction <= 1)) {
+        return InvalidArgumentError("sim: model " + m.name + " stage " + s.name +
+                                    ": mean_s > 0, cv >= 0, steps >= 1, "
+                                    "first_output_fraction in (0, 1]");
+      }
+    }
+  }
+  for (const Arrivals& a : c.arrivals) {
+    if (!(a.rate_per_s > 0)) {
+      return InvalidArgumentError("sim: arrivals of " + a.model + ": rate_per_s must be > 0");
+    }
+  }
+  return Status::Ok();
+}
+
+class Simulation {
+ public:
+  explicit Simulation(const SimConfig& c) : c_(c), rng_(c.seed) {
+    orch::SchedulerOptions o;
+    o.assignment_timeout = std::chrono::milliseconds(0);  // Workers here never hang.
+    o.max_queued_jobs = std::size_t{1} << 26;
+    o.admission_overcommit = c.admission_overcommit;
+    scheduler_ = std::make_unique<orch::Scheduler>(o);
+  }
+
+  Status Setup() {
+    for (std::size_t m = 0; m < c_.models.size(); ++m) {
+      const ModelProfile& mp = c_.models[m];
+      orch::ModelSpec spec{mp.name, {}};
+      for (const StageProfile& s : mp.stages) {
+        spec.stages.push_back({s.name, s.kind});
+      }
+      SLUICE_RETURN_IF_ERROR(scheduler_->DeclareModel(spec));
+      model_index_[mp.name] = m;
+    }
+    std::vector<std::vector<bool>> covered(c_.models.size());
+    for (std::size_t m = 0; m < c_.models.size(); ++m) {
+      covered[m].assign(c_.models[m].stages.size(), false);
+    }
+    for (const PoolSize& p : c_.pools) {
+      auto m = model_index_.find(p.model);
+      std::size_t stage = Stage(m == model_index_.end() ? 0 : m->second, p.stage);
+      if (m == model_index_.end() || stage == kNone || p.gpus < 1 || p.capacity < 1) {
+        return InvalidArgumentError("sim: pool " + p.model + "/" + p.stage +
+                                    ": an unknown model or stage, or gpus/capacity below 1");
+      }
+      covered[m->second][stage] = true;
+      pools_.push_back({m->second, stage, p.gpus, p.capacity, 0, 0});
+      for (int g = 0; g < p.gpus; ++g) {
+        workers_.push_back({pools_.size() - 1, true});
+        const orch::WorkerId id = workers_.size();
+        SLUICE_RETURN_IF_ERROR(Call(scheduler_->WorkerUp(id, Spec(pools_.back()), Now())));
+        if (c_.mtbf_s > 0) {
+          Push(Exp(1 / c_.mtbf_s), Event::Kind::kFail, id, 0);
+        }
+      }
+    }
+    for (std::size_t m = 0; m < covered.size(); ++m) {
+      for (std::size_t s = 0; s < covered[m].size(); ++s) {
+        if (!covered[m][s]) {
+          return InvalidArgumentError("sim: model " + c_.models[m].name + " stage " +
+                                      c_.models[m].stages[s].name + " has no pool");
+        }
+      }
+    }
+    for (std::size_t a = 0; a < c_.arrivals.size(); ++a) {
+      if (model_index_.count(c_.arrivals[a].model) == 0) {
+        return InvalidArgumentError("sim: arrivals of an unknown model " + c_.arrivals[a].model);
+      }
+      streams_.emplace_back();
+      Push(Exp(c_.arrivals[a].rate_per_s), Event::Kind::kArrival, a, 0);
+    }
+    Push(kTickS, Event::Kind::kTick, 0, 0);
+    return Status::Ok();
+  }
+
+  void Run() {
+    const double end = c_.duration_s + c_.drain_limit_s;
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      if (e.t > end) {
+        break;
+      }
+      if (e.t > c_.duration_s && jobs_.empty()) {
+        break;  // Arrivals over and every job finished.
+      }
+      events_.pop();
+      now_ = e.t;
+      switch (e.kind) {
+        case Event::Kind::kArrival:
+          Arrive(e.a);
+          break;
+        case Event::Kind::kStageEnd:
+          StageEnd(e.a, e.b);
+          break;
+        case Event::Kind::kFail:
+          Fail(e.a);
+          break;
+        case Event::Kind::kRepair:
+          Repair(e.a);
+          break;
+        case Event::Kind::kTick:
+          Tick();
+          break;
+      }
+    }
+  }
+
+  SimResult Result() {
+    SimResult r;
+    for (std::size_t a = 0; a < streams_.size(); ++a) {
+      StreamStats& s = streams_[a];
+      ClassResult cr;
+      cr.model = c_.arrivals[a].model;
+      cr.priority = c_.arrivals[a].priority;
+      cr.submitted = s.submitted;
+      cr.completed = s.completed;
+      cr.failed = s.failed;
+      cr.refused = s.refused;
+      cr.unfinished = s.submitted - s.completed - s.failed;
+      cr.throughput_per_s = static_cast<double>(s.completed) / c_.duration_s;
+      cr.latency_s = Summarize(s.latency);
+      cr.ttff_s = Summarize(s.ttff);
+      r.classes.push_back(std::move(cr));
+    }
+    for (const PoolState& p : pools_) {
+      PoolResult pr;
+      pr.model = c_.models[p.model].name;
+      pr.stage = c_.models[p.model].stages[p.stage].name;
+      pr.gpus = p.gpus;
+      pr.utilization = p.busy_slot_s / (c_.duration_s * p.gpus * p.capacity);
+      pr.max_queued = p.max_queued;
+      r.pools.push_back(std::move(pr));
+    }
+    r.events = calls_;
+    r.dispatches = dispatches_;
+    r.worker_failures = failures_;
+    r.simulated_s = now_;
+    return r;
+  }
+
+ private:
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+
+  orch::TimePoint Now() const {
+    return orch::TimePoint{} +
+           std::chrono::duration_cast<orch::Clock::duration>(std::chrono::duration<double>(now_));
+  }
+  std::size_t Stage(std::size_t model, std::string_view name) const {
+    const auto& stages = c_.models[model].stages;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      if (stages[s].name == name) {
+        return s;
+      }
+    }
+    return kNone;
+  }
+  orch::WorkerSpec Spec(const PoolState& p) const {
+    orch::WorkerSpec w;
+    w.models = {c_.models[p.model].name};
+    w.stage = c_.models[p.model].stages[p.stage].name;
+    w.capacity = p.capacity;
+    return w;
+  }
+  double Exp(double rate) { return std::exponential_distribution<double>(rate)(rng_); }
+  double Sample(const ServiceTime& t) {
+    if (t.cv <= 0) {
+      return t.mean_s;
+    }
+    const double sigma2 = std::log1p(t.cv * t.cv);
+    return std::lognormal_distribution<double>(std::log(t.mean_s) - sigma2 / 2,
+                                               std::sqrt(sigma2))(rng_);
+  }
+  void Push(double delay, Event::Kind kind, std::uint64_t a, std::uint64_t b) {
+    events_.push({now_ + delay, ++seq_, kind, a, b});
+  }
+  Status Call(Status s) {
+    ++calls_;
+    HandleActions();
+    return s;
+  }
+
+  void Arrive(std::size_t stream) {
+    const Arrivals& a = c_.arrivals[stream];
+    if (now_ < c_.duration_s) {
+      Push(Exp(a.rate_per_s), Event::Kind::kArrival, stream, 0);
+    }
+    orch::JobSpec spec;
+    spec.id = ++next_job_;
+    spec.model = a.model;
+    spec.priority = a.priority;
+    ++streams_[stream].submitted;
+    jobs_[spec.id] = JobState{stream, now_};
+    if (!Call(scheduler_->Submit(spec, Now())).ok()) {
+      ++streams_[stream].refused;
+      --streams_[stream].submitted;  // Counted apart.
+      jobs_.erase(spec.id);
+    }
+  }
+
+  void HandleActions() {
+    for (const Action& a : scheduler_->TakeActions()) {
+      auto j = jobs_.find(a.job);
+      if (j == jobs_.end()) {
+        continue;
+      }
+      switch (a.kind) {
+        case Action::Kind::kDispatch:
+          Dispatch(a, j->second);
+          break;
+        case Action::Kind::kCheckpoint: {
+          // The worker checkpoints at its current step and yields.
+          JobState& job = j->second;
+          const int step = StepReached(job);
+          const orch::WorkerId w = job.worker;
+          EndAssignment(job);
+          ++calls_;
+          (void)scheduler_->Progress(a.job, w, step, true, Now());
+          ++calls_;
+          (void)scheduler_->Preempted(a.job, w, Now());
+          break;
+        }
+        case Action::Kind::kStop:
+          EndAssignment(j->second);
+          break;
+        case Action::Kind::kJobDone: {
+          StreamStats& s = streams_[j->second.stream];
+          ++s.completed;
+          s.latency.push_back(now_ - j->second.submitted);
+          s.ttff.push_back((j->second.first_output >= 0 ? j->second.first_output : now_) -
+                           j->second.submitted);
+          jobs_.erase(j);
+          break;
+        }
+        case Action::Kind::kJobFailed:
+          ++streams_[j->second.stream].failed;
+          jobs_.erase(j);
+          break;
+        case Action::Kind::kReleaseJob:
+          break;
+      }
+    }
+  }
+
+  void Dispatch(const Action& a, JobState& job) {
+    const ModelProfile& m = c_.models[model_index_[c_.arrivals[job.stream].model]];
+    const std::size_t stage = Stage(model_index_[m.name], a.stage);
+    const StageProfile& sp = m.stages[stage];
+    ++dispatches_;
+    const double bytes = stage == 0 ? 0 : static_cast<double>(m.stages[stage - 1].output_bytes);
+    const double transfer = bytes * 8 / (c_.link_gbps * 1e9) + c_.link_latency_us * 1e-6;
+    const double full = Sample(sp.service);
+    const int resume = std::clamp(a.resume_step, 0, sp.steps - 1);
+    const double service = full * static_cast<double>(sp.steps - resume) / sp.steps;
+    job.token = ++next_token_;
+    job.worker = a.worker;
+    job.stage = stage;
+    job.start = now_;
+    job.service_at = now_ + transfer;
+    job.end = now_ + transfer + service;
+    job.step_s = full / sp.steps;
+    job.resume_step = resume;
+    if (stage + 1 == m.stages.size()) {
+      job.first_output = job.service_at + service * sp.first_output_fraction;
+    }
+    events_.push({job.end, ++seq_, Event::Kind::kStageEnd, a.job, job.token});
+  }
+
+  // The step a running admission stage has reached (its latest checkpoint).
+  int StepReached(const JobState& job) const {
+    const int steps =
+        c_.models[model_index_.at(c_.arrivals[job.stream].model)].stages[job.stage].steps;
+    const int done = job.step_s > 0 ? static_cast<int>((now_ - job.service_at) / job.step_s) : 0;
+    return std::clamp(job.resume_step + std::max(0, done), 0, steps - 1);
+  }
+
+  // The assignment stops now: its slot's busy time is counted.
+  void EndAssignment(JobState& job) {
+    if (job.token == 0) {
+      return;
+    }
+    PoolState& p = pools_[workers_[job.worker - 1].pool];
+    p.busy_slot_s += std::max(0.0, std::min(now_, c_.duration_s) - job.start);
+    job.token = 0;
+  }
+
+  void StageEnd(orch::JobId id, std::uint64_t token) {
+    auto j = jobs_.find(id);
+    if (j == jobs_.end() || j->second.token != token) {
+      return;  // Taken back meanwhile (failure, preemption).
+    }
+    const orch::WorkerId w = j->second.worker;
+    EndAssignment(j->second);
+    (void)Call(scheduler_->StageDone(id, w, Now()));
+  }
+
+  void Fail(orch::WorkerId w) {
+    WorkerState& ws = workers_[w - 1];
+    if (!ws.alive) {
+      return;
+    }
+    ++failures_;
+    ws.alive = false;
+    // What it ran goes back; denoise resumes from its latest checkpoint.
+    for (orch::JobId id : scheduler_->AssignedTo(w)) {
+      auto j = jobs_.find(id);
+      if (j == jobs_.end() || j->second.token == 0) {
+        continue;
+      }
+      const PoolState& p = pools_[ws.pool];
+      if (c_.models[p.model].stages[p.stage].kind == orch::StageKind::kAdmission) {
+        ++calls_;
+        (void)scheduler_->Progress(id, w, StepReached(j->second), true, Now());
+      }
+      EndAssignment(j->second);
+    }
+    (void)Call(scheduler_->WorkerLost(w, Now()));
+    Push(c_.repair_s, Event::Kind::kRepair, w, 0);
+  }
+
+  void Repair(orch::WorkerId w) {
+    WorkerState& ws = workers_[w - 1];
+    ws.alive = true;
+    (void)Call(scheduler_->WorkerUp(w, Spec(pools_[ws.pool]), Now()));
+    if (c_.mtbf_s > 0 && now_ < c_.duration_s) {
+      Push(Exp(1 / c_.mtbf_s), Event::Kind::kFail, w, 0);
+    }
+  }
+
+  void Tick() {
+    ++calls_;
+    scheduler_->Tick(Now());
+    HandleActions();
+    const orch::SchedulerStats st = scheduler_->Stats();
+    for (PoolState& p : pools_) {
+      for (const orch::PoolStats& ps : st.pools) {
+        if (ps.model == c_.models[p.model].name &&
+            ps.stage == c_.models[p.model].stages[p.stage].name) {
+          p.max_queued = std::max(p.max_queued, ps.queued);
+        }
+      }
+    }
+    Push(kTickS, Event::Kind::kTick, 0, 0);
+  }
+
+  const SimConfig& c_;
+  std::mt19937_64 rng_;
+  std::unique_ptr<orch::Scheduler> scheduler_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::map<std::string, std::size_t, std::less<>> model_index_;
+  std::vector<PoolState> pools_;
+  std::vector<WorkerState> workers_;  // WorkerId - 1.
+  std::vector<StreamStats> streams_;
+  std::unordered_map<orch::JobId, JobState> jobs_;
+  double now_ = 0;
+  std::uint64_t seq_ = 0, next_job_ = 0, next_token_ = 0;
+  std::uint64_t calls_ = 0, dispatches_ = 0, failures_ = 0;
+};
+
+}  // namespace
+
+Result<SimResult> Simulate(const SimConfig& config) {
+  SLUICE_RETURN_IF_ERROR(Validate(config));
+  const auto t0 = std::chrono::steady_clock::now();
+  Simulation s(config);
+  SLUICE_RETURN_IF_ERROR(s.Setup());
+  s.Run();
+  SimResult r = s.Result();
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rusage u{};
+  if (::getrusage(RUSAGE_SELF, &u) == 0) {
+    r.peak_rss_bytes = static_cast<std::uint64_t>(u.ru_maxrss) * 1024;
+  }
+  return r;
+}
+
+std::string ToJson(const SimResult& r) {
+  nlohmann::json j;
+  auto pct = [](const Percentiles& p) {
+    return nlohmann::json{{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}, {"mean", p.mean}};
+  };
+  for (const ClassResult& c : r.classes) {
+    j["classes"].push_back({{"model", c.model},
+                            {"priority", ClassName(c.priority)},
+                            {"submitted", c.submitted},
+                            {"completed", c.completed},
+                            {"failed", c.failed},
+                            {"refused", c.refused},
+                            {"unfinished", c.unfinished},
+                            {"throughput_per_s", c.throughput_per_s},
+                            {"latency_s", pct(c.latency_s)},
+                            {"ttff_s", pct(c.ttff_s)}});
+  }
+  for (const PoolResult& p : r.pools) {
+    j["pools"].push_back({{"model", p.model},
+                          {"stage", p.stage},
+                          {"gpus", p.gpus},
+                          {"utilization", p.utilization},
+                          {"max_queued", p.max_queued}});
+  }
+  j["events"] = r.events;
+  j["dispatches"] = r.dispatches;
+  j["worker_failures"] = r.worker_failures;
+  j["simulated_s"] = r.simulated_s;
+  j["wall_s"] = r.wall_s;
+  j["peak_rss_bytes"] = r.peak_rss_bytes;
+  return j.dump();
+}
+
+}  // namespace sluice::sim

@@ -1,0 +1,125 @@
+// The cluster simulator: the orchestrator's own scheduler core
+// (orchestrator/core/scheduler.h, the code the service runs) driven on a
+// virtual clock by a discrete-event model of a cluster: pools of GPUs per
+// (model, stage), per-stage service times drawn from lognormal
+// distributions, payloads crossing links of a given bandwidth and latency,
+// Poisson arrivals per class, and worker failures with repair. One thread,
+// no I/O; the same config and seed give the same result.
+//
+// What it models of a stage: a dispatch occupies one slot of a worker for
+// the input's transfer time (the previous stage's output over the link)
+// plus a service time; an admission stage (denoise) resumed after a
+// failure or preemption runs only its remaining steps. A job's time to
+// first frame is when its last stage has produced `first_output_fraction`
+// of its work (a chunked decode streams frames before it ends).
+#ifndef SLUICE_SIM_SIMULATOR_H_
+#define SLUICE_SIM_SIMULATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sluice/status.h"
+
+#include "orchestrator/core/model.h"
+#include "orchestrator/core/policy.h"
+
+namespace sluice::sim {
+
+// A lognormal service time: its mean and coefficient of variation (0: the
+// mean every time).
+struct ServiceTime {
+  double mean_s = 1;
+  double cv = 0;
+};
+
+struct StageProfile {
+  std::string name;
+  orchestrator::StageKind kind = orchestrator::StageKind::kWork;
+  ServiceTime service;
+  std::uint64_t output_bytes = 0;  // Handed to the next stage over the link.
+  int steps = 1;                   // Checkpointable steps (admission stages).
+  // Share of the stage's service after which its first output exists (the
+  // last stage: time to first frame). 1: only at the end.
+  double first_output_fraction = 1;
+};
+
+struct ModelProfile {
+  std::string name;
+  std::vector<StageProfile> stages;
+};
+
+struct PoolSize {
+  std::string model, stage;
+  int gpus = 1;      // Workers, one GPU each.
+  int capacity = 1;  // Slots per worker.
+};
+
+// Jobs of one model and class arriving as a Poisson process.
+struct Arrivals {
+  std::string model;
+  orchestrator::PriorityClass priority = orchestrator::PriorityClass::kStandard;
+  double rate_per_s = 1;
+};
+
+struct SimConfig {
+  std::vector<ModelProfile> models;
+  std::vector<PoolSize> pools;
+  std::vector<Arrivals> arrivals;
+  double link_gbps = 100;        // Between any two workers (10^9 bit/s).
+  double link_latency_us = 10;   // One way, per transfer.
+  double duration_s = 3600;      // Arrivals stop here; the run drains after.
+  double drain_limit_s = 86400;  // At most this long after, then unfinished jobs count as such.
+  std::uint64_t seed = 1;
+  // Worker failures: exponential with this mean per worker (0: none), each
+  // back after `repair_s`.
+  double mtbf_s = 0;
+  double repair_s = 60;
+  // The scheduler's SchedulerOptions::admission_overcommit: 0 admits a
+  // denoise job only into a free, unreserved decode slot (at most as many
+  // denoise jobs as decode slots); k > 0 lets k jobs per decode slot hold
+  // reservations.
+  double admission_overcommit = 0;
+};
+
+struct Percentiles {
+  double p50 = 0, p90 = 0, p99 = 0, mean = 0;
+};
+
+struct ClassResult {
+  std::string model;
+  orchestrator::PriorityClass priority = orchestrator::PriorityClass::kStandard;
+  std::uint64_t submitted = 0, completed = 0, failed = 0, refused = 0, unfinished = 0;
+  double throughput_per_s = 0;  // Completed over the arrival window.
+  Percentiles latency_s, ttff_s;
+};
+
+struct PoolResult {
+  std::string model, stage;
+  int gpus = 0;
+  double utilization = 0;  // Busy slot-seconds over slot-seconds of the arrival window.
+  std::size_t max_queued = 0;
+};
+
+struct SimResult {
+  std::vector<ClassResult> classes;
+  std::vector<PoolResult> pools;
+  std::uint64_t events = 0;  // Scheduler calls made.
+  std::uint64_t dispatches = 0;
+  std::uint64_t worker_failures = 0;
+  double simulated_s = 0;  // Until the last job finished (or the drain limit).
+  double wall_s = 0;
+  std::uint64_t peak_rss_bytes = 0;  // Of this process, at the end.
+};
+
+// Errors: kInvalidArgument naming the bad field (an unknown model or stage
+// in a pool or arrival, a stage without a pool, non-positive sizes, rates
+// or times, a cv below 0).
+Result<SimResult> Simulate(const SimConfig& config);
+
+std::string ToJson(const SimResult& r);
+
+}  // namespace sluice::sim
+
+#endif  // SLUICE_SIM_SIMULATOR_H_

@@ -1,0 +1,120 @@
+#include "sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/workloads.h"
+
+namespace sluice::sim {
+namespace {
+
+SimConfig Images(int gpus, double hours, double load, std::uint64_t seed = 7) {
+  Result<SimConfig> c = BuiltinWorkload("image", gpus, hours, load, seed);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return *c;
+}
+
+const PoolResult& Pool(const SimResult& r, const std::string& stage) {
+  for (const PoolResult& p : r.pools) {
+    if (p.stage == stage) {
+      return p;
+    }
+  }
+  ADD_FAILURE() << "no pool " << stage;
+  return r.pools.front();
+}
+
+TEST(SimulatorTest, TheSameSeedGivesTheSameRun) {
+  const SimConfig c = Images(24, 0.2, 0.7);
+  Result<SimResult> a = Simulate(c);
+  Result<SimResult> b = Simulate(c);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->events, b->events);
+  EXPECT_EQ(a->classes[0].completed, b->classes[0].completed);
+  EXPECT_EQ(a->classes[0].latency_s.p99, b->classes[0].latency_s.p99);
+  SimConfig other = c;
+  other.seed = 8;
+  Result<SimResult> d = Simulate(other);
+  ASSERT_TRUE(d.ok());
+  EXPECT_NE(a->classes[0].latency_s.p99, d->classes[0].latency_s.p99);
+}
+
+TEST(SimulatorTest, UtilizationFollowsTheOfferedLoadAndEveryJobFinishes) {
+  // 40 GPUs of FLUX at 60% of the denoise pool: arrivals ~6/s for 30 min.
+  Result<SimResult> r = Simulate(Images(40, 0.5, 0.6));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ClassResult& k = r->classes[0];
+  EXPECT_GT(k.submitted, 5000u);
+  EXPECT_EQ(k.completed, k.submitted) << "a stable system finishes everything";
+  EXPECT_EQ(k.failed + k.refused + k.unfinished, 0u);
+  EXPECT_NEAR(Pool(*r, "denoise").utilization, 0.6, 0.05);
+  // A job costs encode + 28 steps + decode (~4.25 s) and little waiting.
+  EXPECT_GT(k.latency_s.p50, 4.0);
+  EXPECT_LT(k.latency_s.p50, 6.0);
+  EXPECT_LE(k.ttff_s.p99, k.latency_s.p99 + 1e-9);
+}
+
+TEST(SimulatorTest, WithoutOvercommitDecodeSlotsCapTheDenoisePool) {
+  // The scheduler's default admits a denoise job only with a free decode
+  // slot reserved for its whole denoise: 3 decode GPUs keep 36 denoise
+  // GPUs at most 3 busy, and the queue grows without bound.
+  SimConfig c = Images(40, 0.2, 0.6);
+  ASSERT_GT(c.admission_overcommit, 1);
+  c.admission_overcommit = 0;
+  Result<SimResult> r = Simulate(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_LT(Pool(*r, "denoise").utilization, 0.12);
+  EXPECT_GT(Pool(*r, "denoise").max_queued, 1000u);
+}
+
+TEST(SimulatorTest, OverloadSaturatesTheDenoisePoolAndQueuesGrow) {
+  Result<SimResult> calm = Simulate(Images(40, 0.3, 0.5));
+  Result<SimResult> over = Simulate(Images(40, 0.3, 1.3));
+  ASSERT_TRUE(calm.ok() && over.ok());
+  EXPECT_GT(Pool(*over, "denoise").utilization, 0.95);
+  EXPECT_GT(Pool(*over, "denoise").max_queued, 100u);
+  EXPECT_GT(over->classes[0].latency_s.p99, 10 * calm->classes[0].latency_s.p99);
+}
+
+TEST(SimulatorTest, FailedGpusRerunTheirWorkAndJobsStillFinish) {
+  SimConfig c = Images(30, 0.3, 0.5);
+  c.mtbf_s = 600;  // Each GPU fails every 10 minutes on average.
+  c.repair_s = 30;
+  Result<SimResult> r = Simulate(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->worker_failures, 20u);
+  const ClassResult& k = r->classes[0];
+  EXPECT_EQ(k.completed + k.failed, k.submitted);
+  EXPECT_GT(static_cast<double>(k.completed), 0.99 * static_cast<double>(k.submitted));
+}
+
+TEST(SimulatorTest, AVideoStreamsItsFirstFramesBeforeItsDecodeEnds) {
+  Result<SimConfig> c = BuiltinWorkload("video", 40, 1, 0.5, 3);
+  ASSERT_TRUE(c.ok());
+  Result<SimResult> r = Simulate(*c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ClassResult& k = r->classes[0];
+  ASSERT_GT(k.completed, 0u);
+  // Decode takes ~2.3 s; its first frames come after ~1/21 of it.
+  EXPECT_LT(k.ttff_s.p50, k.latency_s.p50 - 1.5);
+  EXPECT_GT(k.latency_s.p50, 250);  // 50 steps of 5.06 s.
+}
+
+TEST(SimulatorTest, BadConfigsAreRefusedByName) {
+  EXPECT_EQ(BuiltinWorkload("audio", 10, 1, 0.5, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuiltinWorkload("mixed", 5, 1, 0.5, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuiltinWorkload("image", 10, 1, 0, 1).status().code(), StatusCode::kInvalidArgument);
+  SimConfig c = Images(10, 0.1, 0.5);
+  c.pools.pop_back();  // decode has no pool.
+  Status s = Simulate(c).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("decode"), std::string_view::npos) << s.ToString();
+  c = Images(10, 0.1, 0.5);
+  c.pools[0].stage = "upscale";
+  EXPECT_NE(Simulate(c).status().message().find("upscale"), std::string_view::npos);
+  c = Images(10, 0.1, 0.5);
+  c.models[0].stages[1].service.cv = -1;
+  EXPECT_EQ(Simulate(c).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sluice::sim

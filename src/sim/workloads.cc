@@ -1,0 +1,118 @@
+#include "sim/workloads.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sluice::sim {
+namespace {
+
+namespace orch = ::sluice::orchestrator;
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+
+StageProfile Work(std::string name, double mean_s, std::uint64_t out_bytes) {
+  StageProfile s;
+  s.name = std::move(name);
+  s.service = {mean_s, 0.2};
+  s.output_bytes = out_bytes;
+  return s;
+}
+
+StageProfile Denoise(int steps, double step_s, std::uint64_t out_bytes) {
+  StageProfile s;
+  s.name = "denoise";
+  s.kind = orch::StageKind::kAdmission;
+  s.service = {steps * step_s, 0.05};
+  s.output_bytes = out_bytes;
+  s.steps = steps;
+  return s;
+}
+
+// Splits `gpus` over `m`'s stages by mean service time, at least one each
+// (the denoise pool takes what rounding leaves).
+std::vector<PoolSize> SplitPools(const ModelProfile& m, int gpus) {
+  double total = 0;
+  for (const StageProfile& s : m.stages) {
+    total += s.service.mean_s;
+  }
+  std::vector<PoolSize> pools;
+  int used = 0;
+  std::size_t denoise = 0;
+  for (std::size_t i = 0; i < m.stages.size(); ++i) {
+    const StageProfile& s = m.stages[i];
+    const int g = std::max(1, static_cast<int>(std::lround(gpus * s.service.mean_s / total)));
+    pools.push_back({m.name, s.name, g, 1});
+    used += g;
+    if (s.kind == orch::StageKind::kAdmission) {
+      denoise = i;
+    }
+  }
+  pools[denoise].gpus = std::max(1, pools[denoise].gpus + gpus - used);
+  return pools;
+}
+
+}  // namespace
+
+ModelProfile FluxImageProfile() {
+  ModelProfile m;
+  m.name = "flux-1024";
+  m.stages = {Work("encode", 0.052, 4 * kMiB), Denoise(28, 0.139, kMiB / 2),
+              Work("decode", 0.31, 0)};
+  return m;
+}
+
+ModelProfile WanVideoProfile() {
+  ModelProfile m;
+  m.name = "wan2.1-t2v-480p";
+  m.stages = {Work("encode", 0.89, 8 * kMiB), Denoise(50, 5.06, 4 * kMiB), Work("decode", 2.31, 0)};
+  m.stages.back().first_output_fraction = 1.0 / 21;
+  return m;
+}
+
+Result<SimConfig> BuiltinWorkload(const std::string& workload, int gpus, double hours, double load,
+                                  std::uint64_t seed) {
+  std::vector<std::pair<ModelProfile, orch::PriorityClass>> models;
+  if (workload == "image") {
+    models = {{FluxImageProfile(), orch::PriorityClass::kInteractive}};
+  } else if (workload == "video") {
+    models = {{WanVideoProfile(), orch::PriorityClass::kStandard}};
+  } else if (workload == "mixed") {
+    models = {{FluxImageProfile(), orch::PriorityClass::kInteractive},
+              {WanVideoProfile(), orch::PriorityClass::kBatch}};
+  } else {
+    return InvalidArgumentError("sim: workload '" + workload + "': image, video or mixed");
+  }
+  if (gpus < 3 * static_cast<int>(models.size())) {
+    return InvalidArgumentError("sim: " + std::to_string(gpus) + " GPUs: at least 3 per model");
+  }
+  if (!(load > 0 && load <= 2) || !(hours > 0)) {
+    return InvalidArgumentError("sim: load must be in (0, 2] and hours > 0");
+  }
+  SimConfig c;
+  c.duration_s = hours * 3600;
+  c.seed = seed;
+  c.admission_overcommit = 1;
+  int left = gpus;
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    const int share = i + 1 == models.size() ? left : gpus / static_cast<int>(models.size());
+    left -= share;
+    const ModelProfile& m = models[i].first;
+    std::vector<PoolSize> pools = SplitPools(m, share);
+    for (std::size_t s = 0; s < m.stages.size(); ++s) {
+      if (m.stages[s].kind == orch::StageKind::kAdmission) {
+        c.arrivals.push_back(
+            {m.name, models[i].second, load * pools[s].gpus / m.stages[s].service.mean_s});
+        if (s + 1 < pools.size()) {
+          // Every denoise GPU may hold a reservation in the decode pool.
+          c.admission_overcommit = std::max(c.admission_overcommit,
+                                            std::ceil(static_cast<double>(pools[s].gpus) /
+                                                      (pools[s + 1].gpus * pools[s + 1].capacity)));
+        }
+      }
+    }
+    c.pools.insert(c.pools.end(), pools.begin(), pools.end());
+    c.models.push_back(m);
+  }
+  return c;
+}
+
+}  // namespace sluice::sim

@@ -1,0 +1,39 @@
+// Built-in workloads for the simulator, from published figures for real
+// models on H100s (../shared/WORKLOADS.md: per-step DiT latency, encoder
+// and VAE-decode latency, latent and condition sizes), and a cluster of a
+// given size split into pools by demand.
+#ifndef SLUICE_SIM_WORKLOADS_H_
+#define SLUICE_SIM_WORKLOADS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "sluice/status.h"
+
+#include "sim/simulator.h"
+
+namespace sluice::sim {
+
+// FLUX.1-dev 1024², 28 steps: text encode 52 ms, 0.139 s per step,
+// decode 0.31 s; a 4 MiB condition and a 512 KiB latent.
+ModelProfile FluxImageProfile();
+// Wan2.1 T2V-14B 480p, 81 frames, 50 steps with CFG: encode 0.89 s,
+// 5.06 s per step, decode 2.31 s; an 8 MiB condition (prompt and
+// negative), a 4 MiB latent; decode streams frames after 1/21 of its time
+// (chunked along the 21 latent frames).
+ModelProfile WanVideoProfile();
+
+// `gpus` GPUs for `workload`: "image" (FLUX, interactive), "video" (Wan,
+// standard) or "mixed" (half the GPUs each; images interactive, videos
+// batch). Each model's GPUs are split over its stages by mean service
+// time (at least one each); arrivals are Poisson at the rate that keeps
+// its denoise pool at `load` utilization; admission_overcommit lets every
+// denoise GPU hold a decode reservation. Errors: kInvalidArgument (an
+// unknown workload, gpus below 3 per model, load outside (0, 2], hours
+// not > 0).
+Result<SimConfig> BuiltinWorkload(const std::string& workload, int gpus, double hours, double load,
+                                  std::uint64_t seed);
+
+}  // namespace sluice::sim
+
+#endif  // SLUICE_SIM_WORKLOADS_H_
