@@ -16,6 +16,7 @@
 #include "sluice/units.h"
 
 #include "bench/bench_util.h"
+#include "bench/socket_baseline.h"
 
 namespace sluice::bench {
 namespace {
@@ -84,6 +85,19 @@ Status ValidateStoreOptions(const StoreBenchOptions& o) {
   if (!(o.duration_s > 0 && o.duration_s <= 600)) {
     return InvalidArgumentError("--duration must be in (0, 600] seconds");
   }
+  if (!o.target_netns.empty() &&
+      (o.transport != "tcp" || o.target_netns.size() > 64 ||
+       o.target_netns.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                        "0123456789._-") != std::string::npos)) {
+    return InvalidArgumentError(
+        "--target-netns names a network namespace ([A-Za-z0-9._-], at most 64) and needs "
+        "--transport tcp");
+  }
+  if (o.target_address.empty() ||
+      o.target_address.find_first_not_of("0123456789.") != std::string::npos) {
+    return InvalidArgumentError("--target-address '" + o.target_address +
+                                "' is not an IPv4 address");
+  }
   return Status::Ok();
 }
 
@@ -97,11 +111,24 @@ struct StoreUnderTest {
   std::unique_ptr<StoreClient> client;
 };
 
-Result<StoreUnderTest> StartStore(const std::string& exe, std::uint64_t node_memory,
-                                  const std::string& transport, const WarmMemory& local,
+// The command that runs `args` on the target's host (its network
+// namespace, when there is one).
+std::vector<std::string> OnTarget(const StoreBenchOptions& o, std::vector<std::string> args) {
+  if (!o.target_netns.empty()) {
+    args.insert(args.begin(), {"/usr/sbin/ip", "netns", "exec", o.target_netns});
+  }
+  return args;
+}
+
+Result<StoreUnderTest> StartStore(const StoreBenchOptions& o, const std::string& exe,
+                                  std::uint64_t node_memory, const WarmMemory& local,
                                   const std::string& token_file, bool durable_commits) {
+  const std::string& transport = o.transport;
+  const std::string listen = o.target_address + ":0";
   StoreUnderTest s;
-  std::vector<std::string> auth;
+  // Without a token the cluster is open: said so explicitly, as roles
+  // listening beyond loopback require.
+  std::vector<std::string> auth = {"--insecure"};
   SecurityConfig security;
   if (!token_file.empty()) {
     auth = {"--cluster-token", token_file};
@@ -109,23 +136,24 @@ Result<StoreUnderTest> StartStore(const std::string& exe, std::uint64_t node_mem
     f.token_file = token_file;
     SLUICE_ASSIGN_OR_RETURN(security, LoadSecurity(f));
   }
-  std::vector<std::string> margs = {exe, "master", "--listen", "127.0.0.1:0",
-                                    "--exit-on-stdin-eof"};
+  std::vector<std::string> margs = {exe, "master", "--listen", listen, "--exit-on-stdin-eof"};
   margs.insert(margs.end(), auth.begin(), auth.end());
   if (durable_commits) {
     margs.push_back("--durable-commits");
   }
-  SLUICE_ASSIGN_OR_RETURN(s.master, BenchChild::Spawn(margs));
+  SLUICE_ASSIGN_OR_RETURN(s.master, BenchChild::Spawn(OnTarget(o, margs)));
   const std::string master_ep = s.master->Word(1);
   std::vector<std::string> nargs = {exe,
                                     "store-node",
                                     "--master",
                                     master_ep,
+                                    "--listen",
+                                    listen,
                                     "--memory",
                                     std::to_string(node_memory),
                                     "--exit-on-stdin-eof"};
   nargs.insert(nargs.end(), auth.begin(), auth.end());
-  SLUICE_ASSIGN_OR_RETURN(s.node, BenchChild::Spawn(nargs));
+  SLUICE_ASSIGN_OR_RETURN(s.node, BenchChild::Spawn(OnTarget(o, nargs)));
   EngineConfig ec;
   ec.transports = {transport};
   ec.secret = TransferSecret(security);
@@ -169,32 +197,36 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
   // with a cluster credential, with durable_ab one with durable commits
   // (their indexes in `credential_at` and `durable_at`).
   std::vector<StoreUnderTest> stores;
-  SLUICE_ASSIGN_OR_RETURN(StoreUnderTest open,
-                          StartStore(exe, node_memory, o.transport, local, "", false));
+  SLUICE_ASSIGN_OR_RETURN(StoreUnderTest open, StartStore(o, exe, node_memory, local, "", false));
   stores.push_back(std::move(open));
   TokenFile token;
   std::size_t credential_at = 0, durable_at = 0;
   if (o.credential_ab) {
     SLUICE_ASSIGN_OR_RETURN(std::string path, WriteTokenFile(&token));
     SLUICE_ASSIGN_OR_RETURN(StoreUnderTest closed,
-                            StartStore(exe, node_memory, o.transport, local, path, false));
+                            StartStore(o, exe, node_memory, local, path, false));
     credential_at = stores.size();
     stores.push_back(std::move(closed));
   }
   if (o.durable_ab) {
     SLUICE_ASSIGN_OR_RETURN(StoreUnderTest durable,
-                            StartStore(exe, node_memory, o.transport, local, "", true));
+                            StartStore(o, exe, node_memory, local, "", true));
     durable_at = stores.size();
     stores.push_back(std::move(durable));
   }
   // The raw target has the node's footprint, and raw puts cycle over it as
   // store puts do, so both see the same cache behaviour.
-  std::vector<std::string> raw_args = {exe, "bench", "transfer-target", "--region-size",
-                                       std::to_string(node_memory)};
+  std::vector<std::string> raw_args = {exe,
+                                       "bench",
+                                       "transfer-target",
+                                       "--region-size",
+                                       std::to_string(node_memory),
+                                       "--listen-address",
+                                       o.target_address};
   if (o.transport == "shm") {
     raw_args.push_back("--shared");
   }
-  SLUICE_ASSIGN_OR_RETURN(auto raw, BenchChild::Spawn(raw_args));
+  SLUICE_ASSIGN_OR_RETURN(auto raw, BenchChild::Spawn(OnTarget(o, raw_args)));
   TransferEngine* engine = stores[0].engine.get();
   SLUICE_ASSIGN_OR_RETURN(SegmentId raw_seg, engine->OpenSegment(raw->Word(0)));
   const RegionKey raw_key{std::stoull(raw->Word(1))};
@@ -242,6 +274,7 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
   const int rounds = std::max(2, static_cast<int>(o.duration_s / 0.5));
   const double slice = o.duration_s / rounds;
   Timed raw_total;
+  double socket_bytes_s = 0;  // Sum of each round's GB/s, with target_netns.
   std::vector<Timed> store(stores.size());
   auto add = [](Timed* into, const Timed& t) {
     into->ops += t.ops;
@@ -253,6 +286,13 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
     Timed t = RunFor(o.clients, slice, raw_op);
     SLUICE_RETURN_IF_ERROR(t.error);
     add(&raw_total, t);
+    if (!o.target_netns.empty()) {
+      SLUICE_ASSIGN_OR_RETURN(
+          double gbps,
+          SocketBaselineGbps(o.target_address, static_cast<std::uint16_t>(std::stoul(raw->Word(2))),
+                             !put, per_client, slice, local.data));
+      socket_bytes_s += gbps;
+    }
     for (std::size_t k = 0; k < stores.size(); ++k) {
       // Alternate which store goes first, so neither always follows the raw run.
       const std::size_t at = (k + static_cast<std::size_t>(i)) % stores.size();
@@ -268,6 +308,7 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
   r.raw_gbps = static_cast<double>(raw_total.ops * o.value_size) / raw_total.seconds / 1e9;
   r.p50_us = Percentile(store[0].latencies_us, 0.5);
   r.p99_us = Percentile(store[0].latencies_us, 0.99);
+  r.socket_gbps = socket_bytes_s / rounds;
   r.raw_p50_us = Percentile(raw_total.latencies_us, 0.5);
   r.raw_p99_us = Percentile(raw_total.latencies_us, 0.99);
   if (credential_at > 0) {
@@ -305,6 +346,12 @@ std::string ToJson(const StoreBenchResult& r) {
     j["credential_ratio"] = r.gbps > 0 ? r.credential_gbps / r.gbps : 0.0;
     j["credential_p50_us"] = r.credential_p50_us;
     j["credential_p99_us"] = r.credential_p99_us;
+  }
+  if (!r.options.target_netns.empty()) {
+    j["target_netns"] = r.options.target_netns;
+    j["target_address"] = r.options.target_address;
+    j["socket_gbps"] = r.socket_gbps;
+    j["socket_ratio"] = r.socket_gbps > 0 ? r.gbps / r.socket_gbps : 0.0;
   }
   if (r.options.durable_ab) {
     j["durable_gbps"] = r.durable_gbps;

@@ -25,6 +25,12 @@ struct StoreBenchOptions {
   // once its node acknowledged it), alternating rounds likewise: what a
   // master failover that loses nothing costs each put.
   bool durable_ab = false;
+  // Run the master, the store node and the raw target in this network
+  // namespace (another host on this machine), listening on
+  // `target_address`; tcp only. The run then also measures a plain socket
+  // on the same link (socket_gbps, socket_ratio).
+  std::string target_netns;
+  std::string target_address = "127.0.0.1";
 };
 
 struct StoreBenchResult {
@@ -44,6 +50,8 @@ struct StoreBenchResult {
   double durable_gbps = 0;
   double durable_p50_us = 0;
   double durable_p99_us = 0;
+  // With target_netns: one plain TCP connection on the same link.
+  double socket_gbps = 0;
 };
 
 // Errors: kInvalidArgument for out-of-range options.

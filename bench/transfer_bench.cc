@@ -19,6 +19,7 @@
 #include "sluice/units.h"
 
 #include "bench/bench_util.h"
+#include "bench/socket_baseline.h"
 #include "device/backends.h"
 
 namespace sluice::bench {
@@ -26,67 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::uint64_t kMaxArea = std::uint64_t{8} << 30;
-
-struct BaselineHello {
-  std::uint32_t target_sends = 0;  // 1: target streams to us (read); 0: we stream to it.
-  std::uint32_t pad = 0;
-  std::uint64_t block = 0;
-  std::uint64_t duration_ms = 0;
-};
-
-bool SendAllBlocking(int fd, const char* p, std::size_t n) {
-  while (n > 0) {
-    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k <= 0) {
-      return false;
-    }
-    p += k;
-    n -= static_cast<std::size_t>(k);
-  }
-  return true;
-}
-
-bool RecvAllBlocking(int fd, char* p, std::size_t n) {
-  while (n > 0) {
-    const ssize_t k = ::recv(fd, p, n, 0);
-    if (k <= 0) {
-      return false;
-    }
-    p += k;
-    n -= static_cast<std::size_t>(k);
-  }
-  return true;
-}
-
-// Target side of the baseline: one plain blocking socket per run.
-void ServeBaseline(int listen_fd, char* region, std::uint64_t region_size) {
-  while (true) {
-    const int fd = ::accept(listen_fd, nullptr, nullptr);
-    if (fd < 0) {
-      return;
-    }
-    BaselineHello h;
-    if (RecvAllBlocking(fd, reinterpret_cast<char*>(&h), sizeof(h)) && h.block > 0 &&
-        h.block <= region_size) {
-      if (h.target_sends != 0) {
-        const auto end = Clock::now() + std::chrono::milliseconds(h.duration_ms);
-        while (Clock::now() < end && SendAllBlocking(fd, region, h.block)) {
-        }
-      } else {
-        std::uint64_t total = 0;
-        while (true) {
-          const ssize_t k = ::recv(fd, region + total % h.block, h.block - total % h.block, 0);
-          if (k <= 0) {
-            break;
-          }
-          total += static_cast<std::uint64_t>(k);
-        }
-        SendAllBlocking(fd, reinterpret_cast<char*>(&total), sizeof(total));
-      }
-    }
-    ::close(fd);
-  }
-}
 
 // Copies block by block over an area as large as the engine's, so source
 // and destination see the same footprint (and cache behaviour) as the run.
@@ -106,45 +46,8 @@ double MemcpyBaseline(char* src, std::uint64_t block, std::uint64_t area, double
 }
 
 Result<double> SocketBaseline(std::uint16_t port, const TransferBenchOptions& o, char* buf) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  if (::inet_pton(AF_INET, o.target_address.c_str(), &addr.sin_addr) != 1) {
-    ::close(fd);
-    return InvalidArgumentError("--target-address '" + o.target_address +
-                                "' is not an IPv4 address");
-  }
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return UnavailableError("baseline connect failed", FailureScope::kEndpoint);
-  }
-  BaselineHello h;
-  h.target_sends = o.op == OpKind::kRead ? 1 : 0;
-  h.block = o.block_size;
-  h.duration_ms = static_cast<std::uint64_t>(o.duration_s * 1000);
-  SendAllBlocking(fd, reinterpret_cast<char*>(&h), sizeof(h));
-  std::uint64_t bytes = 0;
-  const auto start = Clock::now();
-  if (o.op == OpKind::kRead) {
-    while (true) {
-      const ssize_t k =
-          ::recv(fd, buf + bytes % o.block_size, o.block_size - bytes % o.block_size, 0);
-      if (k <= 0) {
-        break;
-      }
-      bytes += static_cast<std::uint64_t>(k);
-    }
-  } else {
-    const auto end = start + std::chrono::duration<double>(o.duration_s);
-    while (Clock::now() < end && SendAllBlocking(fd, buf, o.block_size)) {
-    }
-    ::shutdown(fd, SHUT_WR);
-    RecvAllBlocking(fd, reinterpret_cast<char*>(&bytes), sizeof(bytes));
-  }
-  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  ::close(fd);
-  return static_cast<double>(bytes) / secs / 1e9;
+  return SocketBaselineGbps(o.target_address, port, o.op == OpKind::kRead, o.block_size,
+                            o.duration_s, buf);
 }
 
 bool Involves(const TransferBenchOptions& o, const char* kind) {
@@ -330,7 +233,7 @@ int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
     std::cerr << "target: baseline listener failed\n";
     return 1;
   }
-  std::thread baseline([&] { ServeBaseline(lfd, region, region_size); });
+  std::thread baseline([&] { ServeSocketBaseline(lfd, region, region_size); });
   baseline.detach();
   std::cout << "READY " << (*engine)->endpoint() << " " << key->value << " " << ntohs(addr.sin_port)
             << std::endl;

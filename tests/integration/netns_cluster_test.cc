@@ -289,5 +289,39 @@ TEST(NetnsBenchTest, TransferBetweenTwoHostsOnAShapedLink) {
   }
 }
 
+TEST(NetnsBenchTest, StoreBetweenTwoHostsOnAShapedLink) {
+  if (!NetnsHosts::Available()) {
+    GTEST_SKIP() << "needs root and iproute2 (network namespaces)";
+  }
+  NetnsHosts hosts(1);
+  ASSERT_TRUE(hosts.ok());
+  const std::string tbf = "tbf rate 10gbit burst 4mb latency 5ms";
+  ASSERT_TRUE(hosts.Shape(0, tbf));
+  ASSERT_TRUE(hosts.ShapeInbound(0, tbf));
+  for (const char* op : {"put", "get"}) {
+    const std::string cmd = std::string(SLUICE_BIN) + " bench store --target-netns " + hosts.Ns(0) +
+                            " --target-address " + hosts.address(0) + " --transport tcp --op " +
+                            op + " --duration 2 --json 2>/dev/null";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) {
+      out.append(buf, n);
+    }
+    EXPECT_EQ(::pclose(p), 0) << cmd;
+    const json j = json::parse(out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << out;
+    EXPECT_EQ(j.value("target_netns", ""), hosts.Ns(0));
+    EXPECT_GT(j.value("gbps", 0.0), 0);
+    EXPECT_GT(j.value("socket_gbps", 0.0), 0);
+    std::printf(
+        "netns bench store %s over a 10 Gbit/s link: %.3f GB/s, raw engine %.3f GB/s, socket "
+        "%.3f GB/s, ratio to the socket %.2f\n",
+        op, j.value("gbps", 0.0), j.value("raw_gbps", 0.0), j.value("socket_gbps", 0.0),
+        j.value("socket_ratio", 0.0));
+  }
+}
+
 }  // namespace
 }  // namespace sluice::testing

@@ -140,6 +140,13 @@ void AddStore(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_flag("--durable-ab", o->b.durable_ab,
                 "also run a store whose master has durable commits, alternating rounds with the "
                 "plain one (durable_gbps, durable_ratio)");
+  cmd->add_option("--target-netns", o->b.target_netns,
+                  "run the master, the store node and the raw target in this network namespace "
+                  "(another host on this machine; tcp only), and a plain socket beside them "
+                  "(socket_gbps, socket_ratio)");
+  cmd->add_option("--target-address", o->b.target_address,
+                  "IPv4 address they listen on there and this process dials")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
   out->push_back({cmd, [o] {
                     o->b.value_size = *ParseByteSize(o->value_size);
