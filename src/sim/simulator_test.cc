@@ -99,6 +99,27 @@ TEST(SimulatorTest, AVideoStreamsItsFirstFramesBeforeItsDecodeEnds) {
   EXPECT_GT(k.latency_s.p50, 250);  // 50 steps of 5.06 s.
 }
 
+TEST(SimulatorTest, ColocatedRunsEveryStageOnOneGpuWithTheSameArrivals) {
+  Result<SimConfig> split = BuiltinWorkload("video", 40, 1, 0.5, 3);
+  Result<SimConfig> one = BuiltinWorkload("video", 40, 1, 0.5, 3, /*colocated=*/true);
+  ASSERT_TRUE(split.ok() && one.ok());
+  ASSERT_EQ(one->pools.size(), 1u);
+  EXPECT_EQ(one->pools[0].gpus, 40);
+  EXPECT_EQ(one->arrivals[0].rate_per_s, split->arrivals[0].rate_per_s) << "equal load";
+  const StageProfile& all = one->models[0].stages[0];
+  // encode 0.89 + denoise 253 + decode 2.31 x 1.3 (tiled beside the DiT).
+  EXPECT_NEAR(all.service.mean_s, 0.89 + 50 * 5.06 + 2.31 * 1.3, 1e-9);
+  EXPECT_LT(all.first_output_fraction, 1.0);
+  Result<SimResult> a = Simulate(*split);
+  Result<SimResult> b = Simulate(*one);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(b->classes[0].unfinished, 0u);
+  // Colocated, every GPU also encodes and decodes: the same jobs take more
+  // of the GPUs' time than on the disaggregated denoise pool alone.
+  EXPECT_GT(b->pools[0].utilization, 0.45);
+  EXPECT_GT(b->classes[0].latency_s.p50, 250.0);
+}
+
 TEST(SimulatorTest, BadConfigsAreRefusedByName) {
   EXPECT_EQ(BuiltinWorkload("audio", 10, 1, 0.5, 1).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(BuiltinWorkload("mixed", 5, 1, 0.5, 1).status().code(), StatusCode::kInvalidArgument);

@@ -60,6 +60,34 @@ ModelProfile FluxImageProfile() {
   return m;
 }
 
+double ColocatedDecodePenalty(const ModelProfile& m) {
+  return m.name == WanVideoProfile().name ? 1.3 : 1.0;
+}
+
+ModelProfile Colocated(const ModelProfile& m) {
+  ModelProfile c;
+  c.name = m.name;
+  StageProfile all;
+  all.name = "denoise";
+  all.kind = orch::StageKind::kAdmission;
+  double before_last = 0, last = 0;
+  for (std::size_t i = 0; i < m.stages.size(); ++i) {
+    const StageProfile& s = m.stages[i];
+    const bool is_last = i + 1 == m.stages.size();
+    const double t = s.service.mean_s * (is_last ? ColocatedDecodePenalty(m) : 1.0);
+    (is_last ? last : before_last) += t;
+    if (s.kind == orch::StageKind::kAdmission) {
+      all.steps = s.steps;
+      all.service.cv = s.service.cv;
+    }
+  }
+  all.service.mean_s = before_last + last;
+  all.first_output_fraction =
+      (before_last + last * m.stages.back().first_output_fraction) / all.service.mean_s;
+  c.stages = {all};
+  return c;
+}
+
 ModelProfile WanVideoProfile() {
   ModelProfile m;
   m.name = "wan2.1-t2v-480p";
@@ -69,7 +97,7 @@ ModelProfile WanVideoProfile() {
 }
 
 Result<SimConfig> BuiltinWorkload(const std::string& workload, int gpus, double hours, double load,
-                                  std::uint64_t seed) {
+                                  std::uint64_t seed, bool colocated) {
   std::vector<std::pair<ModelProfile, orch::PriorityClass>> models;
   if (workload == "image") {
     models = {{FluxImageProfile(), orch::PriorityClass::kInteractive}};
@@ -109,8 +137,16 @@ Result<SimConfig> BuiltinWorkload(const std::string& workload, int gpus, double 
         }
       }
     }
-    c.pools.insert(c.pools.end(), pools.begin(), pools.end());
-    c.models.push_back(m);
+    if (colocated) {
+      c.pools.push_back({m.name, "denoise", share, 1});
+      c.models.push_back(Colocated(m));
+    } else {
+      c.pools.insert(c.pools.end(), pools.begin(), pools.end());
+      c.models.push_back(m);
+    }
+  }
+  if (colocated) {
+    c.admission_overcommit = 0;  // No next stage to reserve in.
   }
   return c;
 }

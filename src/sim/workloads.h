@@ -15,24 +15,38 @@
 namespace sluice::sim {
 
 // FLUX.1-dev 1024², 28 steps: text encode 52 ms, 0.139 s per step,
-// decode 0.31 s; a 4 MiB condition and a 512 KiB latent.
+// decode 0.31 s; a 4 MiB condition and a 512 KiB latent. Colocated (one
+// GPU runs every stage) its decode costs the same.
 ModelProfile FluxImageProfile();
 // Wan2.1 T2V-14B 480p, 81 frames, 50 steps with CFG: encode 0.89 s,
 // 5.06 s per step, decode 2.31 s; an 8 MiB condition (prompt and
 // negative), a 4 MiB latent; decode streams frames after 1/21 of its time
-// (chunked along the 21 latent frames).
+// (chunked along the 21 latent frames). Colocated, the GPU holds the DiT's
+// weights and activations while it decodes, so the decode runs tiled:
+// 1.3x its time (an assumption of this profile, not a measurement).
 ModelProfile WanVideoProfile();
+// What the colocated cost of `m`'s decode is, relative to a decode alone
+// on its GPU (1.3 for the video profile, 1 otherwise).
+double ColocatedDecodePenalty(const ModelProfile& m);
+
+// `m` run colocated: one admission stage ("denoise", so a worker holds
+// the job from encode to decode) whose service is every stage's in turn,
+// the decode's times ColocatedDecodePenalty; its first output comes once
+// the decode has produced its first frames.
+ModelProfile Colocated(const ModelProfile& m);
 
 // `gpus` GPUs for `workload`: "image" (FLUX, interactive), "video" (Wan,
 // standard) or "mixed" (half the GPUs each; images interactive, videos
 // batch). Each model's GPUs are split over its stages by mean service
 // time (at least one each); arrivals are Poisson at the rate that keeps
 // its denoise pool at `load` utilization; admission_overcommit lets every
-// denoise GPU hold a decode reservation. Errors: kInvalidArgument (an
-// unknown workload, gpus below 3 per model, load outside (0, 2], hours
-// not > 0).
+// denoise GPU hold a decode reservation. With `colocated`, each model's
+// GPUs form one pool running every stage (Colocated), and the arrivals
+// are the disaggregated run's: the two compare at equal GPUs and load.
+// Errors: kInvalidArgument (an unknown workload, gpus below 3 per model,
+// load outside (0, 2], hours not > 0).
 Result<SimConfig> BuiltinWorkload(const std::string& workload, int gpus, double hours, double load,
-                                  std::uint64_t seed);
+                                  std::uint64_t seed, bool colocated = false);
 
 }  // namespace sluice::sim
 

@@ -21,11 +21,13 @@ struct SimOptions {
   std::uint64_t seed = 1;
   double mtbf_hours = 0;
   double repair_s = 60;
+  bool colocated = false;
   bool json = false;
 };
 
 int RunSim(const SimOptions& o) {
-  Result<sim::SimConfig> c = sim::BuiltinWorkload(o.workload, o.gpus, o.hours, o.load, o.seed);
+  Result<sim::SimConfig> c =
+      sim::BuiltinWorkload(o.workload, o.gpus, o.hours, o.load, o.seed, o.colocated);
   if (!c.ok()) {
     std::cerr << "sluice sim: " << c.status().message() << "\n";
     return 2;
@@ -90,6 +92,9 @@ void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--repair-s", o->repair_s, "how long a failed GPU stays out")
       ->check(CLI::Range(1.0, 1e6))
       ->capture_default_str();
+  cmd->add_flag("--colocated", o->colocated,
+                "each GPU runs every stage of a job (the same arrivals as disaggregated; video "
+                "decodes tiled beside the DiT at 1.3x)");
   cmd->add_flag("--json", o->json, "print one JSON object");
   out->push_back({cmd, [o] { return RunSim(*o); }});
 }
