@@ -60,6 +60,15 @@ ModelProfile FluxImageProfile() {
   return m;
 }
 
+Result<ModelProfile> BuiltinModel(const std::string& name) {
+  for (ModelProfile m : {FluxImageProfile(), WanVideoProfile()}) {
+    if (m.name == name) {
+      return m;
+    }
+  }
+  return InvalidArgumentError("sim: no built-in model '" + name + "' (flux-1024, wan2.1-t2v-480p)");
+}
+
 double ColocatedDecodePenalty(const ModelProfile& m) {
   return m.name == WanVideoProfile().name ? 1.3 : 1.0;
 }

@@ -25,6 +25,10 @@ ModelProfile FluxImageProfile();
 // weights and activations while it decodes, so the decode runs tiled:
 // 1.3x its time (an assumption of this profile, not a measurement).
 ModelProfile WanVideoProfile();
+// The built-in profile named `name` (flux-1024, wan2.1-t2v-480p).
+// Errors: kInvalidArgument naming the known ones.
+Result<ModelProfile> BuiltinModel(const std::string& name);
+
 // What the colocated cost of `m`'s decode is, relative to a decode alone
 // on its GPU (1.3 for the video profile, 1 otherwise).
 double ColocatedDecodePenalty(const ModelProfile& m);

@@ -23,7 +23,8 @@ void AddRoleCommands(CLI::App& app, std::vector<Command>* out);
 void AddServeCommands(CLI::App& app, std::vector<Command>* out);
 // wait URL (wait_cmd.cc).
 void AddWaitCommand(CLI::App& app, std::vector<Command>* out);
-// sim (sim_cmd.cc): the cluster simulator on a built-in workload.
+// sim and plan (sim_cmd.cc): the cluster simulator on a built-in
+// workload, and pool sizes for an SLO from it.
 void AddSimCommand(CLI::App& app, std::vector<Command>* out);
 // bench transfer|store|connector|e2e|orchestrator and the internal
 // transfer-target (bench_cmd.cc).

@@ -1,11 +1,14 @@
 // `sluice sim`: the cluster simulator (src/sim/) on a built-in workload:
 // pools sized by demand for GPUS GPUs, a simulated span of HOURS, and what
 // came of it per class (throughput, latency and time-to-first-frame
-// percentiles) and per pool (utilization, longest queue).
+// percentiles) and per pool (utilization, longest queue). `sluice plan`:
+// the fewest GPUs per pool meeting a p99 latency SLO at an arrival rate,
+// and the colocated count for the same SLO (src/sim/planner.h).
 #include <cstdio>
 #include <iostream>
 #include <memory>
 
+#include "sim/planner.h"
 #include "sim/simulator.h"
 #include "sim/workloads.h"
 #include "tools/sluice_cli/commands.h"
@@ -65,9 +68,84 @@ int RunSim(const SimOptions& o) {
   return 0;
 }
 
+struct PlanOptions {
+  std::string model = "flux-1024";
+  double rate = 10;
+  double slo_p99_s = 6;
+  std::string priority = "standard";
+  double hours = 0.5;
+  std::uint64_t seed = 1;
+  int max_gpus = 100000;
+  bool json = false;
+};
+
+int RunPlan(const PlanOptions& o) {
+  Result<sim::ModelProfile> m = sim::BuiltinModel(o.model);
+  if (!m.ok()) {
+    std::cerr << "sluice plan: --model: " << m.status().message() << "\n";
+    return 2;
+  }
+  sim::PlanRequest r;
+  r.model = std::move(*m);
+  r.rate_per_s = o.rate;
+  r.slo_p99_s = o.slo_p99_s;
+  r.priority = o.priority == "interactive" ? orchestrator::PriorityClass::kInteractive
+               : o.priority == "batch"     ? orchestrator::PriorityClass::kBatch
+                                           : orchestrator::PriorityClass::kStandard;
+  r.hours = o.hours;
+  r.seed = o.seed;
+  r.max_gpus = o.max_gpus;
+  Result<sim::PlanResult> p = sim::Plan(r);
+  if (!p.ok()) {
+    std::cerr << "sluice plan: " << p.status().message() << "\n";
+    return p.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  if (o.json) {
+    std::cout << sim::ToJson(*p) << std::endl;
+    return 0;
+  }
+  const sim::ClassResult& d = p->disaggregated.classes.front();
+  const sim::ClassResult& c = p->colocated.classes.front();
+  std::printf("%s at %.3f jobs/s, p99 within %.2f s:\n", o.model.c_str(), o.rate, o.slo_p99_s);
+  for (std::size_t i = 0; i < p->pools.size(); ++i) {
+    std::printf("  %-8s %6d GPUs  utilization %.3f\n", p->pools[i].stage.c_str(), p->pools[i].gpus,
+                p->disaggregated.pools[i].utilization);
+  }
+  std::printf("  disaggregated %d GPUs: p50 %.2f s, p99 %.2f s\n", p->gpus, d.latency_s.p50,
+              d.latency_s.p99);
+  std::printf("  colocated     %d GPUs: p50 %.2f s, p99 %.2f s\n", p->colocated_gpus,
+              c.latency_s.p50, c.latency_s.p99);
+  std::printf("  (%d simulations)\n", p->simulations);
+  return 0;
+}
+
 }  // namespace
 
 void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
+  auto po = std::make_shared<PlanOptions>();
+  CLI::App* plan = app.add_subcommand(
+      "plan", "the fewest GPUs per pool meeting a p99 latency SLO at an arrival rate (simulated)");
+  plan->add_option("--model", po->model, "a built-in model: flux-1024 or wan2.1-t2v-480p")
+      ->capture_default_str();
+  plan->add_option("--rate", po->rate, "arrivals per second (Poisson)")
+      ->check(CLI::Range(1e-6, 1e6))
+      ->capture_default_str();
+  plan->add_option("--slo-p99", po->slo_p99_s, "p99 latency to meet, seconds")
+      ->check(CLI::Range(1e-3, 1e7))
+      ->capture_default_str();
+  plan->add_option("--priority", po->priority, "the jobs' class")
+      ->check(CLI::IsMember({"interactive", "standard", "batch"}))
+      ->capture_default_str();
+  plan->add_option("--hours", po->hours, "simulated span of each trial")
+      ->check(CLI::Range(0.001, 100.0))
+      ->capture_default_str();
+  plan->add_option("--seed", po->seed, "random seed")->capture_default_str();
+  plan->add_option("--max-gpus", po->max_gpus, "give up beyond this many GPUs")
+      ->check(CLI::Range(1, 10000000))
+      ->capture_default_str();
+  plan->add_flag("--json", po->json, "print one JSON object");
+  out->push_back({plan, [po] { return RunPlan(*po); }});
+
   auto o = std::make_shared<SimOptions>();
   CLI::App* cmd = app.add_subcommand(
       "sim", "simulate a cluster on a virtual clock, with the orchestrator's own scheduler");

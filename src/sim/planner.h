@@ -1,0 +1,48 @@
+// The pool planner: the fewest GPUs per pool that meet a latency SLO at a
+// given arrival rate, found by running the simulator (simulator.h), and
+// the colocated GPU count that meets the same SLO, for comparison.
+#ifndef SLUICE_SIM_PLANNER_H_
+#define SLUICE_SIM_PLANNER_H_
+
+#include <vector>
+
+#include "sluice/status.h"
+
+#include "sim/simulator.h"
+
+namespace sluice::sim {
+
+struct PlanRequest {
+  ModelProfile model;
+  double rate_per_s = 1;  // Poisson arrivals.
+  double slo_p99_s = 10;  // Latency, submission to result, at the 99th percentile.
+  orchestrator::PriorityClass priority = orchestrator::PriorityClass::kStandard;
+  double hours = 1;  // Simulated span of each trial.
+  std::uint64_t seed = 1;
+  int max_gpus = 100000;  // Per plan; beyond it the SLO is reported unmet.
+};
+
+struct PlanResult {
+  std::vector<PoolSize> pools;  // Disaggregated: one per stage.
+  int gpus = 0;
+  SimResult disaggregated;  // The run at `pools`.
+  int colocated_gpus = 0;   // One pool running every stage (Colocated).
+  SimResult colocated;
+  int simulations = 0;  // Trials run.
+};
+
+// A plan meets the SLO when every job of its trial finished and the
+// trial's p99 latency is within it. Searches up from the demand
+// (rate x service time per stage), growing the busiest pool by a tenth
+// until the SLO holds, then trims each pool to the fewest GPUs that still
+// hold it; likewise for the colocated pool. Deterministic for a seed.
+// Errors: kInvalidArgument (a rate, SLO or span not > 0; an SLO below the
+// model's own service time, which no pool size can meet);
+// kResourceExhausted (no plan within max_gpus).
+Result<PlanResult> Plan(const PlanRequest& request);
+
+std::string ToJson(const PlanResult& r);
+
+}  // namespace sluice::sim
+
+#endif  // SLUICE_SIM_PLANNER_H_
