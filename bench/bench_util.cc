@@ -1,5 +1,6 @@
 #include "bench/bench_util.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -190,6 +191,30 @@ Result<std::string> WriteTokenFile(TokenFile* t) {
     return InternalError("cannot write the token file " + t->path);
   }
   return t->path;
+}
+
+Status ValidateTargetHost(const std::string& netns, const std::string& address,
+                          const std::string& transport) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, address.c_str(), &a) != 1) {
+    return InvalidArgumentError("--target-address '" + address + "' is not an IPv4 address");
+  }
+  if (!netns.empty() &&
+      (transport != "tcp" || netns.size() > 64 ||
+       netns.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                               "0123456789._-") != std::string::npos)) {
+    return InvalidArgumentError(
+        "--target-netns names a network namespace ([A-Za-z0-9._-], at most 64) and needs "
+        "--transport tcp");
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> OnTargetHost(const std::string& netns, std::vector<std::string> args) {
+  if (!netns.empty()) {
+    args.insert(args.begin(), {"/usr/sbin/ip", "netns", "exec", netns});
+  }
+  return args;
 }
 
 }  // namespace sluice::bench

@@ -63,6 +63,16 @@ struct DeviceMemory {
   Status error;
 };
 
+// A benchmark's target on another host (a network namespace on this
+// machine): kInvalidArgument unless `address` is IPv4 and `netns`, when
+// given, names a namespace ([A-Za-z0-9._-], at most 64) with `transport`
+// tcp (shared memory does not cross hosts).
+Status ValidateTargetHost(const std::string& netns, const std::string& address,
+                          const std::string& transport);
+// `args` run inside `netns` (`ip netns exec`), or as they are when it is
+// empty.
+std::vector<std::string> OnTargetHost(const std::string& netns, std::vector<std::string> args);
+
 // The p-quantile (0..1) of `v` (reorders it); 0 for an empty vector.
 double Percentile(std::vector<double>& v, double p);
 

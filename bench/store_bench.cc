@@ -85,20 +85,7 @@ Status ValidateStoreOptions(const StoreBenchOptions& o) {
   if (!(o.duration_s > 0 && o.duration_s <= 600)) {
     return InvalidArgumentError("--duration must be in (0, 600] seconds");
   }
-  if (!o.target_netns.empty() &&
-      (o.transport != "tcp" || o.target_netns.size() > 64 ||
-       o.target_netns.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                        "0123456789._-") != std::string::npos)) {
-    return InvalidArgumentError(
-        "--target-netns names a network namespace ([A-Za-z0-9._-], at most 64) and needs "
-        "--transport tcp");
-  }
-  if (o.target_address.empty() ||
-      o.target_address.find_first_not_of("0123456789.") != std::string::npos) {
-    return InvalidArgumentError("--target-address '" + o.target_address +
-                                "' is not an IPv4 address");
-  }
-  return Status::Ok();
+  return ValidateTargetHost(o.target_netns, o.target_address, o.transport);
 }
 
 namespace {
@@ -110,15 +97,6 @@ struct StoreUnderTest {
   std::unique_ptr<TransferEngine> engine;
   std::unique_ptr<StoreClient> client;
 };
-
-// The command that runs `args` on the target's host (its network
-// namespace, when there is one).
-std::vector<std::string> OnTarget(const StoreBenchOptions& o, std::vector<std::string> args) {
-  if (!o.target_netns.empty()) {
-    args.insert(args.begin(), {"/usr/sbin/ip", "netns", "exec", o.target_netns});
-  }
-  return args;
-}
 
 Result<StoreUnderTest> StartStore(const StoreBenchOptions& o, const std::string& exe,
                                   std::uint64_t node_memory, const WarmMemory& local,
@@ -141,7 +119,7 @@ Result<StoreUnderTest> StartStore(const StoreBenchOptions& o, const std::string&
   if (durable_commits) {
     margs.push_back("--durable-commits");
   }
-  SLUICE_ASSIGN_OR_RETURN(s.master, BenchChild::Spawn(OnTarget(o, margs)));
+  SLUICE_ASSIGN_OR_RETURN(s.master, BenchChild::Spawn(OnTargetHost(o.target_netns, margs)));
   const std::string master_ep = s.master->Word(1);
   std::vector<std::string> nargs = {exe,
                                     "store-node",
@@ -153,7 +131,7 @@ Result<StoreUnderTest> StartStore(const StoreBenchOptions& o, const std::string&
                                     std::to_string(node_memory),
                                     "--exit-on-stdin-eof"};
   nargs.insert(nargs.end(), auth.begin(), auth.end());
-  SLUICE_ASSIGN_OR_RETURN(s.node, BenchChild::Spawn(OnTarget(o, nargs)));
+  SLUICE_ASSIGN_OR_RETURN(s.node, BenchChild::Spawn(OnTargetHost(o.target_netns, nargs)));
   EngineConfig ec;
   ec.transports = {transport};
   ec.secret = TransferSecret(security);
@@ -226,7 +204,7 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
   if (o.transport == "shm") {
     raw_args.push_back("--shared");
   }
-  SLUICE_ASSIGN_OR_RETURN(auto raw, BenchChild::Spawn(OnTarget(o, raw_args)));
+  SLUICE_ASSIGN_OR_RETURN(auto raw, BenchChild::Spawn(OnTargetHost(o.target_netns, raw_args)));
   TransferEngine* engine = stores[0].engine.get();
   SLUICE_ASSIGN_OR_RETURN(SegmentId raw_seg, engine->OpenSegment(raw->Word(0)));
   const RegionKey raw_key{std::stoull(raw->Word(1))};

@@ -113,19 +113,7 @@ Status ValidateOptions(const TransferBenchOptions& o) {
   if (o.device != "sim" && o.device != "cuda") {
     return InvalidArgumentError("--device must be sim or cuda");
   }
-  in_addr a{};
-  if (::inet_pton(AF_INET, o.target_address.c_str(), &a) != 1) {
-    return InvalidArgumentError("--target-address '" + o.target_address +
-                                "' is not an IPv4 address");
-  }
-  if (!o.target_netns.empty() &&
-      (o.transport != "tcp" || o.target_netns.size() > 64 ||
-       o.target_netns.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                        "0123456789._-") != std::string::npos)) {
-    return InvalidArgumentError(
-        "--target-netns names a network namespace ([A-Za-z0-9._-], at most 64) and needs "
-        "--transport tcp");
-  }
+  SLUICE_RETURN_IF_ERROR(ValidateTargetHost(o.target_netns, o.target_address, o.transport));
   if (o.transport == "shm" && Involves(o, "device")) {
     return InvalidArgumentError("shm moves host memory only: use --transport tcp or devipc");
   }
@@ -259,13 +247,15 @@ struct TransferSide {
 // engine secret from that cluster token.
 Result<TransferSide> StartSide(const TransferBenchOptions& o, const std::string& self_exe,
                                std::uint64_t area, char* local, const std::string& token_file) {
-  std::vector<std::string> args;
-  if (!o.target_netns.empty()) {
-    args = {"/usr/sbin/ip", "netns", "exec", o.target_netns};
-  }
-  args.insert(args.end(),
-              {self_exe, "bench", "transfer-target", "--region-size", std::to_string(area),
-               "--io-threads", std::to_string(o.io_threads), "--listen-address", o.target_address});
+  std::vector<std::string> args = {self_exe,
+                                   "bench",
+                                   "transfer-target",
+                                   "--region-size",
+                                   std::to_string(area),
+                                   "--io-threads",
+                                   std::to_string(o.io_threads),
+                                   "--listen-address",
+                                   o.target_address};
   // shm maps the target's memory; devipc maps it when it is host memory.
   if (o.transport == "shm" || (o.transport == "devipc" && RemoteKind(o) == "host")) {
     args.push_back("--shared");
@@ -283,7 +273,7 @@ Result<TransferSide> StartSide(const TransferBenchOptions& o, const std::string&
     SLUICE_ASSIGN_OR_RETURN(config.secret, SecretFromToken(token_file));
   }
   TransferSide side;
-  SLUICE_ASSIGN_OR_RETURN(side.child, BenchChild::Spawn(args));
+  SLUICE_ASSIGN_OR_RETURN(side.child, BenchChild::Spawn(OnTargetHost(o.target_netns, args)));
   side.key = std::stoull(side.child->Word(1));
   side.baseline_port = static_cast<std::uint16_t>(std::stoul(side.child->Word(2)));
   config.transports = {o.transport == "devipc" ? std::string("tcp") : o.transport};

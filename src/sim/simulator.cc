@@ -45,13 +45,12 @@ struct WorkerState {
 struct JobState {
   std::size_t stream = 0;  // Its arrival stream (model and class).
   double submitted = 0;
-  std::uint64_t token = 0;  // Of the current assignment; 0: none.
-  orch::WorkerId worker = 0;
-  std::size_t stage = 0;
-  double start = 0;       // Of the current assignment.
-  double service_at = 0;  // When its transfer ends and service begins.
-  double end = 0;         // Planned end.
-  double step_s = 0;      // Service time per step (admission stages).
+  std::uint64_t token = 0;    // Of the current assignment; 0: none.
+  orch::WorkerId worker = 0;  // Its pool is the stage it runs.
+  double start = 0;           // Of the current assignment.
+  double service_at = 0;      // When its transfer ends and service begins.
+  double end = 0;             // Planned end.
+  double step_s = 0;          // Service time per step (admission stages).
   int resume_step = 0;
   double first_output = -1;  // Time to first frame, once its last stage runs.
 };
@@ -79,18 +78,6 @@ Percentiles Summarize(std::vector<double>& v) {
   }
   p.mean = sum / static_cast<double>(v.size());
   return p;
-}
-
-const char* ClassName(orch::PriorityClass c) {
-  switch (c) {
-    case orch::PriorityClass::kInteractive:
-      return "interactive";
-    case orch::PriorityClass::kStandard:
-      return "standard";
-    case orch::PriorityClass::kBatch:
-      return "batch";
-  }
-  return "standard";
 }
 
 Status Validate(const SimConfig& c) {
@@ -351,8 +338,10 @@ class Simulation {
   }
 
   void Dispatch(const Action& a, JobState& job) {
-    const ModelProfile& m = c_.models[model_index_[c_.arrivals[job.stream].model]];
-    const std::size_t stage = Stage(model_index_[m.name], a.stage);
+    // A worker here serves one (model, stage): its pool says which.
+    const PoolState& pool = pools_[workers_[a.worker - 1].pool];
+    const ModelProfile& m = c_.models[pool.model];
+    const std::size_t stage = pool.stage;
     const StageProfile& sp = m.stages[stage];
     ++dispatches_;
     const double bytes = stage == 0 ? 0 : static_cast<double>(m.stages[stage - 1].output_bytes);
@@ -362,7 +351,6 @@ class Simulation {
     const double service = full * static_cast<double>(sp.steps - resume) / sp.steps;
     job.token = ++next_token_;
     job.worker = a.worker;
-    job.stage = stage;
     job.start = now_;
     job.service_at = now_ + transfer;
     job.end = now_ + transfer + service;
@@ -376,8 +364,8 @@ class Simulation {
 
   // The step a running admission stage has reached (its latest checkpoint).
   int StepReached(const JobState& job) const {
-    const int steps =
-        c_.models[model_index_.at(c_.arrivals[job.stream].model)].stages[job.stage].steps;
+    const PoolState& pool = pools_[workers_[job.worker - 1].pool];
+    const int steps = c_.models[pool.model].stages[pool.stage].steps;
     const int done = job.step_s > 0 ? static_cast<int>((now_ - job.service_at) / job.step_s) : 0;
     return std::clamp(job.resume_step + std::max(0, done), 0, steps - 1);
   }
@@ -489,7 +477,7 @@ std::string ToJson(const SimResult& r) {
   };
   for (const ClassResult& c : r.classes) {
     j["classes"].push_back({{"model", c.model},
-                            {"priority", ClassName(c.priority)},
+                            {"priority", orch::PriorityName(c.priority)},
                             {"submitted", c.submitted},
                             {"completed", c.completed},
                             {"failed", c.failed},

@@ -1,11 +1,20 @@
 #!/bin/bash
 # Runs the README's cluster-mode block exactly as written (from a scratch
-# directory where `build` is this build), then checks its output and stops
-# every role it started. Usage: readme_cluster_test.sh BUILD_DIR SOURCE_DIR
+# directory where `build/bin/sluice` is this build's), then checks its
+# output and stops every role it started. The orchestrator starts 2 s late
+# there, as on a loaded host: a block that runs its client before the
+# cluster serves (no `sluice wait`) fails here, as it did for users.
+# Usage: readme_cluster_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 src=$2
 dir=$(mktemp -d /tmp/sluice-readme-XXXXXX)
-ln -s "$build" "$dir/build"
+mkdir -p "$dir/build/bin"
+cat > "$dir/build/bin/sluice" <<SHIM
+#!/bin/bash
+if [ "\$1" = orchestrator ]; then sleep 2; fi
+exec "$build/bin/sluice" "\$@"
+SHIM
+chmod +x "$dir/build/bin/sluice"
 awk '/^### Cluster mode \(each role its own process\)/ {f=1; next}
      f && /^```sh/ {b=1; next}
      b && /^```/ {exit}

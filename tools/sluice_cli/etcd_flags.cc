@@ -45,6 +45,23 @@ std::unique_ptr<discovery::EtcdClient> ConnectEtcd(const char* role, const EtcdO
   return std::move(*c);
 }
 
+namespace {
+
+// Word `field` of a leader's space-separated value ("grpc http"); empty
+// when it has fewer.
+std::string Field(const std::string& value, int field) {
+  std::istringstream in(value);
+  std::string word;
+  for (int i = 0; i <= field; ++i) {
+    if (!(in >> word)) {
+      return "";
+    }
+  }
+  return word;
+}
+
+}  // namespace
+
 std::string LeaderKey(const EtcdOptions& o, const std::string& role) {
   return discovery::RoleKey(o.cluster, role) + "/leader";
 }
@@ -60,11 +77,12 @@ bool ResolveLeader(const char* who, discovery::EtcdClient* etcd, const EtcdOptio
     std::cerr << who << ": the " << role << " in etcd: " << v.status().ToString() << "\n";
     return false;
   }
-  std::istringstream in(*v);
-  for (int i = 0; i <= field; ++i) {
-    in >> *endpoint;
+  *endpoint = Field(*v, field);
+  if (endpoint->empty()) {
+    std::cerr << who << ": the " << role << " in etcd published '" << *v << "', not an endpoint\n";
+    return false;
   }
-  return !endpoint->empty();
+  return true;
 }
 
 std::function<std::string()> LeaderResolver(std::shared_ptr<discovery::EtcdClient> etcd,
@@ -72,14 +90,7 @@ std::function<std::string()> LeaderResolver(std::shared_ptr<discovery::EtcdClien
                                             int field) {
   return [etcd = std::move(etcd), key = LeaderKey(o, role), field] {
     Result<std::string> v = discovery::Resolve(etcd.get(), key, std::chrono::milliseconds(500));
-    std::string endpoint;
-    if (v.ok()) {
-      std::istringstream in(*v);
-      for (int i = 0; i <= field; ++i) {
-        in >> endpoint;
-      }
-    }
-    return endpoint;
+    return v.ok() ? Field(*v, field) : std::string();
   };
 }
 

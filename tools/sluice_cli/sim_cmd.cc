@@ -49,9 +49,7 @@ int RunSim(const SimOptions& o) {
   std::printf("%-18s %-11s %9s %9s %10s %9s %9s %9s\n", "model", "class", "completed", "jobs/s",
               "unfinished", "p50 s", "p99 s", "ttff p99");
   for (const sim::ClassResult& k : r->classes) {
-    const char* cls = k.priority == orchestrator::PriorityClass::kInteractive ? "interactive"
-                      : k.priority == orchestrator::PriorityClass::kBatch     ? "batch"
-                                                                              : "standard";
+    const char* cls = orchestrator::PriorityName(k.priority);
     std::printf("%-18s %-11s %9llu %9.3f %10llu %9.2f %9.2f %9.2f\n", k.model.c_str(), cls,
                 static_cast<unsigned long long>(k.completed), k.throughput_per_s,
                 static_cast<unsigned long long>(k.unfinished), k.latency_s.p50, k.latency_s.p99,
@@ -89,9 +87,11 @@ int RunPlan(const PlanOptions& o) {
   r.model = std::move(*m);
   r.rate_per_s = o.rate;
   r.slo_p99_s = o.slo_p99_s;
-  r.priority = o.priority == "interactive" ? orchestrator::PriorityClass::kInteractive
-               : o.priority == "batch"     ? orchestrator::PriorityClass::kBatch
-                                           : orchestrator::PriorityClass::kStandard;
+  for (int c = 0; c < orchestrator::kClassCount; ++c) {
+    if (o.priority == orchestrator::kClassNames[c]) {  // --priority allows only these.
+      r.priority = static_cast<orchestrator::PriorityClass>(c);
+    }
+  }
   r.hours = o.hours;
   r.seed = o.seed;
   r.max_gpus = o.max_gpus;

@@ -22,6 +22,11 @@ using WorkerId = std::uint64_t;
 
 enum class PriorityClass : std::uint8_t { kInteractive = 0, kStandard = 1, kBatch = 2 };
 inline constexpr int kClassCount = 3;
+// "interactive", "standard", "batch": how the API, metrics and tools name them.
+inline constexpr const char* kClassNames[kClassCount] = {"interactive", "standard", "batch"};
+inline const char* PriorityName(PriorityClass c) {
+  return kClassNames[static_cast<int>(c)];
+}
 
 // A queued item as the policy sees it.
 struct QueuedView {

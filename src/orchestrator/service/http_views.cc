@@ -121,13 +121,12 @@ std::string MetricsText(const ServiceStats& s) {
     out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
         << name << " " << v << "\n";
   };
-  static constexpr const char* kClasses[kClassCount] = {"interactive", "standard", "batch"};
   out << "# HELP sluice_orchestrator_queued_by_class Queued stage work per priority class.\n"
       << "# TYPE sluice_orchestrator_queued_by_class gauge\n";
   for (const PoolStats& p : s.scheduler.pools) {
     for (int c = 0; c < kClassCount; ++c) {
-      out << "sluice_orchestrator_queued_by_class{" << pool_label(p) << ",class=\"" << kClasses[c]
-          << "\"} " << p.queued_by_class[c] << "\n";
+      out << "sluice_orchestrator_queued_by_class{" << pool_label(p) << ",class=\""
+          << kClassNames[c] << "\"} " << p.queued_by_class[c] << "\n";
     }
   }
   auto hist = [&](const char* name, const char* help, const Histogram& h,
