@@ -81,5 +81,8 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # Python: the package goes where Debian's python3 looks; it needs python3.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3 (>= 3.11), python3 (<< 3.12)")
+# Optional tools: ffmpeg muxes video results to MP4, gnuplot draws
+# `sluice sim report`'s plots; without them, frames archives and no PNGs.
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "ffmpeg, gnuplot-nox")
 set(CPACK_GENERATOR DEB)
 include(CPack)

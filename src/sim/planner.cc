@@ -17,22 +17,12 @@ class Planner {
 
   // The trial of `model` on `gpus` per stage; whether it met the SLO.
   Result<bool> Try(const ModelProfile& model, const std::vector<int>& gpus, SimResult* out) {
-    SimConfig c;
-    c.models = {model};
-    c.duration_s = r_.hours * 3600;
-    c.seed = r_.seed;
-    for (std::size_t s = 0; s < model.stages.size(); ++s) {
-      c.pools.push_back({model.name, model.stages[s].name, gpus[s], 1});
-      if (model.stages[s].kind == orch::StageKind::kAdmission && s + 1 < model.stages.size()) {
-        // Every GPU of the admission pool may hold a reservation downstream.
-        c.admission_overcommit = std::ceil(static_cast<double>(gpus[s]) / gpus[s + 1]);
-      }
-    }
-    c.arrivals = {{model.name, r_.priority, r_.rate_per_s}};
+    const SimConfig c = OneModel(model, gpus, r_.priority, r_.rate_per_s, r_.hours, r_.seed);
     SLUICE_ASSIGN_OR_RETURN(*out, Simulate(c));
     ++simulations_;
     const ClassResult& k = out->classes.front();
-    return k.unfinished == 0 && k.failed == 0 && k.completed > 0 && k.latency_s.p99 <= r_.slo_p99_s;
+    return k.unfinished == 0 && k.failed == 0 && k.completed > 0 &&
+           (r_.slo_on_ttff ? k.ttff_s.p99 : k.latency_s.p99) <= r_.slo_p99_s;
   }
 
   // The fewest GPUs per stage of `model` meeting the SLO (see Plan).
@@ -106,9 +96,10 @@ Result<PlanResult> Plan(const PlanRequest& request) {
       request.max_gpus < 1 || request.model.stages.empty()) {
     return InvalidArgumentError("plan: rate, SLO and hours must be > 0, max_gpus >= 1");
   }
-  double service = 0;
+  double service = 0;  // Until the result, or the first frame.
   for (const StageProfile& s : request.model.stages) {
-    service += s.service.mean_s;
+    const bool last = &s == &request.model.stages.back();
+    service += s.service.mean_s * (last && request.slo_on_ttff ? s.first_output_fraction : 1.0);
   }
   if (request.slo_p99_s <= service) {
     return InvalidArgumentError("plan: a p99 of " + std::to_string(request.slo_p99_s) +

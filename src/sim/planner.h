@@ -14,8 +14,9 @@ namespace sluice::sim {
 
 struct PlanRequest {
   ModelProfile model;
-  double rate_per_s = 1;  // Poisson arrivals.
-  double slo_p99_s = 10;  // Latency, submission to result, at the 99th percentile.
+  double rate_per_s = 1;     // Poisson arrivals.
+  double slo_p99_s = 10;     // Latency, submission to result, at the 99th percentile,
+  bool slo_on_ttff = false;  // or, with this, time to first frame.
   orchestrator::PriorityClass priority = orchestrator::PriorityClass::kStandard;
   double hours = 1;  // Simulated span of each trial.
   std::uint64_t seed = 1;
@@ -32,7 +33,7 @@ struct PlanResult {
 };
 
 // A plan meets the SLO when every job of its trial finished and the
-// trial's p99 latency is within it. Searches up from the demand
+// trial's p99 latency (or TTFF) is within it. Searches up from the demand
 // (rate x service time per stage), growing the busiest pool by a tenth
 // until the SLO holds, then trims each pool to the fewest GPUs that still
 // hold it; likewise for the colocated pool. Deterministic for a seed.

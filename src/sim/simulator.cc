@@ -35,6 +35,9 @@ struct PoolState {
   int gpus = 0, capacity = 1;
   double busy_slot_s = 0;
   std::size_t max_queued = 0;
+  int running = 0;             // Assignments holding a slot now.
+  double interval_busy = 0;    // Sum of `running` over this interval's ticks.
+  std::vector<double> series;  // utilization_series.
 };
 
 struct WorkerState {
@@ -85,10 +88,10 @@ Status Validate(const SimConfig& c) {
     return InvalidArgumentError("sim: at least one model and one arrival stream");
   }
   if (!(c.duration_s > 0) || !(c.drain_limit_s >= 0) || !(c.link_gbps > 0) ||
-      c.link_latency_us < 0 || c.mtbf_s < 0 || !(c.repair_s > 0)) {
+      c.link_latency_us < 0 || c.mtbf_s < 0 || !(c.repair_s > 0) || c.series_interval_s < 0) {
     return InvalidArgumentError(
-        "sim: duration_s, link_gbps and repair_s must be > 0; drain_limit_s, link_latency_us "
-        "and mtbf_s >= 0");
+        "sim: duration_s, link_gbps and repair_s must be > 0; drain_limit_s, link_latency_us, "
+        "mtbf_s and series_interval_s >= 0");
   }
   for (const ModelProfile& m : c.models) {
     for (const StageProfile& s : m.stages) {
@@ -140,7 +143,11 @@ class Simulation {
                                     ": an unknown model or stage, or gpus/capacity below 1");
       }
       covered[m->second][stage] = true;
-      pools_.push_back({m->second, stage, p.gpus, p.capacity, 0, 0});
+      PoolState& ps = pools_.emplace_back();
+      ps.model = m->second;
+      ps.stage = stage;
+      ps.gpus = p.gpus;
+      ps.capacity = p.capacity;
       for (int g = 0; g < p.gpus; ++g) {
         workers_.push_back({pools_.size() - 1, true});
         const orch::WorkerId id = workers_.size();
@@ -216,6 +223,10 @@ class Simulation {
       cr.throughput_per_s = static_cast<double>(s.completed) / c_.duration_s;
       cr.latency_s = Summarize(s.latency);
       cr.ttff_s = Summarize(s.ttff);
+      if (c_.keep_samples) {
+        cr.latency_samples = std::move(s.latency);  // Sorted by Summarize.
+        cr.ttff_samples = std::move(s.ttff);
+      }
       r.classes.push_back(std::move(cr));
     }
     for (const PoolState& p : pools_) {
@@ -225,6 +236,7 @@ class Simulation {
       pr.gpus = p.gpus;
       pr.utilization = p.busy_slot_s / (c_.duration_s * p.gpus * p.capacity);
       pr.max_queued = p.max_queued;
+      pr.utilization_series = p.series;
       r.pools.push_back(std::move(pr));
     }
     r.events = calls_;
@@ -349,6 +361,7 @@ class Simulation {
     const double full = Sample(sp.service);
     const int resume = std::clamp(a.resume_step, 0, sp.steps - 1);
     const double service = full * static_cast<double>(sp.steps - resume) / sp.steps;
+    ++pools_[workers_[a.worker - 1].pool].running;
     job.token = ++next_token_;
     job.worker = a.worker;
     job.start = now_;
@@ -377,6 +390,7 @@ class Simulation {
     }
     PoolState& p = pools_[workers_[job.worker - 1].pool];
     p.busy_slot_s += std::max(0.0, std::min(now_, c_.duration_s) - job.start);
+    --p.running;
     job.token = 0;
   }
 
@@ -436,6 +450,19 @@ class Simulation {
         }
       }
     }
+    if (c_.series_interval_s > 0) {
+      ++interval_ticks_;
+      for (PoolState& p : pools_) {
+        p.interval_busy += p.running;
+      }
+      if (now_ >= static_cast<double>(pools_.front().series.size() + 1) * c_.series_interval_s) {
+        for (PoolState& p : pools_) {
+          p.series.push_back(p.interval_busy / (interval_ticks_ * p.gpus * p.capacity));
+          p.interval_busy = 0;
+        }
+        interval_ticks_ = 0;
+      }
+    }
     Push(kTickS, Event::Kind::kTick, 0, 0);
   }
 
@@ -449,11 +476,20 @@ class Simulation {
   std::vector<StreamStats> streams_;
   std::unordered_map<orch::JobId, JobState> jobs_;
   double now_ = 0;
+  double interval_ticks_ = 0;
   std::uint64_t seq_ = 0, next_job_ = 0, next_token_ = 0;
   std::uint64_t calls_ = 0, dispatches_ = 0, failures_ = 0;
 };
 
 }  // namespace
+
+double ShareWithin(const std::vector<double>& sorted, double limit) {
+  if (sorted.empty()) {
+    return 1;
+  }
+  const auto n = std::upper_bound(sorted.begin(), sorted.end(), limit) - sorted.begin();
+  return static_cast<double>(n) / static_cast<double>(sorted.size());
+}
 
 Result<SimResult> Simulate(const SimConfig& config) {
   SLUICE_RETURN_IF_ERROR(Validate(config));

@@ -81,6 +81,12 @@ struct SimConfig {
   // denoise jobs as decode slots); k > 0 lets k jobs per decode slot hold
   // reservations.
   double admission_overcommit = 0;
+  // What the result keeps beyond percentiles (for plots): every job's
+  // latency and TTFF, sorted; each pool's utilization per interval of
+  // this many simulated seconds (0: none), sampled at the scheduler's
+  // 1 s ticks.
+  bool keep_samples = false;
+  double series_interval_s = 0;
 };
 
 struct Percentiles {
@@ -93,13 +99,20 @@ struct ClassResult {
   std::uint64_t submitted = 0, completed = 0, failed = 0, refused = 0, unfinished = 0;
   double throughput_per_s = 0;  // Completed over the arrival window.
   Percentiles latency_s, ttff_s;
+  std::vector<double> latency_samples, ttff_samples;  // Sorted; with keep_samples.
 };
+
+// The share of `sorted` at or below `limit` (1 when empty).
+double ShareWithin(const std::vector<double>& sorted, double limit);
 
 struct PoolResult {
   std::string model, stage;
   int gpus = 0;
   double utilization = 0;  // Busy slot-seconds over slot-seconds of the arrival window.
   std::size_t max_queued = 0;
+  // Busy slots over slots, per series_interval_s from time 0 to the end
+  // of the run.
+  std::vector<double> utilization_series;
 };
 
 struct SimResult {

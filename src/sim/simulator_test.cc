@@ -1,5 +1,7 @@
 #include "sim/simulator.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "sim/workloads.h"
@@ -118,6 +120,34 @@ TEST(SimulatorTest, ColocatedRunsEveryStageOnOneGpuWithTheSameArrivals) {
   // of the GPUs' time than on the disaggregated denoise pool alone.
   EXPECT_GT(b->pools[0].utilization, 0.45);
   EXPECT_GT(b->classes[0].latency_s.p50, 250.0);
+}
+
+TEST(SimulatorTest, KeepsSortedSamplesAndAUtilizationSeriesForPlots) {
+  SimConfig c = Images(24, 0.2, 0.7);
+  c.keep_samples = true;
+  c.series_interval_s = 60;
+  Result<SimResult> r = Simulate(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ClassResult& k = r->classes.front();
+  ASSERT_EQ(k.latency_samples.size(), k.completed);
+  EXPECT_TRUE(std::is_sorted(k.latency_samples.begin(), k.latency_samples.end()));
+  EXPECT_EQ(ShareWithin(k.latency_samples, k.latency_s.p50), 0.5 + 0.5 / k.completed);
+  EXPECT_EQ(ShareWithin(k.latency_samples, 1e9), 1.0);
+  // 720 s of arrivals in minutes, then the drain's.
+  const PoolResult& d = Pool(*r, "denoise");
+  ASSERT_GE(d.utilization_series.size(), 12u);
+  double mean = 0;
+  for (std::size_t i = 0; i < 12; ++i) {
+    mean += d.utilization_series[i] / 12;
+  }
+  EXPECT_NEAR(mean, d.utilization, 0.05);
+  c.keep_samples = false;
+  c.series_interval_s = 0;
+  Result<SimResult> plain = Simulate(c);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->classes.front().latency_samples.empty());
+  EXPECT_TRUE(Pool(*plain, "denoise").utilization_series.empty());
+  EXPECT_EQ(plain->classes.front().latency_s.p99, k.latency_s.p99);
 }
 
 TEST(SimulatorTest, BadConfigsAreRefusedByName) {

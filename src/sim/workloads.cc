@@ -27,29 +27,6 @@ StageProfile Denoise(int steps, double step_s, std::uint64_t out_bytes) {
   return s;
 }
 
-// Splits `gpus` over `m`'s stages by mean service time, at least one each
-// (the denoise pool takes what rounding leaves).
-std::vector<PoolSize> SplitPools(const ModelProfile& m, int gpus) {
-  double total = 0;
-  for (const StageProfile& s : m.stages) {
-    total += s.service.mean_s;
-  }
-  std::vector<PoolSize> pools;
-  int used = 0;
-  std::size_t denoise = 0;
-  for (std::size_t i = 0; i < m.stages.size(); ++i) {
-    const StageProfile& s = m.stages[i];
-    const int g = std::max(1, static_cast<int>(std::lround(gpus * s.service.mean_s / total)));
-    pools.push_back({m.name, s.name, g, 1});
-    used += g;
-    if (s.kind == orch::StageKind::kAdmission) {
-      denoise = i;
-    }
-  }
-  pools[denoise].gpus = std::max(1, pools[denoise].gpus + gpus - used);
-  return pools;
-}
-
 }  // namespace
 
 ModelProfile FluxImageProfile() {
@@ -103,6 +80,46 @@ ModelProfile WanVideoProfile() {
   m.stages = {Work("encode", 0.89, 8 * kMiB), Denoise(50, 5.06, 4 * kMiB), Work("decode", 2.31, 0)};
   m.stages.back().first_output_fraction = 1.0 / 21;
   return m;
+}
+
+std::vector<PoolSize> SplitPools(const ModelProfile& m, int gpus) {
+  double total = 0;
+  for (const StageProfile& s : m.stages) {
+    total += s.service.mean_s;
+  }
+  std::vector<PoolSize> pools;
+  int used = 0;
+  std::size_t denoise = 0;
+  for (std::size_t i = 0; i < m.stages.size(); ++i) {
+    const StageProfile& s = m.stages[i];
+    const int g = std::max(1, static_cast<int>(std::lround(gpus * s.service.mean_s / total)));
+    pools.push_back({m.name, s.name, g, 1});
+    used += g;
+    if (s.kind == orch::StageKind::kAdmission) {
+      denoise = i;
+    }
+  }
+  pools[denoise].gpus = std::max(1, pools[denoise].gpus + gpus - used);
+  return pools;
+}
+
+SimConfig OneModel(const ModelProfile& m, const std::vector<int>& gpus,
+                   orch::PriorityClass priority, double rate_per_s, double hours,
+                   std::uint64_t seed) {
+  SimConfig c;
+  c.models = {m};
+  c.duration_s = hours * 3600;
+  c.seed = seed;
+  for (std::size_t s = 0; s < m.stages.size() && s < gpus.size(); ++s) {
+    c.pools.push_back({m.name, m.stages[s].name, gpus[s], 1});
+    if (m.stages[s].kind == orch::StageKind::kAdmission && s + 1 < m.stages.size() &&
+        s + 1 < gpus.size()) {
+      // Every GPU of the admission pool may hold a reservation downstream.
+      c.admission_overcommit = std::ceil(static_cast<double>(gpus[s]) / gpus[s + 1]);
+    }
+  }
+  c.arrivals = {{m.name, priority, rate_per_s}};
+  return c;
 }
 
 Result<SimConfig> BuiltinWorkload(const std::string& workload, int gpus, double hours, double load,

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sluice/status.h"
 
@@ -38,6 +39,19 @@ double ColocatedDecodePenalty(const ModelProfile& m);
 // the decode's times ColocatedDecodePenalty; its first output comes once
 // the decode has produced its first frames.
 ModelProfile Colocated(const ModelProfile& m);
+
+// `gpus` GPUs split over `m`'s stages by mean service time, at least one
+// each (the admission pool takes what rounding leaves); one slot per GPU.
+std::vector<PoolSize> SplitPools(const ModelProfile& m, int gpus);
+
+// `m` alone: gpus[s] GPUs for stage s (one slot each; a Colocated profile
+// has one stage), Poisson arrivals of `priority` at `rate_per_s` for
+// `hours`. Every GPU of the admission pool may hold a reservation in the
+// next pool (admission_overcommit). Not validated here: Simulate refuses
+// a stage without GPUs or a rate not > 0.
+SimConfig OneModel(const ModelProfile& m, const std::vector<int>& gpus,
+                   orchestrator::PriorityClass priority, double rate_per_s, double hours,
+                   std::uint64_t seed);
 
 // `gpus` GPUs for `workload`: "image" (FLUX, interactive), "video" (Wan,
 // standard) or "mixed" (half the GPUs each; images interactive, videos

@@ -4,11 +4,14 @@
 // percentiles) and per pool (utilization, longest queue). `sluice plan`:
 // the fewest GPUs per pool meeting a p99 latency SLO at an arrival rate,
 // and the colocated count for the same SLO (src/sim/planner.h).
+// `sluice sim report CONFIG -o DIR`: the report of src/sim/report.h.
 #include <cstdio>
 #include <iostream>
 #include <memory>
 
+#include "common/subprocess.h"
 #include "sim/planner.h"
+#include "sim/report.h"
 #include "sim/simulator.h"
 #include "sim/workloads.h"
 #include "tools/sluice_cli/commands.h"
@@ -119,6 +122,32 @@ int RunPlan(const PlanOptions& o) {
   return 0;
 }
 
+struct ReportOptions {
+  std::string config;
+  std::string dir;
+};
+
+int RunReport(const ReportOptions& o) {
+  Result<sim::ReportConfig> c = sim::ReadReportConfig(o.config);
+  if (!c.ok()) {
+    std::cerr << "sluice sim report: " << c.status().message() << "\n";
+    return 2;
+  }
+  const std::string gnuplot = FindOnPath("gnuplot");
+  if (gnuplot.empty()) {
+    std::cerr << "sluice sim report: no gnuplot on PATH (Debian: gnuplot-nox); writing the "
+                 "tables and data without PNGs\n";
+  }
+  Result<sim::ReportOutput> r = sim::WriteReport(*c, o.dir, gnuplot);
+  if (!r.ok()) {
+    std::cerr << "sluice sim report: " << r.status().message() << "\n";
+    return r.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::printf("%s/report.md: %zu files, %d simulations in %.1f s\n", o.dir.c_str(), r->files.size(),
+              r->simulations, r->wall_s);
+  return 0;
+}
+
 }  // namespace
 
 void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
@@ -174,6 +203,13 @@ void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
                 "each GPU runs every stage of a job (the same arrivals as disaggregated; video "
                 "decodes tiled beside the DiT at 1.3x)");
   cmd->add_flag("--json", o->json, "print one JSON object");
+
+  auto ro = std::make_shared<ReportOptions>();
+  CLI::App* report = cmd->add_subcommand(
+      "report", "run a report config's simulations; write DIR/report.md with tables and plots");
+  report->add_option("config", ro->config, "the report's YAML (see docs/benchmarks/)")->required();
+  report->add_option("-o,--out", ro->dir, "the directory to write")->required();
+  out->push_back({report, [ro] { return RunReport(*ro); }});
   out->push_back({cmd, [o] { return RunSim(*o); }});
 }
 

@@ -1,9 +1,5 @@
 #include "orchestrator/service/video_mux.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,9 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/subprocess.h"
 #include "media/frames_archive.h"
-
-extern char** environ;
 
 namespace sluice::orchestrator {
 
@@ -23,16 +18,7 @@ using media::FrameName;
 using media::ReadTar;
 
 std::string FindFfmpeg() {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    const std::string candidate = (dir.empty() ? "." : dir) + "/ffmpeg";
-    if (::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-  }
-  return "";
+  return FindOnPath("ffmpeg");
 }
 
 Result<std::string> FramesToMp4(std::string_view tar, int fps, const std::string& ffmpeg) {
@@ -81,33 +67,7 @@ Result<std::string> FramesToMp4(std::string_view tar, int fps, const std::string
                                    "-movflags",
                                    "+faststart",
                                    out};
-  std::vector<char*> argv;
-  for (std::string& a : args) {
-    argv.push_back(a.data());
-  }
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, ffmpeg.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    return InternalError("cannot start " + ffmpeg + ": " + std::strerror(rc));
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::ifstream l(log);
-    std::string line, last;
-    while (std::getline(l, line)) {
-      last = line.empty() ? last : line;
-    }
-    return InternalError("ffmpeg failed: " + last);
-  }
+  SLUICE_RETURN_IF_ERROR(RunTool(args, log));
   std::ifstream f(out, std::ios::binary);
   std::string mp4((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (mp4.empty()) {
