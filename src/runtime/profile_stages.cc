@@ -14,47 +14,6 @@ namespace {
 
 using Seconds = std::chrono::duration<double>;
 
-// Figures from WORKLOADS.md §3.1–3.4 (H100 where given).
-const std::vector<ModelProfile> kProfiles = {
-    {"wan2.1-480p",
-     50,
-     0.89,
-     5.06,
-     2.40,
-     {512, 4096},
-     {16, 21, 60, 104},
-     81ull * 480 * 832 * 3,
-     true},
-    {"wan2.1-720p",
-     50,
-     0.89,
-     5.76,
-     2.40,
-     {512, 4096},
-     {16, 21, 90, 160},
-     81ull * 720 * 1280 * 3,
-     true},
-    {"hunyuan-720p",
-     50,
-     0.30,
-     38.1,
-     2.40,
-     {256, 4096},
-     {16, 33, 90, 160},
-     129ull * 720 * 1280 * 3,
-     true},
-    {"flux-1024", 28, 0.052, 0.139, 0.31, {512, 4096}, {16, 128, 128}, 1024ull * 1024 * 3, false},
-    {"qwen-image-1024",
-     50,
-     0.26,
-     0.248,
-     0.31,
-     {512, 3584},
-     {16, 1, 128, 128},
-     1024ull * 1024 * 3,
-     false},
-};
-
 void Spend(double seconds, double factor) {
   std::this_thread::sleep_for(Seconds(seconds * factor));
 }
@@ -67,32 +26,13 @@ Result<StageOutput> Publish(DiffusionConnector& conn, std::uint64_t job, const s
       TensorView{data.data(), DType::kBF16, shape, {}});
 }
 
-}  // namespace
-
-const std::vector<ModelProfile>& ModelProfiles() {
-  return kProfiles;
-}
-
-Result<ModelProfile> FindModelProfile(std::string_view name) {
-  std::string known;
-  for (const ModelProfile& p : kProfiles) {
-    if (p.name == name) {
-      return p;
-    }
-    known += (known.empty() ? "" : ", ") + p.name;
-  }
-  return InvalidArgumentError("unknown profile '" + std::string(name) + "' (known: " + known + ")");
-}
-
-namespace {
-
 // The job's profile (its model, when that names a known profile) or
 // `fallback`, and its step count ("steps" when given).
 std::pair<const ModelProfile*, int> ForRequest(const ModelProfile& fallback,
                                                const StageContext& ctx) {
   const nlohmann::json req = nlohmann::json::parse(ctx.request_json(), nullptr, false);
   const ModelProfile* p = &fallback;
-  for (const ModelProfile& known : kProfiles) {
+  for (const ModelProfile& known : ModelProfiles()) {
     if (known.name == ctx.model()) {
       p = &known;
     }
@@ -159,11 +99,11 @@ Result<StageOutput> Encoded(const StageContext& ctx, const ModelProfile& p) {
   return out;
 }
 
-// The decode: first frame out after a tenth of the time.
+// The decode: first frames out after kFirstOutputShare of its time.
 Result<StageOutput> RunDecode(StageContext& ctx, const ModelProfile& p, double time_factor) {
-  Spend(p.decode_s * 0.1, time_factor);
+  Spend(p.decode_s * kFirstOutputShare, time_factor);
   ctx.FirstOutput();
-  Spend(p.decode_s * 0.9, time_factor);
+  Spend(p.decode_s * (1 - kFirstOutputShare), time_factor);
   return Encoded(ctx, p);
 }
 

@@ -79,7 +79,8 @@ Status ReadModel(const Reader& r, const YAML::Node& n, const std::string& where,
       r.OnlyKeys(n, where, {"model", "priority", "gpus", "hours", "load", "loads", "slo"}));
   SLUICE_RETURN_IF_ERROR(r.Get(n, where, "model", &m->model));
   if (m->model.empty()) {
-    return r.Error(Reader::Join(where, "model"), "required (flux-1024, wan2.1-t2v-480p)");
+    return r.Error(Reader::Join(where, "model"),
+                   "required (a profile: flux-1024, wan2.1-480p, ...)");
   }
   std::string priority = orch::PriorityName(m->priority);
   SLUICE_RETURN_IF_ERROR(r.Get(n, where, "priority", &priority));

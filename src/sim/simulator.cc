@@ -21,11 +21,11 @@ using orch::Action;
 constexpr double kTickS = 1.0;  // Scheduler ticks (aging, dispatch) on the virtual clock.
 
 struct Event {
-  enum class Kind : std::uint8_t { kArrival, kStageEnd, kFail, kRepair, kTick };
+  enum class Kind : std::uint8_t { kArrival, kTraced, kStageEnd, kFail, kRepair, kTick };
   double t = 0;
   std::uint64_t seq = 0;  // Ties run in the order scheduled.
   Kind kind = Kind::kTick;
-  std::uint64_t a = 0;  // Arrival: stream; stage end: job; fail/repair: worker.
+  std::uint64_t a = 0;  // Arrival: stream; traced: its index; stage end: job; fail/repair: worker.
   std::uint64_t b = 0;  // Stage end: the assignment's token.
   bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
 };
@@ -46,7 +46,8 @@ struct WorkerState {
 };
 
 struct JobState {
-  std::size_t stream = 0;  // Its arrival stream (model and class).
+  std::size_t stream = 0;  // Its (model, class).
+  bool counted = true;
   double submitted = 0;
   std::uint64_t token = 0;    // Of the current assignment; 0: none.
   orch::WorkerId worker = 0;  // Its pool is the stage it runs.
@@ -59,8 +60,11 @@ struct JobState {
 };
 
 struct StreamStats {
+  std::string model;
+  orch::PriorityClass priority = orch::PriorityClass::kStandard;
   std::uint64_t submitted = 0, completed = 0, failed = 0, refused = 0;
   std::vector<double> latency, ttff;
+  double last_done = 0;
 };
 
 Percentiles Summarize(std::vector<double>& v) {
@@ -84,8 +88,8 @@ Percentiles Summarize(std::vector<double>& v) {
 }
 
 Status Validate(const SimConfig& c) {
-  if (c.models.empty() || c.arrivals.empty()) {
-    return InvalidArgumentError("sim: at least one model and one arrival stream");
+  if (c.models.empty() || (c.arrivals.empty() && c.trace.empty())) {
+    return InvalidArgumentError("sim: at least one model, and arrivals or a trace");
   }
   if (!(c.duration_s > 0) || !(c.drain_limit_s >= 0) || !(c.link_gbps > 0) ||
       c.link_latency_us < 0 || c.mtbf_s < 0 || !(c.repair_s > 0) || c.series_interval_s < 0) {
@@ -106,6 +110,14 @@ Status Validate(const SimConfig& c) {
   for (const Arrivals& a : c.arrivals) {
     if (!(a.rate_per_s > 0)) {
       return InvalidArgumentError("sim: arrivals of " + a.model + ": rate_per_s must be > 0");
+    }
+  }
+  for (std::size_t i = 0; i < c.trace.size(); ++i) {
+    const double t = c.trace[i].t_s;
+    if (!(t >= 0 && t <= c.duration_s) || (i > 0 && t < c.trace[i - 1].t_s)) {
+      return InvalidArgumentError("sim: trace job " + std::to_string(i) + " at " +
+                                  std::to_string(t) +
+                                  " s: times must be in order, from 0 to duration_s");
     }
   }
   return Status::Ok();
@@ -166,11 +178,15 @@ class Simulation {
       }
     }
     for (std::size_t a = 0; a < c_.arrivals.size(); ++a) {
-      if (model_index_.count(c_.arrivals[a].model) == 0) {
-        return InvalidArgumentError("sim: arrivals of an unknown model " + c_.arrivals[a].model);
-      }
-      streams_.emplace_back();
+      SLUICE_ASSIGN_OR_RETURN(arrival_stream_.emplace_back(),
+                              StreamOf(c_.arrivals[a].model, c_.arrivals[a].priority));
       Push(Exp(c_.arrivals[a].rate_per_s), Event::Kind::kArrival, a, 0);
+    }
+    for (const TracedJob& t : c_.trace) {
+      SLUICE_ASSIGN_OR_RETURN(trace_stream_.emplace_back(), StreamOf(t.model, t.priority));
+    }
+    if (!c_.trace.empty()) {
+      Push(c_.trace[0].t_s, Event::Kind::kTraced, 0, 0);
     }
     Push(kTickS, Event::Kind::kTick, 0, 0);
     return Status::Ok();
@@ -190,7 +206,16 @@ class Simulation {
       now_ = e.t;
       switch (e.kind) {
         case Event::Kind::kArrival:
-          Arrive(e.a);
+          if (now_ < c_.duration_s) {
+            Push(Exp(c_.arrivals[e.a].rate_per_s), Event::Kind::kArrival, e.a, 0);
+          }
+          Arrive(arrival_stream_[e.a], true);
+          break;
+        case Event::Kind::kTraced:
+          if (e.a + 1 < c_.trace.size()) {
+            events_.push({c_.trace[e.a + 1].t_s, ++seq_, Event::Kind::kTraced, e.a + 1, 0});
+          }
+          Arrive(trace_stream_[e.a], c_.trace[e.a].counted);
           break;
         case Event::Kind::kStageEnd:
           StageEnd(e.a, e.b);
@@ -210,11 +235,11 @@ class Simulation {
 
   SimResult Result() {
     SimResult r;
-    for (std::size_t a = 0; a < streams_.size(); ++a) {
-      StreamStats& s = streams_[a];
+    for (StreamStats& s : streams_) {
       ClassResult cr;
-      cr.model = c_.arrivals[a].model;
-      cr.priority = c_.arrivals[a].priority;
+      cr.model = s.model;
+      cr.priority = s.priority;
+      cr.last_done_s = s.last_done;
       cr.submitted = s.submitted;
       cr.completed = s.completed;
       cr.failed = s.failed;
@@ -287,22 +312,38 @@ class Simulation {
     return s;
   }
 
-  void Arrive(std::size_t stream) {
-    const Arrivals& a = c_.arrivals[stream];
-    if (now_ < c_.duration_s) {
-      Push(Exp(a.rate_per_s), Event::Kind::kArrival, stream, 0);
+  // The stream of (model, priority), added on first sight.
+  ::sluice::Result<std::size_t> StreamOf(const std::string& model, orch::PriorityClass priority) {
+    if (model_index_.count(model) == 0) {
+      return InvalidArgumentError("sim: arrivals of an unknown model " + model);
     }
+    for (std::size_t i = 0; i < streams_.size(); ++i) {
+      if (streams_[i].model == model && streams_[i].priority == priority) {
+        return i;
+      }
+    }
+    StreamStats& st = streams_.emplace_back();
+    st.model = model;
+    st.priority = priority;
+    return streams_.size() - 1;
+  }
+
+  void Arrive(std::size_t stream, bool counted) {
+    StreamStats& st = streams_[stream];
     orch::JobSpec spec;
     spec.id = ++next_job_;
-    spec.model = a.model;
-    spec.priority = a.priority;
-    ++streams_[stream].submitted;
-    jobs_[spec.id] = JobState{stream, now_};
+    spec.model = st.model;
+    spec.priority = st.priority;
+    JobState& job = jobs_[spec.id];
+    job.stream = stream;
+    job.counted = counted;
+    job.submitted = now_;
     if (!Call(scheduler_->Submit(spec, Now())).ok()) {
-      ++streams_[stream].refused;
-      --streams_[stream].submitted;  // Counted apart.
+      st.refused += counted ? 1 : 0;
       jobs_.erase(spec.id);
+      return;
     }
+    st.submitted += counted ? 1 : 0;
   }
 
   void HandleActions() {
@@ -332,7 +373,12 @@ class Simulation {
           break;
         case Action::Kind::kJobDone: {
           StreamStats& s = streams_[j->second.stream];
+          if (!j->second.counted) {
+            jobs_.erase(j);
+            break;
+          }
           ++s.completed;
+          s.last_done = now_;
           s.latency.push_back(now_ - j->second.submitted);
           s.ttff.push_back((j->second.first_output >= 0 ? j->second.first_output : now_) -
                            j->second.submitted);
@@ -340,7 +386,7 @@ class Simulation {
           break;
         }
         case Action::Kind::kJobFailed:
-          ++streams_[j->second.stream].failed;
+          streams_[j->second.stream].failed += j->second.counted ? 1 : 0;
           jobs_.erase(j);
           break;
         case Action::Kind::kReleaseJob:
@@ -474,6 +520,7 @@ class Simulation {
   std::vector<PoolState> pools_;
   std::vector<WorkerState> workers_;  // WorkerId - 1.
   std::vector<StreamStats> streams_;
+  std::vector<std::size_t> arrival_stream_, trace_stream_;  // Stream of each arrivals/trace entry.
   std::unordered_map<orch::JobId, JobState> jobs_;
   double now_ = 0;
   double interval_ticks_ = 0;

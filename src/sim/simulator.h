@@ -48,6 +48,7 @@ struct StageProfile {
 struct ModelProfile {
   std::string name;
   std::vector<StageProfile> stages;
+  bool video = false;
 };
 
 struct PoolSize {
@@ -63,10 +64,21 @@ struct Arrivals {
   double rate_per_s = 1;
 };
 
+// One job of a trace: it arrives at `t_s`.
+struct TracedJob {
+  double t_s = 0;
+  std::string model;
+  orchestrator::PriorityClass priority = orchestrator::PriorityClass::kStandard;
+  bool counted = true;  // false: served, but left out of the results (a warm-up).
+};
+
 struct SimConfig {
   std::vector<ModelProfile> models;
   std::vector<PoolSize> pools;
   std::vector<Arrivals> arrivals;
+  // Jobs arriving at given times (sorted by t_s, none after duration_s),
+  // beside any Poisson `arrivals`.
+  std::vector<TracedJob> trace;
   double link_gbps = 100;        // Between any two workers (10^9 bit/s).
   double link_latency_us = 10;   // One way, per transfer.
   double duration_s = 3600;      // Arrivals stop here; the run drains after.
@@ -100,6 +112,7 @@ struct ClassResult {
   double throughput_per_s = 0;  // Completed over the arrival window.
   Percentiles latency_s, ttff_s;
   std::vector<double> latency_samples, ttff_samples;  // Sorted; with keep_samples.
+  double last_done_s = 0;  // When its last job finished (simulated time).
 };
 
 // The share of `sorted` at or below `limit` (1 when empty).
@@ -126,9 +139,11 @@ struct SimResult {
   std::uint64_t peak_rss_bytes = 0;  // Of this process, at the end.
 };
 
-// Errors: kInvalidArgument naming the bad field (an unknown model or stage
-// in a pool or arrival, a stage without a pool, non-positive sizes, rates
-// or times, a cv below 0).
+// One ClassResult per (model, class) of `arrivals` and `trace`, in the
+// order they first appear there. Errors: kInvalidArgument naming the bad
+// field (an unknown model or stage in a pool, arrival or trace, a stage
+// without a pool, non-positive sizes, rates or times, a cv below 0, a
+// trace out of order or past duration_s).
 Result<SimResult> Simulate(const SimConfig& config);
 
 std::string ToJson(const SimResult& r);

@@ -109,8 +109,10 @@ TEST(SimulatorTest, ColocatedRunsEveryStageOnOneGpuWithTheSameArrivals) {
   EXPECT_EQ(one->pools[0].gpus, 40);
   EXPECT_EQ(one->arrivals[0].rate_per_s, split->arrivals[0].rate_per_s) << "equal load";
   const StageProfile& all = one->models[0].stages[0];
-  // encode 0.89 + denoise 253 + decode 2.31 x 1.3 (tiled beside the DiT).
-  EXPECT_NEAR(all.service.mean_s, 0.89 + 50 * 5.06 + 2.31 * 1.3, 1e-9);
+  // encode 0.89 + denoise 253 + decode 2.4 x 1.3 (tiled beside the DiT).
+  EXPECT_NEAR(all.service.mean_s, 0.89 + 50 * 5.06 + 2.4 * 1.3, 1e-9);
+  EXPECT_NEAR(Colocated(WanVideoProfile(), 1).stages[0].service.mean_s, 0.89 + 50 * 5.06 + 2.4,
+              1e-9);
   EXPECT_LT(all.first_output_fraction, 1.0);
   Result<SimResult> a = Simulate(*split);
   Result<SimResult> b = Simulate(*one);
@@ -120,6 +122,30 @@ TEST(SimulatorTest, ColocatedRunsEveryStageOnOneGpuWithTheSameArrivals) {
   // of the GPUs' time than on the disaggregated denoise pool alone.
   EXPECT_GT(b->pools[0].utilization, 0.45);
   EXPECT_GT(b->classes[0].latency_s.p50, 250.0);
+}
+
+TEST(SimulatorTest, EveryModelProfileIsABuiltinModelWithItsTimingsAndSizes) {
+  for (const ::sluice::ModelProfile& p : ::sluice::ModelProfiles()) {
+    Result<ModelProfile> m = BuiltinModel(p.name);
+    ASSERT_TRUE(m.ok()) << p.name;
+    ASSERT_EQ(m->stages.size(), 3u);
+    EXPECT_EQ(m->video, p.video);
+    EXPECT_DOUBLE_EQ(m->stages[0].service.mean_s, p.encode_s);
+    EXPECT_DOUBLE_EQ(m->stages[1].service.mean_s, p.steps * p.step_s);
+    EXPECT_EQ(m->stages[1].steps, p.steps);
+    EXPECT_DOUBLE_EQ(m->stages[2].service.mean_s, p.decode_s);
+    EXPECT_EQ(m->stages[2].first_output_fraction, ::sluice::kFirstOutputShare);
+    EXPECT_GT(m->stages[0].output_bytes, 0u);
+    EXPECT_GT(m->stages[1].output_bytes, 0u);
+    const ModelProfile exact = SimProfile(p, 0.01, /*exact=*/true);
+    EXPECT_DOUBLE_EQ(exact.stages[1].service.mean_s, p.steps * p.step_s * 0.01);
+    EXPECT_EQ(exact.stages[1].service.cv, 0);
+  }
+  // FLUX's condition is 512 x 4096 bf16 (4 MiB).
+  EXPECT_EQ(FluxImageProfile().stages[0].output_bytes, 4u << 20);
+  Result<ModelProfile> none = BuiltinModel("sdxl");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("hunyuan-720p"), std::string::npos);
 }
 
 TEST(SimulatorTest, KeepsSortedSamplesAndAUtilizationSeriesForPlots) {

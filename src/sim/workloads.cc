@@ -7,52 +7,67 @@ namespace sluice::sim {
 namespace {
 
 namespace orch = ::sluice::orchestrator;
-constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 
-StageProfile Work(std::string name, double mean_s, std::uint64_t out_bytes) {
-  StageProfile s;
-  s.name = std::move(name);
-  s.service = {mean_s, 0.2};
-  s.output_bytes = out_bytes;
-  return s;
-}
-
-StageProfile Denoise(int steps, double step_s, std::uint64_t out_bytes) {
-  StageProfile s;
-  s.name = "denoise";
-  s.kind = orch::StageKind::kAdmission;
-  s.service = {steps * step_s, 0.05};
-  s.output_bytes = out_bytes;
-  s.steps = steps;
-  return s;
+std::uint64_t Bf16Bytes(const std::vector<std::int64_t>& shape) {
+  std::uint64_t n = 2;
+  for (std::int64_t d : shape) {
+    n *= static_cast<std::uint64_t>(d);
+  }
+  return n;
 }
 
 }  // namespace
 
-ModelProfile FluxImageProfile() {
+ModelProfile SimProfile(const ::sluice::ModelProfile& p, double time_factor, bool exact) {
+  const double work_cv = exact ? 0 : 0.2;
   ModelProfile m;
-  m.name = "flux-1024";
-  m.stages = {Work("encode", 0.052, 4 * kMiB), Denoise(28, 0.139, kMiB / 2),
-              Work("decode", 0.31, 0)};
+  m.name = p.name;
+  m.video = p.video;
+  StageProfile encode, denoise, decode;
+  encode.name = "encode";
+  encode.service = {p.encode_s * time_factor, work_cv};
+  encode.output_bytes = Bf16Bytes(p.condition_shape);
+  denoise.name = "denoise";
+  denoise.kind = orch::StageKind::kAdmission;
+  denoise.service = {p.steps * p.step_s * time_factor, exact ? 0 : 0.05};
+  denoise.output_bytes = Bf16Bytes(p.latent_shape);
+  denoise.steps = p.steps;
+  decode.name = "decode";
+  decode.service = {p.decode_s * time_factor, work_cv};
+  decode.output_bytes = p.encoded_bytes();
+  decode.first_output_fraction = ::sluice::kFirstOutputShare;
+  m.stages = {encode, denoise, decode};
   return m;
 }
 
 Result<ModelProfile> BuiltinModel(const std::string& name) {
-  for (ModelProfile m : {FluxImageProfile(), WanVideoProfile()}) {
-    if (m.name == name) {
-      return m;
-    }
+  Result<::sluice::ModelProfile> p = ::sluice::FindModelProfile(name);
+  if (!p.ok()) {
+    return InvalidArgumentError("sim: " + std::string(p.status().message()));
   }
-  return InvalidArgumentError("sim: no built-in model '" + name + "' (flux-1024, wan2.1-t2v-480p)");
+  return SimProfile(*p);
+}
+
+ModelProfile FluxImageProfile() {
+  return *BuiltinModel("flux-1024");
+}
+
+ModelProfile WanVideoProfile() {
+  return *BuiltinModel("wan2.1-480p");
 }
 
 double ColocatedDecodePenalty(const ModelProfile& m) {
-  return m.name == WanVideoProfile().name ? 1.3 : 1.0;
+  return m.video ? 1.3 : 1.0;
 }
 
 ModelProfile Colocated(const ModelProfile& m) {
+  return Colocated(m, ColocatedDecodePenalty(m));
+}
+
+ModelProfile Colocated(const ModelProfile& m, double decode_penalty) {
   ModelProfile c;
   c.name = m.name;
+  c.video = m.video;
   StageProfile all;
   all.name = "denoise";
   all.kind = orch::StageKind::kAdmission;
@@ -60,7 +75,7 @@ ModelProfile Colocated(const ModelProfile& m) {
   for (std::size_t i = 0; i < m.stages.size(); ++i) {
     const StageProfile& s = m.stages[i];
     const bool is_last = i + 1 == m.stages.size();
-    const double t = s.service.mean_s * (is_last ? ColocatedDecodePenalty(m) : 1.0);
+    const double t = s.service.mean_s * (is_last ? decode_penalty : 1.0);
     (is_last ? last : before_last) += t;
     if (s.kind == orch::StageKind::kAdmission) {
       all.steps = s.steps;
@@ -72,14 +87,6 @@ ModelProfile Colocated(const ModelProfile& m) {
       (before_last + last * m.stages.back().first_output_fraction) / all.service.mean_s;
   c.stages = {all};
   return c;
-}
-
-ModelProfile WanVideoProfile() {
-  ModelProfile m;
-  m.name = "wan2.1-t2v-480p";
-  m.stages = {Work("encode", 0.89, 8 * kMiB), Denoise(50, 5.06, 4 * kMiB), Work("decode", 2.31, 0)};
-  m.stages.back().first_output_fraction = 1.0 / 21;
-  return m;
 }
 
 std::vector<PoolSize> SplitPools(const ModelProfile& m, int gpus) {

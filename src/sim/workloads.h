@@ -1,7 +1,8 @@
-// Built-in workloads for the simulator, from published figures for real
-// models on H100s (../shared/WORKLOADS.md: per-step DiT latency, encoder
-// and VAE-decode latency, latent and condition sizes), and a cluster of a
-// given size split into pools by demand.
+// Built-in workloads for the simulator, from the published figures for
+// real models that the profile stages also use (model_profiles.h:
+// per-step DiT latency, encoder and VAE-decode latency, latent and
+// condition sizes), and a cluster of a given size split into pools by
+// demand.
 #ifndef SLUICE_SIM_WORKLOADS_H_
 #define SLUICE_SIM_WORKLOADS_H_
 
@@ -9,36 +10,47 @@
 #include <string>
 #include <vector>
 
+#include "sluice/runtime/model_profiles.h"
 #include "sluice/status.h"
 
 #include "sim/simulator.h"
 
 namespace sluice::sim {
 
-// FLUX.1-dev 1024², 28 steps: text encode 52 ms, 0.139 s per step,
-// decode 0.31 s; a 4 MiB condition and a 512 KiB latent. Colocated (one
-// GPU runs every stage) its decode costs the same.
+// `p` (a profile of sluice/runtime/model_profiles.h, the table the
+// profile stages spend) as the simulator models it: encode, denoise (an
+// admission stage of p.steps checkpointable steps) and decode, each time
+// scaled by `time_factor`; the condition and latent (bf16) cross the link
+// to the next stage; the decode's first output after kFirstOutputShare of
+// it. Service times vary as lognormals with cv 0.2 (encode, decode) and
+// 0.05 (denoise), an assumption; 0 for both with `exact` (the profile
+// stages sleep their times).
+ModelProfile SimProfile(const ::sluice::ModelProfile& p, double time_factor = 1,
+                        bool exact = false);
+// FLUX.1-dev 1024², 28 steps (flux-1024): encode 52 ms, 0.139 s per step,
+// decode 0.31 s; a 4 MiB condition, a 512 KiB latent.
 ModelProfile FluxImageProfile();
-// Wan2.1 T2V-14B 480p, 81 frames, 50 steps with CFG: encode 0.89 s,
-// 5.06 s per step, decode 2.31 s; an 8 MiB condition (prompt and
-// negative), a 4 MiB latent; decode streams frames after 1/21 of its time
-// (chunked along the 21 latent frames). Colocated, the GPU holds the DiT's
-// weights and activations while it decodes, so the decode runs tiled:
-// 1.3x its time (an assumption of this profile, not a measurement).
+// Wan2.1 T2V-14B 480p, 81 frames, 50 steps with CFG (wan2.1-480p): encode
+// 0.89 s, 5.06 s per step, decode 2.4 s; a 4 MiB condition, a 4 MiB latent.
 ModelProfile WanVideoProfile();
-// The built-in profile named `name` (flux-1024, wan2.1-t2v-480p).
-// Errors: kInvalidArgument naming the known ones.
+// SimProfile of the model_profiles.h profile named `name` (wan2.1-480p,
+// wan2.1-720p, hunyuan-720p, flux-1024, qwen-image-1024). Errors:
+// kInvalidArgument naming the known ones.
 Result<ModelProfile> BuiltinModel(const std::string& name);
 
 // What the colocated cost of `m`'s decode is, relative to a decode alone
-// on its GPU (1.3 for the video profile, 1 otherwise).
+// on its GPU: for a video, 1.3 — the GPU holds the DiT's weights and
+// activations while it decodes, so the decode runs tiled (an assumption,
+// not a measurement); 1 for an image.
 double ColocatedDecodePenalty(const ModelProfile& m);
 
 // `m` run colocated: one admission stage ("denoise", so a worker holds
 // the job from encode to decode) whose service is every stage's in turn,
-// the decode's times ColocatedDecodePenalty; its first output comes once
-// the decode has produced its first frames.
+// the decode's times `decode_penalty` (ColocatedDecodePenalty without
+// it); its first output comes once the decode has produced its first
+// frames.
 ModelProfile Colocated(const ModelProfile& m);
+ModelProfile Colocated(const ModelProfile& m, double decode_penalty);
 
 // `gpus` GPUs split over `m`'s stages by mean service time, at least one
 // each (the admission pool takes what rounding leaves); one slot per GPU.

@@ -5,6 +5,7 @@
 // the fewest GPUs per pool meeting a p99 latency SLO at an arrival rate,
 // and the colocated count for the same SLO (src/sim/planner.h).
 // `sluice sim report CONFIG -o DIR`: the report of src/sim/report.h.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "sim/planner.h"
 #include "sim/report.h"
 #include "sim/simulator.h"
+#include "sim/trace.h"
 #include "sim/workloads.h"
 #include "tools/sluice_cli/commands.h"
 
@@ -28,6 +30,7 @@ struct SimOptions {
   double mtbf_hours = 0;
   double repair_s = 60;
   bool colocated = false;
+  std::string trace;
   bool json = false;
 };
 
@@ -38,12 +41,22 @@ int RunSim(const SimOptions& o) {
     std::cerr << "sluice sim: " << c.status().message() << "\n";
     return 2;
   }
+  if (!o.trace.empty()) {
+    Result<std::vector<sim::TracedJob>> t = sim::ReadTraceCsv(o.trace);
+    if (!t.ok()) {
+      std::cerr << "sluice sim: --trace: " << t.status().message() << "\n";
+      return 2;
+    }
+    c->arrivals.clear();
+    c->trace = std::move(*t);
+    c->duration_s = std::max(1e-3, c->trace.back().t_s);
+  }
   c->mtbf_s = o.mtbf_hours * 3600;
   c->repair_s = o.repair_s;
   Result<sim::SimResult> r = sim::Simulate(*c);
   if (!r.ok()) {
-    std::cerr << "sluice sim: " << r.status().ToString() << "\n";
-    return 1;
+    std::cerr << "sluice sim: " << r.status().message() << "\n";
+    return r.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   if (o.json) {
     std::cout << sim::ToJson(*r) << std::endl;
@@ -154,7 +167,7 @@ void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
   auto po = std::make_shared<PlanOptions>();
   CLI::App* plan = app.add_subcommand(
       "plan", "the fewest GPUs per pool meeting a p99 latency SLO at an arrival rate (simulated)");
-  plan->add_option("--model", po->model, "a built-in model: flux-1024 or wan2.1-t2v-480p")
+  plan->add_option("--model", po->model, "a model profile: wan2.1-480p, wan2.1-720p, hunyuan-720p, flux-1024 or qwen-image-1024")
       ->capture_default_str();
   plan->add_option("--rate", po->rate, "arrivals per second (Poisson)")
       ->check(CLI::Range(1e-6, 1e6))
@@ -202,6 +215,10 @@ void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
   cmd->add_flag("--colocated", o->colocated,
                 "each GPU runs every stage of a job (the same arrivals as disaggregated; video "
                 "decodes tiled beside the DiT at 1.3x)");
+  cmd->add_option("--trace", o->trace,
+                  "arrivals from a CSV of t_s,model,priority lines instead of Poisson ones at "
+                  "--load (--hours is then the trace's span); its models must be the workload's")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "print one JSON object");
 
   auto ro = std::make_shared<ReportOptions>();

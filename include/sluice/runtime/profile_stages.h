@@ -18,24 +18,10 @@
 #include <vector>
 
 #include "sluice/connector/connector.h"
+#include "sluice/runtime/model_profiles.h"
 #include "sluice/runtime/stage_worker.h"
 
 namespace sluice {
-
-struct ModelProfile {
-  std::string name;
-  int steps = 50;
-  double encode_s = 0;                        // Text encode, per request.
-  double step_s = 0;                          // One denoise step (both CFG forwards).
-  double decode_s = 0;                        // VAE decode, per request.
-  std::vector<std::int64_t> condition_shape;  // bf16, E -> D.
-  std::vector<std::int64_t> latent_shape;     // bf16, D -> V.
-  std::uint64_t output_bytes = 0;             // Decoded pixels (uint8 RGB).
-  // What the decode stage returns: the pixels encoded (PNG ~3:1 for
-  // images, H.264 ~64:1 for videos).
-  std::uint64_t encoded_bytes() const { return output_bytes / (video ? 64 : 3); }
-  bool video = false;
-};
 
 // The lease for a worker of `stage` of `p` at `time_factor`: ten times
 // what one unit of its work takes (a denoise step; a whole encode or
@@ -44,10 +30,6 @@ struct ModelProfile {
 std::chrono::milliseconds ProfileLease(const ModelProfile& p, std::string_view stage,
                                        double time_factor);
 
-// wan2.1-480p, wan2.1-720p, hunyuan-720p, flux-1024, qwen-image-1024.
-const std::vector<ModelProfile>& ModelProfiles();
-// Errors: kInvalidArgument naming the profile and listing the known ones.
-Result<ModelProfile> FindModelProfile(std::string_view name);
 
 // The handler for `stage` of `profile`. `connector` (store or p2p mode)
 // moves the payloads and must outlive the handler; `time_factor` scales

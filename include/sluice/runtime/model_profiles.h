@@ -1,0 +1,47 @@
+// sluice/runtime/model_profiles.h
+//
+// Published timings and payload sizes of real diffusion models (shared
+// WORKLOADS.md: Wan2.1, HunyuanVideo, FLUX, Qwen-Image; H100 where given).
+// One table for the profile stages (profile_stages.h), which spend these
+// times on CPUs, and for the cluster simulator (src/sim/), which models
+// them: what one measures, the other predicts.
+
+#ifndef SLUICE_RUNTIME_MODEL_PROFILES_H_
+#define SLUICE_RUNTIME_MODEL_PROFILES_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/status.h"
+
+namespace sluice {
+
+struct ModelProfile {
+  std::string name;
+  int steps = 50;
+  double encode_s = 0;                        // Text encode, per request.
+  double step_s = 0;                          // One denoise step (both CFG forwards).
+  double decode_s = 0;                        // VAE decode, per request.
+  std::vector<std::int64_t> condition_shape;  // bf16, E -> D.
+  std::vector<std::int64_t> latent_shape;     // bf16, D -> V.
+  std::uint64_t output_bytes = 0;             // Decoded pixels (uint8 RGB).
+  // What the decode stage returns: the pixels encoded (PNG ~3:1 for
+  // images, H.264 ~64:1 for videos).
+  std::uint64_t encoded_bytes() const { return output_bytes / (video ? 64 : 3); }
+  bool video = false;
+};
+
+// A decode's share of its time before its first output exists (the
+// first frames of a video, streamed while the rest decodes).
+inline constexpr double kFirstOutputShare = 0.1;
+
+// wan2.1-480p, wan2.1-720p, hunyuan-720p, flux-1024, qwen-image-1024.
+const std::vector<ModelProfile>& ModelProfiles();
+// Errors: kInvalidArgument naming the profile and listing the known ones.
+Result<ModelProfile> FindModelProfile(std::string_view name);
+
+}  // namespace sluice
+
+#endif  // SLUICE_RUNTIME_MODEL_PROFILES_H_

@@ -1,0 +1,65 @@
+#include "sluice/runtime/model_profiles.h"
+
+namespace sluice {
+namespace {
+
+// Figures from WORKLOADS.md §3.1–3.4 (H100 where given).
+const std::vector<ModelProfile> kProfiles = {
+    {"wan2.1-480p",
+     50,
+     0.89,
+     5.06,
+     2.40,
+     {512, 4096},
+     {16, 21, 60, 104},
+     81ull * 480 * 832 * 3,
+     true},
+    {"wan2.1-720p",
+     50,
+     0.89,
+     5.76,
+     2.40,
+     {512, 4096},
+     {16, 21, 90, 160},
+     81ull * 720 * 1280 * 3,
+     true},
+    {"hunyuan-720p",
+     50,
+     0.30,
+     38.1,
+     2.40,
+     {256, 4096},
+     {16, 33, 90, 160},
+     129ull * 720 * 1280 * 3,
+     true},
+    {"flux-1024", 28, 0.052, 0.139, 0.31, {512, 4096}, {16, 128, 128}, 1024ull * 1024 * 3, false},
+    {"qwen-image-1024",
+     50,
+     0.26,
+     0.248,
+     0.31,
+     {512, 3584},
+     {16, 1, 128, 128},
+     1024ull * 1024 * 3,
+     false},
+};
+
+}  // namespace
+
+const std::vector<ModelProfile>& ModelProfiles() {
+  return kProfiles;
+}
+
+Result<ModelProfile> FindModelProfile(std::string_view name) {
+  std::string known;
+  for (const ModelProfile& p : kProfiles) {
+    if (p.name == name) {
+      return p;
+    }
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  return InvalidArgumentError("unknown profile '" + std::string(name) + "' (known: " + known + ")");
+}
+
+
+}  // namespace sluice
