@@ -29,29 +29,50 @@ struct Sent {
 
 // What job `i` of the workload asks for.
 cli::GenerateRequest JobFor(const std::string& workload, int i) {
+  const E2eJobKind k = E2eJobModel(workload, i);
   cli::GenerateRequest r;
   r.prompt = "benchmark job " + std::to_string(i);
   r.seed = i;
-  const bool video_turn = i % 5 == 4;  // 4:1 images to videos by count.
+  r.video = k.video;
+  r.priority = k.priority;
   if (workload == "reference") {
-    r.video = video_turn;
     r.size = r.video ? "320x192" : "256x256";
     r.frames = 17;
-    r.priority = r.video ? "batch" : "interactive";
-  } else if (workload == "wan480-profile") {
-    r.video = true;
-    r.model = "wan2.1-480p";
-  } else if (workload == "flux-profile") {
-    r.model = "flux-1024";
-  } else {  // mixed
-    r.video = video_turn;
-    r.model = r.video ? "wan2.1-480p" : "flux-1024";
-    r.priority = r.video ? "batch" : "interactive";
+  } else {
+    r.model = k.model;
   }
   return r;
 }
 
-Status Validate(const E2eBenchOptions& o) {
+}  // namespace
+
+E2eJobKind E2eJobModel(const std::string& workload, int i) {
+  const bool video_turn = i % 5 == 4;  // 4:1 images to videos by count.
+  if (workload == "reference") {
+    return {"reference", video_turn ? "batch" : "interactive", video_turn};
+  }
+  if (workload == "wan480-profile") {
+    return {"wan2.1-480p", "standard", true};
+  }
+  if (workload == "flux-profile") {
+    return {"flux-1024", "standard", false};
+  }
+  return video_turn ? E2eJobKind{"wan2.1-480p", "batch", true}
+                    : E2eJobKind{"flux-1024", "interactive", false};
+}
+
+std::vector<PlannedJob> PlanE2eArrivals(const E2eBenchOptions& o) {
+  std::vector<PlannedJob> out;
+  std::mt19937_64 rng(42);
+  std::exponential_distribution<double> gap(o.rate);
+  double next = 0;
+  for (int i = 0; next < o.warmup_s + o.duration_s; ++i, next += gap(rng)) {
+    out.push_back({next, i, next < o.warmup_s});
+  }
+  return out;
+}
+
+Status ValidateE2eOptions(const E2eBenchOptions& o) {
   if (o.workload != "reference" && o.workload != "wan480-profile" && o.workload != "flux-profile" &&
       o.workload != "mixed") {
     return InvalidArgumentError("--workload: reference, wan480-profile, flux-profile or mixed");
@@ -74,10 +95,8 @@ Status Validate(const E2eBenchOptions& o) {
   return Status::Ok();
 }
 
-}  // namespace
-
 Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
-  SLUICE_RETURN_IF_ERROR(Validate(o));
+  SLUICE_RETURN_IF_ERROR(ValidateE2eOptions(o));
   EmbeddedConfig c;
   c.http_listen = "127.0.0.1:0";
   c.workers = o.workers;
@@ -100,15 +119,12 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
   E2eBenchResult out;
   out.options = o;
   std::vector<Sent> sent;
-  std::mt19937_64 rng(42);
-  std::exponential_distribution<double> gap(o.rate);
   const Clock::time_point start = Clock::now();
-  double next = 0;
-  for (int i = 0; next < o.warmup_s + o.duration_s; ++i, next += gap(rng)) {
+  for (const PlannedJob& p : PlanE2eArrivals(o)) {
     std::this_thread::sleep_until(
-        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(next)));
-    const cli::GenerateRequest r = JobFor(o.workload, i);
-    const bool warmup = next < o.warmup_s;
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(p.at_s)));
+    const cli::GenerateRequest r = JobFor(o.workload, p.index);
+    const bool warmup = p.warmup;
     out.submitted += warmup ? 0 : 1;
     Result<std::string> id = cli::Submit(url, r);
     if (!id.ok()) {

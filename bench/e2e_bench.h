@@ -17,6 +17,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "sluice/status.h"
 
@@ -48,6 +49,32 @@ struct E2eBenchResult {
   double interactive_p99_ttff_s = 0;
   std::map<std::string, double> utilization;  // Pool → busy fraction.
 };
+
+// One job of a run's open-loop stream: when it is sent (seconds from the
+// start), its index (what it asks for: E2eJobModel), and whether it falls
+// in the warm-up.
+struct PlannedJob {
+  double at_s = 0;
+  int index = 0;
+  bool warmup = false;
+};
+
+// The run's arrivals: Poisson at o.rate from a fixed seed, through the
+// warm-up and the measured window. The same options give the same list
+// (the simulator replays it: e2e_sim.h).
+std::vector<PlannedJob> PlanE2eArrivals(const E2eBenchOptions& o);
+
+// The model job `index` of `workload` runs and whether it is interactive
+// (else batch, or standard for single-model workloads).
+struct E2eJobKind {
+  std::string model;
+  std::string priority;  // interactive | standard | batch
+  bool video = false;
+};
+E2eJobKind E2eJobModel(const std::string& workload, int index);
+
+// Errors: kInvalidArgument naming the bad option.
+Status ValidateE2eOptions(const E2eBenchOptions& o);
 
 Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o);
 std::string ToJson(const E2eBenchResult& r);

@@ -61,5 +61,4 @@ Result<ModelProfile> FindModelProfile(std::string_view name) {
   return InvalidArgumentError("unknown profile '" + std::string(name) + "' (known: " + known + ")");
 }
 
-
 }  // namespace sluice

@@ -110,7 +110,7 @@ Result<PlanResult> Plan(const PlanRequest& request) {
   PlanResult out;
   SLUICE_ASSIGN_OR_RETURN(std::vector<int> g, p.Search(request.model, &out.disaggregated));
   for (std::size_t s = 0; s < g.size(); ++s) {
-    out.pools.push_back({request.model.name, request.model.stages[s].name, g[s], 1});
+    out.pools.push_back({request.model.name, request.model.stages[s].name, g[s], 1, {}});
   }
   out.gpus = Planner::Total(g);
   SLUICE_ASSIGN_OR_RETURN(std::vector<int> c, p.Search(Colocated(request.model), &out.colocated));

@@ -31,7 +31,8 @@ struct Event {
 };
 
 struct PoolState {
-  std::size_t model = 0, stage = 0;
+  std::vector<std::size_t> models;  // Served by its workers.
+  std::string stage;
   int gpus = 0, capacity = 1;
   double busy_slot_s = 0;
   std::size_t max_queued = 0;
@@ -47,6 +48,8 @@ struct WorkerState {
 
 struct JobState {
   std::size_t stream = 0;  // Its (model, class).
+  std::size_t model = 0;
+  std::size_t stage = 0;  // Of its current assignment, in its model.
   bool counted = true;
   double submitted = 0;
   std::uint64_t token = 0;    // Of the current assignment; 0: none.
@@ -61,6 +64,7 @@ struct JobState {
 
 struct StreamStats {
   std::string model;
+  std::size_t model_index = 0;
   orch::PriorityClass priority = orch::PriorityClass::kStandard;
   std::uint64_t submitted = 0, completed = 0, failed = 0, refused = 0;
   std::vector<double> latency, ttff;
@@ -148,16 +152,20 @@ class Simulation {
       covered[m].assign(c_.models[m].stages.size(), false);
     }
     for (const PoolSize& p : c_.pools) {
-      auto m = model_index_.find(p.model);
-      std::size_t stage = Stage(m == model_index_.end() ? 0 : m->second, p.stage);
-      if (m == model_index_.end() || stage == kNone || p.gpus < 1 || p.capacity < 1) {
-        return InvalidArgumentError("sim: pool " + p.model + "/" + p.stage +
-                                    ": an unknown model or stage, or gpus/capacity below 1");
-      }
-      covered[m->second][stage] = true;
       PoolState& ps = pools_.emplace_back();
-      ps.model = m->second;
-      ps.stage = stage;
+      std::vector<std::string> names = {p.model};
+      names.insert(names.end(), p.more_models.begin(), p.more_models.end());
+      for (const std::string& name : names) {
+        auto m = model_index_.find(name);
+        const std::size_t stage = m == model_index_.end() ? kNone : Stage(m->second, p.stage);
+        if (stage == kNone || p.gpus < 1 || p.capacity < 1) {
+          return InvalidArgumentError("sim: pool " + name + "/" + p.stage +
+                                      ": an unknown model or stage, or gpus/capacity below 1");
+        }
+        covered[m->second][stage] = true;
+        ps.models.push_back(m->second);
+      }
+      ps.stage = p.stage;
       ps.gpus = p.gpus;
       ps.capacity = p.capacity;
       for (int g = 0; g < p.gpus; ++g) {
@@ -256,8 +264,10 @@ class Simulation {
     }
     for (const PoolState& p : pools_) {
       PoolResult pr;
-      pr.model = c_.models[p.model].name;
-      pr.stage = c_.models[p.model].stages[p.stage].name;
+      for (std::size_t m : p.models) {
+        pr.model += (pr.model.empty() ? "" : "+") + c_.models[m].name;
+      }
+      pr.stage = p.stage;
       pr.gpus = p.gpus;
       pr.utilization = p.busy_slot_s / (c_.duration_s * p.gpus * p.capacity);
       pr.max_queued = p.max_queued;
@@ -289,8 +299,10 @@ class Simulation {
   }
   orch::WorkerSpec Spec(const PoolState& p) const {
     orch::WorkerSpec w;
-    w.models = {c_.models[p.model].name};
-    w.stage = c_.models[p.model].stages[p.stage].name;
+    for (std::size_t m : p.models) {
+      w.models.push_back(c_.models[m].name);
+    }
+    w.stage = p.stage;
     w.capacity = p.capacity;
     return w;
   }
@@ -324,6 +336,7 @@ class Simulation {
     }
     StreamStats& st = streams_.emplace_back();
     st.model = model;
+    st.model_index = model_index_.find(model)->second;
     st.priority = priority;
     return streams_.size() - 1;
   }
@@ -336,6 +349,7 @@ class Simulation {
     spec.priority = st.priority;
     JobState& job = jobs_[spec.id];
     job.stream = stream;
+    job.model = st.model_index;
     job.counted = counted;
     job.submitted = now_;
     if (!Call(scheduler_->Submit(spec, Now())).ok()) {
@@ -396,10 +410,11 @@ class Simulation {
   }
 
   void Dispatch(const Action& a, JobState& job) {
-    // A worker here serves one (model, stage): its pool says which.
+    // A worker here serves one stage (its pool's) of the job's model.
     const PoolState& pool = pools_[workers_[a.worker - 1].pool];
-    const ModelProfile& m = c_.models[pool.model];
-    const std::size_t stage = pool.stage;
+    const ModelProfile& m = c_.models[job.model];
+    const std::size_t stage = Stage(job.model, pool.stage);
+    job.stage = stage;
     const StageProfile& sp = m.stages[stage];
     ++dispatches_;
     const double bytes = stage == 0 ? 0 : static_cast<double>(m.stages[stage - 1].output_bytes);
@@ -423,8 +438,7 @@ class Simulation {
 
   // The step a running admission stage has reached (its latest checkpoint).
   int StepReached(const JobState& job) const {
-    const PoolState& pool = pools_[workers_[job.worker - 1].pool];
-    const int steps = c_.models[pool.model].stages[pool.stage].steps;
+    const int steps = c_.models[job.model].stages[job.stage].steps;
     const int done = job.step_s > 0 ? static_cast<int>((now_ - job.service_at) / job.step_s) : 0;
     return std::clamp(job.resume_step + std::max(0, done), 0, steps - 1);
   }
@@ -463,8 +477,7 @@ class Simulation {
       if (j == jobs_.end() || j->second.token == 0) {
         continue;
       }
-      const PoolState& p = pools_[ws.pool];
-      if (c_.models[p.model].stages[p.stage].kind == orch::StageKind::kAdmission) {
+      if (c_.models[j->second.model].stages[j->second.stage].kind == orch::StageKind::kAdmission) {
         ++calls_;
         (void)scheduler_->Progress(id, w, StepReached(j->second), true, Now());
       }
@@ -489,12 +502,16 @@ class Simulation {
     HandleActions();
     const orch::SchedulerStats st = scheduler_->Stats();
     for (PoolState& p : pools_) {
+      std::size_t queued = 0;
       for (const orch::PoolStats& ps : st.pools) {
-        if (ps.model == c_.models[p.model].name &&
-            ps.stage == c_.models[p.model].stages[p.stage].name) {
-          p.max_queued = std::max(p.max_queued, ps.queued);
+        if (ps.stage != p.stage) {
+          continue;
+        }
+        for (std::size_t m : p.models) {
+          queued += ps.model == c_.models[m].name ? ps.queued : 0;
         }
       }
+      p.max_queued = std::max(p.max_queued, queued);
     }
     if (c_.series_interval_s > 0) {
       ++interval_ticks_;

@@ -55,6 +55,9 @@ struct PoolSize {
   std::string model, stage;
   int gpus = 1;      // Workers, one GPU each.
   int capacity = 1;  // Slots per worker.
+  // Further models the same workers serve at this stage (one slot for
+  // any of them, as a profile worker registered for every model does).
+  std::vector<std::string> more_models;
 };
 
 // Jobs of one model and class arriving as a Poisson process.
@@ -119,7 +122,7 @@ struct ClassResult {
 double ShareWithin(const std::vector<double>& sorted, double limit);
 
 struct PoolResult {
-  std::string model, stage;
+  std::string model, stage;  // model: its models joined by '+'.
   int gpus = 0;
   double utilization = 0;  // Busy slot-seconds over slot-seconds of the arrival window.
   std::size_t max_queued = 0;

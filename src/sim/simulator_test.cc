@@ -176,6 +176,39 @@ TEST(SimulatorTest, KeepsSortedSamplesAndAUtilizationSeriesForPlots) {
   EXPECT_EQ(plain->classes.front().latency_s.p99, k.latency_s.p99);
 }
 
+TEST(SimulatorTest, OnePoolServesSeveralModelsAndImagesShareItWithVideos) {
+  SimConfig c;
+  c.models = {FluxImageProfile(), WanVideoProfile()};
+  for (const char* stage : {"encode", "denoise", "decode"}) {
+    c.pools.push_back({"flux-1024", stage, 4, 1, {"wan2.1-480p"}});
+  }
+  c.arrivals = {{"flux-1024", orchestrator::PriorityClass::kInteractive, 0.2},
+                {"wan2.1-480p", orchestrator::PriorityClass::kBatch, 0.01}};
+  c.duration_s = 3600;
+  c.keep_samples = true;
+  Result<SimResult> r = Simulate(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->pools.size(), 3u);
+  EXPECT_EQ(r->pools[1].model, "flux-1024+wan2.1-480p");
+  ASSERT_EQ(r->classes.size(), 2u);
+  for (const ClassResult& k : r->classes) {
+    EXPECT_GT(k.completed, 0u) << k.model;
+    EXPECT_EQ(k.unfinished, 0u) << k.model;
+  }
+  // Images share the GPUs with videos: their tail is longer than on the
+  // same pools without videos.
+  const ClassResult& images = r->classes[0];
+  EXPECT_EQ(images.model, "flux-1024");
+  SimConfig alone = c;
+  alone.arrivals.pop_back();
+  Result<SimResult> a = Simulate(alone);
+  ASSERT_TRUE(a.ok());
+  EXPECT_GT(images.latency_s.p99, a->classes[0].latency_s.p99 + 0.2);
+  // A pool naming an unknown model is refused.
+  c.pools[1].more_models = {"sdxl"};
+  EXPECT_EQ(Simulate(c).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(SimulatorTest, BadConfigsAreRefusedByName) {
   EXPECT_EQ(BuiltinWorkload("audio", 10, 1, 0.5, 1).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(BuiltinWorkload("mixed", 5, 1, 0.5, 1).status().code(), StatusCode::kInvalidArgument);

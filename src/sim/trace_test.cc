@@ -52,8 +52,9 @@ TEST(TraceTest, ABadLineIsRefusedByNumber) {
 TEST(TraceTest, TracedJobsArriveAtTheirTimesAndWarmUpsAreLeftOut) {
   SimConfig c;
   c.models = {SimProfile(*::sluice::FindModelProfile("flux-1024"), 1, /*exact=*/true)};
-  c.pools = {
-      {"flux-1024", "encode", 1, 1}, {"flux-1024", "denoise", 1, 1}, {"flux-1024", "decode", 1, 1}};
+  c.pools = {{"flux-1024", "encode", 1, 1, {}},
+             {"flux-1024", "denoise", 1, 1, {}},
+             {"flux-1024", "decode", 1, 1, {}}};
   c.duration_s = 100;
   c.trace = {{0, "flux-1024", orchestrator::PriorityClass::kStandard, false},
              {0, "flux-1024", orchestrator::PriorityClass::kStandard, true},

@@ -100,7 +100,7 @@ std::vector<PoolSize> SplitPools(const ModelProfile& m, int gpus) {
   for (std::size_t i = 0; i < m.stages.size(); ++i) {
     const StageProfile& s = m.stages[i];
     const int g = std::max(1, static_cast<int>(std::lround(gpus * s.service.mean_s / total)));
-    pools.push_back({m.name, s.name, g, 1});
+    pools.push_back({m.name, s.name, g, 1, {}});
     used += g;
     if (s.kind == orch::StageKind::kAdmission) {
       denoise = i;
@@ -118,7 +118,7 @@ SimConfig OneModel(const ModelProfile& m, const std::vector<int>& gpus,
   c.duration_s = hours * 3600;
   c.seed = seed;
   for (std::size_t s = 0; s < m.stages.size() && s < gpus.size(); ++s) {
-    c.pools.push_back({m.name, m.stages[s].name, gpus[s], 1});
+    c.pools.push_back({m.name, m.stages[s].name, gpus[s], 1, {}});
     if (m.stages[s].kind == orch::StageKind::kAdmission && s + 1 < m.stages.size() &&
         s + 1 < gpus.size()) {
       // Every GPU of the admission pool may hold a reservation downstream.
@@ -171,7 +171,7 @@ Result<SimConfig> BuiltinWorkload(const std::string& workload, int gpus, double 
       }
     }
     if (colocated) {
-      c.pools.push_back({m.name, "denoise", share, 1});
+      c.pools.push_back({m.name, "denoise", share, 1, {}});
       c.models.push_back(Colocated(m));
     } else {
       c.pools.insert(c.pools.end(), pools.begin(), pools.end());

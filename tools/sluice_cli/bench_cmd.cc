@@ -10,6 +10,7 @@
 #include "bench/cache_bench.h"
 #include "bench/connector_bench.h"
 #include "bench/e2e_bench.h"
+#include "bench/e2e_sim.h"
 #include "bench/http_bench.h"
 #include "bench/journal_bench.h"
 #include "bench/orchestrator_bench.h"
@@ -218,9 +219,34 @@ void AddConnector(CLI::App& bench, std::vector<Command>* out) {
                   }});
 }
 
+int RunE2e(const bench::E2eBenchOptions& b, const bench::E2eSimOptions& s,
+           const std::string& simulate) {
+  if (simulate == "measured") {
+    return Report("e2e", bench::RunE2eBench(b));
+  }
+  if (simulate == "simulated") {
+    return Report("e2e", bench::SimulateE2e(b, s));
+  }
+  // Validated (the reference workload refused) before the run.
+  if (Result<sim::SimConfig> c = bench::E2eSimConfig(b, s); !c.ok()) {
+    return Report("e2e", Result<bench::E2eBenchResult>(c.status()));
+  }
+  Result<bench::E2eBenchResult> measured = bench::RunE2eBench(b);
+  Result<bench::E2eBenchResult> simulated = bench::SimulateE2e(b, s);
+  for (const auto* r : {&measured, &simulated}) {
+    if (!r->ok()) {
+      return Report("e2e", *r);
+    }
+  }
+  std::cout << bench::CalibrationJson(*measured, *simulated) << std::endl;
+  return 0;
+}
+
 void AddE2e(CLI::App& bench, std::vector<Command>* out) {
   struct Opts {
     bench::E2eBenchOptions b;
+    bench::E2eSimOptions s;
+    std::string simulate = "measured";
     bool json = true;
   };
   auto o = std::make_shared<Opts>();
@@ -252,8 +278,25 @@ void AddE2e(CLI::App& bench, std::vector<Command>* out) {
                   "disagg: encode/decode on every denoise worker (shared) or one edge worker")
       ->check(CLI::IsMember({"shared", "edge"}))
       ->capture_default_str();
+  cmd->add_option("--simulate", o->simulate,
+                  "measured: run it (default); simulated: only the simulator's replay of it "
+                  "(same workers, timings and arrivals); both: run it, replay it, and print "
+                  "the simulated figures over the measured ones")
+      ->check(CLI::IsMember({"measured", "simulated", "both"}))
+      ->capture_default_str();
+  cmd->add_option("--sim-dispatch-s", o->s.dispatch_s,
+                  "simulated: what a stage's dispatch, input and output add to its time here")
+      ->check(CLI::Range(0.0, 9.0))
+      ->capture_default_str();
+  cmd->add_option("--sim-step-s", o->s.step_s, "simulated: what a denoise step adds here")
+      ->check(CLI::Range(0.0, 9.0))
+      ->capture_default_str();
+  cmd->add_option("--sim-result-s", o->s.result_s,
+                  "simulated: what a job's result adds on its way to the orchestrator here")
+      ->check(CLI::Range(0.0, 9.0))
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
-  out->push_back({cmd, [o] { return Report("e2e", bench::RunE2eBench(o->b)); }});
+  out->push_back({cmd, [o] { return RunE2e(o->b, o->s, o->simulate); }});
 }
 
 void AddCache(CLI::App& bench, std::vector<Command>* out) {

@@ -167,7 +167,9 @@ void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
   auto po = std::make_shared<PlanOptions>();
   CLI::App* plan = app.add_subcommand(
       "plan", "the fewest GPUs per pool meeting a p99 latency SLO at an arrival rate (simulated)");
-  plan->add_option("--model", po->model, "a model profile: wan2.1-480p, wan2.1-720p, hunyuan-720p, flux-1024 or qwen-image-1024")
+  plan->add_option(
+          "--model", po->model,
+          "a model profile: wan2.1-480p, wan2.1-720p, hunyuan-720p, flux-1024 or qwen-image-1024")
       ->capture_default_str();
   plan->add_option("--rate", po->rate, "arrivals per second (Poisson)")
       ->check(CLI::Range(1e-6, 1e6))

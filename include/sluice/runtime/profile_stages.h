@@ -30,7 +30,6 @@ namespace sluice {
 std::chrono::milliseconds ProfileLease(const ModelProfile& p, std::string_view stage,
                                        double time_factor);
 
-
 // The handler for `stage` of `profile`. `connector` (store or p2p mode)
 // moves the payloads and must outlive the handler; `time_factor` scales
 // every timing (0 < factor <= 1). A request whose "model" names a known

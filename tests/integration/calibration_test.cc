@@ -1,0 +1,70 @@
+// The simulator against measured runs: `sluice bench e2e --simulate both`
+// runs an embedded deployment of profile stages and the simulator's replay
+// of it (the same workers, timings and arrivals: bench/e2e_sim.h), and the
+// two must agree. The README's calibration table (15%) is measured on a
+// quiet machine; here, beside other tests, the tolerance is wider, but a
+// simulator that modelled the scheduler, the pools or the arrivals wrongly
+// is off by far more (queueing at these loads doubles the p99).
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using nlohmann::json;
+
+json Calibrate(const std::string& args) {
+  const std::string cmd =
+      std::string(SLUICE_BIN) + " bench e2e " + args + " --simulate both 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    ADD_FAILURE() << cmd;
+    return json();
+  }
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) {
+    out.append(buf, n);
+  }
+  EXPECT_EQ(::pclose(p), 0) << cmd;
+  const json j = json::parse(out, nullptr, false);
+  EXPECT_TRUE(j.is_object() && j.contains("sim_over_measured")) << cmd << ": " << out;
+  return j.is_object() ? j : json();
+}
+
+void ExpectAgreement(const std::string& args) {
+  const json j = Calibrate(args);
+  if (!j.is_object()) {
+    return;
+  }
+  EXPECT_EQ(j["measured"]["failed"], 0) << args;
+  EXPECT_EQ(j["measured"]["succeeded"], j["simulated"]["succeeded"]) << args;
+  const json& r = j["sim_over_measured"];
+  for (const char* k : {"p50_latency", "p99_latency", "p50_ttff", "p99_ttff"}) {
+    EXPECT_GT(r[k].get<double>(), 0.7) << args << " " << k << ": " << j.dump();
+    EXPECT_LT(r[k].get<double>(), 1.3) << args << " " << k << ": " << j.dump();
+  }
+  EXPECT_NEAR(r["throughput"].get<double>(), 1.0, 0.1) << args << ": " << j.dump();
+}
+
+// FLUX at load 0.8 on four workers: queueing behind the denoise pool.
+TEST(CalibrationTest, ImagesQueueingForDenoise) {
+  ExpectAgreement("--workload flux-profile --workers 4 --rate 8 --duration 6 --time-factor 0.1");
+}
+
+// Videos and images on the same colocated workers: images wait behind
+// videos (head-of-line blocking).
+TEST(CalibrationTest, MixedColocated) {
+  ExpectAgreement("--workload mixed --workers 8 --rate 4 --duration 8 --mode colocated");
+}
+
+// Videos with encode and decode on one edge worker, three denoising.
+TEST(CalibrationTest, VideosWithAnEdgeWorker) {
+  ExpectAgreement(
+      "--workload wan480-profile --workers 4 --rate 1 --duration 10 "
+      "--light-stages edge");
+}
+
+}  // namespace
