@@ -16,110 +16,103 @@
 
 #include "common/log.h"
 #include "common/random.h"
+#include "serve/elastic.h"
+#include "serve/embedded_impl.h"
 
 namespace sluice {
 namespace internal {
 
-// One worker with what it owns: its connector (engine + store client), a
-// store client for checkpoints, and its stage registrations (one, or two
-// for an edge worker; destroyed first).
-struct EmbeddedWorker {
-  std::unique_ptr<DiffusionConnector> connector;
-  std::unique_ptr<StoreClient> checkpoints;  // Checkpoints, cached conditions.
-  std::unique_ptr<cache::Cache> conditions;  // Encode workers with the condition cache.
-  std::unique_ptr<cache::Cache> features;    // Denoise workers sharing CFG branch keys.
-  std::vector<std::unique_ptr<StageWorker>> registrations;
-};
-
-class EmbeddedClusterImpl {
- public:
-  EmbeddedConfig config;
-  // A token made for this process alone: its inner ports (master, fast
-  // lane, store node, orchestrator, workers' engines) refuse every other
-  // process, though they listen on loopback.
-  SecurityConfig security;
-  std::unique_ptr<MasterServer> master;
-  std::unique_ptr<TransferEngine> node_engine;
-  std::unique_ptr<StoreNode> node;
-  std::unique_ptr<OrchestratorServer> orchestrator;
-  std::vector<EmbeddedWorker> workers;
-
-  // A worker serving `stages` ("colocated": every stage of a job in one
-  // assignment, in the denoise pool); decode registrations take
-  // `decode_capacity` assignments at once.
-  Status AddWorker(const std::vector<std::string>& stages, int decode_capacity = 1) {
-    EmbeddedWorker w;
-    ConnectorConfig cc;
-    cc.role = stages.size() == 1 ? stages[0] : "edge";
-    cc.mode = TransferMode::kStore;
-    cc.store.master = master->endpoint();
-    cc.engine.io_threads = 1;
-    cc.store_threads = 2;
-    cc.security = security;
-    SLUICE_ASSIGN_OR_RETURN(w.connector, DiffusionConnector::Create(cc));
-    StoreClientConfig sc;
-    sc.master = master->endpoint();
-    sc.security = security;
-    SLUICE_ASSIGN_OR_RETURN(w.checkpoints, StoreClient::Create(&w.connector->engine(), sc));
-    // Before registering: its first job does not open the store's
-    // connections and mappings. Best effort (the store is in this process).
-    if (Status s = w.connector->Warm(); !s.ok()) {
-      SLUICE_LOG(warn, "serve: warming a worker's store connections: {}", s.ToString());
-    }
-    for (const std::string& stage : stages) {
-      const bool colocated = stage == "colocated";
-      StageHandler handler;
-      if (config.stages == "reference") {
-        ReferenceStageOptions ro;
-        ro.default_steps = config.default_steps;
-        ro.checkpoint_every = config.checkpoint_every;
-        ro.store = w.checkpoints.get();
-        if (stage == "encode" && config.condition_cache) {
-          SLUICE_ASSIGN_OR_RETURN(w.conditions,
-                                  cache::Cache::Create(w.checkpoints.get(), cache::CacheOptions{}));
-          ro.condition_cache = w.conditions.get();
-        }
-        if ((stage == "denoise" || colocated) && config.cfg_sharing) {
-          cache::CacheOptions fo;
-          fo.name = "feature";
-          SLUICE_ASSIGN_OR_RETURN(w.features, cache::Cache::Create(w.checkpoints.get(), fo));
-          ro.feature_cache = w.features.get();
-        }
-        SLUICE_ASSIGN_OR_RETURN(handler, colocated
-                                             ? ReferenceColocatedHandler(ro)
-                                             : ReferenceStageHandler(stage, w.connector.get(), ro));
-      } else {
-        SLUICE_ASSIGN_OR_RETURN(ModelProfile p, FindModelProfile(config.stages));
-        handler = colocated ? ProfileColocatedHandler(p, config.time_factor)
-                            : ProfileStageHandler(p, stage, w.connector.get(), config.time_factor);
-      }
-      StageWorkerConfig wc;
-      wc.orchestrator = orchestrator->endpoint();
-      wc.stage = colocated ? "denoise" : stage;
-      if (config.stages == "reference") {
-        wc.models = {std::string(kReferenceModelName)};
-      } else {
-        for (const ModelProfile& p : ModelProfiles()) {
-          wc.models.push_back(p.name);  // One pool of workers serves every profile model.
-        }
-      }
-      if (stage == "encode" && w.conditions != nullptr) {
-        wc.condition_encoder = ReferenceConditionEncoder();
-        wc.caches = {w.conditions.get()};
-      }
-      if ((stage == "denoise" || colocated) && w.features != nullptr) {
-        wc.caches = {w.features.get()};
-      }
-      wc.capacity = stage == "decode" ? decode_capacity : 1;
-      wc.security = security;
-      wc.name = stage + "-" + std::to_string(workers.size());
-      SLUICE_ASSIGN_OR_RETURN(auto reg, StageWorker::Start(wc, std::move(handler)));
-      w.registrations.push_back(std::move(reg));
-    }
-    workers.push_back(std::move(w));
-    return Status::Ok();
+Status EmbeddedClusterImpl::AddWorker(const std::vector<std::string>& stages) {
+  EmbeddedWorker w;
+  w.stages = stages;
+  ConnectorConfig cc;
+  cc.role = stages.size() == 1 ? stages[0] : "edge";
+  cc.mode = TransferMode::kStore;
+  cc.store.master = master->endpoint();
+  cc.engine.io_threads = 1;
+  cc.store_threads = 2;
+  cc.security = security;
+  SLUICE_ASSIGN_OR_RETURN(w.connector, DiffusionConnector::Create(cc));
+  StoreClientConfig sc;
+  sc.master = master->endpoint();
+  sc.security = security;
+  SLUICE_ASSIGN_OR_RETURN(w.checkpoints, StoreClient::Create(&w.connector->engine(), sc));
+  // Before registering: its first job does not open the store's
+  // connections and mappings. Best effort (the store is in this process).
+  if (Status s = w.connector->Warm(); !s.ok()) {
+    SLUICE_LOG(warn, "serve: warming a worker's store connections: {}", s.ToString());
   }
-};
+  for (const std::string& stage : stages) {
+    const bool colocated = stage == "colocated";
+    StageHandler handler;
+    if (config.stages == "reference") {
+      ReferenceStageOptions ro;
+      ro.default_steps = config.default_steps;
+      ro.checkpoint_every = config.checkpoint_every;
+      ro.store = w.checkpoints.get();
+      if (stage == "encode" && config.condition_cache) {
+        SLUICE_ASSIGN_OR_RETURN(w.conditions,
+                                cache::Cache::Create(w.checkpoints.get(), cache::CacheOptions{}));
+        ro.condition_cache = w.conditions.get();
+      }
+      if ((stage == "denoise" || colocated) && config.cfg_sharing) {
+        cache::CacheOptions fo;
+        fo.name = "feature";
+        SLUICE_ASSIGN_OR_RETURN(w.features, cache::Cache::Create(w.checkpoints.get(), fo));
+        ro.feature_cache = w.features.get();
+      }
+      SLUICE_ASSIGN_OR_RETURN(handler, colocated
+                                           ? ReferenceColocatedHandler(ro)
+                                           : ReferenceStageHandler(stage, w.connector.get(), ro));
+    } else {
+      SLUICE_ASSIGN_OR_RETURN(ModelProfile p, FindModelProfile(config.stages));
+      handler = colocated ? ProfileColocatedHandler(p, config.time_factor)
+                          : ProfileStageHandler(p, stage, w.connector.get(), config.time_factor);
+    }
+    StageWorkerConfig wc;
+    wc.orchestrator = orchestrator->endpoint();
+    wc.stage = colocated ? "denoise" : stage;
+    if (config.stages == "reference") {
+      wc.models = {std::string(kReferenceModelName)};
+    } else {
+      for (const ModelProfile& p : ModelProfiles()) {
+        wc.models.push_back(p.name);  // One pool of workers serves every profile model.
+      }
+    }
+    if (stage == "encode" && w.conditions != nullptr) {
+      wc.condition_encoder = ReferenceConditionEncoder();
+      wc.caches = {w.conditions.get()};
+    }
+    if ((stage == "denoise" || colocated) && w.features != nullptr) {
+      wc.caches = {w.features.get()};
+    }
+    wc.capacity = stage == "decode" ? decode_capacity : 1;
+    wc.security = security;
+    {
+      MutexLock lock(workers_mu);
+      wc.name = stage + "-" + std::to_string(next_worker++);
+    }
+    SLUICE_ASSIGN_OR_RETURN(auto reg, StageWorker::Start(wc, std::move(handler)));
+    w.registrations.push_back(std::move(reg));
+  }
+  MutexLock lock(workers_mu);
+  workers.push_back(std::move(w));
+  return Status::Ok();
+}
+
+int EmbeddedClusterImpl::PoolWorkers(const std::string& stage) {
+  MutexLock lock(workers_mu);
+  int n = 0;
+  for (const EmbeddedWorker& w : workers) {
+    const bool serves = w.stages == std::vector<std::string>{stage} ||
+                        (stage == "denoise" && w.stages == std::vector<std::string>{"colocated"});
+    n += serves && !w.draining ? 1 : 0;
+  }
+  return n;
+}
+
+EmbeddedClusterImpl::EmbeddedClusterImpl() = default;
+EmbeddedClusterImpl::~EmbeddedClusterImpl() = default;
 
 }  // namespace internal
 
@@ -160,6 +153,15 @@ Status Validate(const EmbeddedConfig& c) {
   if (c.checkpoint_every < 0) {
     return InvalidArgumentError("checkpoint_every: must be >= 0");
   }
+  if (c.elastic && !c.colocated && (c.light_on_denoise || c.edge_workers > 0)) {
+    return InvalidArgumentError(
+        "elastic: each pool needs workers of its own (no edge workers, no light stages on "
+        "denoise workers)");
+  }
+  if (c.elastic && (c.autoscale.min_workers < 1 || c.autoscale.max_workers > 64 ||
+                    c.autoscale.max_workers < c.autoscale.min_workers)) {
+    return InvalidArgumentError("elastic: 1 <= min_workers <= max_workers <= 64");
+  }
   return Status::Ok();
 }
 
@@ -199,6 +201,7 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   oc.security = impl->security;
   oc.journal_path = config.journal_path;
   oc.colocated = config.colocated;
+  oc.autoscale = config.autoscale;
   oc.default_model =
       config.stages == "reference" ? std::string(kReferenceModelName) : config.stages;
   SLUICE_ASSIGN_OR_RETURN(impl->orchestrator, OrchestratorServer::Start(oc));
@@ -211,21 +214,22 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
         config.workers - config.encode_workers - config.decode_workers - config.edge_workers;
     const int decoders =
         config.decode_workers + config.edge_workers + (config.light_on_denoise ? denoise : 0);
-    const int decode_capacity = std::max(1, 4 * denoise / decoders);
+    // Elastic: for the most denoise workers it may grow to.
+    const int most = config.elastic ? std::max(denoise, config.autoscale.max_workers) : denoise;
+    impl->decode_capacity = std::max(1, 4 * most / decoders);
     for (int i = 0; i < config.encode_workers; ++i) {
       SLUICE_RETURN_IF_ERROR(impl->AddWorker({"encode"}));
     }
     for (int i = 0; i < config.edge_workers; ++i) {
-      SLUICE_RETURN_IF_ERROR(impl->AddWorker({"encode", "decode"}, decode_capacity));
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker({"encode", "decode"}));
     }
     for (int i = 0; i < denoise; ++i) {
       SLUICE_RETURN_IF_ERROR(impl->AddWorker(
           config.light_on_denoise ? std::vector<std::string>{"encode", "denoise", "decode"}
-                                  : std::vector<std::string>{"denoise"},
-          decode_capacity));
+                                  : std::vector<std::string>{"denoise"}));
     }
     for (int i = 0; i < config.decode_workers; ++i) {
-      SLUICE_RETURN_IF_ERROR(impl->AddWorker({"decode"}, decode_capacity));
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker({"decode"}));
     }
   }
   // The store node registers in the background; wait for it (bounded).
@@ -236,6 +240,9 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
     return Status(StatusCode::kUnavailable,
                   "the store node did not register with the master within 2 s");
   }
+  if (config.elastic) {
+    impl->elastic = std::make_unique<internal::ElasticPools>(impl.get(), config.autoscale);
+  }
   return std::unique_ptr<EmbeddedCluster>(new EmbeddedCluster(std::move(impl)));
 }
 
@@ -244,7 +251,10 @@ EmbeddedCluster::EmbeddedCluster(std::unique_ptr<internal::EmbeddedClusterImpl> 
 
 EmbeddedCluster::~EmbeddedCluster() {
   Drain(std::chrono::seconds(5));
-  impl_->workers.clear();
+  {
+    MutexLock lock(impl_->workers_mu);
+    impl_->workers.clear();
+  }
   impl_->orchestrator.reset();
   impl_->node.reset();
   impl_->node_engine.reset();
@@ -277,15 +287,32 @@ MasterMetrics EmbeddedCluster::store_metrics() const {
 }
 
 void EmbeddedCluster::Drain(std::chrono::milliseconds timeout) {
-  std::vector<std::thread> drains;
-  for (internal::EmbeddedWorker& w : impl_->workers) {
-    for (auto& reg : w.registrations) {
-      drains.emplace_back([&reg, timeout] { reg->Drain(timeout); });
+  impl_->elastic.reset();  // Its pools stay as they are; its drains end first.
+  std::vector<StageWorker*> regs;
+  {
+    MutexLock lock(impl_->workers_mu);
+    for (internal::EmbeddedWorker& w : impl_->workers) {
+      for (auto& reg : w.registrations) {
+        regs.push_back(reg.get());
+      }
     }
+  }
+  // No worker comes or goes now: the elastic loop is gone.
+  std::vector<std::thread> drains;
+  for (StageWorker* reg : regs) {
+    drains.emplace_back([reg, timeout] { reg->Drain(timeout); });
   }
   for (std::thread& t : drains) {
     t.join();
   }
+}
+
+int EmbeddedCluster::pool_workers(const std::string& stage) const {
+  return impl_->PoolWorkers(stage);
+}
+
+std::vector<PoolRecommendation> EmbeddedCluster::recommendations() const {
+  return impl_->orchestrator->Recommendations();
 }
 
 }  // namespace sluice

@@ -10,6 +10,7 @@
 #include "sluice/units.h"
 
 #include "common/net.h"
+#include "tools/sluice_cli/autoscale_flags.h"
 #include "tools/sluice_cli/commands.h"
 #include "tools/sluice_cli/etcd_flags.h"
 #include "tools/sluice_cli/http_flags.h"
@@ -426,17 +427,19 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   auto http = AddHttpFrontFlags(cmd, &o->config.http);
   AddRequestLimitFlags(cmd, &o->config.limits);
   auto keys = AddApiKeysFlag(cmd, &o->config.access);
+  auto autoscale = AddAutoscaleFlags(cmd, &o->config.autoscale);
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   AddEtcdFlags(cmd, &o->etcd);
   SecurityResolver security = AddSecurityFlags(cmd);
   out->push_back(
-      {cmd, [o, http, keys, security] {
+      {cmd, [o, http, keys, autoscale, security] {
          std::optional<SecurityConfig> s = security("sluice orchestrator", {o->config.listen});
          if (!s) {
            return 2;
          }
          o->config.security = std::move(*s);
          http();
+         autoscale();
          if (Status s = keys(); !s.ok()) {
            std::cerr << "sluice orchestrator: --" << s.message() << "\n";
            return 2;

@@ -5,6 +5,7 @@
 
 #include "sluice/units.h"
 
+#include "tools/sluice_cli/autoscale_flags.h"
 #include "tools/sluice_cli/commands.h"
 #include "tools/sluice_cli/http_flags.h"
 #include "tools/sluice_cli/serve.h"
@@ -69,11 +70,16 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--out", o->serve.out_dir, "demo output directory")->capture_default_str();
   cmd->add_flag("--exit-on-stdin-eof", o->serve.exit_on_eof,
                 "stop when stdin closes (for supervisors)");
+  cmd->add_flag("--elastic", c.elastic,
+                "resize each stage's pool to its load (the --autoscale-* flags; a worker goes "
+                "only after it drained)");
   auto http = AddHttpFrontFlags(cmd, &c.http);
   AddRequestLimitFlags(cmd, &c.limits);
   auto keys = AddApiKeysFlag(cmd, &c.access);
-  out->push_back({cmd, [o, cmd, http, keys] {
+  auto autoscale = AddAutoscaleFlags(cmd, &c.autoscale);
+  out->push_back({cmd, [o, cmd, http, keys, autoscale] {
                     http();
+                    autoscale();
                     if (Status s = keys(); !s.ok()) {
                       std::cerr << "sluice serve: --" << s.message() << "\n";
                       return 2;

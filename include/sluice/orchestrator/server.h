@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "sluice/orchestrator/autoscale.h"
 #include "sluice/security.h"
 #include "sluice/status.h"
 
@@ -74,8 +75,8 @@ struct TenantLimits {
 };
 
 // Who may use the HTTP API. Empty `keys`: the API is open (the server says
-// so when it starts). Else every route but /healthz, /health, /readyz and
-// /metrics needs "Authorization: Bearer KEY" of a known key, and a tenant
+// so when it starts). Else every route but /healthz, /health, /readyz,
+// /metrics and /v1/autoscale needs "Authorization: Bearer KEY" of a known key, and a tenant
 // sees and cancels only its own jobs.
 struct AccessConfig {
   std::map<std::string, std::string> keys;  // API key -> tenant.
@@ -178,6 +179,12 @@ struct OrchestratorConfig {
   // to the store master. The HTTP front answers clients by `access`.
   SecurityConfig security;
 
+  // Pool sizes recommended from the pools' load (sluice/orchestrator/
+  // autoscale.h), sampled ten times a second and decided once a second:
+  // GET /v1/autoscale and the metric
+  // sluice_orchestrator_recommended_workers, for an external autoscaler.
+  AutoscaleOptions autoscale;
+
   HttpFrontConfig http;
   RequestLimits limits;
   AccessConfig access;
@@ -196,6 +203,12 @@ class OrchestratorServer {
 
   const std::string& endpoint() const;       // gRPC "host:port".
   const std::string& http_endpoint() const;  // HTTP "host:port".
+
+  // Every pool's load as the scheduler has it now (copied).
+  std::vector<PoolLoad> PoolLoads() const;
+  // The latest recommendation for every pool seen in the autoscale
+  // window (updated once a second; copied).
+  std::vector<PoolRecommendation> Recommendations() const;
 
  private:
   explicit OrchestratorServer(std::unique_ptr<internal::OrchestratorServerImpl> impl);

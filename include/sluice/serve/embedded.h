@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sluice/orchestrator/server.h"
 #include "sluice/status.h"
@@ -61,9 +62,19 @@ struct EmbeddedConfig {
   std::size_t max_queued_jobs = 256;
   std::chrono::milliseconds worker_timeout{3000};
   std::string journal_path;  // Empty: no journal.
-  HttpFrontConfig http;      // The HTTP front's limits and options.
-  RequestLimits limits;      // What one request may ask for.
-  AccessConfig access;       // API keys; none: the API is open.
+  // Elastic pools (`sluice serve --elastic`): the pools' load is sampled
+  // ten times a second, and every second each stage's pool is resized to what `autoscale`
+  // recommends for it (sluice/orchestrator/autoscale.h: bounds,
+  // thresholds, cooldowns): a worker is added at once, and removed only
+  // after it drained (finished or handed back its work; no job is lost).
+  // Needs a worker per stage of its own (no edge workers, no light stages
+  // on denoise workers), or colocated. `autoscale` also sets what the
+  // orchestrator recommends (GET /v1/autoscale).
+  bool elastic = false;
+  AutoscaleOptions autoscale;
+  HttpFrontConfig http;  // The HTTP front's limits and options.
+  RequestLimits limits;  // What one request may ask for.
+  AccessConfig access;   // API keys; none: the API is open.
 };
 
 class EmbeddedCluster {
@@ -86,8 +97,13 @@ class EmbeddedCluster {
   std::uint64_t store_job_objects() const;
   // The store master's gauges and counters now (cache classes included).
   MasterMetrics store_metrics() const;
-  // Workers stop taking work and finish (or hand back) what they run.
-  // Idempotent.
+  // Stage workers serving `stage`'s pool now, not draining ("denoise"
+  // counts colocated workers).
+  int pool_workers(const std::string& stage) const;
+  // The orchestrator's latest pool-size recommendations (per model, stage).
+  std::vector<PoolRecommendation> recommendations() const;
+  // The elastic loop stops (pools stay as they are); workers stop taking
+  // work and finish (or hand back) what they run. Idempotent.
   void Drain(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
  private:

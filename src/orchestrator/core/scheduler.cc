@@ -716,6 +716,7 @@ SchedulerStats Scheduler::Stats() const {
       }
       ps.free_slots = static_cast<std::size_t>(std::max(0, p.total_free));
       ps.workers = p.workers;
+      ps.slots = static_cast<std::size_t>(std::max(0, p.slots));
       ps.reserved = p.reserved;
       s.pools.push_back(std::move(ps));
     }

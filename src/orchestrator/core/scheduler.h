@@ -135,6 +135,7 @@ struct PoolStats {
   std::size_t queued_by_class[kClassCount] = {};
   std::size_t free_slots = 0;  // Credits its workers advertise, unassigned.
   std::size_t workers = 0;     // Registered and not draining.
+  std::size_t slots = 0;       // Their capacity, busy or free.
   std::size_t reserved = 0;    // Slots held for jobs admitted upstream.
 };
 

@@ -744,6 +744,11 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
   router.Add("GET", "/health", alive);
   router.Add("GET", "/readyz",
              [st](Request& req, ExchangePtr ex) { ex->Respond(Readiness(*st, req)); });
+  // What an external autoscaler reads: each pool's size, load and
+  // recommended size (sluice/orchestrator/autoscale.h). Open, as /metrics.
+  router.Add("GET", "/v1/autoscale", [st](Request&, ExchangePtr ex) {
+    ex->Respond(JsonResponse(200, AutoscaleJson(st->Recommendations())));
+  });
   router.Add("GET", "/metrics", [st](Request&, ExchangePtr ex) {
     Response r;
     r.content_type = "text/plain; version=0.0.4";

@@ -97,6 +97,19 @@ json VideoJson(const JobView& v) {
   return j;
 }
 
+nlohmann::json AutoscaleJson(const std::vector<PoolRecommendation>& r) {
+  nlohmann::json pools = nlohmann::json::array();
+  for (const PoolRecommendation& p : r) {
+    pools.push_back({{"model", p.model},
+                     {"stage", p.stage},
+                     {"workers", p.workers},
+                     {"recommended", p.recommended},
+                     {"utilization", p.utilization},
+                     {"queued", p.queued}});
+  }
+  return {{"pools", pools}};
+}
+
 std::string MetricsText(const ServiceStats& s) {
   std::ostringstream out;
   // Per pool: one (model, stage).
@@ -117,6 +130,18 @@ std::string MetricsText(const ServiceStats& s) {
              [](const PoolStats& p) { return p.free_slots; });
   pool_gauge("sluice_orchestrator_reserved_slots", "Slots held for jobs admitted upstream.",
              [](const PoolStats& p) { return p.reserved; });
+  out << "# HELP sluice_orchestrator_recommended_workers Pool size for its load (autoscale).\n"
+      << "# TYPE sluice_orchestrator_recommended_workers gauge\n";
+  for (const PoolRecommendation& r : s.recommendations) {
+    out << "sluice_orchestrator_recommended_workers{model=\"" << r.model << "\",stage=\"" << r.stage
+        << "\"} " << r.recommended << "\n";
+  }
+  out << "# HELP sluice_orchestrator_pool_utilization Busy slots over slots, autoscale window.\n"
+      << "# TYPE sluice_orchestrator_pool_utilization gauge\n";
+  for (const PoolRecommendation& r : s.recommendations) {
+    out << "sluice_orchestrator_pool_utilization{model=\"" << r.model << "\",stage=\"" << r.stage
+        << "\"} " << r.utilization << "\n";
+  }
   auto counter = [&](const char* name, const char* help, std::uint64_t v) {
     out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
         << name << " " << v << "\n";

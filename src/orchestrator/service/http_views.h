@@ -17,6 +17,8 @@ nlohmann::json EventJson(const JobEvent& e);
 // OpenAI's video object.
 nlohmann::json VideoJson(const JobView& v);
 std::string Base64(const std::string& in);
+// {"pools": [{model, stage, workers, recommended, utilization, queued}]}.
+nlohmann::json AutoscaleJson(const std::vector<PoolRecommendation>& r);
 // The orchestrator's Prometheus exposition.
 std::string MetricsText(const ServiceStats& s);
 

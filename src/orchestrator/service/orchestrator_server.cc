@@ -153,6 +153,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
               o.max_finished_jobs = c.max_finished_jobs;
               o.result_ttl = c.result_ttl;
               o.checkpoint_retention = c.checkpoint_retention;
+              o.autoscale = c.autoscale;
               o.check_outputs = c.check_outputs;
               o.max_bad_outputs = c.max_bad_outputs;
               o.tenants = c.access.tenants;
@@ -267,6 +268,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
 
   const std::string& endpoint() const { return endpoint_; }
   const std::string& http_endpoint() const { return http_endpoint_; }
+  OrchestratorState& state() { return state_; }
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
                                      const pb::RegisterRequest* req,
@@ -475,6 +477,7 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
       config.checkpoint_retention > std::chrono::hours(24 * 30)) {
     return InvalidArgumentError("orchestrator: checkpoint_retention must be 1 s .. 30 days");
   }
+  SLUICE_RETURN_IF_ERROR(orchestrator::ValidateAutoscaleOptions(config.autoscale));
   if (config.max_finished_jobs < 1 || config.result_ttl.count() < 1) {
     return InvalidArgumentError(
         "orchestrator: max_finished_jobs and result_ttl must be at least 1");
@@ -544,6 +547,14 @@ const std::string& OrchestratorServer::endpoint() const {
 }
 const std::string& OrchestratorServer::http_endpoint() const {
   return impl_->http_endpoint();
+}
+
+std::vector<PoolLoad> OrchestratorServer::PoolLoads() const {
+  return impl_->state().PoolLoads();
+}
+
+std::vector<PoolRecommendation> OrchestratorServer::Recommendations() const {
+  return impl_->state().Recommendations();
 }
 
 }  // namespace sluice

@@ -35,7 +35,11 @@ std::int64_t OrchestratorState::UnixNowMs() {
 }
 
 OrchestratorState::OrchestratorState(ServiceOptions o, JobJournal* journal, ResultDir* results)
-    : options_(std::move(o)), journal_(journal), results_(results), scheduler_(options_.scheduler) {
+    : options_(std::move(o)),
+      journal_(journal),
+      results_(results),
+      scheduler_(options_.scheduler),
+      autoscaler_(options_.autoscale) {
   for (const ModelSpec& m : options_.models) {
     if (Status s = DeclareModel(m); !s.ok()) {
       SLUICE_LOG(error, "model '{}' not declared: {}", m.name, s.ToString());
@@ -908,12 +912,46 @@ void OrchestratorState::Tick() {
   scheduler_.Tick(now);
   ApplyLocked(now);
   ExpireFinishedLocked(now);
+  // The pools' load at every tick (a tenth of a second: a stage of a few
+  // hundred milliseconds is seen busy as often as it is); a decision a
+  // second.
+  autoscaler_.Observe(PoolLoadsLocked(), now);
+  if (now >= next_autoscale_) {
+    next_autoscale_ = now + std::chrono::seconds(1);
+    recommendations_ = autoscaler_.Recommend(now);
+  }
+}
+
+std::vector<PoolLoad> OrchestratorState::PoolLoadsLocked() {
+  std::vector<PoolLoad> out;
+  for (const PoolStats& p : scheduler_.Stats().pools) {
+    PoolLoad l;
+    l.model = p.model;
+    l.stage = p.stage;
+    l.workers = static_cast<int>(p.workers);
+    l.slots = static_cast<int>(p.slots);
+    l.busy_slots = static_cast<double>(p.slots > p.free_slots ? p.slots - p.free_slots : 0);
+    l.queued = p.queued;
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::vector<PoolLoad> OrchestratorState::PoolLoads() {
+  MutexLock lock(mu_);
+  return PoolLoadsLocked();
+}
+
+std::vector<PoolRecommendation> OrchestratorState::Recommendations() {
+  MutexLock lock(mu_);
+  return recommendations_;
 }
 
 ServiceStats OrchestratorState::Stats() {
   MutexLock lock(mu_);
   ServiceStats s = stats_;
   s.scheduler = scheduler_.Stats();
+  s.recommendations = recommendations_;
   s.caches = retired_caches_;
   s.transports = retired_transports_;
   for (const auto& [id, w] : workers_) {

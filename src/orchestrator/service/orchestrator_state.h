@@ -21,6 +21,7 @@
 #include "sluice/orchestrator/server.h"
 
 #include "common/mutex.h"
+#include "orchestrator/core/autoscaler.h"
 #include "orchestrator/core/scheduler.h"
 #include "orchestrator/service/result_dir.h"
 #include "service/proto/orchestrator.pb.h"
@@ -64,6 +65,8 @@ struct ServiceOptions {
   // How long the checkpoints of a job submitted with keep_checkpoints stay
   // in the store after each is written (their ttl), for resume_from.
   std::chrono::seconds checkpoint_retention{3600};
+  // Pool sizes recommended from the pools' load, sampled once a second.
+  AutoscaleOptions autoscale;
 };
 
 // Where a resumed job starts: step `step` of job `job`'s kept checkpoints.
@@ -268,6 +271,7 @@ struct ServiceStats {
   Histogram ttff;         // Submission to the first decoded chunk/frame.
   // Queued for a stage to dispatched, per (model, stage).
   std::map<std::pair<std::string, std::string>, Histogram> dispatch_latency;
+  std::vector<PoolRecommendation> recommendations;  // The latest.
 };
 
 class OrchestratorState {
@@ -388,6 +392,12 @@ class OrchestratorState {
   // Declares silent workers lost and lets time pass in the scheduler.
   void Tick();
   ServiceStats Stats();
+  // Every pool's load now (PoolStats as sluice/orchestrator/autoscale.h
+  // has it: busy slots are its slots less the free ones).
+  std::vector<PoolLoad> PoolLoads();
+  // The autoscaler's latest recommendations (Tick samples the load at
+  // every tick and decides once a second).
+  std::vector<PoolRecommendation> Recommendations();
   const ServiceOptions& options() const { return options_; }
 
  private:
@@ -500,6 +510,7 @@ class OrchestratorState {
   void KeepLocked(JobRecord& j, int step, TimePoint now) SLUICE_REQUIRES(mu_);
   // Drops finished jobs past result_ttl; prunes the journal's now and then.
   void ExpireFinishedLocked(TimePoint now) SLUICE_REQUIRES(mu_);
+  std::vector<PoolLoad> PoolLoadsLocked() SLUICE_REQUIRES(mu_);
 
   ServiceOptions options_;
   JobJournal* journal_;
@@ -507,6 +518,9 @@ class OrchestratorState {
   Mutex mu_;
   CondVar cv_;  // Job status and events changed.
   Scheduler scheduler_ SLUICE_GUARDED_BY(mu_);
+  Autoscaler autoscaler_ SLUICE_GUARDED_BY(mu_);
+  TimePoint next_autoscale_ SLUICE_GUARDED_BY(mu_);
+  std::vector<PoolRecommendation> recommendations_ SLUICE_GUARDED_BY(mu_);
   std::map<JobId, JobRecord> jobs_ SLUICE_GUARDED_BY(mu_);
   std::deque<JobId> finished_order_ SLUICE_GUARDED_BY(mu_);  // Oldest finished first.
   TimePoint next_prune_ SLUICE_GUARDED_BY(mu_);              // Of the journal's finished jobs.
