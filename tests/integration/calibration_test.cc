@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "command_output.h"
+
 namespace {
 
 using nlohmann::json;
@@ -18,17 +20,9 @@ using nlohmann::json;
 json Calibrate(const std::string& args) {
   const std::string cmd =
       std::string(SLUICE_BIN) + " bench e2e " + args + " --simulate both 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) {
-    ADD_FAILURE() << cmd;
-    return json();
-  }
-  std::string out;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) {
-    out.append(buf, n);
-  }
-  EXPECT_EQ(::pclose(p), 0) << cmd;
+  int status = 0;
+  const std::string out = sluice::testing::CommandOutput(cmd, &status);
+  EXPECT_EQ(status, 0) << cmd;
   const json j = json::parse(out, nullptr, false);
   EXPECT_TRUE(j.is_object() && j.contains("sim_over_measured")) << cmd << ": " << out;
   return j.is_object() ? j : json();

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "command_output.h"
 #include "metrics_text.h"
 #include "netns_hosts.h"
 #include "reference_bytes.h"
@@ -265,17 +266,9 @@ json BenchAcrossAShapedLink(NetnsHosts& hosts, const std::string& kind, const st
   const std::string cmd = std::string(SLUICE_BIN) + " bench " + kind + " --target-netns " +
                           hosts.Ns(0) + " --target-address " + hosts.address(0) + " " + args +
                           " --duration 2 --json 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) {
-    ADD_FAILURE() << cmd;
-    return json();
-  }
-  std::string out;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) {
-    out.append(buf, n);
-  }
-  EXPECT_EQ(::pclose(p), 0) << cmd;
+  int status = 0;
+  const std::string out = CommandOutput(cmd, &status);
+  EXPECT_EQ(status, 0) << cmd;
   const json j = json::parse(out, nullptr, false);
   EXPECT_TRUE(j.is_object()) << cmd << ": " << out;
   EXPECT_EQ(j.is_object() ? j.value("target_netns", "") : "", hosts.Ns(0));
