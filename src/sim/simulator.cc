@@ -103,10 +103,10 @@ Status Validate(const SimConfig& c) {
   }
   for (const ModelProfile& m : c.models) {
     for (const StageProfile& s : m.stages) {
-      if (!(s.service.mean_s > 0) || s.service.cv < 0 || s.steps < 1 ||
+      if (!(s.service.mean_s > 0) || s.service.cv < 0 || s.steps < 1 || s.input_chunks < 1 ||
           !(s.first_output_fraction > 0 && s.first_output_fraction <= 1)) {
         return InvalidArgumentError("sim: model " + m.name + " stage " + s.name +
-                                    ": mean_s > 0, cv >= 0, steps >= 1, "
+                                    ": mean_s > 0, cv >= 0, steps >= 1, input_chunks >= 1, "
                                     "first_output_fraction in (0, 1]");
       }
     }
@@ -418,16 +418,23 @@ class Simulation {
     const StageProfile& sp = m.stages[stage];
     ++dispatches_;
     const double bytes = stage == 0 ? 0 : static_cast<double>(m.stages[stage - 1].output_bytes);
-    const double transfer = bytes * 8 / (c_.link_gbps * 1e9) + c_.link_latency_us * 1e-6;
     const double full = Sample(sp.service);
     const int resume = std::clamp(a.resume_step, 0, sp.steps - 1);
     const double service = full * static_cast<double>(sp.steps - resume) / sp.steps;
+    // Chunked input: slice j arrives at latency + j x (its transfer); the
+    // stage works on each slice once it has arrived and the one before is
+    // done, so it ends at first slice + its service + (k - 1) x the longer
+    // of a slice's transfer and service.
+    const double k = std::max(1, sp.input_chunks);
+    const double slice = bytes * 8 / (c_.link_gbps * 1e9) / k;
+    const double transfer = c_.link_latency_us * 1e-6 + slice;  // Until it can start.
+    const double busy = service / k + (k - 1) * std::max(slice, service / k);
     ++pools_[workers_[a.worker - 1].pool].running;
     job.token = ++next_token_;
     job.worker = a.worker;
     job.start = now_;
     job.service_at = now_ + transfer;
-    job.end = now_ + transfer + service;
+    job.end = now_ + transfer + busy;
     job.step_s = full / sp.steps;
     job.resume_step = resume;
     if (stage + 1 == m.stages.size()) {

@@ -43,6 +43,11 @@ struct StageProfile {
   // Share of the stage's service after which its first output exists (the
   // last stage: time to first frame). 1: only at the end.
   double first_output_fraction = 1;
+  // Its input (the previous stage's output) arrives in this many slices
+  // (a video latent chunked along T): the stage starts on the first and
+  // works on slice j once it has arrived, so the rest of the transfer
+  // overlaps its service. 1: the whole input first.
+  int input_chunks = 1;
 };
 
 struct ModelProfile {

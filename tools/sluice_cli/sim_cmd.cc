@@ -5,12 +5,17 @@
 // the fewest GPUs per pool meeting a p99 latency SLO at an arrival rate,
 // and the colocated count for the same SLO (src/sim/planner.h).
 // `sluice sim report CONFIG -o DIR`: the report of src/sim/report.h.
+// `sluice sim overlap`: benchmark (b) at real sizes (src/sim/overlap.h).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
+
+#include "sluice/runtime/model_profiles.h"
 
 #include "common/subprocess.h"
+#include "sim/overlap.h"
 #include "sim/planner.h"
 #include "sim/report.h"
 #include "sim/simulator.h"
@@ -135,6 +140,53 @@ int RunPlan(const PlanOptions& o) {
   return 0;
 }
 
+struct OverlapOptions {
+  std::vector<double> link_gbps = {10, 100, 400};
+  bool json = false;
+};
+
+// Every video profile, its latent chunked along its latent frames.
+int RunOverlap(const OverlapOptions& o) {
+  nlohmann::json rows = nlohmann::json::array();
+  if (!o.json) {
+    std::printf("%-14s %9s %6s %9s %11s %9s %12s %10s %16s\n", "model", "link Gb/s", "chunks",
+                "latent MB", "transfer ms", "decode s", "hidden ms", "transfer %",
+                "decode overlap %");
+  }
+  for (const ::sluice::ModelProfile& p : ::sluice::ModelProfiles()) {
+    if (!p.video || p.latent_shape.size() < 2) {
+      continue;
+    }
+    for (double gbps : o.link_gbps) {
+      Result<sim::OverlapResult> r =
+          sim::MeasureOverlap(sim::SimProfile(p), gbps, static_cast<int>(p.latent_shape[1]));
+      if (!r.ok()) {
+        std::cerr << "sluice sim overlap: " << r.status().message() << "\n";
+        return 2;
+      }
+      if (o.json) {
+        rows.push_back({{"model", r->model},
+                        {"link_gbps", gbps},
+                        {"chunks", r->chunks},
+                        {"latent_bytes", r->latent_bytes},
+                        {"transfer_s", r->transfer_s},
+                        {"decode_s", r->decode_s},
+                        {"hidden_s", r->hidden_s},
+                        {"transfer_hidden", r->transfer_hidden},
+                        {"decode_overlapped", r->decode_overlapped}});
+        continue;
+      }
+      std::printf("%-14s %9.0f %6d %9.2f %11.3f %9.2f %12.3f %10.1f %16.3f\n", r->model.c_str(),
+                  gbps, r->chunks, r->latent_bytes / 1e6, r->transfer_s * 1e3, r->decode_s,
+                  r->hidden_s * 1e3, 100 * r->transfer_hidden, 100 * r->decode_overlapped);
+    }
+  }
+  if (o.json) {
+    std::cout << rows.dump() << std::endl;
+  }
+  return 0;
+}
+
 struct ReportOptions {
   std::string config;
   std::string dir;
@@ -229,6 +281,17 @@ void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
   report->add_option("config", ro->config, "the report's YAML (see docs/benchmarks/)")->required();
   report->add_option("-o,--out", ro->dir, "the directory to write")->required();
   out->push_back({report, [ro] { return RunReport(*ro); }});
+
+  auto oo = std::make_shared<OverlapOptions>();
+  CLI::App* overlap = cmd->add_subcommand(
+      "overlap",
+      "benchmark (b): how much of each video profile's latent transfer and decode overlap when "
+      "the latent is chunked along T (simulated, real sizes)");
+  overlap->add_option("--link-gbps", oo->link_gbps, "link speeds, Gbit/s")
+      ->check(CLI::Range(0.001, 100000.0))
+      ->capture_default_str();
+  overlap->add_flag("--json", oo->json, "print one JSON array");
+  out->push_back({overlap, [oo] { return RunOverlap(*oo); }});
   out->push_back({cmd, [o] { return RunSim(*o); }});
 }
 
