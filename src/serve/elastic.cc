@@ -68,6 +68,14 @@ void ElasticPools::Step(bool decide) {
     return;
   }
   for (const PoolRecommendation& r : autoscaler_.Recommend(now)) {
+    // Only the pools this deployment has workers for: colocated, the
+    // denoise pool (its jobs run nothing else); else the three stages.
+    const bool ours = colocated
+                          ? r.stage == "denoise"
+                          : (r.stage == "encode" || r.stage == "denoise" || r.stage == "decode");
+    if (!ours) {
+      continue;
+    }
     const int have = cluster_->PoolWorkers(r.stage);
     if (r.recommended > have) {
       SLUICE_LOG(info, "elastic: {} pool {} -> {} workers (utilization {:.2f}, queued {:.1f})",

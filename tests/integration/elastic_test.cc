@@ -157,5 +157,26 @@ TEST(ElasticTest, ALoadStepGrowsThePoolUntilTheSloHoldsAndTheDropShrinksItWithou
   EXPECT_LT(p99(late_in_step), 1.0);
 }
 
+// Colocated, the one pool is denoise's: the pipeline's other stages get
+// no workers of their own (nor colocated ones for them), and an idle pool
+// keeps its size until its down cooldown.
+TEST(ElasticTest, AColocatedDeploymentResizesOnlyItsOnePool) {
+  EmbeddedConfig c;
+  c.http_listen = "127.0.0.1:0";
+  c.stages = "flux-1024";
+  c.colocated = true;
+  c.workers = 2;
+  c.elastic = true;
+  c.autoscale.window = 2s;
+  c.autoscale.down_cooldown = 60s;
+  c.autoscale.min_workers = 1;
+  c.autoscale.max_workers = 4;
+  auto cluster = EmbeddedCluster::Start(c);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  std::this_thread::sleep_for(4s);
+  EXPECT_EQ((*cluster)->pool_workers("denoise"), 2);
+  EXPECT_EQ((*cluster)->pool_workers("encode"), 0);
+}
+
 }  // namespace
 }  // namespace sluice::testing
