@@ -14,15 +14,6 @@ namespace {
 
 namespace orch = ::sluice::orchestrator;
 
-orch::PriorityClass ClassOf(const std::string& name) {
-  for (int c = 0; c < orch::kClassCount; ++c) {
-    if (name == orch::kClassNames[c]) {
-      return static_cast<orch::PriorityClass>(c);
-    }
-  }
-  return orch::PriorityClass::kStandard;
-}
-
 sim::PoolSize Pool(const std::vector<std::string>& models, const std::string& stage, int gpus,
                    int capacity) {
   return {models.front(), stage, gpus, capacity,
@@ -54,7 +45,9 @@ Result<sim::SimConfig> E2eSimConfig(const E2eBenchOptions& o, const E2eSimOption
   std::vector<std::string> models;
   for (const PlannedJob& p : PlanE2eArrivals(o)) {
     const E2eJobKind k = E2eJobModel(o.workload, p.index);
-    c.trace.push_back({p.at_s, k.model, ClassOf(k.priority), !p.warmup});
+    c.trace.push_back({p.at_s, k.model,
+                       orch::ParsePriority(k.priority).value_or(orch::PriorityClass::kStandard),
+                       !p.warmup});
     if (std::find(models.begin(), models.end(), k.model) == models.end()) {
       models.push_back(k.model);
     }

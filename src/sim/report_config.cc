@@ -84,14 +84,10 @@ Status ReadModel(const Reader& r, const YAML::Node& n, const std::string& where,
   }
   std::string priority = orch::PriorityName(m->priority);
   SLUICE_RETURN_IF_ERROR(r.Get(n, where, "priority", &priority));
-  bool known = false;
-  for (int c = 0; c < orch::kClassCount; ++c) {
-    if (priority == orch::kClassNames[c]) {
-      m->priority = static_cast<orch::PriorityClass>(c);
-      known = true;
-    }
-  }
-  if (!known) {
+  const std::optional<orch::PriorityClass> known = orch::ParsePriority(priority);
+  if (known) {
+    m->priority = *known;
+  } else {
     return r.Error(Reader::Join(where, "priority"),
                    "'" + priority + "' is not interactive, standard or batch");
   }

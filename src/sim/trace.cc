@@ -65,14 +65,10 @@ Result<std::vector<TracedJob>> ReadTraceCsv(const std::string& path) {
     }
     j.model = std::string(fields[1]);
     const std::string_view priority = fields.size() == 3 ? fields[2] : std::string_view();
-    bool known = priority.empty();
-    for (int c = 0; c < orch::kClassCount && !known; ++c) {
-      if (priority == orch::kClassNames[c]) {
-        j.priority = static_cast<orch::PriorityClass>(c);
-        known = true;
-      }
-    }
-    if (!known) {
+    const std::optional<orch::PriorityClass> known = orch::ParsePriority(priority);
+    if (known) {
+      j.priority = *known;
+    } else if (!priority.empty()) {
       return InvalidArgumentError(at + "priority '" + std::string(priority) +
                                   "' is not interactive, standard or batch");
     }

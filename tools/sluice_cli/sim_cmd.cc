@@ -108,11 +108,8 @@ int RunPlan(const PlanOptions& o) {
   r.model = std::move(*m);
   r.rate_per_s = o.rate;
   r.slo_p99_s = o.slo_p99_s;
-  for (int c = 0; c < orchestrator::kClassCount; ++c) {
-    if (o.priority == orchestrator::kClassNames[c]) {  // --priority allows only these.
-      r.priority = static_cast<orchestrator::PriorityClass>(c);
-    }
-  }
+  // --priority allows only the class names.
+  r.priority = orchestrator::ParsePriority(o.priority).value_or(r.priority);
   r.hours = o.hours;
   r.seed = o.seed;
   r.max_gpus = o.max_gpus;

@@ -27,6 +27,15 @@ inline constexpr const char* kClassNames[kClassCount] = {"interactive", "standar
 inline const char* PriorityName(PriorityClass c) {
   return kClassNames[static_cast<int>(c)];
 }
+// The class named `name` (one of kClassNames); nullopt for any other.
+inline std::optional<PriorityClass> ParsePriority(std::string_view name) {
+  for (int c = 0; c < kClassCount; ++c) {
+    if (name == kClassNames[c]) {
+      return static_cast<PriorityClass>(c);
+    }
+  }
+  return std::nullopt;
+}
 
 // A queued item as the policy sees it.
 struct QueuedView {

@@ -223,15 +223,11 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
   const std::string prio = j.value("priority", json("standard")).is_string()
                                ? j.value("priority", std::string("standard"))
                                : std::string("?");
-  if (prio == "interactive") {
-    r.priority = PriorityClass::kInteractive;
-  } else if (prio == "standard") {
-    r.priority = PriorityClass::kStandard;
-  } else if (prio == "batch") {
-    r.priority = PriorityClass::kBatch;
-  } else {
+  const std::optional<PriorityClass> priority = ParsePriority(prio);
+  if (!priority) {
     return bad("priority", "interactive, standard or batch");
   }
+  r.priority = *priority;
   if (j.contains("deadline_ms")) {
     if (!j["deadline_ms"].is_number_integer() || j["deadline_ms"] < 1 ||
         j["deadline_ms"] > 86400000) {
