@@ -103,10 +103,7 @@ void ElasticPools::RemoveOne(const std::string& stage) {
     // The newest of the pool goes (its caches and connections are the
     // least warm).
     for (auto it = cluster_->workers.rbegin(); it != cluster_->workers.rend(); ++it) {
-      const bool serves =
-          it->stages == std::vector<std::string>{stage} ||
-          (stage == "denoise" && it->stages == std::vector<std::string>{"colocated"});
-      if (serves && !it->draining) {
+      if (it->Serves(stage) && !it->draining) {
         it->draining = true;
         victim = &*it;
         break;

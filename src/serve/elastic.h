@@ -1,6 +1,7 @@
 // Elastic pools for the embedded deployment (`sluice serve --elastic`): a
 // thread that samples the pools' load ten times a second (the orchestrator's
-// scheduler, per stage: its models summed, as every worker serves all of
+// scheduler, per stage: the busiest model pool's busy slots and every
+// model's queue, as every worker serves all of
 // them), runs the autoscaler (orchestrator/core/autoscaler.h) over it,
 // and resizes each stage's pool to the recommendation: adding workers at
 // once, and removing one by draining it first (it takes no new work and

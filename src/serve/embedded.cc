@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "common/random.h"
+#include "orchestrator/core/autoscaler.h"
 #include "serve/elastic.h"
 #include "serve/embedded_impl.h"
 
@@ -104,9 +105,7 @@ int EmbeddedClusterImpl::PoolWorkers(const std::string& stage) {
   MutexLock lock(workers_mu);
   int n = 0;
   for (const EmbeddedWorker& w : workers) {
-    const bool serves = w.stages == std::vector<std::string>{stage} ||
-                        (stage == "denoise" && w.stages == std::vector<std::string>{"colocated"});
-    n += serves && !w.draining ? 1 : 0;
+    n += w.Serves(stage) && !w.draining ? 1 : 0;
   }
   return n;
 }
@@ -158,10 +157,10 @@ Status Validate(const EmbeddedConfig& c) {
         "elastic: each pool needs workers of its own (no edge workers, no light stages on "
         "denoise workers)");
   }
-  if (c.elastic && (c.autoscale.min_workers < 1 || c.autoscale.max_workers > 64 ||
-                    c.autoscale.max_workers < c.autoscale.min_workers)) {
-    return InvalidArgumentError("elastic: 1 <= min_workers <= max_workers <= 64");
+  if (c.elastic && c.autoscale.max_workers > 64) {
+    return InvalidArgumentError("elastic: max_workers must be at most 64 (the workers' bound)");
   }
+  SLUICE_RETURN_IF_ERROR(orchestrator::ValidateAutoscaleOptions(c.autoscale));
   return Status::Ok();
 }
 

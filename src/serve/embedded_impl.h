@@ -36,6 +36,13 @@ struct EmbeddedWorker {
   std::unique_ptr<cache::Cache> conditions;  // Encode workers with the condition cache.
   std::unique_ptr<cache::Cache> features;    // Denoise workers sharing CFG branch keys.
   std::vector<std::unique_ptr<StageWorker>> registrations;
+
+  // Whether it is a worker of `stage`'s pool alone (colocated workers:
+  // of the denoise pool).
+  bool Serves(const std::string& stage) const {
+    return stages == std::vector<std::string>{stage} ||
+           (stage == "denoise" && stages == std::vector<std::string>{"colocated"});
+  }
 };
 
 class EmbeddedClusterImpl {

@@ -28,11 +28,7 @@ std::string Fixed(double v, int digits) {
 // The value at quantile q of sorted samples ("?" when none: gnuplot's
 // missing value).
 std::string Quantile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) {
-    return "?";
-  }
-  const auto i = std::min(sorted.size() - 1, static_cast<std::size_t>(q * sorted.size()));
-  return Fixed(sorted[i], 4);
+  return sorted.empty() ? "?" : Fixed(QuantileOf(sorted, q), 4);
 }
 
 class ReportWriter {

@@ -1,6 +1,7 @@
 // ReadReportConfig: the YAML of `sluice sim report`, every key checked.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -104,13 +105,10 @@ Status ReadModel(const Reader& r, const YAML::Node& n, const std::string& where,
   if (m->loads.empty()) {
     m->loads = {0.3, 0.5, 0.7, 0.9, 1.1};
   }
-  m->loads.push_back(m->load);
-  for (double l : m->loads) {
-    if (!(l > 0 && l <= 2)) {
-      return r.Error(Reader::Join(where, "load"), "loads must be in (0, 2]");
-    }
+  auto in_range = [](double l) { return l > 0 && l <= 2; };
+  if (!in_range(m->load) || !std::all_of(m->loads.begin(), m->loads.end(), in_range)) {
+    return r.Error(Reader::Join(where, "load"), "loads must be in (0, 2]");
   }
-  m->loads.pop_back();
   const YAML::Node slo = n["slo"];
   const std::string at = Reader::Join(where, "slo");
   if (!slo) {

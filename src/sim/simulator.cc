@@ -77,12 +77,9 @@ Percentiles Summarize(std::vector<double>& v) {
     return p;
   }
   std::sort(v.begin(), v.end());
-  auto at = [&](double q) {
-    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
-  };
-  p.p50 = at(0.5);
-  p.p90 = at(0.9);
-  p.p99 = at(0.99);
+  p.p50 = QuantileOf(v, 0.5);
+  p.p90 = QuantileOf(v, 0.9);
+  p.p99 = QuantileOf(v, 0.99);
   double sum = 0;
   for (double x : v) {
     sum += x;
@@ -553,6 +550,14 @@ class Simulation {
 };
 
 }  // namespace
+
+double QuantileOf(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) {
+    return 0;
+  }
+  return sorted[std::min(sorted.size() - 1,
+                         static_cast<std::size_t>(q * static_cast<double>(sorted.size())))];
+}
 
 double ShareWithin(const std::vector<double>& sorted, double limit) {
   if (sorted.empty()) {

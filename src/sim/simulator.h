@@ -123,6 +123,10 @@ struct ClassResult {
   double last_done_s = 0;  // When its last job finished (simulated time).
 };
 
+// The value at quantile q (0..1) of `sorted`, as the results' percentiles
+// take it (the element at floor(q x size)); 0 when empty.
+double QuantileOf(const std::vector<double>& sorted, double q);
+
 // The share of `sorted` at or below `limit` (1 when empty).
 double ShareWithin(const std::vector<double>& sorted, double limit);
 

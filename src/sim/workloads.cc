@@ -151,35 +151,30 @@ Result<SimConfig> BuiltinWorkload(const std::string& workload, int gpus, double 
   SimConfig c;
   c.duration_s = hours * 3600;
   c.seed = seed;
-  c.admission_overcommit = 1;
   int left = gpus;
   for (std::size_t i = 0; i < models.size(); ++i) {
     const int share = i + 1 == models.size() ? left : gpus / static_cast<int>(models.size());
     left -= share;
     const ModelProfile& m = models[i].first;
-    std::vector<PoolSize> pools = SplitPools(m, share);
+    // Each model as OneModel has it, on its share split by demand, at the
+    // rate that keeps its admission pool at `load`; then side by side.
+    std::vector<int> split;
+    double rate = 0;
+    for (const PoolSize& p : SplitPools(m, share)) {
+      split.push_back(p.gpus);
+    }
     for (std::size_t s = 0; s < m.stages.size(); ++s) {
       if (m.stages[s].kind == orch::StageKind::kAdmission) {
-        c.arrivals.push_back(
-            {m.name, models[i].second, load * pools[s].gpus / m.stages[s].service.mean_s});
-        if (s + 1 < pools.size()) {
-          // Every denoise GPU may hold a reservation in the decode pool.
-          c.admission_overcommit = std::max(c.admission_overcommit,
-                                            std::ceil(static_cast<double>(pools[s].gpus) /
-                                                      (pools[s + 1].gpus * pools[s + 1].capacity)));
-        }
+        rate = load * split[s] / m.stages[s].service.mean_s;
       }
     }
-    if (colocated) {
-      c.pools.push_back({m.name, "denoise", share, 1, {}});
-      c.models.push_back(Colocated(m));
-    } else {
-      c.pools.insert(c.pools.end(), pools.begin(), pools.end());
-      c.models.push_back(m);
-    }
-  }
-  if (colocated) {
-    c.admission_overcommit = 0;  // No next stage to reserve in.
+    const SimConfig one = colocated
+                              ? OneModel(Colocated(m), {share}, models[i].second, rate, hours, seed)
+                              : OneModel(m, split, models[i].second, rate, hours, seed);
+    c.models.insert(c.models.end(), one.models.begin(), one.models.end());
+    c.pools.insert(c.pools.end(), one.pools.begin(), one.pools.end());
+    c.arrivals.insert(c.arrivals.end(), one.arrivals.begin(), one.arrivals.end());
+    c.admission_overcommit = std::max(c.admission_overcommit, one.admission_overcommit);
   }
   return c;
 }

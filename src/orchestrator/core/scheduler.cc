@@ -701,8 +701,8 @@ std::vector<Action> Scheduler::TakeActions() {
   return std::exchange(actions_, {});
 }
 
-SchedulerStats Scheduler::Stats() const {
-  SchedulerStats s;
+std::vector<PoolStats> Scheduler::PoolsNow() const {
+  std::vector<PoolStats> out;
   for (const auto& [name, model] : models_) {
     for (PoolId id : model.pools) {
       const Pool& p = *pools_[id];
@@ -718,9 +718,15 @@ SchedulerStats Scheduler::Stats() const {
       ps.workers = p.workers;
       ps.slots = static_cast<std::size_t>(std::max(0, p.slots));
       ps.reserved = p.reserved;
-      s.pools.push_back(std::move(ps));
+      out.push_back(std::move(ps));
     }
   }
+  return out;
+}
+
+SchedulerStats Scheduler::Stats() const {
+  SchedulerStats s;
+  s.pools = PoolsNow();
   for (const auto& [id, j] : jobs_) {
     s.running += j.running ? 1 : 0;
   }

@@ -230,6 +230,9 @@ class Scheduler {
   // Actions since the last call, in the order decided.
   std::vector<Action> TakeActions();
   SchedulerStats Stats() const;
+  // Stats().pools alone: no walk over the jobs (cheap enough for every
+  // tick, e.g. the autoscaler's samples).
+  std::vector<PoolStats> PoolsNow() const;
 
  private:
   struct QueueKey {

@@ -924,7 +924,7 @@ void OrchestratorState::Tick() {
 
 std::vector<PoolLoad> OrchestratorState::PoolLoadsLocked() {
   std::vector<PoolLoad> out;
-  for (const PoolStats& p : scheduler_.Stats().pools) {
+  for (const PoolStats& p : scheduler_.PoolsNow()) {
     PoolLoad l;
     l.model = p.model;
     l.stage = p.stage;
