@@ -83,8 +83,16 @@ Status ValidateE2eOptions(const E2eBenchOptions& o) {
   if (o.workers < (o.mode == "disagg" && o.light_stages == "edge" ? 2 : 1) || o.workers > 64) {
     return InvalidArgumentError("--workers: 1..64 (2..64 with an edge worker)");
   }
-  if (o.light_stages != "edge" && o.light_stages != "shared") {
-    return InvalidArgumentError("--light-stages: edge or shared");
+  if (o.light_stages != "edge" && o.light_stages != "shared" && o.light_stages != "pools") {
+    return InvalidArgumentError("--light-stages: edge, shared or pools");
+  }
+  if (o.mode == "disagg" && o.light_stages == "pools" &&
+      (o.encode_workers < 1 || o.decode_workers < 1 ||
+       o.encode_workers + o.decode_workers >= o.workers)) {
+    return InvalidArgumentError(
+        "--encode-workers/--decode-workers: at least 1 each, leaving a denoise worker of "
+        "--workers " +
+        std::to_string(o.workers));
   }
   if (!(o.rate > 0 && o.rate <= 1000) || !(o.duration_s > 0 && o.duration_s <= 3600)) {
     return InvalidArgumentError("--rate must be in (0, 1000] and --duration in (0, 3600]");
@@ -103,8 +111,10 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
   c.colocated = o.mode == "colocated";
   // Disaggregated at the same worker count as colocated: the light stages
   // (encode, decode) run on one edge worker, or on every denoise worker.
-  c.encode_workers = 0;
-  c.decode_workers = 0;
+  const bool pools = o.light_stages == "pools";
+  c.encode_workers = pools ? o.encode_workers : 0;
+  c.decode_workers = pools ? o.decode_workers : 0;
+  c.decode_slots = pools ? 1 : 0;
   c.edge_workers = o.light_stages == "edge" ? 1 : 0;
   c.light_on_denoise = o.light_stages == "shared";
   c.stages = o.workload == "reference"
@@ -170,12 +180,17 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
   out.p99_ttff_s = Percentile(ttff, 0.99);
   out.interactive_p99_ttff_s = Percentile(interactive_ttff, 0.99);
   // Busy fraction per pool; encode and decode add up on the workers that
-  // serve them (the edge worker, or every denoise worker).
-  const int denoise = c.workers - c.edge_workers;
+  // serve them (the edge worker, or every denoise worker) unless each has
+  // its own.
+  const int denoise = c.workers - c.edge_workers - c.encode_workers - c.decode_workers;
   for (const auto& [stage, b] : busy) {
-    const std::string pool =
+    std::string pool =
         c.colocated ? "colocated" : (stage == "denoise" ? "denoise" : "encode+decode");
-    const int n = c.colocated || stage == "denoise" || c.light_on_denoise ? denoise : 1;
+    int n = c.colocated || stage == "denoise" || c.light_on_denoise ? denoise : 1;
+    if (pools && stage != "denoise") {
+      pool = stage;
+      n = stage == "encode" ? c.encode_workers : c.decode_workers;
+    }
     out.utilization[pool] += end_s > 0 ? b / (n * end_s) : 0;
   }
   return out;
@@ -190,6 +205,8 @@ std::string ToJson(const E2eBenchResult& r) {
             {"warmup_s", r.options.warmup_s},
             {"time_factor", r.options.time_factor},
             {"light_stages", r.options.light_stages},
+            {"encode_workers", r.options.encode_workers},
+            {"decode_workers", r.options.decode_workers},
             {"submitted", r.submitted},
             {"succeeded", r.succeeded},
             {"failed", r.failed},

@@ -35,8 +35,13 @@ struct E2eBenchOptions {
   double time_factor = 0.01;  // Profile workloads: published timings × this.
   // Disaggregated: where encode and decode run at equal worker count —
   // "shared": on every denoise worker (scheduled as their own stages);
-  // "edge": on one worker of their own, the rest denoise.
+  // "edge": on one worker of their own, the rest denoise;
+  // "pools": `encode_workers` and `decode_workers` of their own, each
+  // running one stage at a time as a GPU does (decode_slots 1), the rest
+  // denoise — the N denoise : M decode split of benchmark (c).
   std::string light_stages = "shared";
+  int encode_workers = 1;  // "pools" only.
+  int decode_workers = 1;  // "pools" only.
 };
 
 struct E2eBenchResult {

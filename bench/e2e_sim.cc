@@ -1,6 +1,7 @@
 #include "bench/e2e_sim.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -74,6 +75,13 @@ Result<sim::SimConfig> E2eSimConfig(const E2eBenchOptions& o, const E2eSimOption
     // 4 x denoise / decoders assignments at once.
     c.pools = {Pool(models, "encode", w, 1), Pool(models, "denoise", w, 1),
                Pool(models, "decode", w, 4)};
+  } else if (o.light_stages == "pools") {
+    // One stage at a time on every worker; denoise overcommits the decode
+    // slots as the embedded deployment sets it (decode_slots 1).
+    const int denoise = w - o.encode_workers - o.decode_workers;
+    c.pools = {Pool(models, "encode", o.encode_workers, 1), Pool(models, "denoise", denoise, 1),
+               Pool(models, "decode", o.decode_workers, 1)};
+    c.admission_overcommit = std::ceil(static_cast<double>(denoise) / o.decode_workers);
   } else {
     c.pools = {Pool(models, "encode", 1, 1), Pool(models, "denoise", w - 1, 1),
                Pool(models, "decode", 1, std::max(1, 4 * (w - 1)))};

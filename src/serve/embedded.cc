@@ -1,6 +1,7 @@
 #include "sluice/serve/embedded.h"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 #include <vector>
 
@@ -137,6 +138,9 @@ Status Validate(const EmbeddedConfig& c) {
           " decode and " + std::to_string(c.edge_workers) + " edge workers");
     }
   }
+  if (c.decode_slots < 0 || c.decode_slots > 64) {
+    return InvalidArgumentError("decode_slots: must be in 0..64 (0: 4 x denoise / decoders)");
+  }
   if (c.store_memory < (std::uint64_t{16} << 20)) {
     return InvalidArgumentError("store_memory: at least 16 MiB");
   }
@@ -201,6 +205,20 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   oc.journal_path = config.journal_path;
   oc.colocated = config.colocated;
   oc.autoscale = config.autoscale;
+  // Disaggregated pools: denoise workers and the workers decoding.
+  const int denoise =
+      config.workers - config.encode_workers - config.decode_workers - config.edge_workers;
+  const int decoders =
+      config.decode_workers + config.edge_workers + (config.light_on_denoise ? denoise : 0);
+  // Elastic: for the most denoise workers it may grow to.
+  const int most = config.elastic ? std::max(denoise, config.autoscale.max_workers) : denoise;
+  if (!config.colocated && config.decode_slots > 0) {
+    impl->decode_capacity = config.decode_slots;
+    oc.admission_overcommit =
+        std::ceil(static_cast<double>(most) / (decoders * config.decode_slots));
+  } else if (!config.colocated) {
+    impl->decode_capacity = std::max(1, 4 * most / decoders);
+  }
   oc.default_model =
       config.stages == "reference" ? std::string(kReferenceModelName) : config.stages;
   SLUICE_ASSIGN_OR_RETURN(impl->orchestrator, OrchestratorServer::Start(oc));
@@ -209,13 +227,6 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
       SLUICE_RETURN_IF_ERROR(impl->AddWorker({"colocated"}));
     }
   } else {
-    const int denoise =
-        config.workers - config.encode_workers - config.decode_workers - config.edge_workers;
-    const int decoders =
-        config.decode_workers + config.edge_workers + (config.light_on_denoise ? denoise : 0);
-    // Elastic: for the most denoise workers it may grow to.
-    const int most = config.elastic ? std::max(denoise, config.autoscale.max_workers) : denoise;
-    impl->decode_capacity = std::max(1, 4 * most / decoders);
     for (int i = 0; i < config.encode_workers; ++i) {
       SLUICE_RETURN_IF_ERROR(impl->AddWorker({"encode"}));
     }

@@ -61,4 +61,12 @@ TEST(CalibrationTest, VideosWithAnEdgeWorker) {
       "--light-stages edge");
 }
 
+// Decode on one worker of its own, one decode at a time, beside 14
+// denoise workers: decode 90% busy, its queue in TTFF (benchmark (c)).
+TEST(CalibrationTest, ImagesQueueingForOneDecodeWorker) {
+  ExpectAgreement(
+      "--workload flux-profile --workers 16 --rate 14 --duration 6 --warmup 2 --time-factor 0.2 "
+      "--light-stages pools --decode-workers 1");
+}
+
 }  // namespace

@@ -9,13 +9,12 @@
 
 #include "bench/cache_bench.h"
 #include "bench/connector_bench.h"
-#include "bench/e2e_bench.h"
-#include "bench/e2e_sim.h"
 #include "bench/http_bench.h"
 #include "bench/journal_bench.h"
 #include "bench/orchestrator_bench.h"
 #include "bench/store_bench.h"
 #include "bench/transfer_bench.h"
+#include "tools/sluice_cli/bench_report.h"
 #include "tools/sluice_cli/commands.h"
 
 namespace sluice::cli {
@@ -25,17 +24,6 @@ std::string SelfExe() {
   char buf[4096];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("sluice");
-}
-
-// Prints a benchmark's result as JSON, or its error naming the benchmark.
-template <typename R>
-int Report(const char* name, const Result<R>& r) {
-  if (!r.ok()) {
-    std::cerr << "sluice bench " << name << ": " << r.status().ToString() << "\n";
-    return r.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
-  }
-  std::cout << bench::ToJson(*r) << std::endl;
-  return 0;
 }
 
 void AddTransfer(CLI::App& bench, std::vector<Command>* out) {
@@ -219,86 +207,6 @@ void AddConnector(CLI::App& bench, std::vector<Command>* out) {
                   }});
 }
 
-int RunE2e(const bench::E2eBenchOptions& b, const bench::E2eSimOptions& s,
-           const std::string& simulate) {
-  if (simulate == "measured") {
-    return Report("e2e", bench::RunE2eBench(b));
-  }
-  if (simulate == "simulated") {
-    return Report("e2e", bench::SimulateE2e(b, s));
-  }
-  // Validated (the reference workload refused) before the run.
-  if (Result<sim::SimConfig> c = bench::E2eSimConfig(b, s); !c.ok()) {
-    return Report("e2e", Result<bench::E2eBenchResult>(c.status()));
-  }
-  Result<bench::E2eBenchResult> measured = bench::RunE2eBench(b);
-  Result<bench::E2eBenchResult> simulated = bench::SimulateE2e(b, s);
-  for (const auto* r : {&measured, &simulated}) {
-    if (!r->ok()) {
-      return Report("e2e", *r);
-    }
-  }
-  std::cout << bench::CalibrationJson(*measured, *simulated) << std::endl;
-  return 0;
-}
-
-void AddE2e(CLI::App& bench, std::vector<Command>* out) {
-  struct Opts {
-    bench::E2eBenchOptions b;
-    bench::E2eSimOptions s;
-    std::string simulate = "measured";
-    bool json = true;
-  };
-  auto o = std::make_shared<Opts>();
-  bench::E2eBenchOptions& b = o->b;
-  CLI::App* cmd = bench.add_subcommand(
-      "e2e", "jobs through an embedded deployment over HTTP: throughput, latency, TTFF");
-  cmd->add_option("--workload", b.workload, "reference, wan480-profile, flux-profile or mixed")
-      ->check(CLI::IsMember({"reference", "wan480-profile", "flux-profile", "mixed"}))
-      ->capture_default_str();
-  cmd->add_option("--mode", b.mode, "disagg or colocated")
-      ->check(CLI::IsMember({"disagg", "colocated"}))
-      ->capture_default_str();
-  cmd->add_option("--workers", b.workers, "stage workers in all (equal across modes)")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
-  cmd->add_option("--rate", b.rate, "job arrivals per second (Poisson)")
-      ->check(CLI::Range(0.001, 1000.0))
-      ->capture_default_str();
-  cmd->add_option("--duration", b.duration_s, "arrival window, seconds")
-      ->check(CLI::Range(0.1, 3600.0))
-      ->capture_default_str();
-  cmd->add_option("--warmup", b.warmup_s, "seconds of arrivals served, not measured")
-      ->check(CLI::Range(0.0, 600.0))
-      ->capture_default_str();
-  cmd->add_option("--time-factor", b.time_factor, "profile timings scale")
-      ->check(CLI::Range(1e-6, 1.0))
-      ->capture_default_str();
-  cmd->add_option("--light-stages", b.light_stages,
-                  "disagg: encode/decode on every denoise worker (shared) or one edge worker")
-      ->check(CLI::IsMember({"shared", "edge"}))
-      ->capture_default_str();
-  cmd->add_option("--simulate", o->simulate,
-                  "measured: run it (default); simulated: only the simulator's replay of it "
-                  "(same workers, timings and arrivals); both: run it, replay it, and print "
-                  "the simulated figures over the measured ones")
-      ->check(CLI::IsMember({"measured", "simulated", "both"}))
-      ->capture_default_str();
-  cmd->add_option("--sim-dispatch-s", o->s.dispatch_s,
-                  "simulated: what a stage's dispatch, input and output add to its time here")
-      ->check(CLI::Range(0.0, 9.0))
-      ->capture_default_str();
-  cmd->add_option("--sim-step-s", o->s.step_s, "simulated: what a denoise step adds here")
-      ->check(CLI::Range(0.0, 9.0))
-      ->capture_default_str();
-  cmd->add_option("--sim-result-s", o->s.result_s,
-                  "simulated: what a job's result adds on its way to the orchestrator here")
-      ->check(CLI::Range(0.0, 9.0))
-      ->capture_default_str();
-  cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
-  out->push_back({cmd, [o] { return RunE2e(o->b, o->s, o->simulate); }});
-}
-
 void AddCache(CLI::App& bench, std::vector<Command>* out) {
   struct Opts {
     bench::CacheBenchOptions b;
@@ -438,7 +346,7 @@ void AddBenchCommands(CLI::App& bench, std::vector<Command>* out) {
   AddTransfer(bench, out);
   AddStore(bench, out);
   AddConnector(bench, out);
-  AddE2e(bench, out);
+  AddE2eCommands(bench, out);
   AddCache(bench, out);
   AddHttp(bench, out);
   AddOrchestrator(bench, out);

@@ -29,6 +29,9 @@ void AddSimCommand(CLI::App& app, std::vector<Command>* out);
 // bench transfer|store|connector|e2e|orchestrator and the internal
 // transfer-target (bench_cmd.cc).
 void AddBenchCommands(CLI::App& bench, std::vector<Command>* out);
+// bench e2e and bench sharing: embedded deployments serving profile
+// stages, and their replays in the simulator (bench_e2e_cmd.cc).
+void AddE2eCommands(CLI::App& bench, std::vector<Command>* out);
 
 // CLI11 validator for byte sizes ("16MiB").
 struct ByteSizeValidator : CLI::Validator {

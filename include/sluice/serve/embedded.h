@@ -10,7 +10,8 @@
 // `edge_workers` (each serving both the encode and the decode pool: the
 // light stages share one worker) + the rest denoise. Denoise admission
 // reserves a decode slot, so each decode registration takes up to
-// 4 × denoise / decoders assignments at once (decodes are short). Colocated: `workers` workers,
+// 4 × denoise / decoders assignments at once (decodes are short), or
+// `decode_slots`. Colocated: `workers` workers,
 // each running all three stages of a job in turn (the orchestrator's pipeline is the denoise stage
 // alone) — the baseline disaggregation is compared with, at equal worker count.
 //
@@ -46,6 +47,13 @@ struct EmbeddedConfig {
   // workers of their own; stages are still scheduled separately).
   bool light_on_denoise = false;
   bool colocated = false;
+  // Disaggregated: decodes each decode registration runs at once. 0: 4 ×
+  // denoise / decoders (profile and reference decodes are short and the
+  // decode slot is reserved for a denoise's whole run). >= 1: that many, as
+  // a GPU running one VAE decode at a time; denoise admission then
+  // overcommits the decode slots (each may be reserved by
+  // ceil(denoise / decode slots) jobs) so decode no longer caps denoise.
+  int decode_slots = 0;
   std::uint64_t store_memory = std::uint64_t{1} << 30;
   // "reference" (real models, CPU) or a profile name (profile_stages.h:
   // published timings × time_factor, real payload sizes).
