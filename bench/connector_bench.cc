@@ -1,8 +1,10 @@
 #include "bench/connector_bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "sluice/connector/connector.h"
@@ -107,6 +109,14 @@ Status ValidateConnectorOptions(const ConnectorBenchOptions& o) {
   }
   if (o.chunk_work_us < 0 || o.chunk_work_us > 1000000) {
     return InvalidArgumentError("--chunk-work-us must be in 0..1000000");
+  }
+  if (o.produce_us < 0 || o.produce_us > 1000000) {
+    return InvalidArgumentError("--produce-us must be in 0..1000000");
+  }
+  if ((o.overlap || o.produce_us > 0) &&
+      (!o.overlap || o.chunks < 2 || o.chunk_work_us < 1 || o.in_place)) {
+    return InvalidArgumentError(
+        "--overlap (and --produce-us) need --chunks > 1 and --chunk-work-us > 0, not --in-place");
   }
   if (!(o.duration_s > 0 && o.duration_s <= 600)) {
     return InvalidArgumentError("--duration must be in (0, 600] seconds");
@@ -235,6 +245,68 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
     return h->WaitReleased(std::chrono::seconds(60));
   };
 
+  // Benchmark (b): one payload handed over progressively (chunk i ready
+  // produce_us after chunk i-1, worked on as it lands), or serially (whole
+  // after the tail, worked on whole once landed). The same bytes and work.
+  auto handoff_op = [&](bool progressive, double* total_us) -> Status {
+    const auto start = Clock::now();
+    const auto chunk_ready = [&](int i) {
+      return start + std::chrono::microseconds(static_cast<std::int64_t>(o.produce_us) * (i + 1));
+    };
+    if (!progressive) {
+      std::this_thread::sleep_until(chunk_ready(o.chunks - 1));
+    }
+    StagePayload p;
+    p.request_id = "bench-" + std::to_string(iteration++);
+    p.tensor = view_of(src);
+    p.chunk_dim = progressive ? o.chunk_dim : -1;
+    p.num_chunks = progressive ? o.chunks : 1;
+    p.progressive = progressive;
+    SLUICE_ASSIGN_OR_RETURN(auto h, producer->Publish(p));
+    // The producer's tail: its own thread, as a denoise worker's would be.
+    Status marked;
+    std::thread tail;
+    if (progressive) {
+      tail = std::thread([&] {
+        for (int i = 0; i < o.chunks && marked.ok(); ++i) {
+          std::this_thread::sleep_until(chunk_ready(i));
+          marked = h->MarkReady(i);
+        }
+      });
+    }
+    // The consumer's work as a device would do it: chunk i's starts once it
+    // landed and chunk i-1's is done, and takes chunk_work_us. The schedule
+    // is kept in time points, so a sleep's overshoot is not added per chunk:
+    // a chunk that was there when asked for (Next returned within 50 us)
+    // landed before the previous work ended.
+    Status s = [&]() -> Status {
+      SLUICE_ASSIGN_OR_RETURN(auto stream, consumer->Consume(h->descriptor(), view_of(dst_data)));
+      std::optional<Clock::time_point> done;  // Of the previous chunk's work.
+      while (true) {
+        const auto asked = Clock::now();
+        SLUICE_ASSIGN_OR_RETURN(auto c, stream->Next());
+        if (!c.has_value()) {
+          return Status::Ok();
+        }
+        const auto got = Clock::now();
+        const auto landed = done && got - asked < std::chrono::microseconds(50) ? *done : got;
+        const int works = progressive ? 1 : o.chunks;
+        done = std::max(done.value_or(landed), landed) +
+               std::chrono::microseconds(o.chunk_work_us * works);
+        std::this_thread::sleep_until(*done);
+      }
+    }();
+    if (tail.joinable()) {
+      tail.join();
+    }
+    SLUICE_RETURN_IF_ERROR(marked);
+    SLUICE_RETURN_IF_ERROR(s);
+    SLUICE_RETURN_IF_ERROR(consumer->Release(h->descriptor()));
+    *total_us = Us(Clock::now() - start);
+    SLUICE_RETURN_IF_ERROR(h->Wait(std::chrono::seconds(60)));
+    return h->WaitReleased(std::chrono::seconds(60));
+  };
+
   // Raw: the same bytes as plain engine batches.
   double ignored = 0;
   for (World& w : worlds) {
@@ -284,7 +356,7 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   // Alternate short rounds so both sides see the same noise.
   const int rounds = std::max(2, static_cast<int>(o.duration_s / 0.5));
   const double slice = o.duration_s / rounds / (o.chunks > 1 ? 1.5 : 1.0);
-  Samples conn, raw, whole, credential;
+  Samples conn, raw, whole, credential, serial, progressive;
   auto run = [&](Samples& into, double seconds, auto op) -> Status {
     const auto end = Clock::now() + std::chrono::duration<double>(seconds);
     do {
@@ -327,6 +399,12 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
     if (i % 2 == 0) {
       SLUICE_RETURN_IF_ERROR(credential_round());
     }
+    if (o.overlap) {  // Alternating within the round: the same noise.
+      for (bool p : {i % 2 == 0, i % 2 != 0}) {
+        SLUICE_RETURN_IF_ERROR(run(p ? progressive : serial, slice / 2,
+                                   [&](double*, double* t) { return handoff_op(p, t); }));
+      }
+    }
   }
   ConnectorBenchResult r;
   r.options = o;
@@ -343,6 +421,15 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
   r.total_whole_us = o.chunks > 1 ? Percentile(whole.total_us, 0.5) : r.p50_us;
   r.bytes_copied_outside_transfers =
       producer->bytes_copied_outside_transfers() + consumer->bytes_copied_outside_transfers();
+  if (o.overlap) {
+    r.serial_us = Percentile(serial.total_us, 0.5);
+    r.progressive_us = Percentile(progressive.total_us, 0.5);
+    r.work_us = static_cast<double>(o.chunks) * o.chunk_work_us;
+    r.hidden_us = r.serial_us - r.progressive_us;
+    r.hidden_share = r.hidden_us / r.work_us;
+    const double hideable = std::min(r.work_us, r.serial_us - r.work_us);
+    r.overlap_efficiency = hideable > 0 ? r.hidden_us / hideable : 0;
+  }
   if (worlds.size() > 1) {
     r.credential_gbps =
         static_cast<double>(credential.total_us.size() * bytes) / credential.seconds / 1e9;
@@ -377,6 +464,15 @@ std::string ToJson(const ConnectorBenchResult& r) {
   j["total_whole_us"] = r.total_whole_us;
   j["ttfc_ratio"] = r.ttfc_whole_us > 0 ? r.ttfc_us / r.ttfc_whole_us : 0.0;
   j["bytes_copied_outside_transfers"] = r.bytes_copied_outside_transfers;
+  if (r.options.overlap) {
+    j["produce_us"] = r.options.produce_us;
+    j["serial_us"] = r.serial_us;
+    j["progressive_us"] = r.progressive_us;
+    j["work_us"] = r.work_us;
+    j["hidden_us"] = r.hidden_us;
+    j["hidden_share"] = r.hidden_share;
+    j["overlap_efficiency"] = r.overlap_efficiency;
+  }
   if (r.options.credential_ab) {
     j["credential_gbps"] = r.credential_gbps;
     j["credential_ratio"] = r.gbps > 0 ? r.credential_gbps / r.gbps : 0.0;

@@ -24,6 +24,15 @@ struct ConnectorBenchOptions {
   int chunks = 1;
   int chunk_dim = 2;
   int chunk_work_us = 0;  // The consumer's work per chunk (a sleep).
+  // Benchmark (b), overlap: also time one payload made progressively — the
+  // producer's last step yields chunk i `produce_us` after chunk i-1 (the
+  // denoise tail; 0: all at once, as a full-attention DiT's last step) and
+  // marks it ready, the consumer works on each chunk as it lands — against
+  // the same payload handed over serially in the same run (published whole
+  // after the tail, worked on whole after it landed). Needs chunks > 1 and
+  // chunk_work_us > 0.
+  bool overlap = false;
+  int produce_us = 0;
   // The producer's tensor comes from DiffusionConnector::AllocateTensor
   // (p2p readers map it) instead of plain memory.
   bool shared_tensors = false;
@@ -55,6 +64,18 @@ struct ConnectorBenchResult {
   double ttfc_whole_us = 0;   // The same with 1 chunk, measured in this run.
   double total_whole_us = 0;  // p50 publish-to-released with 1 chunk, same run.
   std::uint64_t bytes_copied_outside_transfers = 0;
+  // With overlap (p50s, microseconds): publish-to-released serially and
+  // progressively; the consumer's work (chunks x chunk_work_us) and how
+  // much of it the progressive hand-off hid under the transfer and the
+  // producer's tail.
+  double serial_us = 0;
+  double progressive_us = 0;
+  double work_us = 0;
+  double hidden_us = 0;
+  double hidden_share = 0;  // hidden_us / work_us.
+  // hidden_us / the most that could hide: min(work, serial - work), the
+  // shorter of the work and what came before it (tail and transfer).
+  double overlap_efficiency = 0;
   // With credential_ab: the credentialed pair, publish to released.
   double credential_gbps = 0;
   double credential_p50_us = 0;

@@ -190,6 +190,12 @@ void AddConnector(CLI::App& bench, std::vector<Command>* out) {
       ->capture_default_str();
   cmd->add_option("--chunk-work-us", o->b.chunk_work_us, "consumer work per chunk (microseconds)")
       ->capture_default_str();
+  cmd->add_flag("--overlap", o->b.overlap,
+                "benchmark (b): also hand one payload over progressively (chunks made one by "
+                "one, worked on as they land) against serially, and report the work hidden");
+  cmd->add_option("--produce-us", o->b.produce_us,
+                  "--overlap: the producer's time per chunk (its tail; 0: all at once)")
+      ->capture_default_str();
   cmd->add_flag("--credential-ab", o->b.credential_ab,
                 "also run a pair (and store) with a cluster credential, alternating rounds with "
                 "the open one (credential_gbps, credential_ratio)");
