@@ -12,6 +12,7 @@
 #include "sluice/units.h"
 
 #include "bench/bench_util.h"
+#include "common/work_schedule.h"
 
 namespace sluice::bench {
 namespace {
@@ -275,25 +276,17 @@ Result<ConnectorBenchResult> RunConnectorBench(const ConnectorBenchOptions& o,
       });
     }
     // The consumer's work as a device would do it: chunk i's starts once it
-    // landed and chunk i-1's is done, and takes chunk_work_us. The schedule
-    // is kept in time points, so a sleep's overshoot is not added per chunk:
-    // a chunk that was there when asked for (Next returned within 50 us)
-    // landed before the previous work ended.
+    // landed and chunk i-1's is done.
     Status s = [&]() -> Status {
       SLUICE_ASSIGN_OR_RETURN(auto stream, consumer->Consume(h->descriptor(), view_of(dst_data)));
-      std::optional<Clock::time_point> done;  // Of the previous chunk's work.
+      internal::WorkSchedule work;
       while (true) {
-        const auto asked = Clock::now();
+        work.Asking();
         SLUICE_ASSIGN_OR_RETURN(auto c, stream->Next());
         if (!c.has_value()) {
           return Status::Ok();
         }
-        const auto got = Clock::now();
-        const auto landed = done && got - asked < std::chrono::microseconds(50) ? *done : got;
-        const int works = progressive ? 1 : o.chunks;
-        done = std::max(done.value_or(landed), landed) +
-               std::chrono::microseconds(o.chunk_work_us * works);
-        std::this_thread::sleep_until(*done);
+        work.Work(std::chrono::microseconds(o.chunk_work_us * (progressive ? 1 : o.chunks)));
       }
     }();
     if (tail.joinable()) {

@@ -97,6 +97,9 @@ Status ValidateE2eOptions(const E2eBenchOptions& o) {
   if (!(o.rate > 0 && o.rate <= 1000) || !(o.duration_s > 0 && o.duration_s <= 3600)) {
     return InvalidArgumentError("--rate must be in (0, 1000] and --duration in (0, 3600]");
   }
+  if (o.latent_chunks < 1 || o.latent_chunks > 64) {
+    return InvalidArgumentError("--latent-chunks must be in 1..64");
+  }
   if (!(o.warmup_s >= 0 && o.warmup_s <= 600)) {
     return InvalidArgumentError("--warmup must be in [0, 600]");
   }
@@ -121,6 +124,7 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
                  ? "reference"
                  : (o.workload == "wan480-profile" ? "wan2.1-480p" : "flux-1024");
   c.time_factor = o.time_factor;
+  c.latent_chunks = o.latent_chunks;
   c.max_queued_jobs = 100000;
   c.worker_timeout = std::chrono::seconds(30);  // Loaded 2-core machines stall heartbeats.
   SLUICE_ASSIGN_OR_RETURN(auto cluster, EmbeddedCluster::Start(c));
@@ -145,8 +149,9 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
   }
   httplib::Client http(url);
   http.set_read_timeout(3600, 0);
-  std::vector<double> latency, ttff, interactive_ttff;
+  std::vector<double> latency, ttff, interactive_ttff, first_output_in_decode;
   std::map<std::string, double> busy;
+  std::map<std::string, std::vector<double>> stage_busy;
   double end_s = 0;
   for (const Sent& s : sent) {
     const Timeline t = ReadTimeline(http, s.id);
@@ -167,6 +172,10 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
     }
     for (const auto& [stage, b] : t.busy_s) {
       busy[stage] += b;
+      stage_busy[stage].push_back(b);
+    }
+    if (t.first_output_in_stage_s >= 0) {
+      first_output_in_decode.push_back(t.first_output_in_stage_s);
     }
     end_s = std::max(
         end_s, std::chrono::duration<double>(s.at - start).count() + t.latency_s - o.warmup_s);
@@ -179,6 +188,10 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
   out.p50_ttff_s = Percentile(ttff, 0.5);
   out.p99_ttff_s = Percentile(ttff, 0.99);
   out.interactive_p99_ttff_s = Percentile(interactive_ttff, 0.99);
+  for (auto& [stage, b] : stage_busy) {
+    out.stage_p50_s[stage] = Percentile(b, 0.5);
+  }
+  out.first_output_in_decode_p50_s = Percentile(first_output_in_decode, 0.5);
   // Busy fraction per pool; encode and decode add up on the workers that
   // serve them (the edge worker, or every denoise worker) unless each has
   // its own.
@@ -205,6 +218,7 @@ std::string ToJson(const E2eBenchResult& r) {
             {"warmup_s", r.options.warmup_s},
             {"time_factor", r.options.time_factor},
             {"light_stages", r.options.light_stages},
+            {"latent_chunks", r.options.latent_chunks},
             {"encode_workers", r.options.encode_workers},
             {"decode_workers", r.options.decode_workers},
             {"submitted", r.submitted},
@@ -218,7 +232,9 @@ std::string ToJson(const E2eBenchResult& r) {
             {"p50_ttff_s", r.p50_ttff_s},
             {"p99_ttff_s", r.p99_ttff_s},
             {"interactive_p99_ttff_s", r.interactive_p99_ttff_s},
-            {"utilization", r.utilization}};
+            {"utilization", r.utilization},
+            {"stage_p50_s", r.stage_p50_s},
+            {"first_output_in_decode_p50_s", r.first_output_in_decode_p50_s}};
   return j.dump();
 }
 

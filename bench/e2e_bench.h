@@ -40,6 +40,9 @@ struct E2eBenchOptions {
   // running one stage at a time as a GPU does (decode_slots 1), the rest
   // denoise — the N denoise : M decode split of benchmark (c).
   std::string light_stages = "shared";
+  // Profile videos: the latent handed from denoise to decode in this many
+  // chunks along its frames, decoded as they land (benchmark (b); 1: whole).
+  int latent_chunks = 1;
   int encode_workers = 1;  // "pools" only.
   int decode_workers = 1;  // "pools" only.
 };
@@ -53,6 +56,10 @@ struct E2eBenchResult {
   double p50_ttff_s = 0, p99_ttff_s = 0;
   double interactive_p99_ttff_s = 0;
   std::map<std::string, double> utilization;  // Pool → busy fraction.
+  // p50 over the measured jobs of each stage's busy seconds (dispatch to
+  // done), and of the time from the decode's start to the first output.
+  std::map<std::string, double> stage_p50_s;
+  double first_output_in_decode_p50_s = 0;
 };
 
 // One job of a run's open-loop stream: when it is sent (seconds from the

@@ -58,9 +58,19 @@ Result<sim::SimConfig> E2eSimConfig(const E2eBenchOptions& o, const E2eSimOption
     sim::ModelProfile m = sim::SimProfile(p, o.time_factor, /*exact=*/true);
     sim::StageProfile& denoise = m.stages[1];
     denoise.service.mean_s += denoise.steps * s.step_s;
-    // Measured: a decode's first output reaches the orchestrator about as
-    // late as its result's cost (the events of one job: README).
     sim::StageProfile& last = m.stages.back();
+    if (o.mode == "disagg" && o.latent_chunks > 1 && p.video && p.latent_shape.size() == 4) {
+      // The profile decode works through the latent's chunks as they land,
+      // its first output after the first (ceil(T / k) frames of T).
+      const std::int64_t frames = p.latent_shape[1];
+      const std::int64_t k = std::min<std::int64_t>(o.latent_chunks, frames);
+      last.input_chunks = static_cast<int>(k);
+      last.first_output_fraction =
+          static_cast<double>((frames + k - 1) / k) / static_cast<double>(frames);
+    }
+    // Measured: a decode's first output reaches the orchestrator a few ms
+    // after it exists (a heartbeat sent at once), about its result's cost
+    // (the events of one job: README).
     const double first = last.service.mean_s * last.first_output_fraction + s.result_s;
     last.service.mean_s += s.result_s;
     last.first_output_fraction = first / last.service.mean_s;

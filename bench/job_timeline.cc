@@ -34,7 +34,10 @@ Timeline ReadTimeline(httplib::Client& http, const std::string& id) {
       continue;
     }
     if (type == "first_output") {
-      t.ttff_s = t.ttff_s < 0 ? at : t.ttff_s;
+      if (t.ttff_s < 0) {
+        t.ttff_s = at;
+        t.first_output_in_stage_s = open_stage.empty() ? -1 : at - open_at;
+      }
       continue;
     }
     if (!open_stage.empty()) {

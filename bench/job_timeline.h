@@ -16,6 +16,9 @@ struct Timeline {
   bool cache_hit = false;  // A stage was skipped: every condition was cached.
   double latency_s = 0, ttff_s = -1;
   std::map<std::string, double> busy_s;  // From stage_started to its next event.
+  // From the start of the stage that made the first output (decode) to it;
+  // -1: none.
+  double first_output_in_stage_s = -1;
 };
 
 // Reads job `id`'s events (GET /v1/jobs/{id}/events, which ends once the

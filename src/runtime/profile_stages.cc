@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/work_schedule.h"
 #include "media/frames_archive.h"
 #include "media/png.h"
 #include "runtime/payload_io.h"
@@ -18,12 +19,20 @@ void Spend(double seconds, double factor) {
   std::this_thread::sleep_for(Seconds(seconds * factor));
 }
 
+// How many chunks a latent of `p` goes in: along its frames (dimension 1
+// of a video's [C, T, H, W]), at most one per frame.
+int LatentChunks(const ModelProfile& p, int latent_chunks) {
+  return p.video && p.latent_shape.size() == 4
+             ? static_cast<int>(std::clamp<std::int64_t>(latent_chunks, 1, p.latent_shape[1]))
+             : 1;
+}
+
 Result<StageOutput> Publish(DiffusionConnector& conn, std::uint64_t job, const std::string& stage,
                             std::vector<std::uint16_t>& data,
-                            const std::vector<std::int64_t>& shape) {
+                            const std::vector<std::int64_t>& shape, int chunks = 1) {
   return internal::PublishForNextStage(
       conn, job, stage, stage == "encode" ? PayloadKind::kEmbedding : PayloadKind::kLatent,
-      TensorView{data.data(), DType::kBF16, shape, {}});
+      TensorView{data.data(), DType::kBF16, shape, {}}, chunks > 1 ? 1 : -1, chunks);
 }
 
 // The job's profile (its model, when that names a known profile) or
@@ -107,6 +116,31 @@ Result<StageOutput> RunDecode(StageContext& ctx, const ModelProfile& p, double t
   return Encoded(ctx, p);
 }
 
+// A decode fed chunk by chunk along the latent's frames: each chunk's
+// share of the decode spent as it lands (after the previous chunk's), the
+// first output after the first chunk.
+Result<StageOutput> RunChunkedDecode(StageContext& ctx, DiffusionConnector& conn,
+                                     const ModelProfile& p, double time_factor) {
+  const double frames = static_cast<double>(p.latent_shape[1]);
+  internal::WorkSchedule work;
+  bool first = true;
+  SLUICE_RETURN_IF_ERROR(
+      internal::FetchInput<std::uint16_t>(conn, ctx.input(), nullptr, [&](const ChunkView& c) {
+        if (ctx.ShouldStop()) {
+          return Status(StatusCode::kCancelled, "stopped while decoding");
+        }
+        work.Work(std::chrono::duration_cast<internal::WorkSchedule::Clock::duration>(
+            Seconds(p.decode_s * time_factor * static_cast<double>(c.length) / frames)));
+        if (first) {
+          ctx.FirstOutput();
+          first = false;
+        }
+        work.Asking();
+        return Status::Ok();
+      }).status());
+  return Encoded(ctx, p);
+}
+
 }  // namespace
 
 std::chrono::milliseconds ProfileLease(const ModelProfile& p, std::string_view stage,
@@ -117,8 +151,10 @@ std::chrono::milliseconds ProfileLease(const ModelProfile& p, std::string_view s
 }
 
 StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string& stage,
-                                 DiffusionConnector* connector, double time_factor) {
-  return [profile, stage, connector, time_factor](StageContext& ctx) -> Result<StageOutput> {
+                                 DiffusionConnector* connector, double time_factor,
+                                 int latent_chunks) {
+  return [profile, stage, connector, time_factor,
+          latent_chunks](StageContext& ctx) -> Result<StageOutput> {
     const auto [p, steps] = ForRequest(profile, ctx);
     if (stage == "encode") {
       Spend(p->encode_s, time_factor);
@@ -137,7 +173,13 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
       }
       std::vector<std::uint16_t> latent(NumElements(p->latent_shape),
                                         static_cast<std::uint16_t>(ctx.job_id() * 3));
-      return Publish(*connector, ctx.job_id(), stage, latent, p->latent_shape);
+      return Publish(*connector, ctx.job_id(), stage, latent, p->latent_shape,
+                     LatentChunks(*p, latent_chunks));
+    }
+    // Chunked as the denoise handed it over (its worker's latent_chunks).
+    SLUICE_ASSIGN_OR_RETURN(const PayloadDescriptor d, PayloadDescriptor::Decode(ctx.input()));
+    if (p->video && d.num_chunks > 1 && d.chunk_dim == 1) {
+      return RunChunkedDecode(ctx, *connector, *p, time_factor);
     }
     SLUICE_RETURN_IF_ERROR(internal::FetchInput<std::uint16_t>(*connector, ctx.input()).status());
     return RunDecode(ctx, *p, time_factor);

@@ -33,6 +33,9 @@ struct RunState {
   bool progress_dirty SLUICE_GUARDED_BY(mu) = false;
   bool first_output SLUICE_GUARDED_BY(mu) = false;
   bool first_sent SLUICE_GUARDED_BY(mu) = false;
+  // Sends the next heartbeat now (the worker's; it outlives its runs):
+  // a first output reaches the orchestrator at once, not a beat later.
+  std::function<void()> beat_now;
   // Latest checkpointed step not yet reported (0: none).
   // Checkpointed steps not yet reported, oldest first (every one is
   // reported: a job keeping its checkpoints is resumable from each).
@@ -404,6 +407,11 @@ class StageWorkerImpl {
       return;
     }
     auto s = std::make_shared<RunState>();
+    s->beat_now = [this] {
+      MutexLock lock(mu_);
+      beat_now_ = true;
+      cv_.NotifyAll();
+    };
     s->job_id = a.job_id();
     s->worker_id = worker_id;
     s->stage = a.stage();
@@ -706,8 +714,16 @@ int StageContext::ReportedCheckpoint() const {
   return s_->acked_checkpoint;
 }
 void StageContext::FirstOutput() {
-  MutexLock lock(s_->mu);
-  s_->first_output = true;
+  {
+    MutexLock lock(s_->mu);
+    if (s_->first_output) {
+      return;
+    }
+    s_->first_output = true;
+  }
+  if (s_->beat_now) {
+    s_->beat_now();
+  }
 }
 bool StageContext::ShouldStop() const {
   return s_->stop.load();

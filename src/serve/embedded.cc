@@ -69,7 +69,8 @@ Status EmbeddedClusterImpl::AddWorker(const std::vector<std::string>& stages) {
     } else {
       SLUICE_ASSIGN_OR_RETURN(ModelProfile p, FindModelProfile(config.stages));
       handler = colocated ? ProfileColocatedHandler(p, config.time_factor)
-                          : ProfileStageHandler(p, stage, w.connector.get(), config.time_factor);
+                          : ProfileStageHandler(p, stage, w.connector.get(), config.time_factor,
+                                                config.latent_chunks);
     }
     StageWorkerConfig wc;
     wc.orchestrator = orchestrator->endpoint();
@@ -137,6 +138,9 @@ Status Validate(const EmbeddedConfig& c) {
           std::to_string(c.encode_workers) + " encode, " + std::to_string(c.decode_workers) +
           " decode and " + std::to_string(c.edge_workers) + " edge workers");
     }
+  }
+  if (c.latent_chunks < 1 || c.latent_chunks > 64) {
+    return InvalidArgumentError("latent_chunks: must be in 1..64");
   }
   if (c.decode_slots < 0 || c.decode_slots > 64) {
     return InvalidArgumentError("decode_slots: must be in 0..64 (0: 4 x denoise / decoders)");

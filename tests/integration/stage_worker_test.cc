@@ -354,5 +354,103 @@ TEST_F(StageWorkerTest, ProfileStagesMoveRealPayloadSizesAtScaledTimings) {
   EXPECT_EQ(j["progress"]["steps"], 28);
 }
 
+// A video latent handed over in chunks along its frames (latent_chunks):
+// the profile decode gets all 21 and the job finishes with its first
+// output before its result.
+TEST_F(StageWorkerTest, AProfileVideoLatentGoesToDecodeInChunksAlongItsFrames) {
+  auto profile = FindModelProfile("wan2.1-480p");
+  ASSERT_TRUE(profile.ok());
+  auto ce = Connector("encode"), cd = Connector("denoise"), cv = Connector("decode");
+  std::vector<std::unique_ptr<StageWorker>> workers;
+  std::atomic<int> decoded_chunks{0};
+  for (auto [stage, conn] :
+       {std::pair{"encode", ce.get()}, {"denoise", cd.get()}, {"decode", cv.get()}}) {
+    StageWorkerConfig c;
+    c.orchestrator = orch_->endpoint();
+    c.stage = stage;
+    c.heartbeat_interval = 20ms;
+    StageHandler h = ProfileStageHandler(*profile, stage, conn, 0.002, /*latent_chunks=*/21);
+    if (std::string(stage) == "decode") {
+      h = [h, &decoded_chunks](StageContext& ctx) {
+        Result<PayloadDescriptor> d = PayloadDescriptor::Decode(ctx.input());
+        decoded_chunks = d.ok() && d->chunk_dim == 1 ? d->num_chunks : -1;
+        return h(ctx);
+      };
+    }
+    auto w = StageWorker::Start(c, h);
+    ASSERT_TRUE(w.ok());
+    workers.push_back(std::move(*w));
+  }
+  auto r =
+      http_->Post("/v1/videos", R"({"prompt":"p","size":"64x64","frames":5})", "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+  const std::string id = json::parse(r->body)["id"];
+  json j;
+  const auto give_up = std::chrono::steady_clock::now() + 20s;
+  do {
+    std::this_thread::sleep_for(10ms);
+    j = json::parse(http_->Get("/v1/jobs/" + id)->body);
+  } while (j["status"] != "succeeded" && j["status"] != "failed" &&
+           std::chrono::steady_clock::now() < give_up);
+  ASSERT_EQ(j["status"], "succeeded") << j.dump();
+  EXPECT_EQ(decoded_chunks.load(), 21);
+  EXPECT_GT(j.value("ttff_ms", -1.0), 0.0);
+  const std::string events = http_->Get("/v1/jobs/" + id + "/events")->body;
+  const std::size_t first = events.find("event: first_output"), done = events.find("event: done");
+  ASSERT_NE(first, std::string::npos) << events;
+  EXPECT_LT(first, done) << events;
+}
+
+// A decode's first output reaches the orchestrator when it exists, not on
+// the worker's next heartbeat (nor with its result): the job shows its TTFF
+// while it still decodes. (Before, TTFF waited up to a heartbeat interval,
+// and a short decode's first output came with its result.)
+TEST_F(StageWorkerTest, AFirstOutputReachesTheOrchestratorWhileTheStageStillRuns) {
+  // Heartbeats every 3 s: an orchestrator that waits that long for them.
+  orch_.reset();
+  OrchestratorConfig oc;
+  oc.heartbeat_interval = 3s;
+  oc.worker_timeout = 20s;
+  oc.store_master = master_->endpoint();
+  oc.check_outputs = false;
+  auto o = OrchestratorServer::Start(oc);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  orch_ = std::move(*o);
+  http_ = std::make_unique<httplib::Client>("http://" + orch_->http_endpoint());
+  auto ce = Connector("encode"), cd = Connector("denoise"), cv = Connector("decode");
+  auto e = Worker("encode", ce.get()), d = Worker("denoise", cd.get());
+  std::atomic<std::int64_t> first_at_ns{0};
+  StageWorkerConfig c;
+  c.orchestrator = orch_->endpoint();
+  c.stage = "decode";
+  c.heartbeat_interval = 3s;
+  auto v = StageWorker::Start(c, [&](StageContext& ctx) -> Result<StageOutput> {
+    SLUICE_ASSIGN_OR_RETURN(std::vector<float> out, Fetch(*cv, ctx.input()));
+    ctx.FirstOutput();
+    first_at_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+    std::this_thread::sleep_for(1500ms);  // The rest of the decode.
+    return StageOutput{Bytes(out), "application/octet-stream", {}, false};
+  });
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  auto r =
+      http_->Post("/v1/images/generations", R"({"prompt":"p","async":true})", "application/json");
+  ASSERT_EQ(r->status, 202);
+  const std::string id = json::parse(r->body)["id"];
+  json j;
+  const auto give_up = std::chrono::steady_clock::now() + 20s;
+  do {
+    std::this_thread::sleep_for(5ms);
+    j = json::parse(http_->Get("/v1/jobs/" + id)->body);
+  } while (j.value("ttff_ms", -1.0) < 0 && j["status"] != "succeeded" &&
+           std::chrono::steady_clock::now() < give_up);
+  const auto seen = std::chrono::steady_clock::now();
+  ASSERT_GE(j.value("ttff_ms", -1.0), 0.0) << j.dump();
+  EXPECT_NE(j["status"], "succeeded") << "the first output came only with the result";
+  ASSERT_NE(first_at_ns.load(), 0);
+  const auto after = seen - std::chrono::steady_clock::time_point(
+                                std::chrono::steady_clock::duration(first_at_ns.load()));
+  EXPECT_LT(after, 500ms) << "the first output waited for a heartbeat";
+}
+
 }  // namespace
 }  // namespace sluice::testing

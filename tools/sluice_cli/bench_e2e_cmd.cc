@@ -33,6 +33,11 @@ void AddRunOptions(CLI::App* cmd, bench::E2eBenchOptions& b, bench::E2eSimOption
   cmd->add_option("--time-factor", b.time_factor, "profile timings scale")
       ->check(CLI::Range(1e-6, 1.0))
       ->capture_default_str();
+  cmd->add_option("--latent-chunks", b.latent_chunks,
+                  "profile videos: the latent handed to decode in this many chunks along its "
+                  "frames, decoded as they land (1: whole)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--encode-workers", b.encode_workers,
                   "light stages in pools: encode workers of their own")
       ->check(CLI::Range(1, 63))

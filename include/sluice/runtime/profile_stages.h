@@ -37,8 +37,16 @@ std::chrono::milliseconds ProfileLease(const ModelProfile& p, std::string_view s
 // honours the request's "steps" when given. Decode returns a PNG of the
 // request's "size" (videos: a frames archive of its "frames"), one colour,
 // padded to `encoded_bytes()`.
+//
+// `latent_chunks` > 1: a video's denoise hands its latent over in that many
+// chunks along its latent frames (at most one per frame), and its decode
+// works through each chunk as it lands (its time in proportion to the
+// chunk's frames), its first output after the first chunk — benchmark (b)
+// in `sluice bench e2e`. Images, and 1, hand the latent over whole and
+// decode it whole, the first output after kFirstOutputShare of it.
 StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string& stage,
-                                 DiffusionConnector* connector, double time_factor);
+                                 DiffusionConnector* connector, double time_factor,
+                                 int latent_chunks = 1);
 
 // All three stages of a job in turn on one worker (colocated serving): the
 // same timings without payload transfers. Like a colocated stack, a job

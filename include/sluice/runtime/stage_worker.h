@@ -60,7 +60,8 @@ class StageContext {
   // heartbeats: a handler removes a checkpoint only once a later one has
   // been reported, i.e. only steps below this one.
   int ReportedCheckpoint() const;
-  // The first chunk/frame of the output exists (time-to-first-frame).
+  // The first chunk/frame of the output exists (time-to-first-frame): told
+  // to the orchestrator at once, in a heartbeat sent now.
   void FirstOutput();
   // The job was cancelled: stop at the next step boundary and return any
   // status (it is discarded).

@@ -59,8 +59,12 @@ struct EmbeddedConfig {
   // published timings × time_factor, real payload sizes).
   std::string stages = "reference";
   double time_factor = 0.01;  // Profile stages only, in (0, 1].
-  int default_steps = 12;     // Reference stages: steps when a request names none.
-  int checkpoint_every = 4;   // Reference denoise: checkpoint every k steps (0: never).
+  // Profile stages: a video's latent handed from denoise to decode in this
+  // many chunks along its frames, decoded as they land (1..64;
+  // profile_stages.h).
+  int latent_chunks = 1;
+  int default_steps = 12;    // Reference stages: steps when a request names none.
+  int checkpoint_every = 4;  // Reference denoise: checkpoint every k steps (0: never).
   // Reference encode: each text's embedding cached in the store; a job
   // whose prompt and negative prompt are cached skips encode.
   bool condition_cache = true;
