@@ -3,7 +3,13 @@
 namespace sluice {
 namespace {
 
-// Figures from WORKLOADS.md §3.1–3.4 (H100 where given).
+// Figures from WORKLOADS.md §3.1–3.5 (H100 where given). Colocated peaks:
+// Wan 480p 39 GB and HunyuanVideo 720p 60 GB monolithic as published;
+// Qwen-Image 58 GB published for Qwen-Image-2512 monolithic (1024² needs
+// no more); Wan 720p derived, 69.1 GB published with the model offloaded
+// during the decode plus the DiT's 28 GB of weights it would otherwise
+// keep; FLUX derived, its 12B DiT (24 GB) + T5-XXL (9.4 GB) + CLIP-L and
+// VAE (0.4 GB) + ~2 GB of activations.
 const std::vector<ModelProfile> kProfiles = {
     {"wan2.1-480p",
      50,
@@ -13,7 +19,9 @@ const std::vector<ModelProfile> kProfiles = {
      {512, 4096},
      {16, 21, 60, 104},
      81ull * 480 * 832 * 3,
-     true},
+     true,
+     39,
+     1.3},
     {"wan2.1-720p",
      50,
      0.89,
@@ -22,7 +30,9 @@ const std::vector<ModelProfile> kProfiles = {
      {512, 4096},
      {16, 21, 90, 160},
      81ull * 720 * 1280 * 3,
-     true},
+     true,
+     97.1,
+     1.3},
     {"hunyuan-720p",
      50,
      0.30,
@@ -31,8 +41,20 @@ const std::vector<ModelProfile> kProfiles = {
      {256, 4096},
      {16, 33, 90, 160},
      129ull * 720 * 1280 * 3,
-     true},
-    {"flux-1024", 28, 0.052, 0.139, 0.31, {512, 4096}, {16, 128, 128}, 1024ull * 1024 * 3, false},
+     true,
+     60,
+     1.3},
+    {"flux-1024",
+     28,
+     0.052,
+     0.139,
+     0.31,
+     {512, 4096},
+     {16, 128, 128},
+     1024ull * 1024 * 3,
+     false,
+     36,
+     1.3},
     {"qwen-image-1024",
      50,
      0.26,
@@ -41,7 +63,9 @@ const std::vector<ModelProfile> kProfiles = {
      {512, 3584},
      {16, 1, 128, 128},
      1024ull * 1024 * 3,
-     false},
+     false,
+     58,
+     1.3},
 };
 
 }  // namespace

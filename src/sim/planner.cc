@@ -93,8 +93,8 @@ class Planner {
 
 Result<PlanResult> Plan(const PlanRequest& request) {
   if (!(request.rate_per_s > 0) || !(request.slo_p99_s > 0) || !(request.hours > 0) ||
-      request.max_gpus < 1 || request.model.stages.empty()) {
-    return InvalidArgumentError("plan: rate, SLO and hours must be > 0, max_gpus >= 1");
+      !(request.gpu_memory_gb > 0) || request.max_gpus < 1 || request.model.stages.empty()) {
+    return InvalidArgumentError("plan: rate, SLO, hours and GPU memory must be > 0, max_gpus >= 1");
   }
   double service = 0;  // Until the result, or the first frame.
   for (const StageProfile& s : request.model.stages) {
@@ -113,7 +113,9 @@ Result<PlanResult> Plan(const PlanRequest& request) {
     out.pools.push_back({request.model.name, request.model.stages[s].name, g[s], 1, {}});
   }
   out.gpus = Planner::Total(g);
-  SLUICE_ASSIGN_OR_RETURN(std::vector<int> c, p.Search(Colocated(request.model), &out.colocated));
+  const ModelProfile colocated =
+      Colocated(request.model, ColocatedDecodePenalty(request.model, request.gpu_memory_gb));
+  SLUICE_ASSIGN_OR_RETURN(std::vector<int> c, p.Search(colocated, &out.colocated));
   out.colocated_gpus = c.front();
   out.simulations = p.simulations();
   return out;

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "sluice/runtime/model_profiles.h"
 #include "sluice/status.h"
 
 #include "sim/simulator.h"
@@ -21,6 +22,10 @@ struct PlanRequest {
   double hours = 1;  // Simulated span of each trial.
   std::uint64_t seed = 1;
   int max_gpus = 100000;  // Per plan; beyond it the SLO is reported unmet.
+  // Of each GPU: the colocated plan's decode pays the model's
+  // over-memory factor where its colocated peak exceeds it
+  // (ColocatedDecodePenalty).
+  double gpu_memory_gb = ::sluice::kDefaultGpuMemoryGb;
 };
 
 struct PlanResult {
@@ -37,7 +42,7 @@ struct PlanResult {
 // (rate x service time per stage), growing the busiest pool by a tenth
 // until the SLO holds, then trims each pool to the fewest GPUs that still
 // hold it; likewise for the colocated pool. Deterministic for a seed.
-// Errors: kInvalidArgument (a rate, SLO or span not > 0; an SLO below the
+// Errors: kInvalidArgument (a rate, SLO, span or GPU memory not > 0; an SLO below the
 // model's own service time, which no pool size can meet);
 // kResourceExhausted (no plan within max_gpus).
 Result<PlanResult> Plan(const PlanRequest& request);

@@ -72,11 +72,12 @@ class ReportWriter {
       << Fixed(out.wall_s, 1) << " s, seed " << c_.seed
       << "). Each run is the orchestrator's own scheduler on a virtual clock "
          "(`src/sim/`); stage times are the built-in profiles' (published H100 "
-         "figures). Colocated runs put every stage of a job on one GPU (the video "
-         "decode tiled beside the DiT at its stated penalty) with the same "
-         "arrivals at equal GPUs. The data behind each plot is in the `.dat` "
-         "file of the same name; `gnuplot report.gp` in this directory redraws "
-         "them.\n";
+         "figures). Colocated runs put every stage of a job on one GPU of "
+      << Fixed(c_.gpu_memory_gb, 0)
+      << " GB (a model whose encoder, DiT and VAE decode do not fit it at once "
+         "pays its stated decode penalty) with the same arrivals at equal GPUs. "
+         "The data behind each plot is in the `.dat` file of the same name; "
+         "`gnuplot report.gp` in this directory redraws them.\n";
     if (!plotted) {
       h << "\n(No gnuplot was found, so no PNGs were drawn; install Debian's "
            "gnuplot-nox and run `gnuplot report.gp` here.)\n";
@@ -94,8 +95,10 @@ class ReportWriter {
   }
 
   Result<SimResult> Run(double load, const std::vector<int>& gpus, bool colocated) {
-    SimConfig c = OneModel(colocated ? Colocated(profile_) : profile_, gpus, m_->priority,
-                           Rate(load), hours_, c_.seed);
+    SimConfig c =
+        OneModel(colocated ? Colocated(profile_, ColocatedDecodePenalty(profile_, c_.gpu_memory_gb))
+                           : profile_,
+                 gpus, m_->priority, Rate(load), hours_, c_.seed);
     c.keep_samples = true;
     c.series_interval_s = c_.series_interval_s;
     ++simulations_;
@@ -268,6 +271,7 @@ class ReportWriter {
     p.hours = hours_;
     p.seed = c_.seed;
     p.max_gpus = 20 * m_->gpus;
+    p.gpu_memory_gb = c_.gpu_memory_gb;
     Result<PlanResult> plan = Plan(p);
     md_ << "\nThe planner (`sluice plan`) at " << Fixed(p.rate_per_s, 3) << " jobs/s: ";
     if (!plan.ok()) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sluice/runtime/model_profiles.h"
 #include "sluice/status.h"
 
 #include "orchestrator/core/policy.h"
@@ -33,11 +34,15 @@ struct ReportConfig {
   double hours = 1;
   std::uint64_t seed = 1;
   double series_interval_s = 60;  // Of the utilization plots.
+  // Of each GPU: a colocated decode pays its model's over-memory factor
+  // where the model's colocated peak exceeds it.
+  double gpu_memory_gb = ::sluice::kDefaultGpuMemoryGb;
   std::vector<ReportModel> models;
 };
 
 // Reads a report config (YAML):
 //   title: TEXT            hours: H        seed: N      series_interval_s: S
+//   gpu_memory_gb: G       (default 80)
 //   models:
 //     - model: flux-1024   priority: interactive|standard|batch
 //       gpus: G   hours: H   load: L   loads: [L1, L2, ...]

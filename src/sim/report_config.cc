@@ -139,12 +139,16 @@ Result<ReportConfig> ReadReportConfig(const std::string& path) {
   ReportConfig c;
   try {
     const YAML::Node root = YAML::LoadFile(path);
-    SLUICE_RETURN_IF_ERROR(
-        r.OnlyKeys(root, "", {"title", "hours", "seed", "series_interval_s", "models"}));
+    SLUICE_RETURN_IF_ERROR(r.OnlyKeys(
+        root, "", {"title", "hours", "seed", "series_interval_s", "gpu_memory_gb", "models"}));
     SLUICE_RETURN_IF_ERROR(r.Get(root, "", "title", &c.title));
     SLUICE_RETURN_IF_ERROR(r.Get(root, "", "hours", &c.hours));
     SLUICE_RETURN_IF_ERROR(r.Get(root, "", "seed", &c.seed));
     SLUICE_RETURN_IF_ERROR(r.Get(root, "", "series_interval_s", &c.series_interval_s));
+    SLUICE_RETURN_IF_ERROR(r.Get(root, "", "gpu_memory_gb", &c.gpu_memory_gb));
+    if (!(c.gpu_memory_gb > 0 && c.gpu_memory_gb <= 4096)) {
+      return r.Error("gpu_memory_gb", "must be in (0, 4096]");
+    }
     if (!(c.hours > 0 && c.hours <= 1000)) {
       return r.Error("hours", "must be in (0, 1000]");
     }

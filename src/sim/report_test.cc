@@ -135,6 +135,8 @@ TEST_F(ReportTest, AConfigIsCheckedKeyByKey) {
       {"models:\n  - {model: flux-1024, priority: urgent, slo: {p99_s: 6}}\n",
        "'urgent' is not interactive, standard or batch"},
       {"hours: 0\nmodels:\n  - {model: flux-1024, slo: {p99_s: 6}}\n", "hours: must be in"},
+      {"gpu_memory_gb: 0\nmodels:\n  - {model: flux-1024, slo: {p99_s: 6}}\n",
+       "gpu_memory_gb: must be in (0, 4096]"},
       {"title: t\n", "models: required"},
       {"models: [\n", "config.yaml"},
   };

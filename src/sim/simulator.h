@@ -54,6 +54,10 @@ struct ModelProfile {
   std::string name;
   std::vector<StageProfile> stages;
   bool video = false;
+  // Colocated on one GPU: its peak memory (GB; 0: unknown, taken to fit)
+  // and its decode's time factor when that exceeds the GPU's memory.
+  double colocated_peak_gb = 0;
+  double over_memory_decode_factor = 1;
 };
 
 struct PoolSize {

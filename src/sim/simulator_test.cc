@@ -109,10 +109,16 @@ TEST(SimulatorTest, ColocatedRunsEveryStageOnOneGpuWithTheSameArrivals) {
   EXPECT_EQ(one->pools[0].gpus, 40);
   EXPECT_EQ(one->arrivals[0].rate_per_s, split->arrivals[0].rate_per_s) << "equal load";
   const StageProfile& all = one->models[0].stages[0];
-  // encode 0.89 + denoise 253 + decode 2.4 x 1.3 (tiled beside the DiT).
-  EXPECT_NEAR(all.service.mean_s, 0.89 + 50 * 5.06 + 2.4 * 1.3, 1e-9);
+  // encode 0.89 + denoise 253 + decode 2.4: Wan 480p's colocated 39 GB fit
+  // an 80 GB GPU.
+  EXPECT_NEAR(all.service.mean_s, 0.89 + 50 * 5.06 + 2.4, 1e-9);
   EXPECT_NEAR(Colocated(WanVideoProfile(), 1).stages[0].service.mean_s, 0.89 + 50 * 5.06 + 2.4,
               1e-9);
+  // On 24 GB GPUs the decode pays the profile's 1.3 (offloaded or tiled).
+  Result<SimConfig> small = BuiltinWorkload("video", 40, 1, 0.5, 3, /*colocated=*/true, 24);
+  ASSERT_TRUE(small.ok());
+  EXPECT_NEAR(small->models[0].stages[0].service.mean_s, 0.89 + 50 * 5.06 + 2.4 * 1.3, 1e-9);
+  EXPECT_FALSE(BuiltinWorkload("video", 40, 1, 0.5, 3, true, 0).ok());
   EXPECT_LT(all.first_output_fraction, 1.0);
   Result<SimResult> a = Simulate(*split);
   Result<SimResult> b = Simulate(*one);
@@ -122,6 +128,21 @@ TEST(SimulatorTest, ColocatedRunsEveryStageOnOneGpuWithTheSameArrivals) {
   // of the GPUs' time than on the disaggregated denoise pool alone.
   EXPECT_GT(b->pools[0].utilization, 0.45);
   EXPECT_GT(b->classes[0].latency_s.p50, 250.0);
+}
+
+// A colocated GPU holds the encoder, the DiT and the VAE decode at once:
+// only a model whose peak exceeds the GPU's memory pays for its decode.
+TEST(SimulatorTest, AColocatedDecodePaysItsPenaltyOnlyWhereTheModelDoesNotFit) {
+  for (const ::sluice::ModelProfile& p : ::sluice::ModelProfiles()) {
+    Result<ModelProfile> m = BuiltinModel(p.name);
+    ASSERT_TRUE(m.ok()) << p.name;
+    EXPECT_GT(m->colocated_peak_gb, 0) << p.name;
+    // Wan 720p (69.1 GB published with the DiT offloaded for the decode,
+    // 97 GB without) is the one that does not fit 80 GB.
+    EXPECT_DOUBLE_EQ(ColocatedDecodePenalty(*m, 80), p.name == "wan2.1-720p" ? 1.3 : 1.0) << p.name;
+    EXPECT_DOUBLE_EQ(ColocatedDecodePenalty(*m, 24), 1.3) << p.name;
+    EXPECT_DOUBLE_EQ(ColocatedDecodePenalty(*m, 141), 1.0) << p.name;
+  }
 }
 
 TEST(SimulatorTest, EveryModelProfileIsABuiltinModelWithItsTimingsAndSizes) {

@@ -23,6 +23,8 @@ ModelProfile SimProfile(const ::sluice::ModelProfile& p, double time_factor, boo
   ModelProfile m;
   m.name = p.name;
   m.video = p.video;
+  m.colocated_peak_gb = p.colocated_peak_gb;
+  m.over_memory_decode_factor = p.over_memory_decode_factor;
   StageProfile encode, denoise, decode;
   encode.name = "encode";
   encode.service = {p.encode_s * time_factor, work_cv};
@@ -56,12 +58,12 @@ ModelProfile WanVideoProfile() {
   return *BuiltinModel("wan2.1-480p");
 }
 
-double ColocatedDecodePenalty(const ModelProfile& m) {
-  return m.video ? 1.3 : 1.0;
+double ColocatedDecodePenalty(const ModelProfile& m, double gpu_memory_gb) {
+  return m.colocated_peak_gb > gpu_memory_gb ? m.over_memory_decode_factor : 1.0;
 }
 
 ModelProfile Colocated(const ModelProfile& m) {
-  return Colocated(m, ColocatedDecodePenalty(m));
+  return Colocated(m, ColocatedDecodePenalty(m, ::sluice::kDefaultGpuMemoryGb));
 }
 
 ModelProfile Colocated(const ModelProfile& m, double decode_penalty) {
@@ -130,7 +132,7 @@ SimConfig OneModel(const ModelProfile& m, const std::vector<int>& gpus,
 }
 
 Result<SimConfig> BuiltinWorkload(const std::string& workload, int gpus, double hours, double load,
-                                  std::uint64_t seed, bool colocated) {
+                                  std::uint64_t seed, bool colocated, double gpu_memory_gb) {
   std::vector<std::pair<ModelProfile, orch::PriorityClass>> models;
   if (workload == "image") {
     models = {{FluxImageProfile(), orch::PriorityClass::kInteractive}};
@@ -147,6 +149,9 @@ Result<SimConfig> BuiltinWorkload(const std::string& workload, int gpus, double 
   }
   if (!(load > 0 && load <= 2) || !(hours > 0)) {
     return InvalidArgumentError("sim: load must be in (0, 2] and hours > 0");
+  }
+  if (!(gpu_memory_gb > 0 && gpu_memory_gb <= 4096)) {
+    return InvalidArgumentError("sim: GPU memory must be in (0, 4096] GB");
   }
   SimConfig c;
   c.duration_s = hours * 3600;
@@ -169,7 +174,8 @@ Result<SimConfig> BuiltinWorkload(const std::string& workload, int gpus, double 
       }
     }
     const SimConfig one = colocated
-                              ? OneModel(Colocated(m), {share}, models[i].second, rate, hours, seed)
+                              ? OneModel(Colocated(m, ColocatedDecodePenalty(m, gpu_memory_gb)),
+                                         {share}, models[i].second, rate, hours, seed)
                               : OneModel(m, split, models[i].second, rate, hours, seed);
     c.models.insert(c.models.end(), one.models.begin(), one.models.end());
     c.pools.insert(c.pools.end(), one.pools.begin(), one.pools.end());

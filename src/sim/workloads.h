@@ -39,16 +39,18 @@ ModelProfile WanVideoProfile();
 Result<ModelProfile> BuiltinModel(const std::string& name);
 
 // What the colocated cost of `m`'s decode is, relative to a decode alone
-// on its GPU: for a video, 1.3 — the GPU holds the DiT's weights and
-// activations while it decodes, so the decode runs tiled (an assumption,
-// not a measurement); 1 for an image.
-double ColocatedDecodePenalty(const ModelProfile& m);
+// on its GPU, on a GPU of `gpu_memory_gb`: where the model's colocated
+// peak (encoder, DiT weights and activations, VAE decode at once) exceeds
+// it, the profile's over_memory_decode_factor — the DiT is offloaded or
+// the decode runs tiled (a stated assumption of the profile, not a
+// measurement); else 1.
+double ColocatedDecodePenalty(const ModelProfile& m, double gpu_memory_gb);
 
 // `m` run colocated: one admission stage ("denoise", so a worker holds
 // the job from encode to decode) whose service is every stage's in turn,
-// the decode's times `decode_penalty` (ColocatedDecodePenalty without
-// it); its first output comes once the decode has produced its first
-// frames.
+// the decode's times `decode_penalty` (without it: ColocatedDecodePenalty
+// on a GPU of kDefaultGpuMemoryGb); its first output comes once the
+// decode has produced its first frames.
 ModelProfile Colocated(const ModelProfile& m);
 ModelProfile Colocated(const ModelProfile& m, double decode_penalty);
 
@@ -72,11 +74,13 @@ SimConfig OneModel(const ModelProfile& m, const std::vector<int>& gpus,
 // its denoise pool at `load` utilization; admission_overcommit lets every
 // denoise GPU hold a decode reservation. With `colocated`, each model's
 // GPUs form one pool running every stage (Colocated), and the arrivals
-// are the disaggregated run's: the two compare at equal GPUs and load.
+// are the disaggregated run's: the two compare at equal GPUs and load; a
+// colocated decode pays ColocatedDecodePenalty on GPUs of `gpu_memory_gb`.
 // Errors: kInvalidArgument (an unknown workload, gpus below 3 per model,
-// load outside (0, 2], hours not > 0).
+// load outside (0, 2], hours not > 0, GPU memory outside (0, 4096]).
 Result<SimConfig> BuiltinWorkload(const std::string& workload, int gpus, double hours, double load,
-                                  std::uint64_t seed, bool colocated = false);
+                                  std::uint64_t seed, bool colocated = false,
+                                  double gpu_memory_gb = ::sluice::kDefaultGpuMemoryGb);
 
 }  // namespace sluice::sim
 

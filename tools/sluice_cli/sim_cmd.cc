@@ -35,13 +35,14 @@ struct SimOptions {
   double mtbf_hours = 0;
   double repair_s = 60;
   bool colocated = false;
+  double gpu_memory_gb = kDefaultGpuMemoryGb;
   std::string trace;
   bool json = false;
 };
 
 int RunSim(const SimOptions& o) {
-  Result<sim::SimConfig> c =
-      sim::BuiltinWorkload(o.workload, o.gpus, o.hours, o.load, o.seed, o.colocated);
+  Result<sim::SimConfig> c = sim::BuiltinWorkload(o.workload, o.gpus, o.hours, o.load, o.seed,
+                                                  o.colocated, o.gpu_memory_gb);
   if (!c.ok()) {
     std::cerr << "sluice sim: " << c.status().message() << "\n";
     return 2;
@@ -95,6 +96,7 @@ struct PlanOptions {
   double hours = 0.5;
   std::uint64_t seed = 1;
   int max_gpus = 100000;
+  double gpu_memory_gb = kDefaultGpuMemoryGb;
   bool json = false;
 };
 
@@ -113,6 +115,7 @@ int RunPlan(const PlanOptions& o) {
   r.hours = o.hours;
   r.seed = o.seed;
   r.max_gpus = o.max_gpus;
+  r.gpu_memory_gb = o.gpu_memory_gb;
   Result<sim::PlanResult> p = sim::Plan(r);
   if (!p.ok()) {
     std::cerr << "sluice plan: " << p.status().message() << "\n";
@@ -236,6 +239,11 @@ void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
   plan->add_option("--max-gpus", po->max_gpus, "give up beyond this many GPUs")
       ->check(CLI::Range(1, 10000000))
       ->capture_default_str();
+  plan->add_option("--gpu-memory-gb", po->gpu_memory_gb,
+                   "each GPU's memory: a colocated model that does not fit it pays its decode "
+                   "penalty")
+      ->check(CLI::Range(1.0, 4096.0))
+      ->capture_default_str();
   plan->add_flag("--json", po->json, "print one JSON object");
   out->push_back({plan, [po] { return RunPlan(*po); }});
 
@@ -262,6 +270,11 @@ void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
       ->capture_default_str();
   cmd->add_option("--repair-s", o->repair_s, "how long a failed GPU stays out")
       ->check(CLI::Range(1.0, 1e6))
+      ->capture_default_str();
+  cmd->add_option("--gpu-memory-gb", o->gpu_memory_gb,
+                  "each GPU's memory: a colocated model that does not fit it pays its decode "
+                  "penalty")
+      ->check(CLI::Range(1.0, 4096.0))
       ->capture_default_str();
   cmd->add_flag("--colocated", o->colocated,
                 "each GPU runs every stage of a job (the same arrivals as disaggregated; video "

@@ -103,3 +103,55 @@ set xlabel 'simulated minutes'
 set ylabel 'busy slots / slots'
 set yrange [0:1.05]
 plot 'wan2.1-480p-utilization.dat' using 1:2 with lines lw 2 title 'encode (1)', 'wan2.1-480p-utilization.dat' using 1:3 with lines lw 2 title 'denoise (126)', 'wan2.1-480p-utilization.dat' using 1:4 with lines lw 2 title 'decode (1)', 'wan2.1-480p-utilization.dat' using 1:5 with lines dt 2 lw 2 title 'colocated (128)'
+
+reset
+set terminal pngcairo size 800,480 font 'sans,10'
+set datafile missing '?'
+set grid
+set key bottom right
+set output 'wan2.1-720p-cdf.png'
+set title 'wan2.1-720p: latency and TTFF CDFs at load 0.80'
+set xlabel 'seconds'
+set ylabel 'share of jobs'
+set yrange [0:1]
+plot 'wan2.1-720p-cdf.dat' using 2:1 with lines lw 2 title 'latency, disaggregated', 'wan2.1-720p-cdf.dat' using 3:1 with lines lw 2 title 'latency, colocated', 'wan2.1-720p-cdf.dat' using 4:1 with lines dt 2 lw 2 title 'TTFF, disaggregated', 'wan2.1-720p-cdf.dat' using 5:1 with lines dt 2 lw 2 title 'TTFF, colocated'
+
+reset
+set terminal pngcairo size 800,480 font 'sans,10'
+set datafile missing '?'
+set grid
+set key bottom right
+set output 'wan2.1-720p-load.png'
+set title 'wan2.1-720p: throughput and p99 against offered load'
+set xlabel 'offered jobs/s'
+set ylabel 'completed jobs/s'
+set y2label 'p99 seconds (log)'
+set logscale y2
+set y2tics
+set key top left
+plot 'wan2.1-720p-load.dat' using 2:3 with linespoints lw 2 title 'jobs/s, disaggregated', 'wan2.1-720p-load.dat' using 2:4 with linespoints lw 2 title 'jobs/s, colocated', 'wan2.1-720p-load.dat' using 2:5 axes x1y2 with linespoints dt 2 title 'p99, disaggregated', 'wan2.1-720p-load.dat' using 2:6 axes x1y2 with linespoints dt 2 title 'p99, colocated'
+
+reset
+set terminal pngcairo size 800,480 font 'sans,10'
+set datafile missing '?'
+set grid
+set key bottom right
+set output 'wan2.1-720p-nm.png'
+set title 'wan2.1-720p: SLO attainment against N:M at equal GPUs'
+set xlabel 'denoise GPUs per decode GPU (N:M, log)'
+set logscale x
+set ylabel 'share of jobs within the SLO'
+set yrange [0:1.05]
+plot 'wan2.1-720p-nm.dat' using 2:3 with linespoints lw 2 title 'disaggregated', 'wan2.1-720p-nm.dat' using 2:5 with lines dt 2 lw 2 title 'colocated'
+
+reset
+set terminal pngcairo size 800,480 font 'sans,10'
+set datafile missing '?'
+set grid
+set key bottom right
+set output 'wan2.1-720p-utilization.png'
+set title 'wan2.1-720p: busy share of each pool over time'
+set xlabel 'simulated minutes'
+set ylabel 'busy slots / slots'
+set yrange [0:1.05]
+plot 'wan2.1-720p-utilization.dat' using 1:2 with lines lw 2 title 'encode (1)', 'wan2.1-720p-utilization.dat' using 1:3 with lines lw 2 title 'denoise (126)', 'wan2.1-720p-utilization.dat' using 1:4 with lines lw 2 title 'decode (1)', 'wan2.1-720p-utilization.dat' using 1:5 with lines dt 2 lw 2 title 'colocated (128)'

@@ -31,7 +31,19 @@ struct ModelProfile {
   // images, H.264 ~64:1 for videos).
   std::uint64_t encoded_bytes() const { return output_bytes / (video ? 64 : 3); }
   bool video = false;
+  // Peak GPU memory, GB, with the encoder, the DiT and the VAE decode on
+  // one GPU (colocated serving; WORKLOADS.md §3.5, published monolithic
+  // figures, or derived where none is published).
+  double colocated_peak_gb = 0;
+  // A colocated decode's time over a decode alone when that peak exceeds
+  // the GPU's memory: the DiT offloaded or the VAE decode tiled to make
+  // room (a stated assumption, not a measurement).
+  double over_memory_decode_factor = 1.3;
 };
+
+// The GPU memory colocated serving is planned for unless told otherwise,
+// GB (an H100 or A100 80 GB).
+inline constexpr double kDefaultGpuMemoryGb = 80;
 
 // A decode's share of its time before its first output exists (the
 // first frames of a video, streamed while the rest decodes).
