@@ -4,10 +4,11 @@
 // stages sleep them), the run's very arrivals (PlanE2eArrivals, warm-up
 // served but not counted), and its figures computed as the bench computes
 // them. What the simulator cannot know of this machine it is told, as
-// three costs measured from a job's event timeline here (README,
+// four costs measured from a job's event timeline here (README,
 // "Calibration"): a stage's dispatch with its input and output through the
-// store (gRPC, shared memory), a denoise step's sleep overshooting, and
-// the result's trip from the last stage to the orchestrator.
+// store (gRPC, shared memory), a denoise step's sleep overshooting, the
+// result's trip from the last stage to the orchestrator, and the first
+// output's.
 #ifndef SLUICE_BENCH_E2E_SIM_H_
 #define SLUICE_BENCH_E2E_SIM_H_
 
@@ -24,7 +25,9 @@ struct E2eSimOptions {
   double dispatch_s = 0.003;  // Per stage dispatch, as the links' one-way latency.
   double step_s = 0.0001;     // Per denoise step, on top of its time.
   double result_s = 0.004;    // Per job, on its last stage.
-  double link_gbps = 40;      // Payloads through the store (shared memory).
+  // A first output's trip to the orchestrator (a heartbeat sent at once).
+  double first_output_s = 0.0005;
+  double link_gbps = 40;  // Payloads through the store (shared memory).
 };
 
 // The sim config of run `o`. Errors: kInvalidArgument (bad options; the

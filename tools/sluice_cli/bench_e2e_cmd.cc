@@ -49,6 +49,10 @@ void AddRunOptions(CLI::App* cmd, bench::E2eBenchOptions& b, bench::E2eSimOption
   cmd->add_option("--sim-step-s", s.step_s, "simulated: what a denoise step adds here")
       ->check(CLI::Range(0.0, 9.0))
       ->capture_default_str();
+  cmd->add_option("--sim-first-output-s", s.first_output_s,
+                  "simulated: what a first output's report to the orchestrator takes here")
+      ->check(CLI::Range(0.0, 9.0))
+      ->capture_default_str();
   cmd->add_option("--sim-result-s", s.result_s,
                   "simulated: what a job's result adds on its way to the orchestrator here")
       ->check(CLI::Range(0.0, 9.0))
