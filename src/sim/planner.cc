@@ -21,6 +21,11 @@ class Planner {
     SLUICE_ASSIGN_OR_RETURN(*out, Simulate(c));
     ++simulations_;
     const ClassResult& k = out->classes.front();
+    for (const PoolResult& p : out->pools) {
+      if (p.utilization > r_.max_utilization) {
+        return false;
+      }
+    }
     return k.unfinished == 0 && k.failed == 0 && k.completed > 0 &&
            (r_.slo_on_ttff ? k.ttff_s.p99 : k.latency_s.p99) <= r_.slo_p99_s;
   }
@@ -95,6 +100,9 @@ Result<PlanResult> Plan(const PlanRequest& request) {
   if (!(request.rate_per_s > 0) || !(request.slo_p99_s > 0) || !(request.hours > 0) ||
       !(request.gpu_memory_gb > 0) || request.max_gpus < 1 || request.model.stages.empty()) {
     return InvalidArgumentError("plan: rate, SLO, hours and GPU memory must be > 0, max_gpus >= 1");
+  }
+  if (!(request.max_utilization > 0 && request.max_utilization <= 1)) {
+    return InvalidArgumentError("plan: the utilization cap must be in (0, 1]");
   }
   double service = 0;  // Until the result, or the first frame.
   for (const StageProfile& s : request.model.stages) {

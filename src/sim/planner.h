@@ -22,6 +22,10 @@ struct PlanRequest {
   double hours = 1;  // Simulated span of each trial.
   std::uint64_t seed = 1;
   int max_gpus = 100000;  // Per plan; beyond it the SLO is reported unmet.
+  // No pool of a plan runs busier than this: a trial's finite span hides
+  // the queue a pool near saturation grows over a longer one (or in a
+  // burst), so a plan that meets the SLO only there is not one. (0, 1].
+  double max_utilization = 0.95;
   // Of each GPU: the colocated plan's decode pays the model's
   // over-memory factor where its colocated peak exceeds it
   // (ColocatedDecodePenalty).
@@ -37,12 +41,14 @@ struct PlanResult {
   int simulations = 0;  // Trials run.
 };
 
-// A plan meets the SLO when every job of its trial finished and the
-// trial's p99 latency (or TTFF) is within it. Searches up from the demand
+// A plan meets the SLO when every job of its trial finished, the trial's
+// p99 latency (or TTFF) is within it, and no pool was busier than
+// max_utilization. Searches up from the demand
 // (rate x service time per stage), growing the busiest pool by a tenth
 // until the SLO holds, then trims each pool to the fewest GPUs that still
 // hold it; likewise for the colocated pool. Deterministic for a seed.
-// Errors: kInvalidArgument (a rate, SLO, span or GPU memory not > 0; an SLO below the
+// Errors: kInvalidArgument (a rate, SLO, span or GPU memory not > 0, a
+// utilization cap outside (0, 1]; an SLO below the
 // model's own service time, which no pool size can meet);
 // kResourceExhausted (no plan within max_gpus).
 Result<PlanResult> Plan(const PlanRequest& request);

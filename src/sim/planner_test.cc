@@ -47,6 +47,30 @@ TEST(PlannerTest, APlanMeetsItsSloWithPoolsNoLargerThanNeeded) {
   EXPECT_LE(p->colocated.classes.front().latency_s.p99, 6);
 }
 
+// Wan at 0.5 videos/s, colocated: a 2-hour trial on 129 GPUs, more than
+// 95% busy, still meets a 400 s p99, which a longer span would not. The
+// plan keeps every pool within the cap (95%); a cap of 1 plans fewer.
+TEST(PlannerTest, NoPoolIsPlannedPastTheUtilizationCap) {
+  PlanRequest r;
+  r.model = WanVideoProfile();
+  r.rate_per_s = 0.5;
+  r.slo_p99_s = 400;
+  r.hours = 2;
+  Result<PlanResult> capped = Plan(r);
+  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+  for (const PoolResult& pool : capped->disaggregated.pools) {
+    EXPECT_LE(pool.utilization, 0.95) << pool.stage;
+  }
+  EXPECT_LE(capped->colocated.pools.front().utilization, 0.95);
+  r.max_utilization = 1;
+  Result<PlanResult> uncapped = Plan(r);
+  ASSERT_TRUE(uncapped.ok()) << uncapped.status().ToString();
+  EXPECT_GT(uncapped->colocated.pools.front().utilization, 0.95);
+  EXPECT_LT(uncapped->colocated_gpus, capped->colocated_gpus);
+  r.max_utilization = 0;
+  EXPECT_EQ(Plan(r).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(PlannerTest, ATighterSloNeedsAtLeastAsManyGpus) {
   Result<PlanResult> loose = Plan(Images(10, 10));
   Result<PlanResult> tight = Plan(Images(10, 5));

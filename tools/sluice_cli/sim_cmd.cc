@@ -96,6 +96,7 @@ struct PlanOptions {
   double hours = 0.5;
   std::uint64_t seed = 1;
   int max_gpus = 100000;
+  double max_utilization = 0.95;
   double gpu_memory_gb = kDefaultGpuMemoryGb;
   bool json = false;
 };
@@ -116,6 +117,7 @@ int RunPlan(const PlanOptions& o) {
   r.seed = o.seed;
   r.max_gpus = o.max_gpus;
   r.gpu_memory_gb = o.gpu_memory_gb;
+  r.max_utilization = o.max_utilization;
   Result<sim::PlanResult> p = sim::Plan(r);
   if (!p.ok()) {
     std::cerr << "sluice plan: " << p.status().message() << "\n";
@@ -238,6 +240,10 @@ void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
   plan->add_option("--seed", po->seed, "random seed")->capture_default_str();
   plan->add_option("--max-gpus", po->max_gpus, "give up beyond this many GPUs")
       ->check(CLI::Range(1, 10000000))
+      ->capture_default_str();
+  plan->add_option("--max-utilization", po->max_utilization,
+                   "no pool planned busier than this (a trial's span hides a saturated queue)")
+      ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
   plan->add_option("--gpu-memory-gb", po->gpu_memory_gb,
                    "each GPU's memory: a colocated model that does not fit it pays its decode "
