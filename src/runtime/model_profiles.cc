@@ -74,6 +74,29 @@ const std::vector<ModelProfile>& ModelProfiles() {
   return kProfiles;
 }
 
+std::int64_t VideoFrames(const ModelProfile& p) {
+  return p.latent_shape.size() == 4 ? (p.latent_shape[1] - 1) * 4 + 1 : 1;
+}
+
+Result<ModelProfile> AtFrames(const ModelProfile& p, std::int64_t frames) {
+  if (!p.video || p.latent_shape.size() != 4) {
+    return InvalidArgumentError(p.name + " is not a video profile: no frames to set");
+  }
+  if (frames < 5 || frames > 1025 || (frames - 1) % 4 != 0) {
+    return InvalidArgumentError("frames: " + std::to_string(frames) +
+                                " is not 4k + 1 in 5..1025 (the VAE compresses time 4x)");
+  }
+  const std::int64_t t0 = p.latent_shape[1];
+  const std::int64_t t = (frames - 1) / 4 + 1;
+  ModelProfile out = p;
+  out.name = p.name + "-" + std::to_string(frames) + "f";
+  out.latent_shape[1] = t;
+  out.decode_s = p.decode_s * static_cast<double>(t) / static_cast<double>(t0);
+  out.output_bytes = p.output_bytes / static_cast<std::uint64_t>(VideoFrames(p)) *
+                     static_cast<std::uint64_t>(frames);
+  return out;
+}
+
 Result<ModelProfile> FindModelProfile(std::string_view name) {
   std::string known;
   for (const ModelProfile& p : kProfiles) {

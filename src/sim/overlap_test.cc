@@ -32,6 +32,26 @@ TEST(OverlapTest, ChunkingHidesAllButOneSliceOfTheShorterSide) {
   EXPECT_FALSE(MeasureOverlap(wan, 1, 0).ok());
 }
 
+// The sizes: Wan2.1 720p at 121 frames is a 31-frame latent
+// (14.3 MB), decoded in 31/21 of the 81-frame time.
+TEST(OverlapTest, AVideoProfileAtAnotherLengthScalesItsLatentAndDecode) {
+  Result<::sluice::ModelProfile> wan = ::sluice::FindModelProfile("wan2.1-720p");
+  ASSERT_TRUE(wan.ok());
+  EXPECT_EQ(::sluice::VideoFrames(*wan), 81);
+  Result<::sluice::ModelProfile> longer = ::sluice::AtFrames(*wan, 121);
+  ASSERT_TRUE(longer.ok()) << longer.status().ToString();
+  EXPECT_EQ(longer->name, "wan2.1-720p-121f");
+  EXPECT_EQ(longer->latent_shape, (std::vector<std::int64_t>{16, 31, 90, 160}));
+  EXPECT_DOUBLE_EQ(longer->decode_s, wan->decode_s * 31 / 21);
+  EXPECT_EQ(longer->output_bytes, 121ull * 720 * 1280 * 3);
+  Result<OverlapResult> o = MeasureOverlap(SimProfile(*longer), 10, 31);
+  ASSERT_TRUE(o.ok());
+  EXPECT_NEAR(o->latent_bytes, 2.0 * 16 * 31 * 90 * 160, 1);
+  EXPECT_NEAR(o->transfer_hidden, 30.0 / 31, 1e-3);
+  EXPECT_FALSE(::sluice::AtFrames(*wan, 80).ok());
+  EXPECT_FALSE(::sluice::AtFrames(*::sluice::FindModelProfile("flux-1024"), 81).ok());
+}
+
 TEST(OverlapTest, AChunkedDecodeInAClusterFinishesEarlier) {
   Result<SimConfig> c = BuiltinWorkload("video", 12, 0.5, 0.5, 3);
   ASSERT_TRUE(c.ok());

@@ -144,6 +144,7 @@ int RunPlan(const PlanOptions& o) {
 
 struct OverlapOptions {
   std::vector<double> link_gbps = {10, 100, 400};
+  std::vector<std::int64_t> frames;  // Empty: each profile's own.
   bool json = false;
 };
 
@@ -151,14 +152,27 @@ struct OverlapOptions {
 int RunOverlap(const OverlapOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json) {
-    std::printf("%-14s %9s %6s %9s %11s %9s %12s %10s %16s\n", "model", "link Gb/s", "chunks",
+    std::printf("%-19s %9s %6s %9s %11s %9s %12s %10s %16s\n", "model", "link Gb/s", "chunks",
                 "latent MB", "transfer ms", "decode s", "hidden ms", "transfer %",
                 "decode overlap %");
   }
+  std::vector<::sluice::ModelProfile> videos;
   for (const ::sluice::ModelProfile& p : ::sluice::ModelProfiles()) {
-    if (!p.video || p.latent_shape.size() < 2) {
+    if (!p.video || p.latent_shape.size() != 4) {
       continue;
     }
+    for (std::int64_t f : o.frames.empty() ? std::vector{::sluice::VideoFrames(p)} : o.frames) {
+      Result<::sluice::ModelProfile> at = f == ::sluice::VideoFrames(p)
+                                              ? Result<::sluice::ModelProfile>(p)
+                                              : ::sluice::AtFrames(p, f);
+      if (!at.ok()) {
+        std::cerr << "sluice sim overlap: --frames: " << at.status().message() << "\n";
+        return 2;
+      }
+      videos.push_back(std::move(*at));
+    }
+  }
+  for (const ::sluice::ModelProfile& p : videos) {
     for (double gbps : o.link_gbps) {
       Result<sim::OverlapResult> r =
           sim::MeasureOverlap(sim::SimProfile(p), gbps, static_cast<int>(p.latent_shape[1]));
@@ -178,7 +192,7 @@ int RunOverlap(const OverlapOptions& o) {
                         {"decode_overlapped", r->decode_overlapped}});
         continue;
       }
-      std::printf("%-14s %9.0f %6d %9.2f %11.3f %9.2f %12.3f %10.1f %16.3f\n", r->model.c_str(),
+      std::printf("%-19s %9.0f %6d %9.2f %11.3f %9.2f %12.3f %10.1f %16.3f\n", r->model.c_str(),
                   gbps, r->chunks, r->latent_bytes / 1e6, r->transfer_s * 1e3, r->decode_s,
                   r->hidden_s * 1e3, 100 * r->transfer_hidden, 100 * r->decode_overlapped);
     }
@@ -306,6 +320,11 @@ void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
   overlap->add_option("--link-gbps", oo->link_gbps, "link speeds, Gbit/s")
       ->check(CLI::Range(0.001, 100000.0))
       ->capture_default_str();
+  overlap
+      ->add_option("--frames", oo->frames,
+                   "video lengths to measure each profile at (4k + 1, e.g. 81,121; the latent "
+                   "and the decode scale with them); default: each profile's own")
+      ->delimiter(',');
   overlap->add_flag("--json", oo->json, "print one JSON array");
   out->push_back({overlap, [oo] { return RunOverlap(*oo); }});
   out->push_back({cmd, [o] { return RunSim(*o); }});

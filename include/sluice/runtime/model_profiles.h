@@ -54,6 +54,17 @@ const std::vector<ModelProfile>& ModelProfiles();
 // Errors: kInvalidArgument naming the profile and listing the known ones.
 Result<ModelProfile> FindModelProfile(std::string_view name);
 
+// Video frames of a video profile `p` (its latent shape [C, T, H, W]):
+// (T - 1) * 4 + 1 (the VAE's 4x temporal compression; 81 for T = 21).
+std::int64_t VideoFrames(const ModelProfile& p);
+
+// Video profile `p` at `frames` frames (4k + 1): its latent's T and its
+// decoded bytes at that length, its decode time in proportion to T (a
+// derived figure; no published decode times per length) and its name
+// suffixed "-<frames>f". Errors: kInvalidArgument (an image profile,
+// frames not 4k + 1 in 5..1025).
+Result<ModelProfile> AtFrames(const ModelProfile& p, std::int64_t frames);
+
 }  // namespace sluice
 
 #endif  // SLUICE_RUNTIME_MODEL_PROFILES_H_
