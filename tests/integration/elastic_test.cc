@@ -63,6 +63,7 @@ TEST(ElasticTest, ALoadStepGrowsThePoolUntilTheSloHoldsAndTheDropShrinksItWithou
   c.autoscale.down_cooldown = 2s;
   c.autoscale.min_workers = 1;
   c.autoscale.max_workers = 6;
+  c.autoscale.slo_p99 = 1s;  // The SLO the pools are sized to hold.
   auto cluster = EmbeddedCluster::Start(c);
   ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
   EmbeddedCluster& e = **cluster;
@@ -105,6 +106,7 @@ TEST(ElasticTest, ALoadStepGrowsThePoolUntilTheSloHoldsAndTheDropShrinksItWithou
       EXPECT_GE(p["recommended"].get<int>(), 1) << p.dump();
       EXPECT_GE(p["workers"].get<int>(), 1) << p.dump();
       EXPECT_GT(p["utilization"].get<double>(), 0.0) << p.dump();
+      EXPECT_GT(p["latency_p99_s"].get<double>(), 0.0) << p.dump();
     }
   }
   EXPECT_TRUE(seen) << autoscale->body;

@@ -6,7 +6,7 @@ namespace sluice::cli {
 
 std::function<void()> AddAutoscaleFlags(CLI::App* cmd, AutoscaleOptions* o) {
   struct Seconds {
-    double window = 10, up = 5, down = 30;
+    double window = 10, up = 5, down = 30, slo = 0;
   };
   auto s = std::make_shared<Seconds>();
   cmd->add_option("--autoscale-target", o->target_utilization,
@@ -28,6 +28,11 @@ std::function<void()> AddAutoscaleFlags(CLI::App* cmd, AutoscaleOptions* o) {
                   "autoscale: seconds a pool stays quiet before it loses a worker")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
+  cmd->add_option("--autoscale-slo-p99", s->slo,
+                  "autoscale: seconds the jobs' p99 latency must stay within; while missed, each "
+                  "model's busiest pool grows by one worker per up cooldown (0: no SLO)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   cmd->add_option("--autoscale-min", o->min_workers, "autoscale: fewest workers per pool")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
@@ -41,6 +46,7 @@ std::function<void()> AddAutoscaleFlags(CLI::App* cmd, AutoscaleOptions* o) {
     o->window = ms(s->window);
     o->up_cooldown = ms(s->up);
     o->down_cooldown = ms(s->down);
+    o->slo_p99 = ms(s->slo);
   };
 }
 

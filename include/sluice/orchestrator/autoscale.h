@@ -11,6 +11,13 @@
 // one worker at a time, only after it stayed quiet for `down_cooldown`:
 // nothing queued, and its load on one worker fewer still below
 // `scale_down_below` (so it does not grow straight back).
+//
+// With a latency SLO (`slo_p99` > 0), the jobs' latencies (submission to
+// result) over the window count too: while a model's p99 is above the
+// SLO, its busiest pool grows by one worker beyond its demand every
+// `up_cooldown`, until the SLO holds again; and none of its pools shrinks
+// while its p99 is above `slo_shrink_below` x the SLO. (The window lags:
+// jobs that finished before a change still count until it passes them.)
 #ifndef SLUICE_ORCHESTRATOR_AUTOSCALE_H_
 #define SLUICE_ORCHESTRATOR_AUTOSCALE_H_
 
@@ -28,6 +35,8 @@ struct AutoscaleOptions {
   std::chrono::milliseconds up_cooldown{5000};     // Between two changes upward.
   int min_workers = 1;                             // Per pool.
   int max_workers = 64;
+  std::chrono::milliseconds slo_p99{0};  // Jobs' p99 latency to hold; 0: none.
+  double slo_shrink_below = 0.8;         // Of the SLO: shrink only under it.
 };
 
 // One pool (model, stage) of the scheduler at one instant.
@@ -45,6 +54,9 @@ struct PoolRecommendation {
   int recommended = 0;     // What the pool should have.
   double utilization = 0;  // Busy slots over slots, averaged over the window.
   double queued = 0;       // Jobs waiting for the stage, averaged over the window.
+  // The p99 latency of the model's jobs finished in the window, seconds
+  // (0: none finished, or no SLO set).
+  double latency_p99_s = 0;
 };
 
 }  // namespace sluice

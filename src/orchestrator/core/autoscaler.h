@@ -41,6 +41,12 @@ class Autoscaler {
   // passes it.
   void Observe(const std::vector<PoolLoad>& pools, TimePoint now);
 
+  // A job of `model` finished at `now`, `latency_s` after its submission
+  // (kept only with an SLO; the window's last 65536 per model at most).
+  // After the SLO grew one of the model's pools, only jobs submitted since
+  // say whether it still misses (the window still holds older ones).
+  void ObserveLatency(const std::string& model, double latency_s, TimePoint now);
+
   // What each pool seen in the window should have now; a change counts
   // from here for the cooldowns (call it once per decision).
   std::vector<PoolRecommendation> Recommend(TimePoint now);
@@ -60,8 +66,19 @@ class Autoscaler {
     bool seeded = false;  // `recommended` started from its workers.
   };
 
+  // A model's jobs finished in the window: their p99 latency, and the
+  // p99 of those submitted since the SLO last grew one of its pools
+  // (what that growth changed; -1: none yet).
+  struct ModelLatency {
+    double p99 = 0, p99_since_growth = -1;
+  };
+  std::map<std::string, ModelLatency> Latencies();
+
   AutoscaleOptions o_;
   std::map<std::pair<std::string, std::string>, Pool> pools_;
+  // Per model: (finished at, latency in seconds), oldest first.
+  std::map<std::string, std::deque<std::pair<TimePoint, double>>> latencies_;
+  std::map<std::string, TimePoint> slo_grew_;  // Per model: the SLO's last growth.
 };
 
 }  // namespace sluice::orchestrator

@@ -126,5 +126,54 @@ TEST(AutoscalerTest, APoolLeavesTheWindowAndBadOptionsAreRefused) {
   EXPECT_FALSE(ValidateAutoscaleOptions(o).ok());
 }
 
+// A missed latency SLO grows the model's busiest pool by one worker per
+// up cooldown although its utilization (0.6 of 0.75) asks for none, until
+// the SLO holds; near the SLO no pool shrinks. Without an SLO, latencies
+// change nothing.
+TEST(AutoscalerTest, AMissedLatencySloGrowsTheBusiestPoolUntilItHolds) {
+  AutoscaleOptions o = Fast();
+  o.slo_p99 = seconds(2);
+  Autoscaler a(o);
+  Autoscaler no_slo(Fast());
+  const TimePoint t0{};
+  const PoolLoad encode{"flux", "encode", 2, 2, 0.2, 0};
+  std::vector<PoolRecommendation> r;
+  int denoise = 4;
+  for (int s = 0; s < 8; ++s) {
+    const TimePoint now = t0 + seconds(s);
+    for (Autoscaler* x : {&a, &no_slo}) {
+      x->Observe({Denoise(denoise, 0.6 * denoise, 0), encode}, now);
+      x->ObserveLatency("flux", 3.0, now);  // Over the 2 s SLO.
+    }
+    r = a.Recommend(now);
+    EXPECT_EQ(no_slo.Recommend(now)[0].recommended, 4) << s;
+  }
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].stage, "denoise");  // Pools in (model, stage) order.
+  EXPECT_DOUBLE_EQ(r[0].latency_p99_s, 3.0);
+  // One more at 0 s; then only jobs submitted since a growth judge it (a
+  // 3 s job finishing at 2 s came before): at 3 s and 6 s, one more each.
+  EXPECT_EQ(r[0].recommended, 7);
+  EXPECT_EQ(r[1].recommended, 2) << "the encode pool is not the bottleneck";
+  // The SLO holds once the window (5 s) has only fast jobs; at 1.9 s (near
+  // it) nothing shrinks though the pool is idle, at 1 s it does.
+  for (int s = 8; s < 30; ++s) {
+    const TimePoint now = t0 + seconds(s);
+    a.Observe({Denoise(7, 0.5, 0), encode}, now);
+    a.ObserveLatency("flux", 1.9, now);
+    r = a.Recommend(now);
+  }
+  EXPECT_EQ(r[0].recommended, 7);
+  for (int s = 30; s < 50; ++s) {
+    const TimePoint now = t0 + seconds(s);
+    a.Observe({Denoise(7, 0.5, 0), encode}, now);
+    a.ObserveLatency("flux", 1.0, now);
+    r = a.Recommend(now);
+  }
+  EXPECT_LT(r[0].recommended, 7);
+  o.slo_shrink_below = 0;
+  EXPECT_FALSE(ValidateAutoscaleOptions(o).ok());
+}
+
 }  // namespace
 }  // namespace sluice::orchestrator

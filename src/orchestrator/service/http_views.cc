@@ -105,7 +105,8 @@ nlohmann::json AutoscaleJson(const std::vector<PoolRecommendation>& r) {
                      {"workers", p.workers},
                      {"recommended", p.recommended},
                      {"utilization", p.utilization},
-                     {"queued", p.queued}});
+                     {"queued", p.queued},
+                     {"latency_p99_s", p.latency_p99_s}});
   }
   return {{"pools", pools}};
 }

@@ -619,7 +619,9 @@ void OrchestratorState::FinishLocked(JobRecord& j, std::string status, std::stri
   }
   if (j.view.status == "succeeded") {
     ++stats_.succeeded;
-    stats_.job_latency.Add(std::chrono::duration<double>(now - j.submitted).count());
+    const double latency_s = std::chrono::duration<double>(now - j.submitted).count();
+    stats_.job_latency.Add(latency_s);
+    autoscaler_.ObserveLatency(j.view.model, latency_s, now);
     EventLocked(j, now, "done");
   } else if (j.view.status == "failed") {
     ++stats_.failed;
