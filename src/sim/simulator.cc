@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <random>
@@ -59,7 +60,9 @@ struct JobState {
   double end = 0;             // Planned end.
   double step_s = 0;          // Service time per step (admission stages).
   int resume_step = 0;
-  double first_output = -1;  // Time to first frame, once its last stage runs.
+  double first_output = -1;     // Time to first frame, once its last stage runs.
+  double held_bytes = 0;        // Its payload in the store (the last stage's output).
+  double store_wait_from = -1;  // Its stage's end waiting for room since; -1: not.
 };
 
 struct StreamStats {
@@ -93,10 +96,11 @@ Status Validate(const SimConfig& c) {
     return InvalidArgumentError("sim: at least one model, and arrivals or a trace");
   }
   if (!(c.duration_s > 0) || !(c.drain_limit_s >= 0) || !(c.link_gbps > 0) ||
-      c.link_latency_us < 0 || c.mtbf_s < 0 || !(c.repair_s > 0) || c.series_interval_s < 0) {
+      c.link_latency_us < 0 || c.mtbf_s < 0 || !(c.repair_s > 0) || c.series_interval_s < 0 ||
+      !(c.store_bytes >= 0)) {
     return InvalidArgumentError(
         "sim: duration_s, link_gbps and repair_s must be > 0; drain_limit_s, link_latency_us, "
-        "mtbf_s and series_interval_s >= 0");
+        "mtbf_s, series_interval_s and store_bytes >= 0");
   }
   for (const ModelProfile& m : c.models) {
     for (const StageProfile& s : m.stages) {
@@ -106,11 +110,23 @@ Status Validate(const SimConfig& c) {
                                     ": mean_s > 0, cv >= 0, steps >= 1, input_chunks >= 1, "
                                     "first_output_fraction in (0, 1]");
       }
+      if (c.store_bytes > 0 && &s != &m.stages.back() &&
+          static_cast<double>(s.output_bytes) > c.store_bytes) {
+        return InvalidArgumentError("sim: model " + m.name + " stage " + s.name + ": its " +
+                                    std::to_string(s.output_bytes) +
+                                    " byte output is larger than the store (store_bytes)");
+      }
     }
   }
   for (const Arrivals& a : c.arrivals) {
     if (!(a.rate_per_s > 0)) {
       return InvalidArgumentError("sim: arrivals of " + a.model + ": rate_per_s must be > 0");
+    }
+    if (!(a.burst_factor >= 1) ||
+        (a.burst_factor > 1 && !(a.burst_s > 0 && a.burst_s < a.burst_every_s))) {
+      return InvalidArgumentError("sim: arrivals of " + a.model +
+                                  ": burst_factor must be >= 1, and with bursts 0 < burst_s < "
+                                  "burst_every_s");
     }
   }
   for (std::size_t i = 0; i < c.trace.size(); ++i) {
@@ -185,7 +201,7 @@ class Simulation {
     for (std::size_t a = 0; a < c_.arrivals.size(); ++a) {
       SLUICE_ASSIGN_OR_RETURN(arrival_stream_.emplace_back(),
                               StreamOf(c_.arrivals[a].model, c_.arrivals[a].priority));
-      Push(Exp(c_.arrivals[a].rate_per_s), Event::Kind::kArrival, a, 0);
+      NextArrival(a);
     }
     for (const TracedJob& t : c_.trace) {
       SLUICE_ASSIGN_OR_RETURN(trace_stream_.emplace_back(), StreamOf(t.model, t.priority));
@@ -212,9 +228,11 @@ class Simulation {
       switch (e.kind) {
         case Event::Kind::kArrival:
           if (now_ < c_.duration_s) {
-            Push(Exp(c_.arrivals[e.a].rate_per_s), Event::Kind::kArrival, e.a, 0);
+            NextArrival(e.a);
           }
-          Arrive(arrival_stream_[e.a], true);
+          if (e.b == 0) {  // Else the rate changed here: only the next one is drawn.
+            Arrive(arrival_stream_[e.a], true);
+          }
           break;
         case Event::Kind::kTraced:
           if (e.a + 1 < c_.trace.size()) {
@@ -274,6 +292,10 @@ class Simulation {
     r.events = calls_;
     r.dispatches = dispatches_;
     r.worker_failures = failures_;
+    r.store_peak_bytes = store_peak_;
+    r.store_waits = store_waits_;
+    r.store_wait_s = store_wait_s_;
+    r.store_wait_max_s = store_wait_max_s_;
     r.simulated_s = now_;
     return r;
   }
@@ -314,6 +336,25 @@ class Simulation {
   }
   void Push(double delay, Event::Kind kind, std::uint64_t a, std::uint64_t b) {
     events_.push({now_ + delay, ++seq_, kind, a, b});
+  }
+  // Draws arrivals `a`'s next job at its rate now; past the next change of
+  // rate (a burst's start or end), a redraw there instead (b = 1), which a
+  // Poisson process allows.
+  void NextArrival(std::size_t a) {
+    const Arrivals& arr = c_.arrivals[a];
+    if (arr.burst_factor <= 1) {
+      Push(Exp(arr.rate_per_s), Event::Kind::kArrival, a, 0);
+      return;
+    }
+    const double in_period = std::fmod(now_, arr.burst_every_s);
+    const bool bursting = in_period < arr.burst_s;
+    const double change = now_ - in_period + (bursting ? arr.burst_s : arr.burst_every_s);
+    const double gap = Exp(arr.rate_per_s * (bursting ? arr.burst_factor : 1));
+    if (now_ + gap < change) {
+      Push(gap, Event::Kind::kArrival, a, 0);
+    } else {
+      Push(change - now_, Event::Kind::kArrival, a, 1);
+    }
   }
   Status Call(Status s) {
     ++calls_;
@@ -398,6 +439,7 @@ class Simulation {
         }
         case Action::Kind::kJobFailed:
           streams_[j->second.stream].failed += j->second.counted ? 1 : 0;
+          store_used_ -= j->second.held_bytes;  // Its payload is removed.
           jobs_.erase(j);
           break;
         case Action::Kind::kReleaseJob:
@@ -434,6 +476,7 @@ class Simulation {
     job.end = now_ + transfer + busy;
     job.step_s = full / sp.steps;
     job.resume_step = resume;
+    job.store_wait_from = -1;
     if (stage + 1 == m.stages.size()) {
       job.first_output = job.service_at + service * sp.first_output_fraction;
     }
@@ -463,9 +506,66 @@ class Simulation {
     if (j == jobs_.end() || j->second.token != token) {
       return;  // Taken back meanwhile (failure, preemption).
     }
-    const orch::WorkerId w = j->second.worker;
-    EndAssignment(j->second);
+    if (!Publish(j->second)) {
+      j->second.store_wait_from = now_;  // Holds its GPU until the store has room.
+      store_blocked_.emplace_back(id, token);
+      return;
+    }
+    Finish(id, j->second);
+    RetryBlocked();
+  }
+
+  // The bytes job's current stage hands on (none from its last stage).
+  double OutputBytes(const JobState& job) const {
+    const ModelProfile& m = c_.models[job.model];
+    return job.stage + 1 < m.stages.size() ? static_cast<double>(m.stages[job.stage].output_bytes)
+                                           : 0;
+  }
+
+  // Whether the store takes the job's output now: its input goes as the
+  // stage is done (the orchestrator removes it), its output comes.
+  bool Publish(JobState& job) {
+    const double out = OutputBytes(job);
+    if (c_.store_bytes > 0 && out > 0 && store_used_ - job.held_bytes + out > c_.store_bytes) {
+      return false;
+    }
+    store_used_ += out - job.held_bytes;
+    store_peak_ = std::max(store_peak_, store_used_);
+    job.held_bytes = out;
+    if (job.store_wait_from >= 0) {
+      const double waited = now_ - job.store_wait_from;
+      ++store_waits_;
+      store_wait_s_ += waited;
+      store_wait_max_s_ = std::max(store_wait_max_s_, waited);
+      job.store_wait_from = -1;
+    }
+    return true;
+  }
+
+  void Finish(orch::JobId id, JobState& job) {
+    const orch::WorkerId w = job.worker;
+    EndAssignment(job);
     (void)Call(scheduler_->StageDone(id, w, Now()));
+  }
+
+  // Stage ends waiting for the store, oldest first: each that fits now
+  // finishes (taken back meanwhile: dropped).
+  void RetryBlocked() {
+    for (std::size_t i = 0; i < store_blocked_.size();) {
+      const auto [id, token] = store_blocked_[i];
+      auto j = jobs_.find(id);
+      if (j == jobs_.end() || j->second.token != token) {
+        store_blocked_.erase(store_blocked_.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      if (!Publish(j->second)) {
+        ++i;
+        continue;
+      }
+      store_blocked_.erase(store_blocked_.begin() + static_cast<std::ptrdiff_t>(i));
+      Finish(id, j->second);
+      i = 0;  // What it freed may let an earlier one through.
+    }
   }
 
   void Fail(orch::WorkerId w) {
@@ -530,6 +630,9 @@ class Simulation {
         interval_ticks_ = 0;
       }
     }
+    if (!store_blocked_.empty()) {
+      RetryBlocked();  // Room freed by a failed job, which no stage end retries.
+    }
     Push(kTickS, Event::Kind::kTick, 0, 0);
   }
 
@@ -547,6 +650,12 @@ class Simulation {
   double interval_ticks_ = 0;
   std::uint64_t seq_ = 0, next_job_ = 0, next_token_ = 0;
   std::uint64_t calls_ = 0, dispatches_ = 0, failures_ = 0;
+  // The store (store_bytes): payloads held now, the most held, and the
+  // stage ends waiting for room (job, token), oldest first.
+  double store_used_ = 0, store_peak_ = 0;
+  std::deque<std::pair<orch::JobId, std::uint64_t>> store_blocked_;
+  std::uint64_t store_waits_ = 0;
+  double store_wait_s_ = 0, store_wait_max_s_ = 0;
 };
 
 }  // namespace
@@ -609,6 +718,10 @@ std::string ToJson(const SimResult& r) {
   j["events"] = r.events;
   j["dispatches"] = r.dispatches;
   j["worker_failures"] = r.worker_failures;
+  j["store_peak_bytes"] = r.store_peak_bytes;
+  j["store_waits"] = r.store_waits;
+  j["store_wait_s"] = r.store_wait_s;
+  j["store_wait_max_s"] = r.store_wait_max_s;
   j["simulated_s"] = r.simulated_s;
   j["wall_s"] = r.wall_s;
   j["peak_rss_bytes"] = r.peak_rss_bytes;

@@ -69,11 +69,16 @@ struct PoolSize {
   std::vector<std::string> more_models;
 };
 
-// Jobs of one model and class arriving as a Poisson process.
+// Jobs of one model and class arriving as a Poisson process, in bursts
+// when asked: for the first `burst_s` of every `burst_every_s` seconds
+// the rate is `burst_factor` times `rate_per_s`.
 struct Arrivals {
   std::string model;
   orchestrator::PriorityClass priority = orchestrator::PriorityClass::kStandard;
   double rate_per_s = 1;
+  double burst_factor = 1;  // >= 1; 1: no bursts.
+  double burst_every_s = 0;
+  double burst_s = 0;  // In (0, burst_every_s) with a factor above 1.
 };
 
 // One job of a trace: it arrives at `t_s`.
@@ -91,7 +96,13 @@ struct SimConfig {
   // Jobs arriving at given times (sorted by t_s, none after duration_s),
   // beside any Poisson `arrivals`.
   std::vector<TracedJob> trace;
-  double link_gbps = 100;        // Between any two workers (10^9 bit/s).
+  double link_gbps = 100;  // Between any two workers (10^9 bit/s).
+  // The store's memory for payloads between stages (0: unbounded). A
+  // stage's output is held from the stage's end until the next stage is
+  // done with it (as the orchestrator removes it); a stage whose output
+  // does not fit keeps its GPU until enough is freed (its producer blocks
+  // on the store), then finishes. Every stage output must fit on its own.
+  double store_bytes = 0;
   double link_latency_us = 10;   // One way, per transfer.
   double duration_s = 3600;      // Arrivals stop here; the run drains after.
   double drain_limit_s = 86400;  // At most this long after, then unfinished jobs count as such.
@@ -150,6 +161,11 @@ struct SimResult {
   std::uint64_t events = 0;  // Scheduler calls made.
   std::uint64_t dispatches = 0;
   std::uint64_t worker_failures = 0;
+  // With store_bytes: the most the store held, and the stage ends that
+  // waited for room (how many, how long in all, the longest).
+  double store_peak_bytes = 0;
+  std::uint64_t store_waits = 0;
+  double store_wait_s = 0, store_wait_max_s = 0;
   double simulated_s = 0;  // Until the last job finished (or the drain limit).
   double wall_s = 0;
   std::uint64_t peak_rss_bytes = 0;  // Of this process, at the end.

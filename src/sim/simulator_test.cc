@@ -145,6 +145,59 @@ TEST(SimulatorTest, AColocatedDecodePaysItsPenaltyOnlyWhereTheModelDoesNotFit) {
   }
 }
 
+// Bursts: four times the rate for 60 s of every 600 s bring 1.3 times the
+// jobs and a queue the steady stream never builds; a burst as long as its
+// period is refused.
+TEST(SimulatorTest, BurstsRaiseTheRateForPartOfEachPeriod) {
+  Result<SimConfig> c = BuiltinWorkload("image", 40, 1, 0.6, 3);
+  ASSERT_TRUE(c.ok());
+  Result<SimResult> steady = Simulate(*c);
+  for (Arrivals& a : c->arrivals) {
+    a.burst_factor = 4;
+    a.burst_every_s = 600;
+    a.burst_s = 60;
+  }
+  Result<SimResult> bursty = Simulate(*c);
+  ASSERT_TRUE(steady.ok() && bursty.ok()) << bursty.status().ToString();
+  const double ratio = static_cast<double>(bursty->classes[0].submitted) /
+                       static_cast<double>(steady->classes[0].submitted);
+  EXPECT_NEAR(ratio, 1.3, 0.05);
+  std::size_t steady_queue = 0, bursty_queue = 0;
+  for (std::size_t p = 0; p < steady->pools.size(); ++p) {
+    steady_queue = std::max(steady_queue, steady->pools[p].max_queued);
+    bursty_queue = std::max(bursty_queue, bursty->pools[p].max_queued);
+  }
+  EXPECT_GT(bursty_queue, steady_queue + 20);
+  EXPECT_GT(bursty->classes[0].latency_s.p99, steady->classes[0].latency_s.p99);
+  c->arrivals[0].burst_s = 600;
+  EXPECT_EQ(Simulate(*c).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The store holds each payload from its stage's end until the next stage
+// is done: unbounded, nothing waits; at 10 MB (two 4 MiB conditions held
+// through their 253 s denoise) encodes wait for room, denoise starves, and
+// every job still finishes, later. An output larger than the store is
+// refused.
+TEST(SimulatorTest, AFullStoreHoldsStageEndsUntilItHasRoom) {
+  Result<SimConfig> c = BuiltinWorkload("video", 40, 0.5, 0.5, 3);
+  ASSERT_TRUE(c.ok());
+  Result<SimResult> open = Simulate(*c);
+  ASSERT_TRUE(open.ok());
+  EXPECT_EQ(open->store_waits, 0u);
+  EXPECT_GT(open->store_peak_bytes, 8e6) << "payloads of several jobs at once";
+  c->store_bytes = 10e6;
+  Result<SimResult> small = Simulate(*c);
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  EXPECT_GT(small->store_waits, 0u);
+  EXPECT_GT(small->store_wait_max_s, 100.0) << "an encode waits out a denoise";
+  EXPECT_LE(small->store_peak_bytes, 10e6);
+  EXPECT_EQ(small->classes[0].unfinished, 0u);
+  EXPECT_GT(small->classes[0].completed, 100u);
+  EXPECT_GT(small->classes[0].latency_s.p50, 2 * open->classes[0].latency_s.p50);
+  c->store_bytes = 1e6;
+  EXPECT_EQ(Simulate(*c).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(SimulatorTest, EveryModelProfileIsABuiltinModelWithItsTimingsAndSizes) {
   for (const ::sluice::ModelProfile& p : ::sluice::ModelProfiles()) {
     Result<ModelProfile> m = BuiltinModel(p.name);

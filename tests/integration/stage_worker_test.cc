@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -151,6 +152,29 @@ class StageWorkerTest : public ::testing::Test {
     return std::move(*w);
   }
 
+  // Submits `body` to `path` (answered 202 or 200 with an id); "" if not.
+  std::string Submit(const std::string& path, const std::string& body) {
+    auto r = http_->Post(path, body, "application/json");
+    EXPECT_TRUE(r && (r->status == 202 || r->status == 200)) << (r ? r->body : "no answer");
+    return r && (r->status == 202 || r->status == 200) ? json::parse(r->body).value("id", "") : "";
+  }
+
+  // Job `id`'s view, polled every `every` until `until(view)` holds or
+  // `within` passes (the last view either way).
+  json PollJob(const std::string& id, const std::function<bool(const json&)>& until,
+               std::chrono::milliseconds within = 20s, std::chrono::milliseconds every = 10ms) {
+    const auto give_up = std::chrono::steady_clock::now() + within;
+    json j;
+    do {
+      std::this_thread::sleep_for(every);
+      j = json::parse(http_->Get("/v1/jobs/" + id)->body);
+    } while (!until(j) && std::chrono::steady_clock::now() < give_up);
+    return j;
+  }
+  static bool Finished(const json& j) {
+    return j["status"] == "succeeded" || j["status"] == "failed";
+  }
+
   static std::string Expected(const std::string& prompt, int steps) {
     std::vector<float> v = Embed(prompt);
     for (int s = 0; s < steps; ++s) {
@@ -190,25 +214,16 @@ TEST_F(StageWorkerTest, DrainingWorkerHandsItsJobBackAndAnotherFinishesIt) {
        cv = Connector("decode");
   auto e = Worker("encode", ce.get()), v = Worker("decode", cv.get());
   auto slow = Worker("denoise", cd.get(), 100ms);
-  auto r = http_->Post("/v1/images/generations", R"({"prompt":"slow owl","steps":20,"async":true})",
-                       "application/json");
-  ASSERT_EQ(r->status, 202);
-  const std::string id = json::parse(r->body)["id"];
-  json j;
-  const auto running_by = std::chrono::steady_clock::now() + 10s;
-  do {
-    std::this_thread::sleep_for(20ms);
-    j = json::parse(http_->Get("/v1/jobs/" + id)->body);
-  } while (!(j["stage"] == "denoise" && j["progress"]["step"] > 0) &&
-           std::chrono::steady_clock::now() < running_by);
+  const std::string id =
+      Submit("/v1/images/generations", R"({"prompt":"slow owl","steps":20,"async":true})");
+  ASSERT_FALSE(id.empty());
+  json j = PollJob(
+      id, [](const json& v) { return v["stage"] == "denoise" && v["progress"]["step"] > 0; }, 10s,
+      20ms);
   ASSERT_EQ(j["stage"], "denoise") << j.dump();
   auto fast = Worker("denoise", cd2.get());
   slow->Drain(50ms);  // SIGTERM-style: hand the job back, lose nothing.
-  const auto done_by = std::chrono::steady_clock::now() + 20s;
-  do {
-    std::this_thread::sleep_for(20ms);
-    j = json::parse(http_->Get("/v1/jobs/" + id)->body);
-  } while (j["status"] != "succeeded" && std::chrono::steady_clock::now() < done_by);
+  j = PollJob(id, Finished, 20s, 20ms);
   EXPECT_EQ(j["status"], "succeeded") << j.dump();
   EXPECT_GE(fast->completed(), 1u);
 }
@@ -336,15 +351,9 @@ TEST_F(StageWorkerTest, ProfileStagesMoveRealPayloadSizesAtScaledTimings) {
     workers.push_back(std::move(*w));
   }
   const auto start = std::chrono::steady_clock::now();
-  auto r =
-      http_->Post("/v1/images/generations", R"({"prompt":"p","async":true})", "application/json");
-  ASSERT_EQ(r->status, 202);
-  const std::string id = json::parse(r->body)["id"];
-  json j;
-  do {
-    std::this_thread::sleep_for(10ms);
-    j = json::parse(http_->Get("/v1/jobs/" + id)->body);
-  } while (j["status"] != "succeeded" && std::chrono::steady_clock::now() - start < 20s);
+  const std::string id = Submit("/v1/images/generations", R"({"prompt":"p","async":true})");
+  ASSERT_FALSE(id.empty());
+  const json j = PollJob(id, Finished);
   ASSERT_EQ(j["status"], "succeeded") << j.dump();
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -381,17 +390,9 @@ TEST_F(StageWorkerTest, AProfileVideoLatentGoesToDecodeInChunksAlongItsFrames) {
     ASSERT_TRUE(w.ok());
     workers.push_back(std::move(*w));
   }
-  auto r =
-      http_->Post("/v1/videos", R"({"prompt":"p","size":"64x64","frames":5})", "application/json");
-  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
-  const std::string id = json::parse(r->body)["id"];
-  json j;
-  const auto give_up = std::chrono::steady_clock::now() + 20s;
-  do {
-    std::this_thread::sleep_for(10ms);
-    j = json::parse(http_->Get("/v1/jobs/" + id)->body);
-  } while (j["status"] != "succeeded" && j["status"] != "failed" &&
-           std::chrono::steady_clock::now() < give_up);
+  const std::string id = Submit("/v1/videos", R"({"prompt":"p","size":"64x64","frames":5})");
+  ASSERT_FALSE(id.empty());
+  const json j = PollJob(id, Finished);
   ASSERT_EQ(j["status"], "succeeded") << j.dump();
   EXPECT_EQ(decoded_chunks.load(), 21);
   EXPECT_GT(j.value("ttff_ms", -1.0), 0.0);
@@ -432,17 +433,10 @@ TEST_F(StageWorkerTest, AFirstOutputReachesTheOrchestratorWhileTheStageStillRuns
     return StageOutput{Bytes(out), "application/octet-stream", {}, false};
   });
   ASSERT_TRUE(v.ok()) << v.status().ToString();
-  auto r =
-      http_->Post("/v1/images/generations", R"({"prompt":"p","async":true})", "application/json");
-  ASSERT_EQ(r->status, 202);
-  const std::string id = json::parse(r->body)["id"];
-  json j;
-  const auto give_up = std::chrono::steady_clock::now() + 20s;
-  do {
-    std::this_thread::sleep_for(5ms);
-    j = json::parse(http_->Get("/v1/jobs/" + id)->body);
-  } while (j.value("ttff_ms", -1.0) < 0 && j["status"] != "succeeded" &&
-           std::chrono::steady_clock::now() < give_up);
+  const std::string id = Submit("/v1/images/generations", R"({"prompt":"p","async":true})");
+  ASSERT_FALSE(id.empty());
+  const json j = PollJob(
+      id, [](const json& v) { return v.value("ttff_ms", -1.0) >= 0 || Finished(v); }, 20s, 5ms);
   const auto seen = std::chrono::steady_clock::now();
   ASSERT_GE(j.value("ttff_ms", -1.0), 0.0) << j.dump();
   EXPECT_NE(j["status"], "succeeded") << "the first output came only with the result";

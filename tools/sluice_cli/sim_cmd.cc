@@ -36,6 +36,8 @@ struct SimOptions {
   double repair_s = 60;
   bool colocated = false;
   double gpu_memory_gb = kDefaultGpuMemoryGb;
+  double store_gb = 0;
+  double burst_factor = 1, burst_every_s = 600, burst_s = 60;
   std::string trace;
   bool json = false;
 };
@@ -59,6 +61,12 @@ int RunSim(const SimOptions& o) {
   }
   c->mtbf_s = o.mtbf_hours * 3600;
   c->repair_s = o.repair_s;
+  c->store_bytes = o.store_gb * 1e9;
+  for (sim::Arrivals& a : c->arrivals) {
+    a.burst_factor = o.burst_factor;
+    a.burst_every_s = o.burst_every_s;
+    a.burst_s = o.burst_s;
+  }
   Result<sim::SimResult> r = sim::Simulate(*c);
   if (!r.ok()) {
     std::cerr << "sluice sim: " << r.status().message() << "\n";
@@ -81,6 +89,13 @@ int RunSim(const SimOptions& o) {
   for (const sim::PoolResult& p : r->pools) {
     std::printf("%-18s %-8s %6d %11.3f %10zu\n", p.model.c_str(), p.stage.c_str(), p.gpus,
                 p.utilization, p.max_queued);
+  }
+  if (o.store_gb > 0) {
+    std::printf(
+        "\nstore %.1f GB: peak %.2f GB; %llu stage ends waited for room, %.1f s in all, "
+        "%.2f s at most\n",
+        o.store_gb, r->store_peak_bytes / 1e9, static_cast<unsigned long long>(r->store_waits),
+        r->store_wait_s, r->store_wait_max_s);
   }
   std::printf("\n%llu scheduler events, %.0f s simulated in %.2f s, peak RSS %.0f MiB\n",
               static_cast<unsigned long long>(r->events), r->simulated_s, r->wall_s,
@@ -295,6 +310,21 @@ void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
                   "each GPU's memory: a colocated model that does not fit it pays its decode "
                   "penalty")
       ->check(CLI::Range(1.0, 4096.0))
+      ->capture_default_str();
+  cmd->add_option("--burst-factor", o->burst_factor,
+                  "arrivals come this many times faster during each burst (1: no bursts)")
+      ->check(CLI::Range(1.0, 1000.0))
+      ->capture_default_str();
+  cmd->add_option("--burst-every-s", o->burst_every_s, "a burst starts every this many seconds")
+      ->check(CLI::Range(1.0, 1e7))
+      ->capture_default_str();
+  cmd->add_option("--burst-s", o->burst_s, "each burst lasts this many seconds")
+      ->check(CLI::Range(0.001, 1e7))
+      ->capture_default_str();
+  cmd->add_option("--store-gb", o->store_gb,
+                  "the store's memory for payloads between stages, GB (0: unbounded); a stage "
+                  "whose output does not fit holds its GPU until it does")
+      ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
   cmd->add_flag("--colocated", o->colocated,
                 "each GPU runs every stage of a job (the same arrivals as disaggregated; video "
