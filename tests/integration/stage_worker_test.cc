@@ -152,6 +152,31 @@ class StageWorkerTest : public ::testing::Test {
     return std::move(*w);
   }
 
+  // A worker for each of `profile`'s stages (encode, denoise, decode,
+  // through the connectors in that order), its handler wrapped by `wrap`
+  // when given.
+  std::vector<std::unique_ptr<StageWorker>> ProfileWorkers(
+      const ModelProfile& profile, double time_factor, int latent_chunks,
+      const std::vector<DiffusionConnector*>& conns,
+      const std::function<StageHandler(const std::string&, StageHandler)>& wrap = nullptr) {
+    std::vector<std::unique_ptr<StageWorker>> workers;
+    const std::vector<std::string> stages = {"encode", "denoise", "decode"};
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      StageWorkerConfig c;
+      c.orchestrator = orch_->endpoint();
+      c.stage = stages[i];
+      c.heartbeat_interval = 20ms;
+      StageHandler h =
+          ProfileStageHandler(profile, stages[i], conns[i], time_factor, latent_chunks);
+      auto w = StageWorker::Start(c, wrap ? wrap(stages[i], std::move(h)) : std::move(h));
+      EXPECT_TRUE(w.ok()) << w.status().ToString();
+      if (w.ok()) {
+        workers.push_back(std::move(*w));
+      }
+    }
+    return workers;
+  }
+
   // Submits `body` to `path` (answered 202 or 200 with an id); "" if not.
   std::string Submit(const std::string& path, const std::string& body) {
     auto r = http_->Post(path, body, "application/json");
@@ -339,17 +364,8 @@ TEST_F(StageWorkerTest, ProfileStagesMoveRealPayloadSizesAtScaledTimings) {
   ASSERT_TRUE(profile.ok());
   EXPECT_FALSE(FindModelProfile("sd9").ok());
   auto ce = Connector("encode"), cd = Connector("denoise"), cv = Connector("decode");
-  std::vector<std::unique_ptr<StageWorker>> workers;
-  for (auto [stage, conn] :
-       {std::pair{"encode", ce.get()}, {"denoise", cd.get()}, {"decode", cv.get()}}) {
-    StageWorkerConfig c;
-    c.orchestrator = orch_->endpoint();
-    c.stage = stage;
-    c.heartbeat_interval = 20ms;
-    auto w = StageWorker::Start(c, ProfileStageHandler(*profile, stage, conn, 0.01));
-    ASSERT_TRUE(w.ok());
-    workers.push_back(std::move(*w));
-  }
+  auto workers = ProfileWorkers(*profile, 0.01, 1, {ce.get(), cd.get(), cv.get()});
+  ASSERT_EQ(workers.size(), 3u);
   const auto start = std::chrono::steady_clock::now();
   const std::string id = Submit("/v1/images/generations", R"({"prompt":"p","async":true})");
   ASSERT_FALSE(id.empty());
@@ -370,26 +386,21 @@ TEST_F(StageWorkerTest, AProfileVideoLatentGoesToDecodeInChunksAlongItsFrames) {
   auto profile = FindModelProfile("wan2.1-480p");
   ASSERT_TRUE(profile.ok());
   auto ce = Connector("encode"), cd = Connector("denoise"), cv = Connector("decode");
-  std::vector<std::unique_ptr<StageWorker>> workers;
   std::atomic<int> decoded_chunks{0};
-  for (auto [stage, conn] :
-       {std::pair{"encode", ce.get()}, {"denoise", cd.get()}, {"decode", cv.get()}}) {
-    StageWorkerConfig c;
-    c.orchestrator = orch_->endpoint();
-    c.stage = stage;
-    c.heartbeat_interval = 20ms;
-    StageHandler h = ProfileStageHandler(*profile, stage, conn, 0.002, /*latent_chunks=*/21);
-    if (std::string(stage) == "decode") {
-      h = [h, &decoded_chunks](StageContext& ctx) {
-        Result<PayloadDescriptor> d = PayloadDescriptor::Decode(ctx.input());
-        decoded_chunks = d.ok() && d->chunk_dim == 1 ? d->num_chunks : -1;
-        return h(ctx);
-      };
-    }
-    auto w = StageWorker::Start(c, h);
-    ASSERT_TRUE(w.ok());
-    workers.push_back(std::move(*w));
-  }
+  // The decode notes how many chunks its input came in.
+  auto workers =
+      ProfileWorkers(*profile, 0.002, /*latent_chunks=*/21, {ce.get(), cd.get(), cv.get()},
+                     [&decoded_chunks](const std::string& stage, StageHandler h) -> StageHandler {
+                       if (stage != "decode") {
+                         return h;
+                       }
+                       return [h, &decoded_chunks](StageContext& ctx) {
+                         Result<PayloadDescriptor> d = PayloadDescriptor::Decode(ctx.input());
+                         decoded_chunks = d.ok() && d->chunk_dim == 1 ? d->num_chunks : -1;
+                         return h(ctx);
+                       };
+                     });
+  ASSERT_EQ(workers.size(), 3u);
   const std::string id = Submit("/v1/videos", R"({"prompt":"p","size":"64x64","frames":5})");
   ASSERT_FALSE(id.empty());
   const json j = PollJob(id, Finished);

@@ -137,16 +137,22 @@ TEST(AutoscalerTest, AMissedLatencySloGrowsTheBusiestPoolUntilItHolds) {
   Autoscaler no_slo(Fast());
   const TimePoint t0{};
   const PoolLoad encode{"flux", "encode", 2, 2, 0.2, 0};
-  std::vector<PoolRecommendation> r;
-  int denoise = 4;
-  for (int s = 0; s < 8; ++s) {
-    const TimePoint now = t0 + seconds(s);
-    for (Autoscaler* x : {&a, &no_slo}) {
-      x->Observe({Denoise(denoise, 0.6 * denoise, 0), encode}, now);
-      x->ObserveLatency("flux", 3.0, now);  // Over the 2 s SLO.
+  // Seconds [from, to): denoise on `workers` at `busy` slots, a job of
+  // `latency_s` finishing each second; the last recommendation.
+  auto feed = [&](Autoscaler& x, int from, int to, int workers, double busy, double latency_s) {
+    std::vector<PoolRecommendation> last;
+    for (int s = from; s < to; ++s) {
+      const TimePoint now = t0 + seconds(s);
+      x.Observe({Denoise(workers, busy, 0), encode}, now);
+      x.ObserveLatency("flux", latency_s, now);
+      last = x.Recommend(now);
     }
-    r = a.Recommend(now);
-    EXPECT_EQ(no_slo.Recommend(now)[0].recommended, 4) << s;
+    return last;
+  };
+  std::vector<PoolRecommendation> r;
+  for (int s = 0; s < 8; ++s) {
+    r = feed(a, s, s + 1, 4, 2.4, 3.0);  // Over the 2 s SLO.
+    EXPECT_EQ(feed(no_slo, s, s + 1, 4, 2.4, 3.0)[0].recommended, 4) << s;
   }
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].stage, "denoise");  // Pools in (model, stage) order.
@@ -157,20 +163,8 @@ TEST(AutoscalerTest, AMissedLatencySloGrowsTheBusiestPoolUntilItHolds) {
   EXPECT_EQ(r[1].recommended, 2) << "the encode pool is not the bottleneck";
   // The SLO holds once the window (5 s) has only fast jobs; at 1.9 s (near
   // it) nothing shrinks though the pool is idle, at 1 s it does.
-  for (int s = 8; s < 30; ++s) {
-    const TimePoint now = t0 + seconds(s);
-    a.Observe({Denoise(7, 0.5, 0), encode}, now);
-    a.ObserveLatency("flux", 1.9, now);
-    r = a.Recommend(now);
-  }
-  EXPECT_EQ(r[0].recommended, 7);
-  for (int s = 30; s < 50; ++s) {
-    const TimePoint now = t0 + seconds(s);
-    a.Observe({Denoise(7, 0.5, 0), encode}, now);
-    a.ObserveLatency("flux", 1.0, now);
-    r = a.Recommend(now);
-  }
-  EXPECT_LT(r[0].recommended, 7);
+  EXPECT_EQ(feed(a, 8, 30, 7, 0.5, 1.9)[0].recommended, 7);
+  EXPECT_LT(feed(a, 30, 50, 7, 0.5, 1.0)[0].recommended, 7);
   o.slo_shrink_below = 0;
   EXPECT_FALSE(ValidateAutoscaleOptions(o).ok());
 }
