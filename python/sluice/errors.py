@@ -57,6 +57,9 @@ class PermissionDeniedError(SluiceError, PermissionError):
 
 
 class UnimplementedError(SluiceError, NotImplementedError):
+    """A peer answered UNIMPLEMENTED (e.g. a device kind this build lacks):
+    the typed exception for that status code, not a placeholder."""
+
     code = "UNIMPLEMENTED"
 
 

@@ -63,16 +63,37 @@ class StageWorkerTest : public ::testing::Test {
     while (!node_->registered()) {
       std::this_thread::sleep_for(10ms);
     }
+    StartOrchestrator(100ms, 1000ms);
+  }
+
+  // (Re)starts the orchestrator expecting heartbeats every `heartbeat`,
+  // losing a worker silent for `worker_timeout`, and the HTTP client.
+  void StartOrchestrator(std::chrono::milliseconds heartbeat,
+                         std::chrono::milliseconds worker_timeout) {
+    orch_.reset();
     OrchestratorConfig oc;
-    oc.heartbeat_interval = 100ms;
-    oc.worker_timeout = 1000ms;
+    oc.heartbeat_interval = heartbeat;
+    oc.worker_timeout = worker_timeout;
     oc.store_master = master_->endpoint();
     oc.check_outputs = false;  // The stages here return raw bytes, compared exactly.
     auto o = OrchestratorServer::Start(oc);
-    ASSERT_TRUE(o.ok());
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
     orch_ = std::move(*o);
     http_ = std::make_unique<httplib::Client>("http://" + orch_->http_endpoint());
     http_->set_read_timeout(30, 0);
+  }
+
+  // A worker of `stage` running `handler`, heartbeating every `heartbeat`.
+  std::unique_ptr<StageWorker> HandlerWorker(const std::string& stage,
+                                             std::chrono::milliseconds heartbeat,
+                                             StageHandler handler) {
+    StageWorkerConfig c;
+    c.orchestrator = orch_->endpoint();
+    c.stage = stage;
+    c.heartbeat_interval = heartbeat;
+    auto w = StageWorker::Start(c, std::move(handler));
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    return w.ok() ? std::move(*w) : nullptr;
   }
 
   std::unique_ptr<DiffusionConnector> Connector(const std::string& role) {
@@ -258,17 +279,13 @@ TEST_F(StageWorkerTest, ADrainedWorkersLastDoneIsHeardBeforeItLeaves) {
   auto e = Worker("encode", ce.get()), d = Worker("denoise", cd.get());
   // A decode whose Done carries 48 MiB: its RPC takes a while to arrive.
   std::atomic<bool> decoding{false};
-  StageWorkerConfig c;
-  c.orchestrator = orch_->endpoint();
-  c.stage = "decode";
-  c.heartbeat_interval = 50ms;
-  auto v = StageWorker::Start(c, [&](StageContext& ctx) -> Result<StageOutput> {
+  auto v = HandlerWorker("decode", 50ms, [&](StageContext& ctx) -> Result<StageOutput> {
     SLUICE_ASSIGN_OR_RETURN(std::vector<float> latent, Fetch(*cv, ctx.input()));
     decoding = true;
     std::this_thread::sleep_for(100ms);
     return StageOutput{std::string(48 << 20, 'v'), "application/octet-stream", {}, false};
   });
-  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  ASSERT_NE(v, nullptr);
   auto r = http_->Post("/v1/images/generations",
                        R"({"prompt":"late heron","steps":2,"async":true})", "application/json");
   ASSERT_TRUE(r);
@@ -279,10 +296,10 @@ TEST_F(StageWorkerTest, ADrainedWorkersLastDoneIsHeardBeforeItLeaves) {
     std::this_thread::sleep_for(5ms);
   }
   ASSERT_TRUE(decoding);
-  (*v)->Drain(10s);  // The job finishes; its Done is answered before Drain returns.
+  v->Drain(10s);  // The job finishes; its Done is answered before Drain returns.
   const json j = json::parse(http_->Get("/v1/jobs/" + id)->body);
   EXPECT_EQ(j["status"], "succeeded") << j.dump();
-  v->reset();  // Unregisters: nothing of this worker's is left to re-queue.
+  v.reset();  // Unregisters: nothing of this worker's is left to re-queue.
 }
 
 // A stage whose Done report no orchestrator takes (it died while the stage
@@ -419,31 +436,18 @@ TEST_F(StageWorkerTest, AProfileVideoLatentGoesToDecodeInChunksAlongItsFrames) {
 // and a short decode's first output came with its result.)
 TEST_F(StageWorkerTest, AFirstOutputReachesTheOrchestratorWhileTheStageStillRuns) {
   // Heartbeats every 3 s: an orchestrator that waits that long for them.
-  orch_.reset();
-  OrchestratorConfig oc;
-  oc.heartbeat_interval = 3s;
-  oc.worker_timeout = 20s;
-  oc.store_master = master_->endpoint();
-  oc.check_outputs = false;
-  auto o = OrchestratorServer::Start(oc);
-  ASSERT_TRUE(o.ok()) << o.status().ToString();
-  orch_ = std::move(*o);
-  http_ = std::make_unique<httplib::Client>("http://" + orch_->http_endpoint());
+  StartOrchestrator(3s, 20s);
   auto ce = Connector("encode"), cd = Connector("denoise"), cv = Connector("decode");
   auto e = Worker("encode", ce.get()), d = Worker("denoise", cd.get());
   std::atomic<std::int64_t> first_at_ns{0};
-  StageWorkerConfig c;
-  c.orchestrator = orch_->endpoint();
-  c.stage = "decode";
-  c.heartbeat_interval = 3s;
-  auto v = StageWorker::Start(c, [&](StageContext& ctx) -> Result<StageOutput> {
+  auto v = HandlerWorker("decode", 3s, [&](StageContext& ctx) -> Result<StageOutput> {
     SLUICE_ASSIGN_OR_RETURN(std::vector<float> out, Fetch(*cv, ctx.input()));
     ctx.FirstOutput();
     first_at_ns = std::chrono::steady_clock::now().time_since_epoch().count();
     std::this_thread::sleep_for(1500ms);  // The rest of the decode.
     return StageOutput{Bytes(out), "application/octet-stream", {}, false};
   });
-  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  ASSERT_NE(v, nullptr);
   const std::string id = Submit("/v1/images/generations", R"({"prompt":"p","async":true})");
   ASSERT_FALSE(id.empty());
   const json j = PollJob(

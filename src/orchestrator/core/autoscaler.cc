@@ -91,39 +91,42 @@ std::map<std::string, Autoscaler::ModelLatency> Autoscaler::Latencies() {
   return out;
 }
 
+Autoscaler::WindowLoad Autoscaler::LoadOf(const Pool& p) {
+  WindowLoad w;
+  for (const Sample& s : p.samples) {
+    w.busy += s.busy;
+    w.queued += s.queued;
+    w.slots += s.slots;
+  }
+  w.utilization = w.slots > 0 ? w.busy / w.slots : (w.busy > 0 ? 1.0 : 0.0);
+  return w;
+}
+
 std::vector<PoolRecommendation> Autoscaler::Recommend(TimePoint now) {
   std::vector<PoolRecommendation> out;
   const std::map<std::string, ModelLatency> latency = Latencies();
   const double slo_s = std::chrono::duration<double>(o_.slo_p99).count();
+  std::map<std::pair<std::string, std::string>, WindowLoad> loads;
   // Each model's busiest pool over the window: where a missed SLO adds.
   std::map<std::string, std::pair<double, std::string>> busiest;
   for (const auto& [key, p] : pools_) {
-    double busy = 0, slots = 0;
-    for (const Sample& s : p.samples) {
-      busy += s.busy;
-      slots += s.slots;
-    }
-    const double u = slots > 0 ? busy / slots : (busy > 0 ? 1.0 : 0.0);
-    auto [it, added] = busiest.try_emplace(key.first, u, key.second);
-    if (!added && u > it->second.first) {
-      it->second = {u, key.second};
+    const WindowLoad& w = loads[key] = LoadOf(p);
+    auto [it, added] = busiest.try_emplace(key.first, w.utilization, key.second);
+    if (!added && w.utilization > it->second.first) {
+      it->second = {w.utilization, key.second};
     }
   }
   for (auto& [key, p] : pools_) {
-    double busy = 0, queued = 0, slots = 0;
-    for (const Sample& s : p.samples) {
-      busy += s.busy;
-      queued += s.queued;
-      slots += s.slots;
-    }
+    const WindowLoad& w = loads[key];
+    const double busy = w.busy;
     const double n = static_cast<double>(p.samples.size());
     const Sample& last = p.samples.back();
     PoolRecommendation r;
     r.model = key.first;
     r.stage = key.second;
     r.workers = last.workers;
-    r.utilization = slots > 0 ? busy / slots : (busy > 0 ? 1.0 : 0.0);
-    r.queued = queued / n;
+    r.utilization = w.utilization;
+    r.queued = w.queued / n;
     // Slots per worker as the pool has them now (1 when it has none).
     const double per_worker =
         last.workers > 0 ? static_cast<double>(last.slots) / last.workers : 1.0;

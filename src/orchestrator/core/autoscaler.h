@@ -65,6 +65,12 @@ class Autoscaler {
     bool low = false;
     bool seeded = false;  // `recommended` started from its workers.
   };
+  // A pool's samples over the window: sums of busy slots, queued jobs and
+  // slots, and the busy share of its slots.
+  struct WindowLoad {
+    double busy = 0, queued = 0, slots = 0, utilization = 0;
+  };
+  static WindowLoad LoadOf(const Pool& p);
 
   // A model's jobs finished in the window: their p99 latency, and the
   // p99 of those submitted since the SLO last grew one of its pools
