@@ -75,6 +75,17 @@ class ChildProcess {
     }
     return !banner_.empty();
   }
+  // The next line of its stdout after the banner, waiting up to
+  // `timeout_ms`; empty if none came.
+  std::string NextLine(int timeout_ms) {
+    std::string line;
+    char c;
+    pollfd p{stdout_, POLLIN, 0};
+    while (::poll(&p, 1, timeout_ms) == 1 && ::read(stdout_, &c, 1) == 1 && c != '\n') {
+      line.push_back(c);
+    }
+    return line;
+  }
   // The process id while it runs (not yet reaped); -1 after.
   pid_t pid() const { return pid_; }
   // Word `i` of the banner (0-based).

@@ -4,7 +4,8 @@
 // is 10.N.0.254) and its own host id (SLUICE_HOST_ID), so roles started in
 // it (`ip netns exec`) see each other as one host and other hosts as
 // remote: tcp between hosts, shared memory within one. A host's link can be
-// taken down and up, and shaped with tc. Needs root and iproute2; a test
+// taken down and up, shaped with tc, and given latency and loss (Impair).
+// Needs root and iproute2; a test
 // calls Available() and skips without them. Everything is removed when the
 // object goes away.
 #ifndef SLUICE_TESTS_INTEGRATION_NETNS_HOSTS_H_
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "child_process.h"
@@ -85,6 +87,46 @@ class NetnsHosts {
   bool ShapeInbound(int i, const std::string& qdisc) {
     return Sh("tc qdisc replace dev " + Veth(i) + " root " + qdisc + " 2>/dev/null");
   }
+  // Holds each packet host i sends for `delay_us` and drops
+  // `loss_permille` of them (seeded), on top of any tc shaping: iptables
+  // queues the host's outgoing packets (NFQUEUE, queue i) to `impair_bin`
+  // (tests/integration/link_impair.cc) running in the host. Used in place
+  // of tc netem, which this project's CI kernel lacks and which would
+  // replace a tbf root qdisc rather than add to it. False if a step failed.
+  bool Impair(int i, const std::string& impair_bin, int delay_us, int loss_permille) {
+    ChildProcess& tool =
+        Start(i,
+              {impair_bin, "--queue", std::to_string(i), "--delay-us", std::to_string(delay_us),
+               "--loss-permille", std::to_string(loss_permille), "--seed", "7"},
+              "/dev/null", 5000);
+    if (tool.Word(1) != "ready") {
+      return false;
+    }
+    impairs_.push_back({i, &tool});
+    return Sh(Exec(i) + "iptables -A OUTPUT -o eth0 -j NFQUEUE --queue-num " + std::to_string(i) +
+              " --queue-bypass");
+  }
+  // Ends host i's impairment: the rule goes, then the process lets go of
+  // what it holds. The packets it passed and dropped; {-1, -1} if it was
+  // not impaired or did not say.
+  std::pair<long, long> EndImpair(int i) {
+    for (auto it = impairs_.begin(); it != impairs_.end(); ++it) {
+      if (it->first != i) {
+        continue;
+      }
+      ChildProcess* tool = it->second;
+      impairs_.erase(it);
+      Sh(Exec(i) + "iptables -F OUTPUT");
+      tool->Signal(SIGTERM);
+      long passed = -1, dropped = -1;
+      const std::string line = tool->NextLine(5000);
+      if (std::sscanf(line.c_str(), "link_impair passed %ld dropped %ld", &passed, &dropped) != 2) {
+        std::fprintf(stderr, "netns: link_impair said '%s'\n", line.c_str());
+      }
+      return {passed, dropped};
+    }
+    return {-1, -1};
+  }
   // Runs `cmd` in host i; true when it exits 0.
   bool Run(int i, const std::string& cmd) { return Sh(Exec(i) + cmd); }
   // Host i's network namespace (for `ip netns exec`).
@@ -105,6 +147,7 @@ class NetnsHosts {
   int hosts_ = 0;
   bool ok_ = false;
   std::vector<std::unique_ptr<ChildProcess>> processes_;
+  std::vector<std::pair<int, ChildProcess*>> impairs_;  // Into processes_.
 };
 
 }  // namespace sluice::testing
