@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "sluice/runtime/model_profiles.h"
 #include "sluice/serve/embedded.h"
 
 #include "bench/bench_util.h"
@@ -31,6 +32,19 @@ Status Validate(const CacheBenchOptions& o) {
   }
   if (o.sweep_encode < 0 || o.sweep_encode > 16) {
     return InvalidArgumentError("--sweep-encode must be 0..16");
+  }
+  if (o.denoise_workers < 1 || o.denoise_workers > 32) {
+    return InvalidArgumentError("--denoise-workers must be 1..32");
+  }
+  if (o.workload != "reference") {
+    SLUICE_ASSIGN_OR_RETURN(const ModelProfile p, FindModelProfile(o.workload));
+    if (p.video) {
+      return InvalidArgumentError("--workload " + o.workload +
+                                  ": a video profile; the cache bench runs image jobs");
+    }
+    if (!(o.time_factor > 0 && o.time_factor <= 1)) {
+      return InvalidArgumentError("--time-factor must be in (0, 1]");
+    }
   }
   if (o.steps < 1 || o.steps > 100 || o.resume_steps < 2 || o.resume_steps > 100 ||
       o.resume_step < 1 || o.resume_step >= o.resume_steps) {
@@ -57,18 +71,27 @@ std::vector<json> Jobs(const CacheBenchOptions& o) {
                     {"steps", o.steps},
                     {"seed", i},
                     {"async", true}});
+    if (o.workload != "reference") {
+      jobs.back()["model"] = o.workload;
+    }
   }
   return jobs;
 }
 
-Result<std::unique_ptr<EmbeddedCluster>> Deploy(bool cache, bool cfg, int encode_workers = 1) {
+Result<std::unique_ptr<EmbeddedCluster>> Deploy(const CacheBenchOptions& o, bool cache, bool cfg,
+                                                int encode_workers = 1) {
   EmbeddedConfig c;
   c.http_listen = "127.0.0.1:0";
-  c.workers = encode_workers + 3;  // Two denoise and one decode beside the encode workers.
+  c.workers = encode_workers + o.denoise_workers + 1;  // And one decode worker.
   c.encode_workers = encode_workers;
   c.decode_workers = 1;
   c.condition_cache = cache;
   c.cfg_sharing = cfg;
+  if (o.workload != "reference") {
+    c.stages = o.workload;
+    c.time_factor = o.time_factor;
+    c.profile_condition_cache = cache;
+  }
   c.max_queued_jobs = 100000;
   c.worker_timeout = std::chrono::seconds(30);  // Loaded 2-core machines stall heartbeats.
   return EmbeddedCluster::Start(c);
@@ -204,12 +227,13 @@ Result<CacheBenchResult> RunCacheBench(const CacheBenchOptions& o) {
   const std::vector<json> jobs = Jobs(o);
   CacheBenchResult out;
   out.options = o;
+  const bool reference = o.workload == "reference";
   {
-    SLUICE_ASSIGN_OR_RETURN(auto cluster, Deploy(/*cache=*/false, /*cfg=*/false));
+    SLUICE_ASSIGN_OR_RETURN(auto cluster, Deploy(o, /*cache=*/false, /*cfg=*/false));
     SLUICE_ASSIGN_OR_RETURN(out.off, RunJobs(*cluster, jobs, o.rate));
   }
   {
-    SLUICE_ASSIGN_OR_RETURN(auto cluster, Deploy(/*cache=*/true, /*cfg=*/false));
+    SLUICE_ASSIGN_OR_RETURN(auto cluster, Deploy(o, /*cache=*/true, /*cfg=*/false));
     SLUICE_ASSIGN_OR_RETURN(out.on, RunJobs(*cluster, jobs, o.rate));
     httplib::Client http("http://" + cluster->http_endpoint());
     auto rate = [&](const std::string& field) {
@@ -220,22 +244,25 @@ Result<CacheBenchResult> RunCacheBench(const CacheBenchOptions& o) {
     };
     out.prompt_hit_rate = rate("prompt");
     out.negative_hit_rate = rate("negative_prompt");
-    SLUICE_ASSIGN_OR_RETURN(out.resume_denoise_ratio, ResumeRatio(*cluster, o));
+    if (reference) {
+      SLUICE_ASSIGN_OR_RETURN(out.resume_denoise_ratio, ResumeRatio(*cluster, o));
+    }
   }
-  {
-    SLUICE_ASSIGN_OR_RETURN(auto cluster, Deploy(/*cache=*/true, /*cfg=*/true));
+  if (reference) {
+    SLUICE_ASSIGN_OR_RETURN(auto cluster, Deploy(o, /*cache=*/true, /*cfg=*/true));
     SLUICE_ASSIGN_OR_RETURN(out.cfg, RunJobs(*cluster, jobs, o.rate));
   }
-  for (int e = 1; e <= o.sweep_encode; ++e) {
-    SLUICE_ASSIGN_OR_RETURN(auto cluster, Deploy(/*cache=*/true, /*cfg=*/false, e));
-    SLUICE_ASSIGN_OR_RETURN(CacheRun run, RunJobs(*cluster, jobs, o.rate));
-    out.encode_sweep.emplace_back(e, run.p99_ttff_s);
-  }
-  if (!out.encode_sweep.empty()) {
-    const double unlimited = out.encode_sweep.back().second;
-    for (const auto& [e, p99] : out.encode_sweep) {
-      if (p99 <= 1.1 * unlimited) {
-        out.fewest_encode_workers = e;
+  for (const bool cache : {true, false}) {
+    auto& sweep = cache ? out.encode_sweep : out.encode_sweep_off;
+    for (int e = 1; e <= o.sweep_encode; ++e) {
+      SLUICE_ASSIGN_OR_RETURN(auto cluster, Deploy(o, cache, /*cfg=*/false, e));
+      SLUICE_ASSIGN_OR_RETURN(CacheRun run, RunJobs(*cluster, jobs, o.rate));
+      sweep.emplace_back(e, run.p99_ttff_s);
+    }
+    int& fewest = cache ? out.fewest_encode_workers : out.fewest_encode_workers_off;
+    for (const auto& [e, p99] : sweep) {
+      if (p99 <= 1.1 * sweep.back().second) {
+        fewest = e;
         break;
       }
     }
@@ -246,7 +273,8 @@ Result<CacheBenchResult> RunCacheBench(const CacheBenchOptions& o) {
   out.cfg_denoise_ratio = out.on.denoise_busy_per_job_s > 0
                               ? out.cfg.denoise_busy_per_job_s / out.on.denoise_busy_per_job_s
                               : 0;
-  out.resume_target = static_cast<double>(o.resume_steps - o.resume_step) / o.resume_steps + 0.1;
+  out.resume_target =
+      reference ? static_cast<double>(o.resume_steps - o.resume_step) / o.resume_steps + 0.1 : 0;
   return out;
 }
 
@@ -265,7 +293,10 @@ std::string ToJson(const CacheBenchResult& r) {
                 {"soft_pins", c.soft_pins}};
   };
   const CacheBenchOptions& o = r.options;
-  json j = {{"prompts", o.prompts},
+  const bool reference = o.workload == "reference";
+  json j = {{"workload", o.workload},
+            {"denoise_workers", o.denoise_workers},
+            {"prompts", o.prompts},
             {"zipf", o.zipf},
             {"negatives", o.negatives},
             {"jobs", o.jobs},
@@ -282,12 +313,25 @@ std::string ToJson(const CacheBenchResult& r) {
             {"resume_steps", o.resume_steps},
             {"resume_denoise_ratio", r.resume_denoise_ratio},
             {"resume_target", r.resume_target},
-            {"fewest_encode_workers", r.fewest_encode_workers}};
-  json sweep = json::array();
-  for (const auto& [e, p99] : r.encode_sweep) {
-    sweep.push_back({{"encode_workers", e}, {"p99_ttff_s", p99}});
+            {"fewest_encode_workers", r.fewest_encode_workers},
+            {"fewest_encode_workers_cache_off", r.fewest_encode_workers_off}};
+  auto sweep = [](const std::vector<std::pair<int, double>>& points) {
+    json a = json::array();
+    for (const auto& [e, p99] : points) {
+      a.push_back({{"encode_workers", e}, {"p99_ttff_s", p99}});
+    }
+    return a;
+  };
+  j["encode_sweep"] = sweep(r.encode_sweep);
+  j["encode_sweep_cache_off"] = sweep(r.encode_sweep_off);
+  if (!reference) {
+    // Not run: CFG sharing and resume need the reference stages.
+    j["time_factor"] = o.time_factor;
+    for (const char* k : {"cache_on_cfg_sharing", "cfg_denoise_ratio", "resume_step",
+                          "resume_steps", "resume_denoise_ratio", "resume_target"}) {
+      j[k] = nullptr;
+    }
   }
-  j["encode_sweep"] = sweep;
   return j.dump();
 }
 

@@ -1,5 +1,5 @@
 // `sluice bench cache`: the caches of issue "cross-instance caches" on the
-// embedded deployment (reference stages). The same seeded job stream (N
+// embedded deployment (reference or profile stages). The same seeded job stream (N
 // prompts drawn Zipf(s), K negative prompts drawn uniformly) runs three
 // times on fresh deployments: without caches, with the condition cache,
 // and with the condition cache and CFG branch sharing. It reports the
@@ -29,10 +29,19 @@ struct CacheBenchOptions {
   int steps = 4;         // Denoise steps per job (64x64 images).
   int resume_step = 3;   // The resumed job starts here (of --resume-steps).
   int resume_steps = 8;  // The resumed job's total steps.
-  // With the cache on, the stream again at 1..sweep_encode encode workers
-  // (0: no sweep): the fewest whose p99 TTFF stays within 10% of the run
-  // with the most (the stand-in for unlimited encode capacity).
+  // The stream again at 1..sweep_encode encode workers (0: no sweep),
+  // with the cache on and off: for each, the fewest whose p99 TTFF stays
+  // within 10% of the run with the most (the stand-in for unlimited encode
+  // capacity).
   int sweep_encode = 0;
+  // "reference" (real models on the CPU: every figure) or an image
+  // profile's name (profile_stages.h: published timings × time_factor,
+  // stand-in embeddings of the model's size; no CPU bound, so the encode
+  // sweep is not at the mercy of a small host's cores; CFG sharing and
+  // resume need the reference stages and are not run).
+  std::string workload = "reference";
+  double time_factor = 1.0;  // Profile workloads, in (0, 1].
+  int denoise_workers = 2;   // 1..32.
 };
 
 struct CacheRun {
@@ -56,8 +65,10 @@ struct CacheBenchResult {
   double cfg_denoise_ratio = 0;                       // cfg / on denoise busy per job.
   double resume_denoise_ratio = 0;  // Resumed from k of N / the full job's denoise busy.
   double resume_target = 0;         // (N - k) / N + 0.1.
-  std::vector<std::pair<int, double>> encode_sweep;  // (encode workers, p99 TTFF s).
-  int fewest_encode_workers = 0;                     // 0: no sweep.
+  // (encode workers, p99 TTFF s), cache on and off; the fewest within 10%
+  // of the most's (0: no sweep).
+  std::vector<std::pair<int, double>> encode_sweep, encode_sweep_off;
+  int fewest_encode_workers = 0, fewest_encode_workers_off = 0;
 };
 
 Result<CacheBenchResult> RunCacheBench(const CacheBenchOptions& o);

@@ -52,6 +52,53 @@ std::pair<const ModelProfile*, int> ForRequest(const ModelProfile& fallback,
   return {p, steps};
 }
 
+// Encode through the condition cache: a stand-in embedding per text,
+// computed (half the encode time each) only where no worker has it yet;
+// denoise is handed the entries' keys (no payload keys: nobody removes
+// them).
+Result<StageOutput> EncodeCached(StageContext& ctx, const ModelProfile& p, cache::Cache& conditions,
+                                 double time_factor) {
+  const cache::ConditionEncoder encoder = ProfileConditionEncoder(p);
+  SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> keys,
+                          cache::ConditionKeysFor(encoder, ctx.request_json()));
+  const TensorMeta meta{"bf16", p.condition_shape, {}, ""};
+  const auto bytes = static_cast<std::size_t>(NumElements(p.condition_shape)) * 2;
+  for (const std::string& key : keys) {
+    SLUICE_RETURN_IF_ERROR(conditions.Ensure(
+        key,
+        [&]() -> Result<std::vector<std::byte>> {
+          Spend(p.encode_s / static_cast<double>(keys.size()), time_factor);
+          return std::vector<std::byte>(bytes, static_cast<std::byte>(key[0]));
+        },
+        meta));
+  }
+  StageOutput out;
+  out.output = cache::EncodeCachedInput(keys);
+  return out;
+}
+
+// Reads every entry a cached input names, each the profile's condition.
+Status ReadCachedConditions(const std::string& input, const ModelProfile& p, StoreClient* store) {
+  if (store == nullptr) {
+    return FailedPreconditionError("input: a cached input needs a store client");
+  }
+  SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> keys, cache::DecodeCachedInput(input));
+  const auto bytes = static_cast<std::size_t>(NumElements(p.condition_shape)) * 2;
+  for (const std::string& key : keys) {
+    Result<std::vector<std::byte>> v = store->Get(key);
+    if (!v.ok()) {
+      return NotFoundError("input: cached condition " + key +
+                           " is unreadable: " + v.status().ToString());
+    }
+    if (v->size() != bytes) {
+      return InvalidArgumentError("input: cached condition " + key + " holds " +
+                                  std::to_string(v->size()) + " bytes, not " +
+                                  std::to_string(bytes));
+    }
+  }
+  return Status::Ok();
+}
+
 // The denoise loop: step-sized sleeps with progress, stopping on cancel.
 // With `may_yield`, a checkpoint request ends it at the next step (returns
 // true: preempted; the profile's state is its step, nothing is stored).
@@ -150,20 +197,35 @@ std::chrono::milliseconds ProfileLease(const ModelProfile& p, std::string_view s
   return std::chrono::milliseconds(static_cast<std::int64_t>(lease_s * 1000));
 }
 
+cache::ConditionEncoder ProfileConditionEncoder(const ModelProfile& p) {
+  return {"sluice-profile-text",
+          "1",
+          {{"profile", p.name}, {"shape", p.condition_shape}, {"dtype", std::string("bf16")}},
+          {"prompt", "negative_prompt"}};
+}
+
 StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string& stage,
                                  DiffusionConnector* connector, double time_factor,
-                                 int latent_chunks) {
-  return [profile, stage, connector, time_factor,
-          latent_chunks](StageContext& ctx) -> Result<StageOutput> {
+                                 int latent_chunks, ProfileCaches caches) {
+  return [profile, stage, connector, time_factor, latent_chunks,
+          caches](StageContext& ctx) -> Result<StageOutput> {
     const auto [p, steps] = ForRequest(profile, ctx);
     if (stage == "encode") {
+      if (caches.conditions != nullptr) {
+        return EncodeCached(ctx, *p, *caches.conditions, time_factor);
+      }
       Spend(p->encode_s, time_factor);
       std::vector<std::uint16_t> cond(NumElements(p->condition_shape),
                                       static_cast<std::uint16_t>(ctx.job_id()));
       return Publish(*connector, ctx.job_id(), stage, cond, p->condition_shape);
     }
     if (stage == "denoise") {
-      SLUICE_RETURN_IF_ERROR(internal::FetchInput<std::uint16_t>(*connector, ctx.input()).status());
+      if (cache::IsCachedInput(ctx.input())) {
+        SLUICE_RETURN_IF_ERROR(ReadCachedConditions(ctx.input(), *p, caches.store));
+      } else {
+        SLUICE_RETURN_IF_ERROR(
+            internal::FetchInput<std::uint16_t>(*connector, ctx.input()).status());
+      }
       SLUICE_ASSIGN_OR_RETURN(const bool preempted,
                               RunSteps(ctx, *p, steps, time_factor, /*may_yield=*/true));
       if (preempted) {

@@ -68,22 +68,33 @@ Status EmbeddedClusterImpl::AddWorker(const std::vector<std::string>& stages) {
                                            : ReferenceStageHandler(stage, w.connector.get(), ro));
     } else {
       SLUICE_ASSIGN_OR_RETURN(ModelProfile p, FindModelProfile(config.stages));
+      ProfileCaches caches;
+      caches.store = w.checkpoints.get();
+      if (stage == "encode" && config.profile_condition_cache) {
+        SLUICE_ASSIGN_OR_RETURN(w.conditions,
+                                cache::Cache::Create(w.checkpoints.get(), cache::CacheOptions{}));
+        caches.conditions = w.conditions.get();
+      }
       handler = colocated ? ProfileColocatedHandler(p, config.time_factor)
                           : ProfileStageHandler(p, stage, w.connector.get(), config.time_factor,
-                                                config.latent_chunks);
+                                                config.latent_chunks, caches);
     }
     StageWorkerConfig wc;
     wc.orchestrator = orchestrator->endpoint();
     wc.stage = colocated ? "denoise" : stage;
     if (config.stages == "reference") {
       wc.models = {std::string(kReferenceModelName)};
+    } else if (stage == "encode" && w.conditions != nullptr) {
+      wc.models = {config.stages};  // Its declared encoder is this profile's.
     } else {
       for (const ModelProfile& p : ModelProfiles()) {
         wc.models.push_back(p.name);  // One pool of workers serves every profile model.
       }
     }
     if (stage == "encode" && w.conditions != nullptr) {
-      wc.condition_encoder = ReferenceConditionEncoder();
+      wc.condition_encoder = config.stages == "reference"
+                                 ? ReferenceConditionEncoder()
+                                 : ProfileConditionEncoder(*FindModelProfile(config.stages));
       wc.caches = {w.conditions.get()};
     }
     if ((stage == "denoise" || colocated) && w.features != nullptr) {

@@ -245,9 +245,19 @@ void AddCache(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_option("--resume-steps", b.resume_steps, "the resumed job's steps")
       ->capture_default_str();
   cmd->add_option("--sweep-encode", b.sweep_encode,
-                  "also run the stream at 1..N encode workers with the cache on and report the "
-                  "fewest whose p99 TTFF is within 10% of N's (0: no sweep)")
+                  "also run the stream at 1..N encode workers with the cache on and off and "
+                  "report the fewest whose p99 TTFF is within 10% of N's (0: no sweep)")
       ->check(CLI::Range(0, 16))
+      ->capture_default_str();
+  cmd->add_option("--workload", b.workload,
+                  "reference, or an image profile (flux-1024, qwen-image-1024): published "
+                  "timings x --time-factor; CFG sharing and resume run on reference only")
+      ->capture_default_str();
+  cmd->add_option("--time-factor", b.time_factor, "profile workloads: timings scale, (0, 1]")
+      ->check(CLI::Range(0.0001, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--denoise-workers", b.denoise_workers, "denoise workers")
+      ->check(CLI::Range(1, 32))
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
   out->push_back({cmd, [o] { return Report("cache", bench::RunCacheBench(o->b)); }});

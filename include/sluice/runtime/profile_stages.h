@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "sluice/cache/cache.h"
+#include "sluice/cache/condition.h"
 #include "sluice/connector/connector.h"
 #include "sluice/runtime/model_profiles.h"
 #include "sluice/runtime/stage_worker.h"
@@ -44,9 +46,29 @@ std::chrono::milliseconds ProfileLease(const ModelProfile& p, std::string_view s
 // chunk's frames), its first output after the first chunk — benchmark (b)
 // in `sluice bench e2e`. Images, and 1, hand the latent over whole and
 // decode it whole, the first output after kFirstOutputShare of it.
+//
+// With `caches.conditions`, encode goes through the condition cache as the
+// reference encode does: each text of the request (prompt, negative
+// prompt) has a stand-in embedding of the profile's condition shape under
+// its key from ProfileConditionEncoder, computed only on a miss (half the
+// profile's encode time per text), and denoise is handed a cached input
+// naming the entries. Denoise reads a cached input through `caches.store`;
+// an entry it cannot read fails the stage with kNotFound (the orchestrator
+// runs encode again). Both must outlive the handler.
+struct ProfileCaches {
+  cache::Cache* conditions = nullptr;  // Encode.
+  StoreClient* store = nullptr;        // Denoise.
+};
 StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string& stage,
                                  DiffusionConnector* connector, double time_factor,
-                                 int latent_chunks = 1);
+                                 int latent_chunks = 1, ProfileCaches caches = {});
+
+// The stand-in text encoder of profile `p`'s stages: id
+// "sluice-profile-text", version 1, the profile's name, condition shape
+// and dtype (bf16) as parameters, fields prompt and negative_prompt. An
+// encode worker with a condition cache declares it, so jobs whose texts
+// are all cached skip encode.
+cache::ConditionEncoder ProfileConditionEncoder(const ModelProfile& p);
 
 // All three stages of a job in turn on one worker (colocated serving): the
 // same timings without payload transfers. Like a colocated stack, a job

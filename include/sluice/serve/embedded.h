@@ -68,6 +68,11 @@ struct EmbeddedConfig {
   // Reference encode: each text's embedding cached in the store; a job
   // whose prompt and negative prompt are cached skips encode.
   bool condition_cache = true;
+  // Profile encode too (profile_stages.h, ProfileCaches): stand-in
+  // embeddings of the profile's size cached per text, and jobs whose texts
+  // are all cached skip encode. The encode workers then serve the named
+  // profile's model only (their declared encoder is that profile's).
+  bool profile_condition_cache = false;
   // Reference denoise: CFG branch sharing (the negative prompt's
   // cross-attention keys and values in the feature cache); same bytes.
   bool cfg_sharing = false;
