@@ -177,12 +177,14 @@ int main(int argc, char** argv) {
   }
   if (!state.held.empty()) {
     nfq_set_verdict_batch(state.queue, state.held.back().id, NF_ACCEPT);
+    state.passed += state.held.size();
   }
+  nfq_destroy_queue(state.queue);
+  nfq_close(handle);
+  // Last, so a caller that read it may bind the queue again at once.
   std::printf("link_impair passed %llu dropped %llu\n",
               static_cast<unsigned long long>(state.passed),
               static_cast<unsigned long long>(state.dropped));
   std::fflush(stdout);
-  nfq_destroy_queue(state.queue);
-  nfq_close(handle);
   return 0;
 }

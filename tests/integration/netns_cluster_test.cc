@@ -18,6 +18,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -324,46 +326,51 @@ json BenchAcrossAShapedLink(NetnsHosts& hosts, const std::string& kind, const st
   return j.is_object() ? j : json();
 }
 
+// Runs `sluice bench KIND ARGS --op OP` over a fresh host's shaped link for
+// each op at each added round trip, handing each JSON to `check` (after
+// asserting it is one).
+void BenchEachOpAndRtt(const std::string& kind, const std::string& args,
+                       std::initializer_list<const char*> ops,
+                       const std::function<void(const json&, const char*, int)>& check) {
+  NetnsHosts hosts(1);
+  ASSERT_TRUE(hosts.ok());
+  for (const int rtt_us : BenchRttsUs()) {
+    for (const char* op : ops) {
+      const json j = BenchAcrossAShapedLink(hosts, kind, args + " --op " + op, rtt_us);
+      ASSERT_TRUE(j.is_object());
+      check(j, op, rtt_us);
+    }
+  }
+}
+
 TEST(NetnsBenchTest, TransferBetweenTwoHostsOnAShapedLink) {
   if (!NetnsHosts::Available()) {
     GTEST_SKIP() << "needs root and iproute2 (network namespaces)";
   }
-  NetnsHosts hosts(1);
-  ASSERT_TRUE(hosts.ok());
-  for (const int rtt_us : BenchRttsUs()) {
-    for (const char* op : {"write", "read"}) {
-      const json j = BenchAcrossAShapedLink(hosts, "transfer", std::string("--op ") + op, rtt_us);
-      ASSERT_TRUE(j.is_object());
-      EXPECT_GT(j.value("gbps", 0.0), 0);
-      EXPECT_GT(j.value("baseline_gbps", 0.0), 0);
-      std::printf(
-          "netns bench transfer %s over a 10 Gbit/s link, +%d us RTT: %.3f GB/s, socket %.3f "
-          "GB/s, ratio %.2f\n",
-          op, rtt_us, j.value("gbps", 0.0), j.value("baseline_gbps", 0.0), j.value("ratio", 0.0));
-    }
-  }
+  BenchEachOpAndRtt("transfer", "", {"write", "read"}, [](const json& j, const char* op, int rtt) {
+    EXPECT_GT(j.value("gbps", 0.0), 0);
+    EXPECT_GT(j.value("baseline_gbps", 0.0), 0);
+    std::printf(
+        "netns bench transfer %s over a 10 Gbit/s link, +%d us RTT: %.3f GB/s, socket %.3f "
+        "GB/s, ratio %.2f\n",
+        op, rtt, j.value("gbps", 0.0), j.value("baseline_gbps", 0.0), j.value("ratio", 0.0));
+  });
 }
 
 TEST(NetnsBenchTest, StoreBetweenTwoHostsOnAShapedLink) {
   if (!NetnsHosts::Available()) {
     GTEST_SKIP() << "needs root and iproute2 (network namespaces)";
   }
-  NetnsHosts hosts(1);
-  ASSERT_TRUE(hosts.ok());
-  for (const int rtt_us : BenchRttsUs()) {
-    for (const char* op : {"put", "get"}) {
-      const json j =
-          BenchAcrossAShapedLink(hosts, "store", std::string("--transport tcp --op ") + op, rtt_us);
-      ASSERT_TRUE(j.is_object());
-      EXPECT_GT(j.value("gbps", 0.0), 0);
-      EXPECT_GT(j.value("socket_gbps", 0.0), 0);
-      std::printf(
-          "netns bench store %s over a 10 Gbit/s link, +%d us RTT: %.3f GB/s, raw engine %.3f "
-          "GB/s, socket %.3f GB/s, ratio to the socket %.2f\n",
-          op, rtt_us, j.value("gbps", 0.0), j.value("raw_gbps", 0.0), j.value("socket_gbps", 0.0),
-          j.value("socket_ratio", 0.0));
-    }
-  }
+  BenchEachOpAndRtt("store", "--transport tcp", {"put", "get"},
+                    [](const json& j, const char* op, int rtt) {
+                      EXPECT_GT(j.value("gbps", 0.0), 0);
+                      EXPECT_GT(j.value("socket_gbps", 0.0), 0);
+                      std::printf(
+                          "netns bench store %s over a 10 Gbit/s link, +%d us RTT: %.3f GB/s, raw "
+                          "engine %.3f GB/s, socket %.3f GB/s, ratio to the socket %.2f\n",
+                          op, rtt, j.value("gbps", 0.0), j.value("raw_gbps", 0.0),
+                          j.value("socket_gbps", 0.0), j.value("socket_ratio", 0.0));
+                    });
 }
 
 }  // namespace

@@ -123,6 +123,7 @@ class NetnsHosts {
       if (std::sscanf(line.c_str(), "link_impair passed %ld dropped %ld", &passed, &dropped) != 2) {
         std::fprintf(stderr, "netns: link_impair said '%s'\n", line.c_str());
       }
+      tool->Wait(5000);
       return {passed, dropped};
     }
     return {-1, -1};
