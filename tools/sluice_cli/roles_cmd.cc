@@ -494,9 +494,12 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
                   "reference denoise: store the state every k steps (0: never; needs --master)")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
-  cmd->add_flag("--condition-cache,!--no-condition-cache", w.condition_cache,
-                "reference encode with --master: cache each text's embedding in the store, "
-                "so a job whose prompt and negative prompt are cached skips encode (default: on)");
+  CLI::Option* condition_cache =
+      cmd->add_flag("--condition-cache,!--no-condition-cache", w.condition_cache,
+                    "encode with --master: cache each text's embedding in the store, so a job "
+                    "whose prompt and negative prompt are cached skips encode (default: on for "
+                    "the reference models; with --profile, only when given: stand-in "
+                    "embeddings of the profile's size, for the profile's model only)");
   cmd->add_flag("--cfg-sharing", w.cfg_sharing,
                 "reference denoise with --master: share the negative prompt's cross-attention "
                 "keys and values between requests through the store's feature cache (same bytes)");
@@ -518,7 +521,8 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
   AddEtcdFlags(cmd, &o->etcd);
   SecurityResolver security = AddSecurityFlags(cmd);
   out->push_back(
-      {cmd, [o, security] {
+      {cmd, [o, security, condition_cache] {
+         o->worker.condition_cache_given = condition_cache->count() > 0;
          std::optional<SecurityConfig> s = security("sluice worker", {o->worker.listen});
          if (!s || !ApplyHostId("sluice worker", o->host_id)) {
            return 2;

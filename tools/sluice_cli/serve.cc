@@ -285,6 +285,21 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
       return 2;
     }
   }
+  // Profile encode caches only when asked: its declared encoder is the
+  // profile's, so it serves that model alone, and its entries live in the
+  // store.
+  const bool profile_conditions = !o.profile.empty() && o.condition_cache_given &&
+                                  o.condition_cache && o.stage == "encode" && !o.colocated;
+  if (profile_conditions && o.master.empty()) {
+    std::cerr << "sluice worker: --condition-cache needs --master (the entries live in the "
+                 "store)\n";
+    return 2;
+  }
+  if (profile_conditions && !(o.models.empty() || o.models == std::vector{o.profile})) {
+    std::cerr << "sluice worker: --condition-cache with --profile " << o.profile
+              << " serves that model only (its encoder is the profile's); drop --model\n";
+    return 2;
+  }
   ConnectorConfig cc;
   cc.role = o.stage;
   cc.store.master = o.master;
@@ -323,10 +338,10 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
     }
     store = std::move(*client);
   }
-  // Reference encode: each text's embedding through the condition cache.
+  // Encode: each text's embedding through the condition cache.
   std::unique_ptr<cache::Cache> conditions;
-  if (store != nullptr && o.profile.empty() && !o.colocated && o.stage == "encode" &&
-      o.condition_cache) {
+  if (store != nullptr && !o.colocated && o.stage == "encode" && o.condition_cache &&
+      (o.profile.empty() || profile_conditions)) {
     auto c = cache::Cache::Create(store.get(), cache::CacheOptions{});
     if (!c.ok()) {
       std::cerr << "sluice worker: " << c.status().ToString() << "\n";
@@ -347,8 +362,12 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   }
   Result<StageHandler> handler = StageHandler();
   if (!o.profile.empty()) {
-    handler = o.colocated ? ProfileColocatedHandler(*profile, o.time_factor)
-                          : ProfileStageHandler(*profile, o.stage, conn->get(), o.time_factor);
+    ProfileCaches caches;
+    caches.conditions = conditions.get();
+    caches.store = store.get();  // Denoise: cached inputs.
+    handler = o.colocated
+                  ? ProfileColocatedHandler(*profile, o.time_factor)
+                  : ProfileStageHandler(*profile, o.stage, conn->get(), o.time_factor, 1, caches);
   } else {
     ReferenceStageOptions ro;
     ro.default_steps = o.steps;
@@ -384,7 +403,8 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   wc.security = o.security;
   wc.engine = &(*conn)->engine();
   if (conditions != nullptr) {
-    wc.condition_encoder = ReferenceConditionEncoder();
+    wc.condition_encoder =
+        o.profile.empty() ? ReferenceConditionEncoder() : ProfileConditionEncoder(*profile);
     wc.caches = {conditions.get()};
   }
   if (features != nullptr) {

@@ -43,10 +43,13 @@ struct WorkerOptions {
   int capacity = 1;
   int steps = 12;
   int checkpoint_every = 4;
-  // Reference encode with --master: cache each text's embedding in the
-  // store (condition cache) and let jobs whose conditions are all cached
-  // skip encode.
+  // Encode with --master: cache each text's embedding in the store
+  // (condition cache) and let jobs whose conditions are all cached skip
+  // encode. Reference stages: on unless turned off. Profile stages: only
+  // when asked for (`condition_cache_given`), with stand-in embeddings of
+  // the profile's size.
   bool condition_cache = true;
+  bool condition_cache_given = false;  // --condition-cache was on the command line.
   // Reference denoise with --master: CFG branch sharing (feature cache).
   bool cfg_sharing = false;
   double time_factor = 1.0;
