@@ -16,22 +16,47 @@ namespace {
 
 using nlohmann::json;
 
-TEST(ClusterTest, EveryRoleAsItsOwnProcessServesAnImageRequest) {
-  ChildProcess master({SLUICE_BIN, "master", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"});
-  ASSERT_EQ(master.Word(1), "master") << master.banner();
-  ChildProcess node({SLUICE_BIN, "store-node", "--master", master.Word(2), "--memory", "256MiB",
-                     "--exit-on-stdin-eof"});
-  ASSERT_EQ(node.Word(1), "store-node") << node.banner();
-  ChildProcess orch(
-      {SLUICE_BIN, "orchestrator", "--store-master", master.Word(2), "--exit-on-stdin-eof"});
-  ASSERT_EQ(orch.Word(1), "orchestrator") << orch.banner();
-  std::vector<std::unique_ptr<ChildProcess>> workers;
-  for (const char* stage : {"encode", "denoise", "decode"}) {
-    workers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
-        SLUICE_BIN, "worker", "--stage", stage, "--orchestrator", orch.Word(2), "--master",
-        master.Word(2), "--profile", "flux-1024", "--time-factor", "0.01", "--exit-on-stdin-eof"}));
-    ASSERT_EQ(workers.back()->Word(1), "worker") << workers.back()->banner();
+// Every role of a cluster on loopback as its own process: master, store
+// node, orchestrator, and one flux-1024 profile worker per stage
+// (`encode_flags` added to the encode worker's).
+class ProfileCluster {
+ public:
+  void Start(const std::vector<std::string>& encode_flags = {}) {
+    master_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+        SLUICE_BIN, "master", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"});
+    ASSERT_EQ(master_->Word(1), "master") << master_->banner();
+    node_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{SLUICE_BIN, "store-node", "--master", master_->Word(2), "--memory",
+                                 "256MiB", "--exit-on-stdin-eof"});
+    ASSERT_EQ(node_->Word(1), "store-node") << node_->banner();
+    orch_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+        SLUICE_BIN, "orchestrator", "--store-master", master_->Word(2), "--exit-on-stdin-eof"});
+    ASSERT_EQ(orch_->Word(1), "orchestrator") << orch_->banner();
+    for (const std::string stage : {"encode", "denoise", "decode"}) {
+      std::vector<std::string> argv = {
+          SLUICE_BIN,           "worker",       "--stage",       stage,
+          "--orchestrator",     orch_->Word(2), "--master",      master_->Word(2),
+          "--profile",          "flux-1024",    "--time-factor", "0.01",
+          "--exit-on-stdin-eof"};
+      if (stage == "encode") {
+        argv.insert(argv.end(), encode_flags.begin(), encode_flags.end());
+      }
+      workers_.push_back(std::make_unique<ChildProcess>(argv));
+      ASSERT_EQ(workers_.back()->Word(1), "worker") << workers_.back()->banner();
+    }
   }
+  ChildProcess& orch() { return *orch_; }
+  ChildProcess& worker(int i) { return *workers_[static_cast<std::size_t>(i)]; }
+
+ private:
+  std::unique_ptr<ChildProcess> master_, node_, orch_;
+  std::vector<std::unique_ptr<ChildProcess>> workers_;
+};
+
+TEST(ClusterTest, EveryRoleAsItsOwnProcessServesAnImageRequest) {
+  ProfileCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.Start());
+  ChildProcess& orch = cluster.orch();
   httplib::Client http("http://" + orch.Word(3));
   http.set_read_timeout(60, 0);
   auto r =
@@ -70,27 +95,9 @@ TEST(ClusterTest, EveryRoleAsItsOwnProcessServesAnImageRequest) {
 // (its denoise reads the cached stand-in embeddings), and with the encode
 // worker gone a third still completes.
 TEST(ClusterTest, ProfileWorkersCacheConditionsWhenAskedAndCachedJobsSkipEncode) {
-  ChildProcess master({SLUICE_BIN, "master", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"});
-  ASSERT_EQ(master.Word(1), "master") << master.banner();
-  ChildProcess node({SLUICE_BIN, "store-node", "--master", master.Word(2), "--memory", "256MiB",
-                     "--exit-on-stdin-eof"});
-  ASSERT_EQ(node.Word(1), "store-node") << node.banner();
-  ChildProcess orch(
-      {SLUICE_BIN, "orchestrator", "--store-master", master.Word(2), "--exit-on-stdin-eof"});
-  ASSERT_EQ(orch.Word(1), "orchestrator") << orch.banner();
-  std::vector<std::unique_ptr<ChildProcess>> workers;
-  for (const char* stage : {"encode", "denoise", "decode"}) {
-    std::vector<std::string> argv = {
-        SLUICE_BIN,           "worker",     "--stage",       stage,
-        "--orchestrator",     orch.Word(2), "--master",      master.Word(2),
-        "--profile",          "flux-1024",  "--time-factor", "0.01",
-        "--exit-on-stdin-eof"};
-    if (std::string(stage) == "encode") {
-      argv.push_back("--condition-cache");
-    }
-    workers.push_back(std::make_unique<ChildProcess>(argv));
-    ASSERT_EQ(workers.back()->Word(1), "worker") << workers.back()->banner();
-  }
+  ProfileCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.Start({"--condition-cache"}));
+  ChildProcess& orch = cluster.orch();
   httplib::Client http("http://" + orch.Word(3));
   http.set_read_timeout(60, 0);
   const std::string body =
@@ -119,7 +126,7 @@ TEST(ClusterTest, ProfileWorkersCacheConditionsWhenAskedAndCachedJobsSkipEncode)
   EXPECT_NE(events(b).find("cache_hit"), std::string::npos) << events(b);
   EXPECT_EQ(events(b).find("\"stage\":\"encode\""), std::string::npos)
       << "encode ran for a cached job: " << events(b);
-  workers.front()->Kill();  // No encode worker left: a cached job still completes.
+  cluster.worker(0).Kill();  // No encode worker left: a cached job still completes.
   EXPECT_FALSE(generate().empty());
   EXPECT_EQ(MetricValue(orch.Word(3), "sluice_orchestrator_cache_skips_total"), 2);
 }
