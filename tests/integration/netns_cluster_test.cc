@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -40,19 +41,24 @@ using Clock = std::chrono::steady_clock;
 constexpr int kA = 0, kB = 1, kC = 2;
 
 // Milliseconds a tcp connect to a closed port at `address` takes to be
-// refused: one round trip to the host (its RST is its own packet).
+// refused: one round trip to the host (its RST is its own packet). The
+// fastest of three, so a stall of this loaded machine does not count.
 double RefusedConnectMs(const std::string& address) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(9);
-  ::inet_pton(AF_INET, address.c_str(), &to.sin_addr);
-  const auto start = Clock::now();
-  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to));
-  const auto took = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  EXPECT_NE(rc, 0) << "port 9 on " << address << " is closed";
-  ::close(fd);
-  return took;
+  double fastest = 1e9;
+  for (int i = 0; i < 3; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(9);
+    ::inet_pton(AF_INET, address.c_str(), &to.sin_addr);
+    const auto start = Clock::now();
+    const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to));
+    fastest =
+        std::min(fastest, std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    EXPECT_NE(rc, 0) << "port 9 on " << address << " is closed";
+    ::close(fd);
+  }
+  return fastest;
 }
 
 class NetnsClusterTest : public ::testing::Test {
