@@ -11,6 +11,7 @@
 
 #include "sluice/connector/connector.h"
 #include "sluice/runtime/stage_worker.h"
+#include "sluice/store/client.h"
 
 namespace sluice::internal {
 
@@ -24,6 +25,17 @@ Result<StageOutput> PublishForNextStage(
     DiffusionConnector& conn, std::uint64_t job, const std::string& stage, PayloadKind kind,
     const TensorView& tensor, int chunk_dim = -1, int num_chunks = 1,
     std::chrono::milliseconds timeout = std::chrono::minutes(5));
+
+// Reads every cache entry the cached input `input` names (cache/condition.h)
+// through `store`, in order, handing entry i's bytes to `use(i, bytes)`.
+// Each must hold `entry_bytes`; `entries` > 0 also fixes their count.
+// Errors: kFailedPrecondition (no store client); kInvalidArgument (not a
+// cached input, another count or size); kNotFound naming an entry that
+// cannot be read (gone, or on a node that cannot be reached): the
+// orchestrator then runs the producer again.
+Status ReadCachedInput(const std::string& input, StoreClient* store, std::size_t entry_bytes,
+                       std::size_t entries,
+                       const std::function<void(std::size_t, const std::vector<std::byte>&)>& use);
 
 // Called for each chunk as it lands in dst, in order. A non-OK status stops
 // the fetch and is returned.

@@ -77,28 +77,6 @@ Result<StageOutput> EncodeCached(StageContext& ctx, const ModelProfile& p, cache
   return out;
 }
 
-// Reads every entry a cached input names, each the profile's condition.
-Status ReadCachedConditions(const std::string& input, const ModelProfile& p, StoreClient* store) {
-  if (store == nullptr) {
-    return FailedPreconditionError("input: a cached input needs a store client");
-  }
-  SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> keys, cache::DecodeCachedInput(input));
-  const auto bytes = static_cast<std::size_t>(NumElements(p.condition_shape)) * 2;
-  for (const std::string& key : keys) {
-    Result<std::vector<std::byte>> v = store->Get(key);
-    if (!v.ok()) {
-      return NotFoundError("input: cached condition " + key +
-                           " is unreadable: " + v.status().ToString());
-    }
-    if (v->size() != bytes) {
-      return InvalidArgumentError("input: cached condition " + key + " holds " +
-                                  std::to_string(v->size()) + " bytes, not " +
-                                  std::to_string(bytes));
-    }
-  }
-  return Status::Ok();
-}
-
 // The denoise loop: step-sized sleeps with progress, stopping on cancel.
 // With `may_yield`, a checkpoint request ends it at the next step (returns
 // true: preempted; the profile's state is its step, nothing is stored).
@@ -221,7 +199,11 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
     }
     if (stage == "denoise") {
       if (cache::IsCachedInput(ctx.input())) {
-        SLUICE_RETURN_IF_ERROR(ReadCachedConditions(ctx.input(), *p, caches.store));
+        // Read as a denoise would (into its device), each the profile's condition.
+        SLUICE_RETURN_IF_ERROR(
+            internal::ReadCachedInput(ctx.input(), caches.store,
+                                      static_cast<std::size_t>(NumElements(p->condition_shape)) * 2,
+                                      0, [](std::size_t, const std::vector<std::byte>&) {}));
       } else {
         SLUICE_RETURN_IF_ERROR(
             internal::FetchInput<std::uint16_t>(*connector, ctx.input()).status());

@@ -294,31 +294,11 @@ Result<StageOutput> EncodeCached(StageContext& ctx, const Request& r,
 // The condition [2, 64, 64] from a cached input's two entries.
 Result<std::vector<float>> ReadCachedCondition(const std::string& input,
                                                const ReferenceStageOptions& o) {
-  if (o.store == nullptr) {
-    return FailedPreconditionError("input: a cached input needs a store client (--master)");
-  }
-  SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> keys, cache::DecodeCachedInput(input));
-  if (keys.size() != 2) {
-    return InvalidArgumentError("input: the cached condition must name 2 entries, not " +
-                                std::to_string(keys.size()));
-  }
   std::vector<float> cond(2 * kTextBytes / sizeof(float));
-  for (std::size_t i = 0; i < 2; ++i) {
-    Result<std::vector<std::byte>> v = o.store->Get(keys[i]);
-    if (!v.ok()) {
-      // Gone, or on a node that cannot be read (lost, restarting): either
-      // way the orchestrator runs encode again, which computes the entry
-      // anew once the store has let go of the old one.
-      return NotFoundError("input: cached condition " + keys[i] +
-                           " is unreadable: " + v.status().ToString());
-    }
-    if (v->size() != kTextBytes) {
-      return InvalidArgumentError("input: cached condition " + keys[i] + " holds " +
-                                  std::to_string(v->size()) + " bytes, not " +
-                                  std::to_string(kTextBytes));
-    }
-    std::memcpy(cond.data() + i * kTextBytes / sizeof(float), v->data(), kTextBytes);
-  }
+  SLUICE_RETURN_IF_ERROR(internal::ReadCachedInput(
+      input, o.store, kTextBytes, 2, [&](std::size_t i, const std::vector<std::byte>& v) {
+        std::memcpy(cond.data() + i * kTextBytes / sizeof(float), v.data(), kTextBytes);
+      }));
   return cond;
 }
 

@@ -549,7 +549,8 @@ class Simulation {
   }
 
   // Stage ends waiting for the store, oldest first: each that fits now
-  // finishes (taken back meanwhile: dropped).
+  // finishes (taken back meanwhile: dropped). An earlier one is tried
+  // again only once room was freed (a job that finished or failed).
   void RetryBlocked() {
     for (std::size_t i = 0; i < store_blocked_.size();) {
       const auto [id, token] = store_blocked_[i];
@@ -558,13 +559,16 @@ class Simulation {
         store_blocked_.erase(store_blocked_.begin() + static_cast<std::ptrdiff_t>(i));
         continue;
       }
+      const double before = store_used_;
       if (!Publish(j->second)) {
         ++i;
         continue;
       }
       store_blocked_.erase(store_blocked_.begin() + static_cast<std::ptrdiff_t>(i));
       Finish(id, j->second);
-      i = 0;  // What it freed may let an earlier one through.
+      if (store_used_ < before) {
+        i = 0;  // Room freed: it may let an earlier one through.
+      }
     }
   }
 

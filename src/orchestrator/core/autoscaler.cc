@@ -71,7 +71,7 @@ double P99(std::vector<double>& v) {
 
 }  // namespace
 
-std::map<std::string, Autoscaler::ModelLatency> Autoscaler::Latencies() {
+std::map<std::string, Autoscaler::ModelLatency> Autoscaler::Latencies() const {
   std::map<std::string, ModelLatency> out;
   std::vector<double> all, fresh;
   for (const auto& [model, q] : latencies_) {

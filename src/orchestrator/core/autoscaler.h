@@ -78,7 +78,7 @@ class Autoscaler {
   struct ModelLatency {
     double p99 = 0, p99_since_growth = -1;
   };
-  std::map<std::string, ModelLatency> Latencies();
+  std::map<std::string, ModelLatency> Latencies() const;
 
   AutoscaleOptions o_;
   std::map<std::pair<std::string, std::string>, Pool> pools_;
