@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <cstring>
+#include <memory>
 
 namespace sluice::media {
 
@@ -18,16 +19,15 @@ Result<std::string> EncodePng(const std::uint8_t* rgb, int width, int height) {
   image.width = static_cast<png_uint_32>(width);
   image.height = static_cast<png_uint_32>(height);
   image.format = PNG_FORMAT_RGB;
-  png_alloc_size_t size = 0;
-  if (!png_image_write_to_memory(&image, nullptr, &size, 0, rgb, 0, nullptr)) {
+  // One pass into an uninitialized buffer of libpng's bound (only the pages
+  // the encoder writes are touched), then one copy of what it wrote: not a
+  // sizing pass and a second encode.
+  png_alloc_size_t size = PNG_IMAGE_PNG_SIZE_MAX(image);
+  std::unique_ptr<char[]> buf(new char[size]);
+  if (!png_image_write_to_memory(&image, buf.get(), &size, 0, rgb, 0, nullptr)) {
     return InternalError(std::string("png: ") + image.message);
   }
-  std::string out(size, '\0');
-  if (!png_image_write_to_memory(&image, out.data(), &size, 0, rgb, 0, nullptr)) {
-    return InternalError(std::string("png: ") + image.message);
-  }
-  out.resize(size);
-  return out;
+  return std::string(buf.get(), size);
 }
 
 Result<RgbImage> DecodePng(std::string_view png) {
