@@ -33,6 +33,10 @@ set_target_properties(sluice_shared PROPERTIES OUTPUT_NAME sluice EXPORT_NAME sl
   LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/lib)
 
 install(TARGETS sluice RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+# The reference model's weights, where the binary looks for them
+# (<bin>/../share/sluice/models; reference::DefaultReferenceWeights).
+install(FILES ${PROJECT_SOURCE_DIR}/models/sluice-reference.safetensors
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/sluice/models COMPONENT runtime)
 install(TARGETS sluice_shared EXPORT sluiceTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/sluice DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

@@ -529,6 +529,8 @@ PYBIND11_MODULE(_sluice, m) {
   m.def("reference_checkpoint_key", [](const std::string& request_json, int step) {
     return Unwrap(sluice::ReferenceCheckpointKey(request_json, step));
   });
+  // The reference condition encoder's version: the loaded weights' identity.
+  m.def("reference_model_version", [] { return sluice::ReferenceConditionEncoder().version; });
   m.def("descriptor_to_json", [](const py::bytes& b) { return Descriptor(b).ToJson(); });
   m.def("descriptor_from_json", [](const std::string& j) {
     return py::bytes(Unwrap(sluice::PayloadDescriptor::FromJson(j)).Encode());

@@ -215,7 +215,9 @@ def test_python_finds_the_reference_denoisers_checkpoint_keys():
     """A Python worker computing the reference checkpoint key from a request
     gets the C++ denoiser's key."""
     import struct
-    encoder = cache.ConditionEncoder("sluice-reference-text", "1",
+    version = _sluice.reference_model_version()  # The shipped weights' identity.
+    assert version.startswith("2/") and len(version) == 18, version
+    encoder = cache.ConditionEncoder("sluice-reference-text", version,
                                      {"max_length": 64, "dim": 64, "dtype": "f32"},
                                      ["prompt", "negative_prompt"])
     for request in [{"prompt": "a fox", "negative_prompt": "blur", "size": "64x64",
@@ -227,7 +229,7 @@ def test_python_finds_the_reference_denoisers_checkpoint_keys():
         w, h = (int(v) for v in request["size"].split("x"))
         for step in (1, 5):
             assert _sluice.reference_checkpoint_key(text, step) == checkpoint_key(
-                model="sluice-reference", model_version="1", sampler="flow_euler_cfg",
+                model="sluice-reference", model_version=version, sampler="flow_euler_cfg",
                 seed=request["seed"], guidance=g32, condition_keys=encoder.keys_for(text),
                 total_steps=request["steps"], step=step, shape=[16, 1, h // 8, w // 8],
                 dtype="f32")

@@ -23,7 +23,7 @@ cache::CheckpointKeyParts ReferenceCheckpointParts(const Request& r,
   const reference::LatentShape s = r.latent();
   cache::CheckpointKeyParts p;
   p.model = std::string(kReferenceModelName);
-  p.model_version = "1";
+  p.model_version = reference::ReferenceModels().identity;
   p.sampler = "flow_euler_cfg";
   p.seed = r.seed;
   p.guidance = static_cast<double>(r.guidance);
@@ -85,7 +85,7 @@ std::vector<float> NegativeCrossKv(StageContext& ctx, cache::Cache& features,
   const float* negative = cond.data() + std::size_t{reference::kTextLen} * reference::kTextDim;
   auto compute = [negative] { return reference::ReferenceModels().denoiser.CrossKv(negative); };
   const std::vector<cache::Field> parts = {{"model", std::string(kReferenceModelName)},
-                                           {"model_version", std::string("1")},
+                                           {"model_version", reference::ReferenceModels().identity},
                                            {"negative", negative_key},
                                            {"part", std::string("cross_kv")}};
   Result<std::string> key = cache::FeatureKey("sluice.reference.dit", parts);
@@ -215,9 +215,9 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
       RemoveCheckpoints(o, r, run);
       return Status(StatusCode::kCancelled, "stopped at step " + std::to_string(step));
     }
+    const int done = step + 1;
     reference::DenoiseStep(r, cond.data(), step, x,
                            negative_kv.empty() ? nullptr : negative_kv.data());
-    const int done = step + 1;
     const bool yield = may_yield && ctx.ShouldCheckpoint() && done < r.steps;
     const int every = run.every_step ? 1 : o.checkpoint_every;
     const bool periodic = every > 0 && done % every == 0 && done < r.steps;
@@ -388,9 +388,14 @@ Result<std::string> ReferenceCheckpointKey(std::string_view request_json, int st
   return cache::CheckpointKey(ReferenceCheckpointParts(r, cond_keys, step));
 }
 
+Status LoadReferenceWeights(const std::string& weights) {
+  return reference::LoadReferenceModels(weights.empty() ? reference::DefaultReferenceWeights()
+                                                        : weights);
+}
+
 cache::ConditionEncoder ReferenceConditionEncoder() {
   return {"sluice-reference-text",
-          "1",
+          reference::ReferenceModels().identity,
           {{"max_length", std::int64_t{reference::kTextLen}},
            {"dim", std::int64_t{reference::kTextDim}},
            {"dtype", std::string("f32")}},

@@ -6,6 +6,8 @@
 
 #include "sluice/cache/keys.h"
 
+#include "runtime/reference/models.h"
+
 namespace sluice {
 namespace {
 
@@ -20,7 +22,7 @@ TEST(ReferenceCheckpointKeyTest, IsTheStandardKeyOverEveryInput) {
       R"({"prompt":"a fox","negative_prompt":"blur","size":"64x64","seed":3,"steps":6,"guidance":4.5})";
   cache::CheckpointKeyParts p;
   p.model = "sluice-reference";
-  p.model_version = "1";
+  p.model_version = reference::ReferenceModels().identity;
   p.sampler = "flow_euler_cfg";
   p.seed = 3;
   p.guidance = 4.5;
@@ -46,6 +48,10 @@ TEST(ReferenceCheckpointKeyTest, IsTheStandardKeyOverEveryInput) {
   // Fields the sampler does not read leave the key alone.
   EXPECT_EQ(
       Key(R"({"prompt":"a fox","negative_prompt":"blur","size":"64x64","seed":3,"steps":6,"guidance":4.5,"user":"x"})",
+          2),
+      Key(req, 2));
+  EXPECT_EQ(
+      Key(R"({"prompt":"a fox","negative_prompt":"blur","size":"64x64","seed":3,"steps":6,"guidance":4.5,"preview_every":1})",
           2),
       Key(req, 2));
   EXPECT_EQ(ReferenceCheckpointKey(req, 6).status().code(), StatusCode::kInvalidArgument);

@@ -21,6 +21,8 @@ struct Command {
 void AddRoleCommands(CLI::App& app, std::vector<Command>* out);
 // serve, generate (serve_cmd.cc).
 void AddServeCommands(CLI::App& app, std::vector<Command>* out);
+// eval: the reference model's prompt adherence, scored (eval_cmd.cc).
+void AddEvalCommand(CLI::App& app, std::vector<Command>* out);
 // wait URL (wait_cmd.cc).
 void AddWaitCommand(CLI::App& app, std::vector<Command>* out);
 // sim and plan (sim_cmd.cc): the cluster simulator on a built-in

@@ -75,6 +75,9 @@ Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r
   if (r.steps.has_value()) {
     body["steps"] = *r.steps;
   }
+  if (r.guidance.has_value()) {
+    body["guidance"] = *r.guidance;
+  }
   if (!r.model.empty()) {
     body["model"] = r.model;
   }

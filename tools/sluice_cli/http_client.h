@@ -21,6 +21,7 @@ struct GenerateRequest {
   int frames = 17;   // Video only.
   std::string size;  // Empty: the server's default.
   std::optional<int> steps;
+  std::optional<double> guidance;    // Empty: the server's default.
   std::int64_t seed = 0;
   std::string priority = "standard";
   std::string model;    // Empty: the server's default.

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "sluice/orchestrator/server.h"
+#include "sluice/runtime/reference_stages.h"
 #include "sluice/store/master.h"
 #include "sluice/store/store_node.h"
 #include "sluice/units.h"
@@ -468,6 +469,7 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
     std::string host_id;
     EtcdOptions etcd;
     bool exit_on_eof = false;
+    std::string weights;
   };
   auto o = std::make_shared<Opts>();
   WorkerOptions& w = o->worker;
@@ -487,6 +489,9 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
       ->delimiter(',');
   cmd->add_flag("--colocated", w.colocated,
                 "run all three stages of a job (with `orchestrator --colocated`; --stage denoise)");
+  cmd->add_option("--weights", o->weights,
+                  "reference stages: a safetensors file, or random:SEED (default: the shipped "
+                  "trained weights)");
   cmd->add_option("--steps", w.steps, "reference: denoise steps when a request names none")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
@@ -547,6 +552,12 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
            w.resolve_master = LeaderResolver(shared, o->etcd, "master", 0);
          }
          o->worker.security = std::move(*s);
+         if (w.profile.empty() || !o->weights.empty()) {
+           if (Status loaded = LoadReferenceWeights(o->weights); !loaded.ok()) {
+             std::cerr << "sluice worker: --weights: " << loaded.message() << "\n";
+             return 2;
+           }
+         }
          return RunWorker(o->worker, o->exit_on_eof);
        }});
 }

@@ -45,24 +45,30 @@ Status WriteFile(const std::string& path, const std::string& bytes) {
   return Status::Ok();
 }
 
-// The demo's work: interactive images and a batch video, submitted at once.
+// The demo's work: interactive images and a batch video, submitted at once,
+// with prompts of the grammar the reference model was trained on
+// (docs/models/sluice-reference.md) at its training size.
 std::vector<GenerateRequest> DemoJobs() {
   std::vector<GenerateRequest> jobs;
-  const char* prompts[] = {"a lighthouse on a cliff at dusk", "a red fox in fresh snow",
-                           "a bowl of ramen, studio light", "an old map of an island"};
+  const char* prompts[] = {
+      "a large red circle on the left on a blue background",
+      "a small yellow triangle at the top on a black background",
+      "a large white square on the right and a small green diamond on the left on a purple "
+      "background",
+      "a large cyan diamond in the centre on a red background"};
   std::int64_t seed = 1;
   for (const char* p : prompts) {
     GenerateRequest r;
     r.prompt = p;
-    r.size = "256x256";
+    r.size = "128x128";
     r.seed = seed++;
     r.priority = "interactive";
     jobs.push_back(r);
   }
   GenerateRequest v;
-  v.prompt = "waves rolling onto a beach";
+  v.prompt = "a large yellow circle moving right on a blue background";
   v.video = true;
-  v.size = "320x192";
+  v.size = "128x128";
   v.frames = 17;
   v.seed = 7;
   v.priority = "batch";
@@ -162,7 +168,8 @@ int RunServe(const ServeOptions& o) {
     (*cluster)->Drain(std::chrono::seconds(10));
     return rc;
   }
-  std::cout << "try: sluice generate --server " << url << " --prompt \"a red fox\" -o fox.png"
+  std::cout << "try: sluice generate --server " << url
+            << " --prompt \"a large red circle on the left on a blue background\" -o circle.png"
             << std::endl;
   WaitForStopSignal(o.exit_on_eof);
   std::cout << "sluice serve: draining" << std::endl;

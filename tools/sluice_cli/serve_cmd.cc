@@ -3,6 +3,7 @@
 #include <iostream>
 #include <memory>
 
+#include "sluice/runtime/reference_stages.h"
 #include "sluice/units.h"
 
 #include "tools/sluice_cli/autoscale_flags.h"
@@ -17,6 +18,7 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
   struct Opts {
     ServeOptions serve;
     std::string memory = "1GiB";
+    std::string weights;
   };
   auto o = std::make_shared<Opts>();
   EmbeddedConfig& c = o->serve.cluster;
@@ -45,6 +47,9 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--stages", c.stages,
                   "reference (real models on the CPU) or a profile (wan2.1-480p, flux-1024, ...)")
       ->capture_default_str();
+  cmd->add_option("--weights", o->weights,
+                  "reference stages: a safetensors file, or random:SEED (default: the shipped "
+                  "trained weights)");
   cmd->add_option("--time-factor", c.time_factor, "profile stages: time scale")
       ->check(CLI::Range(1e-6, 1.0))
       ->capture_default_str();
@@ -85,6 +90,12 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
                       return 2;
                     }
                     o->serve.cluster.store_memory = *ParseByteSize(o->memory);
+                    if (o->serve.cluster.stages == "reference" || !o->weights.empty()) {
+                      if (Status s = LoadReferenceWeights(o->weights); !s.ok()) {
+                        std::cerr << "sluice serve: --weights: " << s.message() << "\n";
+                        return 2;
+                      }
+                    }
                     if (o->serve.demo && cmd->count("--http") == 0) {
                       // Never collide with a running server.
                       o->serve.cluster.http_listen = "127.0.0.1:0";

@@ -3,7 +3,7 @@
 // Reference stages: real (small) diffusion models that run on the CPU with
 // nothing downloaded, so `sluice serve` generates images and videos out of
 // the box and tests can compare deployments byte for byte.
-//   encode  — byte-level tokenizer + 2-layer transformer: the prompt and the
+//   encode  — word-level tokenizer + 2-layer transformer: the prompt and the
 //             negative prompt → condition [2, 64, 64] f32.
 //   denoise — DiT-style model (2×2 patches, self- and cross-attention
 //             blocks with timestep modulation) sampled by flow matching
@@ -12,7 +12,8 @@
 //             temporal compression; video latents published in t chunks).
 //   decode  — VAE-style convolutional decoder, frame by frame as latent
 //             chunks land → PNG (images) or a frames archive (videos).
-// Weights come from a fixed seed at start-up. The same request gives the
+// Weights come from a safetensors file (LoadReferenceWeights; by default
+// the trained ones sluice ships, docs/models/sluice-reference.md). The same request gives the
 // same bytes in every deployment (disaggregated, colocated, any thread
 // count): each stage computes on one thread with one-thread BLAS calls.
 //
@@ -74,9 +75,20 @@ struct ReferenceStageOptions {
   std::chrono::seconds checkpoint_ttl{600};
 };
 
+// Loads the reference models' weights for this process: a safetensors
+// file, "random:SEED" (random networks, for tests of other sizes), or ""
+// (the shipped weights). Call before serving; a second call with the same
+// argument is a no-op. Errors: kNotFound (no such file), kInvalidArgument
+// naming the file, the tensor and what is wrong (truncated, header over
+// its cap or not a JSON object, a dtype other than F32, offsets past the
+// end or overlapping, a missing, unexpected or misshapen tensor, a value
+// not finite), kFailedPrecondition (other weights already in use).
+Status LoadReferenceWeights(const std::string& weights);
+
 // The reference text encoder as encode workers declare it: its id and
-// version, the parameters that shape its output, and the request fields it
-// encodes (prompt, then negative_prompt). Its condition keys are what
+// version (the loaded weights' identity: workers on other weights declare
+// another encoder), the parameters that shape its output, and the request
+// fields it encodes (prompt, then negative_prompt). Its condition keys are what
 // ReferenceStageOptions::condition_cache stores the embeddings under.
 cache::ConditionEncoder ReferenceConditionEncoder();
 

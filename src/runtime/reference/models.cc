@@ -1,24 +1,24 @@
 #include "runtime/reference/models.h"
 
 #include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
 
+#include "common/log.h"
 #include "runtime/reference/ops.h"
 
 namespace sluice::reference {
 namespace {
 
-constexpr int kBos = 256, kPad = 257, kVocab = 258;
-constexpr std::uint64_t kModelSeed = 0x5a1c3cc0ffee5eedull;
-
-// Weights for a layer with `fan_in` inputs: uniform, variance gain/fan_in.
-std::vector<float> Weights(Rng& rng, std::size_t n, int fan_in, float gain = 1.0f) {
-  return rng.Fill(n, std::sqrt(3.0f * gain / static_cast<float>(fan_in)));
-}
-
-std::vector<float> Biases(Rng& rng, std::size_t n) {
-  return rng.Fill(n, 0.02f);
-}
+constexpr int kPad = 0, kBos = 1;
+constexpr int kDecChannels[5][2] = {{kLatentChannels, 96}, {96, 64}, {64, 32}, {32, 16}, {16, 3}};
+constexpr int kEncChannels[5][2] = {{3, 16}, {16, 32}, {32, 64}, {64, 64}, {64, kLatentChannels}};
 
 // x ← x · (1 + scale) + shift, per row of d.
 void Modulate(float* x, int n, int d, const float* shift, const float* scale) {
@@ -41,100 +41,233 @@ void AddGated(float* x, const float* y, int n, int d, const float* gate) {
   }
 }
 
+std::vector<TensorSpec> BuildArchitecture() {
+  using S = std::vector<std::int64_t>;
+  std::vector<TensorSpec> out;
+  auto add = [&out](std::string name, S shape) {
+    out.push_back({std::move(name), std::move(shape)});
+  };
+  constexpr std::int64_t td = kTextDim, d = Denoiser::kDim, pin = kLatentChannels * kPatch * kPatch;
+  add("text.embed", {kVocabRows, td});
+  for (int l = 0; l < kTextLayers; ++l) {
+    const std::string p = "text.layers." + std::to_string(l) + ".";
+    add(p + "qkv", {td, 3 * td});
+    add(p + "qkv_b", {3 * td});
+    add(p + "proj", {td, td});
+    add(p + "proj_b", {td});
+    add(p + "fc1", {td, 4 * td});
+    add(p + "fc1_b", {4 * td});
+    add(p + "fc2", {4 * td, td});
+    add(p + "fc2_b", {td});
+  }
+  add("dit.patch", {pin, d});
+  add("dit.patch_b", {d});
+  add("dit.t1", {64, d});
+  add("dit.t1_b", {d});
+  add("dit.t2", {d, d});
+  add("dit.t2_b", {d});
+  add("dit.final_ada", {d, 2 * d});
+  add("dit.final_ada_b", {2 * d});
+  add("dit.out", {d, pin});
+  add("dit.out_b", {pin});
+  for (int b = 0; b < Denoiser::kDepth; ++b) {
+    const std::string p = "dit.blocks." + std::to_string(b) + ".";
+    add(p + "ada", {d, 6 * d});
+    add(p + "ada_b", {6 * d});
+    add(p + "qkv", {d, 3 * d});
+    add(p + "qkv_b", {3 * d});
+    add(p + "proj", {d, d});
+    add(p + "proj_b", {d});
+    add(p + "xq", {d, d});
+    add(p + "xkv", {td, 2 * d});
+    add(p + "xproj", {d, d});
+    add(p + "fc1", {d, 4 * d});
+    add(p + "fc1_b", {4 * d});
+    add(p + "fc2", {4 * d, d});
+    add(p + "fc2_b", {d});
+  }
+  for (int i = 0; i < 5; ++i) {
+    const std::string p = "vae.dec." + std::to_string(i) + ".";
+    add(p + "w", {kDecChannels[i][1], kDecChannels[i][0], 3, 3});
+    add(p + "b", {kDecChannels[i][1]});
+  }
+  for (int i = 0; i < 5; ++i) {
+    const std::string p = "vae.enc." + std::to_string(i) + ".";
+    add(p + "w", {kEncChannels[i][1], kEncChannels[i][0], 3, 3});
+    add(p + "b", {kEncChannels[i][1]});
+  }
+  add("preview.rgb", {kLatentChannels, 3});
+  add("preview.rgb_b", {3});
+  return out;
+}
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// The "vocabulary" metadata: words of lower-case ASCII letters and digits,
+// one space apart, no repeats, leaving at least one hash bucket.
+Result<std::vector<std::string>> ParseVocabulary(const WeightsFile& w) {
+  const auto it = w.metadata().find("vocabulary");
+  if (it == w.metadata().end()) {
+    return InvalidArgumentError(
+        "metadata: no \"vocabulary\" entry (the words the text encoder numbers)");
+  }
+  std::vector<std::string> words;
+  std::string_view rest = it->second;
+  while (!rest.empty()) {
+    const std::size_t sp = rest.find(' ');
+    const std::string_view word = rest.substr(0, sp);
+    if (word.empty() || !std::all_of(word.begin(), word.end(), [](char c) {
+          return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        })) {
+      return InvalidArgumentError("metadata vocabulary: \"" + std::string(word) +
+                                  "\" is not a word of lower-case ASCII letters and digits");
+    }
+    if (std::find(words.begin(), words.end(), word) != words.end()) {
+      return InvalidArgumentError("metadata vocabulary: \"" + std::string(word) + "\" repeats");
+    }
+    words.emplace_back(word);
+    rest = sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
+  }
+  if (static_cast<int>(words.size()) > kVocabRows - 3) {
+    return InvalidArgumentError("metadata vocabulary: " + std::to_string(words.size()) +
+                                " words, the text encoder numbers at most " +
+                                std::to_string(kVocabRows - 3));
+  }
+  return words;
+}
+
 }  // namespace
 
-TextEncoder::TextEncoder(std::uint64_t seed) {
+const std::vector<TensorSpec>& ReferenceArchitecture() {
+  static const std::vector<TensorSpec> spec = BuildArchitecture();
+  return spec;
+}
+
+std::shared_ptr<const WeightsFile> RandomReferenceWeights(std::uint64_t seed) {
   Rng rng(seed);
-  constexpr int d = kTextDim;
-  embed_ = rng.Fill(static_cast<std::size_t>(kVocab) * d, 1.0f);
-  for (int l = 0; l < 2; ++l) {
-    Layer layer;
-    layer.qkv = Weights(rng, d * 3 * d, d);
-    layer.qkv_b = Biases(rng, 3 * d);
-    layer.proj = Weights(rng, d * d, d);
-    layer.proj_b = Biases(rng, d);
-    layer.fc1 = Weights(rng, d * 4 * d, d, 2.0f);
-    layer.fc1_b = Biases(rng, 4 * d);
-    layer.fc2 = Weights(rng, 4 * d * d, 4 * d);
-    layer.fc2_b = Biases(rng, d);
-    layers_.push_back(std::move(layer));
+  std::vector<std::pair<TensorSpec, std::vector<float>>> tensors;
+  for (const TensorSpec& spec : ReferenceArchitecture()) {
+    std::size_t n = 1;
+    for (const std::int64_t d : spec.shape) {
+      n *= static_cast<std::size_t>(d);
+    }
+    const std::string_view name = spec.name;
+    std::vector<float> values;
+    if (EndsWith(name, "_b") || EndsWith(name, ".b")) {
+      values = rng.Fill(n, 0.02f);
+    } else if (name == "text.embed") {
+      values = rng.Fill(n, 1.0f);
+    } else {
+      const auto fan_in =
+          static_cast<float>(spec.shape.size() == 4 ? spec.shape[1] * 9 : spec.shape[0]);
+      float gain = 1.0f;
+      if (EndsWith(name, "ada")) {
+        gain = 0.25f;
+      } else if (EndsWith(name, "fc1") || name == "dit.t1") {
+        gain = 2.0f;
+      } else if (name.substr(0, 8) == "vae.dec.") {
+        gain = name == "vae.dec.4.w" ? 2.0f : 1.5f;
+      }
+      values = rng.Fill(n, std::sqrt(3.0f * gain / fan_in));
+    }
+    tensors.emplace_back(spec, std::move(values));
   }
+  return WeightsFile::FromTensors(
+      std::move(tensors), {{"vocabulary", ""}, {"source", "random:" + std::to_string(seed)}});
+}
+
+TextEncoder::TextEncoder(std::shared_ptr<const WeightsFile> w, std::vector<std::string> vocabulary)
+    : w_(std::move(w)), vocabulary_(std::move(vocabulary)) {}
+
+std::vector<int> TextEncoder::Tokens(std::string_view text, int* length) const {
+  std::vector<int> ids(kTextLen, kPad);
+  ids[0] = kBos;
+  int n = 1;
+  const int first_bucket = 2 + static_cast<int>(vocabulary_.size());
+  const auto buckets = static_cast<std::uint32_t>(kVocabRows - first_bucket);
+  std::string word;
+  auto flush = [&] {
+    if (word.empty()) {
+      return;
+    }
+    if (n < kTextLen) {
+      const auto it = std::find(vocabulary_.begin(), vocabulary_.end(), word);
+      if (it != vocabulary_.end()) {
+        ids[n] = 2 + static_cast<int>(it - vocabulary_.begin());
+      } else {
+        std::uint32_t h = 0x811c9dc5u;
+        for (const char c : word) {
+          h = (h ^ static_cast<unsigned char>(c)) * 0x01000193u;
+        }
+        ids[n] = first_bucket + static_cast<int>(h % buckets);
+      }
+      ++n;
+    }
+    word.clear();
+  };
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u >= '0' && u <= '9') || (u >= 'a' && u <= 'z')) {
+      word.push_back(c);
+    } else if (u >= 'A' && u <= 'Z') {
+      word.push_back(static_cast<char>(u - 'A' + 'a'));
+    } else {
+      flush();
+    }
+  }
+  flush();
+  if (length != nullptr) {
+    *length = n;
+  }
+  return ids;
 }
 
 std::vector<float> TextEncoder::Encode(std::string_view text) const {
   constexpr int d = kTextDim, n = kTextLen;
-  const int len = static_cast<int>(std::min<std::size_t>(text.size() + 1, n));
+  int len = 0;
+  const std::vector<int> ids = Tokens(text, &len);
+  const float* embed = w_->Data("text.embed");
   std::vector<float> x(static_cast<std::size_t>(n) * d);
   std::vector<float> pos(d);
   for (int i = 0; i < n; ++i) {
-    const int tok =
-        i == 0
-            ? kBos
-            : (i < len ? static_cast<unsigned char>(text[static_cast<std::size_t>(i - 1)]) : kPad);
     Sinusoidal(static_cast<float>(i), d, pos.data());
     for (int c = 0; c < d; ++c) {
       x[static_cast<std::size_t>(i) * d + c] =
-          embed_[static_cast<std::size_t>(tok) * d + c] + pos[c];
+          embed[static_cast<std::size_t>(ids[static_cast<std::size_t>(i)]) * d + c] + pos[c];
     }
   }
   std::vector<float> h(x.size()), qkv(x.size() * 3), a(x.size()), f(x.size() * 4), scratch;
-  for (const Layer& l : layers_) {
+  for (int l = 0; l < kTextLayers; ++l) {
+    const std::string p = "text.layers." + std::to_string(l) + ".";
+    auto W = [&](const char* name) { return w_->Data(p + name); };
     h = x;
     LayerNorm(h.data(), n, d);
-    Linear(h.data(), n, d, l.qkv.data(), l.qkv_b.data(), 3 * d, qkv.data());
-    Attention(qkv.data(), 3 * d, qkv.data() + d, 3 * d, qkv.data() + 2 * d, 3 * d, n, n, d, 4, len,
-              a.data(), d, scratch);
-    Linear(a.data(), n, d, l.proj.data(), l.proj_b.data(), d, h.data());
+    Linear(h.data(), n, d, W("qkv"), W("qkv_b"), 3 * d, qkv.data());
+    Attention(qkv.data(), 3 * d, qkv.data() + d, 3 * d, qkv.data() + 2 * d, 3 * d, n, n, d,
+              kTextHeads, len, a.data(), d, scratch);
+    Linear(a.data(), n, d, W("proj"), W("proj_b"), d, h.data());
     AddGated(x.data(), h.data(), n, d, nullptr);
     h = x;
     LayerNorm(h.data(), n, d);
-    Linear(h.data(), n, d, l.fc1.data(), l.fc1_b.data(), 4 * d, f.data());
+    Linear(h.data(), n, d, W("fc1"), W("fc1_b"), 4 * d, f.data());
     Gelu(f.data(), f.size());
-    Linear(f.data(), n, 4 * d, l.fc2.data(), l.fc2_b.data(), d, h.data());
+    Linear(f.data(), n, 4 * d, W("fc2"), W("fc2_b"), d, h.data());
     AddGated(x.data(), h.data(), n, d, nullptr);
   }
   LayerNorm(x.data(), n, d);
   return x;
 }
 
-Denoiser::Denoiser(std::uint64_t seed) {
-  Rng rng(seed);
-  constexpr int d = kDim, in = kLatentChannels * kPatch * kPatch;
-  patch_ = Weights(rng, in * d, in);
-  patch_b_ = Biases(rng, d);
-  t1_ = Weights(rng, 64 * d, 64, 2.0f);
-  t1_b_ = Biases(rng, d);
-  t2_ = Weights(rng, d * d, d);
-  t2_b_ = Biases(rng, d);
-  for (int b = 0; b < kDepth; ++b) {
-    Block k;
-    k.ada = Weights(rng, d * 6 * d, d, 0.25f);
-    k.ada_b = Biases(rng, 6 * d);
-    k.qkv = Weights(rng, d * 3 * d, d);
-    k.qkv_b = Biases(rng, 3 * d);
-    k.proj = Weights(rng, d * d, d);
-    k.proj_b = Biases(rng, d);
-    k.xq = Weights(rng, d * d, d);
-    k.xkv = Weights(rng, kTextDim * 2 * d, kTextDim);
-    k.xproj = Weights(rng, d * d, d);
-    k.fc1 = Weights(rng, d * 4 * d, d, 2.0f);
-    k.fc1_b = Biases(rng, 4 * d);
-    k.fc2 = Weights(rng, 4 * d * d, 4 * d);
-    k.fc2_b = Biases(rng, d);
-    blocks_.push_back(std::move(k));
-  }
-  final_ada_ = Weights(rng, d * 2 * d, d, 0.25f);
-  final_ada_b_ = Biases(rng, 2 * d);
-  out_ = Weights(rng, d * in, d);
-  out_b_ = Biases(rng, in);
-}
+Denoiser::Denoiser(std::shared_ptr<const WeightsFile> w) : w_(std::move(w)) {}
 
 std::vector<float> Denoiser::CrossKv(const float* cond) const {
   constexpr std::size_t per_block = static_cast<std::size_t>(kTextLen) * 2 * kDim;
   std::vector<float> kv(kCrossKvFloats);
-  for (std::size_t b = 0; b < blocks_.size(); ++b) {
-    Linear(cond, kTextLen, kTextDim, blocks_[b].xkv.data(), nullptr, 2 * kDim,
-           kv.data() + b * per_block);
+  for (int b = 0; b < kDepth; ++b) {
+    Linear(cond, kTextLen, kTextDim, W("dit.blocks." + std::to_string(b) + ".xkv"), nullptr,
+           2 * kDim, kv.data() + static_cast<std::size_t>(b) * per_block);
   }
   return kv;
 }
@@ -167,15 +300,18 @@ void Denoiser::Velocity(const float* x, const LatentShape& s, float sigma, const
     }
   }
   std::vector<float> X(static_cast<std::size_t>(n) * d);
-  Linear(tokens.data(), n, in, patch_.data(), patch_b_.data(), d, X.data());
+  Linear(tokens.data(), n, in, W("dit.patch"), W("dit.patch_b"), d, X.data());
   {
+    // Positions: 3 × sinusoids of 0.25 t (d/4 wide), 0.25 i and 0.25 j
+    // (3d/8 each).
+    constexpr int dt = d / 4, dij = 3 * d / 8;
     float pos[d];
     for (int t = 0, tok = 0; t < s.t; ++t) {
       for (int i = 0; i < hp; ++i) {
         for (int j = 0; j < wp; ++j, ++tok) {
-          Sinusoidal(0.25f * static_cast<float>(t), 16, pos);
-          Sinusoidal(0.25f * static_cast<float>(i), 24, pos + 16);
-          Sinusoidal(0.25f * static_cast<float>(j), 24, pos + 40);
+          Sinusoidal(0.25f * static_cast<float>(t), dt, pos);
+          Sinusoidal(0.25f * static_cast<float>(i), dij, pos + dt);
+          Sinusoidal(0.25f * static_cast<float>(j), dij, pos + dt + dij);
           float* row = X.data() + static_cast<std::size_t>(tok) * d;
           for (int c = 0; c < d; ++c) {
             row[c] += 3.0f * pos[c];
@@ -187,55 +323,55 @@ void Denoiser::Velocity(const float* x, const LatentShape& s, float sigma, const
   // Timestep conditioning.
   float temb[64], c1[d], c2[d];
   Sinusoidal(sigma * 1000.0f, 64, temb);
-  Linear(temb, 1, 64, t1_.data(), t1_b_.data(), d, c1);
+  Linear(temb, 1, 64, W("dit.t1"), W("dit.t1_b"), d, c1);
   Silu(c1, d);
-  Linear(c1, 1, d, t2_.data(), t2_b_.data(), d, c2);
+  Linear(c1, 1, d, W("dit.t2"), W("dit.t2_b"), d, c2);
   Silu(c2, d);
 
   std::vector<float> H(X.size()), qkv(X.size() * 3), A(X.size()), F(X.size() * 4),
       kv(static_cast<std::size_t>(kTextLen) * 2 * d), scratch;
   float mod[6 * d];
-  for (std::size_t bi = 0; bi < blocks_.size(); ++bi) {
-    const Block& b = blocks_[bi];
-    Linear(c2, 1, d, b.ada.data(), b.ada_b.data(), 6 * d, mod);
+  for (int bi = 0; bi < kDepth; ++bi) {
+    const std::string b = "dit.blocks." + std::to_string(bi) + ".";
+    Linear(c2, 1, d, W(b + "ada"), W(b + "ada_b"), 6 * d, mod);
     const float *sh1 = mod, *sc1 = mod + d, *g1 = mod + 2 * d, *sh2 = mod + 3 * d,
                 *sc2 = mod + 4 * d, *g2 = mod + 5 * d;
     // Self-attention over all tokens (space and time).
     H = X;
     LayerNorm(H.data(), n, d);
     Modulate(H.data(), n, d, sh1, sc1);
-    Linear(H.data(), n, d, b.qkv.data(), b.qkv_b.data(), 3 * d, qkv.data());
+    Linear(H.data(), n, d, W(b + "qkv"), W(b + "qkv_b"), 3 * d, qkv.data());
     Attention(qkv.data(), 3 * d, qkv.data() + d, 3 * d, qkv.data() + 2 * d, 3 * d, n, n, d, kHeads,
               n, A.data(), d, scratch);
-    Linear(A.data(), n, d, b.proj.data(), b.proj_b.data(), d, H.data());
+    Linear(A.data(), n, d, W(b + "proj"), W(b + "proj_b"), d, H.data());
     AddGated(X.data(), H.data(), n, d, g1);
     // Cross-attention to the text condition.
     H = X;
     LayerNorm(H.data(), n, d);
-    Linear(H.data(), n, d, b.xq.data(), nullptr, d, qkv.data());
+    Linear(H.data(), n, d, W(b + "xq"), nullptr, d, qkv.data());
     const float* keys = kv.data();
     if (cross_kv != nullptr) {
-      keys = cross_kv + bi * static_cast<std::size_t>(kTextLen) * 2 * d;
+      keys = cross_kv + static_cast<std::size_t>(bi) * kTextLen * 2 * d;
     } else {
-      Linear(cond, kTextLen, kTextDim, b.xkv.data(), nullptr, 2 * d, kv.data());
+      Linear(cond, kTextLen, kTextDim, W(b + "xkv"), nullptr, 2 * d, kv.data());
     }
     Attention(qkv.data(), d, keys, 2 * d, keys + d, 2 * d, n, kTextLen, d, kHeads, kTextLen,
               A.data(), d, scratch);
-    Linear(A.data(), n, d, b.xproj.data(), nullptr, d, H.data());
+    Linear(A.data(), n, d, W(b + "xproj"), nullptr, d, H.data());
     AddGated(X.data(), H.data(), n, d, nullptr);
     // MLP.
     H = X;
     LayerNorm(H.data(), n, d);
     Modulate(H.data(), n, d, sh2, sc2);
-    Linear(H.data(), n, d, b.fc1.data(), b.fc1_b.data(), 4 * d, F.data());
+    Linear(H.data(), n, d, W(b + "fc1"), W(b + "fc1_b"), 4 * d, F.data());
     Gelu(F.data(), F.size());
-    Linear(F.data(), n, 4 * d, b.fc2.data(), b.fc2_b.data(), d, H.data());
+    Linear(F.data(), n, 4 * d, W(b + "fc2"), W(b + "fc2_b"), d, H.data());
     AddGated(X.data(), H.data(), n, d, g2);
   }
-  Linear(c2, 1, d, final_ada_.data(), final_ada_b_.data(), 2 * d, mod);
+  Linear(c2, 1, d, W("dit.final_ada"), W("dit.final_ada_b"), 2 * d, mod);
   LayerNorm(X.data(), n, d);
   Modulate(X.data(), n, d, mod, mod + d);
-  Linear(X.data(), n, d, out_.data(), out_b_.data(), in, tokens.data());
+  Linear(X.data(), n, d, W("dit.out"), W("dit.out_b"), in, tokens.data());
   // Unpatchify.
   for (int t = 0, tok = 0; t < s.t; ++t) {
     for (int i = 0; i < hp; ++i) {
@@ -253,40 +389,30 @@ void Denoiser::Velocity(const float* x, const LatentShape& s, float sigma, const
   }
 }
 
-Decoder::Decoder(std::uint64_t seed) {
-  Rng rng(seed);
-  const int chans[][2] = {{kLatentChannels, 64}, {64, 32}, {32, 16}, {16, 8}, {8, 3}};
-  for (const auto& cc : chans) {
-    Conv c;
-    c.cin = cc[0];
-    c.cout = cc[1];
-    c.w = Weights(rng, static_cast<std::size_t>(c.cout) * c.cin * 9, c.cin * 9,
-                  c.cout == 3 ? 2.0f : 1.5f);
-    c.b = Biases(rng, c.cout);
-    convs_.push_back(std::move(c));
-  }
-}
+Decoder::Decoder(std::shared_ptr<const WeightsFile> w) : w_(std::move(w)) {}
 
 void Decoder::DecodeFrame(const float* z, int h, int w, std::uint8_t* rgb) const {
-  std::vector<float> a(static_cast<std::size_t>(64) * h * w), b, col;
-  Conv3x3(z, convs_[0].cin, h, w, convs_[0].w.data(), convs_[0].b.data(), convs_[0].cout, a.data(),
-          col);
+  auto conv = [this](int i, const float* x, int cin, int hh, int ww, float* y,
+                     std::vector<float>& col) {
+    const std::string p = "vae.dec." + std::to_string(i) + ".";
+    Conv3x3(x, cin, hh, ww, w_->Data(p + "w"), w_->Data(p + "b"), kDecChannels[i][1], y, col);
+  };
+  std::vector<float> a(static_cast<std::size_t>(kDecChannels[0][1]) * h * w), b, col;
+  conv(0, z, kLatentChannels, h, w, a.data(), col);
   Silu(a.data(), a.size());
-  int ch = convs_[0].cout;
+  int ch = kDecChannels[0][1];
   for (int i = 1; i <= 3; ++i) {
     b.resize(a.size() * 4);
     Upsample2x(a.data(), ch, h, w, b.data());
     h *= 2;
     w *= 2;
-    const Conv& c = convs_[static_cast<std::size_t>(i)];
-    a.resize(static_cast<std::size_t>(c.cout) * h * w);
-    Conv3x3(b.data(), c.cin, h, w, c.w.data(), c.b.data(), c.cout, a.data(), col);
+    a.resize(static_cast<std::size_t>(kDecChannels[i][1]) * h * w);
+    conv(i, b.data(), ch, h, w, a.data(), col);
     Silu(a.data(), a.size());
-    ch = c.cout;
+    ch = kDecChannels[i][1];
   }
-  const Conv& out = convs_.back();
   b.resize(static_cast<std::size_t>(3) * h * w);
-  Conv3x3(a.data(), out.cin, h, w, out.w.data(), out.b.data(), 3, b.data(), col);
+  conv(4, a.data(), ch, h, w, b.data(), col);
   Tanh(b.data(), b.size());
   const std::size_t plane = static_cast<std::size_t>(h) * w;
   for (std::size_t px = 0; px < plane; ++px) {
@@ -297,12 +423,114 @@ void Decoder::DecodeFrame(const float* z, int h, int w, std::uint8_t* rgb) const
   }
 }
 
+std::string DefaultReferenceWeights() {
+  constexpr const char* kFile = "sluice-reference.safetensors";
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = exe.parent_path().parent_path() / "share" / "sluice" / "models" / kFile;
+    if (std::filesystem::exists(installed, ec)) {
+      return installed.string();
+    }
+  }
+  return std::string(SLUICE_SOURCE_DIR) + "/models/" + kFile;
+}
+
+namespace {
+
+// Models::identity of `file` (checked against the architecture).
+std::string Identity(const WeightsFile& file, const std::vector<std::string>& vocabulary) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const void* data, std::size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < n; ++i) {
+      h = (h ^ p[i]) * 0x100000001b3ull;
+    }
+  };
+  for (const TensorSpec& t : ReferenceArchitecture()) {
+    const WeightsFile::Tensor* w = file.Find(t.name);
+    mix(t.name.data(), t.name.size());
+    mix(w->data, w->elements * sizeof(float));
+  }
+  for (const std::string& word : vocabulary) {
+    mix(word.data(), word.size() + 1);  // With its terminator: words stay apart.
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return std::string("2/") + hex;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Models>> LoadModels(const std::string& weights) {
+  std::shared_ptr<const WeightsFile> file;
+  constexpr std::string_view kRandom = "random:";
+  if (weights.rfind(kRandom, 0) == 0) {
+    std::uint64_t seed = 0;
+    const char* begin = weights.data() + kRandom.size();
+    const char* end = weights.data() + weights.size();
+    const auto parsed = std::from_chars(begin, end, seed);
+    if (begin == end || parsed.ec != std::errc() || parsed.ptr != end) {
+      return InvalidArgumentError("weights: \"" + weights +
+                                  "\": random:SEED takes a decimal seed (0..2^64-1)");
+    }
+    file = RandomReferenceWeights(seed);
+  } else {
+    SLUICE_ASSIGN_OR_RETURN(file, WeightsFile::Open(weights));
+    const Status shape = file->Check(ReferenceArchitecture());
+    if (!shape.ok()) {
+      return InvalidArgumentError(weights + ": " + std::string(shape.message()));
+    }
+  }
+  Result<std::vector<std::string>> vocabulary = ParseVocabulary(*file);
+  if (!vocabulary.ok()) {
+    return InvalidArgumentError(weights + ": " + std::string(vocabulary.status().message()));
+  }
+  UseOneBlasThreadPerCall();
+  std::string identity = Identity(*file, *vocabulary);
+  return std::unique_ptr<Models>(new Models{file, TextEncoder(file, std::move(*vocabulary)),
+                                            Denoiser(file), Decoder(file), std::move(identity)});
+}
+
+namespace {
+
+std::mutex& ModelsMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::atomic<const Models*> g_models{nullptr};  // Set once, never freed.
+std::string g_models_source;
+
+}  // namespace
+
+Status LoadReferenceModels(const std::string& weights) {
+  std::lock_guard<std::mutex> lock(ModelsMutex());
+  if (g_models.load() != nullptr) {
+    if (weights == g_models_source) {
+      return Status::Ok();
+    }
+    return FailedPreconditionError("reference models of " + g_models_source +
+                                   " are already in use; cannot switch to " + weights);
+  }
+  SLUICE_ASSIGN_OR_RETURN(std::unique_ptr<Models> models, LoadModels(weights));
+  g_models_source = weights;
+  g_models.store(models.release(), std::memory_order_release);
+  return Status::Ok();
+}
+
 const Models& ReferenceModels() {
-  static const Models* models = [] {
-    UseOneBlasThreadPerCall();
-    return new Models{TextEncoder(kModelSeed), Denoiser(kModelSeed + 1), Decoder(kModelSeed + 2)};
-  }();
-  return *models;
+  const Models* models = g_models.load(std::memory_order_acquire);
+  if (models != nullptr) {
+    return *models;
+  }
+  const std::string path = DefaultReferenceWeights();
+  const Status loaded = LoadReferenceModels(path);
+  if (!loaded.ok()) {
+    SLUICE_LOG(critical, "reference models: cannot load the default weights: {}",
+               loaded.ToString());
+    std::abort();
+  }
+  return *g_models.load(std::memory_order_acquire);
 }
 
 }  // namespace sluice::reference

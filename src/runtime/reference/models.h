@@ -1,10 +1,13 @@
-// The reference models: small but real networks with fixed-seed weights
-// generated at start-up (nothing is downloaded), shaped like the models
-// sluice serves — a byte-level text encoder, a DiT-style latent denoiser
-// (patchify, self- and cross-attention blocks with timestep modulation)
-// sampled by flow matching with classifier-free guidance, and a VAE-style
+// The reference models: small real networks, shaped like the models sluice
+// serves — a word-level text encoder, a DiT-style latent denoiser (patchify,
+// self- and cross-attention blocks with timestep modulation) sampled by
+// flow matching with classifier-free guidance, and a VAE-style
 // convolutional decoder. Latents have 16 channels, 8× spatial and 4×
-// temporal compression, as in Wan2.1 / FLUX-class models.
+// temporal compression, as in Wan2.1 / FLUX-class models. The weights come
+// from a safetensors file (the shipped ones were trained by
+// python/sluice_model/train.py; docs/models/sluice-reference.md) or are
+// random from a seed ("random:SEED", for tests of other sizes). The
+// PyTorch mirror (python/sluice_model/net.py) computes the same numbers.
 //
 // Thread safety: the models are immutable after construction; every method
 // may run on any number of threads at once. Results are bit-identical
@@ -14,13 +17,20 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "sluice/status.h"
+
+#include "runtime/reference/weights.h"
+
 namespace sluice::reference {
 
-inline constexpr int kTextLen = 64;  // Tokens per prompt (BOS + bytes, padded).
+inline constexpr int kTextLen = 64;  // Tokens per prompt (BOS + words, padded).
 inline constexpr int kTextDim = 64;  // Text embedding width.
+inline constexpr int kTextLayers = 2, kTextHeads = 4;
+inline constexpr int kVocabRows = 256;  // PAD, BOS, the vocabulary, hash buckets.
 inline constexpr int kLatentChannels = 16;
 inline constexpr int kSpatialDown = 8;   // Pixels per latent cell, each axis.
 inline constexpr int kTemporalDown = 4;  // Frames per latent frame after the first.
@@ -34,24 +44,37 @@ struct LatentShape {
   int tokens() const { return t * (h / kPatch) * (w / kPatch); }
 };
 
+// Every tensor of the architecture with its shape (the names and shapes of
+// python/sluice_model/net.py's shapes()): text.*, dit.*, vae.dec.*,
+// vae.enc.* (the encoder, loaded and checked, run only by the PyTorch
+// mirror for now) and preview.*.
+const std::vector<TensorSpec>& ReferenceArchitecture();
+
+// Random weights of the architecture from `seed` (uniform, fan-in scaled),
+// with an empty vocabulary (every word hashed).
+std::shared_ptr<const WeightsFile> RandomReferenceWeights(std::uint64_t seed);
+
 class TextEncoder {
  public:
-  explicit TextEncoder(std::uint64_t seed);
-  // [kTextLen, kTextDim] for the UTF-8 bytes of `text` (truncated).
+  // `vocabulary`: the words numbered 2, 3, ... (at most kVocabRows - 3).
+  TextEncoder(std::shared_ptr<const WeightsFile> w, std::vector<std::string> vocabulary);
+  // The token ids of `text` (kTextLen, 0-padded) and how many are not
+  // padding: 1 (BOS), then per word (lower-cased runs of ASCII letters and
+  // digits) 2 + its vocabulary index, or else a bucket of its 32-bit FNV-1a
+  // hash in [2 + vocabulary size, kVocabRows).
+  std::vector<int> Tokens(std::string_view text, int* length = nullptr) const;
+  // [kTextLen, kTextDim] for `text`.
   std::vector<float> Encode(std::string_view text) const;
 
  private:
-  struct Layer {
-    std::vector<float> qkv, qkv_b, proj, proj_b, fc1, fc1_b, fc2, fc2_b;
-  };
-  std::vector<float> embed_;
-  std::vector<Layer> layers_;
+  std::shared_ptr<const WeightsFile> w_;
+  std::vector<std::string> vocabulary_;
 };
 
 class Denoiser {
  public:
-  static constexpr int kDim = 64, kHeads = 4, kDepth = 2;
-  explicit Denoiser(std::uint64_t seed);
+  static constexpr int kDim = 96, kHeads = 4, kDepth = 3;
+  explicit Denoiser(std::shared_ptr<const WeightsFile> w);
   // Floats of CrossKv's result: each block's cross-attention keys and
   // values of one condition.
   static constexpr std::size_t kCrossKvFloats =
@@ -60,42 +83,61 @@ class Denoiser {
   // condition [kTextLen, kTextDim] (the same at every step): [kDepth,
   // kTextLen, 2 * kDim]. Velocity given them computes bit-identically.
   std::vector<float> CrossKv(const float* cond) const;
-  // The velocity v [16, t, h, w] at noise level `sigma` (1: pure noise) for
-  // latent x and condition [kTextLen, kTextDim]; `cross_kv` (optional):
-  // CrossKv(cond), computed once. REQUIRES h, w even and s.tokens() <=
-  // kMaxTokens.
+  // The clean latent x0 [16, t, h, w] the model predicts at noise level
+  // `sigma` (1: pure noise) for latent x and condition [kTextLen,
+  // kTextDim], written to `v`; `cross_kv` (optional): CrossKv(cond),
+  // computed once. REQUIRES h, w even and s.tokens() <= kMaxTokens.
   void Velocity(const float* x, const LatentShape& s, float sigma, const float* cond, float* v,
                 const float* cross_kv = nullptr) const;
 
  private:
-  struct Block {
-    std::vector<float> ada, ada_b, qkv, qkv_b, proj, proj_b, xq, xkv, xproj, fc1, fc1_b, fc2, fc2_b;
-  };
-  std::vector<float> patch_, patch_b_, t1_, t1_b_, t2_, t2_b_, final_ada_, final_ada_b_, out_,
-      out_b_;
-  std::vector<Block> blocks_;
+  const float* W(const std::string& name) const { return w_->Data(name); }
+  std::shared_ptr<const WeightsFile> w_;
 };
 
 class Decoder {
  public:
-  explicit Decoder(std::uint64_t seed);
+  explicit Decoder(std::shared_ptr<const WeightsFile> w);
   // One frame: z [16, h, w] → rgb [8h, 8w, 3] (interleaved uint8).
   void DecodeFrame(const float* z, int h, int w, std::uint8_t* rgb) const;
 
  private:
-  struct Conv {
-    std::vector<float> w, b;
-    int cin = 0, cout = 0;
-  };
-  std::vector<Conv> convs_;  // in, three upsampling, out.
+  std::shared_ptr<const WeightsFile> w_;
 };
 
-// The three models with the process-wide fixed seed, built once on first use.
+// The models over one weights file.
 struct Models {
+  std::shared_ptr<const WeightsFile> weights;
   TextEncoder text;
   Denoiser denoiser;
   Decoder decoder;
+  // "2/" (the architecture's version) and a 64-bit FNV-1a digest of every
+  // tensor's values and the vocabulary, in hex: what cache and checkpoint
+  // keys carry as the model's version, so workers on other weights never
+  // share entries.
+  std::string identity;
 };
+
+// The weights sluice ships (models/sluice-reference.safetensors): beside
+// the binary (../share/sluice/models/) when installed, else in the source
+// tree the binary was built from.
+std::string DefaultReferenceWeights();
+
+// Models from `weights`: a safetensors file, or "random:SEED" (decimal).
+// Errors: kInvalidArgument / kNotFound naming the file, the tensor and what
+// is wrong (weights.h; a missing, unexpected or misshapen tensor; a
+// "vocabulary" metadata entry that is missing or malformed).
+Result<std::unique_ptr<Models>> LoadModels(const std::string& weights);
+
+// Sets the process's models (ReferenceModels) from `weights` (LoadModels).
+// Call before the first use; a second call with the same argument is a
+// no-op. Errors: LoadModels'; kFailedPrecondition once models of other
+// weights are in use.
+Status LoadReferenceModels(const std::string& weights);
+
+// The process's models: those of LoadReferenceModels, or on first use
+// without it the default weights (a process that cannot load them logs why
+// and aborts).
 const Models& ReferenceModels();
 
 }  // namespace sluice::reference

@@ -51,8 +51,8 @@ Result<Request> ParseRequest(std::string_view text, int default_steps, float def
     }
     r.negative_prompt = j["negative_prompt"].get<std::string>();
   }
-  const std::string size = j.value("size", json("256x256")).is_string()
-                               ? j.value("size", std::string("256x256"))
+  const std::string size = j.value("size", json("128x128")).is_string()
+                               ? j.value("size", std::string("128x128"))
                                : std::string();
   const auto x = size.find('x');
   const char* end = size.data() + size.size();
@@ -129,36 +129,11 @@ void DenoiseStep(const Request& r, const float* cond, int step, std::vector<floa
   std::vector<float> vc(x.size()), vu(x.size());
   m.denoiser.Velocity(x.data(), s, sigma, cond, vc.data());
   m.denoiser.Velocity(x.data(), s, sigma, cond + kTextLen * kTextDim, vu.data(), negative_kv);
-  // The network predicts the clean latent x0 (guided), standardized per
-  // channel and position within a patch, like a scaled VAE latent; the
-  // flow's velocity at x is (x − x0) / σ, so the last step (σ → 0) lands on
-  // the prediction.
-  const std::size_t plane = static_cast<std::size_t>(s.h) * s.w;
-  for (int c = 0; c < kLatentChannels; ++c) {
-    for (int phase = 0; phase < kPatch * kPatch; ++phase) {
-      const int di = phase / kPatch, dj = phase % kPatch;
-      double mean = 0, sq = 0, n = 0;
-      auto each = [&](auto fn) {
-        for (int t = 0; t < s.t; ++t) {
-          for (int i = di; i < s.h; i += kPatch) {
-            for (int j = dj; j < s.w; j += kPatch) {
-              const std::size_t at = (static_cast<std::size_t>(c) * s.t + t) * plane +
-                                     static_cast<std::size_t>(i) * s.w + j;
-              fn(vc[at], vu[at]);
-            }
-          }
-        }
-      };
-      each([&](float& x0, float u) {
-        x0 = u + r.guidance * (x0 - u);
-        mean += x0;
-        n += 1;
-      });
-      mean /= n;
-      each([&](float x0, float) { sq += (x0 - mean) * (x0 - mean); });
-      const double inv = 1.0 / std::sqrt(sq / n + 1e-6);
-      each([&](float& x0, float) { x0 = static_cast<float>((x0 - mean) * inv); });
-    }
+  // The network predicts the clean latent x0; guided, x0 = x0_u + g · (x0_c −
+  // x0_u). The flow's velocity at x is (x − x0) / σ, so the last step
+  // (σ → 0) lands on the prediction.
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    vc[i] = vu[i] + r.guidance * (vc[i] - vu[i]);
   }
   const float ratio = (next - sigma) / sigma;
   for (std::size_t i = 0; i < x.size(); ++i) {

@@ -19,7 +19,7 @@ namespace sluice::reference {
 
 struct Request {
   std::string prompt, negative_prompt;
-  int width = 256, height = 256;
+  int width = 128, height = 128;  // The size the shipped weights were trained at.
   bool video = false;
   int frames = 1, fps = 16;
   std::int64_t seed = 0;

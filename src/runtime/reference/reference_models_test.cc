@@ -1,5 +1,8 @@
+#include <cmath>
 #include <cstring>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -126,6 +129,60 @@ TEST(ReferenceModelsTest, SharedNegativeCrossKvIsBitIdentical) {
   std::vector<float> d = InitialNoise(r);
   DenoiseStep(r, cond.data(), 0, d);
   EXPECT_NE(std::memcmp(c.data(), d.data(), c.size() * sizeof(float)), 0);
+}
+
+// Cache and checkpoint keys carry the weights' identity: other weights,
+// another identity; the same weights, the same one.
+TEST(ReferenceModelsTest, IdentityNamesTheWeights) {
+  auto a = LoadModels("random:1");
+  auto b = LoadModels("random:2");
+  auto a2 = LoadModels("random:1");
+  ASSERT_TRUE(a.ok() && b.ok() && a2.ok());
+  EXPECT_EQ((*a)->identity.rfind("2/", 0), 0u) << (*a)->identity;
+  EXPECT_EQ((*a)->identity.size(), 18u);
+  EXPECT_EQ((*a)->identity, (*a2)->identity);
+  EXPECT_NE((*a)->identity, (*b)->identity);
+  EXPECT_NE((*a)->identity, ReferenceModels().identity);
+}
+
+double Psnr(const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b) {
+  double se = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    se += d * d;
+  }
+  return se == 0 ? 1e9 : 10 * std::log10(255.0 * 255.0 / (se / static_cast<double>(a.size())));
+}
+
+// The PyTorch mirror's picture for this request, from the shipped weights
+// (python/sluice_model/golden.py): the same weights give the same numbers
+// in both runtimes, within float rounding.
+TEST(ReferenceModelsTest, MatchesThePyTorchMirrorsGoldenImage) {
+  std::ifstream f(std::string(SLUICE_SOURCE_DIR) + "/tests/golden/reference_torch_128.png",
+                  std::ios::binary);
+  ASSERT_TRUE(f.good());
+  std::stringstream bytes;
+  bytes << f.rdbuf();
+  auto want = media::DecodePng(bytes.str());
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  const Request r =
+      Parse(R"({"prompt":"a large red circle on the left on a blue background","size":"128x128",)"
+            R"("seed":1,"steps":12,"guidance":4})");
+  auto got = GenerateAll(r);
+  ASSERT_TRUE(got.ok());
+  auto px = media::DecodePng(got->first);
+  ASSERT_TRUE(px.ok());
+  ASSERT_EQ(px->rgb.size(), want->rgb.size());
+  EXPECT_GE(Psnr(px->rgb, want->rgb), 40.0);
+  // And the picture is not the background alone: the circle is drawn
+  // (pixels near the left-centre anchor are red, the corners blue).
+  auto at = [&](int x, int y, int c) {
+    return px->rgb[(static_cast<std::size_t>(y) * 128 + x) * 3 + c];
+  };
+  EXPECT_GT(at(28, 64, 0), 150);
+  EXPECT_LT(at(28, 64, 2), 100);
+  EXPECT_LT(at(4, 4, 0), 100);
+  EXPECT_GT(at(4, 4, 2), 150);
 }
 
 }  // namespace

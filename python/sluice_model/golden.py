@@ -1,0 +1,50 @@
+"""Writes the golden output of the shipped weights, computed by the PyTorch
+mirror: the picture the C++ reference pipeline must reproduce (within
+PSNR 40 dB) and that the mirror itself must keep producing.
+
+    cd python && /usr/bin/python3 -m sluice_model.golden
+
+The request: GOLDEN_PROMPT, seed 1, 12 steps, guidance 4, 128x128.
+"""
+
+import os
+import sys
+
+import numpy as np
+import torch
+
+from . import net, png, safetensors
+
+GOLDEN_PROMPT = "a large red circle on the left on a blue background"
+ROOT = os.environ.get("SLUICE_SOURCE_DIR",
+                      os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+WEIGHTS = os.path.join(ROOT, "models", "sluice-reference.safetensors")
+GOLDEN = os.path.join(ROOT, "tests", "golden", "reference_torch_128.png")
+
+
+def load(path: str = WEIGHTS) -> net.Model:
+    tensors, meta = safetensors.load(path)
+    return net.Model(net.Weights(tensors), meta["vocabulary"].split())
+
+
+def golden_image(model: net.Model) -> np.ndarray:
+    torch.set_num_threads(1)
+    z = net.sample(model, [GOLDEN_PROMPT], (1, 16, 16), [1], steps=12, guidance=4.0)
+    return net.to_uint8(model.decode(z[:, :, 0]))[0]
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+def main() -> int:
+    os.makedirs(os.path.dirname(GOLDEN), exist_ok=True)
+    with open(GOLDEN, "wb") as f:
+        f.write(png.encode(golden_image(load())))
+    print(f"wrote {GOLDEN}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,287 @@
+"""The reference networks in PyTorch: the mirror of sluice's C++ reference
+stages (src/runtime/reference/models.cc). The same weights give the same
+numbers in both, up to float32 rounding: every layer here is the C++ one
+written with torch ops, weights in the C++ layout (a linear layer's weight
+is [in, out] and computes x @ w + b; a 3x3 convolution's is [out, in, 3, 3]).
+
+  TextEncoder  word tokens (scenes.tokenize) -> [64, 64]: embedding plus
+               sinusoidal positions, two pre-norm transformer layers (4
+               heads, keys past the prompt masked), a final layer norm.
+  Denoiser     latent [16, t, h, w] -> the clean latent it predicts: 2x2
+               patches, DIT_DEPTH blocks of width DIT_DIM (adaptive layer
+               norm on the noise level, self-attention over every token,
+               cross-attention to the text, MLP), a modulated output layer.
+  Decoder      latent frame [16, h, w] -> RGB [3, 8h, 8w] in [-1, 1]: a
+               convolution, three (nearest 2x upsampling, convolution)
+               stages, an output convolution; SiLU between, tanh last.
+  Encoder      RGB -> latent (training and image edits): convolutions with
+               stride 2, 2, 2.
+  Preview      latent -> RGB per latent cell, a linear map fitted on the
+               training set.
+
+Layer norms have no affine parameters and eps 1e-6; GELU is the tanh form.
+"""
+
+import math
+from typing import Dict, List, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import scenes
+
+TEXT_LEN, TEXT_DIM, TEXT_LAYERS, TEXT_HEADS, VOCAB_ROWS = 64, 64, 2, 4, 256
+LATENT, PATCH = 16, 2
+DIT_DIM, DIT_DEPTH, DIT_HEADS = 96, 3, 4
+DEC_CHANNELS = [(LATENT, 96), (96, 64), (64, 32), (32, 16), (16, 3)]
+ENC_CHANNELS = [(3, 16, 1), (16, 32, 2), (32, 64, 2), (64, 64, 2), (64, LATENT, 1)]
+FORMAT = "sluice-reference"
+VERSION = "2"
+
+
+def sinusoidal(value: torch.Tensor, dim: int) -> torch.Tensor:
+    """[..., dim]: sin then cos of value at frequencies exp(-ln(1e4) i / half)."""
+    half = dim // 2
+    i = torch.arange(half, dtype=torch.float64)
+    freq = torch.exp(-math.log(10000.0) * i / half)
+    arg = value.to(torch.float64)[..., None] * freq
+    return torch.cat([torch.sin(arg), torch.cos(arg)], dim=-1).to(torch.float32)
+
+
+def layer_norm(x: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, (x.shape[-1],), eps=1e-6)
+
+
+def attention(q, k, v, heads: int, key_len=None):
+    """q [B, nq, d], k/v [B, nk, d]; keys at index >= key_len[b] masked."""
+    b, nq, d = q.shape
+    nk = k.shape[1]
+    dh = d // heads
+    q = q.view(b, nq, heads, dh).transpose(1, 2)
+    k = k.view(b, nk, heads, dh).transpose(1, 2)
+    v = v.view(b, nk, heads, dh).transpose(1, 2)
+    s = (q * (1.0 / math.sqrt(dh))) @ k.transpose(-1, -2)
+    if key_len is not None:
+        mask = torch.arange(nk)[None, :] >= key_len[:, None]
+        s = s.masked_fill(mask[:, None, None, :], float("-inf"))
+    return (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(b, nq, d)
+
+
+class Weights(torch.nn.Module):
+    """Every tensor of the model by its file name (dots become '__')."""
+
+    def __init__(self, tensors: Dict[str, np.ndarray]):
+        super().__init__()
+        for name, a in tensors.items():
+            self.register_parameter(name.replace(".", "__"),
+                                    torch.nn.Parameter(torch.tensor(np.asarray(a, np.float32))))
+
+    def __getitem__(self, name: str) -> torch.nn.Parameter:
+        return getattr(self, name.replace(".", "__"))
+
+    def export(self) -> Dict[str, np.ndarray]:
+        return {n.replace("__", "."): p.detach().cpu().numpy() for n, p in self.named_parameters()}
+
+
+def shapes() -> Dict[str, Sequence[int]]:
+    """Every tensor's name and shape: the architecture the C++ loader checks."""
+    d, td = DIT_DIM, TEXT_DIM
+    out = {"text.embed": (VOCAB_ROWS, td)}
+    for l in range(TEXT_LAYERS):
+        p = f"text.layers.{l}."
+        out.update({p + "qkv": (td, 3 * td), p + "qkv_b": (3 * td,), p + "proj": (td, td),
+                    p + "proj_b": (td,), p + "fc1": (td, 4 * td), p + "fc1_b": (4 * td,),
+                    p + "fc2": (4 * td, td), p + "fc2_b": (td,)})
+    pin = LATENT * PATCH * PATCH
+    out.update({"dit.patch": (pin, d), "dit.patch_b": (d,), "dit.t1": (64, d), "dit.t1_b": (d,),
+                "dit.t2": (d, d), "dit.t2_b": (d,), "dit.final_ada": (d, 2 * d),
+                "dit.final_ada_b": (2 * d,), "dit.out": (d, pin), "dit.out_b": (pin,)})
+    for b in range(DIT_DEPTH):
+        p = f"dit.blocks.{b}."
+        out.update({p + "ada": (d, 6 * d), p + "ada_b": (6 * d,), p + "qkv": (d, 3 * d),
+                    p + "qkv_b": (3 * d,), p + "proj": (d, d), p + "proj_b": (d,),
+                    p + "xq": (d, d), p + "xkv": (td, 2 * d), p + "xproj": (d, d),
+                    p + "fc1": (d, 4 * d), p + "fc1_b": (4 * d,), p + "fc2": (4 * d, d),
+                    p + "fc2_b": (d,)})
+    for i, (cin, cout) in enumerate(DEC_CHANNELS):
+        out.update({f"vae.dec.{i}.w": (cout, cin, 3, 3), f"vae.dec.{i}.b": (cout,)})
+    for i, (cin, cout, _) in enumerate(ENC_CHANNELS):
+        out.update({f"vae.enc.{i}.w": (cout, cin, 3, 3), f"vae.enc.{i}.b": (cout,)})
+    out.update({"preview.rgb": (LATENT, 3), "preview.rgb_b": (3,)})
+    return out
+
+
+def init_weights(seed: int) -> Dict[str, np.ndarray]:
+    """Training's starting point: fan-in scaled normals, zero biases, and
+    zero gates and output layer (each DiT block starts as the identity)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, shape in shapes().items():
+        if name.endswith("_b") or name.endswith(".b") or name in ("dit.out", "preview.rgb"):
+            out[name] = np.zeros(shape, np.float32)
+        elif name.endswith(".ada") or name == "dit.final_ada":
+            out[name] = np.zeros(shape, np.float32)
+        elif name == "text.embed":
+            out[name] = rng.normal(0, 1.0, shape).astype(np.float32)
+        else:
+            fan_in = int(np.prod(shape[1:])) if len(shape) == 4 else shape[0]
+            out[name] = (rng.normal(0, 1.0, shape) / math.sqrt(fan_in)).astype(np.float32)
+    return out
+
+
+class Model:
+    """The four networks over one Weights."""
+
+    def __init__(self, w: Weights, vocabulary: Sequence[str] = scenes.VOCABULARY):
+        self.w = w
+        self.vocabulary = list(vocabulary)
+
+    # --- text ---------------------------------------------------------------
+    def tokens(self, texts: Sequence[str]) -> torch.Tensor:
+        return torch.tensor([scenes.tokenize(t, self.vocabulary, TEXT_LEN, VOCAB_ROWS)
+                             for t in texts])
+
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
+        """[B, 64, 64]."""
+        w = self.w
+        ids = self.tokens(texts)
+        lens = (ids != 0).sum(dim=1)
+        x = w["text.embed"][ids] + sinusoidal(torch.arange(TEXT_LEN).float(), TEXT_DIM)
+        for l in range(TEXT_LAYERS):
+            p = f"text.layers.{l}."
+            h = layer_norm(x) @ w[p + "qkv"] + w[p + "qkv_b"]
+            q, k, v = h.split(TEXT_DIM, dim=-1)
+            x = x + attention(q, k, v, TEXT_HEADS, lens) @ w[p + "proj"] + w[p + "proj_b"]
+            h = F.gelu(layer_norm(x) @ w[p + "fc1"] + w[p + "fc1_b"], approximate="tanh")
+            x = x + h @ w[p + "fc2"] + w[p + "fc2_b"]
+        return layer_norm(x)
+
+    # --- denoiser -----------------------------------------------------------
+    @staticmethod
+    def positions(t: int, hp: int, wp: int) -> torch.Tensor:
+        """[t*hp*wp, DIT_DIM]: 3 x sinusoids of 0.25 t, 0.25 i, 0.25 j."""
+        tt, ii, jj = torch.meshgrid(torch.arange(t), torch.arange(hp), torch.arange(wp),
+                                    indexing="ij")
+        a, b = DIT_DIM // 4, 3 * DIT_DIM // 8
+        return 3.0 * torch.cat([sinusoidal(0.25 * tt.reshape(-1).float(), a),
+                                sinusoidal(0.25 * ii.reshape(-1).float(), b),
+                                sinusoidal(0.25 * jj.reshape(-1).float(), b)], dim=-1)
+
+    def denoise(self, x: torch.Tensor, sigma: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        """The clean latent predicted from x [B, 16, t, h, w] at noise level
+        sigma [B] given text [B, 64, 64]."""
+        w, d, p = self.w, DIT_DIM, PATCH
+        bsz, c, t, h, wd = x.shape
+        hp, wp = h // p, wd // p
+        tok = (x.reshape(bsz, c, t, hp, p, wp, p).permute(0, 2, 3, 5, 1, 4, 6)
+               .reshape(bsz, t * hp * wp, c * p * p))
+        X = tok @ w["dit.patch"] + w["dit.patch_b"] + self.positions(t, hp, wp)
+        c2 = F.silu(F.silu(sinusoidal(sigma * 1000.0, 64) @ w["dit.t1"] + w["dit.t1_b"])
+                    @ w["dit.t2"] + w["dit.t2_b"])
+        for b in range(DIT_DEPTH):
+            q = f"dit.blocks.{b}."
+            mod = (c2 @ w[q + "ada"] + w[q + "ada_b"])[:, None, :]
+            sh1, sc1, g1, sh2, sc2, g2 = mod.split(d, dim=-1)
+            H = layer_norm(X) * (1 + sc1) + sh1
+            qkv = H @ w[q + "qkv"] + w[q + "qkv_b"]
+            qq, kk, vv = qkv.split(d, dim=-1)
+            X = X + g1 * (attention(qq, kk, vv, DIT_HEADS) @ w[q + "proj"] + w[q + "proj_b"])
+            kv = cond @ w[q + "xkv"]
+            xk, xv = kv.split(d, dim=-1)
+            X = X + attention(layer_norm(X) @ w[q + "xq"], xk, xv, DIT_HEADS) @ w[q + "xproj"]
+            H = layer_norm(X) * (1 + sc2) + sh2
+            H = F.gelu(H @ w[q + "fc1"] + w[q + "fc1_b"], approximate="tanh")
+            X = X + g2 * (H @ w[q + "fc2"] + w[q + "fc2_b"])
+        mod = (c2 @ w["dit.final_ada"] + w["dit.final_ada_b"])[:, None, :]
+        shift, scale = mod.split(d, dim=-1)
+        out = (layer_norm(X) * (1 + scale) + shift) @ w["dit.out"] + w["dit.out_b"]
+        return (out.reshape(bsz, t, hp, wp, c, p, p).permute(0, 4, 1, 2, 5, 3, 6)
+                .reshape(bsz, c, t, h, wd))
+
+    # --- VAE ----------------------------------------------------------------
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        """[B, 16, h, w] -> [B, 3, 8h, 8w] in [-1, 1]."""
+        w = self.w
+        a = F.silu(F.conv2d(z, w["vae.dec.0.w"], w["vae.dec.0.b"], padding=1))
+        for i in (1, 2, 3):
+            a = F.interpolate(a, scale_factor=2, mode="nearest")
+            a = F.silu(F.conv2d(a, w[f"vae.dec.{i}.w"], w[f"vae.dec.{i}.b"], padding=1))
+        return torch.tanh(F.conv2d(a, w["vae.dec.4.w"], w["vae.dec.4.b"], padding=1))
+
+    def encode(self, rgb: torch.Tensor) -> torch.Tensor:
+        """[B, 3, H, W] in [-1, 1] (H, W multiples of 8) -> [B, 16, H/8, W/8]."""
+        w = self.w
+        a = rgb
+        last = len(ENC_CHANNELS) - 1
+        for i, (_, _, stride) in enumerate(ENC_CHANNELS):
+            a = F.conv2d(a, w[f"vae.enc.{i}.w"], w[f"vae.enc.{i}.b"], stride=stride, padding=1)
+            if i != last:
+                a = F.silu(a)
+        return a
+
+    def preview(self, z: torch.Tensor) -> torch.Tensor:
+        """[B, 16, h, w] -> [B, 3, h, w] in about [-1, 1]."""
+        return (torch.einsum("bchw,co->bohw", z, self.w["preview.rgb"])
+                + self.w["preview.rgb_b"][None, :, None, None])
+
+
+# --- sampling (the C++ pipeline's sampler) -----------------------------------
+
+def initial_noise(seed: int, shape: Sequence[int]) -> np.ndarray:
+    """The C++ pipeline's noise for a request seed: splitmix64 from
+    seed * 0x2545f4914f6cdd1d + 0x1234567, two draws per Box-Muller value
+    (cos branch)."""
+    m = (1 << 64) - 1
+    state = (int(seed) * 0x2545F4914F6CDD1D + 0x1234567) & m
+    n = int(np.prod(shape))
+    k = np.arange(1, 2 * n + 1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = np.uint64(state) + k * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    u1 = ((z[0::2] >> np.uint64(11)).astype(np.float64) + 1.0) * (1.0 / 9007199254740992.0)
+    u2 = (z[1::2] >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+    v = np.sqrt(-2.0 * np.log(u1)) * np.cos(6.283185307179586 * u2)
+    return v.astype(np.float32).reshape(shape)
+
+
+@torch.no_grad()
+def sample(model: Model, prompts: List[str], latent_shape, seeds: Sequence[int], steps: int = 12,
+           guidance: float = 4.0, negative: str = "") -> torch.Tensor:
+    """Flow-matching Euler with classifier-free guidance, as the C++ sampler:
+    sigma_i = 1 - i/steps; x0 = x0_u + g (x0_c - x0_u);
+    x += (sigma_next - sigma) (x - x0) / sigma. Returns [B, 16, t, h, w]."""
+    b = len(prompts)
+    x = torch.tensor(np.stack([initial_noise(s, (LATENT, *latent_shape)) for s in seeds]))
+    cond = model.encode_text(prompts)
+    unc = model.encode_text([negative] * b)
+    for i in range(steps):
+        sigma, nxt = 1.0 - i / steps, 1.0 - (i + 1) / steps
+        sig = torch.full((b,), sigma)
+        both = model.denoise(torch.cat([x, x]), torch.cat([sig, sig]), torch.cat([cond, unc]))
+        xc, xu = both[:b], both[b:]
+        x0 = xu + guidance * (xc - xu)
+        x = x + ((nxt - sigma) / sigma) * (x - x0)
+    return x
+
+
+def frames_from_latent(model: Model, z: torch.Tensor, frames: int) -> torch.Tensor:
+    """Decoded frames [frames, 3, H, W] of one latent [16, t, h, w]: frame 0
+    from latent frame 0, frames 4k-3..4k blend latent frames k-1 and k."""
+    out = [z[:, 0]]
+    for k in range(1, z.shape[1]):
+        for sub in range(1, 5):
+            if len(out) >= frames:
+                break
+            a = sub / 4.0
+            out.append((1 - a) * z[:, k - 1] + a * z[:, k])
+    return model.decode(torch.stack(out))
+
+
+def to_uint8(rgb: torch.Tensor) -> np.ndarray:
+    """[..., 3, H, W] in [-1, 1] -> uint8 [..., H, W, 3] as the C++ decoder
+    rounds: (v + 1) * 127.5 + 0.5, clamped, truncated."""
+    v = ((rgb + 1.0) * 127.5 + 0.5).clamp(0, 255).to(torch.uint8)
+    return v.movedim(-3, -1).cpu().numpy()

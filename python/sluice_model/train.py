@@ -1,0 +1,254 @@
+"""Trains the reference model from a seed on the CPU and writes its weights.
+
+    /usr/bin/python3 -m sluice_model.train --out models/sluice-reference.safetensors
+
+(from python/). Phase 1 trains the VAE (encoder and decoder) on rendered
+scenes; its latents are then standardized per channel (folded into the
+first decoder and last encoder convolution) and the preview map is fitted.
+Phase 2 encodes a fixed set of scenes and trains the text encoder and the
+denoiser on them: flow matching with the clean latent as the target,
+noise level uniform in (0, 1], the caption dropped for 10% of samples
+(classifier-free guidance), an exponential moving average of the weights
+exported. Every line of the loss curve is printed and written to
+--curve (CSV: phase, step, loss). Same seed, same thread count and the
+same torch build: the same weights.
+"""
+
+import argparse
+import copy
+import hashlib
+import math
+import sys
+import time
+
+import numpy as np
+import torch
+
+from . import net, safetensors, scenes
+
+SIZE = 128
+FRAMES = 17
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def to_tensor(imgs: np.ndarray) -> torch.Tensor:
+    """uint8 [B, H, W, 3] -> float [B, 3, H, W] in [-1, 1]."""
+    return torch.from_numpy(imgs).permute(0, 3, 1, 2).float() / 127.5 - 1.0
+
+
+def vae_batch(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Images and single video frames (objects anywhere along their path)."""
+    out = []
+    for _ in range(n):
+        if rng.uniform() < 0.3:
+            sc = scenes.random_scene(rng, "train", video=True)
+            out.append(scenes.render(sc, SIZE, int(rng.integers(FRAMES)), FRAMES))
+        else:
+            out.append(scenes.render(scenes.random_scene(rng, "train"), SIZE))
+    return np.stack(out)
+
+
+def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return peak * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
+
+
+def train_vae(model: net.Model, rng, steps: int, batch: int, curve) -> None:
+    names = [n for n in net.shapes() if n.startswith("vae.")]
+    params = [model.w[n] for n in names]
+    opt = torch.optim.Adam(params, lr=2e-3)
+    t0 = time.time()
+    for step in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, steps, 2e-3, 50)
+        x = to_tensor(vae_batch(rng, batch))
+        z = model.encode(x)
+        # A Gaussian posterior of fixed deviation 0.05 and its KL's mean term.
+        noisy = z + 0.05 * torch.randn_like(z)
+        rec = model.decode(noisy)
+        mse = torch.mean((rec - x) ** 2)
+        loss = mse + torch.mean(torch.abs(rec - x)) + 1e-4 * torch.mean(z ** 2)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        curve.append(("vae", step, float(mse)))
+        if step % 25 == 0 or step == steps - 1:
+            log(f"vae step {step} mse {float(mse):.5f} ({time.time() - t0:.0f} s)")
+
+
+@torch.no_grad()
+def standardize_latents(model: net.Model, rng, n: int) -> None:
+    """Folds each latent channel's mean and deviation into the encoder's last
+    and the decoder's first convolution, so latents are about N(0, 1)."""
+    w = model.w
+    z = torch.cat([model.encode(to_tensor(vae_batch(rng, 32))) for _ in range(n // 32)])
+    mean = z.mean(dim=(0, 2, 3))
+    std = z.std(dim=(0, 2, 3)) + 1e-6
+    last = len(net.ENC_CHANNELS) - 1
+    w[f"vae.enc.{last}.w"].mul_(1 / std[:, None, None, None])
+    w[f"vae.enc.{last}.b"].sub_(mean).div_(std)
+    dec_w = w["vae.dec.0.w"]
+    w["vae.dec.0.b"].add_(torch.einsum("oikl,i->o", dec_w, mean))
+    dec_w.mul_(std[None, :, None, None])
+
+
+@torch.no_grad()
+def fit_preview(model: net.Model, rng, n: int) -> float:
+    """Least squares latent cell -> mean RGB of its 8x8 pixels; returns the
+    fit's RMS error in [-1, 1] units."""
+    xs, ys = [], []
+    for _ in range(n // 32):
+        x = to_tensor(vae_batch(rng, 32))
+        z = model.encode(x)
+        xs.append(z.permute(0, 2, 3, 1).reshape(-1, net.LATENT))
+        ys.append(torch.nn.functional.avg_pool2d(x, 8).permute(0, 2, 3, 1).reshape(-1, 3))
+    a = torch.cat(xs).double()
+    b = torch.cat(ys).double()
+    a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype)], dim=1)
+    sol = torch.linalg.lstsq(a1, b).solution
+    model.w["preview.rgb"].copy_(sol[:-1].float())
+    model.w["preview.rgb_b"].copy_(sol[-1].float())
+    return float(torch.sqrt(torch.mean((a1 @ sol - b) ** 2)))
+
+
+@torch.no_grad()
+def build_dataset(model: net.Model, rng, images: int, videos: int):
+    """(image latents [N, 16, 1, 16, 16], captions), (video latents [M, 16, 5,
+    16, 16], captions): latent frame k of a video is frame 4k encoded."""
+    img_caps, img_lat = [], []
+    for start in range(0, images, 64):
+        sc = [scenes.random_scene(rng, "train") for _ in range(min(64, images - start))]
+        img_caps += [s.caption() for s in sc]
+        img_lat.append(model.encode(to_tensor(np.stack([scenes.render(s, SIZE) for s in sc]))))
+    vid_caps, vid_lat = [], []
+    for start in range(0, videos, 16):
+        sc = [scenes.random_scene(rng, "train", video=True) for _ in range(min(16, videos - start))]
+        vid_caps += [s.caption() for s in sc]
+        frames = np.stack([scenes.render(s, SIZE, f, FRAMES) for s in sc for f in range(0, FRAMES, 4)])
+        z = model.encode(to_tensor(frames))  # [B*5, 16, 16, 16]
+        vid_lat.append(z.view(len(sc), 5, *z.shape[1:]).permute(0, 2, 1, 3, 4))
+    return ((torch.cat(img_lat)[:, :, None], img_caps), (torch.cat(vid_lat), vid_caps))
+
+
+def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_every: int,
+                   video_batch: int, curve, ema_decay: float) -> net.Weights:
+    names = [n for n in net.shapes() if n.startswith(("text.", "dit."))]
+    params = [model.w[n] for n in names]
+    opt = torch.optim.AdamW(params, lr=1.5e-3, weight_decay=0.0, betas=(0.9, 0.99))
+    ema = copy.deepcopy(model.w)
+    for p in ema.parameters():
+        p.requires_grad_(False)
+    (img_lat, img_caps), (vid_lat, vid_caps) = data
+    t0 = time.time()
+    avg = None
+    for step in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, steps, 1.5e-3, 100)
+        video = video_every > 0 and step % video_every == video_every - 1
+        lat, caps, bsz = (vid_lat, vid_caps, video_batch) if video else (img_lat, img_caps, batch)
+        idx = rng.integers(0, lat.shape[0], bsz)
+        x0 = lat[idx]
+        texts = [caps[i] if rng.uniform() >= 0.1 else "" for i in idx]
+        # Half uniform, half logit-normal (mid noise levels, where layout forms).
+        u = np.where(rng.uniform(size=bsz) < 0.5, rng.uniform(size=bsz),
+                     1 / (1 + np.exp(-rng.standard_normal(bsz))))
+        sigma = torch.from_numpy(u.astype(np.float32)).clamp_min(1e-3)
+        eps = torch.from_numpy(rng.standard_normal(x0.shape).astype(np.float32))
+        s = sigma.view(-1, 1, 1, 1, 1)
+        xt = (1 - s) * x0 + s * eps
+        pred = model.denoise(xt, sigma, model.encode_text(texts))
+        # Cells that differ from the sample's background (its median cell)
+        # weigh 4x: objects are a small part of each latent.
+        bg = x0.flatten(2).median(dim=2).values[:, :, None, None, None]
+        obj = ((x0 - bg).abs().mean(dim=1, keepdim=True) > 0.5).float()
+        loss = torch.mean((1 + 3 * obj) * (pred - x0) ** 2)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        with torch.no_grad():
+            decay = min(ema_decay, (1 + step) / (10 + step))
+            for n in names:
+                ema[n].mul_(decay).add_(model.w[n].detach(), alpha=1 - decay)
+        curve.append(("video" if video else "denoise", step, float(loss)))
+        avg = float(loss) if avg is None else 0.98 * avg + 0.02 * float(loss)
+        if step % 50 == 0 or step == steps - 1:
+            log(f"denoise step {step} loss {float(loss):.4f} avg {avg:.4f} "
+                f"({time.time() - t0:.0f} s)")
+    for n in net.shapes():
+        if not n.startswith(("text.", "dit.")):
+            ema[n].data.copy_(model.w[n].detach())
+    return ema
+
+
+@torch.no_grad()
+def quick_eval(model: net.Model, n: int, seed: int, guidance: float, split: str) -> dict:
+    rng = np.random.default_rng(seed)
+    sc = [scenes.random_scene(rng, split) for _ in range(n)]
+    z = net.sample(model, [s.caption() for s in sc], (1, 16, 16), range(n), guidance=guidance)
+    imgs = net.to_uint8(model.decode(z[:, :, 0]))
+    marks = [scenes.score(s, im) for s, im in zip(sc, imgs)]
+    return {k: float(np.mean([m[k] for m in marks])) for k in marks[0]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--curve", default="")
+    ap.add_argument("--seed", type=int, default=20261203)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--vae-steps", type=int, default=900)
+    ap.add_argument("--vae-batch", type=int, default=16)
+    ap.add_argument("--images", type=int, default=8000)
+    ap.add_argument("--videos", type=int, default=1500)
+    ap.add_argument("--steps", type=int, default=5000)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--video-every", type=int, default=4)
+    ap.add_argument("--video-batch", type=int, default=8)
+    ap.add_argument("--ema", type=float, default=0.998)
+    ap.add_argument("--eval", type=int, default=64)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    start = time.time()
+    w = net.Weights(net.init_weights(args.seed))
+    model = net.Model(w)
+    curve = []
+    train_vae(model, rng, args.vae_steps, args.vae_batch, curve)
+    for p in w.parameters():
+        p.requires_grad_(False)
+    standardize_latents(model, rng, 512)
+    log(f"preview fit rms {fit_preview(model, rng, 256):.4f}")
+    t = time.time()
+    data = build_dataset(model, rng, args.images, args.videos)
+    log(f"dataset: {args.images} images, {args.videos} videos encoded ({time.time() - t:.0f} s)")
+    for n in net.shapes():
+        w[n].requires_grad_(n.startswith(("text.", "dit.")))
+    ema = train_denoiser(model, data, rng, args.steps, args.batch, args.video_every,
+                         args.video_batch, curve, args.ema)
+    final = net.Model(ema)
+    tensors = ema.export()
+    meta = {"format": net.FORMAT, "version": net.VERSION,
+            "vocabulary": " ".join(scenes.VOCABULARY), "seed": str(args.seed),
+            "train_args": " ".join(sys.argv[1:] if argv is None else argv)}
+    safetensors.save(args.out, tensors, meta)
+    if args.curve:
+        with open(args.curve, "w") as f:
+            f.write("phase,step,loss\n")
+            for phase, step, loss in curve:
+                f.write(f"{phase},{step},{loss:.6f}\n")
+    digest = hashlib.sha256(open(args.out, "rb").read()).hexdigest()
+    log(f"wrote {args.out} sha256 {digest} after {time.time() - start:.0f} s")
+    if args.eval:
+        for g in (4.0, 1.0):
+            log(f"heldout guidance {g}: {quick_eval(final, args.eval, 7, g, 'heldout')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+#include "runtime/reference/weights.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "runtime/reference/models.h"
+
+namespace sluice::reference {
+namespace {
+
+using nlohmann::json;
+
+// A safetensors image: the header (padded with spaces to `pad_to`) and the
+// data bytes.
+std::string File(const json& header, const std::string& data, std::size_t pad_to = 8) {
+  std::string text = header.dump();
+  while ((8 + text.size()) % pad_to != 0) {
+    text += ' ';
+  }
+  std::string out(8, '\0');
+  std::uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) {
+    out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  }
+  return out + text + data;
+}
+
+std::string Floats(std::initializer_list<float> v) {
+  std::string out(v.size() * 4, '\0');
+  std::memcpy(out.data(), v.begin(), out.size());
+  return out;
+}
+
+// Two tensors a [2] and b [1, 2] back to back.
+json Good() {
+  return {{"a", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}}},
+          {"b", {{"dtype", "F32"}, {"shape", {1, 2}}, {"data_offsets", {8, 16}}}},
+          {"__metadata__", {{"vocabulary", "red blue"}}}};
+}
+
+std::string ErrorOf(const std::string& bytes) {
+  auto r = WeightsFile::Parse(bytes);
+  EXPECT_FALSE(r.ok()) << "accepted a bad file";
+  if (r.ok()) {
+    return "";
+  }
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  return std::string(r.status().message());
+}
+
+#define EXPECT_ERROR(bytes, text)                                \
+  do {                                                           \
+    const std::string message = ErrorOf(bytes);                  \
+    EXPECT_NE(message.find(text), std::string::npos) << message; \
+  } while (0)
+
+TEST(WeightsFileTest, ReadsTensorsAndMetadataInPlace) {
+  const std::string data = Floats({1, 2, 3, 4});
+  auto w = WeightsFile::Parse(File(Good(), data));
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_NE((*w)->Find("b"), nullptr);
+  EXPECT_EQ((*w)->Find("b")->shape, (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ((*w)->Data("b")[1], 4.0f);
+  EXPECT_EQ((*w)->Data("a")[0], 1.0f);
+  EXPECT_EQ((*w)->Find("c"), nullptr);
+  EXPECT_EQ((*w)->metadata().at("vocabulary"), "red blue");
+  // A header whose length leaves the data unaligned is still read.
+  auto odd = WeightsFile::Parse(File(Good(), data, 1));
+  ASSERT_TRUE(odd.ok()) << odd.status().ToString();
+  EXPECT_EQ((*odd)->Data("b")[1], 4.0f);
+  // So is one with no data at all after an unaligned header (found by
+  // weights_fuzz: the alignment copy of an empty body).
+  auto empty = WeightsFile::Parse(File(json::object(), "", 1));
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_EQ((*empty)->tensor_count(), 0u);
+}
+
+TEST(WeightsFileTest, RefusesEachMalformedFileNamingWhatIsWrong) {
+  const std::string data = Floats({1, 2, 3, 4});
+  const std::string good = File(Good(), data);
+  EXPECT_ERROR(good.substr(0, 5), "truncated: 5 bytes");
+  EXPECT_ERROR(good.substr(0, 20), "runs past the end");
+  EXPECT_ERROR(good.substr(0, good.size() - 1), "tensor b: data_offsets [8, 16] run past the end");
+  std::string huge = good;
+  huge[3] = 0x10;  // Header length 256 MiB + ...
+  EXPECT_ERROR(huge, "over the 1048576-byte cap");
+  EXPECT_ERROR(File(json::array({1, 2}), data), "not a JSON object");
+  EXPECT_ERROR(File(json("text"), data), "not a JSON object");
+  std::string broken = good;
+  broken[9] = '!';
+  EXPECT_ERROR(broken, "not a JSON object");
+
+  json h = Good();
+  h["a"]["dtype"] = "BF16";
+  EXPECT_ERROR(File(h, data), "tensor a: dtype BF16, the reference models take F32");
+  h = Good();
+  h["a"].erase("dtype");
+  EXPECT_ERROR(File(h, data), "tensor a: no string dtype");
+  h = Good();
+  h["a"]["shape"] = {-2};
+  EXPECT_ERROR(File(h, data), "tensor a: shape holds other than non-negative integers");
+  h = Good();
+  h["a"]["shape"] = {3};
+  EXPECT_ERROR(File(h, data), "tensor a: data_offsets [0, 8] hold 8 bytes, shape [3] needs 12");
+  h = Good();
+  h["b"]["data_offsets"] = {8, 24};
+  h["b"]["shape"] = {4};
+  EXPECT_ERROR(File(h, data), "tensor b: data_offsets [8, 24] run past the end of the 16");
+  h = Good();
+  h["b"]["data_offsets"] = {4, 12};
+  EXPECT_ERROR(File(h, data), "tensors a and b overlap");
+  h = Good();
+  h["b"]["data_offsets"] = {16, 8};
+  EXPECT_ERROR(File(h, data), "tensor b: data_offsets [16, 8] end before they begin");
+  h = Good();
+  h["b"]["data_offsets"] = {8};
+  EXPECT_ERROR(File(h, data), "tensor b: data_offsets is not two non-negative integers");
+  h = Good();
+  h["b"]["data_offsets"] = {6, 14};
+  EXPECT_ERROR(File(h, data), "do not start on a 4-byte boundary");
+  h = Good();
+  h["b"]["shape"] = {1ull << 40, 1ull << 40};
+  EXPECT_ERROR(File(h, data), "tensor b: shape has too many elements");
+  h = Good();
+  h["__metadata__"] = {{"vocabulary", 3}};
+  EXPECT_ERROR(File(h, data), "__metadata__.vocabulary is not a string");
+  EXPECT_ERROR(File(Good(), Floats({1, std::numeric_limits<float>::quiet_NaN(), 3, 4})),
+               "tensor a: element 1 is not finite");
+}
+
+TEST(WeightsFileTest, CheckNamesMissingUnexpectedAndMisshapenTensors) {
+  auto w = WeightsFile::Parse(File(Good(), Floats({1, 2, 3, 4})));
+  ASSERT_TRUE(w.ok());
+  EXPECT_TRUE((*w)->Check({{"a", {2}}, {"b", {1, 2}}}).ok());
+  auto message = [&](const std::vector<TensorSpec>& spec) {
+    return std::string((*w)->Check(spec).message());
+  };
+  EXPECT_EQ(message({{"a", {2}}, {"b", {1, 2}}, {"c", {5}}}), "missing tensor c (shape [5])");
+  EXPECT_EQ(message({{"a", {2}}}),
+            "unexpected tensor b (shape [1, 2]): not part of the architecture");
+  EXPECT_EQ(message({{"a", {2}}, {"b", {2, 1}}}),
+            "tensor b: shape [1, 2], the architecture needs [2, 1]");
+}
+
+TEST(WeightsFileTest, OpenMapsAFileAndNamesAMissingOne) {
+  const std::string path = ::testing::TempDir() + "/weights_test.safetensors";
+  { std::ofstream(path, std::ios::binary) << File(Good(), Floats({1, 2, 3, 4})); }
+  auto w = WeightsFile::Open(path);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ((*w)->Data("b")[0], 3.0f);
+  auto missing = WeightsFile::Open(path + ".gone");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find(".gone"), std::string::npos);
+  { std::ofstream(path, std::ios::binary) << "abc"; }
+  auto bad = WeightsFile::Open(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(path + ": truncated: 3 bytes"), std::string::npos)
+      << bad.status().message();
+}
+
+TEST(ReferenceWeightsTest, ModelsRefuseFilesOfAnotherArchitecture) {
+  const std::string path = ::testing::TempDir() + "/other_arch.safetensors";
+  { std::ofstream(path, std::ios::binary) << File(Good(), Floats({1, 2, 3, 4})); }
+  auto m = LoadModels(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("unexpected tensor a"), std::string::npos)
+      << m.status().message();
+  EXPECT_EQ(LoadModels("random:x").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadModels("random:").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadModels("/nonexistent/w.safetensors").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(LoadModels("random:7").ok());
+}
+
+TEST(ReferenceWeightsTest, TheShippedWeightsLoadAndCarryTheVocabulary) {
+  auto m = LoadModels(DefaultReferenceWeights());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->weights->tensor_count(), ReferenceArchitecture().size());
+  // "a" is word 0 → id 2; BOS is 1; padding 0.
+  const std::vector<int> ids = (*m)->text.Tokens("A  red,circle");
+  EXPECT_EQ(ids[0], 1);
+  EXPECT_EQ(ids[1], 2);
+  EXPECT_EQ(ids[4], 0);
+  EXPECT_NE(ids[2], ids[3]);
+  // The PyTorch mirror's ids (python/sluice_model/tests/test_scenes.py).
+  EXPECT_EQ((*m)->text.Tokens("lighthouse")[1], 155);
+}
+
+}  // namespace
+}  // namespace sluice::reference

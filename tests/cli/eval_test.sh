@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `sluice eval` on the shipped weights, held-out split: the scores clear
+# thresholds set under the measured figures (docs/models/sluice-reference.md),
+# disaggregated and colocated score exactly the same (same bytes), and
+# guidance 1.0 (no CFG) scores lower than the default. Every run
+# must exit 0 and print the JSON fields. Usage: eval_test.sh SLUICE_BIN
+set -uo pipefail
+bin=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+run() {  # NAME ARGS...: the JSON line, or exit 1
+  local name=$1
+  shift
+  if ! timeout 300 "$bin" eval --prompts 48 --videos 4 --json "$@" >"$dir/$name.json" 2>"$dir/$name.err"; then
+    echo "FAIL $name: exit $? ($*)"
+    cat "$dir/$name.err"
+    exit 1
+  fi
+  cat "$dir/$name.json"
+}
+run disagg --grid "$dir/grid.png"
+run colocated --mode colocated
+run unguided --guidance 1
+
+/usr/bin/python3 - "$dir" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+r = {n: json.load(open(os.path.join(d, n + ".json"))) for n in ("disagg", "colocated", "unguided")}
+fail = []
+# Thresholds under the figures measured on this split (model card:
+# colour 0.80, position 0.95, background 1.0 over 96 images and 16 videos).
+# Shape and video direction are at chance with the shipped weights (0.21,
+# 0.25; docs/roadmap.md): no threshold until a model learns them.
+want = {"color_accuracy": 0.65, "position_accuracy": 0.80, "background_accuracy": 0.95}
+for name in ("disagg", "colocated", "unguided"):
+    j = r[name]
+    if j["samples"] != 52 or j["failed"] != 0 or j["images"] != 48 or j["videos"] != 4:
+        fail.append(f"{name}: samples {j['samples']} failed {j['failed']}")
+for k, low in want.items():
+    if not r["disagg"][k] >= low:
+        fail.append(f"disagg {k} {r['disagg'][k]} < {low}")
+keys = [k for k in r["disagg"] if k.endswith("_accuracy")]
+if [r["disagg"][k] for k in keys] != [r["colocated"][k] for k in keys]:
+    fail.append(f"colocated scores differ: {r['colocated']}")
+# CFG is real: without it (guidance 1) colour and position are worse.
+guided = r["disagg"]["color_accuracy"] + r["disagg"]["position_accuracy"]
+unguided = r["unguided"]["color_accuracy"] + r["unguided"]["position_accuracy"]
+if not unguided < guided:
+    fail.append(f"guidance 1 scores {unguided} (colour + position), not below {guided}")
+if os.path.getsize(os.path.join(d, "grid.png")) < 1000:
+    fail.append("grid.png missing or empty")
+for f in fail:
+    print("FAIL", f)
+print("ok" if not fail else "")
+sys.exit(1 if fail else 0)
+PY
