@@ -310,6 +310,7 @@ class Context {
   int resume_step() const { return c_->resume_step(); }
   int reported_checkpoint() const { return c_->ReportedCheckpoint(); }
   void progress(int step, int steps, bool checkpointed) { c_->Progress(step, steps, checkpointed); }
+  void preview(int step, const py::bytes& png) { c_->Preview(step, std::string(png)); }
   void first_output() { c_->FirstOutput(); }
   void keep_alive() { c_->KeepAlive(); }
   bool should_stop() const { return c_->ShouldStop(); }
@@ -510,6 +511,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def_property_readonly("reported_checkpoint", &Context::reported_checkpoint)
       .def("progress", &Context::progress, py::arg("step"), py::arg("steps"),
            py::arg("checkpointed") = false)
+      .def("preview", &Context::preview, py::arg("step"), py::arg("png"))
       .def("first_output", &Context::first_output)
       .def("keep_alive", &Context::keep_alive)
       .def("should_stop", &Context::should_stop)

@@ -31,6 +31,12 @@ when its step is below ctx.reported_checkpoint (the newest checkpointed step
 the orchestrator has answered a heartbeat about): a lost job resumes from
 the newest checkpoint the orchestrator heard of, not the newest written.
 
+A request may ask for previews ("preview_every": k in its request_json): a
+denoise handler then calls ctx.preview(step, png) every k steps with a small
+PNG of its current prediction (at most 64 KiB; the newest unsent one goes
+with the next heartbeat) and clients see it as a `preview` event and at
+GET /v1/jobs/{id}/preview.
+
 The handler runs on a sluice thread (holding the GIL while it runs Python),
 up to `capacity` at once. Returning bytes is shorthand for
 StageOutput(output=bytes). Raising fails the assignment; UnavailableError and

@@ -210,14 +210,23 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
   if (start == 0) {
     x = reference::InitialNoise(r);
   }
+  std::vector<float> x0;  // The step's prediction, when it makes a preview.
+  reference::PreviewSchedule previews(r);
   for (int step = start; step < r.steps; ++step) {
     if (ctx.ShouldStop()) {
       RemoveCheckpoints(o, r, run);
       return Status(StatusCode::kCancelled, "stopped at step " + std::to_string(step));
     }
     const int done = step + 1;
+    const bool preview = previews.Want(done);
     reference::DenoiseStep(r, cond.data(), step, x,
-                           negative_kv.empty() ? nullptr : negative_kv.data());
+                           negative_kv.empty() ? nullptr : negative_kv.data(),
+                           preview ? &x0 : nullptr);
+    if (preview) {
+      if (Result<std::string> png = reference::PreviewPng(x0, r.latent()); png.ok()) {
+        ctx.Preview(done, std::move(*png));
+      }
+    }
     const bool yield = may_yield && ctx.ShouldCheckpoint() && done < r.steps;
     const int every = run.every_step ? 1 : o.checkpoint_every;
     const bool periodic = every > 0 && done % every == 0 && done < r.steps;

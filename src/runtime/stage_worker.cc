@@ -33,6 +33,8 @@ struct RunState {
   bool progress_dirty SLUICE_GUARDED_BY(mu) = false;
   bool first_output SLUICE_GUARDED_BY(mu) = false;
   bool first_sent SLUICE_GUARDED_BY(mu) = false;
+  std::string preview SLUICE_GUARDED_BY(mu);  // Newest unsent preview (empty: none).
+  int preview_step SLUICE_GUARDED_BY(mu) = 0;
   // Sends the next heartbeat now (the worker's; it outlives its runs):
   // a first output reaches the orchestrator at once, not a beat later.
   std::function<void()> beat_now;
@@ -67,6 +69,11 @@ struct RunState {
       p->set_step(static_cast<std::uint32_t>(std::max(0, step)));
       p->set_steps(static_cast<std::uint32_t>(std::max(0, steps)));
       p->set_checkpointed(checkpointed);
+      if (!preview.empty()) {
+        p->set_preview(std::move(preview));
+        p->set_preview_step(static_cast<std::uint32_t>(std::max(0, preview_step)));
+        preview.clear();
+      }
       progress_dirty = false;
       unsent_checkpoints.clear();
     }
@@ -703,6 +710,15 @@ void StageContext::Progress(int step, int steps, bool checkpointed) {
   if (checkpointed && s_->unsent_checkpoints.size() < 4096) {
     s_->unsent_checkpoints.push_back(step);
   }
+  s_->progress_dirty = true;
+}
+void StageContext::Preview(int step, std::string png) {
+  if (png.empty() || png.size() > orchestrator::kMaxPreviewBytes) {
+    return;
+  }
+  MutexLock lock(s_->mu);
+  s_->preview = std::move(png);
+  s_->preview_step = step;
   s_->progress_dirty = true;
 }
 void StageContext::KeepAlive() {

@@ -12,6 +12,7 @@
 #include "bench/http_bench.h"
 #include "bench/journal_bench.h"
 #include "bench/orchestrator_bench.h"
+#include "bench/preview_bench.h"
 #include "bench/store_bench.h"
 #include "bench/transfer_bench.h"
 #include "tools/sluice_cli/bench_report.h"
@@ -313,6 +314,25 @@ void AddOrchestrator(CLI::App& bench, std::vector<Command>* out) {
   out->push_back({cmd, [o] { return Report("orchestrator", bench::RunOrchestratorBench(o->b)); }});
 }
 
+void AddPreview(CLI::App& bench, std::vector<Command>* out) {
+  struct Opts {
+    bench::PreviewBenchOptions b;
+    bool json = true;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = bench.add_subcommand(
+      "preview", "what a preview every denoise step costs the reference model (same run)");
+  cmd->add_option("--rounds", o->b.rounds, "alternating pairs of jobs")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--steps", o->b.steps, "denoise steps")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--size", o->b.size, "WIDTHxHEIGHT")->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
+  out->push_back({cmd, [o] { return Report("preview", bench::RunPreviewBench(o->b)); }});
+}
+
 void AddJournal(CLI::App& bench, std::vector<Command>* out) {
   struct Opts {
     bench::JournalBenchOptions b;
@@ -367,6 +387,7 @@ void AddBenchCommands(CLI::App& bench, std::vector<Command>* out) {
   AddHttp(bench, out);
   AddOrchestrator(bench, out);
   AddJournal(bench, out);
+  AddPreview(bench, out);
   AddTransferTarget(bench, out);
 }
 

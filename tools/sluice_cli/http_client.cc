@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -78,6 +79,9 @@ Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r
   if (r.guidance.has_value()) {
     body["guidance"] = *r.guidance;
   }
+  if (r.preview_every.has_value()) {
+    body["preview_every"] = *r.preview_every;
+  }
   if (!r.model.empty()) {
     body["model"] = r.model;
   }
@@ -97,6 +101,21 @@ Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r
     return Status(StatusCode::kInternal, "submit: the answer names no job id: " + res->body);
   }
   return j["id"].get<std::string>();
+}
+
+Result<Preview> FetchPreview(const std::string& base_url, const std::string& id,
+                             const std::string& api_key) {
+  httplib::Client http(base_url);
+  http.set_connection_timeout(5);
+  auto res = http.Get("/v1/jobs/" + id + "/preview", Auth(api_key));
+  if (!res || res->status != 200) {
+    return HttpStatus(res, "preview of " + id);
+  }
+  Preview p;
+  p.png = std::move(res->body);
+  const std::string step = res->get_header_value("X-Preview-Step");
+  p.step = std::atoi(step.c_str());
+  return p;
 }
 
 Status Cancel(const std::string& base_url, const std::string& id, const std::string& api_key) {

@@ -22,6 +22,7 @@ struct GenerateRequest {
   std::string size;  // Empty: the server's default.
   std::optional<int> steps;
   std::optional<double> guidance;    // Empty: the server's default.
+  std::optional<int> preview_every;  // Previews every k denoise steps.
   std::int64_t seed = 0;
   std::string priority = "standard";
   std::string model;    // Empty: the server's default.
@@ -74,6 +75,16 @@ struct WaitOptions {
 Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& id, bool mp4,
                                 std::chrono::steady_clock::time_point submitted,
                                 std::chrono::milliseconds timeout, const WaitOptions& wait = {});
+
+// Job `id`'s newest preview (GET /v1/jobs/{id}/preview): the PNG and the
+// step it shows. Errors: kNotFound (no preview yet, or no such job),
+// kUnavailable (no answer).
+struct Preview {
+  std::string png;
+  int step = 0;
+};
+Result<Preview> FetchPreview(const std::string& base_url, const std::string& id,
+                             const std::string& api_key);
 
 // Cancels job `id` (DELETE). Errors: kNotFound (unknown or finished),
 // kUnavailable (no answer).

@@ -191,6 +191,7 @@ class ProgressPrinter {
       std::printf("\n");
     }
   }
+  bool tty() const { return tty_; }
   void operator()(const JobProgress& p) {
     const int tenth = p.steps > 0 ? 10 * p.step / p.steps : 0;
     if (!tty_ && p.status == last_.status && p.stage == last_.stage && tenth == tenth_ &&
@@ -242,9 +243,33 @@ int RunGenerate(const GenerateOptions& o) {
     ProgressPrinter printer(*id);
     WaitOptions w;
     w.api_key = o.request.api_key;
-    w.on_progress = [&printer](const JobProgress& p) { printer(p); };
+    int shown = 0;  // The step of the newest preview written.
+    const std::string preview_file = o.output + ".preview.png";
+    int steps = 0;
+    // A newer preview of the current prediction, written over the last one.
+    auto show_preview = [&] {
+      Result<Preview> pv = FetchPreview(*base, *id, o.request.api_key);
+      if (pv.ok() && pv->step > shown && WriteFile(preview_file, pv->png).ok()) {
+        shown = pv->step;
+        std::printf("%spreview of step %d/%d -> %s\n", printer.tty() ? "\r\033[K" : "", pv->step,
+                    steps, preview_file.c_str());
+        std::fflush(stdout);
+      }
+    };
+    w.on_progress = [&](const JobProgress& p) {
+      printer(p);
+      steps = std::max(steps, p.steps);
+      if (o.request.preview_every.has_value() && p.step > shown) {
+        show_preview();
+      }
+    };
     w.stop = stop;
-    return WaitAndFetch(*base, *id, o.request.video, at, std::chrono::seconds(o.timeout_s), w);
+    Result<JobOutcome> done =
+        WaitAndFetch(*base, *id, o.request.video, at, std::chrono::seconds(o.timeout_s), w);
+    if (done.ok() && o.request.preview_every.has_value()) {
+      show_preview();  // The last step's, sent just before denoise ended.
+    }
+    return done;
   }();
   if (!out.ok()) {
     std::cerr << "sluice generate: " << out.status().message() << "\n";

@@ -108,6 +108,7 @@ void AddGenerate(CLI::App& app, std::vector<Command>* out) {
   struct Opts {
     GenerateOptions gen;
     int steps = 0;
+    bool preview = false;
   };
   auto o = std::make_shared<Opts>();
   GenerateRequest& r = o->gen.request;
@@ -123,6 +124,8 @@ void AddGenerate(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--steps", o->steps, "denoise steps (default: the server's)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--seed", r.seed)->capture_default_str();
+  cmd->add_flag("--preview", o->preview,
+                "write a preview of each denoise step to OUTPUT.preview.png as it comes");
   cmd->add_option("--priority", r.priority)
       ->check(CLI::IsMember({"interactive", "standard", "batch"}))
       ->capture_default_str();
@@ -135,6 +138,9 @@ void AddGenerate(CLI::App& app, std::vector<Command>* out) {
   out->push_back({cmd, [o] {
                     if (o->steps > 0) {
                       o->gen.request.steps = o->steps;
+                    }
+                    if (o->preview) {
+                      o->gen.request.preview_every = 1;
                     }
                     return RunGenerate(o->gen);
                   }});

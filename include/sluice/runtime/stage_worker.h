@@ -50,6 +50,11 @@ class StageContext {
   // stored (a lost or preempted job resumes from it). Sent with the next
   // heartbeat.
   void Progress(int step, int steps, bool checkpointed);
+  // A preview of the output as of step `step` (a small PNG; the request's
+  // preview_every says how often a handler makes one): sent with the next
+  // heartbeat, replacing one not yet sent (so at most one per heartbeat
+  // period reaches the orchestrator). Dropped when over 64 KiB.
+  void Preview(int step, std::string png);
   // Still working, without a new step (a long step, a long decode): the
   // next heartbeat renews the assignment's lease, which otherwise lapses
   // after the orchestrator's assignment timeout without progress.

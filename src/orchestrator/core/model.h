@@ -34,6 +34,10 @@ struct ModelSpec {
 
 inline constexpr std::size_t kMaxStages = 16;
 inline constexpr std::size_t kMaxNameLength = 64;
+// The largest preview a worker sends with its progress (a small PNG of a
+// denoising job's current prediction); larger ones are dropped by the
+// worker and refused by the orchestrator.
+inline constexpr std::size_t kMaxPreviewBytes = 64 * 1024;
 
 // encode (work) -> denoise (admission) -> decode (work): the pipeline of
 // the reference and profile models, and of a worker that declares none.

@@ -714,6 +714,23 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
     }
     ex->Respond(JsonResponse(200, JobJson(*st->Get(v->id))));
   });
+  // The newest preview of a job that asked for them (preview_every): a PNG,
+  // with the step it shows in X-Preview-Step; 404 before the first.
+  add("GET", "/v1/jobs/{id}/preview", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
+    std::optional<JobView> v = FindJob(*st, req.params[0], c);
+    if (!v.has_value()) {
+      return ex->Respond(NoSuch("job", req.params[0]));
+    }
+    std::optional<OrchestratorState::PreviewImage> p = st->Preview(v->id);
+    if (!p.has_value()) {
+      return ex->Respond(http::ErrorResponse(404, "invalid_request_error",
+                                             "job " + req.params[0] + " has no preview yet", {},
+                                             "no_preview"));
+    }
+    Response r = BytesResponse(std::move(p->png), "image/png");
+    r.headers.emplace_back("X-Preview-Step", std::to_string(p->step));
+    ex->Respond(std::move(r));
+  });
   add("GET", "/v1/jobs/{id}/events", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
     std::optional<JobView> v = FindJob(*st, req.params[0], c);
     if (!v.has_value()) {

@@ -49,7 +49,8 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
                                                "deadline_ms",
                                                "guidance",
                                                "keep_checkpoints",
-                                               "resume_from"};
+                                               "resume_from",
+                                               "preview_every"};
   static const std::set<std::string> kVideo = {"prompt",      "size",
                                                "seconds",     "frames",
                                                "fps",         "negative_prompt",
@@ -57,7 +58,7 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
                                                "model",       "priority",
                                                "deadline_ms", "user",
                                                "guidance",    "keep_checkpoints",
-                                               "resume_from"};
+                                               "resume_from", "preview_every"};
   for (const auto& [k, v] : j.items()) {
     if ((video ? kVideo : kImage).count(k) == 0) {
       return bad(k.c_str(), "unknown field");
@@ -186,6 +187,13 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
                              std::to_string(cost) + "; at most " +
                              std::to_string(limits.max_pixel_frames));
     }
+  }
+  // Previews every k steps: at most one per heartbeat reaches the server,
+  // and a job keeps only its newest.
+  if (j.contains("preview_every") &&
+      (!j["preview_every"].is_number_integer() || j["preview_every"] < 0 ||
+       j["preview_every"] > limits.max_steps)) {
+    return bad("preview_every", "an integer in 0.." + std::to_string(limits.max_steps));
   }
   if (j.contains("async") && !j["async"].is_boolean()) {
     return bad("async", "true or false");

@@ -41,11 +41,17 @@ json JobJson(const JobView& v) {
 
 json EventJson(const JobEvent& e) {
   json j = {{"type", e.type}, {"t_ms", e.t_ms}, {"stage", e.stage}};
-  if (e.type == "step") {
+  if (e.type == "step" || e.type == "preview") {
     j["step"] = e.step;
     j["steps"] = e.steps;
   }
-  if (!e.detail.empty()) {
+  if (e.type == "preview") {
+    // A PNG; only the job's newest preview event still holds one.
+    if (!e.detail.empty()) {
+      j["image"] = Base64(e.detail);
+      j["content_type"] = "image/png";
+    }
+  } else if (!e.detail.empty()) {
     j["detail"] = e.detail;
   }
   return j;

@@ -87,6 +87,22 @@ void OrchestratorState::EventLocked(JobRecord& j, TimePoint now, std::string typ
   }
 }
 
+void OrchestratorState::PreviewLocked(JobRecord& j, const v1::StepProgress& p, TimePoint now) {
+  constexpr std::string_view kPngMagic("\x89PNG\r\n\x1a\n", 8);
+  if (j.view.finished() || p.preview().size() > kMaxPreviewBytes ||
+      std::string_view(p.preview()).substr(0, 8) != kPngMagic) {
+    return;
+  }
+  j.preview.png = p.preview();
+  j.preview.step = static_cast<int>(p.preview_step());
+  if (j.preview_event < j.view.events.size() && j.view.events[j.preview_event].type == "preview") {
+    j.view.events[j.preview_event].detail.clear();
+  }
+  EventLocked(j, now, "preview", j.preview.png);
+  j.view.events.back().step = j.preview.step;
+  j.preview_event = j.view.events.size() - 1;
+}
+
 std::uint64_t OrchestratorState::Watch(JobId id, std::function<void()> wake) {
   MutexLock lock(mu_);
   if (jobs_.count(id) == 0) {
@@ -419,6 +435,9 @@ Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
       j->second.view.steps = static_cast<int>(p.steps());
       EventLocked(j->second, now, "step");
     }
+    if (j != jobs_.end() && !p.preview().empty()) {
+      PreviewLocked(j->second, p, now);
+    }
   }
   for (std::uint64_t id : r.first_output()) {
     auto j = jobs_.find(id);
@@ -726,6 +745,15 @@ std::optional<JobView> OrchestratorState::Get(JobId id) {
     return std::nullopt;
   }
   return j->second.view;
+}
+
+std::optional<OrchestratorState::PreviewImage> OrchestratorState::Preview(JobId id) {
+  MutexLock lock(mu_);
+  auto j = jobs_.find(id);
+  if (j == jobs_.end() || j->second.preview.png.empty()) {
+    return std::nullopt;
+  }
+  return j->second.preview;
 }
 
 std::vector<JobView> OrchestratorState::List(std::string_view kind, std::string_view tenant,

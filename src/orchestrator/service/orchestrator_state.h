@@ -196,10 +196,14 @@ struct Histogram {
 };
 
 struct JobEvent {
-  double t_ms = 0;    // Since submission.
-  std::string type;   // queued, stage_started, step, stage_done, done, failed, cancelled.
+  double t_ms = 0;  // Since submission.
+  // queued, stage_started, step, preview, stage_done, done, failed,
+  // cancelled.
+  std::string type;
   std::string stage;  // For stage events.
   int step = 0, steps = 0;
+  // preview: the PNG (only the job's newest preview event keeps it, so a
+  // job holds one preview however many steps report one).
   std::string detail;
 };
 
@@ -359,6 +363,14 @@ class OrchestratorState {
   std::vector<std::string> TakeReleasedKeys();
 
   std::optional<JobView> Get(JobId id);
+  // A job's newest preview (a PNG a denoise worker sent with its progress,
+  // the request asking for preview_every) and the step it shows; nullopt
+  // for an unknown job or one with no preview yet.
+  struct PreviewImage {
+    std::string png;
+    int step = 0;
+  };
+  std::optional<PreviewImage> Preview(JobId id);
   // The result bytes of `v` (a view from Get or WaitFinished): `v.result`,
   // or read from the result dir when `v.result_stored` (blocking disk I/O;
   // no lock held). Errors: kNotFound (expired, forgotten or deleted from
@@ -408,9 +420,11 @@ class OrchestratorState {
     TimePoint queued_since;                      // Became ready for its current stage.
     std::map<std::string, std::string> outputs;  // Per stage.
     std::map<std::string, std::vector<std::string>> payload_keys;
-    JobProgress saved;              // What the journal holds of its progress.
-    int cache_reruns = 0;           // Producer re-runs after a cached input was evicted.
-    std::map<int, TimePoint> kept;  // keep_checkpoints: step -> when it was reported.
+    JobProgress saved;                     // What the journal holds of its progress.
+    int cache_reruns = 0;                  // Producer re-runs after a cached input was evicted.
+    std::map<int, TimePoint> kept;         // keep_checkpoints: step -> when it was reported.
+    PreviewImage preview;                  // Newest (png empty: none).
+    std::size_t preview_event = SIZE_MAX;  // Its index in view.events.
   };
   // A model's declared condition encoder and the stage declaring it.
   struct EncoderDecl {
@@ -444,6 +458,9 @@ class OrchestratorState {
       std::map<WorkerId, WorkerRecord>::iterator it, TimePoint now, const std::string& why)
       SLUICE_REQUIRES(mu_);
   void ApplyLocked(TimePoint now) SLUICE_REQUIRES(mu_);
+  // A worker's preview of a running job: kept (newest only) and sent as a
+  // "preview" event. Ignored for a finished job or one over kMaxPreviewBytes.
+  void PreviewLocked(JobRecord& j, const v1::StepProgress& p, TimePoint now) SLUICE_REQUIRES(mu_);
   void EventLocked(JobRecord& j, TimePoint now, std::string type, std::string detail = {})
       SLUICE_REQUIRES(mu_);
   void SendLocked(WorkerId w, v1::Assignment a) SLUICE_REQUIRES(mu_);

@@ -1,5 +1,6 @@
 #include "runtime/reference/pipeline.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -82,6 +83,13 @@ Result<Request> ParseRequest(std::string_view text, int default_steps, float def
     }
     r.guidance = j["guidance"].get<float>();
   }
+  if (j.contains("preview_every")) {
+    if (!j["preview_every"].is_number_integer() || j["preview_every"] < 0 ||
+        j["preview_every"] > 1000) {
+      return Bad("preview_every", "an integer in 0..1000");
+    }
+    r.preview_every = j["preview_every"].get<int>();
+  }
   if (j.contains("frames")) {
     if (!j["frames"].is_number_integer() || j["frames"] < 1 || j["frames"] > 1024) {
       return Bad("frames", "an integer in 1..1024");
@@ -121,7 +129,7 @@ std::vector<float> InitialNoise(const Request& r) {
 }
 
 void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x,
-                 const float* negative_kv) {
+                 const float* negative_kv, std::vector<float>* x0) {
   const Models& m = ReferenceModels();
   const LatentShape s = r.latent();
   const float sigma = 1.0f - static_cast<float>(step) / static_cast<float>(r.steps);
@@ -139,6 +147,57 @@ void DenoiseStep(const Request& r, const float* cond, int step, std::vector<floa
   for (std::size_t i = 0; i < x.size(); ++i) {
     x[i] += ratio * (x[i] - vc[i]);
   }
+  if (x0 != nullptr) {
+    x0->swap(vc);
+  }
+}
+
+PreviewSchedule::PreviewSchedule(const Request& r, std::chrono::milliseconds min_interval)
+    : every_(r.preview_every), steps_(r.steps), min_interval_(min_interval) {}
+
+bool PreviewSchedule::Want(int done) {
+  if (every_ <= 0 || (done % every_ != 0 && done != steps_)) {
+    return false;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (done != steps_ && last_.has_value() && now - *last_ < min_interval_) {
+    return false;
+  }
+  last_ = now;
+  return true;
+}
+
+Result<std::string> PreviewPng(const std::vector<float>& x0, const LatentShape& s) {
+  const WeightsFile& w = *ReferenceModels().weights;
+  const float* map = w.Data("preview.rgb");  // [16, 3]
+  const float* bias = w.Data("preview.rgb_b");
+  const int side = std::max(s.h, s.w);
+  const int scale = std::clamp(kMaxPreviewSide / side, 1, 4);
+  const int stride = (side + kMaxPreviewSide - 1) / kMaxPreviewSide;  // >1 past 128 cells.
+  const int ch = (s.h + stride - 1) / stride, cw = (s.w + stride - 1) / stride;
+  const int W = cw * scale, H = ch * scale;
+  const std::size_t plane = static_cast<std::size_t>(s.h) * s.w;
+  const std::size_t channel = plane * static_cast<std::size_t>(s.t);  // Frame 0 of each channel.
+  std::vector<std::uint8_t> rgb(static_cast<std::size_t>(W) * H * 3);
+  for (int i = 0; i < ch; ++i) {
+    for (int j = 0; j < cw; ++j) {
+      const std::size_t cell = static_cast<std::size_t>(i * stride) * s.w + j * stride;
+      std::uint8_t px[3];
+      for (int o = 0; o < 3; ++o) {
+        float v = bias[o];
+        for (int c = 0; c < kLatentChannels; ++c) {
+          v += x0[c * channel + cell] * map[c * 3 + o];
+        }
+        px[o] = static_cast<std::uint8_t>(std::clamp((v + 1.0f) * 127.5f + 0.5f, 0.0f, 255.0f));
+      }
+      for (int y = i * scale; y < (i + 1) * scale; ++y) {
+        for (int x = j * scale; x < (j + 1) * scale; ++x) {
+          std::memcpy(rgb.data() + (static_cast<std::size_t>(y) * W + x) * 3, px, 3);
+        }
+      }
+    }
+  }
+  return media::EncodePng(rgb.data(), W, H);
 }
 
 FrameDecoder::FrameDecoder(const Request& r) : r_(r), s_(r.latent()) {}

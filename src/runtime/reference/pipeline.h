@@ -6,7 +6,9 @@
 #ifndef SLUICE_RUNTIME_REFERENCE_PIPELINE_H_
 #define SLUICE_RUNTIME_REFERENCE_PIPELINE_H_
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,13 +27,14 @@ struct Request {
   std::int64_t seed = 0;
   int steps = 12;
   float guidance = 4.0f;
+  int preview_every = 0;  // Denoise: a preview every k steps (0: none).
   // Latent cells cover the image rounded up to 16 pixels (decoded frames
   // are cropped back); t = 1 + ceil((frames - 1) / 4).
   LatentShape latent() const;
 };
 
 // The orchestrator's request JSON (prompt, size "WxH", seed, steps,
-// guidance, negative_prompt; video: frames, fps). Errors: kInvalidArgument
+// guidance, negative_prompt, preview_every; video: frames, fps). Errors: kInvalidArgument
 // naming the field, including sizes beyond the model (kMaxTokens).
 Result<Request> ParseRequest(std::string_view json, int default_steps, float default_guidance);
 
@@ -46,8 +49,35 @@ std::vector<float> InitialNoise(const Request& r);
 // x += (σ(step+1) − σ(step)) · (x − x0) / σ(step).
 // `negative_kv` (optional): Denoiser::CrossKv of the negative condition
 // (shared by every request with that negative prompt); bit-identical.
+// `x0` (optional): receives the step's guided prediction of the clean
+// latent (for previews; no extra compute).
 void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x,
-                 const float* negative_kv = nullptr);
+                 const float* negative_kv = nullptr, std::vector<float>* x0 = nullptr);
+
+// Which denoise steps make a preview: every r.preview_every steps and the
+// last, but at most one per `min_interval` besides the last (a worker sends
+// only the newest preview per heartbeat, so more would be encoded for
+// nothing). Not thread-safe: one per denoise loop.
+class PreviewSchedule {
+ public:
+  explicit PreviewSchedule(const Request& r,
+                           std::chrono::milliseconds min_interval = std::chrono::milliseconds(100));
+  // Whether step `done` (1-based) makes one; true records the time.
+  bool Want(int done);
+
+ private:
+  int every_, steps_;
+  std::chrono::steady_clock::duration min_interval_;
+  std::optional<std::chrono::steady_clock::time_point> last_;
+};
+
+// Largest side of a preview, pixels.
+inline constexpr int kMaxPreviewSide = 128;
+// A preview of the clean latent x0 [16, t, h, w] (its first frame): each
+// latent cell through the weights' linear latent→RGB map (preview.rgb),
+// enlarged up to 4× or subsampled so neither side exceeds
+// kMaxPreviewSide; PNG. Errors: kInternal (PNG encoding).
+Result<std::string> PreviewPng(const std::vector<float>& x0, const LatentShape& s);
 
 // Decodes output frames as latent frames arrive, in order. Frame 0 comes
 // from latent frame 0; frames 4k−3..4k blend latent frames k−1 and k.
