@@ -1,0 +1,211 @@
+"""The reference model served from PyTorch: encode, denoise and decode as
+`sluice.StageWorker` handlers over the mirror (net.py). This is the path a
+PyTorch user follows with their own model: parse the job's request, read
+the previous stage's payload through a `sluice.DiffusionConnector`,
+compute, publish the output for the next stage, report progress.
+
+The payloads are the C++ reference stages' own, so C++ and torch workers
+mix in one deployment (a job's encode on one, its denoise on the other):
+
+    encode  -> f32 [2, 64, 64]       the prompt's and the negative prompt's
+                                     embeddings (or, with a condition cache,
+                                     the C++ encoder's cached entries)
+    denoise -> f32 [16, t, h, w]     the latent, one chunk per latent frame
+    decode  -> image/png, or a frames archive (a tar of PNG frames)
+
+Run one stage as a worker process:
+
+    PYTHONPATH=build/python:python /usr/bin/python3 -m sluice_model.stages \\
+        --stage denoise --orchestrator HOST:PORT --master HOST:PORT
+
+It prints "READY worker STAGE" once registered and runs until stdin closes.
+"""
+
+import argparse
+import io
+import json
+import sys
+import tarfile
+from typing import Optional
+
+import numpy as np
+import torch
+
+import sluice
+from sluice import StageOutput, StageWorker, cache
+from sluice.diffusion import DiffusionConnector, StagePayload, StoreConfig, descriptor_to_json
+
+from . import golden, net, png
+
+TEXT_BYTES = net.TEXT_LEN * net.TEXT_DIM * 4
+
+
+class Request:
+    """The fields of a job's request the reference stages read (the C++
+    reference::ParseRequest's defaults: 128x128, 12 steps, guidance 4)."""
+
+    def __init__(self, text: str):
+        j = json.loads(text)
+        if not isinstance(j, dict) or not isinstance(j.get("prompt"), str):
+            raise sluice.InvalidArgumentError("prompt: required, a string")
+        self.prompt = j["prompt"]
+        self.negative = j.get("negative_prompt", "")
+        self.width, self.height = (int(v) for v in j.get("size", "128x128").split("x"))
+        self.seed = int(j.get("seed", 0))
+        self.steps = int(j.get("steps", 12))
+        self.guidance = float(j.get("guidance", 4.0))
+        self.frames = int(j.get("frames", 1))
+        self.video = "frames" in j
+        self.preview_every = int(j.get("preview_every", 0))
+
+    def latent_shape(self):
+        t = 1 + (self.frames - 1 + 3) // 4
+        return (net.LATENT, t, (self.height + 15) // 16 * 2, (self.width + 15) // 16 * 2)
+
+
+class TorchStages:
+    """Handlers for each stage over one model and one connector. `store`
+    (a sluice store client) reads condition-cache entries when encode ran
+    with the cache."""
+
+    def __init__(self, model: net.Model, conn: DiffusionConnector, store=None):
+        self.model = model
+        self.conn = conn
+        self.cache = None if store is None else cache.Cache(store, "condition")
+
+    # -- helpers -------------------------------------------------------------
+    def _publish(self, ctx, stage: str, kind: str, tensor: np.ndarray, chunks: int) -> StageOutput:
+        h = self.conn.publish(StagePayload(
+            request_id=f"job-{ctx.job_id}-{stage}", kind=kind, tensor=tensor,
+            chunk_dim=1 if chunks > 1 else None, num_chunks=chunks, lease="pinned"))
+        h.wait(300)
+        if h.mode == "p2p":
+            h.wait_released(300)  # The consumer reads from this buffer.
+        self.conn.forget(tensor)
+        return StageOutput(output=h.descriptor(), payload_keys=store_keys(h.descriptor()))
+
+    def _condition(self, ctx) -> torch.Tensor:
+        if cache.is_cached_input(ctx.input):
+            if self.cache is None:
+                raise sluice.FailedPreconditionError("a cached input needs a store (--master)")
+            parts = []
+            for key in cache.cached_input_keys(ctx.input):
+                v = self.cache.lookup(key)
+                if v is None or len(v) != TEXT_BYTES:
+                    raise sluice.NotFoundError(f"input: cached entry {key} is unreadable")
+                parts.append(np.frombuffer(v, np.float32).reshape(net.TEXT_LEN, net.TEXT_DIM))
+            return torch.from_numpy(np.stack(parts))
+        cond = np.empty((2, net.TEXT_LEN, net.TEXT_DIM), np.float32)
+        for _ in self.conn.consume(ctx.input, cond):
+            pass
+        return torch.from_numpy(cond)
+
+    # -- the stages ----------------------------------------------------------
+    @torch.no_grad()
+    def encode(self, ctx) -> StageOutput:
+        r = Request(ctx.request_json)
+        cond = self.model.encode_text([r.prompt, r.negative]).numpy().astype(np.float32)
+        return self._publish(ctx, "encode", "embedding", np.ascontiguousarray(cond), 1)
+
+    @torch.no_grad()
+    def denoise(self, ctx) -> StageOutput:
+        r = Request(ctx.request_json)
+        cond = self._condition(ctx)
+        shape = r.latent_shape()
+        x = torch.from_numpy(net.initial_noise(r.seed, shape))[None]
+        c, u = cond[0:1], cond[1:2]
+        for i in range(r.steps):
+            if ctx.should_stop():
+                raise sluice.CancelledError(f"stopped at step {i}")
+            # The C++ sampler's float32 arithmetic: sigma, next and their ratio.
+            sigma = np.float32(1) - np.float32(i) / np.float32(r.steps)
+            nxt = np.float32(1) - np.float32(i + 1) / np.float32(r.steps)
+            sig = torch.full((2,), float(sigma))
+            both = self.model.denoise(torch.cat([x, x]), sig, torch.cat([c, u]))
+            x0 = both[1:2] + np.float32(r.guidance) * (both[0:1] - both[1:2])
+            x = x + float(np.float32((nxt - sigma) / sigma)) * (x - x0)
+            done = i + 1
+            if r.preview_every > 0 and (done % r.preview_every == 0 or done == r.steps):
+                ctx.preview(done, self.preview_png(x0[0, :, 0]))
+            ctx.progress(done, r.steps)
+        latent = np.ascontiguousarray(x[0].numpy().astype(np.float32))
+        return self._publish(ctx, "denoise", "latent", latent, shape[1] if shape[1] > 1 else 1)
+
+    @torch.no_grad()
+    def decode(self, ctx) -> StageOutput:
+        r = Request(ctx.request_json)
+        latent = np.empty(r.latent_shape(), np.float32)
+        for _ in self.conn.consume(ctx.input, latent):
+            pass
+        z = torch.from_numpy(latent)
+        frames = net.to_uint8(net.frames_from_latent(self.model, z, r.frames))
+        frames = frames[:, :r.height, :r.width]
+        ctx.first_output()
+        pngs = [png.encode(f) for f in frames]
+        if not r.video:
+            return StageOutput(output=pngs[0], content_type="image/png")
+        return StageOutput(output=frames_archive(pngs),
+                           content_type="application/x-sluice-frames+tar")
+
+    def preview_png(self, z: torch.Tensor) -> bytes:
+        """z [16, h, w] through the shipped latent->RGB map, 4x enlarged."""
+        rgb = net.to_uint8(self.model.preview(z[None]))[0]
+        return png.encode(np.repeat(np.repeat(rgb, 4, axis=0), 4, axis=1))
+
+
+def store_keys(descriptor: bytes):
+    """The store keys holding a published payload (store mode; the
+    orchestrator removes them once the next stage is done), as the C++
+    PayloadDescriptor::StoreKeys names them."""
+    d = json.loads(descriptor_to_json(descriptor))
+    if d["mode"] != "store":
+        return []
+    if d["one_object"]:
+        return [d["key_prefix"] + "/all"]
+    return [f"{d['key_prefix']}/{i}" for i in range(d["num_chunks"])]
+
+
+def frames_archive(pngs) -> bytes:
+    """A ustar archive of frame_000000.png, ... (media/frames_archive.h)."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for i, data in enumerate(pngs):
+            info = tarfile.TarInfo(f"frame_{i:06d}.png")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def serve(stage: str, orchestrator: str, master: Optional[str], weights: str = golden.WEIGHTS,
+          name: str = "") -> StageWorker:
+    """A worker serving `stage` of the reference model from torch."""
+    torch.set_num_threads(1)
+    model = golden.load(weights)
+    store_cfg = StoreConfig(master=master) if master else None
+    conn = DiffusionConnector(stage, "store" if master else "p2p", store_config=store_cfg)
+    conn.warm()
+    store = sluice.Store(master) if master and stage == "denoise" else None
+    stages = TorchStages(model, conn, store)
+    return StageWorker(stage, orchestrator, getattr(stages, stage), model="sluice-reference",
+                       name=name or f"torch-{stage}", assignment_timeout=120.0)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--stage", choices=["encode", "denoise", "decode"], required=True)
+    ap.add_argument("--orchestrator", required=True)
+    ap.add_argument("--master", default="")
+    ap.add_argument("--weights", default=golden.WEIGHTS)
+    args = ap.parse_args(argv)
+    worker = serve(args.stage, args.orchestrator, args.master or None, args.weights)
+    if not worker.wait_registered(30):
+        print("torch worker: not registered within 30 s", file=sys.stderr)
+        return 1
+    print(f"READY worker {args.stage}", flush=True)
+    sys.stdin.read()  # Until stdin closes.
+    worker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

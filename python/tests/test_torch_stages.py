@@ -1,0 +1,85 @@
+"""One model, two runtimes: C++ reference workers (`sluice worker`) and the
+PyTorch mirror's StageWorkers (python/sluice_model/stages.py) in one
+deployment. A job encoded in C++, denoised in torch and decoded in C++ (and
+one the other way round) gives the all-C++ picture within PSNR 40 dB."""
+
+import base64
+import json
+import os
+import pathlib
+import sys
+import urllib.request
+
+import numpy as np
+
+from conftest import SLUICE_BIN, Proc
+
+# python/ after the built package (build/python/sluice), for sluice_model.
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
+from sluice_model import golden, png, stages  # noqa: E402
+
+REQUEST = {"prompt": golden.GOLDEN_PROMPT, "size": "128x128", "seed": 1, "steps": 12,
+           "guidance": 4, "preview_every": 4}
+
+
+def generate(http: str) -> np.ndarray:
+    req = urllib.request.Request(f"http://{http}/v1/images/generations",
+                                 data=json.dumps(REQUEST).encode(), method="POST")
+    with urllib.request.urlopen(req, timeout=120) as r:
+        body = json.loads(r.read())
+    return png.decode(base64.b64decode(body["data"][0]["b64_json"]))
+
+
+def cpp_worker(stage, orch, master):
+    return Proc([SLUICE_BIN, "worker", "--stage", stage, "--orchestrator", orch, "--master",
+                 master, "--exit-on-stdin-eof"])
+
+
+def test_cpp_and_torch_workers_serve_one_model(store):
+    orch = Proc([SLUICE_BIN, "orchestrator", "--store-master", store.endpoint,
+                 "--exit-on-stdin-eof"])
+    grpc, http = orch.words[2], orch.words[3]
+    cpp = {}
+    try:
+        # Torch encode and decode around a C++ denoise (nothing cached yet:
+        # the torch encoder runs and publishes the condition itself).
+        cpp["denoise"] = cpp_worker("denoise", grpc, store.endpoint)
+        workers = [stages.serve(s, grpc, store.endpoint) for s in ("encode", "decode")]
+        try:
+            assert all(w.wait_registered(30) for w in workers)
+            around = generate(http)
+            assert [w.completed for w in workers] == [1, 1]
+        finally:
+            for w in workers:
+                w.close()
+
+        # All C++: the picture to match (its encoder caches the condition).
+        cpp["encode"] = cpp_worker("encode", grpc, store.endpoint)
+        cpp["decode"] = cpp_worker("decode", grpc, store.endpoint)
+        want = generate(http)
+
+        # The C++ denoise worker leaves, torch's joins: it reads the cached
+        # condition and hands its latent to the C++ decoder.
+        cpp.pop("denoise").close()
+        w = stages.serve("denoise", grpc, store.endpoint)
+        try:
+            assert w.wait_registered(30)
+            inside = generate(http)
+            assert w.completed == 1
+        finally:
+            w.close()
+        for got in (around, inside):
+            assert got.shape == want.shape == (128, 128, 3)
+            assert golden.psnr(got, want) >= 40.0, golden.psnr(got, want)
+    finally:
+        for p in cpp.values():
+            p.close()
+        orch.close()
+
+
+def test_request_defaults_and_frames_archive_match_the_cpp_stages():
+    r = stages.Request(json.dumps({"prompt": "a", "size": "96x64", "frames": 17}))
+    assert r.latent_shape() == (16, 5, 8, 12)
+    assert r.steps == 12 and r.guidance == 4.0 and r.video
+    tar = stages.frames_archive([b"one", b"two"])
+    assert len(tar) % 512 == 0 and b"frame_000001.png" in tar
