@@ -88,10 +88,13 @@ TEST(CalibrationTest, VideosWithAnEdgeWorker) {
 }
 
 // Decode on one worker of its own, one decode at a time, beside 14
-// denoise workers: decode 90% busy, its queue in TTFF (benchmark (c)).
+// denoise workers: decode ~80% busy, its queue in TTFF (benchmark (c)).
+// (At 14 jobs/s this machine's measured decode, ~72 ms a job with its
+// overheads, was saturated while the simulator's was 89% busy: the test
+// sat on the edge of the queue's blow-up and failed on any slowdown.)
 TEST(CalibrationTest, ImagesQueueingForOneDecodeWorker) {
   ExpectAgreement(
-      "--workload flux-profile --workers 16 --rate 14 --duration 6 --warmup 2 --time-factor 0.2 "
+      "--workload flux-profile --workers 16 --rate 12 --duration 6 --warmup 2 --time-factor 0.2 "
       "--light-stages pools --decode-workers 1");
 }
 
