@@ -53,8 +53,8 @@ std::vector<GenerateRequest> DemoJobs() {
   const char* prompts[] = {
       "a large red circle on the left on a blue background",
       "a small yellow triangle at the top on a black background",
-      "a large white square on the right and a small green diamond on the left on a purple "
-      "background",
+      ("a large white square on the right and a small green diamond on the left on a purple "
+       "background"),
       "a large cyan diamond in the centre on a red background"};
   std::int64_t seed = 1;
   for (const char* p : prompts) {
