@@ -57,7 +57,15 @@ def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
     return peak * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
 
 
-def train_vae(model: net.Model, rng, steps: int, batch: int, curve) -> None:
+def object_mask(imgs: np.ndarray) -> torch.Tensor:
+    """[B, 1, H, W]: 1 where a pixel differs from its picture's corner (the
+    background: objects never reach a corner)."""
+    m = np.any(imgs != imgs[:, :1, :1, :], axis=3)
+    return torch.from_numpy(m.astype(np.float32))[:, None]
+
+
+def train_vae(model: net.Model, rng, steps: int, batch: int, curve,
+              object_weight: float = 1.0) -> None:
     names = [n for n in net.shapes() if n.startswith("vae.")]
     params = [model.w[n] for n in names]
     opt = torch.optim.Adam(params, lr=2e-3)
@@ -65,13 +73,24 @@ def train_vae(model: net.Model, rng, steps: int, batch: int, curve) -> None:
     for step in range(steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, steps, 2e-3, 50)
-        x = to_tensor(vae_batch(rng, batch))
+        imgs = vae_batch(rng, batch)
+        x = to_tensor(imgs)
         z = model.encode(x)
         # A Gaussian posterior of fixed deviation 0.05 and its KL's mean term.
         noisy = z + 0.05 * torch.randn_like(z)
         rec = model.decode(noisy)
         mse = torch.mean((rec - x) ** 2)
-        loss = mse + torch.mean(torch.abs(rec - x)) + 1e-4 * torch.mean(z ** 2)
+        if object_weight == 1.0:  # The shipped weights' loss, as it was computed.
+            loss = mse + torch.mean(torch.abs(rec - x)) + 1e-4 * torch.mean(z ** 2)
+        else:
+            # Objects cover a few percent of a picture: their pixels (and a
+            # pixel's worth of edge around them) weigh `object_weight` times
+            # the background's, or the decoder learns blobs.
+            weight = 1 + (object_weight - 1) * torch.nn.functional.max_pool2d(
+                object_mask(imgs), 3, stride=1, padding=1)
+            err = rec - x
+            loss = (torch.mean(weight * (err ** 2 + torch.abs(err))) / torch.mean(weight)
+                    + 1e-4 * torch.mean(z ** 2))
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -203,6 +222,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--vae-steps", type=int, default=900)
     ap.add_argument("--vae-batch", type=int, default=16)
+    ap.add_argument("--vae-object-weight", type=float, default=1.0,
+                    help="weight of object pixels in the VAE loss (1: the shipped weights)")
     ap.add_argument("--images", type=int, default=8000)
     ap.add_argument("--videos", type=int, default=1500)
     ap.add_argument("--steps", type=int, default=5000)
@@ -219,7 +240,7 @@ def main(argv=None) -> int:
     w = net.Weights(net.init_weights(args.seed))
     model = net.Model(w)
     curve = []
-    train_vae(model, rng, args.vae_steps, args.vae_batch, curve)
+    train_vae(model, rng, args.vae_steps, args.vae_batch, curve, args.vae_object_weight)
     for p in w.parameters():
         p.requires_grad_(False)
     standardize_latents(model, rng, 512)
