@@ -170,6 +170,8 @@ def main():
     binary, deploy = sys.argv[1], sys.argv[2]
     docs = check_kubernetes(binary, os.path.join(deploy, "kubernetes", "base"))
     units = check_systemd(binary, os.path.join(deploy, "systemd"))
+    if docs == 0 or units == 0:
+        errors.append(f"nothing to check: {docs} Kubernetes objects, {units} systemd units")
     for e in errors:
         print("deploy:", e)
     print(f"deploy: {docs} Kubernetes objects, {units} systemd units checked; "
