@@ -1,7 +1,7 @@
 #!/bin/bash
-# Runs the README's cluster-mode block exactly as written (from a scratch
-# directory where `build/bin/sluice` is this build's), then checks its
-# output and stops every role it started. The orchestrator starts 2 s late
+# Runs the cluster-mode block of the serving guide (docs/guide/serving.md)
+# exactly as written (from a scratch directory where `build/bin/sluice` is
+# this build's), then checks its output and stops every role it started. The orchestrator starts 2 s late
 # there, as on a loaded host: a block that runs its client before the
 # cluster serves (no `sluice wait`) fails here, as it did for users.
 # Usage: readme_cluster_test.sh BUILD_DIR SOURCE_DIR
@@ -18,7 +18,7 @@ chmod +x "$dir/build/bin/sluice"
 awk '/^### Cluster mode \(each role its own process\)/ {f=1; next}
      f && /^```sh/ {b=1; next}
      b && /^```/ {exit}
-     b {print}' "$src/README.md" > "$dir/block.sh"
+     b {print}' "$src/docs/guide/serving.md" > "$dir/block.sh"
 test -s "$dir/block.sh"
 cd "$dir"
 (

@@ -1,8 +1,9 @@
 // The simulator against measured runs: `sluice bench e2e --simulate both`
 // runs an embedded deployment of profile stages and the simulator's replay
 // of it (the same workers, timings and arrivals: bench/e2e_sim.h), and the
-// two must agree. The README's calibration table (15%) is measured on a
-// quiet machine; here, beside other tests, the tolerance is wider, but a
+// two must agree. The calibration table (docs/benchmarks/calibration.md,
+// 15%) is measured on a quiet machine; here, beside other tests, the
+// tolerance is wider, but a
 // simulator that modelled the scheduler, the pools or the arrivals wrongly
 // is off by far more (queueing at these loads doubles the p99).
 #include <cstdio>
