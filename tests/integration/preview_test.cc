@@ -14,6 +14,7 @@
 #include "sluice/serve/embedded.h"
 
 #include "base64.h"
+#include "embedded_start.h"
 #include "media/png.h"
 #include "tools/sluice_cli/http_client.h"
 
@@ -22,13 +23,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-
-std::unique_ptr<EmbeddedCluster> Start(EmbeddedConfig c) {
-  c.http_listen = "127.0.0.1:0";
-  auto cluster = EmbeddedCluster::Start(c);
-  EXPECT_TRUE(cluster.ok()) << cluster.status().ToString();
-  return cluster.ok() ? std::move(*cluster) : nullptr;
-}
 
 struct Event {
   std::string type;
@@ -95,7 +89,7 @@ double PreviewError(const media::RgbImage& preview, const media::RgbImage& resul
 }
 
 TEST(PreviewTest, PreviewsStreamAsEventsAndTheLastShowsTheResult) {
-  auto cluster = Start(EmbeddedConfig{});
+  auto cluster = StartEmbedded(EmbeddedConfig{});
   ASSERT_NE(cluster, nullptr);
   const std::string url = "http://" + cluster->http_endpoint();
   const auto at = std::chrono::steady_clock::now();
@@ -163,7 +157,7 @@ TEST(PreviewTest, PreviewsStreamAsEventsAndTheLastShowsTheResult) {
 }
 
 TEST(PreviewTest, BadValuesAreRefusedByName) {
-  auto cluster = Start(EmbeddedConfig{});
+  auto cluster = StartEmbedded(EmbeddedConfig{});
   ASSERT_NE(cluster, nullptr);
   httplib::Client http("http://" + cluster->http_endpoint());
   for (const char* v : {"-1", "\"2\"", "1.5", "100000"}) {
@@ -178,7 +172,7 @@ TEST(PreviewTest, BadValuesAreRefusedByName) {
 
 // A cancelled job's previews stop: none comes after its `cancelled` event.
 TEST(PreviewTest, ACancelledJobsPreviewsStop) {
-  auto cluster = Start(EmbeddedConfig{});
+  auto cluster = StartEmbedded(EmbeddedConfig{});
   ASSERT_NE(cluster, nullptr);
   const std::string url = "http://" + cluster->http_endpoint();
   auto id = cli::Submit(url, Image(200, 1));
@@ -208,7 +202,7 @@ TEST(PreviewTest, ACancelledJobsPreviewsStop) {
 TEST(PreviewTest, ATenantSeesOnlyItsOwnPreviews) {
   EmbeddedConfig c;
   c.access.keys = {{"key-a", "a"}, {"key-b", "b"}};
-  auto cluster = Start(c);
+  auto cluster = StartEmbedded(c);
   ASSERT_NE(cluster, nullptr);
   const std::string url = "http://" + cluster->http_endpoint();
   cli::GenerateRequest r = Image(6, 1);

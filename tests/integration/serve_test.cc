@@ -10,6 +10,7 @@
 
 #include "sluice/serve/embedded.h"
 
+#include "embedded_start.h"
 #include "runtime/reference/pipeline.h"
 #include "tools/sluice_cli/http_client.h"
 
@@ -18,13 +19,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-
-std::unique_ptr<EmbeddedCluster> Start(EmbeddedConfig c) {
-  c.http_listen = "127.0.0.1:0";
-  auto cluster = EmbeddedCluster::Start(c);
-  EXPECT_TRUE(cluster.ok()) << cluster.status().ToString();
-  return cluster.ok() ? std::move(*cluster) : nullptr;
-}
 
 // Twenty small mixed requests: 16 images and 4 videos.
 std::vector<cli::GenerateRequest> MixedJobs() {
@@ -79,7 +73,7 @@ TEST(ServeTest, TwentyMixedJobsCompleteWithTheSameBytesDisaggregatedAndColocated
   {
     EmbeddedConfig c;
     c.workers = 4;
-    auto cluster = Start(c);
+    auto cluster = StartEmbedded(c);
     ASSERT_NE(cluster, nullptr);
     disagg = RunAll(*cluster, jobs);
     // Every stage output is removed once its consumer is done.
@@ -89,7 +83,7 @@ TEST(ServeTest, TwentyMixedJobsCompleteWithTheSameBytesDisaggregatedAndColocated
     EmbeddedConfig c;
     c.workers = 4;
     c.colocated = true;
-    auto cluster = Start(c);
+    auto cluster = StartEmbedded(c);
     ASSERT_NE(cluster, nullptr);
     colocated = RunAll(*cluster, jobs);
   }
@@ -128,7 +122,7 @@ TEST(ServeTest, CancelInEveryStageLeavesTheStoreEmpty) {
   EmbeddedConfig c;
   c.workers = 3;
   c.checkpoint_every = 1;
-  auto cluster = Start(c);
+  auto cluster = StartEmbedded(c);
   ASSERT_NE(cluster, nullptr);
   const std::string url = "http://" + cluster->http_endpoint();
   httplib::Client http(url);
@@ -173,7 +167,7 @@ TEST(ServeTest, OverloadAnswers429AndTheStoreStaysWithinItsMemory) {
   c.workers = 3;
   c.max_queued_jobs = 4;
   c.store_memory = std::uint64_t{16} << 20;
-  auto cluster = Start(c);
+  auto cluster = StartEmbedded(c);
   ASSERT_NE(cluster, nullptr);
   const std::string url = "http://" + cluster->http_endpoint();
   std::vector<std::string> accepted;

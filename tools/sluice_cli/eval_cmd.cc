@@ -264,11 +264,6 @@ int RunEval(const EvalOptions& o) {
 
 void AddEvalCommand(CLI::App& app, std::vector<Command>* out) {
   auto o = std::make_shared<EvalOptions>();
-  struct Raw {
-    double guidance = -1;
-    int steps = 0;
-  };
-  auto raw = std::make_shared<Raw>();
   CLI::App* cmd = app.add_subcommand(
       "eval", "score the reference model's prompt adherence (colour, shape, position, motion)");
   cmd->add_option("--prompts", o->prompts, "image prompts to generate and score")
@@ -280,9 +275,9 @@ void AddEvalCommand(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--split", o->split, "heldout (colour-shape pairs never trained on) or train")
       ->check(CLI::IsMember({"heldout", "train"}))
       ->capture_default_str();
-  cmd->add_option("--guidance", raw->guidance, "classifier-free guidance (default: the server's)")
+  cmd->add_option("--guidance", o->guidance, "classifier-free guidance (default: the server's)")
       ->check(CLI::Range(0.0, 30.0));
-  cmd->add_option("--steps", raw->steps, "denoise steps (default: the server's)")
+  cmd->add_option("--steps", o->steps, "denoise steps (default: the server's)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--seed", o->seed, "which prompts are drawn")->capture_default_str();
   cmd->add_option("--server", o->server,
@@ -304,13 +299,7 @@ void AddEvalCommand(CLI::App& app, std::vector<Command>* out) {
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object");
-  out->push_back({cmd, [o, raw] {
-                    if (raw->guidance >= 0) {
-                      o->guidance = raw->guidance;
-                    }
-                    if (raw->steps > 0) {
-                      o->steps = raw->steps;
-                    }
+  out->push_back({cmd, [o] {
                     if (o->prompts + o->videos == 0) {
                       std::cerr << "sluice eval: --prompts and --videos are both 0\n";
                       return 2;
