@@ -296,7 +296,7 @@ void AddHttp(CLI::App& bench, std::vector<Command>* out) {
   out->push_back({cmd, [o] { return Report("http", bench::RunHttpBench(o->b, SelfExe())); }});
 }
 
-void AddOrchestrator(CLI::App& bench, std::vector<Command>* out) {
+void AddOrchestratorBench(CLI::App& bench, std::vector<Command>* out) {
   struct Opts {
     bench::OrchestratorBenchOptions b;
     bool json = true;
@@ -385,7 +385,7 @@ void AddBenchCommands(CLI::App& bench, std::vector<Command>* out) {
   AddE2eCommands(bench, out);
   AddCache(bench, out);
   AddHttp(bench, out);
-  AddOrchestrator(bench, out);
+  AddOrchestratorBench(bench, out);
   AddJournal(bench, out);
   AddPreview(bench, out);
   AddTransferTarget(bench, out);

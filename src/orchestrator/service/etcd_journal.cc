@@ -24,12 +24,6 @@ std::string Dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // The id at the end of `key` after `prefix` ("…/job/00000000000000000042").
 std::optional<JobId> IdAfter(std::string_view key, std::string_view prefix) {
   if (key.size() < prefix.size() + kIdDigits || key.substr(0, prefix.size()) != prefix) {

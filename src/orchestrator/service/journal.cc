@@ -34,13 +34,13 @@ std::string ColumnText(sqlite3_stmt* s, int col) {
   return t == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(t));
 }
 
+}  // namespace
+
 std::int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-}  // namespace
 
 bool KeepsCheckpoints(const std::string& request_json) {
   if (request_json.find("\"keep_checkpoints\"") == std::string::npos) {

@@ -9,6 +9,7 @@
 #ifndef SLUICE_ORCHESTRATOR_SERVICE_JOURNAL_H_
 #define SLUICE_ORCHESTRATOR_SERVICE_JOURNAL_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -23,6 +24,9 @@ namespace sluice::orchestrator {
 // Whether a journaled request keeps its checkpoints (submission wrote the
 // flag into its JSON); for every journal kind.
 bool KeepsCheckpoints(const std::string& request_json);
+
+// Wall-clock now in Unix milliseconds: the journals' timestamps.
+std::int64_t NowUnixMs();
 
 class Journal : public JobJournal {
  public:

@@ -16,7 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-Status Bad(std::string_view field, std::string_view what) {
+Status BadRequest(std::string_view field, std::string_view what) {
   return InvalidArgumentError(std::string(field) + ": " + std::string(what));
 }
 
@@ -37,18 +37,18 @@ LatentShape Request::latent() const {
 Result<Request> ParseRequest(std::string_view text, int default_steps, float default_guidance) {
   const json j = json::parse(text, nullptr, false);
   if (!j.is_object()) {
-    return Bad("request", "not a JSON object");
+    return BadRequest("request", "not a JSON object");
   }
   Request r;
   r.steps = default_steps;
   r.guidance = default_guidance;
   if (!j.contains("prompt") || !j["prompt"].is_string()) {
-    return Bad("prompt", "required, a string");
+    return BadRequest("prompt", "required, a string");
   }
   r.prompt = j["prompt"].get<std::string>();
   if (j.contains("negative_prompt")) {
     if (!j["negative_prompt"].is_string()) {
-      return Bad("negative_prompt", "a string");
+      return BadRequest("negative_prompt", "a string");
     }
     r.negative_prompt = j["negative_prompt"].get<std::string>();
   }
@@ -63,46 +63,47 @@ Result<Request> ParseRequest(std::string_view text, int default_steps, float def
       std::from_chars(size.data() + x + 1, end, r.height).ptr == end && x > 0 &&
       x + 1 < size.size();
   if (!parsed || r.width < 16 || r.height < 16 || r.width > 2048 || r.height > 2048) {
-    return Bad("size", "WIDTHxHEIGHT, each 16..2048");
+    return BadRequest("size", "WIDTHxHEIGHT, each 16..2048");
   }
   if (j.contains("seed")) {
     if (!j["seed"].is_number_integer()) {
-      return Bad("seed", "an integer");
+      return BadRequest("seed", "an integer");
     }
     r.seed = j["seed"].get<std::int64_t>();
   }
   if (j.contains("steps")) {
     if (!j["steps"].is_number_integer() || j["steps"] < 1 || j["steps"] > 1000) {
-      return Bad("steps", "an integer in 1..1000");
+      return BadRequest("steps", "an integer in 1..1000");
     }
     r.steps = j["steps"].get<int>();
   }
   if (j.contains("guidance")) {
     if (!j["guidance"].is_number() || j["guidance"] < 0 || j["guidance"] > 30) {
-      return Bad("guidance", "a number in 0..30");
+      return BadRequest("guidance", "a number in 0..30");
     }
     r.guidance = j["guidance"].get<float>();
   }
   if (j.contains("preview_every")) {
     if (!j["preview_every"].is_number_integer() || j["preview_every"] < 0 ||
         j["preview_every"] > 1000) {
-      return Bad("preview_every", "an integer in 0..1000");
+      return BadRequest("preview_every", "an integer in 0..1000");
     }
     r.preview_every = j["preview_every"].get<int>();
   }
   if (j.contains("frames")) {
     if (!j["frames"].is_number_integer() || j["frames"] < 1 || j["frames"] > 1024) {
-      return Bad("frames", "an integer in 1..1024");
+      return BadRequest("frames", "an integer in 1..1024");
     }
     r.video = true;
     r.frames = j["frames"].get<int>();
     r.fps = j.value("fps", 16);
   }
   if (r.latent().tokens() > kMaxTokens) {
-    return Bad(r.video ? "size/frames" : "size",
-               "the reference model takes at most " + std::to_string(kMaxTokens) +
-                   " latent tokens (one per 16x16 pixels per 4 frames); this request needs " +
-                   std::to_string(r.latent().tokens()));
+    return BadRequest(
+        r.video ? "size/frames" : "size",
+        "the reference model takes at most " + std::to_string(kMaxTokens) +
+            " latent tokens (one per 16x16 pixels per 4 frames); this request needs " +
+            std::to_string(r.latent().tokens()));
   }
   return r;
 }

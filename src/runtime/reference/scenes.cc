@@ -77,9 +77,9 @@ double HalfSize(const std::string& size) {
   return size == "small" ? kSmall : kLarge;
 }
 
-class Rng {
+class SceneRng {
  public:
-  explicit Rng(std::uint64_t seed) : state_(seed * 0x2545f4914f6cdd1dULL + 0x5ce4e5b9ULL) {}
+  explicit SceneRng(std::uint64_t seed) : state_(seed * 0x2545f4914f6cdd1dULL + 0x5ce4e5b9ULL) {}
   std::uint64_t Next() {
     std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -93,7 +93,7 @@ class Rng {
   std::uint64_t state_;
 };
 
-SceneObject DrawObject(Rng& rng, const std::vector<std::string>& taken,
+SceneObject DrawObject(SceneRng& rng, const std::vector<std::string>& taken,
                        const std::vector<std::string>& places) {
   std::vector<std::string> colours;
   for (const auto& [name, rgb] : kPalette) {
@@ -111,7 +111,7 @@ SceneObject DrawObject(Rng& rng, const std::vector<std::string>& taken,
   return o;
 }
 
-Scene DrawScene(Rng& rng, SceneSplit split, bool video) {
+Scene DrawScene(SceneRng& rng, SceneSplit split, bool video) {
   std::vector<std::string> all_places, outer(kOuterPlaces.begin(), kOuterPlaces.end());
   for (const Place& p : kPlaces) {
     all_places.emplace_back(p.name);
@@ -307,7 +307,7 @@ const std::vector<std::string>& SceneColours() {
 }
 
 std::vector<Scene> DrawScenes(std::uint64_t seed, int n, SceneSplit split, bool video) {
-  Rng rng(seed);
+  SceneRng rng(seed);
   std::vector<Scene> out;
   for (int i = 0; i < n; ++i) {
     out.push_back(DrawScene(rng, split, video));

@@ -20,7 +20,7 @@ namespace {
 
 using IpcBytes = std::array<std::uint8_t, 96>;
 // Ops are cut into chunks of this size, spread over the copy threads.
-constexpr std::uint64_t kChunk = std::uint64_t{4} << 20;
+constexpr std::uint64_t kDevipcChunk = std::uint64_t{4} << 20;
 static_assert(sizeof(IpcBytes) == sizeof(device::IpcHandle::bytes));
 
 // A peer's device allocation opened here; closed when the last route and
@@ -207,7 +207,7 @@ class DevIpcPath final : public TransportPath {
           FailureScope::kEndpoint);
       return PlanVerdict::kFail;
     }
-    route->unit = kChunk;  // One copy and completion per chunk.
+    route->unit = kDevipcChunk;  // One copy and completion per chunk.
     route->mapped = a.base + start;
     route->keep = *std::move(opened);
     return PlanVerdict::kTake;
@@ -225,13 +225,13 @@ class DevIpcPath final : public TransportPath {
       const bool write = op.kind == OpKind::kWrite;
       char* local = static_cast<char*>(op.local);
       const std::shared_ptr<void>& keep = route.keep;
-      for (std::uint64_t off = 0; off < op.length; off += kChunk) {
+      for (std::uint64_t off = 0; off < op.length; off += kDevipcChunk) {
         DevCopy j;
         j.batch = batch;
         j.op_index = i;
         j.dst = write ? static_cast<void*>(route.mapped + off) : local + off;
         j.src = write ? static_cast<const void*>(local + off) : route.mapped + off;
-        j.length = std::min(kChunk, op.length - off);
+        j.length = std::min(kDevipcChunk, op.length - off);
         j.keep = keep;
         jobs.push_back(std::move(j));
       }
@@ -298,7 +298,7 @@ class DevIpcPath final : public TransportPath {
           FailureScope::kEndpoint);
       return PlanVerdict::kFail;
     }
-    route->unit = kChunk;
+    route->unit = kDevipcChunk;
     route->mapped = mapping.addr + region.memfd_offset + op.remote_offset;
     route->keep = *std::move(m);
     return PlanVerdict::kTake;
