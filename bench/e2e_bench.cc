@@ -188,6 +188,7 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
   out.p50_ttff_s = Percentile(ttff, 0.5);
   out.p99_ttff_s = Percentile(ttff, 0.99);
   out.interactive_p99_ttff_s = Percentile(interactive_ttff, 0.99);
+  out.interactive_jobs = static_cast<int>(interactive_ttff.size());
   for (auto& [stage, b] : stage_busy) {
     out.stage_p50_s[stage] = Percentile(b, 0.5);
   }
@@ -231,7 +232,9 @@ std::string ToJson(const E2eBenchResult& r) {
             {"p99_latency_s", r.p99_latency_s},
             {"p50_ttff_s", r.p50_ttff_s},
             {"p99_ttff_s", r.p99_ttff_s},
-            {"interactive_p99_ttff_s", r.interactive_p99_ttff_s},
+            {"interactive_jobs", r.interactive_jobs},
+            {"interactive_p99_ttff_s",
+             r.interactive_jobs > 0 ? json(r.interactive_p99_ttff_s) : json(nullptr)},
             {"utilization", r.utilization},
             {"stage_p50_s", r.stage_p50_s},
             {"first_output_in_decode_p50_s", r.first_output_in_decode_p50_s}};

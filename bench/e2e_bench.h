@@ -54,7 +54,10 @@ struct E2eBenchResult {
   double throughput = 0;  // Succeeded jobs per second.
   double p50_latency_s = 0, p99_latency_s = 0;
   double p50_ttff_s = 0, p99_ttff_s = 0;
+  // Over the interactive jobs measured (the JSON prints null for none,
+  // e.g. the flux-profile workload, whose jobs are all standard).
   double interactive_p99_ttff_s = 0;
+  int interactive_jobs = 0;
   std::map<std::string, double> utilization;  // Pool → busy fraction.
   // p50 over the measured jobs of each stage's busy seconds (dispatch to
   // done), and of the time from the decode's start to the first output.

@@ -125,6 +125,7 @@ Result<E2eBenchResult> SimulateE2e(const E2eBenchOptions& o, const E2eSimOptions
   out.p50_ttff_s = Percentile(ttff, 0.5);
   out.p99_ttff_s = Percentile(ttff, 0.99);
   out.interactive_p99_ttff_s = Percentile(interactive_ttff, 0.99);
+  out.interactive_jobs = static_cast<int>(interactive_ttff.size());
   for (const sim::PoolResult& p : r.pools) {
     out.utilization[o.mode == "colocated" ? "colocated" : p.stage] = p.utilization;
   }

@@ -5,11 +5,16 @@
 // anywhere — and reads what comes back until the server closes or goes
 // quiet. Every byte reaches Beast's parser, the session, the router and
 // the API's handlers and state. The server must survive every input and
-// keep answering: every 64 inputs /healthz must answer 200.
+// keep answering: every 64 inputs /healthz must answer 200. And no answer
+// is a success for a caller without a key: an input that carries neither
+// key, names none of the open routes (health, readiness, metrics,
+// autoscale, CORS preflight) and hides nothing behind a %-escape must get
+// no 2xx status line back.
 // "Bearer sk-fuzz" is the key of tenant "fuzz" (the seeds carry it).
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -75,6 +80,36 @@ std::string Exchange(std::string_view bytes, int quiet_ms) {
   return fuzz::DrainAnswer(fd.get(), quiet_ms);
 }
 
+bool Has(std::string_view hay, std::string_view needle) {
+  return hay.find(needle) != std::string_view::npos;
+}
+
+// Whether `input` could earn a 2xx without holding a key (conservatively:
+// any mention of a key or an open route, in any case, or an escape).
+bool MayEarnSuccess(std::string_view input) {
+  std::string lower(input);
+  for (char& ch : lower) {
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  for (std::string_view open : {"sk-fuzz", "sk-other", "/health", "/readyz", "/metrics",
+                                "/v1/autoscale", "options", "%", "http/1.1 2", "http/1.0 2"}) {
+    if (Has(lower, open)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether `answer` holds a 2xx status line (at its start or a line's).
+bool HasSuccess(std::string_view answer) {
+  for (std::string_view version : {"HTTP/1.1 2", "HTTP/1.0 2"}) {
+    if (answer.rfind(version, 0) == 0 || Has(answer, "\n" + std::string(version))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -85,7 +120,11 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static std::uint64_t inputs = 0;
-  (void)Exchange(std::string_view(reinterpret_cast<const char*>(data), size), 5);
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const std::string answer = Exchange(input, 5);
+  if (!MayEarnSuccess(input) && HasSuccess(answer)) {
+    std::abort();  // A success without a key.
+  }
   if (++inputs % 64 == 0) {
     const std::string head = Exchange("GET /healthz HTTP/1.1\r\nHost: f\r\n\r\n", 1000);
     if (head.rfind("HTTP/1.1 200", 0) != 0) {

@@ -19,7 +19,7 @@ std::string_view Trim(std::string_view s) {
 }
 
 // The value of parameter `key` in `type; a=1; b="x;y"` (quotes and
-// backslash escapes removed); empty if absent.
+// backslash escapes removed); empty if absent or if its quote never closes.
 std::string Param(std::string_view header, std::string_view key) {
   const std::size_t n = header.size();
   auto space = [&](std::size_t k) { return k < n && (header[k] == ' ' || header[k] == '\t'); };
@@ -48,6 +48,9 @@ std::string Param(std::string_view header, std::string_view key) {
           ++i;
         }
         value += header[i];
+      }
+      if (i >= n) {
+        value.clear();  // Unterminated: not a value (a cut-short header).
       }
     } else {
       const std::size_t value_at = i;
@@ -91,7 +94,13 @@ Result<std::vector<FormPart>> ParseMultipartForm(std::string_view content_type,
   const std::string next_delimiter = "\r\n" + delimiter;
   while (true) {
     if (body.substr(at, 2) == "--") {
-      return parts;  // The closing delimiter.
+      // The closing delimiter: the body ends, or an epilogue follows on a
+      // line of its own (else the boundary was only a prefix of a line).
+      const std::string_view rest = body.substr(at + 2);
+      if (!rest.empty() && !rest.starts_with("\r\n")) {
+        return Bad("a boundary line is not followed by CRLF");
+      }
+      return parts;
     }
     if (body.substr(at, 2) != "\r\n") {
       return Bad("a boundary line is not followed by CRLF");

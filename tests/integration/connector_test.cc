@@ -76,7 +76,9 @@ class ConnectorProcessTest : public ::testing::Test {
 
   // Consumes `d` into a fresh tensor; checks chunk order and every byte
   // against the producer's pattern for payload `k`.
-  Status ConsumeAndCheck(const PayloadDescriptor& d, int k) {
+  // `arrived` (optional): when each chunk came out of the stream.
+  Status ConsumeAndCheck(const PayloadDescriptor& d, int k,
+                         std::vector<Clock::time_point>* arrived = nullptr) {
     TensorView t{nullptr, d.dtype, d.shape, {}};
     std::vector<char> dst(t.nbytes(), 0);
     t.data = dst.data();
@@ -89,6 +91,9 @@ class ConnectorProcessTest : public ::testing::Test {
       }
       if (chunk->index != n++) {
         return InternalError("chunk out of order");
+      }
+      if (arrived != nullptr) {
+        arrived->push_back(Clock::now());
       }
     }
     stream.reset();
@@ -236,14 +241,25 @@ TEST_F(ConnectorProcessTest, ConsumeInPlaceMapsAnotherProcesssTensorAndOutlivesI
   EXPECT_TRUE(matches());
 }
 
+// The producer marks a chunk every 50 ms (8 chunks: the last ~350 ms after
+// the first). A consumer that is waiting gets each as it is marked, so the
+// first arrives well before the last; delivering all of them once the last
+// is marked would put them within a few ms of each other.
 TEST_F(ConnectorProcessTest, ConsumerArrivingFirstGetsChunksAsTheyAreMarked) {
   for (std::string mode : {"p2p", "store"}) {
     SCOPED_TRACE(mode);
     auto p = Producer({"--mode", mode, "--shape", "2,4,16,24,32", "--dim", "2", "--chunks", "8",
                        "--progressive", "--chunk-ms", "50"});
     const PayloadDescriptor d = FromHex(p->Word(1));
-    Status s = ConsumeAndCheck(d, 0);
+    std::vector<Clock::time_point> arrived;
+    Status s = ConsumeAndCheck(d, 0, &arrived);
     EXPECT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(arrived.size(), 8u);
+    // Marks are at least 50 ms apart (the producer sleeps between them);
+    // even a consumer that came late, with only the last mark to wait for,
+    // sees 50 ms between its first chunk and the last.
+    EXPECT_GE(arrived.back() - arrived.front(), 40ms)
+        << "chunks arrived together, not as they were marked";
     EXPECT_TRUE(consumer_->Release(d).ok());
   }
 }
