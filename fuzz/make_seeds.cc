@@ -138,6 +138,14 @@ int main(int argc, char** argv) {
               std::string(1, '\3') + frame(FrameType::kReadReq, 1, 0, 4096, ""));
   ok &= Write(dir + "/engine_conn_fuzz/no_handshake",
               std::string(1, '\0') + EncodeClientHello(hello));
+  // A hello without the secret's proof, then a write with the guarded
+  // region's key (the fuzzer's invariant: it must change nothing).
+  const std::string unproven = EncodeClientHello(hello);
+  const WireHeader hello_header = MakeHeader(FrameType::kClientHello, 0, unproven.size());
+  ok &= Write(dir + "/engine_conn_fuzz/unproven_write",
+              std::string(1, '\0') +
+                  std::string(reinterpret_cast<const char*>(&hello_header), sizeof(hello_header)) +
+                  unproven + data_frames);
   if (!ok) {
     std::cerr << "make_fuzz_seeds: cannot write under " << dir << " (its folders must exist)\n";
     return 1;

@@ -198,7 +198,10 @@ Result<SharedBuffer> EngineImpl::AllocateShared(std::size_t len) {
 }
 
 HelloOk EngineImpl::MakeHelloOk() {
-  return HelloOk{HostInfo::Self(), regions_.Snapshot()};
+  HelloOk ok;  // The session adds its MAC.
+  ok.host = HostInfo::Self();
+  ok.table = regions_.Snapshot();
+  return ok;
 }
 
 void EngineImpl::PushTable() {

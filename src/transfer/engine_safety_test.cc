@@ -400,6 +400,43 @@ TEST(EngineMapTest, ARegionTablePointingOutsideItsAllocationIsRefused) {
   fake.join();
 }
 
+// A fake target that does not know the secret answers the handshake
+// claiming this very host (the client's own host info, echoed) with a
+// shared region at an address of its choosing. Before the handshake proved
+// both ends, the client took that for a same-host peer and ran
+// process_vm_readv/writev at the fake's addresses; now it refuses the
+// handshake before it reads the claims, so no op can reach them.
+TEST(EngineHandshakeTest, AFakeTargetWithoutTheSecretIsRefusedBeforeItsClaimsAreUsed) {
+  TestBuffer bait = TestBuffer::Anonymous(4096);
+  internal::WireRegion r;
+  r.info = RegionInfo{RegionKey{7}, reinterpret_cast<std::uint64_t>(bait.data()), 4096,
+                      MemoryKind::kHost, Access::kRemoteReadWrite};
+  internal::HelloOk ok;
+  ok.host = internal::HostInfo::Self();
+  ok.table.version = 1;
+  ok.table.regions.push_back(r);
+
+  std::uint16_t port = 0;
+  auto listener = internal::Listen({"127.0.0.1", 0}, &port);
+  ASSERT_TRUE(listener.ok());
+  std::thread fake([&] {
+    UniqueFd conn = AcceptAndGreet(listener->get(), ok);
+    char byte;
+    (void)::recv(conn.get(), &byte, 1, 0);  // Until the client hangs up.
+  });
+  EngineConfig c = ConfigFor(Mode::kTcp, true);
+  c.connections_per_peer = 1;
+  c.secret = "correct horse";
+  auto e = TransferEngine::Create(c);
+  ASSERT_TRUE(e.ok());
+  Result<SegmentId> seg = (*e)->OpenSegment("127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(seg.status().code(), StatusCode::kPermissionDenied) << seg.status().ToString();
+  EXPECT_NE(seg.status().message().find("did not prove the shared secret"), std::string_view::npos)
+      << seg.status().ToString();
+  e->reset();  // Closes the connection: the fake returns.
+  fake.join();
+}
+
 // A peer that completes the handshake and then never reads: every pending
 // op must fail with an endpoint-scope error within the op timeout.
 TEST(EngineTimeoutTest, StalledPeerFailsPendingOpsWithinTheTimeout) {

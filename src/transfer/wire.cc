@@ -225,6 +225,7 @@ const HostInfo& HostInfo::Self() {
 std::string EncodeClientHello(const ClientHello& hello) {
   Writer w;
   w.Put(hello.mac);
+  w.Put(hello.client_nonce);
   w.PutString(hello.endpoint);
   PutHost(w, hello.host);
   return w.Take();
@@ -233,7 +234,8 @@ std::string EncodeClientHello(const ClientHello& hello) {
 Result<ClientHello> DecodeClientHello(std::string_view body) {
   Reader r(body);
   ClientHello h;
-  if (!r.Get(&h.mac) || !r.GetString(&h.endpoint, 512) || !GetHost(r, &h.host) || !r.empty()) {
+  if (!r.Get(&h.mac) || !r.Get(&h.client_nonce) || !r.GetString(&h.endpoint, 512) ||
+      !GetHost(r, &h.host) || !r.empty()) {
     return Malformed("client hello");
   }
   return h;
@@ -241,6 +243,7 @@ Result<ClientHello> DecodeClientHello(std::string_view body) {
 
 std::string EncodeHelloOk(const HelloOk& ok) {
   Writer w;
+  w.Put(ok.mac);
   PutHost(w, ok.host);
   PutTable(w, ok.table);
   return w.Take();
@@ -249,7 +252,7 @@ std::string EncodeHelloOk(const HelloOk& ok) {
 Result<HelloOk> DecodeHelloOk(std::string_view body) {
   Reader r(body);
   HelloOk ok;
-  if (!GetHost(r, &ok.host) || !GetTable(r, &ok.table) || !r.empty()) {
+  if (!r.Get(&ok.mac) || !GetHost(r, &ok.host) || !GetTable(r, &ok.table) || !r.empty()) {
     return Malformed("hello-ok");
   }
   return ok;
@@ -270,16 +273,47 @@ Result<RegionTable> DecodeTable(std::string_view body) {
   return t;
 }
 
-std::array<std::uint8_t, 32> HelloMac(std::string_view secret,
-                                      const std::array<std::uint8_t, kNonceBytes>& nonce) {
+namespace {
+
+// HMAC-SHA256(secret, the parts one after another); zeros without a secret.
+std::array<std::uint8_t, 32> Mac(std::string_view secret,
+                                 std::initializer_list<std::string_view> parts) {
   std::array<std::uint8_t, 32> mac{};
   if (secret.empty()) {
     return mac;
   }
+  std::string message;
+  for (std::string_view p : parts) {
+    message.append(p);
+  }
   unsigned int len = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), nonce.data(), nonce.size(),
-       mac.data(), &len);
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac.data(), &len);
   return mac;
+}
+
+std::string_view Bytes(const std::array<std::uint8_t, kNonceBytes>& a) {
+  return {reinterpret_cast<const char*>(a.data()), a.size()};
+}
+
+}  // namespace
+
+std::array<std::uint8_t, 32> ClientHelloMac(std::string_view secret,
+                                            const std::array<std::uint8_t, kNonceBytes>& nonce,
+                                            const ClientHello& hello) {
+  ClientHello unsigned_hello = hello;
+  unsigned_hello.mac = {};
+  return Mac(secret, {"sluice-client-hello", Bytes(nonce), EncodeClientHello(unsigned_hello)});
+}
+
+std::array<std::uint8_t, 32> HelloOkMac(std::string_view secret,
+                                        const std::array<std::uint8_t, kNonceBytes>& server_nonce,
+                                        const std::array<std::uint8_t, kNonceBytes>& client_nonce,
+                                        const HelloOk& ok) {
+  HelloOk unsigned_ok = ok;
+  unsigned_ok.mac = {};
+  return Mac(secret, {"sluice-hello-ok", Bytes(server_nonce), Bytes(client_nonce),
+                      EncodeHelloOk(unsigned_ok)});
 }
 
 bool MacEquals(const std::array<std::uint8_t, 32>& a, const std::array<std::uint8_t, 32>& b) {

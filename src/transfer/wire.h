@@ -1,9 +1,10 @@
 // The engine's wire protocol (see docs/wire-protocol.md). Every frame starts
 // with a fixed 40-byte header in little-endian byte order; `length` says how
-// many bytes follow it (payload or body, by type). Handshake:
+// many bytes follow it (payload or body, by type). Handshake (each side
+// proves the secret to the other, over everything it says about itself):
 //   server -> kServerHello (body: 32-byte nonce)
-//   client -> kClientHello (body: HMAC-SHA256(secret, nonce), flags, endpoint, host info)
-//   server -> kHelloOk (body: host info + region table) | kError (body: reason), then close
+//   client -> kClientHello (body: MAC, client nonce, endpoint, host info)
+//   server -> kHelloOk (body: MAC, host info + region table) | kError (body: reason), then close
 // Data (client = initiator, server = target; responses come back in order):
 //   kWriteReq (key, offset, length + payload)  -> kWriteAck (status [+ message])
 //   kReadReq  (key, offset, length)            -> kReadResp (status, payload | message)
@@ -34,7 +35,9 @@ inline constexpr std::uint32_t kWireMagic = 0x31554C53;  // "SLU1"
 // 2: regions carry their device and, for exported device memory, an IPC
 // handle (engines of versions 1 and 2 refuse each other's hello by name).
 // 3: the hello's host carries the host id (SetHostId).
-inline constexpr std::uint8_t kWireVersion = 3;
+// 4: mutual proof: the client hello carries a nonce of its own and the
+// hello-ok a MAC (ClientHelloMac, HelloOkMac), each over the whole body.
+inline constexpr std::uint8_t kWireVersion = 4;
 inline constexpr std::size_t kMaxControlBody = 1 << 20;  // Hello, table, error.
 inline constexpr std::size_t kNonceBytes = 32;
 
@@ -104,12 +107,14 @@ struct RegionTable {
 };
 
 struct ClientHello {
-  std::array<std::uint8_t, 32> mac{};
+  std::array<std::uint8_t, 32> mac{};                    // ClientHelloMac.
+  std::array<std::uint8_t, kNonceBytes> client_nonce{};  // The server's challenge.
   std::string endpoint;  // The initiator's own endpoint, for notify senders.
   HostInfo host;
 };
 
 struct HelloOk {
+  std::array<std::uint8_t, 32> mac{};  // HelloOkMac.
   HostInfo host;
   RegionTable table;
 };
@@ -121,9 +126,20 @@ Result<HelloOk> DecodeHelloOk(std::string_view body);
 std::string EncodeTable(const RegionTable& table);
 Result<RegionTable> DecodeTable(std::string_view body);
 
-// HMAC-SHA256(secret, nonce); all zeros when `secret` is empty.
-std::array<std::uint8_t, 32> HelloMac(std::string_view secret,
-                                      const std::array<std::uint8_t, kNonceBytes>& nonce);
+// The client's proof: HMAC-SHA256(secret, "sluice-client-hello" || server
+// nonce || the hello encoded with a zero MAC), so its host claims (which
+// decide same-host access) are under it. All zeros when `secret` is empty.
+std::array<std::uint8_t, 32> ClientHelloMac(std::string_view secret,
+                                            const std::array<std::uint8_t, kNonceBytes>& nonce,
+                                            const ClientHello& hello);
+// The server's proof: HMAC-SHA256(secret, "sluice-hello-ok" || server nonce
+// || client nonce || the hello-ok encoded with a zero MAC), over its host
+// info and region table: a client with a secret trusts neither before it
+// checks this. All zeros when `secret` is empty.
+std::array<std::uint8_t, 32> HelloOkMac(std::string_view secret,
+                                        const std::array<std::uint8_t, kNonceBytes>& server_nonce,
+                                        const std::array<std::uint8_t, kNonceBytes>& client_nonce,
+                                        const HelloOk& ok);
 // Constant-time comparison of two MACs.
 bool MacEquals(const std::array<std::uint8_t, 32>& a, const std::array<std::uint8_t, 32>& b);
 

@@ -110,13 +110,40 @@ TEST(WireTest, TruncatedOrPaddedBodiesAreMalformed) {
   EXPECT_EQ(DecodeTable(table).status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST(WireTest, MacDependsOnSecretAndNonce) {
+// Each proof depends on the secret, both nonces and every field of the
+// body it covers (the host claims and region table included).
+TEST(WireTest, HandshakeMacsCoverSecretNoncesAndBody) {
   std::array<std::uint8_t, kNonceBytes> n1{}, n2{};
   n2[0] = 1;
-  EXPECT_TRUE(MacEquals(HelloMac("", n1), std::array<std::uint8_t, 32>{}));
-  EXPECT_FALSE(MacEquals(HelloMac("a", n1), HelloMac("b", n1)));
-  EXPECT_FALSE(MacEquals(HelloMac("a", n1), HelloMac("a", n2)));
-  EXPECT_TRUE(MacEquals(HelloMac("a", n1), HelloMac("a", n1)));
+  ClientHello hello;
+  hello.endpoint = "127.0.0.1:1";
+  hello.host.pid = 42;
+  EXPECT_TRUE(MacEquals(ClientHelloMac("", n1, hello), std::array<std::uint8_t, 32>{}));
+  const auto c = ClientHelloMac("a", n1, hello);
+  EXPECT_FALSE(MacEquals(c, ClientHelloMac("b", n1, hello)));
+  EXPECT_FALSE(MacEquals(c, ClientHelloMac("a", n2, hello)));
+  EXPECT_TRUE(MacEquals(c, ClientHelloMac("a", n1, hello)));
+  ClientHello other = hello;
+  other.host.pid = 43;
+  EXPECT_FALSE(MacEquals(c, ClientHelloMac("a", n1, other)));
+  other = hello;
+  other.client_nonce[3] = 9;
+  EXPECT_FALSE(MacEquals(c, ClientHelloMac("a", n1, other)));
+  other = hello;
+  other.mac[0] = 1;  // The MAC field itself is not covered.
+  EXPECT_TRUE(MacEquals(c, ClientHelloMac("a", n1, other)));
+
+  HelloOk ok;
+  ok.host.boot_id = "b";
+  ok.table.regions.push_back(WireRegion{});
+  EXPECT_TRUE(MacEquals(HelloOkMac("", n1, n2, ok), std::array<std::uint8_t, 32>{}));
+  const auto o = HelloOkMac("a", n1, n2, ok);
+  EXPECT_FALSE(MacEquals(o, HelloOkMac("a", n2, n1, ok)));
+  EXPECT_FALSE(MacEquals(o, HelloOkMac("b", n1, n2, ok)));
+  HelloOk moved = ok;
+  moved.table.regions[0].info.addr = 0x1000;
+  EXPECT_FALSE(MacEquals(o, HelloOkMac("a", n1, n2, moved)));
+  EXPECT_FALSE(MacEquals(o, ClientHelloMac("a", n1, hello)));
 }
 
 }  // namespace

@@ -43,9 +43,10 @@ Result<HandshakeResult> ClientHandshake(const HostPort& peer, const std::string&
   std::array<std::uint8_t, kNonceBytes> nonce;
   std::memcpy(nonce.data(), body.data(), nonce.size());
   ClientHello hello;
-  hello.mac = HelloMac(secret, nonce);
+  RandomBytes(hello.client_nonce.data(), hello.client_nonce.size());
   hello.endpoint = self_endpoint;
   hello.host = HostInfo::Self();
+  hello.mac = ClientHelloMac(secret, nonce, hello);
   const std::string out = EncodeClientHello(hello);
   WireHeader oh = MakeHeader(FrameType::kClientHello, 0, out.size());
   oh.key = wants_table ? kHelloWantsTable : 0;
@@ -67,6 +68,14 @@ Result<HandshakeResult> ClientHandshake(const HostPort& peer, const std::string&
                             FailureScope::kEndpoint);
   }
   SLUICE_ASSIGN_OR_RETURN(HelloOk ok, DecodeHelloOk(body));
+  // Nothing the peer says (host, table) is trusted before its proof: a
+  // fake target without the secret cannot claim this host and steer
+  // same-host copies to addresses of its choosing.
+  if (!MacEquals(ok.mac, HelloOkMac(secret, nonce, hello.client_nonce, ok))) {
+    return Status(StatusCode::kPermissionDenied,
+                  name + " did not prove the shared secret in its handshake",
+                  FailureScope::kEndpoint);
+  }
   SLUICE_RETURN_IF_ERROR(SetIoTimeout(fd.get(), std::chrono::milliseconds(0)));
   SLUICE_RETURN_IF_ERROR(SetNonBlocking(fd.get(), true));
   return HandshakeResult{std::move(fd), std::move(ok)};

@@ -166,13 +166,17 @@ Status ServerSession::OnClientHello(const WireHeader& h, std::string_view body) 
   if (!hello.ok()) {
     return hello.status().WithContext("handshake from " + peer());
   }
-  if (!MacEquals(hello->mac, HelloMac(host_->secret(), nonce_))) {
+  if (!MacEquals(hello->mac, ClientHelloMac(host_->secret(), nonce_, *hello))) {
     Reject(StatusCode::kPermissionDenied, "authentication failed: wrong or missing secret");
     return Status::Ok();
   }
   sender_ = hello->endpoint;
   ready_ = true;
-  const std::string ok = EncodeHelloOk(host_->MakeHelloOk());
+  // This side's proof, over its host info and table (the client checks it
+  // before trusting either).
+  HelloOk answer = host_->MakeHelloOk();
+  answer.mac = HelloOkMac(host_->secret(), nonce_, hello->client_nonce, answer);
+  const std::string ok = EncodeHelloOk(answer);
   OutFrame f;
   f.hdr = MakeHeader(FrameType::kHelloOk, 0, ok.size());
   f.body = ok;
