@@ -38,6 +38,12 @@ Status CheckConfig(const EngineConfig& c) {
   if (c.op_timeout.count() < 10 || c.connect_timeout.count() < 10) {
     return InvalidArgumentError("config.op_timeout and connect_timeout must be >= 10 ms");
   }
+  if (c.handshake_timeout.count() < 10) {
+    return InvalidArgumentError("config.handshake_timeout must be >= 10 ms");
+  }
+  if (c.max_pending_handshakes < 1 || c.max_pending_handshakes > 65536) {
+    return InvalidArgumentError("config.max_pending_handshakes must be in 1..65536");
+  }
   return Status::Ok();
 }
 
@@ -105,6 +111,14 @@ EngineImpl::~EngineImpl() {
 }
 
 void EngineImpl::Accept(UniqueFd fd, std::string peer) {
+  // Only loop 0 accepts, so the check and the increment do not race with
+  // another accept (sessions end on any loop: the count is atomic).
+  if (pending_handshakes_.load() >= config_.max_pending_handshakes) {
+    refusals_.Refused(peer, "too many connections in their handshake (" +
+                                std::to_string(config_.max_pending_handshakes) + ")");
+    return;  // `fd` closes here.
+  }
+  pending_handshakes_.fetch_add(1);
   EventLoop* loop = loops_[next_loop_.fetch_add(1) % loops_.size()].get();
   ServerSession::Start(std::move(fd), loop, std::move(peer), config_.op_timeout, this);
 }

@@ -12,6 +12,7 @@
 #include "sluice/transfer/engine.h"
 
 #include "common/mutex.h"
+#include "common/security_keys.h"
 #include "device/backend.h"
 #include "transfer/peer.h"
 #include "transfer/region_table.h"
@@ -53,6 +54,9 @@ class EngineImpl final : public ServerHost {
   std::uint64_t staging_slot_size() const override { return config_.slice_size; }
   void Subscribe(const std::shared_ptr<ServerSession>& s) override;
   void Unsubscribe(ServerSession* s) override;
+  std::chrono::milliseconds handshake_timeout() const override { return config_.handshake_timeout; }
+  void HandshakeEnded() override { pending_handshakes_.fetch_sub(1); }
+  RefusalLog& refusals() override { return refusals_; }
 
   // Accepts a connection (called by the acceptor on loop 0).
   void Accept(UniqueFd fd, std::string peer);
@@ -91,6 +95,8 @@ class EngineImpl final : public ServerHost {
   std::unordered_map<std::string, std::size_t> peer_index_
       SLUICE_GUARDED_BY(peers_mu_);  // By endpoint.
 
+  RefusalLog refusals_{"transfer engine"};
+  std::atomic<int> pending_handshakes_{0};  // Accepted, handshake not ended.
   std::vector<std::unique_ptr<EventLoop>> loops_;
   std::atomic<std::uint64_t> next_loop_{0};
 };

@@ -3,6 +3,7 @@
 // error while the engine keeps serving everyone else.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -213,6 +214,12 @@ TEST(EngineConfigTest, BadFieldsAreNamed) {
   c = EngineConfig{};
   c.listen = "127.0.0.1";
   expect_bad(c, "port");
+  c = EngineConfig{};
+  c.handshake_timeout = std::chrono::milliseconds(0);
+  expect_bad(c, "handshake_timeout");
+  c = EngineConfig{};
+  c.max_pending_handshakes = 0;
+  expect_bad(c, "max_pending_handshakes");
 }
 
 TEST_F(EngineSafetyTest, RegistrationArgumentsAreChecked) {
@@ -435,6 +442,106 @@ TEST(EngineHandshakeTest, AFakeTargetWithoutTheSecretIsRefusedBeforeItsClaimsAre
       << seg.status().ToString();
   e->reset();  // Closes the connection: the fake returns.
   fake.join();
+}
+
+// A stranger that connects and trickles a valid hello header one byte at a
+// time (each byte is progress, so the stall timeout never fires) is closed
+// at the handshake deadline. Before the deadline existed it held its
+// connection and session for as long as it kept trickling.
+TEST(EngineHandshakeTest, ATricklingConnectionIsClosedAtTheHandshakeDeadline) {
+  EngineConfig c = ConfigFor(Mode::kTcp, false);
+  c.handshake_timeout = 300ms;
+  auto e = TransferEngine::Create(c);
+  ASSERT_TRUE(e.ok());
+  UniqueFd fd = RawConnect((*e)->endpoint());
+  WireHeader h;
+  std::string body;
+  ASSERT_TRUE(ReadFrame(fd.get(), &h, &body));  // The server's hello.
+  const WireHeader hello = internal::MakeHeader(FrameType::kClientHello, 0, 64);
+  const char* bytes = reinterpret_cast<const char*>(&hello);
+  const auto start = std::chrono::steady_clock::now();
+  bool closed = false;
+  for (std::size_t i = 0; i < sizeof(hello) && !closed; ++i) {
+    closed = ::send(fd.get(), bytes + i, 1, MSG_NOSIGNAL) < 0;
+    pollfd p{fd.get(), POLLIN, 0};
+    if (!closed && ::poll(&p, 1, 100) > 0) {
+      char b;
+      closed = ::recv(fd.get(), &b, 1, 0) <= 0;
+    }
+  }
+  EXPECT_TRUE(closed) << "the whole header trickled in over 4 s and the connection is still open";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+// Strangers cannot pile up connections: beyond max_pending_handshakes, new
+// ones are closed as they are accepted, while a peer that handshook before
+// keeps moving bytes; once the pending ones meet their deadline, new peers
+// get in again.
+TEST(EngineHandshakeTest, PendingHandshakesAreCappedAndTheEngineKeepsServing) {
+  constexpr int kCap = 8, kStrangers = 100;
+  EngineConfig tc = ConfigFor(Mode::kTcp, false);
+  tc.max_pending_handshakes = kCap;
+  tc.handshake_timeout = 1500ms;
+  auto target = TransferEngine::Create(tc);
+  ASSERT_TRUE(target.ok());
+  TestBuffer remote = TestBuffer::Anonymous(1 << 20);
+  auto rkey = (*target)->RegisterMemory(remote.data(), remote.size(), MemoryKind::kHost,
+                                        Access::kRemoteReadWrite);
+  ASSERT_TRUE(rkey.ok());
+  EngineConfig ic = ConfigFor(Mode::kTcp, true);
+  ic.connections_per_peer = 1;
+  auto init = TransferEngine::Create(ic);
+  ASSERT_TRUE(init.ok());
+  auto seg = (*init)->OpenSegment((*target)->endpoint());
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  TestBuffer local = TestBuffer::Anonymous(1 << 20);
+  ASSERT_TRUE(
+      (*init)
+          ->RegisterMemory(local.data(), local.size(), MemoryKind::kHost, Access::kLocalOnly)
+          .ok());
+
+  std::vector<UniqueFd> strangers;
+  for (int i = 0; i < kStrangers; ++i) {
+    strangers.push_back(RawConnect((*target)->endpoint()));
+  }
+  // Those over the cap see EOF at once; the others get the server's hello.
+  int refused = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 1s;
+  std::vector<bool> seen(kStrangers, false);
+  while (refused < kStrangers - kCap && std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < kStrangers; ++i) {
+      pollfd p{strangers[i].get(), POLLIN, 0};
+      char buf[128];
+      if (!seen[i] && ::poll(&p, 1, 0) > 0 &&
+          ::recv(strangers[i].get(), buf, sizeof(buf), MSG_DONTWAIT | MSG_PEEK) == 0) {
+        seen[i] = true;
+        ++refused;
+      }
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(refused, kStrangers - kCap);
+
+  // The peer that handshook before is served throughout.
+  local.Fill(3);
+  TransferRequest w{OpKind::kWrite, local.data(),        *seg, *rkey, 0,
+                    local.size(),   TransportHint::kAuto};
+  ASSERT_TRUE((*init)->TransferSync({&w, 1}, 5s).ok());
+  EXPECT_EQ(std::memcmp(remote.data(), local.data(), local.size()), 0);
+
+  // After the deadline the pending strangers are gone and a new peer gets
+  // in (a fresh engine per try: a refused one may keep its peer as failed).
+  Status late = InvalidArgumentError("not tried");
+  const auto until = std::chrono::steady_clock::now() + 6s;
+  while (!late.ok() && std::chrono::steady_clock::now() < until) {
+    auto e = TransferEngine::Create(ConfigFor(Mode::kTcp, true));
+    ASSERT_TRUE(e.ok());
+    late = (*e)->OpenSegment((*target)->endpoint()).status();
+    if (!late.ok()) {
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  EXPECT_TRUE(late.ok()) << late.ToString();
 }
 
 // A peer that completes the handshake and then never reads: every pending

@@ -84,6 +84,14 @@ struct EngineConfig {
   std::chrono::milliseconds op_timeout{10000};
   // Bound on connecting and handshaking in OpenSegment().
   std::chrono::milliseconds connect_timeout{5000};
+  // Target side: an accepted connection that has not completed its
+  // handshake this long after it was accepted is closed, however it
+  // trickles bytes (a silent or slow stranger holds nothing for long).
+  std::chrono::milliseconds handshake_timeout{5000};
+  // Target side: accepted connections still in their handshake, at most;
+  // more are closed as they are accepted (and counted in the rate-limited
+  // refusal log), so strangers cannot pile up descriptors and sessions.
+  int max_pending_handshakes = 256;
   // Device backend for device memory: "" (none: kDevice registrations are
   // refused), "sim" (host memory that behaves like a device: tests and CI)
   // or "cuda" (the CUDA runtime; needs a build with it and a GPU). The

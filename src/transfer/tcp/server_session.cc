@@ -76,8 +76,28 @@ void ServerSession::PushTable(std::shared_ptr<const std::string> encoded) {
   });
 }
 
+void ServerSession::EndHandshake() {
+  if (handshaking_) {
+    handshaking_ = false;
+    host_->HandshakeEnded();
+  }
+}
+
+void ServerSession::OnTick(Clock::time_point now) {
+  if (handshaking_ && !closed() && now - accepted_ > host_->handshake_timeout()) {
+    const std::string why =
+        "no handshake within " + std::to_string(host_->handshake_timeout().count()) + " ms";
+    host_->refusals().Refused(peer(), why);
+    EndHandshake();
+    Close(DeadlineExceededError("connection from " + peer() + ": " + why, FailureScope::kEndpoint));
+    return;
+  }
+  FrameConn::OnTick(now);
+}
+
 void ServerSession::Reject(StatusCode code, const std::string& reason) {
-  SLUICE_LOG(warn, "rejecting connection from {}: {}", peer(), reason);
+  host_->refusals().Refused(peer(), reason);  // At most one line a second.
+  EndHandshake();
   rejected_ = true;
   OutFrame f;
   f.hdr = MakeHeader(FrameType::kError, 0, reason.size());
@@ -172,6 +192,7 @@ Status ServerSession::OnClientHello(const WireHeader& h, std::string_view body) 
   }
   sender_ = hello->endpoint;
   ready_ = true;
+  EndHandshake();
   // This side's proof, over its host info and table (the client checks it
   // before trusting either).
   HelloOk answer = host_->MakeHelloOk();
@@ -261,6 +282,7 @@ void ServerSession::OnFrameReleased(const OutFrame& frame) {
 }
 
 void ServerSession::OnClosed(const Status& why) {
+  EndHandshake();
   if (write_region_ != nullptr) {  // Closed mid-payload.
     RegionTableLocal::Unpin(write_region_);
     write_region_ = nullptr;

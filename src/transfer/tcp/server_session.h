@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "common/security_keys.h"
 #include "device/backend.h"
 #include "transfer/region_table.h"
 #include "transfer/tcp/device_staging.h"
@@ -38,6 +39,13 @@ class ServerHost {
   // Table pushes go to sessions that asked for them in their hello.
   virtual void Subscribe(const std::shared_ptr<ServerSession>& s) = 0;
   virtual void Unsubscribe(ServerSession* s) = 0;
+  // How long an accepted connection may take to complete its handshake.
+  virtual std::chrono::milliseconds handshake_timeout() const = 0;
+  // Called once per session when its handshake ends (completed, refused,
+  // timed out or closed): the host counts those in progress.
+  virtual void HandshakeEnded() = 0;
+  // Refused peers, logged at most once a second.
+  virtual RefusalLog& refusals() = 0;
 };
 
 inline constexpr std::uint64_t kHelloWantsTable = 1;  // ClientHello header `key` flag.
@@ -52,6 +60,10 @@ class ServerSession final : public FrameConn {
   // Thread-safe: queues a table push on the loop thread.
   void PushTable(std::shared_ptr<const std::string> encoded);
 
+  // The handshake deadline (host's handshake_timeout from the accept),
+  // then FrameConn's progress timeout.
+  void OnTick(Clock::time_point now) override;
+
  protected:
   Status OnHeader(const WireHeader& h, Sink* sink, std::uint64_t* follow) override;
   Status OnFrame(const WireHeader& h, std::string_view body) override;
@@ -63,6 +75,8 @@ class ServerSession final : public FrameConn {
  private:
   void SendHello();
   Status OnClientHello(const WireHeader& h, std::string_view body);
+  // Tells the host this session's handshake is over (once).
+  void EndHandshake();
   void Reject(StatusCode code, const std::string& reason);
   void SendStatus(FrameType type, std::uint64_t id, const Status& s);
   // The session's staging for an op of `len` bytes on a device region, made
@@ -71,6 +85,8 @@ class ServerSession final : public FrameConn {
   Status EnsureStaging(std::uint64_t len);
 
   ServerHost* host_;
+  const Clock::time_point accepted_ = Clock::now();
+  bool handshaking_ = true;  // Counted by the host until EndHandshake().
   bool ready_ = false;
   bool rejected_ = false;
   bool subscribed_ = false;
