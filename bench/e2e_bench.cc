@@ -169,6 +169,8 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
       if (s.interactive) {
         interactive_ttff.push_back(t.ttff_s);
       }
+    } else {
+      ++out.jobs_without_first_output;
     }
     for (const auto& [stage, b] : t.busy_s) {
       busy[stage] += b;
@@ -233,6 +235,7 @@ std::string ToJson(const E2eBenchResult& r) {
             {"p50_ttff_s", r.p50_ttff_s},
             {"p99_ttff_s", r.p99_ttff_s},
             {"interactive_jobs", r.interactive_jobs},
+            {"jobs_without_first_output", r.jobs_without_first_output},
             {"interactive_p99_ttff_s",
              r.interactive_jobs > 0 ? json(r.interactive_p99_ttff_s) : json(nullptr)},
             {"utilization", r.utilization},

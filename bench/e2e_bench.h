@@ -58,6 +58,9 @@ struct E2eBenchResult {
   // e.g. the flux-profile workload, whose jobs are all standard).
   double interactive_p99_ttff_s = 0;
   int interactive_jobs = 0;
+  // Succeeded jobs without a first_output event (left out of the TTFF
+  // figures): 0 since every succeeded job gets one.
+  int jobs_without_first_output = 0;
   std::map<std::string, double> utilization;  // Pool → busy fraction.
   // p50 over the measured jobs of each stage's busy seconds (dispatch to
   // done), and of the time from the decode's start to the first output.

@@ -87,6 +87,9 @@ class FakeWorker {
   }
   int runs() const { return runs_; }
   int stops() const { return stops_; }
+  // A video's decode reports its first output only after its result (the
+  // report that lands in the heartbeat after Done). Call before submitting.
+  void ReportFirstOutputAfterDone() { first_output_after_done_ = true; }
   // Replaces what a decode (final) stage returns. Call before submitting
   // the jobs it should see.
   void SetFinalOutput(OutputFn fn) {
@@ -174,7 +177,8 @@ class FakeWorker {
     }
     const json request = json::parse(a.request_json());
     const bool video = request.contains("frames");
-    if (stage_ == "denoise" || (stage_ == "decode" && video)) {
+    const bool late_first_output = stage_ == "decode" && video && first_output_after_done_;
+    if (stage_ == "denoise" || (stage_ == "decode" && video && !late_first_output)) {
       pb::HeartbeatRequest hb;
       hb.set_worker_id(id_);
       hb.set_free_slots(1);
@@ -227,6 +231,14 @@ class FakeWorker {
     pb::DoneResponse dr;
     grpc::ClientContext dctx;
     (void)stub_->Done(&dctx, d, &dr);
+    if (late_first_output) {
+      pb::HeartbeatRequest hb;
+      hb.set_worker_id(id_);
+      hb.add_first_output(a.job_id());
+      pb::HeartbeatResponse hr;
+      grpc::ClientContext hctx;
+      (void)stub_->Heartbeat(&hctx, hb, &hr);
+    }
   }
   void Beat() {
     while (!dead_) {
@@ -255,6 +267,7 @@ class FakeWorker {
   std::unique_ptr<grpc::ClientContext> stream_ctx_;  // Guarded by mu_.
   OutputFn final_output_;                            // Guarded by mu_.
   std::atomic<bool> dead_{false};
+  std::atomic<bool> first_output_after_done_{false};
   std::atomic<int> runs_{0}, stops_{0};
   std::thread reader_, beater_;
 };

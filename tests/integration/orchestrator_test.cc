@@ -212,6 +212,41 @@ TEST_F(OrchestratorTest, VideoJobsReportTimeToFirstFrameAndServeTheirContent) {
       400);
 }
 
+// The race that left `sluice serve --demo` printing ttff_s -1 for a job: a
+// first output reported in the heartbeat after the job's result was
+// dropped, so the job had no TTFF, no first_output event, and was left out
+// of the TTFF histogram (and of bench e2e's p99). Now a job that succeeds
+// without one gets its latency as TTFF, with the event, and the late
+// report is ignored.
+TEST_F(OrchestratorTest, AFirstOutputReportedAfterTheResultStillGivesTheJobItsTtff) {
+  Start();
+  FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),
+      v(server_->endpoint(), "decode");
+  v.ReportFirstOutputAfterDone();
+  auto r = http_->Post("/v1/videos", R"({"prompt":"late","seconds":"2","size":"320x192"})",
+                       "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string id = json::parse(r->body)["id"];
+  json j;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        j = json::parse(http_->Get("/v1/jobs/" + id)->body);
+        return j.value("status", "") == "succeeded";
+      },
+      10s));
+  const double ttff_ms = j.value("ttff_ms", -1.0);
+  EXPECT_GE(ttff_ms, 0.0) << j.dump();
+  const std::string events = http_->Get("/v1/jobs/" + id + "/events")->body;
+  const std::size_t first = events.find("event: first_output"), done = events.find("event: done");
+  ASSERT_NE(first, std::string::npos) << events;
+  EXPECT_LT(first, done) << events;
+  EXPECT_EQ(events.find("event: first_output", first + 1), std::string::npos)
+      << "one first output, not two: " << events;
+  EXPECT_NE(http_->Get("/metrics")->body.find("sluice_orchestrator_ttff_seconds_count 1"),
+            std::string::npos);
+}
+
 TEST_F(OrchestratorTest, WithoutFfmpegVideoContentIsTheFramesArchive) {
   OrchestratorConfig c;
   c.heartbeat_interval = 100ms;

@@ -641,6 +641,16 @@ void OrchestratorState::FinishLocked(JobRecord& j, std::string status, std::stri
     const double latency_s = std::chrono::duration<double>(now - j.submitted).count();
     stats_.job_latency.Add(latency_s);
     autoscaler_.ObserveLatency(j.view.model, latency_s, now);
+    if (j.view.ttff_ms < 0) {
+      // No first output recorded before the result: an image's first
+      // output is its result, and a video's, reported in the same window
+      // as its result, arrives after it. Either way the first output was
+      // out by now: its latency bounds its TTFF, and every succeeded job
+      // counts in the TTFF figures (a late report is then ignored).
+      j.view.ttff_ms = latency_s * 1000;
+      stats_.ttff.Add(latency_s);
+      EventLocked(j, now, "first_output");
+    }
     EventLocked(j, now, "done");
   } else if (j.view.status == "failed") {
     ++stats_.failed;
