@@ -241,23 +241,24 @@ TEST_F(ConnectorProcessTest, ConsumeInPlaceMapsAnotherProcesssTensorAndOutlivesI
   EXPECT_TRUE(matches());
 }
 
-// The producer marks a chunk every 50 ms (8 chunks: the last ~350 ms after
+// The producer marks a chunk every 150 ms (8 chunks: the last ~1 s after
 // the first). A consumer that is waiting gets each as it is marked, so the
 // first arrives well before the last; delivering all of them once the last
-// is marked would put them within a few ms of each other.
+// is marked would put them within a few ms of each other. (At 50 ms a
+// consumer under ThreadSanitizer started after the last mark.)
 TEST_F(ConnectorProcessTest, ConsumerArrivingFirstGetsChunksAsTheyAreMarked) {
   for (std::string mode : {"p2p", "store"}) {
     SCOPED_TRACE(mode);
     auto p = Producer({"--mode", mode, "--shape", "2,4,16,24,32", "--dim", "2", "--chunks", "8",
-                       "--progressive", "--chunk-ms", "50"});
+                       "--progressive", "--chunk-ms", "150"});
     const PayloadDescriptor d = FromHex(p->Word(1));
     std::vector<Clock::time_point> arrived;
     Status s = ConsumeAndCheck(d, 0, &arrived);
     EXPECT_TRUE(s.ok()) << s.ToString();
     ASSERT_EQ(arrived.size(), 8u);
-    // Marks are at least 50 ms apart (the producer sleeps between them);
+    // Marks are at least 150 ms apart (the producer sleeps between them);
     // even a consumer that came late, with only the last mark to wait for,
-    // sees 50 ms between its first chunk and the last.
+    // sees 150 ms between its first chunk and the last.
     EXPECT_GE(arrived.back() - arrived.front(), 40ms)
         << "chunks arrived together, not as they were marked";
     EXPECT_TRUE(consumer_->Release(d).ok());
