@@ -295,6 +295,16 @@ TEST_F(EngineSafetyTest, TableChangesArePushedToOpenSegments) {
   EXPECT_TRUE(gone);
 }
 
+// A fake target's hello: this very host (as same-host peers present it)
+// and a table holding `r` alone.
+internal::HelloOk ClaimingThisHost(const internal::WireRegion& r) {
+  internal::HelloOk ok;
+  ok.host = internal::HostInfo::Self();
+  ok.table.version = 1;
+  ok.table.regions.push_back(r);
+  return ok;
+}
+
 // A fake target: accepts one connection on `listen_fd` and answers the
 // handshake with `ok` (its host and region table), then returns the
 // connection.
@@ -374,10 +384,7 @@ TEST(EngineMapTest, ARegionTablePointingOutsideItsAllocationIsRefused) {
   r.memfd_offset = kSize - 4096;  // 64 KiB from here runs 60 KiB past the end.
   r.memfd_size = kSize;
   r.memfd_inode = st.st_ino;
-  internal::HelloOk ok;
-  ok.host = internal::HostInfo::Self();
-  ok.table.version = 1;
-  ok.table.regions.push_back(r);
+  const internal::HelloOk ok = ClaimingThisHost(r);
 
   std::uint16_t port = 0;
   auto listener = internal::Listen({"127.0.0.1", 0}, &port);
@@ -418,10 +425,7 @@ TEST(EngineHandshakeTest, AFakeTargetWithoutTheSecretIsRefusedBeforeItsClaimsAre
   internal::WireRegion r;
   r.info = RegionInfo{RegionKey{7}, reinterpret_cast<std::uint64_t>(bait.data()), 4096,
                       MemoryKind::kHost, Access::kRemoteReadWrite};
-  internal::HelloOk ok;
-  ok.host = internal::HostInfo::Self();
-  ok.table.version = 1;
-  ok.table.regions.push_back(r);
+  const internal::HelloOk ok = ClaimingThisHost(r);
 
   std::uint16_t port = 0;
   auto listener = internal::Listen({"127.0.0.1", 0}, &port);
