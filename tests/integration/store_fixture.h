@@ -97,6 +97,19 @@ class StoreTest : public ::testing::Test {
     return b;
   }
 
+  // True once every store node acknowledged every directory change (what a
+  // restarted master learns back from the nodes), within 10 s.
+  bool NodesKnowEveryChange() {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (MetricValue(master_->Word(3), "sluice_store_unacked_changes") == 0) {
+        return true;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+
   // True once `key` no longer exists (bounded wait).
   static bool EventuallyGone(StoreClient& c, const std::string& key) {
     const auto deadline = std::chrono::steady_clock::now() + 5s;

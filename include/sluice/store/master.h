@@ -99,6 +99,9 @@ struct MasterMetrics {
   std::uint64_t reserved_puts = 0;   // Puts committed over a reservation (one round trip).
   std::uint64_t objects_cached = 0;  // Committed cache and soft-pin objects (evictable).
   std::uint64_t soft_pins = 0;       // Cache objects soft-pinned by their reads.
+  // Directory changes sent to store nodes and not yet acknowledged (a
+  // master crash now would lose them without durable commits).
+  std::uint64_t unacked_changes = 0;
   std::map<std::string, CacheClassMetrics> cache_classes;
 };
 

@@ -80,6 +80,7 @@ MasterMetrics MasterCore::Metrics() {
                   s.reserved_puts,
                   s.objects_cached,
                   s.soft_pins,
+                  s.unacked_changes,
                   {}};
   for (const auto& [c, cs] : s.cache_classes) {
     m.cache_classes[c] = {cs.objects, cs.bytes, cs.budget_bytes, cs.evictions};

@@ -502,6 +502,8 @@ class MasterServerImpl final : public pb::Master::CallbackService {
           m.objects_lost);
     gauge("sluice_store_soft_pins_total", "Cache objects soft-pinned by their reads.", "counter",
           m.soft_pins);
+    gauge("sluice_store_unacked_changes",
+          "Directory changes store nodes have not acknowledged yet.", "gauge", m.unacked_changes);
     const std::pair<const char*, std::uint64_t CacheClassMetrics::*> per_class[] = {
         {"sluice_store_cache_objects", &CacheClassMetrics::objects},
         {"sluice_store_cache_bytes", &CacheClassMetrics::bytes},

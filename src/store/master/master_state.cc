@@ -775,6 +775,7 @@ MasterStats MasterState::Stats() const {
       s.free_extents += a.free_extents;
       largest_free += a.largest_free;
     }
+    s.unacked_changes += n->log.size();
     if (n->disk.has_value()) {
       s.disk_capacity_bytes += n->disk->capacity();
       s.disk_used_bytes += n->disk->used();

@@ -184,6 +184,9 @@ struct MasterStats {
   std::uint64_t spills = 0;         // Completed memory -> disk moves.
   std::uint64_t loads = 0;          // Completed disk -> memory moves.
   std::uint64_t soft_pins = 0;      // Cache objects promoted by their reads.
+  // Directory changes nodes have not acknowledged yet: what a master crash
+  // now would lose (without durable commits).
+  std::uint64_t unacked_changes = 0;
   std::map<std::string, CacheClassStats> cache_classes;
 };
 

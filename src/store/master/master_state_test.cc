@@ -744,9 +744,13 @@ TEST_F(MasterStateTest, HasNewsWhileDirectoryChangesAreUnacknowledged) {
   EXPECT_TRUE(state_.HasNews("gone", 0)) << "an unknown node must hear it should register";
   ASSERT_TRUE(Put("k", 100).ok());
   EXPECT_TRUE(state_.HasNews("n1", 0));
+  EXPECT_EQ(state_.Stats().unacked_changes, 1u);
   const HeartbeatReply hb = state_.Heartbeat("n1", 0, {}, now_);
   ASSERT_EQ(hb.deltas.size(), 1u);
+  EXPECT_EQ(state_.Stats().unacked_changes, 1u) << "sent, not yet acknowledged";
   EXPECT_FALSE(state_.HasNews("n1", hb.deltas[0].seq));
+  state_.Heartbeat("n1", hb.deltas[0].seq, {}, now_);
+  EXPECT_EQ(state_.Stats().unacked_changes, 0u);
 }
 
 TEST_F(MasterStateTest, ReservedPutCommitsInOneStepAndRetriesAreOk) {
