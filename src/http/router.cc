@@ -28,13 +28,14 @@ bool IsParam(std::string_view segment) {
 
 }  // namespace
 
-void Router::Add(std::string_view method, std::string_view pattern, Handler handler) {
+void Router::Add(std::string_view method, std::string_view pattern, Handler handler, Gate gate) {
   Route r;
   r.method = std::string(method);
   for (std::string_view s : Split(pattern)) {
     r.segments.emplace_back(s);
   }
   r.handler = std::move(handler);
+  r.gate = std::move(gate);
   routes_.push_back(std::move(r));
 }
 
@@ -63,6 +64,7 @@ Router::Match Router::Find(std::string_view method, std::string_view path) const
     }
     if (m.handler == nullptr && r.method == method) {
       m.handler = &r.handler;
+      m.gate = r.gate ? &r.gate : nullptr;
       m.params = std::move(params);
     }
   }

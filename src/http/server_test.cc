@@ -91,6 +91,21 @@ class HttpServerTest : public ::testing::Test {
         ex->Respond(std::move(res));
       });
     });
+    // Gated on an "X-Key: k" header, checked before the body is read.
+    r.Add(
+        "POST", "/gated",
+        [this](Request& req, std::shared_ptr<Exchange> ex) {
+          ++gated_bodies_;
+          Response res;
+          res.body = req.body;
+          ex->Respond(std::move(res));
+        },
+        [](const Request& head) -> std::optional<Response> {
+          if (head.Header("x-key") == "k" && head.path == "/gated" && head.body.empty()) {
+            return std::nullopt;
+          }
+          return ErrorResponse(401, "invalid_request_error", "no key", {}, "invalid_api_key");
+        });
     auto s = Server::Start(o, std::move(r));
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
@@ -98,6 +113,7 @@ class HttpServerTest : public ::testing::Test {
   const std::string& ep() const { return server_->endpoint(); }
 
   std::atomic<int> left_{0};
+  std::atomic<int> gated_bodies_{0};
   std::unique_ptr<Server> server_;
 };
 
@@ -180,6 +196,43 @@ TEST_F(HttpServerTest, OversizedHeadersBodiesAndMalformedRequestsAreRefusedAndSe
     ASSERT_TRUE(c.Send("GARBAGE\x01 / HTTP/9\r\n\r\n"));
     EXPECT_EQ(c.Read().status, 400);
   }
+  Conn c(ep());
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  EXPECT_EQ(c.Read().status, 200);
+}
+
+TEST_F(HttpServerTest, ARouteGateRefusesFromTheHeadBeforeTheBodyIsRead) {
+  ServerOptions o;
+  o.request_timeout = 60s;  // A server waiting for the body would not answer.
+  StartServer(o);
+  {
+    // 8 MiB announced, none sent: the answer comes from the head alone.
+    Conn c(ep());
+    ASSERT_TRUE(c.Send("POST /gated HTTP/1.1\r\nHost: t\r\nContent-Length: 8388608\r\n\r\n"));
+    Reply r = c.Read();
+    EXPECT_EQ(r.status, 401);
+    EXPECT_EQ(Json(r.body)["error"]["code"], "invalid_api_key");
+    EXPECT_TRUE(r.closed) << "the unread body ends the connection";
+  }
+  {
+    // No 100 Continue for a refused request.
+    Conn c(ep());
+    ASSERT_TRUE(c.Send(
+        "POST /gated HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"));
+    Reply r = c.Read();
+    EXPECT_EQ(r.status, 401);
+  }
+  {
+    // With the key the body is read and handled; the handler runs once.
+    Conn c(ep());
+    ASSERT_TRUE(
+        c.Send("POST /gated?x=1 HTTP/1.1\r\nHost: t\r\nX-Key: k\r\nContent-Length: 5\r\n\r\n"));
+    ASSERT_TRUE(c.Send("hello"));
+    Reply r = c.Read();
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, "hello");
+  }
+  EXPECT_EQ(gated_bodies_.load(), 1);
   Conn c(ep());
   ASSERT_TRUE(c.Send(Get("/hello")));
   EXPECT_EQ(c.Read().status, 200);

@@ -36,7 +36,27 @@ std::string Chunk(std::string_view data) {
   return out;
 }
 
+Request HeadOf(const beast::http::request<beast::http::string_body>& msg, std::string peer) {
+  Request req;
+  req.method = std::string(msg.method_string());
+  req.target = std::string(msg.target());
+  const std::size_t q = req.target.find('?');
+  req.path = req.target.substr(0, q);
+  req.query = q == std::string::npos ? std::string() : req.target.substr(q + 1);
+  for (const auto& f : msg) {
+    req.headers.emplace_back(AsciiLower(f.name_string()), std::string(f.value()));
+  }
+  req.peer = std::move(peer);
+  return req;
+}
+
 }  // namespace
+
+Request ToRequest(beast::http::request<beast::http::string_body>&& msg, std::string peer) {
+  Request req = HeadOf(msg, std::move(peer));
+  req.body = std::move(msg.body());
+  return req;
+}
 
 Session::Session(Core* core, tcp::socket socket)
     : core_(core), socket_(std::move(socket)), deadline_(socket_.get_executor()) {
@@ -103,6 +123,20 @@ void Session::OnHeader(error_code ec) {
   if (parser_->is_done()) {
     return Dispatch();
   }
+  // The route's gate answers from the head (a missing API key: 401 now,
+  // not after reading the body); before any 100 Continue.
+  const auto& head = parser_->get();
+  const std::string_view target(head.target().data(), head.target().size());
+  const Router::Match route =
+      core_->router.Find(std::string_view(head.method_string().data(), head.method_string().size()),
+                         target.substr(0, target.find('?')));
+  if (route.gate != nullptr) {
+    std::optional<Response> refused = (*route.gate)(HeadOf(head, peer_));
+    if (refused.has_value()) {
+      CancelDeadline();
+      return Answer(std::move(*refused), true);
+    }
+  }
   if (beast::iequals(parser_->get()[beast::http::field::expect], "100-continue")) {
     Queue("HTTP/1.1 100 Continue\r\n\r\n");
   }
@@ -145,21 +179,6 @@ void Session::OnReadError(error_code ec) {
   Answer(ErrorResponse(400, "invalid_request_error", "malformed HTTP request: " + ec.message(), {},
                        "malformed_request"),
          true);
-}
-
-Request ToRequest(beast::http::request<beast::http::string_body>&& msg, std::string peer) {
-  Request req;
-  req.method = std::string(msg.method_string());
-  req.target = std::string(msg.target());
-  const std::size_t q = req.target.find('?');
-  req.path = req.target.substr(0, q);
-  req.query = q == std::string::npos ? std::string() : req.target.substr(q + 1);
-  for (const auto& f : msg) {
-    req.headers.emplace_back(AsciiLower(f.name_string()), std::string(f.value()));
-  }
-  req.body = std::move(msg.body());
-  req.peer = std::move(peer);
-  return req;
 }
 
 void Session::Dispatch() {

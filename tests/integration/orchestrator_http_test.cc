@@ -221,6 +221,17 @@ TEST_F(OrchestratorHttpTest, TenantsNeedKeysSeeOnlyTheirOwnJobsAndMeetTheirLimit
   EXPECT_EQ(r->status, 401);
   EXPECT_EQ(json::parse(r->body)["error"]["code"], "invalid_api_key");
   EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer");
+  {
+    // The key is checked from the head: a 16 MiB body announced without
+    // one is refused at once, never read.
+    Conn raw(server_->http_endpoint());
+    ASSERT_TRUE(raw.Send(
+        "POST /v1/images/generations HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        "Content-Length: 16000000\r\n\r\n"));
+    const http::testing::Reply refused = raw.Read();
+    EXPECT_EQ(refused.status, 401);
+    EXPECT_TRUE(refused.closed);
+  }
   r = http_->Post("/v1/images/generations", {{"Authorization", "Bearer sk-not-a-key-at-all"}}, body,
                   "application/json");
   EXPECT_EQ(r->status, 401);

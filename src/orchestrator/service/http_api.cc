@@ -605,14 +605,24 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
   }
   using Authed = std::function<void(Request&, const ExchangePtr&, const Caller&)>;
   // Routes that need a caller: a known key when the API is closed (401).
+  // The key is checked from the head too, so a request without one is
+  // refused before its body is read.
   auto add = [&router, access](const char* method, const char* path, Authed h) {
-    router.Add(method, path, [access, h = std::move(h)](Request& req, ExchangePtr ex) {
-      std::optional<std::string> tenant = access->Tenant(req);
-      if (!tenant.has_value()) {
-        return ex->Respond(Unauthorized());
-      }
-      h(req, ex, Caller{*tenant, access->closed()});
-    });
+    router.Add(
+        method, path,
+        [access, h = std::move(h)](Request& req, ExchangePtr ex) {
+          std::optional<std::string> tenant = access->Tenant(req);
+          if (!tenant.has_value()) {
+            return ex->Respond(Unauthorized());
+          }
+          h(req, ex, Caller{*tenant, access->closed()});
+        },
+        [access](const Request& head) -> std::optional<Response> {
+          if (access->Tenant(head).has_value()) {
+            return std::nullopt;
+          }
+          return Unauthorized();
+        });
   };
   // Submissions also take a token of the tenant's rate (429 when out).
   auto submit = [access](const Caller& c, const ExchangePtr& ex) {
