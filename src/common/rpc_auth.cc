@@ -1,9 +1,11 @@
 #include "common/rpc_auth.h"
 
+#include <grpc/grpc_security.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/support/client_interceptor.h>
 
+#include <cstring>
 #include <vector>
 
 namespace sluice::internal {
@@ -61,16 +63,100 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                                                  std::move(factories));
 }
 
-std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const SecurityConfig& security) {
-  if (!security.server_tls()) {
-    return grpc::InsecureServerCredentials();
+namespace {
+
+// The cluster key checked from a call's headers, before its message is
+// read: a refused call is cancelled by the transport, so an unauthenticated
+// peer cannot make the server buffer a large message. (The handlers check
+// again: CallAuthenticator.)
+struct HeaderKeyCheck {
+  std::string key;
+  RefusalLog log;
+};
+
+void ProcessHeaders(void* state, grpc_auth_context* context, const grpc_metadata* md,
+                    std::size_t num_md, grpc_process_auth_metadata_done_cb cb, void* user_data) {
+  auto* check = static_cast<HeaderKeyCheck*>(state);
+  const char* why = "no cluster credential";
+  for (std::size_t i = 0; i < num_md; ++i) {
+    const grpc_slice& k = md[i].key;
+    if (GRPC_SLICE_LENGTH(k) != std::strlen(kAuthMetadataKey) ||
+        std::memcmp(GRPC_SLICE_START_PTR(k), kAuthMetadataKey, GRPC_SLICE_LENGTH(k)) != 0) {
+      continue;
+    }
+    const std::string_view value(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(md[i].value)),
+                                 GRPC_SLICE_LENGTH(md[i].value));
+    if (SecureEquals(value, check->key)) {
+      cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);  // Nothing consumed.
+      return;
+    }
+    why = "a wrong cluster credential";
   }
-  grpc::SslServerCredentialsOptions o(
-      security.tls_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  o.pem_root_certs = security.tls_ca;
-  o.pem_key_cert_pairs.push_back({security.tls_key, security.tls_cert});
-  return grpc::SslServerCredentials(o);
+  // The peer's address where the transport put it in the context.
+  std::string from = "a call";
+  grpc_auth_property_iterator it =
+      grpc_auth_context_find_properties_by_name(context, GRPC_PEER_IP_PROPERTY_NAME);
+  if (const grpc_auth_property* ip = grpc_auth_property_iterator_next(&it); ip != nullptr) {
+    from += " from " + std::string(ip->value, ip->value_length);
+  }
+  check->log.Refused(from, why);
+  const std::string details =
+      check->log.face() + ": " + why + " (every role of a cluster takes the same --cluster-token)";
+  cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_UNAUTHENTICATED, details.c_str());
+}
+
+// Server credentials made in gRPC's core (insecure or TLS) with the header
+// key check set: the C++ InsecureServerCredentials refuses a processor.
+class CheckedServerCredentials final : public grpc::ServerCredentials {
+ public:
+  explicit CheckedServerCredentials(grpc_server_credentials* creds) : creds_(creds) {}
+  ~CheckedServerCredentials() override { grpc_server_credentials_release(creds_); }
+  CheckedServerCredentials(const CheckedServerCredentials&) = delete;
+  CheckedServerCredentials& operator=(const CheckedServerCredentials&) = delete;
+
+  void SetAuthMetadataProcessor(
+      const std::shared_ptr<grpc::AuthMetadataProcessor>& /*processor*/) override {}
+
+ private:
+  int AddPortToServer(const std::string& addr, grpc_server* server) override {
+    return grpc_server_add_http2_port(server, addr.c_str(), creds_);
+  }
+  grpc_server_credentials* creds_;
+};
+
+}  // namespace
+
+std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const SecurityConfig& security,
+                                                               std::string face) {
+  if (security.token.empty()) {
+    if (!security.server_tls()) {
+      return grpc::InsecureServerCredentials();
+    }
+    grpc::SslServerCredentialsOptions o(
+        security.tls_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    o.pem_root_certs = security.tls_ca;
+    o.pem_key_cert_pairs.push_back({security.tls_key, security.tls_cert});
+    return grpc::SslServerCredentials(o);
+  }
+  grpc_server_credentials* creds = nullptr;
+  if (security.server_tls()) {
+    grpc_ssl_pem_key_cert_pair pair{security.tls_key.c_str(), security.tls_cert.c_str()};
+    creds = grpc_ssl_server_credentials_create_ex(
+        security.tls_ca.empty() ? nullptr : security.tls_ca.c_str(), &pair, 1,
+        security.tls_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY,
+        nullptr);
+  } else {
+    creds = grpc_insecure_server_credentials_create();
+  }
+  auto* check =
+      new HeaderKeyCheck{DeriveKey(security.token, kGrpcKeyPurpose), RefusalLog(std::move(face))};
+  grpc_server_credentials_set_auth_metadata_processor(
+      creds,
+      grpc_auth_metadata_processor{
+          ProcessHeaders, [](void* state) { delete static_cast<HeaderKeyCheck*>(state); }, check});
+  return std::make_shared<CheckedServerCredentials>(creds);
 }
 
 CallAuthenticator::CallAuthenticator(const SecurityConfig& security, std::string face)

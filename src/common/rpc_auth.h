@@ -28,8 +28,12 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                            const grpc::ChannelArguments& args = {});
 
 // TLS server credentials when `security.server_tls()` (mutual TLS when it
-// has a CA too), else insecure ones.
-std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const SecurityConfig& security);
+// has a CA too), else insecure ones. With a token, each call's headers are
+// checked for the cluster key before its message is read (a refused call
+// never makes the server buffer its body), refusals logged under `face` at
+// most once a second.
+std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const SecurityConfig& security,
+                                                               std::string face);
 
 // Checks the credential of each incoming call. Thread-safe.
 class CallAuthenticator {

@@ -1,6 +1,7 @@
 // The cluster credential and TLS across processes: roles started with
 // --cluster-token refuse workers, store clients and engine handshakes
 // without it (and keep serving those with it); TLS with a wrong CA fails.
+#include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "sluice/transfer/engine.h"
 
 #include "child_process.h"
+#include "service/proto/orchestrator.grpc.pb.h"
 #include "test_pki.h"
 
 namespace sluice::testing {
@@ -23,6 +25,18 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+
+// A process's peak resident memory (VmHWM) in KiB; -1 if unreadable.
+long PeakRssKiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::stol(line.substr(6));
+    }
+  }
+  return -1;
+}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -136,7 +150,7 @@ TEST_F(ClusterSecurityTest, AWorkerWithoutTheCredentialIsRefusedAndNoJobReachesI
   EXPECT_EQ(json::parse(job->body).value("status", ""), "queued") << job->body;
 
   const std::string log = ReadFile(orch_log);
-  EXPECT_NE(log.find("refused a call from ipv4:127.0.0.1:"), std::string::npos) << log;
+  EXPECT_NE(log.find("orchestrator: refused a call"), std::string::npos) << log;
   EXPECT_NE(log.find("no cluster credential"), std::string::npos) << log;
 
   // The cluster's own workers are served, and the job runs on them.
@@ -161,6 +175,34 @@ TEST_F(ClusterSecurityTest, AWorkerWithoutTheCredentialIsRefusedAndNoJobReachesI
   for (const json& stage : model["stages"]) {
     EXPECT_EQ(stage.value("workers", -1), 1) << "only the credentialed workers: " << models->body;
   }
+}
+
+// The key is checked from a call's headers: a stranger's 200 MiB message
+// is refused without the server reading it (it used to be read whole, the
+// orchestrator's memory growing by its size, before the check).
+TEST_F(ClusterSecurityTest, AnUnauthenticatedHugeCallIsRefusedBeforeItsMessageIsRead) {
+  auto orch = Spawn({"orchestrator", "--cluster-token", token_});
+  ASSERT_EQ(orch->Word(1), "orchestrator") << orch->banner();
+  const long before = PeakRssKiB(orch->pid());
+  ASSERT_GT(before, 0);
+  auto stub = ::sluice::orchestrator::v1::Orchestrator::NewStub(
+      grpc::CreateChannel(orch->Word(2), grpc::InsecureChannelCredentials()));
+  ::sluice::orchestrator::v1::RegisterRequest reg;
+  reg.set_stage("encode");
+  reg.set_capacity(1);
+  reg.set_name(std::string(200u << 20, 'x'));
+  ::sluice::orchestrator::v1::RegisterResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+  const grpc::Status s = stub->Register(&ctx, reg, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  const long after = PeakRssKiB(orch->pid());
+  EXPECT_LT(after - before, 48 * 1024) << "peak RSS " << before << " -> " << after << " KiB";
+  // It keeps serving.
+  httplib::Client http("http://" + orch->Word(3));
+  auto health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
 }
 
 TEST_F(ClusterSecurityTest, TheStoreRefusesClientsAndHandshakesWithoutTheCredential) {
