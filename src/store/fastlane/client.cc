@@ -5,8 +5,10 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "common/mutex.h"
+#include "common/random.h"
 #include "common/security_keys.h"
 
 namespace sluice::internal::fastlane {
@@ -42,10 +44,35 @@ Status Client::Greet(int fd, std::chrono::milliseconds timeout) {
   if (key_.empty()) {
     return Status::Ok();
   }
-  const std::array<std::uint8_t, 32> mac =
-      Hmac(key_, std::string_view(frame + kHeaderSize, kChallengeBytes));
-  return Write(fd, Method::kHello, kFlagOneWay,
-               std::string_view(reinterpret_cast<const char*>(mac.data()), mac.size()));
+  // Both ends prove the key over both nonces (frame.h, HelloProof).
+  const std::string_view master_nonce(frame + kHeaderSize, kChallengeBytes);
+  char hello[kHelloBytes];
+  RandomBytes(hello, kChallengeBytes);
+  const std::string_view client_nonce(hello, kChallengeBytes);
+  const std::array<std::uint8_t, 32> proof = HelloProof(key_, false, master_nonce, client_nonce);
+  std::memcpy(hello + kChallengeBytes, proof.data(), proof.size());
+  SLUICE_RETURN_IF_ERROR(Write(fd, Method::kHello, 0, std::string_view(hello, sizeof(hello))));
+  char head[kHeaderSize];
+  SLUICE_RETURN_IF_ERROR(ReadExact(fd, head, kHeaderSize, false, deadline));
+  SLUICE_ASSIGN_OR_RETURN(ResponseHeader r,
+                          DecodeResponse(reinterpret_cast<const std::byte*>(head)));
+  if (r.body_len > 4096) {
+    return Status(StatusCode::kUnauthenticated,
+                  "fast lane: the master's answer to Hello is too large", FailureScope::kEndpoint);
+  }
+  std::string answer(r.body_len, '\0');
+  SLUICE_RETURN_IF_ERROR(ReadExact(fd, answer.data(), answer.size(), false, deadline));
+  if (r.code != 0) {
+    return Status(static_cast<StatusCode>(r.code), answer, static_cast<FailureScope>(r.scope));
+  }
+  const std::array<std::uint8_t, 32> want = HelloProof(key_, true, master_nonce, client_nonce);
+  if (!SecureEquals(answer,
+                    std::string_view(reinterpret_cast<const char*>(want.data()), want.size()))) {
+    return Status(StatusCode::kUnauthenticated,
+                  "fast lane: the master did not prove the cluster credential",
+                  FailureScope::kEndpoint);
+  }
+  return Status::Ok();
 }
 
 void Client::Release(UniqueFd fd) {
@@ -126,7 +153,8 @@ Client::Outcome Client::Call(Method m, std::string_view body, std::chrono::milli
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   Result<UniqueFd> fd = Acquire(timeout);
   if (!fd.ok()) {
-    return Outcome{false, fd.status()};
+    // A refused (or unproved) credential is an answer, not a lane failure.
+    return Outcome{fd.status().code() == StatusCode::kUnauthenticated, fd.status()};
   }
   const bool spin = in_flight_.fetch_add(1, std::memory_order_relaxed) == 0;
   Status s = Write(fd->get(), m, 0, body);

@@ -67,7 +67,9 @@ TEST(FastLaneFrameTest, HeadersRoundTripAndBadFieldsAreNamed) {
 
 class FastLaneServerTest : public ::testing::Test {
  protected:
-  void Start(std::size_t max_connections = 8, std::string key = {}) {
+  void Start(std::size_t max_connections = 8, std::string key = {},
+             std::size_t max_pending_handshakes = 64,
+             std::chrono::milliseconds handshake_timeout = 5s) {
     auto s = Server::Start(
         HostPort{"127.0.0.1", 0},
         [this](Method m, std::string_view body, Responder respond) {
@@ -93,7 +95,7 @@ class FastLaneServerTest : public ::testing::Test {
           respond(std::string(MethodName(m)) + ":" + std::string(body));
           respond(std::string("a second answer is ignored"));
         },
-        max_connections, std::move(key));
+        ServerLimits{max_connections, max_pending_handshakes, handshake_timeout}, std::move(key));
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
     auto hp = ParseHostPort(server_->endpoint(), false);
@@ -117,6 +119,26 @@ class FastLaneServerTest : public ::testing::Test {
       *nonce = challenge;
     }
     return std::move(*fd);
+  }
+
+  // Sends one request frame on `fd` and reads the answer: its code, its
+  // body into `*answer`; 255 when no answer came.
+  static std::uint8_t SendFrame(int fd, Method m, std::string_view body, std::string* answer) {
+    RequestHeader h;
+    h.method = static_cast<std::uint16_t>(m);
+    h.body_len = static_cast<std::uint32_t>(body.size());
+    std::byte head[kHeaderSize];
+    Encode(h, head);
+    if (!SendAll(fd, head, kHeaderSize).ok() || !SendAll(fd, body.data(), body.size()).ok() ||
+        !RecvAll(fd, head, kHeaderSize).ok()) {
+      return 255;
+    }
+    Result<ResponseHeader> r = DecodeResponse(head);
+    if (!r.ok()) {
+      return 255;
+    }
+    answer->assign(r->body_len, '\0');
+    return RecvAll(fd, answer->data(), answer->size()).ok() ? r->code : 255;
   }
 
   Mutex deferred_mu_;
@@ -289,26 +311,120 @@ TEST_F(FastLaneServerTest, WithAKeyOnlyConnectionsProvingItAreServed) {
   EXPECT_NE(o.result.status().message().find("wrong cluster credential"), std::string_view::npos);
 
   {
-    // A proof replayed from another connection fails: each has its nonce.
+    // A Hello replayed on another connection fails: each has its nonce.
+    // On its own connection the master answers it with its own proof.
     std::string nonce;
     UniqueFd fd = Raw(&nonce);
-    const auto mac = Hmac(key, nonce);
+    const std::string client_nonce(kChallengeBytes, 'c');
+    const auto proof = HelloProof(key, false, nonce, client_nonce);
+    const std::string hello =
+        client_nonce + std::string(reinterpret_cast<const char*>(proof.data()), proof.size());
     UniqueFd other = Raw();
-    RequestHeader h;
-    h.method = static_cast<std::uint16_t>(Method::kHello);
-    h.flags = kFlagOneWay;
-    h.body_len = static_cast<std::uint32_t>(mac.size());
-    std::byte head[kHeaderSize];
-    Encode(h, head);
-    ASSERT_TRUE(SendAll(other.get(), head, kHeaderSize).ok());
-    ASSERT_TRUE(SendAll(other.get(), mac.data(), mac.size()).ok());
-    ASSERT_TRUE(RecvAll(other.get(), head, kHeaderSize).ok());
-    EXPECT_EQ(DecodeResponse(head)->code, static_cast<std::uint8_t>(StatusCode::kUnauthenticated));
+    std::string answer;
+    EXPECT_EQ(SendFrame(other.get(), Method::kHello, hello, &answer),
+              static_cast<std::uint8_t>(StatusCode::kUnauthenticated));
+    ASSERT_EQ(SendFrame(fd.get(), Method::kHello, hello, &answer), 0);
+    const auto mine = HelloProof(key, true, nonce, client_nonce);
+    EXPECT_EQ(answer, std::string(reinterpret_cast<const char*>(mine.data()), mine.size()));
+    EXPECT_NE(answer, std::string(reinterpret_cast<const char*>(proof.data()), proof.size()));
   }
   EXPECT_EQ(calls_.load(), 1) << "no handler ran for a refused connection";
   EXPECT_EQ(server_->refused(), 3u);
   o = good.Call(Method::kExists, "still", 2s);
   ASSERT_TRUE(o.transport_ok && o.result.ok()) << "the server keeps serving the cluster";
+}
+
+// A fake master without the key: it sends a challenge and answers the
+// client's Hello with the client's own proof (a reflection). The client
+// refuses it and sends it no request.
+TEST_F(FastLaneServerTest, AClientRefusesAMasterThatCannotProveTheKey) {
+  const std::string key = DeriveKey("0123456789abcdef0123", kFastLaneKeyPurpose);
+  std::uint16_t port = 0;
+  Result<UniqueFd> listener = Listen(HostPort{"127.0.0.1", 0}, &port);
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  std::atomic<int> requests_seen{0};
+  std::thread fake([&] {
+    UniqueFd fd(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
+    ASSERT_TRUE(SetIoTimeout(fd.get(), 5s).ok());
+    ResponseHeader challenge;
+    challenge.body_len = kChallengeBytes;
+    std::byte head[kHeaderSize];
+    Encode(challenge, head);
+    ASSERT_TRUE(SendHeaderAndBody(fd.get(), head, std::string(kChallengeBytes, 'n')).ok());
+    ASSERT_TRUE(RecvAll(fd.get(), head, kHeaderSize).ok());
+    Result<RequestHeader> hello = DecodeRequest(head);
+    ASSERT_TRUE(hello.ok());
+    ASSERT_EQ(hello->method, static_cast<std::uint16_t>(Method::kHello));
+    ASSERT_EQ(hello->body_len, kHelloBytes);
+    std::string body(kHelloBytes, '\0');
+    ASSERT_TRUE(RecvAll(fd.get(), body.data(), body.size()).ok());
+    ResponseHeader ok;
+    ok.body_len = 32;
+    Encode(ok, head);
+    ASSERT_TRUE(SendHeaderAndBody(fd.get(), head, body.substr(kChallengeBytes)).ok());
+    // Anything more the client sends is a request the fake could answer.
+    (void)SetIoTimeout(fd.get(), 500ms);
+    if (RecvAll(fd.get(), head, kHeaderSize).ok()) {
+      ++requests_seen;
+    }
+  });
+  Client c(HostPort{"127.0.0.1", port}, 0us, 2, key);
+  Client::Outcome o = c.Call(Method::kGetStart, "k", 2s);
+  fake.join();
+  EXPECT_EQ(o.result.status().code(), StatusCode::kUnauthenticated) << o.result.status().ToString();
+  EXPECT_NE(o.result.status().message().find("did not prove"), std::string_view::npos);
+  EXPECT_EQ(requests_seen.load(), 0) << "a request reached a master that did not prove the key";
+}
+
+// Before its Hello a stranger is refused unread (a 64 KiB body is not
+// waited for), closed at the handshake deadline, and only so many may be
+// in their handshake at once; the cluster's clients are served throughout.
+TEST_F(FastLaneServerTest, StrangersAreRefusedUnreadTimedOutAndCapped) {
+  const std::string key = DeriveKey("0123456789abcdef0123", kFastLaneKeyPurpose);
+  Start(8, key, 2, 300ms);
+  Client good(endpoint_, 0us, 2, key);
+  ASSERT_TRUE(good.Call(Method::kExists, "warm", 2s).result.ok());  // Leaves an idle connection.
+  {
+    UniqueFd fd = Raw();
+    RequestHeader h;
+    h.method = static_cast<std::uint16_t>(Method::kPutStart);
+    h.body_len = kMaxRequestBody;  // Announced, never sent.
+    std::byte head[kHeaderSize];
+    Encode(h, head);
+    ASSERT_TRUE(SendAll(fd.get(), head, kHeaderSize).ok());
+    ASSERT_TRUE(RecvAll(fd.get(), head, kHeaderSize).ok()) << "no answer before the body";
+    EXPECT_EQ(DecodeResponse(head)->code, static_cast<std::uint8_t>(StatusCode::kUnauthenticated));
+  }
+  ASSERT_TRUE(Eventually([&] { return server_->connections() == 1; }, 5s));
+  UniqueFd silent1 = Raw(), silent2 = Raw();  // The two pending slots.
+  ASSERT_TRUE(Eventually([&] { return server_->connections() == 3; }, 5s));
+  // A third stranger is closed at accept, before any challenge.
+  Result<UniqueFd> third = ConnectTcp(endpoint_, 2s);
+  ASSERT_TRUE(third.ok());
+  ASSERT_TRUE(SetIoTimeout(third->get(), 5s).ok());
+  char byte = 0;
+  EXPECT_EQ(::recv(third->get(), &byte, 1, 0), 0) << "over the cap: closed without a challenge";
+  Client::Outcome o = good.Call(Method::kExists, "during", 2s);
+  EXPECT_TRUE(o.transport_ok && o.result.ok()) << "an authenticated connection keeps serving";
+  // The silent two are closed at their deadline; new clients get in.
+  EXPECT_EQ(::recv(silent1.get(), &byte, 1, 0), 0);
+  EXPECT_EQ(::recv(silent2.get(), &byte, 1, 0), 0);
+  ASSERT_TRUE(Eventually([&] { return server_->connections() == 1; }, 5s));
+  Client fresh(endpoint_, 0us, 2, key);
+  o = fresh.Call(Method::kExists, "after", 2s);
+  EXPECT_TRUE(o.transport_ok && o.result.ok()) << o.result.status().ToString();
+  EXPECT_EQ(server_->refused(), 4u);  // Unread request, cap, two deadlines.
+  EXPECT_EQ(calls_.load(), 3) << "no handler ran for a stranger";
+}
+
+TEST(FastLaneLimitsTest, ZeroLimitsAreRefused) {
+  for (ServerLimits l : {ServerLimits{0, 1, 1s}, ServerLimits{1, 0, 1s}, ServerLimits{1, 1, 0s}}) {
+    auto s = Server::Start(
+        HostPort{"127.0.0.1", 0}, [](Method, std::string_view, Responder) {}, l);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  }
 }
 
 TEST_F(FastLaneServerTest, ConnectionsOverTheCapFailSoTheClientFallsBack) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/net.h"
+#include "common/security_keys.h"
 
 namespace sluice::internal::fastlane {
 namespace {
@@ -146,6 +147,14 @@ const char* MethodName(Method m) {
       return "Unreserve";
   }
   return "unknown";
+}
+
+std::array<std::uint8_t, 32> HelloProof(std::string_view key, bool from_master,
+                                        std::string_view master_nonce,
+                                        std::string_view client_nonce) {
+  std::string data = from_master ? "sluice fast lane master" : "sluice fast lane client";
+  data.append(master_nonce).append(client_nonce);
+  return Hmac(key, data);
 }
 
 }  // namespace sluice::internal::fastlane

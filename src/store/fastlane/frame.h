@@ -9,6 +9,7 @@
 #ifndef SLUICE_STORE_FASTLANE_FRAME_H_
 #define SLUICE_STORE_FASTLANE_FRAME_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -33,10 +34,10 @@ enum class Method : std::uint16_t {
   kWaitFor = 8,  // Parks on the master until the key commits or times out.
   kPutReserved = 9,
   kUnreserve = 10,
-  // One-way, first on a connection to a master with a cluster credential:
-  // the body is HMAC-SHA256(lane key, the connection's challenge nonce).
-  // Handled by the lane itself; a wrong one is answered kUnauthenticated
-  // and the connection closed.
+  // First on a connection to a master with a cluster credential; both
+  // ends prove the lane key (HelloProof). The body is the client's nonce
+  // then its proof; the master answers OK with its own proof, or
+  // kUnauthenticated and closes the connection. Handled by the lane itself.
   kHello = 11,
 };
 inline constexpr std::uint16_t kMaxMethod = 11;
@@ -44,6 +45,15 @@ inline constexpr std::uint16_t kMaxMethod = 11;
 // The server's first frame on every connection, before any request: a
 // response header with code OK and a body of kChallengeBytes random bytes.
 inline constexpr std::size_t kChallengeBytes = 32;
+// A Hello's body: the client's nonce, then its proof.
+inline constexpr std::size_t kHelloBytes = kChallengeBytes + 32;
+
+// HMAC-SHA256(lane key, label || master nonce || client nonce), where the
+// label ("sluice fast lane client" or "... master") keeps one side's proof
+// from serving as the other's.
+std::array<std::uint8_t, 32> HelloProof(std::string_view key, bool from_master,
+                                        std::string_view master_nonce,
+                                        std::string_view client_nonce);
 
 // Request flag: the caller reads no answer (the server sends none).
 inline constexpr std::uint16_t kFlagOneWay = 1;

@@ -34,6 +34,39 @@ bool WaitReadable(int fd) {
   }
 }
 
+// Reads exactly `len` bytes by `deadline` however the peer trickles them.
+bool RecvBy(int fd, void* out, std::size_t len, std::chrono::steady_clock::time_point deadline) {
+  auto* p = static_cast<char*>(out);
+  while (len > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return false;
+    }
+    pollfd pfd{fd, POLLIN, 0};
+    const int n = ::poll(&pfd, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno != EINTR) {
+      return false;
+    }
+    if (n <= 0) {
+      continue;
+    }
+    const ssize_t got = ::recv(fd, p, len, MSG_DONTWAIT);
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      return false;
+    }
+    if (got > 0) {
+      p += got;
+      len -= static_cast<std::size_t>(got);
+    }
+  }
+  return true;
+}
+
+std::string_view Bytes(const std::uint8_t* p, std::size_t n) {
+  return {reinterpret_cast<const char*>(p), n};
+}
+
 Status SendFrame(int fd, const ResponseHeader& h, std::string_view body) {
   std::byte head[kHeaderSize];
   Encode(h, head);
@@ -83,12 +116,18 @@ void Responder::operator()(const Result<std::string>& out) {
   }
 }
 
-Server::Server(Handler handler, std::size_t max_connections, std::string key)
-    : handler_(std::move(handler)), max_connections_(max_connections), key_(std::move(key)) {}
+Server::Server(Handler handler, ServerLimits limits, std::string key)
+    : handler_(std::move(handler)), limits_(limits), key_(std::move(key)) {}
 
 Result<std::unique_ptr<Server>> Server::Start(const HostPort& listen, Handler handler,
-                                              std::size_t max_connections, std::string key) {
-  std::unique_ptr<Server> s(new Server(std::move(handler), max_connections, std::move(key)));
+                                              ServerLimits limits, std::string key) {
+  if (limits.max_connections == 0 || limits.max_pending_handshakes == 0 ||
+      limits.handshake_timeout.count() <= 0) {
+    return InvalidArgumentError(
+        "fast lane: max_connections, max_pending_handshakes and handshake_timeout must be "
+        "positive");
+  }
+  std::unique_ptr<Server> s(new Server(std::move(handler), limits, std::move(key)));
   std::uint16_t port = 0;
   SLUICE_ASSIGN_OR_RETURN(s->listener_, Listen(listen, &port));
   s->wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -172,10 +211,18 @@ void Server::AcceptLoop() {
     if (stopping_) {
       return;
     }
-    if (conns_.size() >= max_connections_) {
+    if (conns_.size() >= limits_.max_connections) {
       SLUICE_LOG(warn, "fast lane: {} connections open; refusing one (the client uses gRPC)",
                  conns_.size());
       continue;  // Closed by `fd` going out of scope.
+    }
+    if (!key_.empty()) {
+      if (pending_ >= limits_.max_pending_handshakes) {
+        refusals_.Refused("a connection from " + PeerAddress(fd.get()),
+                          "too many connections still in their handshake");
+        continue;
+      }
+      ++pending_;
     }
     int one = 1;
     (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -195,13 +242,58 @@ bool Server::Challenge(int fd, std::array<std::uint8_t, kChallengeBytes>* nonce)
       .ok();
 }
 
+bool Server::Handshake(const std::shared_ptr<Responder::Conn>& io,
+                       const std::array<std::uint8_t, kChallengeBytes>& nonce) {
+  const int fd = io->fd.get();
+  const auto deadline = std::chrono::steady_clock::now() + limits_.handshake_timeout;
+  const std::string peer = "a connection from " + PeerAddress(fd);
+  std::byte head[kHeaderSize];
+  if (!RecvBy(fd, head, kHeaderSize, deadline)) {
+    refusals_.Refused(peer, "no Hello within the handshake timeout");
+    return false;
+  }
+  Result<RequestHeader> h = DecodeRequest(head);
+  const char* why = nullptr;
+  if (!h.ok() || static_cast<Method>(h->method) != Method::kHello) {
+    why = "no cluster credential";  // Refused unread: the body may be large.
+  } else if (h->body_len != kHelloBytes) {
+    why = "a malformed Hello";
+  }
+  std::array<std::uint8_t, kHelloBytes> hello{};
+  if (why == nullptr) {
+    if (!RecvBy(fd, hello.data(), hello.size(), deadline)) {
+      refusals_.Refused(peer, "no Hello within the handshake timeout");
+      return false;
+    }
+    const std::string_view client_nonce = Bytes(hello.data(), kChallengeBytes);
+    const std::array<std::uint8_t, 32> want =
+        HelloProof(key_, false, Bytes(nonce.data(), nonce.size()), client_nonce);
+    if (SecureEquals(Bytes(hello.data() + kChallengeBytes, 32), Bytes(want.data(), want.size()))) {
+      const std::array<std::uint8_t, 32> mine =
+          HelloProof(key_, true, Bytes(nonce.data(), nonce.size()), client_nonce);
+      Responder(io, false)(std::string(Bytes(mine.data(), mine.size())));
+      return true;
+    }
+    why = "a wrong cluster credential";
+  }
+  refusals_.Refused(peer, why);
+  Responder(
+      io, false)(UnauthenticatedError(std::string("store master fast lane: ") + why +
+                                      " (every role of a cluster takes the same --cluster-token)"));
+  return false;
+}
+
 void Server::Serve(Conn* conn) {
   const std::shared_ptr<Responder::Conn> io = conn->io;
   const int fd = io->fd.get();
   std::vector<char> body;
   std::array<std::uint8_t, kChallengeBytes> nonce{};
-  bool authenticated = key_.empty();
   bool ok = Challenge(fd, &nonce);
+  if (!key_.empty()) {
+    ok = ok && Handshake(io, nonce);
+    MutexLock lock(mu_);
+    --pending_;
+  }
   while (ok && WaitReadable(fd)) {
     std::byte head[kHeaderSize];
     if (!RecvAll(fd, head, kHeaderSize).ok()) {
@@ -219,25 +311,12 @@ void Server::Serve(Conn* conn) {
       break;
     }
     requests_.fetch_add(1, std::memory_order_relaxed);
-    if (static_cast<Method>(h->method) == Method::kHello || !authenticated) {
-      const std::string_view proof(body.data(), body.size());
-      const std::array<std::uint8_t, 32> want =
-          Hmac(key_, std::string_view(reinterpret_cast<const char*>(nonce.data()), nonce.size()));
-      if (static_cast<Method>(h->method) == Method::kHello &&
-          (key_.empty() ||
-           SecureEquals(
-               proof, std::string_view(reinterpret_cast<const char*>(want.data()), want.size())))) {
-        authenticated = true;
-        continue;
-      }
-      const char* why = static_cast<Method>(h->method) == Method::kHello
-                            ? "a wrong cluster credential"
-                            : "no cluster credential";
-      refusals_.Refused("a connection from " + PeerAddress(fd), why);
-      Responder(io, false)(
-          UnauthenticatedError(std::string("store master fast lane: ") + why +
-                               " (every role of a cluster takes the same --cluster-token)"));
-      break;
+    if (static_cast<Method>(h->method) == Method::kHello) {
+      // An open lane has no proof to give; a keyed one gave it already.
+      Responder(io, (h->flags & kFlagOneWay) != 0)(FailedPreconditionError(
+          key_.empty() ? "store master fast lane: this master has no cluster credential"
+                       : "store master fast lane: Hello is the connection's first frame only"));
+      continue;
     }
     handler_(static_cast<Method>(h->method), std::string_view(body.data(), body.size()),
              Responder(io, (h->flags & kFlagOneWay) != 0));

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -46,6 +47,17 @@ class Responder {
   bool answered_ = false;
 };
 
+// What the server admits, before and after a connection proves the key.
+struct ServerLimits {
+  // Open connections; one more is closed at once (the client uses gRPC).
+  std::size_t max_connections = 256;
+  // With a key: connections that have not proved it yet; one more is
+  // closed at accept, so strangers cannot take the slots.
+  std::size_t max_pending_handshakes = 64;
+  // With a key: a connection's Hello must arrive within this of its accept.
+  std::chrono::milliseconds handshake_timeout{5000};
+};
+
 class Server {
  public:
   // Runs one call. `body` is the request's serialized message (unparsed: the
@@ -57,10 +69,13 @@ class Server {
 
   // Listens on `listen` (port 0 picks one). With a `key` (the cluster's
   // lane key), a connection serves requests only after a kHello proving
-  // it; otherwise kHello is ignored. Every connection starts with the
-  // server's challenge frame. Errors: kUnavailable (bind).
+  // it, answered with the server's own proof; before it, any other frame
+  // is refused unread, and `limits` bound the time and the number of such
+  // connections. Without a key kHello is answered like any one-way call.
+  // Every connection starts with the server's challenge frame. Errors:
+  // kInvalidArgument (a zero limit), kUnavailable (bind).
   static Result<std::unique_ptr<Server>> Start(const HostPort& listen, Handler handler,
-                                               std::size_t max_connections, std::string key = {});
+                                               ServerLimits limits, std::string key = {});
   // Closes the listener and every connection, then joins their threads; a
   // handler running at that moment finishes first.
   ~Server();
@@ -70,7 +85,8 @@ class Server {
   // Open connections, and requests served so far (one-way ones included).
   std::size_t connections();
   std::uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
-  // Connections refused for a missing or wrong credential.
+  // Connections refused for a missing or wrong credential, for no Hello
+  // in time, or over the pending-handshake cap.
   std::uint64_t refused() const { return refusals_.count(); }
 
  private:
@@ -79,15 +95,20 @@ class Server {
     std::thread thread;
     bool done = false;  // Guarded by the server's mu_.
   };
-  Server(Handler handler, std::size_t max_connections, std::string key);
+  Server(Handler handler, ServerLimits limits, std::string key);
   void AcceptLoop();
   void Serve(Conn* conn);
   // Sends the challenge; false when the connection failed.
   bool Challenge(int fd, std::array<std::uint8_t, kChallengeBytes>* nonce);
+  // Reads and checks the first frame, a Hello, within the handshake
+  // deadline, and answers it; false (after answering or logging why) when
+  // the connection must close.
+  bool Handshake(const std::shared_ptr<Responder::Conn>& io,
+                 const std::array<std::uint8_t, kChallengeBytes>& nonce);
   void ReapLocked() SLUICE_REQUIRES(mu_);
 
   Handler handler_;
-  std::size_t max_connections_;
+  const ServerLimits limits_;
   const std::string key_;  // Empty: open lane.
   RefusalLog refusals_{"store master fast lane"};
   std::string endpoint_;
@@ -96,7 +117,8 @@ class Server {
   std::thread acceptor_;
   Mutex mu_;
   bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
-  std::list<Conn> conns_ SLUICE_GUARDED_BY(mu_);  // nodes are stable while threads run.
+  std::list<Conn> conns_ SLUICE_GUARDED_BY(mu_);    // nodes are stable while threads run.
+  std::size_t pending_ SLUICE_GUARDED_BY(mu_) = 0;  // Accepted, key not proved yet.
   std::atomic<std::uint64_t> requests_{0};
 };
 

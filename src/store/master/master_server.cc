@@ -120,13 +120,15 @@ class MasterServerImpl final : public pb::Master::CallbackService {
               [this](fastlane::Method m, std::string_view body, fastlane::Responder respond) {
                 HandleFast(m, body, std::move(respond));
               },
-              config.fast_lane_connections, DeriveKey(config.security.token, kFastLaneKeyPurpose)));
+              fastlane::ServerLimits{config.fast_lane_connections},
+              DeriveKey(config.security.token, kFastLaneKeyPurpose)));
     }
     grpc::ServerBuilder builder;
     // A second master on the same port must fail, not split the metadata.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     int port = 0;
-    builder.AddListeningPort(hp.ToString(), MakeServerCredentials(config.security, "store master"), &port);
+    builder.AddListeningPort(hp.ToString(), MakeServerCredentials(config.security, "store master"),
+                             &port);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port == 0) {
