@@ -205,6 +205,18 @@ def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_ev
 
 
 @torch.no_grad()
+def vae_eval(model: net.Model, n: int, seed: int) -> dict:
+    """The analyser's scores of held-out scenes through encode -> decode:
+    what any denoiser on these latents can reach at best."""
+    rng = np.random.default_rng(seed)
+    sc = [scenes.random_scene(rng, "heldout") for _ in range(n)]
+    x = to_tensor(np.stack([scenes.render(s, SIZE) for s in sc]))
+    imgs = net.to_uint8(model.decode(model.encode(x)))
+    marks = [scenes.score(s, im) for s, im in zip(sc, imgs)]
+    return {k: float(np.mean([m[k] for m in marks])) for k in marks[0]}
+
+
+@torch.no_grad()
 def quick_eval(model: net.Model, n: int, seed: int, guidance: float, split: str) -> dict:
     rng = np.random.default_rng(seed)
     sc = [scenes.random_scene(rng, split) for _ in range(n)]
@@ -244,6 +256,7 @@ def main(argv=None) -> int:
     for p in w.parameters():
         p.requires_grad_(False)
     standardize_latents(model, rng, 512)
+    log(f"vae heldout encode->decode: {vae_eval(model, 96, 7)}")
     log(f"preview fit rms {fit_preview(model, rng, 256):.4f}")
     t = time.time()
     data = build_dataset(model, rng, args.images, args.videos)

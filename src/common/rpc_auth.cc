@@ -8,31 +8,36 @@
 #include <cstring>
 #include <vector>
 
+#include "common/call_mac.h"
+
 namespace sluice::internal {
 namespace {
 
-// Adds the key to each call's initial metadata.
+// Adds the call's proof (call_mac.h) to its initial metadata.
 class KeyInterceptor final : public grpc::experimental::Interceptor {
  public:
-  explicit KeyInterceptor(const std::string* key) : key_(key) {}
+  KeyInterceptor(const std::string* key, const char* method) : key_(key), method_(method) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
-      methods->GetSendInitialMetadata()->insert({kAuthMetadataKey, *key_});
+      methods->GetSendInitialMetadata()->insert(
+          {kCallMacMetadataKey, SignCall(*key_, method_, UnixMillis())});
     }
     methods->Proceed();
   }
 
  private:
   const std::string* key_;
+  const char* method_;  // The call's, owned by its ClientRpcInfo.
 };
 
 class KeyInterceptorFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
   explicit KeyInterceptorFactory(std::string key) : key_(std::move(key)) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
-      grpc::experimental::ClientRpcInfo*) override {
-    return new KeyInterceptor(&key_);  // The channel owns the factory, so key_ outlives calls.
+      grpc::experimental::ClientRpcInfo* info) override {
+    // The channel owns the factory, so key_ outlives calls.
+    return new KeyInterceptor(&key_, info->method() != nullptr ? info->method() : "");
   }
 
  private:
@@ -70,27 +75,38 @@ namespace {
 // peer cannot make the server buffer a large message. (The handlers check
 // again: CallAuthenticator.)
 struct HeaderKeyCheck {
-  std::string key;
+  CallVerifier verifier;
   RefusalLog log;
 };
+
+// Set on a call's auth context once its proof is checked.
+constexpr const char* kClusterCallProperty = "sluice_cluster_call";
+
+std::string_view View(const grpc_slice& s) {
+  return {reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(s)), GRPC_SLICE_LENGTH(s)};
+}
 
 void ProcessHeaders(void* state, grpc_auth_context* context, const grpc_metadata* md,
                     std::size_t num_md, grpc_process_auth_metadata_done_cb cb, void* user_data) {
   auto* check = static_cast<HeaderKeyCheck*>(state);
-  const char* why = "no cluster credential";
+  std::string_view path, proof;
   for (std::size_t i = 0; i < num_md; ++i) {
-    const grpc_slice& k = md[i].key;
-    if (GRPC_SLICE_LENGTH(k) != std::strlen(kAuthMetadataKey) ||
-        std::memcmp(GRPC_SLICE_START_PTR(k), kAuthMetadataKey, GRPC_SLICE_LENGTH(k)) != 0) {
-      continue;
+    const std::string_view k = View(md[i].key);
+    if (k == ":path") {
+      path = View(md[i].value);
+    } else if (k == kCallMacMetadataKey) {
+      proof = View(md[i].value);
     }
-    const std::string_view value(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(md[i].value)),
-                                 GRPC_SLICE_LENGTH(md[i].value));
-    if (SecureEquals(value, check->key)) {
+  }
+  std::string why = "no cluster credential";
+  if (!proof.empty()) {
+    const Status s = check->verifier.Verify(path, proof, UnixMillis());
+    if (s.ok()) {
+      grpc_auth_context_add_cstring_property(context, kClusterCallProperty, "1");
       cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);  // Nothing consumed.
       return;
     }
-    why = "a wrong cluster credential";
+    why = std::string(s.message());
   }
   // The peer's address where the transport put it in the context.
   std::string from = "a call";
@@ -166,13 +182,12 @@ grpc::Status CallAuthenticator::Check(const grpc::ServerContextBase& ctx) {
   if (key_.empty()) {
     return grpc::Status::OK;
   }
-  const auto& md = ctx.client_metadata();
-  const auto it = md.find(kAuthMetadataKey);
-  if (it != md.end() &&
-      SecureEquals(std::string_view(it->second.data(), it->second.size()), key_)) {
+  // The server credentials' check (MakeServerCredentials) marked the call.
+  const std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  if (auth != nullptr && !auth->FindPropertyValues(kClusterCallProperty).empty()) {
     return grpc::Status::OK;
   }
-  const char* why = it == md.end() ? "no cluster credential" : "a wrong cluster credential";
+  const char* why = "no checked cluster credential";
   log_.Refused("a call from " + ctx.peer(), why);
   return grpc::Status(
       grpc::StatusCode::UNAUTHENTICATED,

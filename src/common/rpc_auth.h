@@ -1,9 +1,9 @@
-// The cluster credential and TLS on gRPC faces: channels that carry the
-// cluster's gRPC key on every call, server credentials, and the server-side
-// check each handler runs first. The key travels in call metadata: over
-// plaintext gRPC an eavesdropper on the cluster network can replay it (it
-// opens the gRPC faces only, never the fast lane or the transfer engine);
-// TLS hides it.
+// The cluster credential and TLS on gRPC faces: channels that sign every
+// call with the cluster's gRPC key (call_mac.h: a MAC over the method, the
+// time and a nonce; the key never crosses the wire, and a captured call
+// cannot be replayed), server credentials that check each call's proof
+// before its message is read, and the check each handler runs first. TLS
+// hides the calls' contents.
 #ifndef SLUICE_COMMON_RPC_AUTH_H_
 #define SLUICE_COMMON_RPC_AUTH_H_
 
@@ -18,11 +18,8 @@
 
 namespace sluice::internal {
 
-// The metadata key carrying the cluster's gRPC key.
-inline constexpr const char* kAuthMetadataKey = "x-sluice-cluster-key";
-
 // A channel to `target` ("host:port"): TLS when `security.client_tls()`,
-// the cluster's gRPC key on every call when it has a token.
+// every call signed with the cluster's gRPC key when it has a token.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                            const SecurityConfig& security,
                                            const grpc::ChannelArguments& args = {});
@@ -41,9 +38,9 @@ class CallAuthenticator {
   // `face` names the service in logs ("store master", "orchestrator").
   CallAuthenticator(const SecurityConfig& security, std::string face);
 
-  // OK when the cluster is open or the call carries the cluster's key;
-  // else UNAUTHENTICATED, logged with the peer's address (at most one line
-  // a second, with a count of those not logged).
+  // OK when the cluster is open or the server credentials checked the
+  // call's proof; else UNAUTHENTICATED, logged with the peer's address (at
+  // most one line a second, with a count of those not logged).
   grpc::Status Check(const grpc::ServerContextBase& ctx);
   // For a unary callback handler's first line: null when Check passes,
   // else `ctx`'s reactor, already finished with Check's refusal.

@@ -17,6 +17,8 @@
 #include "sluice/transfer/engine.h"
 
 #include "child_process.h"
+#include "common/call_mac.h"
+#include "common/security_keys.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 #include "test_pki.h"
 
@@ -203,6 +205,48 @@ TEST_F(ClusterSecurityTest, AnUnauthenticatedHugeCallIsRefusedBeforeItsMessageIs
   auto health = http.Get("/healthz");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
+}
+
+// A gRPC call carries a proof, never the key: a captured proof replayed,
+// or used for another method, is refused, and the key itself (the bearer
+// value calls carried before) opens nothing.
+TEST_F(ClusterSecurityTest, ACapturedCallCannotBeReplayedAndTheKeyIsNotABearer) {
+  auto orch = Spawn({"orchestrator", "--cluster-token", token_});
+  ASSERT_EQ(orch->Word(1), "orchestrator") << orch->banner();
+  const std::string key =
+      internal::DeriveKey("4f1c0e7d9a2b3c4d5e6f708192a3b4c5", internal::kGrpcKeyPurpose);
+  auto stub = ::sluice::orchestrator::v1::Orchestrator::NewStub(
+      grpc::CreateChannel(orch->Word(2), grpc::InsecureChannelCredentials()));
+  auto call = [&](const std::string& header, const std::string& value) {
+    ::sluice::orchestrator::v1::RegisterRequest reg;
+    reg.set_stage("encode");
+    reg.set_capacity(1);
+    ::sluice::orchestrator::v1::RegisterResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    ctx.AddMetadata(header, value);
+    return stub->Register(&ctx, reg, &resp);
+  };
+  const std::string method = "/sluice.orchestrator.v1.Orchestrator/Register";
+  const std::string proof = internal::SignCall(key, method, internal::UnixMillis());
+  grpc::Status s = call(internal::kCallMacMetadataKey, proof);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  s = call(internal::kCallMacMetadataKey, proof);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(s.error_message().find("replayed"), std::string::npos) << s.error_message();
+  s = call(
+      internal::kCallMacMetadataKey,
+      internal::SignCall(key, "/sluice.orchestrator.v1.Orchestrator/Done", internal::UnixMillis()));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << "a proof for another method";
+  s = call(internal::kCallMacMetadataKey,
+           internal::SignCall(key, method, internal::UnixMillis() - 120'000));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << "a stale proof";
+  s = call("x-sluice-cluster-key", key);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << "the key as a bearer value";
+  EXPECT_TRUE(
+      call(internal::kCallMacMetadataKey, internal::SignCall(key, method, internal::UnixMillis()))
+          .ok())
+      << "a fresh proof is served";
 }
 
 TEST_F(ClusterSecurityTest, TheStoreRefusesClientsAndHandshakesWithoutTheCredential) {

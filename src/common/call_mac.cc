@@ -1,0 +1,104 @@
+#include "common/call_mac.h"
+
+#include <charconv>
+
+#include "common/random.h"
+#include "common/security_keys.h"
+
+namespace sluice::internal {
+namespace {
+
+constexpr std::size_t kNonceBytes = 16;
+
+std::string Hex(const std::uint8_t* p, std::size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(2 * n, '0');
+  for (std::size_t i = 0; i < n; ++i) {
+    out[2 * i] = kDigits[p[i] >> 4];
+    out[2 * i + 1] = kDigits[p[i] & 15];
+  }
+  return out;
+}
+
+std::string Mac(std::string_view key, std::string_view method, std::string_view ms,
+                std::string_view nonce) {
+  std::string data = "sluice grpc call\n";
+  data.append(method).append("\n").append(ms).append("\n").append(nonce);
+  const std::array<std::uint8_t, 32> mac = Hmac(key, data);
+  return Hex(mac.data(), mac.size());
+}
+
+bool IsLowerHex(std::string_view s) {
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string SignCall(std::string_view key, std::string_view method, std::int64_t unix_ms) {
+  std::uint8_t nonce[kNonceBytes];
+  RandomBytes(nonce, sizeof(nonce));
+  const std::string ms = std::to_string(unix_ms);
+  const std::string n = Hex(nonce, sizeof(nonce));
+  return ms + "." + n + "." + Mac(key, method, ms, n);
+}
+
+CallVerifier::CallVerifier(std::string key, std::chrono::milliseconds window,
+                           std::size_t max_nonces)
+    : key_(std::move(key)), window_ms_(window.count()), max_nonces_(max_nonces) {}
+
+Status CallVerifier::Verify(std::string_view method, std::string_view value,
+                            std::int64_t now_unix_ms) {
+  const std::size_t dot1 = value.find('.');
+  const std::size_t dot2 = dot1 == std::string_view::npos ? dot1 : value.find('.', dot1 + 1);
+  if (dot2 == std::string_view::npos) {
+    return UnauthenticatedError("a malformed call proof");
+  }
+  const std::string_view ms = value.substr(0, dot1);
+  const std::string_view nonce = value.substr(dot1 + 1, dot2 - dot1 - 1);
+  const std::string_view mac = value.substr(dot2 + 1);
+  std::int64_t at = 0;
+  const auto [end, ec] = std::from_chars(ms.data(), ms.data() + ms.size(), at);
+  if (ec != std::errc() || end != ms.data() + ms.size() || ms.empty() ||
+      nonce.size() != 2 * kNonceBytes || !IsLowerHex(nonce) || mac.size() != 64) {
+    return UnauthenticatedError("a malformed call proof");
+  }
+  if (!SecureEquals(mac, Mac(key_, method, ms, nonce))) {
+    return UnauthenticatedError("a wrong cluster credential");
+  }
+  if (at < now_unix_ms - window_ms_ || at > now_unix_ms + window_ms_) {
+    return UnauthenticatedError("a call proof outside the time window (are the clocks in step?)");
+  }
+  MutexLock lock(mu_);
+  while (!order_.empty() && order_.front().first < now_unix_ms) {
+    seen_.erase(order_.front().second);
+    order_.pop_front();
+  }
+  if (!seen_.insert(std::string(nonce)).second) {
+    return UnauthenticatedError("a replayed call");
+  }
+  order_.emplace_back(at + window_ms_, std::string(nonce));
+  while (order_.size() > max_nonces_) {
+    seen_.erase(order_.front().second);
+    order_.pop_front();
+    ++forgotten_early_;
+  }
+  return Status::Ok();
+}
+
+std::uint64_t CallVerifier::forgotten_early() const {
+  MutexLock lock(mu_);
+  return forgotten_early_;
+}
+
+}  // namespace sluice::internal
