@@ -34,10 +34,16 @@ struct SecurityConfig {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_ca;
+  // The name a client checks a server's certificate for instead of the
+  // host it dials: one cluster certificate naming one DNS name, while
+  // servers move between addresses (pods). Empty: the dialed host.
+  std::string tls_server_name;
 
   bool open() const { return token.empty(); }
   bool server_tls() const { return !tls_cert.empty(); }
-  bool client_tls() const { return !tls_ca.empty(); }
+  // A role with a CA or a certificate of its own dials TLS (without a CA it
+  // verifies servers against the system's roots); never plaintext.
+  bool client_tls() const { return !tls_ca.empty() || !tls_cert.empty(); }
 };
 
 // Where a role reads its security from. An empty path falls back to its
@@ -59,12 +65,15 @@ Result<SecurityConfig> LoadSecurity(const SecurityFiles& files);
 // cluster: a key derived from the token; empty for an open cluster.
 std::string TransferSecret(const SecurityConfig& security);
 
-// A role about to listen on `listen` ("host:port"): with a token, OK. Open
-// and on a loopback address: OK, with a warning that the cluster is open.
-// Open on any other address: kInvalidArgument unless `insecure` (then the
-// warning). `role` names the process in the message.
+// A role about to listen on `listen` ("host:port"). Open and on a loopback
+// address: OK, with a warning that the cluster is open; open on any other
+// address: kInvalidArgument unless `insecure` (then the warning). With a
+// token, a gRPC face (`grpc`) on a non-loopback address must serve TLS
+// (its calls' contents, prompts and results, would otherwise travel in
+// the clear and could be altered): kInvalidArgument unless `insecure`
+// (then a warning). `role` names the process in the message.
 Status CheckListenSecurity(std::string_view role, std::string_view listen,
-                           const SecurityConfig& security, bool insecure);
+                           const SecurityConfig& security, bool insecure, bool grpc = false);
 
 }  // namespace sluice
 

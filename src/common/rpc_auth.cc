@@ -59,12 +59,16 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
   } else {
     creds = grpc::InsecureChannelCredentials();
   }
+  grpc::ChannelArguments with_name = args;
+  if (security.client_tls() && !security.tls_server_name.empty()) {
+    with_name.SetSslTargetNameOverride(security.tls_server_name);
+  }
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
   if (!security.open()) {
     factories.push_back(
         std::make_unique<KeyInterceptorFactory>(DeriveKey(security.token, kGrpcKeyPurpose)));
   }
-  return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, args,
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, with_name,
                                                                  std::move(factories));
 }
 

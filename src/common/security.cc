@@ -108,11 +108,23 @@ std::string TransferSecret(const SecurityConfig& security) {
 }
 
 Status CheckListenSecurity(std::string_view role, std::string_view listen,
-                           const SecurityConfig& security, bool insecure) {
+                           const SecurityConfig& security, bool insecure, bool grpc) {
+  SLUICE_ASSIGN_OR_RETURN(internal::HostPort hp, internal::ParseHostPort(listen, true));
   if (!security.open()) {
+    if (!grpc || security.server_tls() || IsLoopbackHost(hp.host)) {
+      return Status::Ok();
+    }
+    if (!insecure) {
+      return InvalidArgumentError(
+          std::string(role) + ": serving gRPC on " + std::string(listen) +
+          " without TLS would send every call's contents (prompts, results, store keys) in "
+          "the clear, open to reading and alteration on the network; pass --tls-cert and "
+          "--tls-key (and --tls-ca), or --insecure to serve plaintext anyway");
+    }
+    SLUICE_LOG(warn, "{}: serving gRPC on {} without TLS (--insecure): calls travel in the clear",
+               role, listen);
     return Status::Ok();
   }
-  SLUICE_ASSIGN_OR_RETURN(internal::HostPort hp, internal::ParseHostPort(listen, true));
   if (!IsLoopbackHost(hp.host) && !insecure) {
     return InvalidArgumentError(std::string(role) + ": listening on " + std::string(listen) +
                                 " without a cluster credential would let any host on the "

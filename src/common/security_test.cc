@@ -121,7 +121,19 @@ TEST_F(SecurityTest, AnOpenClusterListensOnLoopbackOnlyUnlessToldInsecure) {
   EXPECT_TRUE(CheckListenSecurity("master", "0.0.0.0:7000", open, true).ok());
   SecurityConfig closed;
   closed.token = "0123456789abcdef";
-  EXPECT_TRUE(CheckListenSecurity("master", "10.0.0.5:7000", closed, false).ok());
+  EXPECT_TRUE(CheckListenSecurity("worker", "10.0.0.5:7000", closed, false).ok())
+      << "a data face (the transfer engine) is not gRPC";
+  // A gRPC face with a token beyond loopback serves TLS, or says --insecure.
+  s = CheckListenSecurity("sluice master", "10.0.0.5:7000", closed, false, true);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--tls-cert"), std::string_view::npos) << s.message();
+  EXPECT_TRUE(CheckListenSecurity("master", "10.0.0.5:7000", closed, true, true).ok());
+  EXPECT_TRUE(CheckListenSecurity("master", "127.0.0.1:7000", closed, false, true).ok());
+  SecurityConfig tls = closed;
+  tls.tls_cert = "-----BEGIN CERTIFICATE-----";
+  tls.tls_key = "-----BEGIN PRIVATE KEY-----";
+  EXPECT_TRUE(CheckListenSecurity("master", "10.0.0.5:7000", tls, false, true).ok());
+  EXPECT_TRUE(tls.client_tls()) << "a role with a certificate dials TLS too";
   EXPECT_EQ(CheckListenSecurity("master", "nonsense", open, false).code(),
             StatusCode::kInvalidArgument);
 }

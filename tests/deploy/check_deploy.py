@@ -4,7 +4,11 @@ manifest, a systemd unit or a config section gives a role is one that
 `sluice ROLE --help` lists; every port a role listens on is a declared
 container port; probes name declared ports and paths the orchestrator
 serves (asked of a running one); Services select a workload and target its
-ports. Usage: check_deploy.py SLUICE_BIN DEPLOY_DIR"""
+ports; no role runs an open cluster and the gRPC faces (master,
+orchestrator) serve TLS, unless --insecure says so.
+Usage: check_deploy.py SLUICE_BIN DEPLOY_DIR [--expect-problem REGEX]
+(with it: exit 0 only when some problem matches REGEX, for tests that
+break a copy of deploy/ on purpose)."""
 import glob
 import os
 import re
@@ -45,6 +49,13 @@ def check_args(binary, where, args):
     for a in args[1:]:
         if a.startswith("--") and a.split("=")[0] not in known:
             fail(where, f"{args[0]} has no flag {a} (sluice {args[0]} --help)")
+    given = {a.split("=")[0] for a in args[1:]}
+    if "--insecure" not in given:
+        if "--cluster-token" not in given:
+            fail(where, f"{args[0]} runs an open cluster (no --cluster-token)")
+        if args[0] in ("master", "orchestrator") and "--tls-cert" not in given:
+            fail(where, f"{args[0]} serves gRPC without TLS (give --tls-cert/--tls-key, "
+                        "made by scripts/make-cluster-tls.sh)")
     return args[0]
 
 
@@ -168,6 +179,7 @@ def check_systemd(binary, base):
 
 def main():
     binary, deploy = sys.argv[1], sys.argv[2]
+    expect = sys.argv[4] if len(sys.argv) == 5 and sys.argv[3] == "--expect-problem" else None
     docs = check_kubernetes(binary, os.path.join(deploy, "kubernetes", "base"))
     units = check_systemd(binary, os.path.join(deploy, "systemd"))
     if docs == 0 or units == 0:
@@ -176,6 +188,10 @@ def main():
         print("deploy:", e)
     print(f"deploy: {docs} Kubernetes objects, {units} systemd units checked; "
           f"{len(errors)} problem(s)")
+    if expect is not None:
+        found = any(re.search(expect, e) for e in errors)
+        print(f"deploy: a problem matching {expect!r} {'found' if found else 'NOT found'}")
+        return 0 if found else 1
     return 1 if errors else 0
 
 

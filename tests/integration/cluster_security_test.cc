@@ -343,6 +343,63 @@ TEST_F(ClusterSecurityTest, MutualTlsServesTheClusterAndRefusesAWrongCa) {
     EXPECT_NE(st.code(), StatusCode::kNotFound) << st.ToString();
   }
   EXPECT_TRUE((*client)->Exists("over-tls").ok()) << "the cluster is still served";
+
+  // One certificate for servers at any address: the name it carries
+  // (127.0.0.1 here) is checked instead of the host dialed ("localhost").
+  const std::string at = master->Word(2);
+  const std::string by_name = "localhost:" + at.substr(at.rfind(':') + 1);
+  SecurityConfig named = *good;
+  named.tls_server_name = "127.0.0.1";
+  for (const bool with_name : {false, true}) {
+    const SecurityConfig& s = with_name ? named : *good;
+    auto e = Engine(s);
+    auto c = Client(e.get(), by_name, s, 1s);
+    ASSERT_TRUE(c.ok());
+    const Status st = (*c)->Exists("over-tls").status();
+    EXPECT_EQ(st.ok(), with_name) << st.ToString();
+  }
+}
+
+// The shipped deployments' recipe: scripts/make-cluster-tls.sh's one
+// certificate for "sluice", every role serving and dialing mutual TLS with
+// --tls-server-name sluice, a master beyond loopback.
+TEST_F(ClusterSecurityTest, TheShippedTlsRecipeServesAClusterAtAnyAddress) {
+  const std::string tls = dir_ + "/tls";
+  ASSERT_EQ(std::system((std::string(SLUICE_SOURCE_DIR) + "/scripts/make-cluster-tls.sh " + tls +
+                         " 1 >/dev/null")
+                            .c_str()),
+            0);
+  const std::vector<std::string> flags = {
+      "--cluster-token", token_,     "--tls-cert",    tls + "/tls.crt",    "--tls-key",
+      tls + "/tls.key",  "--tls-ca", tls + "/ca.crt", "--tls-server-name", "sluice"};
+  std::vector<std::string> margs = {"master", "--listen", "0.0.0.0:0"};
+  margs.insert(margs.end(), flags.begin(), flags.end());
+  auto master = Spawn(margs);
+  ASSERT_EQ(master->Word(1), "master") << master->banner();
+  const std::string at = "127.0.0.1:" + master->Word(2).substr(master->Word(2).rfind(':') + 1);
+  std::vector<std::string> nargs = {"store-node", "--master", at, "--memory", "64MiB"};
+  nargs.insert(nargs.end(), flags.begin(), flags.end());
+  auto node = Spawn(nargs);
+  ASSERT_EQ(node->Word(1), "store-node") << node->banner();
+  SecurityFiles f;
+  f.token_file = token_;
+  f.tls_cert_file = tls + "/tls.crt";
+  f.tls_key_file = tls + "/tls.key";
+  f.tls_ca_file = tls + "/ca.crt";
+  Result<SecurityConfig> s = LoadSecurity(f);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  s->tls_server_name = "sluice";
+  auto engine = Engine(*s);
+  auto client = Client(engine.get(), at, *s);
+  ASSERT_TRUE(client.ok());
+  Status put;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        put = (*client)->Put("recipe", std::vector<std::byte>(1000, std::byte{3}));
+        return put.ok();
+      },
+      10s))
+      << put.ToString();
 }
 
 TEST_F(ClusterSecurityTest, AnOpenClusterRefusesToListenBeyondLoopbackUnlessInsecure) {
@@ -351,7 +408,19 @@ TEST_F(ClusterSecurityTest, AnOpenClusterRefusesToListenBeyondLoopbackUnlessInse
   EXPECT_NE(open->Wait(5000), -1) << "it exits";
   auto insecure = Spawn({"master", "--listen", "0.0.0.0:0", "--insecure"});
   EXPECT_EQ(insecure->Word(1), "master") << insecure->banner();
-  auto closed = Spawn({"master", "--listen", "0.0.0.0:0", "--cluster-token", token_});
+  // With a token, gRPC beyond loopback needs TLS, or --insecure to say so.
+  const std::string plain_log = dir_ + "/plain.log";
+  auto plain =
+      Spawn({"master", "--listen", "0.0.0.0:0", "--cluster-token", token_}, 5000, plain_log);
+  EXPECT_EQ(plain->banner(), "");
+  EXPECT_NE(plain->Wait(5000), -1) << "it exits";
+  EXPECT_NE(ReadFile(plain_log).find("without TLS"), std::string::npos) << ReadFile(plain_log);
+  auto said = Spawn({"master", "--listen", "0.0.0.0:0", "--cluster-token", token_, "--insecure"});
+  EXPECT_EQ(said->Word(1), "master") << said->banner();
+  const Pki pki = MakePki(dir_);
+  ASSERT_FALSE(pki.ca.empty()) << "openssl failed";
+  auto closed = Spawn({"master", "--listen", "0.0.0.0:0", "--cluster-token", token_, "--tls-cert",
+                       pki.cert, "--tls-key", pki.key});
   EXPECT_EQ(closed->Word(1), "master") << closed->banner();
   auto short_token = Spawn({"master", "--cluster-token", Write("short", "abc", 0600)}, 5000);
   EXPECT_EQ(short_token->banner(), "");

@@ -273,7 +273,8 @@ void AddMaster(CLI::App& app, std::vector<Command>* out) {
                       }
                       o->config.cache_budgets[b.substr(0, eq)] = share;
                     }
-                    std::optional<SecurityConfig> s = security("sluice master", {o->config.listen});
+                    std::optional<SecurityConfig> s =
+                        security("sluice master", {o->config.listen}, true);
                     if (!s) {
                       return 2;
                     }
@@ -322,22 +323,22 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   AddEtcdFlags(cmd, &o->etcd);
   SecurityResolver security = AddSecurityFlags(cmd);
-  out->push_back({cmd, [o, security] {
-                    std::optional<SecurityConfig> s = security("sluice store-node", {o->listen});
-                    if (!s || !ApplyHostId("sluice store-node", o->host_id)) {
-                      return 2;
-                    }
-                    o->config.security = std::move(*s);
-                    o->config.memory_bytes = *ParseByteSize(o->memory);
-                    o->config.disk_bytes = *ParseByteSize(o->disk_size);
-                    o->config.disk_bytes_per_s = *ParseByteSize(o->disk_rate);
-                    if (o->config.disk_dir.empty() != (o->config.disk_bytes == 0)) {
-                      std::cerr << "sluice store-node: --disk and --disk-size go together\n";
-                      return 2;
-                    }
-                    return RunStoreNode(o->listen, o->advertise, o->config, o->exit_on_eof,
-                                        o->etcd);
-                  }});
+  out->push_back(
+      {cmd, [o, security] {
+         std::optional<SecurityConfig> s = security("sluice store-node", {o->listen}, false);
+         if (!s || !ApplyHostId("sluice store-node", o->host_id)) {
+           return 2;
+         }
+         o->config.security = std::move(*s);
+         o->config.memory_bytes = *ParseByteSize(o->memory);
+         o->config.disk_bytes = *ParseByteSize(o->disk_size);
+         o->config.disk_bytes_per_s = *ParseByteSize(o->disk_rate);
+         if (o->config.disk_dir.empty() != (o->config.disk_bytes == 0)) {
+           std::cerr << "sluice store-node: --disk and --disk-size go together\n";
+           return 2;
+         }
+         return RunStoreNode(o->listen, o->advertise, o->config, o->exit_on_eof, o->etcd);
+       }});
 }
 
 void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
@@ -432,35 +433,37 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   AddEtcdFlags(cmd, &o->etcd);
   SecurityResolver security = AddSecurityFlags(cmd);
-  out->push_back(
-      {cmd, [o, http, keys, autoscale, security] {
-         std::optional<SecurityConfig> s = security("sluice orchestrator", {o->config.listen});
-         if (!s) {
-           return 2;
-         }
-         o->config.security = std::move(*s);
-         http();
-         autoscale();
-         if (Status s = keys(); !s.ok()) {
-           std::cerr << "sluice orchestrator: --" << s.message() << "\n";
-           return 2;
-         }
-         o->config.worker_timeout = std::chrono::milliseconds(o->worker_timeout_ms);
-         o->config.assignment_timeout = std::chrono::milliseconds(o->assignment_timeout_ms);
-         o->config.result_ttl = std::chrono::seconds(o->result_ttl_s);
-         o->config.checkpoint_retention = std::chrono::seconds(o->checkpoint_retention_s);
-         for (const std::string& d : o->declared) {
-           const std::size_t eq = d.find('=');
-           if (eq == std::string::npos || eq == 0 ||
-               !o->config.models.emplace(d.substr(0, eq), d.substr(eq + 1)).second) {
-             std::cerr << "sluice orchestrator: --declare-model '" << d
-                       << "': NAME=PIPELINE, each NAME once\n";
-             return 2;
-           }
-         }
-         return RunOrchestrator(o->config, o->exit_on_eof, o->etcd, o->journal_in_etcd,
-                                o->advertise);
-       }});
+  out->push_back({cmd, [o, http, keys, autoscale, security] {
+                    std::optional<SecurityConfig> s =
+                        security("sluice orchestrator", {o->config.listen}, true);
+                    if (!s) {
+                      return 2;
+                    }
+                    o->config.security = std::move(*s);
+                    http();
+                    autoscale();
+                    if (Status s = keys(); !s.ok()) {
+                      std::cerr << "sluice orchestrator: --" << s.message() << "\n";
+                      return 2;
+                    }
+                    o->config.worker_timeout = std::chrono::milliseconds(o->worker_timeout_ms);
+                    o->config.assignment_timeout =
+                        std::chrono::milliseconds(o->assignment_timeout_ms);
+                    o->config.result_ttl = std::chrono::seconds(o->result_ttl_s);
+                    o->config.checkpoint_retention =
+                        std::chrono::seconds(o->checkpoint_retention_s);
+                    for (const std::string& d : o->declared) {
+                      const std::size_t eq = d.find('=');
+                      if (eq == std::string::npos || eq == 0 ||
+                          !o->config.models.emplace(d.substr(0, eq), d.substr(eq + 1)).second) {
+                        std::cerr << "sluice orchestrator: --declare-model '" << d
+                                  << "': NAME=PIPELINE, each NAME once\n";
+                        return 2;
+                      }
+                    }
+                    return RunOrchestrator(o->config, o->exit_on_eof, o->etcd, o->journal_in_etcd,
+                                           o->advertise);
+                  }});
 }
 
 void AddWorker(CLI::App& app, std::vector<Command>* out) {
@@ -528,7 +531,7 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
   out->push_back(
       {cmd, [o, security, condition_cache] {
          o->worker.condition_cache_given = condition_cache->count() > 0;
-         std::optional<SecurityConfig> s = security("sluice worker", {o->worker.listen});
+         std::optional<SecurityConfig> s = security("sluice worker", {o->worker.listen}, false);
          if (!s || !ApplyHostId("sluice worker", o->host_id)) {
            return 2;
          }

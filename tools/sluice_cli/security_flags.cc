@@ -8,6 +8,7 @@ namespace sluice::cli {
 SecurityResolver AddSecurityFlags(CLI::App* cmd) {
   struct Flags {
     SecurityFiles files;
+    std::string server_name;
     bool insecure = false;
   };
   auto f = std::make_shared<Flags>();
@@ -20,17 +21,26 @@ SecurityResolver AddSecurityFlags(CLI::App* cmd) {
   cmd->add_option("--tls-ca", f->files.tls_ca_file,
                   "PEM CA: clients verify servers against it; servers given it require client "
                   "certificates signed by it (mutual TLS)");
+  cmd->add_option("--tls-server-name", f->server_name,
+                  "the name servers' certificates must carry, instead of the address dialed "
+                  "(one cluster certificate for servers that move between addresses)");
   cmd->add_flag("--insecure", f->insecure,
-                "allow an open cluster (no --cluster-token) on a non-loopback address");
-  return [f](const std::string& role,
-             const std::vector<std::string>& listens) -> std::optional<SecurityConfig> {
+                "allow an open cluster (no --cluster-token), or gRPC without TLS, on a "
+                "non-loopback address");
+  return [f](const std::string& role, const std::vector<std::string>& listens,
+             bool grpc) -> std::optional<SecurityConfig> {
     Result<SecurityConfig> s = LoadSecurity(f->files);
     if (!s.ok()) {
       std::cerr << role << ": " << s.status().message() << "\n";
       return std::nullopt;
     }
+    s->tls_server_name = f->server_name;
+    if (!s->tls_server_name.empty() && !s->client_tls()) {
+      std::cerr << role << ": --tls-server-name needs TLS (--tls-ca or --tls-cert)\n";
+      return std::nullopt;
+    }
     for (const std::string& listen : listens) {
-      if (Status c = CheckListenSecurity(role, listen, *s, f->insecure); !c.ok()) {
+      if (Status c = CheckListenSecurity(role, listen, *s, f->insecure, grpc); !c.ok()) {
         std::cerr << c.message() << "\n";
         return std::nullopt;
       }

@@ -15,12 +15,13 @@
 namespace sluice::cli {
 
 // Declares the flags on `cmd`. The returned function, called after parsing
-// with the role's name and the endpoints it listens on, loads the files and
-// checks the endpoints (an open cluster only on loopback unless
+// with the role's name, the endpoints it listens on and whether they are
+// gRPC faces, loads the files and checks the endpoints (CheckListenSecurity:
+// an open cluster only on loopback, a gRPC face beyond it with TLS, unless
 // --insecure); on an error it prints it, prefixed by the role, and returns
 // nullopt.
 using SecurityResolver = std::function<std::optional<SecurityConfig>(
-    const std::string& role, const std::vector<std::string>& listens)>;
+    const std::string& role, const std::vector<std::string>& listens, bool grpc)>;
 SecurityResolver AddSecurityFlags(CLI::App* cmd);
 
 }  // namespace sluice::cli
