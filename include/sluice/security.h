@@ -38,6 +38,10 @@ struct SecurityConfig {
   // host it dials: one cluster certificate naming one DNS name, while
   // servers move between addresses (pods). Empty: the dialed host.
   std::string tls_server_name;
+  // The operator's --insecure: open or plaintext faces beyond loopback are
+  // allowed (with a warning). Set by the CLI; CheckHttpListenSecurity reads
+  // it for the HTTP front.
+  bool insecure = false;
 
   bool open() const { return token.empty(); }
   bool server_tls() const { return !tls_cert.empty(); }
@@ -74,6 +78,13 @@ std::string TransferSecret(const SecurityConfig& security);
 // (then a warning). `role` names the process in the message.
 Status CheckListenSecurity(std::string_view role, std::string_view listen,
                            const SecurityConfig& security, bool insecure, bool grpc = false);
+
+// A role about to serve the HTTP API on `listen`. Beyond loopback without
+// API keys anyone who reaches it may submit, read and cancel any job:
+// kInvalidArgument unless `insecure` (then a warning). On loopback, or with
+// keys: OK.
+Status CheckHttpListenSecurity(std::string_view role, std::string_view listen, bool has_api_keys,
+                               bool insecure);
 
 }  // namespace sluice
 

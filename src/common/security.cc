@@ -138,6 +138,23 @@ Status CheckListenSecurity(std::string_view role, std::string_view listen,
   return Status::Ok();
 }
 
+Status CheckHttpListenSecurity(std::string_view role, std::string_view listen, bool has_api_keys,
+                               bool insecure) {
+  SLUICE_ASSIGN_OR_RETURN(internal::HostPort hp, internal::ParseHostPort(listen, true));
+  if (has_api_keys || IsLoopbackHost(hp.host)) {
+    return Status::Ok();
+  }
+  if (!insecure) {
+    return InvalidArgumentError(std::string(role) + ": serving the HTTP API on " +
+                                std::string(listen) +
+                                " without API keys would let anyone who reaches it submit, read "
+                                "and cancel any job; pass --api-keys FILE, or --insecure to "
+                                "serve an open API anyway");
+  }
+  SLUICE_LOG(warn, "{}: serving an open HTTP API on {} (--insecure): no API keys", role, listen);
+  return Status::Ok();
+}
+
 namespace internal {
 
 std::array<std::uint8_t, 32> Hmac(std::string_view key, std::string_view data) {

@@ -138,5 +138,16 @@ TEST_F(SecurityTest, AnOpenClusterListensOnLoopbackOnlyUnlessToldInsecure) {
             StatusCode::kInvalidArgument);
 }
 
+TEST_F(SecurityTest, AnOpenHttpApiServesOnLoopbackOnlyUnlessToldInsecure) {
+  EXPECT_TRUE(CheckHttpListenSecurity("serve", "127.0.0.1:8000", false, false).ok());
+  const Status s = CheckHttpListenSecurity("sluice serve", "0.0.0.0:8000", false, false);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--api-keys"), std::string_view::npos) << s.message();
+  EXPECT_TRUE(CheckHttpListenSecurity("serve", "0.0.0.0:8000", true, false).ok());
+  EXPECT_TRUE(CheckHttpListenSecurity("serve", "0.0.0.0:8000", false, true).ok());
+  EXPECT_EQ(CheckHttpListenSecurity("serve", "nonsense", true, false).code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace sluice

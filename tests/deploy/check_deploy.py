@@ -56,6 +56,8 @@ def check_args(binary, where, args):
         if args[0] in ("master", "orchestrator") and "--tls-cert" not in given:
             fail(where, f"{args[0]} serves gRPC without TLS (give --tls-cert/--tls-key, "
                         "made by scripts/make-cluster-tls.sh)")
+        if args[0] == "orchestrator" and "--api-keys" not in given:
+            fail(where, "orchestrator serves an open HTTP API (no --api-keys)")
     return args[0]
 
 

@@ -433,37 +433,43 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   AddEtcdFlags(cmd, &o->etcd);
   SecurityResolver security = AddSecurityFlags(cmd);
-  out->push_back({cmd, [o, http, keys, autoscale, security] {
-                    std::optional<SecurityConfig> s =
-                        security("sluice orchestrator", {o->config.listen}, true);
-                    if (!s) {
-                      return 2;
-                    }
-                    o->config.security = std::move(*s);
-                    http();
-                    autoscale();
-                    if (Status s = keys(); !s.ok()) {
-                      std::cerr << "sluice orchestrator: --" << s.message() << "\n";
-                      return 2;
-                    }
-                    o->config.worker_timeout = std::chrono::milliseconds(o->worker_timeout_ms);
-                    o->config.assignment_timeout =
-                        std::chrono::milliseconds(o->assignment_timeout_ms);
-                    o->config.result_ttl = std::chrono::seconds(o->result_ttl_s);
-                    o->config.checkpoint_retention =
-                        std::chrono::seconds(o->checkpoint_retention_s);
-                    for (const std::string& d : o->declared) {
-                      const std::size_t eq = d.find('=');
-                      if (eq == std::string::npos || eq == 0 ||
-                          !o->config.models.emplace(d.substr(0, eq), d.substr(eq + 1)).second) {
-                        std::cerr << "sluice orchestrator: --declare-model '" << d
-                                  << "': NAME=PIPELINE, each NAME once\n";
-                        return 2;
-                      }
-                    }
-                    return RunOrchestrator(o->config, o->exit_on_eof, o->etcd, o->journal_in_etcd,
-                                           o->advertise);
-                  }});
+  out->push_back(
+      {cmd, [o, http, keys, autoscale, security] {
+         std::optional<SecurityConfig> s =
+             security("sluice orchestrator", {o->config.listen}, true);
+         if (!s) {
+           return 2;
+         }
+         o->config.security = std::move(*s);
+         http();
+         autoscale();
+         if (Status s = keys(); !s.ok()) {
+           std::cerr << "sluice orchestrator: --" << s.message() << "\n";
+           return 2;
+         }
+         if (Status h = CheckHttpListenSecurity("sluice orchestrator", o->config.http_listen,
+                                                !o->config.access.keys.empty(),
+                                                o->config.security.insecure);
+             !h.ok()) {
+           std::cerr << h.message() << "\n";
+           return 2;
+         }
+         o->config.worker_timeout = std::chrono::milliseconds(o->worker_timeout_ms);
+         o->config.assignment_timeout = std::chrono::milliseconds(o->assignment_timeout_ms);
+         o->config.result_ttl = std::chrono::seconds(o->result_ttl_s);
+         o->config.checkpoint_retention = std::chrono::seconds(o->checkpoint_retention_s);
+         for (const std::string& d : o->declared) {
+           const std::size_t eq = d.find('=');
+           if (eq == std::string::npos || eq == 0 ||
+               !o->config.models.emplace(d.substr(0, eq), d.substr(eq + 1)).second) {
+             std::cerr << "sluice orchestrator: --declare-model '" << d
+                       << "': NAME=PIPELINE, each NAME once\n";
+             return 2;
+           }
+         }
+         return RunOrchestrator(o->config, o->exit_on_eof, o->etcd, o->journal_in_etcd,
+                                o->advertise);
+       }});
 }
 
 void AddWorker(CLI::App& app, std::vector<Command>* out) {

@@ -35,6 +35,7 @@ SecurityResolver AddSecurityFlags(CLI::App* cmd) {
       return std::nullopt;
     }
     s->tls_server_name = f->server_name;
+    s->insecure = f->insecure;
     if (!s->tls_server_name.empty() && !s->client_tls()) {
       std::cerr << role << ": --tls-server-name needs TLS (--tls-ca or --tls-cert)\n";
       return std::nullopt;

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "sluice/runtime/reference_stages.h"
+#include "sluice/security.h"
 #include "sluice/units.h"
 
 #include "tools/sluice_cli/autoscale_flags.h"
@@ -19,6 +20,7 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
     ServeOptions serve;
     std::string memory = "1GiB";
     std::string weights;
+    bool insecure = false;
   };
   auto o = std::make_shared<Opts>();
   EmbeddedConfig& c = o->serve.cluster;
@@ -78,30 +80,39 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
   cmd->add_flag("--elastic", c.elastic,
                 "resize each stage's pool to its load (the --autoscale-* flags; a worker goes "
                 "only after it drained)");
+  cmd->add_flag("--insecure", o->insecure,
+                "allow an open HTTP API (no --api-keys) on a non-loopback --http address");
   auto http = AddHttpFrontFlags(cmd, &c.http);
   AddRequestLimitFlags(cmd, &c.limits);
   auto keys = AddApiKeysFlag(cmd, &c.access);
   auto autoscale = AddAutoscaleFlags(cmd, &c.autoscale);
-  out->push_back({cmd, [o, cmd, http, keys, autoscale] {
-                    http();
-                    autoscale();
-                    if (Status s = keys(); !s.ok()) {
-                      std::cerr << "sluice serve: --" << s.message() << "\n";
-                      return 2;
-                    }
-                    o->serve.cluster.store_memory = *ParseByteSize(o->memory);
-                    if (o->serve.cluster.stages == "reference" || !o->weights.empty()) {
-                      if (Status s = LoadReferenceWeights(o->weights); !s.ok()) {
-                        std::cerr << "sluice serve: --weights: " << s.message() << "\n";
-                        return 2;
-                      }
-                    }
-                    if (o->serve.demo && cmd->count("--http") == 0) {
-                      // Never collide with a running server.
-                      o->serve.cluster.http_listen = "127.0.0.1:0";
-                    }
-                    return RunServe(o->serve);
-                  }});
+  out->push_back(
+      {cmd, [o, cmd, http, keys, autoscale] {
+         http();
+         autoscale();
+         if (Status s = keys(); !s.ok()) {
+           std::cerr << "sluice serve: --" << s.message() << "\n";
+           return 2;
+         }
+         if (Status h = CheckHttpListenSecurity("sluice serve", o->serve.cluster.http_listen,
+                                                !o->serve.cluster.access.keys.empty(), o->insecure);
+             !h.ok()) {
+           std::cerr << h.message() << "\n";
+           return 2;
+         }
+         o->serve.cluster.store_memory = *ParseByteSize(o->memory);
+         if (o->serve.cluster.stages == "reference" || !o->weights.empty()) {
+           if (Status s = LoadReferenceWeights(o->weights); !s.ok()) {
+             std::cerr << "sluice serve: --weights: " << s.message() << "\n";
+             return 2;
+           }
+         }
+         if (o->serve.demo && cmd->count("--http") == 0) {
+           // Never collide with a running server.
+           o->serve.cluster.http_listen = "127.0.0.1:0";
+         }
+         return RunServe(o->serve);
+       }});
 }
 
 void AddGenerate(CLI::App& app, std::vector<Command>* out) {
