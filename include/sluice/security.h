@@ -59,10 +59,10 @@ struct SecurityFiles {
   std::string tls_ca_file;
 };
 
-// Reads every file named (directly or through the environment). Warns when
-// the token file is readable by group or others. Errors: kInvalidArgument
-// naming the flag and file (unreadable, a token outside 16..4096 bytes,
-// not PEM, a certificate without its key or a key without its certificate).
+// Reads every file named (directly or through the environment). Errors:
+// kInvalidArgument naming the flag and file (unreadable, a token or TLS key
+// file open to group or others, a token outside 16..4096 bytes, not PEM, a
+// certificate without its key or a key without its certificate).
 Result<SecurityConfig> LoadSecurity(const SecurityFiles& files);
 
 // The transfer engine's handshake secret (EngineConfig::secret) for this
@@ -78,6 +78,12 @@ std::string TransferSecret(const SecurityConfig& security);
 // (then a warning). `role` names the process in the message.
 Status CheckListenSecurity(std::string_view role, std::string_view listen,
                            const SecurityConfig& security, bool insecure, bool grpc = false);
+
+// A secret's file (a token, a TLS key, API keys) must be its owner's only:
+// one that others can read is no secret, one they can write they can
+// replace. kInvalidArgument naming `what`, the path and its mode otherwise
+// (or when it cannot be read).
+Status CheckSecretFile(std::string_view what, const std::string& path);
 
 // A role about to serve the HTTP API on `listen`. Beyond loopback without
 // API keys anyone who reaches it may submit, read and cancel any job:

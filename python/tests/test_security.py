@@ -21,6 +21,7 @@ def token(tmp_path):
     path.chmod(0o600)
     wrong = tmp_path / "wrong"
     wrong.write_text("00000000000000000000000000000000\n")
+    wrong.chmod(0o600)
     return str(path), str(wrong)
 
 

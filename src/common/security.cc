@@ -4,6 +4,7 @@
 #include <openssl/hmac.h>
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -86,10 +87,7 @@ Result<SecurityConfig> LoadSecurity(const SecurityFiles& files) {
           ".." + std::to_string(kMaxTokenBytes) + " bytes (got " +
           std::to_string(out.token.size()) + "); make one with `openssl rand -hex 32`");
     }
-    struct stat st {};
-    if (::stat(token.path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-      SLUICE_LOG(warn, "{} {}: readable by other users; chmod 600 it", token.flag, token.path);
-    }
+    SLUICE_RETURN_IF_ERROR(CheckSecretFile(token.flag, token.path));
   }
   const Source cert = Pick(files.tls_cert_file, "--tls-cert", "SLUICE_TLS_CERT_FILE");
   const Source key = Pick(files.tls_key_file, "--tls-key", "SLUICE_TLS_KEY_FILE");
@@ -99,6 +97,9 @@ Result<SecurityConfig> LoadSecurity(const SecurityFiles& files) {
   }
   SLUICE_ASSIGN_OR_RETURN(out.tls_cert, ReadPem(cert));
   SLUICE_ASSIGN_OR_RETURN(out.tls_key, ReadPem(key));
+  if (!key.path.empty()) {
+    SLUICE_RETURN_IF_ERROR(CheckSecretFile(key.flag, key.path));
+  }
   SLUICE_ASSIGN_OR_RETURN(out.tls_ca, ReadPem(ca));
   return out;
 }
@@ -135,6 +136,20 @@ Status CheckListenSecurity(std::string_view role, std::string_view listen,
              "{}: the cluster is open (no --cluster-token): any process that reaches {} can "
              "join it, take its jobs and read its payloads",
              role, listen);
+  return Status::Ok();
+}
+
+Status CheckSecretFile(std::string_view what, const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return InvalidArgumentError(std::string(what) + " " + path + ": cannot be read");
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return InvalidArgumentError(std::string(what) + " " + path + ": open to other users (mode " +
+                                mode + "); chmod 600 it");
+  }
   return Status::Ok();
 }
 

@@ -1,8 +1,10 @@
 #include "sluice/security.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -25,9 +27,11 @@ class SecurityTest : public ::testing::Test {
     ::unsetenv("SLUICE_CLUSTER_TOKEN_FILE");
     (void)!std::system(("rm -rf " + dir_).c_str());
   }
-  std::string Write(const std::string& name, const std::string& text) {
+  // A file of `text` with `mode` (secrets: the owner's only).
+  std::string Write(const std::string& name, const std::string& text, mode_t mode = 0600) {
     const std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
+    EXPECT_EQ(::chmod(path.c_str(), mode), 0);
     return path;
   }
   std::string dir_;
@@ -88,6 +92,29 @@ TEST_F(SecurityTest, BadFilesAreRefusedNamingTheFlagAndFile) {
   EXPECT_NE(s.message().find("--tls-key " + dir_ + "/key.txt: not a PEM file"),
             std::string_view::npos)
       << s.message();
+}
+
+TEST_F(SecurityTest, SecretsOpenToOtherUsersAreRefusedNamingTheMode) {
+  for (const mode_t mode : {0640, 0604, 0660, 0602}) {
+    SecurityFiles f;
+    f.token_file = Write("token", "0123456789abcdef0123\n", mode);
+    const Status s = LoadSecurity(f).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << std::oct << mode;
+    EXPECT_NE(s.message().find("open to other users"), std::string_view::npos) << s.message();
+  }
+  char mode[8];
+  std::snprintf(mode, sizeof(mode), "%04o", 0644u);
+  SecurityFiles tls;
+  tls.tls_cert_file = Write("cert.pem", "-----BEGIN CERTIFICATE-----\n", 0644);  // Public.
+  tls.tls_key_file = Write("key.pem", "-----BEGIN PRIVATE KEY-----\n", 0644);
+  Status s = LoadSecurity(tls).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--tls-key " + dir_ + "/key.pem: open to other users (mode " +
+                             std::string(mode) + ")"),
+            std::string_view::npos)
+      << s.message();
+  ASSERT_EQ(::chmod(tls.tls_key_file.c_str(), 0400), 0);
+  EXPECT_TRUE(LoadSecurity(tls).ok()) << "a certificate may be public, its key not";
 }
 
 TEST_F(SecurityTest, EachFaceGetsItsOwnKeyAndNoneIsTheToken) {

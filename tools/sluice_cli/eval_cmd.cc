@@ -25,6 +25,7 @@
 #include "runtime/reference/scenes.h"
 #include "tools/sluice_cli/commands.h"
 #include "tools/sluice_cli/http_client.h"
+#include "tools/sluice_cli/http_flags.h"
 
 namespace sluice::cli {
 namespace {
@@ -282,7 +283,7 @@ void AddEvalCommand(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--seed", o->seed, "which prompts are drawn")->capture_default_str();
   cmd->add_option("--server", o->server,
                   "a running server's HTTP endpoint (default: start an embedded deployment)");
-  cmd->add_option("--api-key", o->api_key, "sent as a bearer token")->envname("SLUICE_API_KEY");
+  auto api_key = AddApiKeyFlags(cmd, &o->api_key);
   cmd->add_option("--mode", o->mode, "the embedded deployment: disagg or colocated")
       ->check(CLI::IsMember({"disagg", "colocated"}))
       ->capture_default_str();
@@ -299,7 +300,11 @@ void AddEvalCommand(CLI::App& app, std::vector<Command>* out) {
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object");
-  out->push_back({cmd, [o] {
+  out->push_back({cmd, [o, api_key] {
+                    if (Status s = api_key(); !s.ok()) {
+                      std::cerr << "sluice eval: --" << s.message() << "\n";
+                      return 2;
+                    }
                     if (o->prompts + o->videos == 0) {
                       std::cerr << "sluice eval: --prompts and --videos are both 0\n";
                       return 2;

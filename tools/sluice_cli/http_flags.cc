@@ -1,5 +1,11 @@
 #include "tools/sluice_cli/http_flags.h"
 
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+#include "sluice/security.h"
 #include "sluice/units.h"
 
 #include "tools/sluice_cli/commands.h"
@@ -89,6 +95,42 @@ std::function<Status()> AddApiKeysFlag(CLI::App* cmd, AccessConfig* access) {
       return Status::Ok();
     }
     SLUICE_ASSIGN_OR_RETURN(*access, AccessConfig::Load(*path));
+    return CheckSecretFile("api-keys", *path);
+  };
+}
+
+std::function<Status()> AddApiKeyFlags(CLI::App* cmd, std::string* key) {
+  struct Flags {
+    std::string file;
+    std::string in_argv;
+  };
+  auto f = std::make_shared<Flags>();
+  cmd->add_option("--api-key-file", f->file,
+                  "file holding the API key sent as a bearer token, the owner's only (default: "
+                  "$SLUICE_API_KEY)");
+  cmd->add_option("--api-key", f->in_argv, "refused: use --api-key-file or $SLUICE_API_KEY");
+  return [f, key]() -> Status {
+    if (!f->in_argv.empty()) {
+      return InvalidArgumentError(
+          "api-key: a key on the command line is visible to every user of the host; use "
+          "--api-key-file FILE or $SLUICE_API_KEY");
+    }
+    if (!f->file.empty()) {
+      SLUICE_RETURN_IF_ERROR(CheckSecretFile("--api-key-file", f->file));
+      std::ifstream in(f->file);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::size_t b = text.find_first_not_of(" \t\r\n");
+      const std::size_t e = text.find_last_not_of(" \t\r\n");
+      *key = b == std::string::npos ? std::string() : text.substr(b, e - b + 1);
+      if (key->empty() || key->size() > 4096 ||
+          key->find_first_of(" \t\r\n") != std::string::npos) {
+        return InvalidArgumentError("api-key-file " + f->file +
+                                    ": want one key of 1..4096 bytes without spaces");
+      }
+      return Status::Ok();
+    }
+    const char* env = std::getenv("SLUICE_API_KEY");
+    *key = env == nullptr ? std::string() : std::string(env);
     return Status::Ok();
   };
 }

@@ -18,6 +18,12 @@ void AddRequestLimitFlags(CLI::App* cmd, RequestLimits* limits);
 // Declares --api-keys FILE; the returned function loads it into `*access`
 // (after parsing). Errors: the file's (kInvalidArgument naming it).
 std::function<Status()> AddApiKeysFlag(CLI::App* cmd, AccessConfig* access);
+// A client's API key, never from argv (where every user sees it in the
+// process list): declares --api-key-file FILE (its owner's only; the key
+// trimmed) and a --api-key that is refused, naming the ways that work; the
+// returned function sets `*key` from the file, else from $SLUICE_API_KEY.
+// Errors: kInvalidArgument naming the flag or file.
+std::function<Status()> AddApiKeyFlags(CLI::App* cmd, std::string* key);
 
 }  // namespace sluice::cli
 

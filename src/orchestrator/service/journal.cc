@@ -1,6 +1,8 @@
 #include "orchestrator/service/journal.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -52,6 +54,11 @@ bool KeepsCheckpoints(const std::string& request_json) {
 }
 
 Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
+  // Every tenant's prompts live here: a new journal is its owner's only
+  // (SQLite gives its -wal and -shm files the same mode).
+  if (const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); fd >= 0) {
+    ::close(fd);
+  }
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
       SQLITE_OK) {

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "orchestrator/service/journal.h"
+
 namespace sluice::orchestrator {
 namespace {
 
@@ -72,6 +74,23 @@ TEST_F(ResultDirTest, AnUnusablePathIsRefusedNamingIt) {
     ::chmod(dir_.c_str(), 0500);
     EXPECT_FALSE(ResultDir::Open(dir_ + "/sub").ok());
     ::chmod(dir_.c_str(), 0700);
+  }
+}
+
+// Users' prompts and results: the journal (and its WAL) and the result
+// directory a role creates are its owner's only, whatever the umask.
+TEST_F(ResultDirTest, TheJournalAndTheResultDirAreTheirOwnersOnly) {
+  const mode_t old = ::umask(022);
+  std::filesystem::create_directories(dir_);
+  auto journal = Journal::Open(dir_ + "/journal.db");
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  auto results = ResultDir::Open(dir_ + "/results");
+  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  ::umask(old);
+  for (const char* name : {"/journal.db", "/journal.db-wal", "/results"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((dir_ + name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_mode & 077, 0u) << name << " mode " << std::oct << (st.st_mode & 0777);
   }
 }
 
