@@ -10,22 +10,12 @@ namespace {
 
 constexpr std::size_t kNonceBytes = 16;
 
-std::string Hex(const std::uint8_t* p, std::size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(2 * n, '0');
-  for (std::size_t i = 0; i < n; ++i) {
-    out[2 * i] = kDigits[p[i] >> 4];
-    out[2 * i + 1] = kDigits[p[i] & 15];
-  }
-  return out;
-}
-
 std::string Mac(std::string_view key, std::string_view method, std::string_view ms,
                 std::string_view nonce) {
   std::string data = "sluice grpc call\n";
   data.append(method).append("\n").append(ms).append("\n").append(nonce);
   const std::array<std::uint8_t, 32> mac = Hmac(key, data);
-  return Hex(mac.data(), mac.size());
+  return LowerHex(mac.data(), mac.size());
 }
 
 bool IsLowerHex(std::string_view s) {
@@ -49,7 +39,7 @@ std::string SignCall(std::string_view key, std::string_view method, std::int64_t
   std::uint8_t nonce[kNonceBytes];
   RandomBytes(nonce, sizeof(nonce));
   const std::string ms = std::to_string(unix_ms);
-  const std::string n = Hex(nonce, sizeof(nonce));
+  const std::string n = LowerHex(nonce, sizeof(nonce));
   return ms + "." + n + "." + Mac(key, method, ms, n);
 }
 

@@ -180,19 +180,22 @@ std::array<std::uint8_t, 32> Hmac(std::string_view key, std::string_view data) {
   return mac;
 }
 
+std::string LowerHex(const std::uint8_t* p, std::size_t n) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(2 * n, '0');
+  for (std::size_t i = 0; i < n; ++i) {
+    out[2 * i] = kHex[p[i] >> 4];
+    out[2 * i + 1] = kHex[p[i] & 15];
+  }
+  return out;
+}
+
 std::string DeriveKey(std::string_view token, std::string_view purpose) {
   if (token.empty()) {
     return std::string();
   }
   const std::array<std::uint8_t, 32> mac = Hmac(token, "sluice-v1/" + std::string(purpose));
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(64);
-  for (std::uint8_t b : mac) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 15]);
-  }
-  return out;
+  return LowerHex(mac.data(), mac.size());
 }
 
 bool SecureEquals(std::string_view a, std::string_view b) {

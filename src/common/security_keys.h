@@ -24,6 +24,9 @@ inline constexpr std::string_view kTransferKeyPurpose = "transfer";
 // empty when `token` is.
 std::string DeriveKey(std::string_view token, std::string_view purpose);
 
+// `n` bytes at `p` as 2n lowercase hex digits.
+std::string LowerHex(const std::uint8_t* p, std::size_t n);
+
 // HMAC-SHA256(key, data).
 std::array<std::uint8_t, 32> Hmac(std::string_view key, std::string_view data);
 
