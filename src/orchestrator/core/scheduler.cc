@@ -278,6 +278,18 @@ Scheduler::Job* Scheduler::PickNext(const Pool& pool, TimePoint now) {
   return best;
 }
 
+Scheduler::Job* Scheduler::QueuedHolder(const Pool& pool) {
+  for (int c = 0; c < kClassCount; ++c) {
+    for (const QueueKey& k : pool.queues[c]) {
+      Job& job = jobs_.at(k.job);
+      if (job.reserved_in.has_value() && job.reserved_in == ReservationFor(job)) {
+        return &job;
+      }
+    }
+  }
+  return nullptr;
+}
+
 Scheduler::Worker* Scheduler::PickWorker(Pool& pool, const Job& job) {
   if (pool.free.empty()) {
     return nullptr;
@@ -439,7 +451,14 @@ bool Scheduler::DispatchBest(const std::vector<PoolId>& pools, std::vector<bool>
     return false;
   }
   if (!DispatchOne(best_pool, *best, now)) {
-    blocked[best_pool] = true;  // Its head waits for a downstream slot.
+    // Its head waits for a downstream slot. A queued job that holds its
+    // slot already needs no new room: it goes instead, or the slots held by
+    // jobs queued behind the head would wait for the head forever (the
+    // head waits for them: nothing runs).
+    Job* holder = reserved_ > 0 ? QueuedHolder(*pools_[best_pool]) : nullptr;
+    if (holder == nullptr || !DispatchOne(best_pool, *holder, now)) {
+      blocked[best_pool] = true;
+    }
   }
   return true;
 }

@@ -310,6 +310,10 @@ class Scheduler {
   bool DispatchBest(const std::vector<PoolId>& pools, std::vector<bool>& blocked, TimePoint now);
   bool DispatchOne(PoolId pool, Job& job, TimePoint now);
   Job* PickNext(const Pool& pool, TimePoint now);
+  // A job queued in `pool` that already holds the downstream slot its
+  // admission needs (re-queued after its worker was lost), best class
+  // first; null when none.
+  Job* QueuedHolder(const Pool& pool);
   Worker* PickWorker(Pool& pool, const Job& job);
   // The pool `job` reserves a slot in when admitted at its current stage.
   std::optional<PoolId> ReservationFor(const Job& job) const;

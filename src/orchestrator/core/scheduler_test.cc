@@ -199,6 +199,27 @@ TEST_P(SchedulerTest, RequeuedDenoiseKeepsItsOwnDecodeReservation) {
   EXPECT_EQ(s_.Stats().reserved, 1u);
 }
 
+// A job re-queued with its decode reservation behind a head that waits for
+// decode room: the head waits for the reservation, the reservation for the
+// head. The holder must go first (chaos_test_secure stalled on this: denoise
+// queued, its workers free, nothing running).
+TEST_P(SchedulerTest, AQueuedJobHoldingItsDecodeSlotIsNotStuckBehindTheHead) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("denoise", 1), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("decode", 1), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1, PriorityClass::kStandard, {"denoise", "decode"}), now_).ok());
+  EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{1});
+  ASSERT_TRUE(s_.WorkerLost(1, now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(2, PriorityClass::kInteractive, {"denoise", "decode"}), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(3, W("denoise", 1), now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 3}}))
+      << "the job holding the decode slot runs; the head cannot until it is free";
+  ASSERT_TRUE(s_.StageDone(1, 3, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 2}}));
+  ASSERT_TRUE(s_.StageDone(1, 2, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{2, 3}}));
+  EXPECT_EQ(s_.Stats().reserved, 1u);
+}
+
 TEST_P(SchedulerTest, LostWorkerItemsGoBackToTheHead) {
   ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
