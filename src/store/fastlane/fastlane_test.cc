@@ -2,6 +2,7 @@
 // calls, one-way sends, answers from other threads, master errors, garbage
 // and over-long frames, the connection cap, and shutdown with idle and
 // blocked connections.
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -344,6 +345,9 @@ TEST_F(FastLaneServerTest, AClientRefusesAMasterThatCannotProveTheKey) {
   ASSERT_TRUE(listener.ok()) << listener.status().ToString();
   std::atomic<int> requests_seen{0};
   std::thread fake([&] {
+    // The listener is non-blocking: wait (bounded) for the client's dial.
+    pollfd ready{listener->get(), POLLIN, 0};
+    ASSERT_EQ(::poll(&ready, 1, 5000), 1) << "the client never dialled";
     UniqueFd fd(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
     ASSERT_TRUE(fd.valid());
     ASSERT_TRUE(SetIoTimeout(fd.get(), 5s).ok());
