@@ -2,6 +2,7 @@
 
 #include "media/frames_archive.h"
 #include "media/png.h"
+#include "media/testing/png_forge.h"
 
 namespace sluice::media {
 namespace {
@@ -33,6 +34,21 @@ TEST(PngTest, RejectsBadSizesAndBytes) {
   const auto rgb = Gradient(8, 8);
   const std::string png = *EncodePng(rgb.data(), 8, 8);
   EXPECT_FALSE(DecodePng(png.substr(0, png.size() / 2)).ok());
+}
+
+TEST(PngTest, AHeaderCannotSizeTheDecodeBufferBeyondTheBound) {
+  const auto rgb = Gradient(8, 8);
+  const std::string png = *EncodePng(rgb.data(), 8, 8);
+  // 65535² RGB pixels would be a 12 GiB buffer.
+  const std::string forged = testing::WithHeaderSize(png, 65535, 65535);
+  Result<RgbImage> big = DecodePng(forged);
+  ASSERT_EQ(big.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(big.status().message().find("65535x65535"), std::string_view::npos)
+      << big.status().ToString();
+  EXPECT_TRUE(DecodePng(png, 64).ok()) << "exactly the bound decodes";
+  Result<RgbImage> over = DecodePng(png, 63);
+  ASSERT_EQ(over.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(over.status().message().find("more than the 63 pixels"), std::string_view::npos);
 }
 
 TEST(FramesArchiveTest, RoundTripsAndRejectsTruncation) {

@@ -30,12 +30,20 @@ Result<std::string> EncodePng(const std::uint8_t* rgb, int width, int height) {
   return std::string(buf.get(), size);
 }
 
-Result<RgbImage> DecodePng(std::string_view png) {
+Result<RgbImage> DecodePng(std::string_view png, std::int64_t max_pixels) {
   png_image image;
   std::memset(&image, 0, sizeof(image));
   image.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&image, png.data(), png.size())) {
     return InvalidArgumentError(std::string("png: ") + image.message);
+  }
+  // Only the header has been read: bound the buffer before allocating it.
+  const std::int64_t pixels = std::int64_t{image.width} * std::int64_t{image.height};
+  if (pixels > max_pixels) {
+    png_image_free(&image);
+    return InvalidArgumentError("png: the image is " + std::to_string(image.width) + "x" +
+                                std::to_string(image.height) + ", more than the " +
+                                std::to_string(max_pixels) + " pixels allowed");
   }
   image.format = PNG_FORMAT_RGB;
   RgbImage out;

@@ -20,8 +20,16 @@ struct RgbImage {
 // Encodes rgb [height][width][3] (rows `width`·3 bytes apart) as PNG.
 // Errors: kInvalidArgument (empty or oversized image), kInternal (libpng).
 Result<std::string> EncodePng(const std::uint8_t* rgb, int width, int height);
-// Errors: kInvalidArgument (not a PNG, or corrupt).
-Result<RgbImage> DecodePng(std::string_view png);
+// The most pixels DecodePng allocates for unless told otherwise: 8192²
+// (192 MiB of RGB).
+inline constexpr std::int64_t kDefaultMaxDecodePixels = std::int64_t{8192} * 8192;
+
+// Decodes `png` to 8-bit RGB. Its header's width·height is checked against
+// `max_pixels` before any pixel buffer is allocated, so a 33-byte header
+// cannot size a gigabyte buffer. REQUIRES: max_pixels > 0.
+// Errors: kInvalidArgument (not a PNG, corrupt, or larger than
+// `max_pixels`, naming its size).
+Result<RgbImage> DecodePng(std::string_view png, std::int64_t max_pixels = kDefaultMaxDecodePixels);
 
 // `png` grown to `total_bytes` by a private ancillary chunk ("slPd", which
 // decoders skip) before its IEND: a stand-in output with a real model's

@@ -1,5 +1,6 @@
 #include "orchestrator/service/output_check.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -55,19 +56,22 @@ Status CheckPng(std::string_view png, const Want& want, bool decode, const std::
   if (png.size() < 33 || png.substr(0, 8) != kPngSignature || png.substr(12, 4) != "IHDR") {
     return InvalidArgumentError(what + " is not a PNG");
   }
-  std::int64_t w = BigEndian32(png, 16), h = BigEndian32(png, 20);
+  // The header's size is checked before a decode, and bounds it: a forged
+  // header cannot size the decode buffer.
+  const std::int64_t w = BigEndian32(png, 16), h = BigEndian32(png, 20);
+  if (want.width > 0 && (w != want.width || h != want.height)) {
+    return InvalidArgumentError(what + " is " + Size(w, h) + ", the request asked for " +
+                                Size(want.width, want.height));
+  }
   if (decode) {
-    Result<media::RgbImage> img = media::DecodePng(png);
+    const std::int64_t bound = want.width > 0 ? std::min(std::int64_t{want.width} * want.height,
+                                                         media::kDefaultMaxDecodePixels)
+                                              : media::kDefaultMaxDecodePixels;
+    Result<media::RgbImage> img = media::DecodePng(png, bound);
     if (!img.ok()) {
       return InvalidArgumentError(what +
                                   " does not decode: " + std::string(img.status().message()));
     }
-    w = img->width;
-    h = img->height;
-  }
-  if (want.width > 0 && (w != want.width || h != want.height)) {
-    return InvalidArgumentError(what + " is " + Size(w, h) + ", the request asked for " +
-                                Size(want.width, want.height));
   }
   return Status::Ok();
 }

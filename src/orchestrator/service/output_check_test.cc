@@ -6,6 +6,7 @@
 
 #include "media/frames_archive.h"
 #include "media/png.h"
+#include "media/testing/png_forge.h"
 
 namespace sluice::orchestrator {
 namespace {
@@ -37,6 +38,20 @@ TEST(OutputCheckTest, AnImageMustBeAPngOfTheRequestedSize) {
             std::string::npos);
   EXPECT_TRUE(CheckOutput("image", R"({"prompt":"no size"})", "image/png", Png(8, 8)).ok())
       << "a request without a size checks the type and the decode only";
+}
+
+// A forged header claiming 65535x65535 (a 12 GiB decode buffer) is refused
+// by its size before any decode, with or without a requested size.
+TEST(OutputCheckTest, AForgedHeaderCannotSizeTheDecodeBuffer) {
+  const std::string forged = media::testing::WithHeaderSize(Png(64, 48), 65535, 65535);
+  const std::string why =
+      Why(CheckOutput("image", R"({"prompt":"p","size":"64x48"})", "image/png", forged));
+  EXPECT_NE(why.find("is 65535x65535, the request asked for 64x48"), std::string::npos) << why;
+  const std::string unsized =
+      Why(CheckOutput("image", R"({"prompt":"no size"})", "image/png", forged));
+  EXPECT_NE(unsized.find("does not decode: png: the image is 65535x65535, more than"),
+            std::string::npos)
+      << unsized;
 }
 
 TEST(OutputCheckTest, AVideoIsAFramesArchiveOfTheRequestedFramesOrAnMp4) {
