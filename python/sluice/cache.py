@@ -107,14 +107,22 @@ def _with(head: Mapping[str, FieldValue], rest: Mapping[str, FieldValue] | None,
 
 
 def condition_key(encoder: str, encoder_version: str, text: str,
-                  params: Mapping[str, FieldValue] | None = None) -> str:
+                  params: Mapping[str, FieldValue] | None = None, scope: str = "") -> str:
     """A condition embedding's key: `text` encoded by `encoder` at
-    `encoder_version` with the `params` that change its output."""
+    `encoder_version` with the `params` that change its output. `scope`
+    is who may find the entry: a tenant's name gives keys only that
+    tenant's jobs compute (the field "scope"); empty: shared by every job."""
     if not encoder or not encoder_version:
         raise InvalidArgumentError(
             "condition key: the encoder id and version must not be empty")
-    return make_key("cond", _with({"encoder": encoder, "encoder_version": encoder_version,
-                                   "text": text}, params, "condition key"))
+    if not isinstance(scope, str):
+        raise InvalidArgumentError("condition key: the scope must be a str")
+    head = {"encoder": encoder, "encoder_version": encoder_version, "text": text}
+    if "scope" in (params or {}):
+        raise InvalidArgumentError("condition key: 'scope' is a reserved field name")
+    if scope:
+        head["scope"] = scope
+    return make_key("cond", _with(head, params, "condition key"))
 
 
 def checkpoint_key(*, model: str, model_version: str, sampler: str, seed: int,
@@ -143,6 +151,10 @@ def feature_key(namespace: str, parts: Mapping[str, FieldValue]) -> str:
     return make_key("feat", _with({"namespace": namespace}, parts, "feature key"))
 
 
+# The request field naming whose entries a job's condition keys are.
+CACHE_SCOPE_FIELD = "cache_scope"
+
+
 @dataclasses.dataclass
 class ConditionEncoder:
     """A text encoder as encode workers declare it (`StageWorker(...,
@@ -157,17 +169,23 @@ class ConditionEncoder:
     text_fields: List[str] = dataclasses.field(default_factory=lambda: ["prompt"])
 
     def keys_for(self, request_json: str) -> List[str]:
-        """The condition keys of a request, in `text_fields` order."""
+        """The condition keys of a request, in `text_fields` order, under the
+        request's `cache_scope` (set by the orchestrator: the submitting
+        tenant, or none when the deployment shares entries)."""
         request = json.loads(request_json)
         if not isinstance(request, dict):
             raise InvalidArgumentError("condition keys: the request is not a JSON object")
+        scope = request.get(CACHE_SCOPE_FIELD, "")
+        if not isinstance(scope, str):
+            raise InvalidArgumentError(
+                f"condition keys: request field '{CACHE_SCOPE_FIELD}' is not a string")
         out = []
         for field in self.text_fields:
             text = request.get(field, "")
             if not isinstance(text, str):
                 raise InvalidArgumentError(
                     f"condition keys: request field '{field}' is not a string")
-            out.append(condition_key(self.id, self.version, text, self.params))
+            out.append(condition_key(self.id, self.version, text, self.params, scope))
         return out
 
     def _declaration(self):

@@ -29,6 +29,14 @@ def test_golden_vectors_of_the_specification():
         "cache/cond/0cced3dffce1fdf5a404b3c35077b2c086a9522ca1e5915a8e7e94134ce08b23")
     assert condition_key("sluice-reference-text", "2", "a red fox", params) == (
         "cache/cond/f54017fdd5e9b162cd447b939f0da860102b3cdec8b679488cd570e2cdf5cd86")
+    assert condition_key("sluice-reference-text", "1", "a red fox", params,
+                         scope="tenant-a") == (
+        "cache/cond/4e650743e42cd3084b910fade4088a0aea75f805cc697f39fbac94d2e183d52d")
+    encoder = cache.ConditionEncoder("sluice-reference-text", "1", params, ["prompt"])
+    assert encoder.keys_for('{"prompt": "a red fox", "cache_scope": "tenant-a"}') == [
+        "cache/cond/4e650743e42cd3084b910fade4088a0aea75f805cc697f39fbac94d2e183d52d"]
+    with pytest.raises(sluice.InvalidArgumentError, match="'scope' is a reserved"):
+        condition_key("e", "1", "t", {"scope": "tenant-a"})
     assert checkpoint_key(model="sluice-reference", model_version="1", sampler="flow_euler",
                           seed=42, guidance=4.0, condition_keys=["cache/cond/aa", "cache/cond/bb"],
                           total_steps=12, step=6, shape=[16, 1, 8, 8], dtype="f32") == (

@@ -37,6 +37,14 @@ Result<std::vector<std::string>> ConditionKeysFor(const ConditionEncoder& e,
   if (!j.is_object()) {
     return InvalidArgumentError("condition keys: the request is not a JSON object");
   }
+  std::string scope;
+  if (auto it = j.find(kCacheScopeField); it != j.end()) {
+    if (!it->is_string()) {
+      return InvalidArgumentError("condition keys: request field '" +
+                                  std::string(kCacheScopeField) + "' is not a string");
+    }
+    scope = it->get<std::string>();
+  }
   std::vector<std::string> keys;
   keys.reserve(e.text_fields.size());
   for (const std::string& f : e.text_fields) {
@@ -47,7 +55,7 @@ Result<std::vector<std::string>> ConditionKeysFor(const ConditionEncoder& e,
       }
       text = it->get<std::string>();
     }
-    SLUICE_ASSIGN_OR_RETURN(std::string k, ConditionKey(e.id, e.version, text, e.params));
+    SLUICE_ASSIGN_OR_RETURN(std::string k, ConditionKey(e.id, e.version, text, e.params, scope));
     keys.push_back(std::move(k));
   }
   return keys;

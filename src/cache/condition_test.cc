@@ -37,6 +37,27 @@ TEST(ConditionTest, KeysOfARequestAreItsTextsConditionKeysInOrder) {
   EXPECT_NE(bad.status().message().find("'prompt' is not a string"), std::string_view::npos);
 }
 
+// A tenant's scope gives keys no other tenant's request computes, and a
+// scope cannot be forged through an encoder parameter.
+TEST(ConditionTest, AScopedRequestHasItsOwnKeys) {
+  const ConditionEncoder e = Encoder();
+  const auto shared = *ConditionKeysFor(e, R"({"prompt":"a fox"})");
+  const auto a = *ConditionKeysFor(e, R"({"prompt":"a fox","cache_scope":"tenant-a"})");
+  const auto b = *ConditionKeysFor(e, R"({"prompt":"a fox","cache_scope":"tenant-b"})");
+  EXPECT_EQ(a[0], *ConditionKey("enc", "1", "a fox", e.params, "tenant-a"));
+  EXPECT_NE(a[0], shared[0]);
+  EXPECT_NE(a[0], b[0]);
+  EXPECT_NE(a[1], b[1]) << "the empty negative prompt is scoped too";
+  EXPECT_EQ(*ConditionKeysFor(e, R"({"prompt":"a fox","cache_scope":""})"), shared)
+      << "an empty scope is the shared one";
+  Result<std::vector<std::string>> bad =
+      ConditionKeysFor(e, R"({"prompt":"a fox","cache_scope":7})");
+  EXPECT_NE(bad.status().message().find("'cache_scope' is not a string"), std::string_view::npos);
+  EXPECT_EQ(
+      ConditionKey("enc", "1", "a fox", {{{"scope", std::string("tenant-a")}}}).status().code(),
+      StatusCode::kInvalidArgument);
+}
+
 TEST(ConditionTest, ParamsRoundTripThroughJsonWithTheirTypes) {
   const std::vector<Field> params = {{"a", std::string("x")},
                                      {"b", std::int64_t{-3}},

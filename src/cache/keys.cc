@@ -153,17 +153,20 @@ Result<std::string> MakeKey(std::string_view kind, std::span<const Field> fields
 }
 
 Result<std::string> ConditionKey(std::string_view encoder, std::string_view encoder_version,
-                                 std::string_view text, std::span<const Field> params) {
+                                 std::string_view text, std::span<const Field> params,
+                                 std::string_view scope) {
   if (encoder.empty() || encoder_version.empty()) {
     return InvalidArgumentError("condition key: the encoder id and version must not be empty");
   }
   SLUICE_RETURN_IF_ERROR(
-      RefuseReserved(params, {"encoder", "encoder_version", "text"}, "condition key"));
-  const std::vector<Field> fields = With({{"encoder", std::string(encoder)},
-                                          {"encoder_version", std::string(encoder_version)},
-                                          {"text", std::string(text)}},
-                                         params);
-  return MakeKey("cond", fields);
+      RefuseReserved(params, {"encoder", "encoder_version", "text", "scope"}, "condition key"));
+  std::vector<Field> head = {{"encoder", std::string(encoder)},
+                             {"encoder_version", std::string(encoder_version)},
+                             {"text", std::string(text)}};
+  if (!scope.empty()) {
+    head.push_back({"scope", std::string(scope)});
+  }
+  return MakeKey("cond", With(std::move(head), params));
 }
 
 Result<std::string> CheckpointKey(const CheckpointKeyParts& p) {

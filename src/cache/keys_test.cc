@@ -32,6 +32,8 @@ TEST(CacheKeysTest, GoldenVectorsOfTheSpecification) {
             "cache/cond/0cced3dffce1fdf5a404b3c35077b2c086a9522ca1e5915a8e7e94134ce08b23");
   EXPECT_EQ(*ConditionKey("sluice-reference-text", "2", "a red fox", params),
             "cache/cond/f54017fdd5e9b162cd447b939f0da860102b3cdec8b679488cd570e2cdf5cd86");
+  EXPECT_EQ(*ConditionKey("sluice-reference-text", "1", "a red fox", params, "tenant-a"),
+            "cache/cond/4e650743e42cd3084b910fade4088a0aea75f805cc697f39fbac94d2e183d52d");
   CheckpointKeyParts p;
   p.model = "sluice-reference";
   p.model_version = "1";

@@ -5,7 +5,10 @@
 // encode pool and gives the same bytes, and the entries outlive the jobs
 // that used them.
 #include <httplib.h>
+#include <sys/stat.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
@@ -31,12 +34,20 @@ class ConditionCacheTest : public ::testing::Test {
     ASSERT_EQ(master_->Word(1), "master") << master_->banner();
     node_ = Start({SLUICE_BIN, "store-node", "--master", master_->Word(2), "--memory", "64MiB"});
     ASSERT_EQ(node_->Word(1), "store-node") << node_->banner();
-    orch_ = Start({SLUICE_BIN, "orchestrator", "--store-master", master_->Word(2)});
+    std::vector<std::string> argv = {SLUICE_BIN, "orchestrator", "--store-master",
+                                     master_->Word(2)};
+    for (std::string& f : OrchestratorFlags()) {
+      argv.push_back(std::move(f));
+    }
+    orch_ = Start(argv);
     ASSERT_EQ(orch_->Word(1), "orchestrator") << orch_->banner();
     encode_.push_back(Worker("encode"));
     denoise_ = Worker("denoise");
     decode_ = Worker("decode");
   }
+
+  // More flags of the orchestrator (a subclass's API keys).
+  virtual std::vector<std::string> OrchestratorFlags() { return {}; }
 
   std::unique_ptr<ChildProcess> Start(std::vector<std::string> argv) {
     argv.push_back("--exit-on-stdin-eof");
@@ -63,6 +74,9 @@ class ConditionCacheTest : public ::testing::Test {
   std::pair<std::string, std::string> Generate(const json& body) {
     httplib::Client http("http://" + orch_->Word(3));
     http.set_read_timeout(60, 0);
+    if (!api_key_.empty()) {
+      http.set_bearer_token_auth(api_key_);
+    }
     auto r = http.Post("/v1/images/generations", body.dump(), "application/json");
     EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
     if (!r || r->status != 200) {
@@ -80,6 +94,9 @@ class ConditionCacheTest : public ::testing::Test {
   std::vector<std::pair<std::string, std::string>> Events(const std::string& id) {
     httplib::Client http("http://" + orch_->Word(3));
     http.set_read_timeout(10, 0);
+    if (!api_key_.empty()) {
+      http.set_bearer_token_auth(api_key_);
+    }
     auto r = http.Get("/v1/jobs/" + id + "/events");
     std::vector<std::pair<std::string, std::string>> out;
     if (!r) {
@@ -105,10 +122,15 @@ class ConditionCacheTest : public ::testing::Test {
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     return store.ok() ? std::move(*store) : nullptr;
   }
-  // The condition keys of Body(prompt): prompt, then negative prompt.
-  static std::vector<std::string> KeysOf(const std::string& prompt) {
+  // The condition keys of Body(prompt) (under `scope`, a tenant's):
+  // prompt, then negative prompt.
+  static std::vector<std::string> KeysOf(const std::string& prompt, const std::string& scope = "") {
+    json body = Body(prompt);
+    if (!scope.empty()) {
+      body[std::string(cache::kCacheScopeField)] = scope;
+    }
     Result<std::vector<std::string>> keys =
-        cache::ConditionKeysFor(ReferenceConditionEncoder(), Body(prompt).dump());
+        cache::ConditionKeysFor(ReferenceConditionEncoder(), body.dump());
     EXPECT_TRUE(keys.ok()) << keys.status().ToString();
     return keys.ok() ? *keys : std::vector<std::string>{};
   }
@@ -128,6 +150,7 @@ class ConditionCacheTest : public ::testing::Test {
     return false;
   }
 
+  std::string api_key_;  // The HTTP calls' bearer key; empty: none.
   std::unique_ptr<ChildProcess> master_, node_, orch_, denoise_, decode_;
   std::vector<std::unique_ptr<ChildProcess>> encode_;
 };
@@ -247,6 +270,54 @@ TEST_F(ConditionCacheTest, AnEntryGoneBeforeDenoiseReadsItRunsEncodeAgain) {
   EXPECT_TRUE(Ran(events, "cache_evicted"));
   EXPECT_TRUE(Ran(events, "stage_started", "encode")) << "encode did not run again";
   EXPECT_EQ(MetricValue(orch_->Word(3), "sluice_orchestrator_cache_reruns_total"), 1);
+}
+
+// With API keys, each tenant's condition entries are its own: a prompt
+// another tenant has asked for is no cache hit, so no tenant learns from a
+// skipped encode (or its latency) what another asked.
+class TenantConditionCacheTest : public ConditionCacheTest {
+ protected:
+  static constexpr const char* kKeyA = "key-of-tenant-a-3f9c2e81";
+  static constexpr const char* kKeyB = "key-of-tenant-b-7d41a0c6";
+
+  std::vector<std::string> OrchestratorFlags() override {
+    char dir[] = "/tmp/sluice-tenants-XXXXXX";
+    EXPECT_NE(::mkdtemp(dir), nullptr);
+    dir_ = dir;
+    const std::string path = dir_ + "/api-keys.yaml";
+    std::ofstream(path) << "keys:\n  " << kKeyA << ": tenant-a\n  " << kKeyB << ": tenant-b\n";
+    EXPECT_EQ(::chmod(path.c_str(), 0600), 0);
+    return {"--api-keys", path};
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string dir_;
+};
+
+TEST_F(TenantConditionCacheTest, ATenantFindsOnlyItsOwnEntries) {
+  api_key_ = kKeyA;
+  const auto [a1, png_a] = Generate(Body("a lighthouse at dusk"));
+  ASSERT_FALSE(png_a.empty());
+  auto store = MetadataClient();
+  for (const std::string& k : KeysOf("a lighthouse at dusk", "tenant-a")) {
+    EXPECT_TRUE(*store->Exists(k)) << "tenant-a's entry " << k;
+  }
+  for (const std::string& k : KeysOf("a lighthouse at dusk")) {
+    EXPECT_FALSE(*store->Exists(k)) << "an unscoped entry " << k;
+  }
+  const auto [a2, again] = Generate(Body("a lighthouse at dusk"));
+  EXPECT_TRUE(Ran(Events(a2), "cache_hit")) << "the tenant's own entries are hits";
+
+  // The same prompt from tenant B: encoded anew, the same bytes.
+  api_key_ = kKeyB;
+  const auto [b, png_b] = Generate(Body("a lighthouse at dusk"));
+  EXPECT_EQ(png_b, png_a);
+  const auto events = Events(b);
+  EXPECT_FALSE(Ran(events, "cache_hit")) << "tenant-b hit tenant-a's entries";
+  EXPECT_TRUE(Ran(events, "stage_started", "encode"));
+  for (const std::string& k : KeysOf("a lighthouse at dusk", "tenant-b")) {
+    EXPECT_TRUE(*store->Exists(k)) << "tenant-b's entry " << k;
+  }
 }
 
 }  // namespace

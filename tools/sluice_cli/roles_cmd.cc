@@ -419,6 +419,10 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   cmd->add_flag("!--no-output-check", o->config.check_outputs,
                 "serve whatever the last stage returns (default: an image must be a PNG of the "
                 "requested size, a video a frames archive or MP4; a bad one runs again elsewhere)");
+  cmd->add_flag("--shared-condition-cache", o->config.shared_condition_cache,
+                "let every tenant's jobs find one another's cached conditions (default: each "
+                "tenant's entries are its own, so a cache hit tells no tenant what another "
+                "asked)");
   cmd->add_option("--max-bad-outputs", o->config.max_bad_outputs,
                   "a worker returning this many bad outputs gets no further work")
       ->check(CLI::Range(1, 1000000))

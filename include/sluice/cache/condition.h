@@ -39,9 +39,16 @@ struct ConditionEncoder {
 // list, a text field that is not 1..64 bytes, or a malformed parameter.
 Status Validate(const ConditionEncoder& e);
 
+// The request field naming whose condition-cache entries a job's keys are
+// (ConditionKey's `scope`): the orchestrator sets it to the submitting
+// tenant (whatever a client sent is replaced), or removes it when the
+// deployment shares entries across tenants.
+inline constexpr std::string_view kCacheScopeField = "cache_scope";
+
 // The condition keys of `request_json` (a JSON object), one per text
-// field, in order. Errors: kInvalidArgument (not a JSON object; a text
-// field that is not a string; Validate's).
+// field, in order, under the request's kCacheScopeField (none: shared).
+// Errors: kInvalidArgument (not a JSON object; a text field or the scope
+// that is not a string; Validate's).
 Result<std::vector<std::string>> ConditionKeysFor(const ConditionEncoder& e,
                                                   std::string_view request_json);
 

@@ -41,11 +41,15 @@ Result<std::string> MakeKey(std::string_view kind, std::span<const Field> fields
 
 // Condition embeddings (kind "cond"): one text encoded by one encoder.
 // `params` are the encoder's settings that change its output (max length,
-// dtype, ...); their names may not be "encoder", "encoder_version" or
-// "text". A new encoder version gives new keys, so old entries are never
-// served for it.
+// dtype, ...); their names may not be "encoder", "encoder_version", "text"
+// or "scope". A new encoder version gives new keys, so old entries are
+// never served for it. `scope` is who may find the entry: a tenant's name
+// gives keys only that tenant's jobs compute (the field "scope"), so a
+// cache hit tells no tenant what another asked; empty: one entry shared by
+// every job.
 Result<std::string> ConditionKey(std::string_view encoder, std::string_view encoder_version,
-                                 std::string_view text, std::span<const Field> params = {});
+                                 std::string_view text, std::span<const Field> params = {},
+                                 std::string_view scope = {});
 
 // Step checkpoints (kind "ckpt"): the sampler state after `step` of
 // `total_steps` for one request. `condition_keys` are the ConditionKeys of

@@ -173,6 +173,10 @@ struct OrchestratorConfig {
   // stage returns is served.
   bool check_outputs = true;
   int max_bad_outputs = 3;
+  // Condition-cache entries are the submitting tenant's (with API keys),
+  // so a cache hit tells no tenant what another asked; shared: every
+  // tenant's jobs find one another's (more hits, and that leak).
+  bool shared_condition_cache = false;
 
   // The cluster credential and TLS (sluice/security.h) for the worker
   // service (every call must carry it, else UNAUTHENTICATED) and the calls

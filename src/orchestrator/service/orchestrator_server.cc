@@ -156,6 +156,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
               o.autoscale = c.autoscale;
               o.check_outputs = c.check_outputs;
               o.max_bad_outputs = c.max_bad_outputs;
+              o.shared_condition_cache = c.shared_condition_cache;
               o.tenants = c.access.tenants;
               if (!c.store_master.empty()) {
                 // Set before serving (Start); a lookup that fails is a miss.

@@ -148,6 +148,7 @@ Result<JobId> OrchestratorState::Submit(const JobRequest& request) {
   if (r.name.empty()) {
     r.name = "job-" + internal::RandomId();
   }
+  r.request_json = WithCacheScope(r.request_json, r.tenant);
   const std::optional<CachedStart> cached = CachedStartFor(r);
   MutexLock lock(mu_);
   SLUICE_RETURN_IF_ERROR(ResolveCheckpointsLocked(r, now));

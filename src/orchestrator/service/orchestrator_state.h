@@ -59,6 +59,11 @@ struct ServiceOptions {
   // condition keys are all cached, skips that stage: the next one gets a
   // cached input naming the entries. Null: no job skips a stage.
   std::function<Result<bool>(const std::string& key)> cache_exists;
+  // Condition-cache entries are the submitting tenant's: its jobs' keys
+  // carry its name (cache::kCacheScopeField), so one tenant's cache hit
+  // tells it nothing of what another asked. Shared: every tenant's jobs
+  // find one another's entries (more hits, and that leak).
+  bool shared_condition_cache = false;
   // How often one job runs its encode stage again because a cached input
   // was evicted before its consumer read it; past that the job fails.
   int max_cache_reruns = 3;
@@ -505,6 +510,11 @@ class OrchestratorState {
   // encoder gives is cached; nullopt otherwise (no declaration, a conflict,
   // a miss, the store unreachable). Looks the keys up without the lock.
   std::optional<CachedStart> CachedStartFor(const JobRequest& r) SLUICE_EXCLUDES(mu_);
+  // (orchestrator_state_cache.cc) `request_json` with its cache scope set
+  // to `tenant` (cache::kCacheScopeField), or removed when the deployment
+  // shares condition entries or the API is open; whatever the client sent
+  // there is replaced. A request that is not a JSON object is unchanged.
+  std::string WithCacheScope(const std::string& request_json, const std::string& tenant) const;
   // (orchestrator_state_cache.cc) A heartbeat's cache counters.
   static void RecordCachesLocked(WorkerRecord& w, const v1::HeartbeatRequest& r);
   // Keeps a departing worker's cache counters in the totals.

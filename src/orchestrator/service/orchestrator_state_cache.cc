@@ -1,9 +1,28 @@
 // Jobs that skip their encode stage on cached conditions, and stages re-run
 // when a cached input was evicted before its consumer read it.
+#include <nlohmann/json.hpp>
+
 #include "common/log.h"
 #include "orchestrator/service/orchestrator_state.h"
 
 namespace sluice::orchestrator {
+
+std::string OrchestratorState::WithCacheScope(const std::string& request_json,
+                                              const std::string& tenant) const {
+  nlohmann::json j = nlohmann::json::parse(request_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    return request_json;  // The stages report what is wrong with it.
+  }
+  const std::string field(cache::kCacheScopeField);
+  if (options_.shared_condition_cache || tenant.empty()) {
+    if (j.erase(field) == 0) {
+      return request_json;
+    }
+  } else {
+    j[field] = tenant;
+  }
+  return j.dump();
+}
 
 void OrchestratorState::DeclareEncoderLocked(const std::vector<std::string>& models,
                                              const std::string& stage,
