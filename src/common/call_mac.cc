@@ -44,8 +44,11 @@ std::string SignCall(std::string_view key, std::string_view method, std::int64_t
 }
 
 CallVerifier::CallVerifier(std::string key, std::chrono::milliseconds window,
-                           std::size_t max_nonces)
-    : key_(std::move(key)), window_ms_(window.count()), max_nonces_(max_nonces) {}
+                           std::size_t max_nonces, std::string key_name)
+    : key_(std::move(key)),
+      key_name_(std::move(key_name)),
+      window_ms_(window.count()),
+      max_nonces_(max_nonces) {}
 
 Status CallVerifier::Verify(std::string_view method, std::string_view value,
                             std::int64_t now_unix_ms) {
@@ -64,7 +67,7 @@ Status CallVerifier::Verify(std::string_view method, std::string_view value,
     return UnauthenticatedError("a malformed call proof");
   }
   if (!SecureEquals(mac, Mac(key_, method, ms, nonce))) {
-    return UnauthenticatedError("a wrong cluster credential");
+    return UnauthenticatedError("a wrong " + key_name_);
   }
   if (at < now_unix_ms - window_ms_ || at > now_unix_ms + window_ms_) {
     return UnauthenticatedError("a call proof outside the time window (are the clocks in step?)");

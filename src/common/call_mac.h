@@ -35,9 +35,10 @@ class CallVerifier {
   // Calls whose time is more than `window` from the verifier's clock are
   // refused (the roles' clocks must agree within it); at most `max_nonces`
   // nonces are remembered (past that the oldest are forgotten early, which
-  // shortens the replay window, and the count says so).
+  // shortens the replay window, and the count says so). `key_name` is
+  // what a wrong MAC is said to be made without ("a wrong <key_name>").
   CallVerifier(std::string key, std::chrono::milliseconds window = std::chrono::seconds(60),
-               std::size_t max_nonces = 1 << 20);
+               std::size_t max_nonces = 1 << 20, std::string key_name = "cluster credential");
 
   // OK when `value` proves a call of `method` made within the window of
   // `now_unix_ms` whose nonce was not seen before; else kUnauthenticated
@@ -49,6 +50,7 @@ class CallVerifier {
 
  private:
   const std::string key_;
+  const std::string key_name_;
   const std::int64_t window_ms_;
   const std::size_t max_nonces_;
   mutable Mutex mu_;

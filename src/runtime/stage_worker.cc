@@ -7,21 +7,31 @@
 #include <map>
 #include <thread>
 
+#include "common/call_mac.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/net.h"
 #include "common/random.h"
 #include "common/rpc_auth.h"
 #include "orchestrator/core/model.h"
+#include "orchestrator/core/worker_session.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
 namespace sluice::internal {
 
 namespace pb = ::sluice::orchestrator::v1;
+namespace worker_method = ::sluice::orchestrator::worker_method;
+
+// Proves the call comes from the registration holding `secret`
+// (worker_session.h); an orchestrator refuses a worker's call without it.
+void ProveSession(grpc::ClientContext& ctx, const std::string& secret, std::string_view method) {
+  ctx.AddMetadata(orchestrator::kWorkerMacMetadataKey, SignCall(secret, method, UnixMillis()));
+}
 
 struct RunState {
   std::uint64_t job_id = 0;
-  std::uint64_t worker_id = 0;  // The registration that received it.
+  std::uint64_t worker_id = 0;  // The registration that received it,
+  std::string session_secret;   // and that registration's secret.
   std::string stage, model, request_json, input;
   int resume_step = 0;
   std::atomic<bool> stop{false}, checkpoint{false};
@@ -159,6 +169,7 @@ class StageWorkerImpl {
   void Stop() {
     Drain(std::chrono::milliseconds(0));
     std::uint64_t id;
+    std::string secret;
     {
       MutexLock lock(mu_);
       stopping_ = true;
@@ -166,6 +177,7 @@ class StageWorkerImpl {
       // answer (the RPC has a deadline), so that it is unregistered too.
       cv_.Wait(lock, [&]() SLUICE_REQUIRES(mu_) { return !registering_; });
       id = worker_id_;
+      secret = session_secret_;
     }
     if (id != 0) {
       // Leave at once rather than after the heartbeat timeout (best effort:
@@ -175,6 +187,7 @@ class StageWorkerImpl {
       pb::UnregisterResponse resp;
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      ProveSession(ctx, secret, worker_method::kUnregister);
       (void)Stub()->Unregister(&ctx, req, &resp);
     }
     {
@@ -322,6 +335,7 @@ class StageWorkerImpl {
     MutexLock lock(mu_);
     registering_ = false;
     worker_id_ = resp.worker_id();
+    session_secret_ = resp.session_secret();
     reports_ = 0;
     cache_base_.clear();  // Counters go from zero for each registration.
     for (const cache::Cache* c : config_.caches) {
@@ -384,27 +398,30 @@ class StageWorkerImpl {
       }
       pb::AssignmentsRequest req;
       grpc::ClientContext* ctx = nullptr;
+      std::string secret;
       {
         MutexLock lock(mu_);
         if (stopping_) {
           return;
         }
         req.set_worker_id(worker_id_);
+        secret = session_secret_;
         stream_ctx_ = std::make_unique<grpc::ClientContext>();
         ctx = stream_ctx_.get();  // Replaced only by this thread.
       }
+      ProveSession(*ctx, secret, worker_method::kAssignments);
       // The stub (its channel) outlives the stream even if it is replaced.
       const std::shared_ptr<pb::Orchestrator::Stub> stub = Stub();
       auto reader = stub->Assignments(ctx, req);
       pb::Assignment a;
       while (reader->Read(&a)) {
-        Handle(a, req.worker_id());
+        Handle(a, req.worker_id(), secret);
       }
       (void)reader->Finish();  // The orchestrator restarted or forgot us: register again.
     }
   }
 
-  void Handle(const pb::Assignment& a, std::uint64_t worker_id) {
+  void Handle(const pb::Assignment& a, std::uint64_t worker_id, const std::string& secret) {
     MutexLock lock(mu_);
     if (a.kind() == pb::Assignment::STOP || a.kind() == pb::Assignment::CHECKPOINT) {
       auto it = running_.find(a.job_id());
@@ -421,6 +438,7 @@ class StageWorkerImpl {
     };
     s->job_id = a.job_id();
     s->worker_id = worker_id;
+    s->session_secret = secret;
     s->stage = a.stage();
     s->model = a.model();
     s->request_json = a.request_json();
@@ -482,6 +500,7 @@ class StageWorkerImpl {
         pb::DoneResponse resp;
         grpc::ClientContext c2;
         c2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        ProveSession(c2, s->session_secret, worker_method::kDone);
         const grpc::Status st = Stub()->Done(&c2, d, &resp);
         ReportSent();
         if (!st.ok()) {
@@ -527,6 +546,7 @@ class StageWorkerImpl {
     pb::HeartbeatResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    ProveSession(ctx, s.session_secret, worker_method::kHeartbeat);
     if (Stub()->Heartbeat(&ctx, hb, &resp).ok() && !resp.reregister()) {
       s.Acked(carried);
     }
@@ -564,6 +584,7 @@ class StageWorkerImpl {
     pb::FailedResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ProveSession(ctx, s.session_secret, worker_method::kFailed);
     (void)Stub()->Failed(&ctx, f, &resp);
     ReportSent();
   }
@@ -590,6 +611,7 @@ class StageWorkerImpl {
       }
       pb::HeartbeatRequest hb;
       hb.set_worker_id(worker_id_);
+      const std::string secret = session_secret_;
       hb.set_draining(draining_);
       hb.set_free_slots(draining_ ? 0u
                                   : static_cast<std::uint32_t>(std::max<int>(
@@ -610,6 +632,7 @@ class StageWorkerImpl {
       pb::HeartbeatResponse resp;
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      ProveSession(ctx, secret, worker_method::kHeartbeat);
       const bool ok = Stub()->Heartbeat(&ctx, hb, &resp).ok();
       if (ok && !resp.reregister()) {
         for (auto& [s, step] : carried) {
@@ -661,7 +684,8 @@ class StageWorkerImpl {
   Mutex mu_;
   CondVar cv_;
   std::uint64_t worker_id_ SLUICE_GUARDED_BY(mu_) = 0;
-  std::uint64_t reports_ SLUICE_GUARDED_BY(mu_) = 0;  // Done/Failed sent by this registration.
+  std::string session_secret_ SLUICE_GUARDED_BY(mu_);  // worker_id_'s registration's.
+  std::uint64_t reports_ SLUICE_GUARDED_BY(mu_) = 0;   // Done/Failed sent by this registration.
   // config_.caches' counters when this registration began.
   std::vector<cache::CacheStats> cache_base_ SLUICE_GUARDED_BY(mu_);
   // This worker's registrations: its id for the orchestrator, and attempts.

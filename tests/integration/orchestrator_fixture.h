@@ -19,9 +19,11 @@
 #include "sluice/store/master.h"
 #include "sluice/store/store_node.h"
 
+#include "common/call_mac.h"
 #include "media/frames_archive.h"
 #include "media/png.h"
 #include "orchestrator/core/model.h"
+#include "orchestrator/core/worker_session.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
 namespace sluice::testing {
@@ -121,8 +123,17 @@ class FakeWorker {
     if (!stub_->Register(&ctx, req, &resp).ok()) {
       return false;
     }
+    std::lock_guard<std::mutex> lock(mu_);
     id_ = resp.worker_id();
+    secret_ = resp.session_secret();
     return true;
+  }
+
+  // Signs `ctx` as this worker's registration (worker_session.h).
+  void Prove(grpc::ClientContext& ctx, std::string_view method) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ctx.AddMetadata(orchestrator::kWorkerMacMetadataKey,
+                    internal::SignCall(secret_, method, internal::UnixMillis()));
   }
 
   // Reads assignments; when the stream ends (the orchestrator restarted or
@@ -135,6 +146,7 @@ class FakeWorker {
         std::lock_guard<std::mutex> lock(mu_);
         stream_ctx_ = std::make_unique<grpc::ClientContext>();
       }
+      Prove(*stream_ctx_, orchestrator::worker_method::kAssignments);
       auto reader = stub_->Assignments(stream_ctx_.get(), req);
       pb::Assignment a;
       while (reader->Read(&a)) {
@@ -171,6 +183,7 @@ class FakeWorker {
         p->set_checkpointed(true);
         pb::HeartbeatResponse hr;
         grpc::ClientContext hctx;
+        Prove(hctx, orchestrator::worker_method::kHeartbeat);
         (void)stub_->Heartbeat(&hctx, hb, &hr);
       }
       return;
@@ -197,6 +210,7 @@ class FakeWorker {
       }
       pb::HeartbeatResponse hr;
       grpc::ClientContext hctx;
+      Prove(hctx, orchestrator::worker_method::kHeartbeat);
       (void)stub_->Heartbeat(&hctx, hb, &hr);
     }
     std::string in = a.input();
@@ -230,6 +244,7 @@ class FakeWorker {
     }
     pb::DoneResponse dr;
     grpc::ClientContext dctx;
+    Prove(dctx, orchestrator::worker_method::kDone);
     (void)stub_->Done(&dctx, d, &dr);
     if (late_first_output) {
       pb::HeartbeatRequest hb;
@@ -237,6 +252,7 @@ class FakeWorker {
       hb.add_first_output(a.job_id());
       pb::HeartbeatResponse hr;
       grpc::ClientContext hctx;
+      Prove(hctx, orchestrator::worker_method::kHeartbeat);
       (void)stub_->Heartbeat(&hctx, hb, &hr);
     }
   }
@@ -247,6 +263,7 @@ class FakeWorker {
       hb.set_free_slots(static_cast<std::uint32_t>(std::max(0, 2 - (hold_ ? runs_.load() : 0))));
       pb::HeartbeatResponse hr;
       grpc::ClientContext ctx;
+      Prove(ctx, orchestrator::worker_method::kHeartbeat);
       if (stub_->Heartbeat(&ctx, hb, &hr).ok() && hr.reregister()) {
         std::lock_guard<std::mutex> lock(mu_);
         if (stream_ctx_ != nullptr) {
@@ -265,6 +282,7 @@ class FakeWorker {
   std::atomic<std::uint64_t> id_{0};
   std::mutex mu_;
   std::unique_ptr<grpc::ClientContext> stream_ctx_;  // Guarded by mu_.
+  std::string secret_;                               // Guarded by mu_: id_'s session.
   OutputFn final_output_;                            // Guarded by mu_.
   std::atomic<bool> dead_{false};
   std::atomic<bool> first_output_after_done_{false};

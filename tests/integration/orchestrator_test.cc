@@ -503,14 +503,30 @@ TEST_F(OrchestratorTest, AWorkerHoldingAnAssignmentLosesItsLease) {
   EXPECT_NE(events->body.find("event: lease_expired"), std::string::npos) << events->body;
 }
 
-// Registers an encode worker over raw gRPC; its id, or 0 when refused.
-std::uint64_t RegisterEncodeWorker(pb::Orchestrator::Stub& stub) {
+// A registration made over raw gRPC: its worker id (0 when refused) and
+// session secret.
+struct RawSession {
+  std::uint64_t id = 0;
+  std::string secret;
+
+  // Signs `ctx` as this registration's call of `method`.
+  void Prove(grpc::ClientContext& ctx, std::string_view method) const {
+    ctx.AddMetadata(orchestrator::kWorkerMacMetadataKey,
+                    internal::SignCall(secret, method, internal::UnixMillis()));
+  }
+};
+
+// Registers an encode worker over raw gRPC.
+RawSession RegisterEncodeWorker(pb::Orchestrator::Stub& stub) {
   pb::RegisterRequest reg;
   reg.set_stage("encode");
   reg.set_capacity(1);
   pb::RegisterResponse rr;
   grpc::ClientContext ctx;
-  return stub.Register(&ctx, reg, &rr).ok() ? rr.worker_id() : 0;
+  if (!stub.Register(&ctx, reg, &rr).ok()) {
+    return {};
+  }
+  return {rr.worker_id(), rr.session_secret()};
 }
 
 // A worker's registration attempts carry its instance id and a count: one
@@ -546,7 +562,7 @@ TEST_F(OrchestratorTest, ADelayedRegistrationAttemptLeavesNoPhantomWorker) {
   ASSERT_EQ(code, grpc::StatusCode::OK);
   EXPECT_NE(third, second);
   EXPECT_EQ(workers(), 1) << "the third attempt replaced the second's record";
-  EXPECT_NE(RegisterEncodeWorker(*stub), 0u) << "workers without an instance are unaffected";
+  EXPECT_NE(RegisterEncodeWorker(*stub).id, 0u) << "workers without an instance are unaffected";
   EXPECT_EQ(workers(), 2);
 }
 
@@ -564,18 +580,20 @@ TEST_F(OrchestratorTest, AWorkerUnregisteringThenCancellingItsStreamLeavesTheOrc
   // sending its status.
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   for (int i = 0; i < 600 && std::chrono::steady_clock::now() < deadline; ++i) {
-    const std::uint64_t worker = RegisterEncodeWorker(*stub);
-    ASSERT_NE(worker, 0u);
+    const RawSession worker = RegisterEncodeWorker(*stub);
+    ASSERT_NE(worker.id, 0u);
     pb::AssignmentsRequest areq;
-    areq.set_worker_id(worker);
+    areq.set_worker_id(worker.id);
     grpc::ClientContext sctx;
+    worker.Prove(sctx, orchestrator::worker_method::kAssignments);
     auto reader = stub->Assignments(&sctx, areq);
     std::this_thread::sleep_for(std::chrono::microseconds(300));  // Attached.
     std::thread unregister([&] {
       pb::UnregisterRequest ureq;
-      ureq.set_worker_id(worker);
+      ureq.set_worker_id(worker.id);
       pb::UnregisterResponse uresp;
       grpc::ClientContext uctx;
+      worker.Prove(uctx, orchestrator::worker_method::kUnregister);
       (void)stub->Unregister(&uctx, ureq, &uresp);
     });
     std::this_thread::sleep_for(std::chrono::microseconds(7 * (i % 60)));
@@ -591,6 +609,87 @@ TEST_F(OrchestratorTest, AWorkerUnregisteringThenCancellingItsStreamLeavesTheOrc
   EXPECT_EQ(Unbase64(j["data"][0]["b64_json"]), "decode(denoise(encode(still up)))");
 }
 
+// A worker's calls prove its registration's session secret: holding the
+// cluster credential and another worker's id is not enough to take its
+// stream, beat for it, report for it or unregister it; ids are random.
+TEST_F(OrchestratorTest, AWorkerCannotActAsAnother) {
+  Start();
+  auto stub = pb::Orchestrator::NewStub(
+      grpc::CreateChannel(server_->endpoint(), grpc::InsecureChannelCredentials()));
+  const RawSession a = RegisterEncodeWorker(*stub), b = RegisterEncodeWorker(*stub);
+  ASSERT_NE(a.id, 0u);
+  ASSERT_NE(b.id, 0u);
+  EXPECT_NE(b.id, a.id + 1) << "worker ids are not sequential";
+  EXPECT_EQ(a.secret.size(), 32u);
+  EXPECT_NE(a.secret, b.secret);
+  // Each call names b's id: unsigned, or signed with a's secret.
+  auto heartbeat = [&](const RawSession* signer, std::string* why) {
+    pb::HeartbeatRequest hb;
+    hb.set_worker_id(b.id);
+    pb::HeartbeatResponse hr;
+    grpc::ClientContext ctx;
+    if (signer != nullptr) {
+      signer->Prove(ctx, orchestrator::worker_method::kHeartbeat);
+    }
+    const grpc::Status st = stub->Heartbeat(&ctx, hb, &hr);
+    *why = st.error_message();
+    return st.error_code();
+  };
+  std::string why;
+  EXPECT_EQ(heartbeat(nullptr, &why), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(why.find("no session proof"), std::string::npos) << why;
+  EXPECT_EQ(heartbeat(&a, &why), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(why.find("a wrong session secret"), std::string::npos) << why;
+  {
+    pb::AssignmentsRequest areq;
+    areq.set_worker_id(b.id);
+    grpc::ClientContext sctx;
+    a.Prove(sctx, orchestrator::worker_method::kAssignments);
+    auto reader = stub->Assignments(&sctx, areq);
+    pb::Assignment got;
+    EXPECT_FALSE(reader->Read(&got));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    pb::FailedRequest f;
+    f.set_worker_id(b.id);
+    f.set_job_id(1);
+    pb::FailedResponse fr;
+    grpc::ClientContext ctx;
+    a.Prove(ctx, orchestrator::worker_method::kFailed);
+    EXPECT_EQ(stub->Failed(&ctx, f, &fr).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    pb::UnregisterRequest u;
+    u.set_worker_id(b.id);
+    pb::UnregisterResponse ur;
+    grpc::ClientContext ctx;
+    a.Prove(ctx, orchestrator::worker_method::kDone);  // b's secret is not a's.
+    EXPECT_EQ(stub->Unregister(&ctx, u, &ur).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // A proof of b's own is taken once, for its method only.
+  pb::HeartbeatRequest hb;
+  hb.set_worker_id(b.id);
+  hb.set_free_slots(1);
+  pb::HeartbeatResponse hr;
+  grpc::ClientContext ok_ctx;
+  const std::string proof =
+      internal::SignCall(b.secret, orchestrator::worker_method::kHeartbeat, internal::UnixMillis());
+  ok_ctx.AddMetadata(orchestrator::kWorkerMacMetadataKey, proof);
+  ASSERT_TRUE(stub->Heartbeat(&ok_ctx, hb, &hr).ok());
+  EXPECT_FALSE(hr.reregister()) << "b is still registered";
+  grpc::ClientContext replay;
+  replay.AddMetadata(orchestrator::kWorkerMacMetadataKey, proof);
+  const grpc::Status replayed = stub->Heartbeat(&replay, hb, &hr);
+  EXPECT_EQ(replayed.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(replayed.error_message().find("replayed"), std::string::npos)
+      << replayed.error_message();
+  EXPECT_EQ(MetricValue(server_->http_endpoint(),
+                        "sluice_orchestrator_workers{model=\"sluice-reference\",stage=\"encode\"}"),
+            2)
+      << "no impersonating call declared b lost";
+}
+
 // A worker whose assignment stream is replaced by a newer one (it
 // reconnected) keeps the newer one when the old one ends: the old stream's
 // end used to detach the worker, whose assignments then queued unsent.
@@ -598,13 +697,15 @@ TEST_F(OrchestratorTest, AnOldAssignmentStreamEndingLeavesTheNewerOneAttached) {
   Start();
   auto stub = pb::Orchestrator::NewStub(
       grpc::CreateChannel(server_->endpoint(), grpc::InsecureChannelCredentials()));
-  const std::uint64_t worker = RegisterEncodeWorker(*stub);
-  ASSERT_NE(worker, 0u);
+  const RawSession worker = RegisterEncodeWorker(*stub);
+  ASSERT_NE(worker.id, 0u);
   pb::AssignmentsRequest areq;
-  areq.set_worker_id(worker);
+  areq.set_worker_id(worker.id);
   grpc::ClientContext old_ctx, new_ctx;
   old_ctx.set_deadline(std::chrono::system_clock::now() + 5s);
   new_ctx.set_deadline(std::chrono::system_clock::now() + 15s);
+  worker.Prove(old_ctx, orchestrator::worker_method::kAssignments);
+  worker.Prove(new_ctx, orchestrator::worker_method::kAssignments);
   auto old_reader = stub->Assignments(&old_ctx, areq);
   std::this_thread::sleep_for(200ms);  // Attached first.
   auto new_reader = stub->Assignments(&new_ctx, areq);
@@ -616,10 +717,11 @@ TEST_F(OrchestratorTest, AnOldAssignmentStreamEndingLeavesTheNewerOneAttached) {
   std::thread beater([&] {
     while (beating) {
       pb::HeartbeatRequest hb;
-      hb.set_worker_id(worker);
+      hb.set_worker_id(worker.id);
       hb.set_free_slots(1);
       pb::HeartbeatResponse hr;
       grpc::ClientContext ctx;
+      worker.Prove(ctx, orchestrator::worker_method::kHeartbeat);
       (void)stub->Heartbeat(&ctx, hb, &hr);
       std::this_thread::sleep_for(100ms);
     }

@@ -16,6 +16,7 @@
 #include "common/rpc_status.h"
 #include "discovery/etcd_client.h"
 #include "http/server.h"
+#include "orchestrator/core/worker_session.h"
 #include "orchestrator/service/etcd_journal.h"
 #include "orchestrator/service/http_api.h"
 #include "orchestrator/service/journal.h"
@@ -26,7 +27,9 @@
 namespace sluice::internal {
 
 namespace pb = ::sluice::orchestrator::v1;
+using orchestrator::kWorkerMacMetadataKey;
 using orchestrator::OrchestratorState;
+namespace worker_method = orchestrator::worker_method;
 
 namespace {
 
@@ -310,9 +313,11 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     for (const std::string& m : r.models) {
       models += (models.empty() ? "" : ",") + m;
     }
-    Result<std::uint64_t> id = state_.Register(std::move(r));
+    std::string secret;
+    Result<std::uint64_t> id = state_.Register(std::move(r), &secret);
     if (id.ok()) {
       resp->set_worker_id(*id);
+      resp->set_session_secret(std::move(secret));
       resp->set_heartbeat_interval_ms(
           static_cast<std::uint64_t>(config_.heartbeat_interval.count()));
       SLUICE_LOG(info, "worker {} ({} of {}, capacity {}) registered as {}", req->name(),
@@ -327,7 +332,10 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
-    Status s = state_.Heartbeat(*req);
+    Status s = Prove(*ctx, req->worker_id(), worker_method::kHeartbeat);
+    if (s.ok()) {
+      s = state_.Heartbeat(*req);
+    }
     if (s.code() == StatusCode::kNotFound) {
       resp->set_reregister(true);
       s = Status::Ok();
@@ -339,6 +347,10 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     auto* w = new AssignmentWriter(&state_, req->worker_id());
     if (grpc::Status refused = auth_.Check(*ctx); !refused.ok()) {
       w->Refuse(refused);
+      return w;
+    }
+    if (Status proof = Prove(*ctx, req->worker_id(), worker_method::kAssignments); !proof.ok()) {
+      w->Refuse(ToGrpc(proof));
       return w;
     }
     Status s = state_.Attach(
@@ -353,14 +365,16 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
-    return Done(ctx, state_.Done(*req));
+    Status proof = Prove(*ctx, req->worker_id(), worker_method::kDone);
+    return Done(ctx, proof.ok() ? state_.Done(*req) : proof);
   }
   grpc::ServerUnaryReactor* Failed(grpc::CallbackServerContext* ctx, const pb::FailedRequest* req,
                                    pb::FailedResponse*) override {
     if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
-    return Done(ctx, state_.Failed(*req));
+    Status proof = Prove(*ctx, req->worker_id(), worker_method::kFailed);
+    return Done(ctx, proof.ok() ? state_.Failed(*req) : proof);
   }
   grpc::ServerUnaryReactor* Unregister(grpc::CallbackServerContext* ctx,
                                        const pb::UnregisterRequest* req,
@@ -368,10 +382,22 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
     }
-    return Done(ctx, state_.Unregister(req->worker_id()));
+    Status proof = Prove(*ctx, req->worker_id(), worker_method::kUnregister);
+    return Done(ctx, proof.ok() ? state_.Unregister(req->worker_id()) : proof);
   }
 
  private:
+  // Whether the call proves it comes from worker `id`'s registration
+  // (worker_session.h); OrchestratorState::ProveWorker's errors.
+  Status Prove(const grpc::CallbackServerContext& ctx, std::uint64_t id, std::string_view method) {
+    const auto& md = ctx.client_metadata();
+    const auto it = md.find(kWorkerMacMetadataKey);
+    const std::string_view proof = it == md.end()
+                                       ? std::string_view()
+                                       : std::string_view(it->second.data(), it->second.size());
+    return state_.ProveWorker(id, method, proof);
+  }
+
   static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const Status& s) {
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
     r->Finish(ToGrpc(s));

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/random.h"
+#include "orchestrator/core/worker_session.h"
 #include "orchestrator/service/output_check.h"
 
 namespace sluice::orchestrator {
@@ -283,7 +284,7 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   return id;
 }
 
-Result<WorkerId> OrchestratorState::Register(Registration r) {
+Result<WorkerId> OrchestratorState::Register(Registration r, std::string* session_secret) {
   SLUICE_RETURN_IF_ERROR(ValidateStageName(r.stage));
   if (r.capacity < 1 || r.capacity > 1024) {
     return InvalidArgumentError("capacity must be in 1..1024");
@@ -336,7 +337,15 @@ Result<WorkerId> OrchestratorState::Register(Registration r) {
       }
     }
   }
-  const WorkerId id = next_worker_++;
+  // Random, so an id says nothing of another worker's; below 2^53, so
+  // JSON readers keep it exact.
+  WorkerId id = 0;
+  while (id == 0 || workers_.count(id) != 0) {
+    internal::RandomBytes(&id, sizeof(id));
+    id &= (WorkerId{1} << 53) - 1;
+  }
+  std::string secret(kSessionSecretBytes, '\0');
+  internal::RandomBytes(secret.data(), secret.size());
   SLUICE_RETURN_IF_ERROR(scheduler_.WorkerUp(
       id, WorkerSpec{r.models, r.stage, r.capacity, std::move(r.labels), r.assignment_timeout},
       now));
@@ -348,11 +357,38 @@ Result<WorkerId> OrchestratorState::Register(Registration r) {
   w.capacity = r.capacity;
   w.last_heartbeat = now;
   w.instance = r.instance;
+  w.session = std::make_shared<internal::CallVerifier>(secret, std::chrono::seconds(60),
+                                                       std::size_t{1} << 16, "session secret");
   if (r.instance != 0) {
     instances_[r.instance] = {r.attempt, id};
   }
   ApplyLocked(now);
+  if (session_secret != nullptr) {
+    *session_secret = std::move(secret);
+  }
   return id;
+}
+
+Status OrchestratorState::ProveWorker(WorkerId id, std::string_view method,
+                                      std::string_view proof) {
+  std::shared_ptr<internal::CallVerifier> session;
+  {
+    MutexLock lock(mu_);
+    auto it = workers_.find(id);
+    if (it == workers_.end()) {
+      return NotFoundError("unknown worker " + std::to_string(id) + " (register again)");
+    }
+    session = it->second.session;
+  }
+  if (proof.empty()) {
+    return PermissionDeniedError("worker " + std::to_string(id) +
+                                 ": the call carries no session proof");
+  }
+  // Checked unlocked: an HMAC per call, and its own nonce memory.
+  if (Status s = session->Verify(method, proof, internal::UnixMillis()); !s.ok()) {
+    return PermissionDeniedError("worker " + std::to_string(id) + ": " + std::string(s.message()));
+  }
+  return Status::Ok();
 }
 
 Status OrchestratorState::Attach(WorkerId id, const void* stream, Sink sink,

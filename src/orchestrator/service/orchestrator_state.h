@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -20,6 +21,7 @@
 #include "sluice/cache/condition.h"
 #include "sluice/orchestrator/server.h"
 
+#include "common/call_mac.h"
 #include "common/mutex.h"
 #include "orchestrator/core/autoscaler.h"
 #include "orchestrator/core/scheduler.h"
@@ -337,8 +339,17 @@ class OrchestratorState {
   // pipeline, or a pipeline that differs from its model's declaration);
   // kNotFound (the stage is not one of a declared model's);
   // kFailedPrecondition (an attempt older than the instance's registration
-  // held now: a request delayed in the network).
-  Result<WorkerId> Register(Registration r);
+  // held now: a request delayed in the network). The id is random (not
+  // guessable); `*session_secret` (when not null) gets the registration's
+  // session secret, which ProveWorker checks (worker_session.h).
+  Result<WorkerId> Register(Registration r, std::string* session_secret = nullptr);
+  // Whether `proof` (a call_mac.h proof under worker `w`'s session secret,
+  // made for `method`) is the worker's: the call may act as `w`.
+  // Errors: kNotFound (unknown worker: it must register again);
+  // kPermissionDenied naming the check that failed (no proof, wrong,
+  // stale, replayed).
+  Status ProveWorker(WorkerId w, std::string_view method, std::string_view proof)
+      SLUICE_EXCLUDES(mu_);
   // The worker's assignment stream `stream` (an identity, never
   // dereferenced) opened: queued assignments go to `sink` now, later ones as
   // they are decided. Errors: kNotFound (unknown worker). `closed` runs
@@ -455,6 +466,8 @@ class OrchestratorState {
     std::map<std::string, cache::CacheStats> caches;   // Its last heartbeat's.
     std::map<std::string, TransportBytes> transports;  // Likewise, per transport.
     std::uint64_t instance = 0;                        // Registration::instance.
+    // Checks the proofs of its session secret (shared: checked unlocked).
+    std::shared_ptr<internal::CallVerifier> session;
   };
   // Declares worker `it` lost (`why` in the log and its jobs' events): its
   // work runs again, its stream ends, its counters join the totals. The
@@ -571,7 +584,6 @@ class OrchestratorState {
   std::unordered_map<std::string, JobId> names_ SLUICE_GUARDED_BY(mu_);   // Public id -> job.
   std::map<std::string, std::size_t> unfinished_ SLUICE_GUARDED_BY(mu_);  // Per tenant.
   JobId next_job_ SLUICE_GUARDED_BY(mu_) = 1;
-  WorkerId next_worker_ SLUICE_GUARDED_BY(mu_) = 1;
   ServiceStats stats_ SLUICE_GUARDED_BY(mu_);
 };
 
