@@ -2,10 +2,15 @@
 
 #include <httplib.h>
 #include <openssl/evp.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <charconv>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
+
+#include "sluice/security.h"
 
 namespace sluice::discovery {
 namespace {
@@ -98,14 +103,15 @@ std::string PrefixEnd(std::string prefix) {
 }  // namespace
 
 Result<std::vector<std::string>> ParseEtcdEndpoints(std::string_view list) {
-  static const std::regex kUrl(R"(http://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5})");
+  static const std::regex kUrl(R"(https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5})");
   std::vector<std::string> out;
   std::size_t at = 0;
   while (at <= list.size()) {
     const std::size_t comma = std::min(list.find(',', at), list.size());
     const std::string url(list.substr(at, comma - at));
     if (!std::regex_match(url, kUrl)) {
-      return InvalidArgumentError("etcd endpoint '" + url + "' is not http://HOST:PORT");
+      return InvalidArgumentError("etcd endpoint '" + url +
+                                  "' is not http://HOST:PORT or https://HOST:PORT");
     }
     out.push_back(url);
     at = comma + 1;
@@ -114,23 +120,130 @@ Result<std::vector<std::string>> ParseEtcdEndpoints(std::string_view list) {
 }
 
 Result<std::unique_ptr<EtcdClient>> EtcdClient::Create(std::vector<std::string> endpoints,
-                                                       std::chrono::milliseconds timeout) {
+                                                       std::chrono::milliseconds timeout,
+                                                       EtcdSecurity security) {
   if (endpoints.empty()) {
     return InvalidArgumentError("etcd: no endpoint");
   }
-  return std::unique_ptr<EtcdClient>(new EtcdClient(std::move(endpoints), timeout));
+  const EtcdSecurity& s = security;
+  const bool tls_files = !s.ca_file.empty() || !s.cert_file.empty() || !s.key_file.empty();
+  for (const std::string& e : endpoints) {
+    const bool https = e.rfind("https://", 0) == 0;
+    if (https && s.ca_file.empty()) {
+      return InvalidArgumentError("etcd endpoint " + e +
+                                  " is https: it needs the CA of etcd's certificate (--etcd-ca)");
+    }
+    if (!https && tls_files) {
+      return InvalidArgumentError("etcd endpoint " + e +
+                                  " is plaintext http, yet TLS files are given: use https://");
+    }
+  }
+  if (s.cert_file.empty() != s.key_file.empty()) {
+    return InvalidArgumentError(
+        "etcd: a client certificate needs its key and the reverse "
+        "(--etcd-cert with --etcd-key)");
+  }
+  for (const std::string* f : {&s.ca_file, &s.cert_file}) {
+    if (!f->empty() && ::access(f->c_str(), R_OK) != 0) {
+      return InvalidArgumentError("etcd: cannot read " + *f);
+    }
+  }
+  if (!s.key_file.empty()) {
+    SLUICE_RETURN_IF_ERROR(CheckSecretFile("etcd client key", s.key_file));
+  }
+  if (!s.ca_file.empty()) {
+    static std::once_flag ignore_sigpipe;
+    std::call_once(ignore_sigpipe, [] { ::signal(SIGPIPE, SIG_IGN); });
+  }
+  if (s.user.empty() != s.password.empty()) {
+    return InvalidArgumentError(
+        "etcd: auth needs a user and a password (--etcd-user with "
+        "--etcd-password-file)");
+  }
+  return std::unique_ptr<EtcdClient>(
+      new EtcdClient(std::move(endpoints), timeout, std::move(security)));
 }
 
-EtcdClient::EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout)
-    : endpoints_(std::move(endpoints)), timeout_(timeout) {}
+EtcdClient::EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout,
+                       EtcdSecurity security)
+    : endpoints_(std::move(endpoints)), timeout_(timeout), security_(std::move(security)) {}
 
 EtcdClient::~EtcdClient() = default;
+
+std::string EtcdClient::PostLocked(std::size_t i, const std::string& path, const std::string& body,
+                                   int* status, std::string* failure) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body;
+  req.set_header("Content-Type", "application/json");
+  if (!token_.empty() && path != "/v3/auth/authenticate") {
+    req.set_header("Authorization", token_);
+  }
+  // The gateway ends an error's chunked body with trailers httplib cannot
+  // parse (the exchange then fails as a read error): the status and the
+  // body are taken as they arrive, before the trailers.
+  int got = 0;
+  std::string answer;
+  req.response_handler = [&got](const httplib::Response& r) {
+    got = r.status;
+    return true;
+  };
+  req.content_receiver = [&answer](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+    answer.append(data, n);
+    return answer.size() <= (std::size_t{4} << 20);
+  };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  const bool ok = clients_[i]->send(req, res, error);
+  *status = ok ? res.status : got;
+  if (*status == 0) {
+    *failure = httplib::to_string(error);
+    if (error == httplib::Error::SSLServerVerification) {
+      *failure += " (etcd's certificate is not signed by --etcd-ca, or does not name " +
+                  endpoints_[i] + ")";
+    }
+    return {};
+  }
+  return answer;
+}
+
+Status EtcdClient::AuthenticateLocked(std::size_t i) {
+  int status = 0;
+  std::string failure;
+  const std::string body = PostLocked(
+      i, "/v3/auth/authenticate",
+      json{{"name", security_.user}, {"password", security_.password}}.dump(), &status, &failure);
+  if (status == 0) {
+    return UnavailableError("etcd " + endpoints_[i] + ": " + failure, FailureScope::kEndpoint);
+  }
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (status != 200 || !j.is_object() || !j.contains("token") || !j["token"].is_string()) {
+    return UnauthenticatedError("etcd " + endpoints_[i] + " refused user '" + security_.user +
+                                "': HTTP " + std::to_string(status) + " " + body.substr(0, 200));
+  }
+  token_ = j["token"].get<std::string>();
+  ++authentications_;
+  return Status::Ok();
+}
+
+std::uint64_t EtcdClient::authentications() const {
+  MutexLock lock(mu_);
+  return authentications_;
+}
 
 Result<std::string> EtcdClient::Call(const std::string& path, const std::string& body) {
   MutexLock lock(mu_);
   if (clients_.empty()) {
     for (const std::string& e : endpoints_) {
-      auto c = std::make_unique<httplib::Client>(e);
+      std::unique_ptr<httplib::Client> c =
+          security_.cert_file.empty()
+              ? std::make_unique<httplib::Client>(e)
+              : std::make_unique<httplib::Client>(e, security_.cert_file, security_.key_file);
+      if (!security_.ca_file.empty()) {
+        c->set_ca_cert_path(security_.ca_file);
+        c->enable_server_certificate_verification(true);
+      }
       const auto s = std::chrono::duration_cast<std::chrono::seconds>(timeout_);
       const auto us = std::chrono::duration_cast<std::chrono::microseconds>(timeout_ - s);
       c->set_connection_timeout(s.count(), us.count());
@@ -142,18 +255,40 @@ Result<std::string> EtcdClient::Call(const std::string& path, const std::string&
   std::string last;
   for (std::size_t tried = 0; tried < clients_.size(); ++tried) {
     const std::size_t i = (current_ + tried) % clients_.size();
-    auto r = clients_[i]->Post(path, body, "application/json");
-    if (r && r->status == 200) {
-      current_ = i;
-      return r->body;
+    if (!security_.user.empty() && token_.empty()) {
+      if (Status s = AuthenticateLocked(i); !s.ok()) {
+        if (s.code() != StatusCode::kUnavailable) {
+          return s;
+        }
+        last = std::string(s.message());
+        continue;
+      }
     }
-    if (r && r->status / 100 == 4) {
+    int status = 0;
+    std::string failure;
+    std::string answer = PostLocked(i, path, body, &status, &failure);
+    if (status == 401 && !security_.user.empty()) {
+      // The token expired (or etcd restarted): once more with a new one.
+      token_.clear();
+      SLUICE_RETURN_IF_ERROR(AuthenticateLocked(i));
+      answer = PostLocked(i, path, body, &status, &failure);
+    }
+    if (status == 200) {
+      current_ = i;
+      return answer;
+    }
+    if (status == 401 || status == 403) {
+      return PermissionDeniedError(
+          "etcd " + endpoints_[i] + path + " refused: HTTP " + std::to_string(status) + " " +
+          answer.substr(0, 200) +
+          (security_.user.empty() ? " (etcd has auth on: --etcd-user)" : ""));
+    }
+    if (status / 100 == 4) {
       // etcd refused the request itself: another member would too.
       return InvalidArgumentError("etcd " + endpoints_[i] + path + ": HTTP " +
-                                  std::to_string(r->status) + " " + r->body.substr(0, 200));
+                                  std::to_string(status) + " " + answer.substr(0, 200));
     }
-    last = endpoints_[i] + ": " +
-           (r ? "HTTP " + std::to_string(r->status) : httplib::to_string(r.error()));
+    last = endpoints_[i] + ": " + (status != 0 ? "HTTP " + std::to_string(status) : failure);
   }
   return UnavailableError("etcd unreachable (" + last + ")", FailureScope::kEndpoint);
 }

@@ -1,5 +1,6 @@
 // A client of etcd's v3 API through its JSON gateway (POST /v3/...; keys
-// and values base64 in the JSON), over plain HTTP with cpp-httplib. Chosen
+// and values base64 in the JSON), over HTTP or HTTPS with cpp-httplib, with
+// etcd's user/password auth when configured. Chosen
 // over the gRPC API: the gateway is part of every etcd since 3.3 (Debian
 // ships 3.4), needs no generated code or second protobuf tree, and the
 // calls sluice makes (leases, puts, ranges, one compare-and-put) are few
@@ -41,23 +42,44 @@ struct EtcdWrite {
   std::string value;  // kPut only.
 };
 
-// "http://host:port[,http://host:port...]" to its URLs. Errors:
-// kInvalidArgument naming the bad one (only http://host:port is accepted).
+// "http[s]://host:port[,...]" to its URLs. Errors: kInvalidArgument naming
+// the bad one (only http://host:port and https://host:port are accepted).
 Result<std::vector<std::string>> ParseEtcdEndpoints(std::string_view list);
+
+// How a client checks etcd and proves itself to it.
+struct EtcdSecurity {
+  // TLS, for https:// endpoints: the CA that signed etcd's certificates
+  // (required), and this client's certificate and key for an etcd started
+  // with --client-cert-auth (both or neither; the key its owner's only).
+  std::string ca_file, cert_file, key_file;
+  // etcd's auth: the user's password is sent only in the authenticate
+  // call; the token etcd answers goes with every later call and is fetched
+  // again when etcd says it is invalid (expired, or etcd restarted).
+  std::string user, password;
+};
 
 class EtcdClient {
  public:
   // `endpoints`: URLs as ParseEtcdEndpoints gives them; a call goes to the
   // one that answered last and moves on to the next when it does not.
   // `timeout` bounds each HTTP exchange. Connects lazily (never fails for
-  // an unreachable etcd). Errors: kInvalidArgument (no endpoint).
+  // an unreachable etcd). Errors: kInvalidArgument (no endpoint; an https
+  // endpoint without a CA; TLS files with an http:// endpoint, which would
+  // be plaintext; a certificate without its key or the reverse; a file
+  // that cannot be read or a key file open to others; a user without a
+  // password or the reverse). With an https endpoint, SIGPIPE is ignored
+  // process-wide from then on: OpenSSL writes to a connection etcd closed
+  // (a refused handshake) with write(2), whose SIGPIPE would end the
+  // process; the write fails with EPIPE instead.
   static Result<std::unique_ptr<EtcdClient>> Create(std::vector<std::string> endpoints,
-                                                    std::chrono::milliseconds timeout);
+                                                    std::chrono::milliseconds timeout,
+                                                    EtcdSecurity security = {});
   ~EtcdClient();
 
   // Every call: kUnavailable (scope kEndpoint) when no endpoint answers,
-  // naming the last one's failure; kInternal for an answer that is not
-  // etcd's JSON.
+  // naming the last one's failure (a TLS handshake etcd refuses counts);
+  // kUnauthenticated when etcd refuses the user or password; kInternal for
+  // an answer that is not etcd's JSON.
 
   // A lease of `ttl` (at least 1 s); its id.
   Result<std::int64_t> Grant(std::chrono::seconds ttl);
@@ -84,15 +106,31 @@ class EtcdClient {
   Result<bool> Txn(const std::vector<EtcdWrite>& writes, const std::string& fence_key = "",
                    std::int64_t fence_lease = 0);
 
+  // Auth tokens fetched so far: the first, then one each time etcd called
+  // the token invalid.
+  std::uint64_t authentications() const;
+
  private:
-  EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout);
+  EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout,
+             EtcdSecurity security);
   // POSTs `body` (JSON) to `path` on the current endpoint, then the others;
-  // the answer's body.
+  // the answer's body. With a user, authenticates first (and again once
+  // when etcd calls the token invalid).
   Result<std::string> Call(const std::string& path, const std::string& body);
+  // One POST to endpoint `i` with the auth token when there is one;
+  // `*status` gets the HTTP status (0: no answer, `*failure` says why).
+  std::string PostLocked(std::size_t i, const std::string& path, const std::string& body,
+                         int* status, std::string* failure) SLUICE_REQUIRES(mu_);
+  // A fresh token from endpoint `i`. kUnauthenticated when etcd refuses
+  // the user or password.
+  Status AuthenticateLocked(std::size_t i) SLUICE_REQUIRES(mu_);
 
   const std::vector<std::string> endpoints_;
   const std::chrono::milliseconds timeout_;
-  Mutex mu_;
+  const EtcdSecurity security_;
+  mutable Mutex mu_;
+  std::string token_ SLUICE_GUARDED_BY(mu_);  // etcd's auth token; empty: none yet.
+  std::uint64_t authentications_ SLUICE_GUARDED_BY(mu_) = 0;
   std::size_t current_ SLUICE_GUARDED_BY(mu_) = 0;
   std::vector<std::unique_ptr<httplib::Client>> clients_ SLUICE_GUARDED_BY(mu_);
 };

@@ -1,11 +1,18 @@
 // The etcd client, publishers and elections against a real etcd (label
 // etcd; skipped where /usr/bin/etcd is absent).
+#include <httplib.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
 #include <atomic>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "common/testing/eventually.h"
+#include "common/testing/test_pki.h"
 #include "discovery/etcd_client.h"
 #include "discovery/membership.h"
 #include "discovery/testing/etcd_server.h"
@@ -36,11 +43,11 @@ class EtcdTest : public ::testing::Test {
   std::unique_ptr<EtcdClient> etcd_;
 };
 
-TEST(EtcdEndpointsTest, OnlyHttpHostPortUrlsAreAccepted) {
-  auto two = ParseEtcdEndpoints("http://10.0.0.1:2379,http://[fd00::1]:2379");
+TEST(EtcdEndpointsTest, OnlyHttpOrHttpsHostPortUrlsAreAccepted) {
+  auto two = ParseEtcdEndpoints("http://10.0.0.1:2379,https://[fd00::1]:2379");
   ASSERT_TRUE(two.ok());
   EXPECT_EQ(two->size(), 2u);
-  for (const char* bad : {"", "10.0.0.1:2379", "https://h:2379", "http://h", "http://h:1,"}) {
+  for (const char* bad : {"", "10.0.0.1:2379", "ftp://h:2379", "http://h", "http://h:1,"}) {
     auto r = ParseEtcdEndpoints(bad);
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
   }
@@ -161,6 +168,123 @@ TEST_F(EtcdTest, ResolveWaitsForTheKey) {
   auto none = Resolve(etcd_.get(), "/sluice/c/none", 200ms, 50ms);
   EXPECT_EQ(none.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(none.status().message().find("/sluice/c/none"), std::string_view::npos);
+}
+
+// etcd serving TLS that requires client certificates: a client with the
+// CA and a certificate it signed is served; one without a certificate,
+// one trusting another CA and one speaking plaintext are not; TLS settings
+// that cannot work are refused before any call.
+class EtcdTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdServer::Available()) {
+      GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server)";
+    }
+    char tmpl[] = "/tmp/sluice-etcd-pki-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    pki_ = sluice::testing::MakePki(dir_);
+    ASSERT_FALSE(pki_.ca.empty()) << "openssl failed";
+    ASSERT_EQ(::chmod(pki_.key.c_str(), 0600), 0);
+    server_ = std::make_unique<EtcdServer>(testing::EtcdServerTls{pki_.ca, pki_.cert, pki_.key},
+                                           Mutual());
+  }
+  void TearDown() override {
+    server_.reset();
+    if (!dir_.empty()) {
+      std::filesystem::remove_all(dir_);
+    }
+  }
+  EtcdSecurity Mutual() const { return {pki_.ca, pki_.cert, pki_.key, "", ""}; }
+  Status PutWith(const std::string& url, const EtcdSecurity& s) {
+    auto c = EtcdClient::Create({url}, 2000ms, s);
+    return c.ok() ? (*c)->Put("/tls/k", "v") : c.status();
+  }
+
+  std::string dir_;
+  sluice::testing::Pki pki_;
+  std::unique_ptr<EtcdServer> server_;
+};
+
+TEST_F(EtcdTlsTest, AClientNeedsTheCaAndACertificateItSigned) {
+  const std::string url = server_->url();
+  ASSERT_EQ(url.rfind("https://", 0), 0u) << url;
+  auto good = EtcdClient::Create({url}, 2000ms, Mutual());
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  ASSERT_TRUE((*good)->Put("/tls/k", "over tls").ok());
+  auto kv = (*good)->Get("/tls/k");
+  ASSERT_TRUE(kv.ok() && kv->has_value());
+  EXPECT_EQ((*kv)->value, "over tls");
+
+  EXPECT_EQ(PutWith(url, {pki_.ca, "", "", "", ""}).code(), StatusCode::kUnavailable)
+      << "no client certificate";
+  const Status other = PutWith(url, {pki_.other_ca, pki_.cert, pki_.key, "", ""});
+  EXPECT_EQ(other.code(), StatusCode::kUnavailable);
+  EXPECT_NE(other.message().find("not signed by --etcd-ca"), std::string_view::npos)
+      << other.ToString();
+  const std::string plain = "http://" + url.substr(8);
+  EXPECT_FALSE(PutWith(plain, {}).ok()) << "plaintext to the TLS port";
+
+  // Settings that cannot work are refused at once, naming the fix.
+  EXPECT_NE(PutWith(url, {}).message().find("--etcd-ca"), std::string_view::npos);
+  EXPECT_NE(PutWith(plain, Mutual()).message().find("plaintext"), std::string_view::npos);
+  EXPECT_NE(PutWith(url, {pki_.ca, pki_.cert, "", "", ""}).message().find("--etcd-key"),
+            std::string_view::npos);
+  ASSERT_EQ(::chmod(pki_.key.c_str(), 0644), 0);
+  EXPECT_EQ(PutWith(url, Mutual()).code(), StatusCode::kInvalidArgument)
+      << "a client key others can read";
+}
+
+// Posts `body` to a plaintext etcd's gateway; whether it answered 200.
+bool Admin(httplib::Client& http, const std::string& path, const nlohmann::json& body) {
+  auto r = http.Post(path, body.dump(), "application/json");
+  EXPECT_TRUE(r && r->status == 200) << path << ": " << (r ? r->body : "no answer");
+  return r && r->status == 200;
+}
+
+// etcd with auth on: a client with a user and password gets a token (the
+// password crosses the wire once per token), fetches a new one when the
+// token expires, and without a user or with a wrong password is refused.
+TEST(EtcdAuthTest, AUserAuthenticatesAndAgainWhenItsTokenExpires) {
+  if (!EtcdServer::Available()) {
+    GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server)";
+  }
+  EtcdServer server({}, {}, /*auth_token_ttl_s=*/1);
+  httplib::Client http(server.url());
+  const std::string all = "AA==";  // Base64 of "\0": every key.
+  ASSERT_TRUE(Admin(http, "/v3/auth/user/add", {{"name", "root"}, {"password", "root-pw-5e1"}}));
+  ASSERT_TRUE(Admin(http, "/v3/auth/role/add", {{"name", "root"}}));
+  ASSERT_TRUE(Admin(http, "/v3/auth/user/grant", {{"user", "root"}, {"role", "root"}}));
+  ASSERT_TRUE(Admin(http, "/v3/auth/user/add", {{"name", "sluice"}, {"password", "pw-7c2d9e"}}));
+  ASSERT_TRUE(Admin(http, "/v3/auth/role/add", {{"name", "cluster"}}));
+  ASSERT_TRUE(Admin(http, "/v3/auth/role/grant",
+                    {{"name", "cluster"},
+                     {"perm", {{"permType", "READWRITE"}, {"key", all}, {"range_end", all}}}}));
+  ASSERT_TRUE(Admin(http, "/v3/auth/user/grant", {{"user", "sluice"}, {"role", "cluster"}}));
+  ASSERT_TRUE(Admin(http, "/v3/auth/enable", nlohmann::json::object()));
+
+  auto c = EtcdClient::Create({server.url()}, 2000ms, {"", "", "", "sluice", "pw-7c2d9e"});
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Put("/auth/k", "v1").ok());
+  EXPECT_EQ((*c)->authentications(), 1u);
+
+  auto anon = EtcdClient::Create({server.url()}, 2000ms);
+  EXPECT_FALSE((*anon)->Put("/auth/k", "v2").ok()) << "no user";
+  auto wrong = EtcdClient::Create({server.url()}, 2000ms, {"", "", "", "sluice", "wrong"});
+  const Status refused = (*wrong)->Put("/auth/k", "v2");
+  EXPECT_EQ(refused.code(), StatusCode::kUnauthenticated) << refused.ToString();
+
+  // Idle past the token's lifetime (1 s): the next call fetches a new
+  // token and succeeds. Bounded: five idle periods.
+  for (int i = 0; i < 5 && (*c)->authentications() < 2; ++i) {
+    std::this_thread::sleep_for(2500ms);
+    const Status put = (*c)->Put("/auth/k", "v" + std::to_string(i + 3));
+    ASSERT_TRUE(put.ok()) << put.ToString();
+  }
+  EXPECT_GE((*c)->authentications(), 2u) << "the expired token was never replaced";
+  auto kv = (*c)->Get("/auth/k");
+  ASSERT_TRUE(kv.ok() && kv->has_value());
+  EXPECT_NE((*kv)->value, "v1");
 }
 
 }  // namespace

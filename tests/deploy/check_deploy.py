@@ -5,7 +5,9 @@ manifest, a systemd unit or a config section gives a role is one that
 container port; probes name declared ports and paths the orchestrator
 serves (asked of a running one); Services select a workload and target its
 ports; no role runs an open cluster and the gRPC faces (master,
-orchestrator) serve TLS, unless --insecure says so.
+orchestrator) serve TLS, unless --insecure says so; etcd serves TLS with
+client-certificate auth, and every role speaks https to it with the CA and
+a client certificate.
 Usage: check_deploy.py SLUICE_BIN DEPLOY_DIR [--expect-problem REGEX]
 (with it: exit 0 only when some problem matches REGEX, for tests that
 break a copy of deploy/ on purpose)."""
@@ -50,6 +52,9 @@ def check_args(binary, where, args):
         if a.startswith("--") and a.split("=")[0] not in known:
             fail(where, f"{args[0]} has no flag {a} (sluice {args[0]} --help)")
     given = {a.split("=")[0] for a in args[1:]}
+    settings = {a[2:]: flag_value(args, a) for a in given if a.startswith("--")}
+    check_etcd_client(where, args[0], {k: v for k, v in settings.items()
+                                       if k.startswith("etcd") or k == "insecure"})
     if "--insecure" not in given:
         if "--cluster-token" not in given:
             fail(where, f"{args[0]} runs an open cluster (no --cluster-token)")
@@ -61,6 +66,21 @@ def check_args(binary, where, args):
     return args[0]
 
 
+def check_etcd_client(where, role, settings):
+    """A role's etcd settings (flag name without dashes -> value): https,
+    the CA, and a client certificate, unless insecure."""
+    endpoints = settings.get("etcd")
+    if endpoints is None or settings.get("insecure"):
+        return
+    if "http://" in str(endpoints):
+        fail(where, f"{role}: etcd over plaintext http ({endpoints}); give https:// "
+                    "with etcd-ca, etcd-cert and etcd-key")
+        return
+    for key in ("etcd-ca", "etcd-cert", "etcd-key"):
+        if key not in settings:
+            fail(where, f"{role}: etcd without {key} (etcd requires client certificates)")
+
+
 def check_config(binary, where, text):
     config = yaml.safe_load(text)
     for role, section in config.items():
@@ -70,6 +90,16 @@ def check_config(binary, where, text):
         for key in section:
             if f"--{key}" not in role_flags(binary, role):
                 fail(where, f"{role}: no flag --{key}")
+        check_etcd_client(where, role, section)
+
+
+def check_etcd_server(where, args):
+    """etcd itself: TLS to its clients, which must present certificates."""
+    urls = flag_value(args, "--listen-client-urls") or ""
+    if not urls.startswith("https://") or "--client-cert-auth" not in args \
+            or "--trusted-ca-file" not in args:
+        fail(where, "etcd serves its clients without TLS client-certificate auth "
+                    "(https --listen-client-urls, --trusted-ca-file, --client-cert-auth)")
 
 
 def flag_value(args, flag):
@@ -121,7 +151,9 @@ def check_kubernetes(binary, base):
             where = f"{f} {d['metadata']['name']}"
             ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
             if c["image"] != "sluice":
-                # Another program (etcd): only its ports, for the Services.
+                # Another program (etcd): its ports, for the Services.
+                if c["image"] == "etcd":
+                    check_etcd_server(where, [str(a) for a in c.get("args", [])])
                 workloads[d["metadata"]["name"]] = (labels, ports)
                 continue
             role = check_args(binary, where, [str(a) for a in c["args"]])

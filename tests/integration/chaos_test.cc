@@ -31,9 +31,9 @@
 
 #include "child_process.h"
 #include "common/testing/free_port.h"
+#include "common/testing/test_pki.h"
 #include "metrics_text.h"
 #include "reference_bytes.h"
-#include "test_pki.h"
 
 namespace sluice::testing {
 namespace {

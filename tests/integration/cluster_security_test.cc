@@ -19,8 +19,8 @@
 #include "child_process.h"
 #include "common/call_mac.h"
 #include "common/security_keys.h"
+#include "common/testing/test_pki.h"
 #include "service/proto/orchestrator.grpc.pb.h"
-#include "test_pki.h"
 
 namespace sluice::testing {
 namespace {

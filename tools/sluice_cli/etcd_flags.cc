@@ -1,8 +1,12 @@
 #include "tools/sluice_cli/etcd_flags.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
+
+#include "sluice/security.h"
 
 #include "tools/sluice_cli/signals.h"
 
@@ -10,7 +14,7 @@ namespace sluice::cli {
 
 void AddEtcdFlags(CLI::App* cmd, EtcdOptions* o) {
   cmd->add_option("--etcd", o->endpoints,
-                  "etcd endpoints, http://HOST:PORT[,...]: find the master and the orchestrator "
+                  "etcd endpoints, http[s]://HOST:PORT[,...]: find the master and the orchestrator "
                   "there, and run the master and the orchestrator as leader and standbys")
       ->envname("SLUICE_ETCD");
   cmd->add_option("--cluster", o->cluster, "the cluster's name in etcd (keys /sluice/NAME/...)")
@@ -26,6 +30,39 @@ void AddEtcdFlags(CLI::App* cmd, EtcdOptions* o) {
                   "a leader dead this long is replaced by a standby")
       ->check(CLI::Range(1, 600))
       ->capture_default_str();
+  cmd->add_option("--etcd-ca", o->ca_file,
+                  "with https:// etcd endpoints: the CA that signed etcd's certificates")
+      ->envname("SLUICE_ETCD_CA_FILE");
+  cmd->add_option("--etcd-cert", o->cert_file,
+                  "this role's client certificate for an etcd that requires one "
+                  "(--client-cert-auth)")
+      ->envname("SLUICE_ETCD_CERT_FILE");
+  cmd->add_option("--etcd-key", o->key_file, "the client certificate's key (owner-only file)")
+      ->envname("SLUICE_ETCD_KEY_FILE");
+  cmd->add_option("--etcd-user", o->user, "etcd's auth: the user this role authenticates as")
+      ->envname("SLUICE_ETCD_USER");
+  cmd->add_option("--etcd-password-file", o->password_file,
+                  "etcd's auth: a file holding the user's password (owner-only)")
+      ->envname("SLUICE_ETCD_PASSWORD_FILE");
+}
+
+Result<discovery::EtcdSecurity> EtcdSecurityOf(const EtcdOptions& o) {
+  discovery::EtcdSecurity s{o.ca_file, o.cert_file, o.key_file, o.user, ""};
+  if (!o.password_file.empty()) {
+    SLUICE_RETURN_IF_ERROR(CheckSecretFile("--etcd-password-file", o.password_file));
+    std::ifstream in(o.password_file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) {
+      return InvalidArgumentError("--etcd-password-file " + o.password_file + ": cannot read it");
+    }
+    const std::size_t end = text.find_last_not_of(" \t\r\n");
+    s.password = end == std::string::npos ? "" : text.substr(0, end + 1);
+    if (s.password.empty() || s.password.size() > 4096) {
+      return InvalidArgumentError("--etcd-password-file " + o.password_file +
+                                  ": the password must be 1..4096 bytes");
+    }
+  }
+  return s;
 }
 
 std::unique_ptr<discovery::EtcdClient> ConnectEtcd(const char* role, const EtcdOptions& o,
@@ -35,8 +72,11 @@ std::unique_ptr<discovery::EtcdClient> ConnectEtcd(const char* role, const EtcdO
     return nullptr;
   }
   Result<std::vector<std::string>> urls = discovery::ParseEtcdEndpoints(o.endpoints);
+  Result<discovery::EtcdSecurity> security = EtcdSecurityOf(o);
   Result<std::unique_ptr<discovery::EtcdClient>> c =
-      urls.ok() ? discovery::EtcdClient::Create(*urls, std::chrono::seconds(2)) : urls.status();
+      !urls.ok()       ? urls.status()
+      : !security.ok() ? security.status()
+                       : discovery::EtcdClient::Create(*urls, std::chrono::seconds(2), *security);
   if (!c.ok()) {
     std::cerr << role << ": --etcd: " << c.status().message() << "\n";
     *failed = true;

@@ -22,10 +22,18 @@ struct EtcdOptions {
   std::string endpoints;  // Empty: no etcd.
   std::string cluster = "default";
   int lease_ttl_s = 3;
+  // TLS to etcd (https:// endpoints) and etcd's auth.
+  std::string ca_file, cert_file, key_file, user, password_file;
 };
 
-// Declares --etcd, --cluster and --etcd-lease-ttl-s on `cmd`.
+// Declares --etcd, --cluster, --etcd-lease-ttl-s, --etcd-ca, --etcd-cert,
+// --etcd-key, --etcd-user and --etcd-password-file on `cmd`.
 void AddEtcdFlags(CLI::App* cmd, EtcdOptions* o);
+
+// The TLS files and credentials of `o` for discovery::EtcdClient: the
+// password read from its file (its owner's only; trimmed). Errors:
+// kInvalidArgument naming the flag or file.
+Result<discovery::EtcdSecurity> EtcdSecurityOf(const EtcdOptions& o);
 
 // The client for `o` (null when --etcd is not given); on an error prints it
 // prefixed by `role` and sets *failed.

@@ -181,6 +181,14 @@ int RunOrchestrator(OrchestratorConfig config, bool exit_on_eof, const EtcdOptio
   if (journal_in_etcd) {
     // Where the next leader reads it; written only while this one leads.
     config.journal_etcd.endpoints = eo.endpoints;
+    Result<discovery::EtcdSecurity> es = EtcdSecurityOf(eo);  // Checked by ConnectEtcd.
+    if (es.ok()) {
+      config.journal_etcd.ca_file = es->ca_file;
+      config.journal_etcd.cert_file = es->cert_file;
+      config.journal_etcd.key_file = es->key_file;
+      config.journal_etcd.user = es->user;
+      config.journal_etcd.password = es->password;
+    }
     config.journal_etcd.prefix = discovery::RoleKey(eo.cluster, "orchestrator") + "/journal/";
     config.journal_etcd.leader_key = lead->key();
     config.journal_etcd.leader_lease = lead->lease();

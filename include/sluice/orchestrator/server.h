@@ -126,7 +126,10 @@ struct OrchestratorConfig {
   // job and answers for finished ones. Writes are fenced by the leader's
   // key: an orchestrator that no longer leads cannot write.
   struct EtcdJournalConfig {
-    std::string endpoints;   // "http://host:port[,...]"; empty: not in etcd.
+    std::string endpoints;  // "http[s]://host:port[,...]"; empty: not in etcd.
+    // TLS to etcd (the CA; a client certificate and key when etcd requires
+    // one) and etcd's auth (user and password), as for every etcd client.
+    std::string ca_file, cert_file, key_file, user, password;
     std::string prefix;      // Key prefix ending in '/', e.g. "/sluice/prod/journal/".
     std::string leader_key;  // Empty: unfenced (one orchestrator only).
     std::int64_t leader_lease = 0;

@@ -553,7 +553,9 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
       return urls.status().WithContext("orchestrator: journal_etcd");
     }
     SLUICE_ASSIGN_OR_RETURN(etcd,
-                            discovery::EtcdClient::Create(*urls, std::chrono::milliseconds(2000)));
+                            discovery::EtcdClient::Create(
+                                *urls, std::chrono::milliseconds(2000),
+                                {je.ca_file, je.cert_file, je.key_file, je.user, je.password}));
     SLUICE_ASSIGN_OR_RETURN(
         journal, orchestrator::EtcdJournal::Open(
                      etcd.get(), {je.prefix, je.leader_key, je.leader_lease, je.max_result_bytes}));

@@ -1,8 +1,8 @@
 // A throwaway PKI for TLS tests: a CA, a certificate it signs for
 // 127.0.0.1 (used by servers and clients alike), and an unrelated CA,
 // made with the `openssl` command in `dir`.
-#ifndef SLUICE_TESTS_INTEGRATION_TEST_PKI_H_
-#define SLUICE_TESTS_INTEGRATION_TEST_PKI_H_
+#ifndef SLUICE_COMMON_TESTING_TEST_PKI_H_
+#define SLUICE_COMMON_TESTING_TEST_PKI_H_
 
 #include <cstdlib>
 #include <string>
@@ -37,4 +37,4 @@ inline Pki MakePki(const std::string& dir) {
 
 }  // namespace sluice::testing
 
-#endif  // SLUICE_TESTS_INTEGRATION_TEST_PKI_H_
+#endif  // SLUICE_COMMON_TESTING_TEST_PKI_H_
