@@ -21,11 +21,12 @@ using boost::system::error_code;
 
 class ServerImpl final : public Server {
  public:
-  explicit ServerImpl(const ServerOptions& options, Router router)
+  ServerImpl(const ServerOptions& options, Router router, std::unique_ptr<net::ssl::context> tls)
       : acceptor_(ioc_),
         retry_(ioc_),
         blocking_(static_cast<std::size_t>(options.blocking_threads)) {
     core_.options = options;
+    core_.tls = std::move(tls);
     core_.router = std::move(router);
     core_.gate->blocking = &blocking_;
   }
@@ -137,7 +138,7 @@ class ServerImpl final : public Server {
         return;
       }
       if (core_.connections.load(std::memory_order_relaxed) >= core_.options.max_connections) {
-        internal::RefuseConnection(socket);
+        internal::RefuseConnection(socket, core_.tls != nullptr);
       } else {
         core_.connections.fetch_add(1, std::memory_order_relaxed);
         std::make_shared<internal::Session>(&core_, std::move(socket))->Start();
@@ -172,7 +173,33 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Rout
       !positive(options.write_timeout) || !positive(options.stream_keepalive)) {
     return InvalidArgumentError("HTTP server: timeouts must be positive");
   }
-  auto server = std::make_unique<ServerImpl>(options, std::move(router));
+  std::unique_ptr<net::ssl::context> tls;
+  if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
+    return InvalidArgumentError("HTTP server: a TLS certificate needs its key and the reverse");
+  }
+  if (!options.tls_cert_pem.empty()) {
+    tls = std::make_unique<net::ssl::context>(net::ssl::context::tls_server);
+    error_code ec;
+    tls->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                         net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                         net::ssl::context::no_tlsv1_1 | net::ssl::context::single_dh_use,
+                     ec);
+    if (!ec) {
+      tls->use_certificate_chain(net::buffer(options.tls_cert_pem), ec);
+    }
+    if (ec) {
+      return InvalidArgumentError("HTTP server: the TLS certificate does not load: " +
+                                  ec.message());
+    }
+    tls->use_private_key(net::buffer(options.tls_key_pem), net::ssl::context::pem, ec);
+    if (ec && ec.message().find("mismatch") != std::string::npos) {
+      return InvalidArgumentError("HTTP server: the TLS key is not the certificate's");
+    }
+    if (ec) {
+      return InvalidArgumentError("HTTP server: the TLS key does not load: " + ec.message());
+    }
+  }
+  auto server = std::make_unique<ServerImpl>(options, std::move(router), std::move(tls));
   SLUICE_RETURN_IF_ERROR(server->Listen());
   server->Run();
   return std::unique_ptr<Server>(std::move(server));

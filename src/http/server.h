@@ -48,6 +48,10 @@ struct ServerOptions {
   bool reuse_port = false;
   // Origins allowed cross-origin ("*": any); empty: CORS off.
   std::vector<std::string> cors_origins;
+  // HTTPS: the server's certificate chain and private key (PEM text, both
+  // or neither; TLS 1.2 and later). Empty: plain HTTP. A client that does
+  // not finish its handshake within request_timeout is dropped.
+  std::string tls_cert_pem, tls_key_pem;
 };
 
 // One request's answer, handed to its handler. Thread-safe: any method may
@@ -86,8 +90,9 @@ class Exchange {
 class Server {
  public:
   // Binds `options.listen`, then serves `router` on options.io_threads.
-  // Errors: kInvalidArgument (bad option, bad address); kUnavailable
-  // (the port cannot be bound: in use, no permission).
+  // Errors: kInvalidArgument (bad option, bad address, a certificate or
+  // key that does not load or match); kUnavailable (the port cannot be
+  // bound: in use, no permission).
   static Result<std::unique_ptr<Server>> Start(const ServerOptions& options, Router router);
   // Stops accepting, closes every connection (OnClose callbacks do not
   // run; a pending exchange is dropped) and joins the threads.

@@ -2,14 +2,21 @@
 // and disconnect is exercised byte by byte.
 #include "http/server.h"
 
+#include <httplib.h>
+#include <stdlib.h>
+
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "common/testing/eventually.h"
+#include "common/testing/test_pki.h"
 #include "http/testing/raw_conn.h"
 
 namespace sluice::http {
@@ -419,6 +426,79 @@ TEST_F(HttpServerTest, RandomGarbageNeverTakesTheServerDown) {
   EXPECT_EQ(c.Read().body, "hi");
   c.Close();
   EXPECT_TRUE(Eventually([&] { return server_->connections() == 0; }, 5s));
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// HTTPS: a client trusting the server's CA is served (keep-alive, a
+// request body, a chunked stream); a plaintext client and one trusting
+// another CA get no answer, and the server goes on serving.
+TEST_F(HttpServerTest, HttpsServesClientsThatTrustItsCertificate) {
+  char tmpl[] = "/tmp/sluice-https-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const sluice::testing::Pki pki = sluice::testing::MakePki(dir);
+  ASSERT_FALSE(pki.ca.empty()) << "openssl failed";
+  ServerOptions o;
+  o.tls_cert_pem = ReadFile(pki.cert);
+  o.tls_key_pem = ReadFile(pki.key);
+  StartServer(o);
+  httplib::Client c("https://" + ep());
+  c.set_ca_cert_path(pki.ca);
+  c.enable_server_certificate_verification(true);
+  c.set_keep_alive(true);
+  auto hello = c.Get("/hello");
+  ASSERT_TRUE(hello) << httplib::to_string(hello.error());
+  EXPECT_EQ(hello->status, 200);
+  EXPECT_EQ(hello->body, "hi");
+  auto echo = c.Post("/echo", std::string(100000, 'x'), "text/plain");
+  ASSERT_TRUE(echo);
+  EXPECT_EQ(echo->body, std::string(100000, 'x'));
+  auto stream = c.Get("/stream");
+  ASSERT_TRUE(stream);
+  EXPECT_EQ(stream->body, "data: 1\n\ndata: 2\n\n");
+  EXPECT_EQ(server_->connections(), 1u) << "one kept-alive connection served all three";
+
+  Conn plain(ep());
+  ASSERT_TRUE(plain.Send(Get("/hello")));
+  const Reply r = plain.Read();
+  EXPECT_EQ(r.status, 0) << "a plaintext request was answered: " << r.head;
+  httplib::Client other("https://" + ep());
+  other.set_ca_cert_path(pki.other_ca);
+  other.enable_server_certificate_verification(true);
+  auto refused = other.Get("/hello");
+  EXPECT_FALSE(refused) << "a client trusting another CA was served";
+
+  auto again = c.Get("/hello");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->body, "hi");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(HttpServerTest, BadTlsFilesAreRefused) {
+  char tmpl[] = "/tmp/sluice-https-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const sluice::testing::Pki pki = sluice::testing::MakePki(dir);
+  ASSERT_FALSE(pki.ca.empty()) << "openssl failed";
+  ServerOptions o;
+  o.tls_cert_pem = ReadFile(pki.cert);
+  Result<std::unique_ptr<Server>> no_key = Server::Start(o, Router());
+  EXPECT_EQ(no_key.status().code(), StatusCode::kInvalidArgument);
+  o.tls_key_pem = "not a key";
+  Result<std::unique_ptr<Server>> garbage = Server::Start(o, Router());
+  EXPECT_NE(garbage.status().message().find("the TLS key does not load"), std::string_view::npos)
+      << garbage.status().ToString();
+  o.tls_key_pem = ReadFile(dir + "/other.key");  // Another certificate's key.
+  Result<std::unique_ptr<Server>> mismatch = Server::Start(o, Router());
+  EXPECT_NE(mismatch.status().message().find("is not the certificate's"), std::string_view::npos)
+      << mismatch.status().ToString();
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(HttpServerTest, BadOptionsAreRefused) {

@@ -59,7 +59,10 @@ Request ToRequest(beast::http::request<beast::http::string_body>&& msg, std::str
 }
 
 Session::Session(Core* core, tcp::socket socket)
-    : core_(core), socket_(std::move(socket)), deadline_(socket_.get_executor()) {
+    : core_(core),
+      stream_(std::move(socket), core->tls.get()),
+      socket_(stream_.socket()),
+      deadline_(socket_.get_executor()) {
   error_code ec;
   const tcp::endpoint ep = socket_.remote_endpoint(ec);
   if (!ec) {
@@ -73,7 +76,25 @@ Session::~Session() {
 }
 
 void Session::Start() {
-  net::post(executor(), [self = shared_from_this()] { self->WaitRequest(); });
+  net::post(executor(), [self = shared_from_this()] {
+    if (!self->stream_.tls()) {
+      return self->WaitRequest();
+    }
+    // A client that does not finish its handshake in time is dropped.
+    self->ArmDeadline(self->core_->options.request_timeout);
+    self->stream_.async_handshake([self](error_code ec) { self->OnHandshake(ec); });
+  });
+}
+
+void Session::OnHandshake(error_code ec) {
+  if (closed_) {
+    return;
+  }
+  CancelDeadline();
+  if (ec) {
+    return Close();  // Not TLS, or no protocol or cipher in common.
+  }
+  WaitRequest();
 }
 
 // Idle: no buffer is held while waiting for a request's first byte.
@@ -105,7 +126,7 @@ void Session::ReadHeader() {
   parser_->body_limit(core_->options.max_body_bytes);
   ArmDeadline(core_->options.request_timeout);
   beast::http::async_read_header(
-      socket_, buffer_, *parser_,
+      stream_, buffer_, *parser_,
       [self = shared_from_this()](error_code ec, std::size_t) { self->OnHeader(ec); });
 }
 
@@ -141,7 +162,7 @@ void Session::OnHeader(error_code ec) {
     Queue("HTTP/1.1 100 Continue\r\n\r\n");
   }
   beast::http::async_read(
-      socket_, buffer_, *parser_,
+      stream_, buffer_, *parser_,
       [self = shared_from_this()](error_code rec, std::size_t) { self->OnBody(rec); });
 }
 
@@ -428,7 +449,7 @@ void Session::Write() {
   }
   const Out& o = out_.front();
   const std::array<net::const_buffer, 2> bufs = {net::buffer(o.head), net::buffer(o.body)};
-  net::async_write(socket_, bufs, [self = shared_from_this()](error_code ec, std::size_t) {
+  net::async_write(stream_, bufs, [self = shared_from_this()](error_code ec, std::size_t) {
     self->OnWritten(ec);
   });
 }
@@ -539,7 +560,7 @@ void Session::AddCors(Headers& h) const {
   h.emplace_back("Access-Control-Expose-Headers", "Retry-After");
 }
 
-void RefuseConnection(tcp::socket& socket) {
+void RefuseConnection(tcp::socket& socket, bool tls) {
   static const std::string kAnswer = [] {
     const Response r = ErrorResponse(503, "server_error", "too many connections; retry later", {},
                                      "too_many_connections");
@@ -549,7 +570,9 @@ void RefuseConnection(tcp::socket& socket) {
   }();
   error_code ec;
   socket.non_blocking(true, ec);
-  (void)::send(socket.native_handle(), kAnswer.data(), kAnswer.size(), MSG_NOSIGNAL);
+  if (!tls) {
+    (void)::send(socket.native_handle(), kAnswer.data(), kAnswer.size(), MSG_NOSIGNAL);
+  }
   socket.shutdown(tcp::socket::shutdown_both, ec);
   socket.close(ec);
 }

@@ -6,6 +6,8 @@
 #include <array>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -34,6 +36,8 @@ struct Gate {
 
 struct Core {
   ServerOptions options;
+  // With options.tls_cert_pem: the server's TLS context (null: plaintext).
+  std::unique_ptr<net::ssl::context> tls;
   Router router;
   std::shared_ptr<Gate> gate = std::make_shared<Gate>();
   std::atomic<std::size_t> connections{0};
@@ -45,6 +49,51 @@ struct Core {
 Request ToRequest(boost::beast::http::request<boost::beast::http::string_body>&& msg,
                   std::string peer);
 
+// A connection's byte stream: the TCP socket itself, or TLS over it. Beast
+// reads and writes through it; waits, peeks and shutdowns use socket().
+class Stream {
+ public:
+  using executor_type = net::any_io_executor;
+  // `tls` (null: plaintext) must outlive the stream.
+  Stream(tcp::socket socket, net::ssl::context* tls) : socket_(std::move(socket)) {
+    if (tls != nullptr) {
+      tls_.emplace(socket_, *tls);
+    }
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  executor_type get_executor() { return socket_.get_executor(); }
+  tcp::socket& socket() { return socket_; }
+  bool tls() const { return tls_.has_value(); }
+
+  template <class Buffers, class Handler>
+  void async_read_some(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      tls_->async_read_some(buffers, std::forward<Handler>(handler));
+    } else {
+      socket_.async_read_some(buffers, std::forward<Handler>(handler));
+    }
+  }
+  template <class Buffers, class Handler>
+  void async_write_some(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      tls_->async_write_some(buffers, std::forward<Handler>(handler));
+    } else {
+      socket_.async_write_some(buffers, std::forward<Handler>(handler));
+    }
+  }
+  // The server's side of the TLS handshake. REQUIRES: tls().
+  template <class Handler>
+  void async_handshake(Handler&& handler) {
+    tls_->async_handshake(net::ssl::stream_base::server, std::forward<Handler>(handler));
+  }
+
+ private:
+  tcp::socket socket_;
+  std::optional<net::ssl::stream<tcp::socket&>> tls_;  // Over socket_.
+};
+
 // One client connection. Every member runs on the connection's strand.
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -53,7 +102,7 @@ class Session : public std::enable_shared_from_this<Session> {
   ~Session();
   void Start();
 
-  net::any_io_executor executor() { return socket_.get_executor(); }
+  net::any_io_executor executor() { return stream_.get_executor(); }
   bool closed() const { return closed_; }
 
   // The exchange's operations, posted by ExchangeImpl; `seq` names the
@@ -76,6 +125,7 @@ class Session : public std::enable_shared_from_this<Session> {
   };
   using Parser = boost::beast::http::request_parser<boost::beast::http::string_body>;
 
+  void OnHandshake(boost::system::error_code ec);
   void WaitRequest();
   void ReadHeader();
   void OnHeader(boost::system::error_code ec);
@@ -102,7 +152,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void AddCors(Headers& h) const;
 
   Core* core_;
-  tcp::socket socket_;
+  Stream stream_;
+  tcp::socket& socket_;  // stream_'s.
   std::string peer_;
   net::steady_timer deadline_;
   std::uint64_t deadline_gen_ = 0;
@@ -137,8 +188,8 @@ std::shared_ptr<Exchange> MakeExchange(std::weak_ptr<Session> session, std::shar
                                        std::uint64_t seq);
 
 // Accept-time refusal when max_connections are open: a canned 503, best
-// effort, then close.
-void RefuseConnection(tcp::socket& socket);
+// effort, then close (over TLS, which has no handshake yet: close only).
+void RefuseConnection(tcp::socket& socket, bool tls);
 
 }  // namespace sluice::http::internal
 

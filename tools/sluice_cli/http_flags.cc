@@ -84,6 +84,40 @@ void AddRequestLimitFlags(CLI::App* cmd, RequestLimits* limits) {
       ->capture_default_str();
 }
 
+std::function<Status()> AddHttpTlsFlags(CLI::App* cmd, HttpFrontConfig* config) {
+  struct Files {
+    std::string cert, key;
+  };
+  auto f = std::make_shared<Files>();
+  cmd->add_option("--http-tls-cert", f->cert,
+                  "serve the HTTP API over HTTPS with this certificate chain (PEM)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--http-tls-key", f->key,
+                  "the HTTPS certificate's private key (PEM, its owner's only)")
+      ->check(CLI::ExistingFile);
+  return [f, config]() -> Status {
+    if (f->cert.empty() != f->key.empty()) {
+      return InvalidArgumentError("http-tls-cert and --http-tls-key go together");
+    }
+    if (f->cert.empty()) {
+      return Status::Ok();
+    }
+    SLUICE_RETURN_IF_ERROR(CheckSecretFile("--http-tls-key", f->key));
+    auto read = [](const std::string& path, std::string* out) {
+      std::ifstream in(path);
+      out->assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      return out->find("-----BEGIN ") != std::string::npos;
+    };
+    if (!read(f->cert, &config->tls_cert_pem)) {
+      return InvalidArgumentError("http-tls-cert " + f->cert + ": not a PEM file");
+    }
+    if (!read(f->key, &config->tls_key_pem)) {
+      return InvalidArgumentError("http-tls-key " + f->key + ": not a PEM file");
+    }
+    return Status::Ok();
+  };
+}
+
 std::function<Status()> AddApiKeysFlag(CLI::App* cmd, AccessConfig* access) {
   auto path = std::make_shared<std::string>();
   cmd->add_option("--api-keys", *path,

@@ -15,6 +15,11 @@ std::function<void()> AddHttpFrontFlags(CLI::App* cmd, HttpFrontConfig* config);
 // Declares --max-steps, --max-images, --max-frames and --max-pixel-frames,
 // writing straight into `*limits` (which must outlive the parse).
 void AddRequestLimitFlags(CLI::App* cmd, RequestLimits* limits);
+// Declares --http-tls-cert FILE and --http-tls-key FILE (HTTPS on the HTTP
+// front); the returned function reads them into `*config` (after parsing;
+// `config` must outlive it). Errors: kInvalidArgument naming the flag (one
+// without the other, an unreadable file, a key others can read).
+std::function<Status()> AddHttpTlsFlags(CLI::App* cmd, HttpFrontConfig* config);
 // Declares --api-keys FILE; the returned function loads it into `*access`
 // (after parsing). Errors: the file's (kInvalidArgument naming it).
 std::function<Status()> AddApiKeysFlag(CLI::App* cmd, AccessConfig* access);

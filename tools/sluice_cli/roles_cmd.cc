@@ -441,12 +441,13 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   auto http = AddHttpFrontFlags(cmd, &o->config.http);
   AddRequestLimitFlags(cmd, &o->config.limits);
   auto keys = AddApiKeysFlag(cmd, &o->config.access);
+  auto https = AddHttpTlsFlags(cmd, &o->config.http);
   auto autoscale = AddAutoscaleFlags(cmd, &o->config.autoscale);
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   AddEtcdFlags(cmd, &o->etcd);
   SecurityResolver security = AddSecurityFlags(cmd);
   out->push_back(
-      {cmd, [o, http, keys, autoscale, security] {
+      {cmd, [o, http, keys, https, autoscale, security] {
          std::optional<SecurityConfig> s =
              security("sluice orchestrator", {o->config.listen}, true);
          if (!s) {
@@ -456,6 +457,10 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
          http();
          autoscale();
          if (Status s = keys(); !s.ok()) {
+           std::cerr << "sluice orchestrator: --" << s.message() << "\n";
+           return 2;
+         }
+         if (Status s = https(); !s.ok()) {
            std::cerr << "sluice orchestrator: --" << s.message() << "\n";
            return 2;
          }

@@ -85,12 +85,17 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
   auto http = AddHttpFrontFlags(cmd, &c.http);
   AddRequestLimitFlags(cmd, &c.limits);
   auto keys = AddApiKeysFlag(cmd, &c.access);
+  auto https = AddHttpTlsFlags(cmd, &c.http);
   auto autoscale = AddAutoscaleFlags(cmd, &c.autoscale);
   out->push_back(
-      {cmd, [o, cmd, http, keys, autoscale] {
+      {cmd, [o, cmd, http, keys, https, autoscale] {
          http();
          autoscale();
          if (Status s = keys(); !s.ok()) {
+           std::cerr << "sluice serve: --" << s.message() << "\n";
+           return 2;
+         }
+         if (Status s = https(); !s.ok()) {
            std::cerr << "sluice serve: --" << s.message() << "\n";
            return 2;
          }

@@ -52,6 +52,9 @@ struct HttpFrontConfig {
   // A synchronous request whose client disconnects keeps its jobs running
   // (default: they are cancelled and their payloads freed, as DELETE does).
   bool keep_abandoned_jobs = false;
+  // HTTPS: the certificate chain and private key, PEM text (both or
+  // neither). Empty: plain HTTP.
+  std::string tls_cert_pem, tls_key_pem;
 };
 
 // What one generation request may ask for, checked at submission (400

@@ -250,6 +250,8 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     so.idle_timeout = config_.http.idle_timeout;
     so.stream_keepalive = config_.http.sse_keepalive;
     so.cors_origins = config_.http.cors_origins;
+    so.tls_cert_pem = config_.http.tls_cert_pem;
+    so.tls_key_pem = config_.http.tls_key_pem;
     Result<std::unique_ptr<http::Server>> http = http::Server::Start(so, std::move(router));
     if (!http.ok()) {
       return http.status().WithContext("orchestrator");
