@@ -164,6 +164,7 @@ Status Scheduler::WorkerUp(WorkerId id, WorkerSpec spec, TimePoint now) {
   }
   SetFree(w, 0);  // Re-indexed below under its (possibly new) labels.
   if (fresh) {
+    w.seq = next_worker_seq_++;
     for (PoolId p : pools) {
       ++pools_[p]->workers;
       pools_[p]->slots += spec.capacity;
@@ -219,16 +220,16 @@ void Scheduler::SetFree(Worker& w, int free) {
   for (PoolId p : w.pools) {
     Pool& pool = *pools_[p];
     if (w.free > 0) {
-      pool.free.erase({-w.free, w.id});
+      pool.free.erase({-w.free, w.seq, w.id});
       for (const std::string& l : w.labels) {
-        pool.free_by_label[l].erase({-w.free, w.id});
+        pool.free_by_label[l].erase({-w.free, w.seq, w.id});
       }
     }
     pool.total_free += free - w.free;
     if (free > 0) {
-      pool.free.insert({-free, w.id});
+      pool.free.insert({-free, w.seq, w.id});
       for (const std::string& l : w.labels) {
-        pool.free_by_label[l].insert({-free, w.id});
+        pool.free_by_label[l].insert({-free, w.seq, w.id});
       }
     }
   }
@@ -302,18 +303,18 @@ Scheduler::Worker* Scheduler::PickWorker(Pool& pool, const Job& job) {
   if (!job.spec.affinity.empty()) {
     auto it = pool.free_by_label.find(job.spec.affinity);
     if (it != pool.free_by_label.end() && !it->second.empty()) {
-      near = view(it->second.begin()->second);
+      near = view(std::get<2>(*it->second.begin()));
     }
   }
   // A retry skips the worker it failed on while another is free.
   auto first = pool.free.begin();
-  if (first->second == job.avoid && std::next(first) != pool.free.end()) {
+  if (std::get<2>(*first) == job.avoid && std::next(first) != pool.free.end()) {
     ++first;
   }
-  if (near.has_value() && near->id == job.avoid && first->second != job.avoid) {
+  if (near.has_value() && near->id == job.avoid && std::get<2>(*first) != job.avoid) {
     near.reset();
   }
-  const WorkerView freest = view(first->second);
+  const WorkerView freest = view(std::get<2>(*first));
   const WorkerId chosen = policy_->ChooseWorker(View(job), near ? &*near : nullptr, freest);
   return &workers_.at(chosen == (near ? near->id : 0) ? near->id : freest.id);
 }

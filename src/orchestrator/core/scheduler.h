@@ -49,6 +49,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -243,7 +244,10 @@ class Scheduler {
     auto operator<=>(const QueueKey&) const = default;
   };
   using Queue = std::set<QueueKey>;
-  using FreeSet = std::set<std::pair<int, WorkerId>>;  // Most free first: (-free, id).
+  // Most free first, then the earliest registered: (-free, Worker::seq,
+  // id). Not by id: ids are random, and which of two idle workers a stage
+  // goes to should not be.
+  using FreeSet = std::set<std::tuple<int, std::uint64_t, WorkerId>>;
   // Fair share per queue: the tag last dispatched, and each tenant's last
   // tag (dropped once the queue's time passes it).
   struct FairClock {
@@ -293,6 +297,7 @@ class Scheduler {
     int free = 0;
     std::vector<std::string> labels;
     std::set<JobId> assigned;
+    std::uint64_t seq = 0;                            // Registration order.
     bool draining = false;                            // No free slot, ever again.
     std::chrono::milliseconds assignment_timeout{0};  // 0: the options' default.
   };
@@ -337,6 +342,7 @@ class Scheduler {
   std::unique_ptr<SchedulingPolicy> policy_;
   std::unordered_map<JobId, Job> jobs_;
   std::unordered_map<WorkerId, Worker> workers_;
+  std::uint64_t next_worker_seq_ = 1;
   std::map<std::string, ModelEntry, std::less<>> models_;
   std::vector<std::unique_ptr<Pool>> pools_;  // PoolId indexes; never shrinks.
   // Pools grouped by distance to their pipeline's end, nearest first.
