@@ -308,6 +308,58 @@ TEST(AccessConfigTest, LoadsKeysAndLimitsAndRefusesWhatIsWrongNamingIt) {
   std::remove(path.c_str());
 }
 
+// A keys file may hold keys only hashed under its salt: HMAC-SHA256, the
+// golden value of `sluice api-key hash` (cli_api_key_hash).
+TEST(AccessConfigTest, HashedKeysAreLoadedHashedAndNeedTheSalt) {
+  const std::string path = ::testing::TempDir() + "/sluice-hkeys-" + std::to_string(::getpid());
+  auto write = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    return AccessConfig::Load(path);
+  };
+  const std::string digest = "df84cfd19cf42c5752eca12dc1aaf77013fffb133b49fb50100a99ea00bddc01";
+  const std::string salt_hex = "00112233445566778899aabbccddeeff";
+  EXPECT_EQ(HashedApiKey(
+                std::string("\x00\x11\x22\x33\x44\x55\x66\x77\x88\x99\xaa\xbb\xcc\xdd\xee\xff", 16),
+                "sk-team-a-4f9c2e7d1b8a"),
+            "hmac-sha256:" + digest);
+  auto ok = write("salt: " + salt_hex + "\nkeys:\n  hmac-sha256:" + digest +
+                  ": team-a\n  sk-bbbbbbbbbbbbbbbb: team-b\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->hashed_keys.at(digest), "team-a");
+  EXPECT_EQ(ok->keys.at("sk-bbbbbbbbbbbbbbbb"), "team-b");
+  EXPECT_EQ(ok->salt.size(), 16u);
+  EXPECT_TRUE(ok->closed());
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {"keys:\n  hmac-sha256:" + digest + ": a\n", "need the file's salt"},
+           {"salt: 00ff\nkeys:\n  sk-aaaaaaaaaaaaaaaa: a\n", "salt: 16..64 bytes"},
+           {"salt: " + salt_hex + "\nkeys:\n  hmac-sha256:abc: a\n", "64 lowercase hex"}}) {
+    auto bad = write(text);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(why), std::string::npos) << bad.status().message();
+  }
+  std::remove(path.c_str());
+}
+
+// The orchestrator serves a tenant whose key it holds only hashed.
+TEST_F(OrchestratorHttpTest, AKeyHeldOnlyHashedServesItsTenant) {
+  const std::string salt = "0123456789abcdef";  // 16 bytes.
+  const std::string key = "sk-hashed-tenant-0123456789";
+  configure_ = [&](OrchestratorConfig& c) {
+    c.access.salt = salt;
+    c.access.hashed_keys[HashedApiKey(salt, key).substr(12)] = "h";
+  };
+  Start();
+  const std::string body = R"({"prompt":"mine","async":true})";
+  auto r = http_->Post("/v1/images/generations", {{"Authorization", "Bearer " + key}}, body,
+                       "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 202) << r->body;
+  r = http_->Post("/v1/images/generations",
+                  {{"Authorization", "Bearer " + HashedApiKey(salt, key)}}, body,
+                  "application/json");
+  EXPECT_EQ(r->status, 401) << "the hashed entry itself is no key";
+}
+
 TEST(GenerationRequestTest, SeedsAreSixtyFourBitsEndToEnd) {
   orchestrator::HttpOptions o;
   bool async = false;

@@ -23,6 +23,8 @@ void AddRoleCommands(CLI::App& app, std::vector<Command>* out);
 void AddServeCommands(CLI::App& app, std::vector<Command>* out);
 // eval: the reference model's prompt adherence, scored (eval_cmd.cc).
 void AddEvalCommand(CLI::App& app, std::vector<Command>* out);
+// api-key hash: an API key's hashed entry for a keys file (api_key_cmd.cc).
+void AddApiKeyCommand(CLI::App& app, std::vector<Command>* out);
 // wait URL (wait_cmd.cc).
 void AddWaitCommand(CLI::App& app, std::vector<Command>* out);
 // sim and plan (sim_cmd.cc): the cluster simulator on a built-in

@@ -464,9 +464,9 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
            std::cerr << "sluice orchestrator: --" << s.message() << "\n";
            return 2;
          }
-         if (Status h = CheckHttpListenSecurity("sluice orchestrator", o->config.http_listen,
-                                                !o->config.access.keys.empty(),
-                                                o->config.security.insecure);
+         if (Status h =
+                 CheckHttpListenSecurity("sluice orchestrator", o->config.http_listen,
+                                         o->config.access.closed(), o->config.security.insecure);
              !h.ok()) {
            std::cerr << h.message() << "\n";
            return 2;

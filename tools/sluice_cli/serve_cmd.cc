@@ -87,37 +87,37 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
   auto keys = AddApiKeysFlag(cmd, &c.access);
   auto https = AddHttpTlsFlags(cmd, &c.http);
   auto autoscale = AddAutoscaleFlags(cmd, &c.autoscale);
-  out->push_back(
-      {cmd, [o, cmd, http, keys, https, autoscale] {
-         http();
-         autoscale();
-         if (Status s = keys(); !s.ok()) {
-           std::cerr << "sluice serve: --" << s.message() << "\n";
-           return 2;
-         }
-         if (Status s = https(); !s.ok()) {
-           std::cerr << "sluice serve: --" << s.message() << "\n";
-           return 2;
-         }
-         if (Status h = CheckHttpListenSecurity("sluice serve", o->serve.cluster.http_listen,
-                                                !o->serve.cluster.access.keys.empty(), o->insecure);
-             !h.ok()) {
-           std::cerr << h.message() << "\n";
-           return 2;
-         }
-         o->serve.cluster.store_memory = *ParseByteSize(o->memory);
-         if (o->serve.cluster.stages == "reference" || !o->weights.empty()) {
-           if (Status s = LoadReferenceWeights(o->weights); !s.ok()) {
-             std::cerr << "sluice serve: --weights: " << s.message() << "\n";
-             return 2;
-           }
-         }
-         if (o->serve.demo && cmd->count("--http") == 0) {
-           // Never collide with a running server.
-           o->serve.cluster.http_listen = "127.0.0.1:0";
-         }
-         return RunServe(o->serve);
-       }});
+  out->push_back({cmd, [o, cmd, http, keys, https, autoscale] {
+                    http();
+                    autoscale();
+                    if (Status s = keys(); !s.ok()) {
+                      std::cerr << "sluice serve: --" << s.message() << "\n";
+                      return 2;
+                    }
+                    if (Status s = https(); !s.ok()) {
+                      std::cerr << "sluice serve: --" << s.message() << "\n";
+                      return 2;
+                    }
+                    if (Status h =
+                            CheckHttpListenSecurity("sluice serve", o->serve.cluster.http_listen,
+                                                    o->serve.cluster.access.closed(), o->insecure);
+                        !h.ok()) {
+                      std::cerr << h.message() << "\n";
+                      return 2;
+                    }
+                    o->serve.cluster.store_memory = *ParseByteSize(o->memory);
+                    if (o->serve.cluster.stages == "reference" || !o->weights.empty()) {
+                      if (Status s = LoadReferenceWeights(o->weights); !s.ok()) {
+                        std::cerr << "sluice serve: --weights: " << s.message() << "\n";
+                        return 2;
+                      }
+                    }
+                    if (o->serve.demo && cmd->count("--http") == 0) {
+                      // Never collide with a running server.
+                      o->serve.cluster.http_listen = "127.0.0.1:0";
+                    }
+                    return RunServe(o->serve);
+                  }});
 }
 
 void AddGenerate(CLI::App& app, std::vector<Command>* out) {

@@ -83,14 +83,28 @@ struct TenantLimits {
 // sees and cancels only its own jobs.
 struct AccessConfig {
   std::map<std::string, std::string> keys;  // API key -> tenant.
+  // Keys kept only hashed: HMAC-SHA256 under `salt` of the key (64
+  // lowercase hex digits) -> tenant; a reader of the file learns no key.
+  std::string salt;  // Bytes; required by hashed_keys.
+  std::map<std::string, std::string> hashed_keys;
   std::map<std::string, TenantLimits> tenants;
+
+  // Whether any key is configured (else the API is open).
+  bool closed() const { return !keys.empty() || !hashed_keys.empty(); }
   // Loads a YAML file:
-  //   keys:     {KEY: TENANT, ...}                   (required, non-empty)
+  //   salt:     HEX (16..64 bytes)           (optional; needed by hashed keys)
+  //   keys:     {KEY: TENANT, "hmac-sha256:HEX": TENANT, ...}
+  //                                          (required, non-empty)
   //   tenants:  {TENANT: {requests_per_second, burst, max_jobs_in_flight,
-  //              queue_share}, ...}                  (optional)
+  //              queue_share}, ...}          (optional)
+  // `sluice api-key hash --salt HEX` prints a key's hashed entry.
   // Errors: kInvalidArgument naming the file and what is wrong in it.
   static Result<AccessConfig> Load(const std::string& path);
 };
+
+// A hashed API-key entry's name: "hmac-sha256:" and HMAC-SHA256(salt, key)
+// in lowercase hex.
+std::string HashedApiKey(std::string_view salt, std::string_view key);
 
 struct OrchestratorConfig {
   std::string listen = "127.0.0.1:0";       // gRPC for workers; port 0 picks one.

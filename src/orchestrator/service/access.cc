@@ -1,13 +1,41 @@
 // AccessConfig::Load: the --api-keys file.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <array>
+#include <cctype>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "sluice/orchestrator/server.h"
 
+#include "common/security_keys.h"
+
 namespace sluice {
 namespace {
+
+constexpr std::string_view kHashedPrefix = "hmac-sha256:";
+
+bool IsLowerHex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// Lowercase hex to bytes; nullopt when not an even count of hex digits.
+std::optional<std::string> FromHex(std::string_view hex) {
+  std::string lower(hex);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower.size() % 2 != 0 || !IsLowerHex(lower)) {
+    return std::nullopt;
+  }
+  std::string out(lower.size() / 2, '\0');
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<char>(std::stoi(lower.substr(2 * i, 2), nullptr, 16));
+  }
+  return out;
+}
 
 Status Bad(const std::string& path, const std::string& why) {
   return InvalidArgumentError("api keys file " + path + ": " + why);
@@ -68,9 +96,17 @@ Result<AccessConfig> FromYaml(const std::string& path, const YAML::Node& root) {
       return Bad(path, "top-level names are plain words (keys, tenants)");
     }
     const std::string top = kv.first.as<std::string>();
-    if (top != "keys" && top != "tenants") {
-      return Bad(path, top + ": unknown (keys, tenants)");
+    if (top != "keys" && top != "tenants" && top != "salt") {
+      return Bad(path, top + ": unknown (salt, keys, tenants)");
     }
+  }
+  if (const YAML::Node salt = root["salt"]) {
+    const std::optional<std::string> bytes =
+        salt.IsScalar() ? FromHex(salt.as<std::string>()) : std::nullopt;
+    if (!bytes.has_value() || bytes->size() < 16 || bytes->size() > 64) {
+      return Bad(path, "salt: 16..64 bytes in hex (make one with `openssl rand -hex 16`)");
+    }
+    c.salt = *bytes;
   }
   const YAML::Node keys = root["keys"];
   if (!keys || !keys.IsMap() || keys.size() == 0) {
@@ -82,12 +118,23 @@ Result<AccessConfig> FromYaml(const std::string& path, const YAML::Node& root) {
     }
     const std::string key = kv.first.as<std::string>();
     const std::string tenant = kv.second.as<std::string>();
+    if (tenant.empty() || tenant.size() > 64) {
+      return Bad(path, "keys: tenant names are 1..64 characters");
+    }
+    if (key.rfind(kHashedPrefix, 0) == 0) {
+      const std::string digest = key.substr(kHashedPrefix.size());
+      if (digest.size() != 64 || !IsLowerHex(digest)) {
+        return Bad(path, "keys: a hashed key is hmac-sha256: and 64 lowercase hex digits");
+      }
+      if (c.salt.empty()) {
+        return Bad(path, "keys: hashed keys need the file's salt");
+      }
+      c.hashed_keys[digest] = tenant;
+      continue;
+    }
     if (key.size() < 16) {
       return Bad(path, "keys: a key of " + std::to_string(key.size()) +
                            " characters (at least 16: keys must not be guessable)");
-    }
-    if (tenant.empty() || tenant.size() > 64) {
-      return Bad(path, "keys: tenant names are 1..64 characters");
     }
     c.keys[key] = tenant;
   }
@@ -107,6 +154,11 @@ Result<AccessConfig> FromYaml(const std::string& path, const YAML::Node& root) {
 }
 
 }  // namespace
+
+std::string HashedApiKey(std::string_view salt, std::string_view key) {
+  const std::array<std::uint8_t, 32> mac = internal::Hmac(salt, key);
+  return std::string(kHashedPrefix) + internal::LowerHex(mac.data(), mac.size());
+}
 
 Result<AccessConfig> AccessConfig::Load(const std::string& path) {
   try {  // yaml-cpp reports errors only by exception, parsing or converting.

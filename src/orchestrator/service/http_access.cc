@@ -1,26 +1,23 @@
 #include "orchestrator/service/http_access.h"
 
-#include <openssl/sha.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include "common/mutex.h"
+#include "common/random.h"
 
 namespace sluice::orchestrator {
-namespace {
 
-std::string Digest(std::string_view key) {
-  unsigned char d[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), d);
-  return std::string(reinterpret_cast<const char*>(d), sizeof(d));
-}
-
-}  // namespace
-
-HttpAccess::HttpAccess(const AccessConfig& config) : limits_(config.tenants) {
+HttpAccess::HttpAccess(const AccessConfig& config) : salt_(config.salt), limits_(config.tenants) {
+  if (salt_.empty()) {
+    salt_.resize(32);
+    internal::RandomBytes(salt_.data(), salt_.size());
+  }
   for (const auto& [key, tenant] : config.keys) {
-    digests_[Digest(key)] = tenant;
+    digests_[HashedApiKey(salt_, key)] = tenant;
+  }
+  for (const auto& [digest, tenant] : config.hashed_keys) {
+    digests_["hmac-sha256:" + digest] = tenant;
   }
 }
 
@@ -38,7 +35,7 @@ std::optional<std::string> HttpAccess::Tenant(const http::Request& req) const {
   }
   auth.remove_prefix(kBearer.size());
   // The lookup compares digests: its timing says nothing about the key.
-  auto t = digests_.find(Digest(auth));
+  auto t = digests_.find(HashedApiKey(salt_, auth));
   return t == digests_.end() ? std::nullopt : std::optional<std::string>(t->second);
 }
 

@@ -1,5 +1,6 @@
 // Who is calling the HTTP API: API keys to tenants (keys are kept only as
-// SHA-256 digests), and each tenant's submission rate as a token bucket.
+// salted HMAC-SHA256 digests: the file's salt, else a random one), and each
+// tenant's submission rate as a token bucket.
 #ifndef SLUICE_ORCHESTRATOR_SERVICE_HTTP_ACCESS_H_
 #define SLUICE_ORCHESTRATOR_SERVICE_HTTP_ACCESS_H_
 
@@ -34,7 +35,8 @@ class HttpAccess {
     double tokens = 0;
     std::chrono::steady_clock::time_point at;
   };
-  std::map<std::string, std::string> digests_;  // SHA-256 of a key -> tenant.
+  std::string salt_;
+  std::map<std::string, std::string> digests_;  // HashedApiKey(salt_, key) -> tenant.
   std::map<std::string, TenantLimits> limits_;
   Mutex mu_;
   std::map<std::string, Bucket> buckets_ SLUICE_GUARDED_BY(mu_);
