@@ -428,6 +428,12 @@ TEST_F(HttpServerTest, RandomGarbageNeverTakesTheServerDown) {
   EXPECT_TRUE(Eventually([&] { return server_->connections() == 0; }, 5s));
 }
 
+// A fresh directory for a test's TLS files (empty when none could be made).
+std::string TempDir() {
+  char tmpl[] = "/tmp/sluice-https-XXXXXX";
+  return ::mkdtemp(tmpl) != nullptr ? std::string(tmpl) : std::string();
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -439,9 +445,7 @@ std::string ReadFile(const std::string& path) {
 // request body, a chunked stream); a plaintext client and one trusting
 // another CA get no answer, and the server goes on serving.
 TEST_F(HttpServerTest, HttpsServesClientsThatTrustItsCertificate) {
-  char tmpl[] = "/tmp/sluice-https-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const std::string dir = TempDir();
   const sluice::testing::Pki pki = sluice::testing::MakePki(dir);
   ASSERT_FALSE(pki.ca.empty()) << "openssl failed";
   ServerOptions o;
@@ -481,9 +485,7 @@ TEST_F(HttpServerTest, HttpsServesClientsThatTrustItsCertificate) {
 }
 
 TEST_F(HttpServerTest, BadTlsFilesAreRefused) {
-  char tmpl[] = "/tmp/sluice-https-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const std::string dir = TempDir();
   const sluice::testing::Pki pki = sluice::testing::MakePki(dir);
   ASSERT_FALSE(pki.ca.empty()) << "openssl failed";
   ServerOptions o;
