@@ -19,11 +19,11 @@ namespace {
 using nlohmann::json;
 
 json Calibrate(const std::string& args) {
-  const std::string cmd =
-      std::string(SLUICE_BIN) + " bench e2e " + args + " --simulate both 2>/dev/null";
+  const std::string cmd = std::string(SLUICE_BIN) + " bench e2e " + args + " --simulate both";
   int status = 0;
-  const std::string out = sluice::testing::CommandOutput(cmd, &status);
-  EXPECT_EQ(status, 0) << cmd;
+  std::string errors;
+  const std::string out = sluice::testing::CommandOutputAndErrors(cmd, &status, &errors);
+  EXPECT_EQ(status, 0) << cmd << "\nits stderr ends:\n" << errors;
   const json j = json::parse(out, nullptr, false);
   EXPECT_TRUE(j.is_object() && j.contains("sim_over_measured")) << cmd << ": " << out;
   return j.is_object() ? j : json();
