@@ -114,6 +114,10 @@ Status ValidateOptions(const TransferBenchOptions& o) {
     return InvalidArgumentError("--device must be sim or cuda");
   }
   SLUICE_RETURN_IF_ERROR(ValidateTargetHost(o.target_netns, o.target_address, o.transport));
+  if (o.encrypt_ab && o.transport != "tcp") {
+    return InvalidArgumentError(
+        "--encrypt-ab needs --transport tcp (same-host transports are not encrypted)");
+  }
   if (o.transport == "shm" && Involves(o, "device")) {
     return InvalidArgumentError("shm moves host memory only: use --transport tcp or devipc");
   }
@@ -160,8 +164,9 @@ Result<std::string> SecretFromToken(const std::string& token_file) {
 
 int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
                       const std::string& token_file, const std::string& device,
-                      const std::string& listen_address) {
+                      const std::string& listen_address, bool encrypt) {
   EngineConfig config;
+  config.encrypt_data = encrypt;
   config.listen = listen_address + ":0";
   config.io_threads = io_threads;
   config.device = device;
@@ -246,7 +251,8 @@ struct TransferSide {
 // Starts a target and an engine to it; with `token_file`, both derive the
 // engine secret from that cluster token.
 Result<TransferSide> StartSide(const TransferBenchOptions& o, const std::string& self_exe,
-                               std::uint64_t area, char* local, const std::string& token_file) {
+                               std::uint64_t area, char* local, const std::string& token_file,
+                               bool encrypt = false) {
   std::vector<std::string> args = {self_exe,
                                    "bench",
                                    "transfer-target",
@@ -271,6 +277,10 @@ Result<TransferSide> StartSide(const TransferBenchOptions& o, const std::string&
   if (!token_file.empty()) {
     args.insert(args.end(), {"--cluster-token", token_file});
     SLUICE_ASSIGN_OR_RETURN(config.secret, SecretFromToken(token_file));
+  }
+  if (encrypt) {
+    args.push_back("--encrypt-data");
+    config.encrypt_data = true;
   }
   TransferSide side;
   SLUICE_ASSIGN_OR_RETURN(side.child, BenchChild::Spawn(OnTargetHost(o.target_netns, args)));
@@ -373,10 +383,22 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
   SLUICE_ASSIGN_OR_RETURN(TransferSide open, StartSide(o, self_exe, area, local_data, ""));
   sides.push_back(std::move(open));
   TokenFile token;
+  std::string token_path;
+  if (o.credential_ab || o.encrypt_ab) {
+    SLUICE_ASSIGN_OR_RETURN(token_path, WriteTokenFile(&token));
+  }
+  int credential_side = -1, encrypted_side = -1;
   if (o.credential_ab) {
-    SLUICE_ASSIGN_OR_RETURN(std::string path, WriteTokenFile(&token));
-    SLUICE_ASSIGN_OR_RETURN(TransferSide closed, StartSide(o, self_exe, area, local_data, path));
+    SLUICE_ASSIGN_OR_RETURN(TransferSide closed,
+                            StartSide(o, self_exe, area, local_data, token_path));
+    credential_side = static_cast<int>(sides.size());
     sides.push_back(std::move(closed));
+  }
+  if (o.encrypt_ab) {
+    SLUICE_ASSIGN_OR_RETURN(TransferSide sealed,
+                            StartSide(o, self_exe, area, local_data, token_path, true));
+    encrypted_side = static_cast<int>(sides.size());
+    sides.push_back(std::move(sealed));
   }
 
   TransferBenchResult r;
@@ -420,10 +442,20 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
   r.batch_p50_us = Percentile(total[0].lat_us, 0.50);
   r.batch_p99_us = Percentile(total[0].lat_us, 0.99);
   r.transports = sides[0].engine->TransportCounters();
-  if (sides.size() > 1) {
-    r.credential_gbps = static_cast<double>(total[1].batches * per_thread) / total[1].secs / 1e9;
-    r.credential_p50_us = Percentile(total[1].lat_us, 0.50);
-    r.credential_p99_us = Percentile(total[1].lat_us, 0.99);
+  auto gbps = [&](const Round& t) {
+    return static_cast<double>(t.batches * per_thread) / t.secs / 1e9;
+  };
+  if (credential_side > 0) {
+    Round& t = total[static_cast<std::size_t>(credential_side)];
+    r.credential_gbps = gbps(t);
+    r.credential_p50_us = Percentile(t.lat_us, 0.50);
+    r.credential_p99_us = Percentile(t.lat_us, 0.99);
+  }
+  if (encrypted_side > 0) {
+    Round& t = total[static_cast<std::size_t>(encrypted_side)];
+    r.encrypted_gbps = gbps(t);
+    r.encrypted_p50_us = Percentile(t.lat_us, 0.50);
+    r.encrypted_p99_us = Percentile(t.lat_us, 0.99);
   }
   return r;
 }
@@ -455,6 +487,12 @@ std::string ToJson(const TransferBenchResult& r) {
     j["credential_batch_p50_us"] = r.credential_p50_us;
     j["credential_batch_p99_us"] = r.credential_p99_us;
   }
+  if (r.options.encrypt_ab) {
+    j["encrypted_gbps"] = r.encrypted_gbps;
+    j["encrypted_ratio"] = r.gbps > 0 ? r.encrypted_gbps / r.gbps : 0.0;
+    j["encrypted_batch_p50_us"] = r.encrypted_p50_us;
+    j["encrypted_batch_p99_us"] = r.encrypted_p99_us;
+  }
   j["src_kind"] = r.options.src_kind;
   j["dst_kind"] = r.options.dst_kind;
   if (Involves(r.options, "device")) {
@@ -482,6 +520,11 @@ std::string ToText(const TransferBenchResult& r) {
     s << "; with the credential " << r.credential_gbps << " GB/s (x"
       << (r.gbps > 0 ? r.credential_gbps / r.gbps : 0.0) << "), batch p50 " << r.credential_p50_us
       << " us, p99 " << r.credential_p99_us << " us";
+  }
+  if (r.options.encrypt_ab) {
+    s << "; encrypted " << r.encrypted_gbps << " GB/s (x"
+      << (r.gbps > 0 ? r.encrypted_gbps / r.gbps : 0.0) << "), batch p50 " << r.encrypted_p50_us
+      << " us, p99 " << r.encrypted_p99_us << " us";
   }
   return s.str();
 }

@@ -35,6 +35,10 @@ struct TransferBenchOptions {
   // cluster credential (a token made for the run), alternating rounds with
   // the open pair: what the credential costs.
   bool credential_ab = false;
+  // Also run a pair with a credential and encrypted payload
+  // (EngineConfig::encrypt_data), in the same alternating rounds: what
+  // encryption costs. tcp only.
+  bool encrypt_ab = false;
   // Where the bytes come from and go to: "host" or "device" memory (of the
   // `device` backend, "sim" or "cuda", device 0 on each side); for a read
   // the source is the target's.
@@ -61,6 +65,10 @@ struct TransferBenchResult {
   double credential_gbps = 0;
   double credential_p50_us = 0;
   double credential_p99_us = 0;
+  // With encrypt_ab: the pair with the credential and encrypted payload.
+  double encrypted_gbps = 0;
+  double encrypted_p50_us = 0;
+  double encrypted_p99_us = 0;
   // Bytes each of this side's transports carried (what moved which way).
   std::vector<TransportStats> transports;
 };
@@ -78,10 +86,11 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
 // empty), serves the baseline socket, prints
 // "READY <endpoint> <key> <baseline_port>" and runs until stdin closes.
 // With `token_file`, its engine's secret derives from that cluster token.
-// It listens on IPv4 `listen_address`.
+// It listens on IPv4 `listen_address`; with `encrypt` (and a token) it
+// takes only encrypted payload.
 int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
                       const std::string& token_file, const std::string& device,
-                      const std::string& listen_address = "127.0.0.1");
+                      const std::string& listen_address = "127.0.0.1", bool encrypt = false);
 
 std::string ToJson(const TransferBenchResult& r);
 std::string ToText(const TransferBenchResult& r);

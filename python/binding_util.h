@@ -70,18 +70,27 @@ T As(const py::object& v, const std::string& key) {
 
 // The cluster credential and TLS from a dict of file paths (keys
 // cluster_token_file, tls_cert_file, tls_key_file, tls_ca_file); paths not
-// given fall back to their SLUICE_* environment variables.
+// given fall back to their SLUICE_* environment variables. encrypt_data (a
+// bool) asks for encrypted transfer payload.
 inline SecurityConfig LoadSecurityDict(const py::dict& d) {
   SecurityFiles f;
-  ForEachKey(d, "security", {"cluster_token_file", "tls_cert_file", "tls_key_file", "tls_ca_file"},
+  bool encrypt = false;
+  ForEachKey(d, "security",
+             {"cluster_token_file", "tls_cert_file", "tls_key_file", "tls_ca_file", "encrypt_data"},
              [&](const std::string& k, const py::object& v) {
+               if (k == "encrypt_data") {
+                 encrypt = As<bool>(v, k);
+                 return;
+               }
                std::string* out = k == "cluster_token_file" ? &f.token_file
                                   : k == "tls_cert_file"    ? &f.tls_cert_file
                                   : k == "tls_key_file"     ? &f.tls_key_file
                                                             : &f.tls_ca_file;
                *out = v.is_none() ? std::string() : As<std::string>(v, k);
              });
-  return Unwrap(LoadSecurity(f));
+  SecurityConfig s = Unwrap(LoadSecurity(f));
+  s.encrypt_data = encrypt;
+  return s;
 }
 
 // "host" or "device" (what dlpack_tensor answers) as a MemoryKind.

@@ -68,7 +68,9 @@ EngineConfig ReadEngineConfig(const py::dict& d, const py::dict& security) {
                }
              });
   if (c.secret.empty() && !security.empty()) {
-    c.secret = TransferSecret(LoadSecurityDict(security));
+    const SecurityConfig s = LoadSecurityDict(security);
+    c.secret = TransferSecret(s);
+    c.encrypt_data = s.encrypt_data;
   }
   return c;
 }

@@ -42,6 +42,10 @@ struct SecurityConfig {
   // allowed (with a warning). Set by the CLI; CheckHttpListenSecurity reads
   // it for the HTTP front.
   bool insecure = false;
+  // The operator's --encrypt-data: transfer engines encrypt tcp payload
+  // (EngineConfig::encrypt_data; needs the token, which keys it), and
+  // targets refuse initiators that do not.
+  bool encrypt_data = false;
 
   bool open() const { return token.empty(); }
   bool server_tls() const { return !tls_cert.empty(); }
@@ -66,7 +70,8 @@ struct SecurityFiles {
 Result<SecurityConfig> LoadSecurity(const SecurityFiles& files);
 
 // The transfer engine's handshake secret (EngineConfig::secret) for this
-// cluster: a key derived from the token; empty for an open cluster.
+// cluster: a key derived from the token; empty for an open cluster. (Its
+// EngineConfig::encrypt_data is `security.encrypt_data`.)
 std::string TransferSecret(const SecurityConfig& security);
 
 // A role about to listen on `listen` ("host:port"). Open and on a loopback

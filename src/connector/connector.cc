@@ -382,6 +382,7 @@ DiffusionConnector::~DiffusionConnector() = default;
 Result<std::unique_ptr<DiffusionConnector>> DiffusionConnector::Create(ConnectorConfig config) {
   if (config.engine.secret.empty()) {
     config.engine.secret = TransferSecret(config.security);
+    config.engine.encrypt_data = config.engine.encrypt_data || config.security.encrypt_data;
   }
   if (config.store.security.open() && !config.store.security.client_tls()) {
     config.store.security = config.security;

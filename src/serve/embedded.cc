@@ -201,6 +201,7 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   EngineConfig ec;
   ec.io_threads = 1;
   ec.secret = TransferSecret(impl->security);
+  ec.encrypt_data = impl->security.encrypt_data;
   SLUICE_ASSIGN_OR_RETURN(impl->node_engine, TransferEngine::Create(ec));
   StoreNodeConfig nc;
   nc.master = impl->master->endpoint();

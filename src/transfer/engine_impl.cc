@@ -44,6 +44,10 @@ Status CheckConfig(const EngineConfig& c) {
   if (c.max_pending_handshakes < 1 || c.max_pending_handshakes > 65536) {
     return InvalidArgumentError("config.max_pending_handshakes must be in 1..65536");
   }
+  if (c.encrypt_data && c.secret.empty()) {
+    return InvalidArgumentError(
+        "config.encrypt_data needs config.secret (the keys come from it): give the cluster token");
+  }
   return Status::Ok();
 }
 
@@ -297,9 +301,11 @@ Status EngineImpl::Connect(Peer* peer) {
   RegionTable table;
   HostInfo host;
   std::vector<UniqueFd> fds;
+  std::vector<std::unique_ptr<FrameSeal>> seals;
   for (int i = 0; i < config_.connections_per_peer; ++i) {
-    Result<HandshakeResult> hs = ClientHandshake(peer->host_port(), config_.secret, endpoint_,
-                                                 i == 0, config_.connect_timeout);
+    Result<HandshakeResult> hs =
+        ClientHandshake(peer->host_port(), config_.secret, endpoint_, i == 0, config_.encrypt_data,
+                        config_.connect_timeout);
     if (!hs.ok()) {
       return hs.status();
     }
@@ -308,6 +314,7 @@ Status EngineImpl::Connect(Peer* peer) {
       host = hs->hello.host;
     }
     fds.push_back(std::move(hs->fd));
+    seals.push_back(std::move(hs->seal));
   }
   std::weak_ptr<Link> weak = link;
   for (std::size_t i = 0; i < fds.size(); ++i) {
@@ -321,9 +328,9 @@ Status EngineImpl::Connect(Peer* peer) {
       cb.on_table = [peer](RegionTable t) { peer->UpdateTable(std::move(t)); };
     }
     EventLoop* loop = loops_[(peer->id().value + i) % loops_.size()].get();
-    link->conns.push_back(std::make_shared<ClientSession>(std::move(fds[i]), loop, peer->endpoint(),
-                                                          config_.op_timeout, std::move(cb),
-                                                          backend_, config_.slice_size));
+    link->conns.push_back(std::make_shared<ClientSession>(
+        std::move(fds[i]), loop, peer->endpoint(), config_.op_timeout, std::move(cb), backend_,
+        config_.slice_size, std::move(seals[i])));
   }
   std::string names;
   for (const auto& t : transports_) {

@@ -46,6 +46,7 @@ class EngineImpl final : public ServerHost {
   // ServerHost.
   RegionTableLocal& regions() override { return regions_; }
   const std::string& secret() const override { return config_.secret; }
+  bool requires_encryption() const override { return config_.encrypt_data; }
   std::uint64_t max_frame_payload() const override { return config_.max_frame_payload; }
   std::uint64_t max_notify_bytes() const override { return config_.max_notify_bytes; }
   HelloOk MakeHelloOk() override;

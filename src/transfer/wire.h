@@ -5,6 +5,8 @@
 //   server -> kServerHello (body: 32-byte nonce)
 //   client -> kClientHello (body: MAC, client nonce, endpoint, host info)
 //   server -> kHelloOk (body: MAC, host info + region table) | kError (body: reason), then close
+// With a secret, every later frame carries a seal after its header
+// (frame_seal.h: a MAC, and the payload's tag when encrypted).
 // Data (client = initiator, server = target; responses come back in order):
 //   kWriteReq (key, offset, length + payload)  -> kWriteAck (status [+ message])
 //   kReadReq  (key, offset, length)            -> kReadResp (status, payload | message)
@@ -37,7 +39,9 @@ inline constexpr std::uint32_t kWireMagic = 0x31554C53;  // "SLU1"
 // 3: the hello's host carries the host id (SetHostId).
 // 4: mutual proof: the client hello carries a nonce of its own and the
 // hello-ok a MAC (ClientHelloMac, HelloOkMac), each over the whole body.
-inline constexpr std::uint8_t kWireVersion = 4;
+// 5: with a secret, every frame after the hello carries a seal
+// (frame_seal.h), and a client may ask for encrypted payload.
+inline constexpr std::uint8_t kWireVersion = 5;
 inline constexpr std::size_t kMaxControlBody = 1 << 20;  // Hello, table, error.
 inline constexpr std::size_t kNonceBytes = 32;
 

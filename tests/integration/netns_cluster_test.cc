@@ -117,8 +117,10 @@ class NetnsClusterTest : public ::testing::Test {
     std::vector<std::string> argv = {SLUICE_BIN};
     argv.insert(argv.end(), args.begin(), args.end());
     // The hosts' network is the test's own: gRPC in plaintext is allowed
-    // there (a token beyond loopback otherwise requires TLS).
-    for (const char* a : {"--cluster-token", token_.c_str(), "--insecure", "--exit-on-stdin-eof"}) {
+    // there (a token beyond loopback otherwise requires TLS). Payloads
+    // between hosts are encrypted (the engines' tcp between namespaces).
+    for (const char* a : {"--cluster-token", token_.c_str(), "--insecure", "--encrypt-data",
+                          "--exit-on-stdin-eof"}) {
       argv.push_back(a);
     }
     return hosts_->Start(host, argv, dir_ + "/" + name + "." + std::to_string(logs_++) + ".log");

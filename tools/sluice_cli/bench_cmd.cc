@@ -79,6 +79,9 @@ void AddTransfer(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_flag("--credential-ab", o->b.credential_ab,
                 "also run a pair whose engines derive their secret from a cluster credential, "
                 "alternating rounds with the open pair (credential_gbps, credential_ratio)");
+  cmd->add_flag("--encrypt-ab", o->b.encrypt_ab,
+                "also run a pair with a cluster credential and encrypted payload (tcp), in the "
+                "same alternating rounds (encrypted_gbps, encrypted_ratio)");
   cmd->add_option("--target-netns", o->b.target_netns,
                   "start the target in this network namespace (another host on this machine; "
                   "tcp only)");
@@ -360,6 +363,7 @@ void AddTransferTarget(CLI::App& bench, std::vector<Command>* out) {
     std::string token_file;
     std::string device;
     std::string listen_address = "127.0.0.1";
+    bool encrypt = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = bench.add_subcommand("transfer-target", "internal: the benchmark's target");
@@ -370,9 +374,11 @@ void AddTransferTarget(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_option("--cluster-token", o->token_file);
   cmd->add_option("--device", o->device);
   cmd->add_option("--listen-address", o->listen_address);
+  cmd->add_flag("--encrypt-data", o->encrypt);
   out->push_back({cmd, [o] {
                     return bench::RunTransferTarget(o->region_size, o->shared, o->io_threads,
-                                                    o->token_file, o->device, o->listen_address);
+                                                    o->token_file, o->device, o->listen_address,
+                                                    o->encrypt);
                   }});
 }
 

@@ -100,6 +100,7 @@ int RunStoreNode(const std::string& listen, const std::string& advertise, StoreN
   ec.listen = listen;
   ec.advertise = advertise;
   ec.secret = TransferSecret(config.security);
+  ec.encrypt_data = config.security.encrypt_data;
   auto engine = TransferEngine::Create(ec);
   if (!engine.ok()) {
     std::cerr << "sluice store-node: " << engine.status().ToString() << "\n";

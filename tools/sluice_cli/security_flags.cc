@@ -10,6 +10,7 @@ SecurityResolver AddSecurityFlags(CLI::App* cmd) {
     SecurityFiles files;
     std::string server_name;
     bool insecure = false;
+    bool encrypt_data = false;
   };
   auto f = std::make_shared<Flags>();
   cmd->add_option("--cluster-token", f->files.token_file,
@@ -27,6 +28,9 @@ SecurityResolver AddSecurityFlags(CLI::App* cmd) {
   cmd->add_flag("--insecure", f->insecure,
                 "allow an open cluster (no --cluster-token), or gRPC without TLS, on a "
                 "non-loopback address");
+  cmd->add_flag("--encrypt-data", f->encrypt_data,
+                "encrypt transfer payload between hosts (AES-256-GCM keyed from the cluster "
+                "token; every host of the cluster must give it)");
   return [f](const std::string& role, const std::vector<std::string>& listens,
              bool grpc) -> std::optional<SecurityConfig> {
     Result<SecurityConfig> s = LoadSecurity(f->files);
@@ -36,6 +40,12 @@ SecurityResolver AddSecurityFlags(CLI::App* cmd) {
     }
     s->tls_server_name = f->server_name;
     s->insecure = f->insecure;
+    s->encrypt_data = f->encrypt_data;
+    if (s->encrypt_data && s->open()) {
+      std::cerr << role
+                << ": --encrypt-data needs --cluster-token (its keys come from the token)\n";
+      return std::nullopt;
+    }
     if (!s->tls_server_name.empty() && !s->client_tls()) {
       std::cerr << role << ": --tls-server-name needs TLS (--tls-ca or --tls-cert)\n";
       return std::nullopt;

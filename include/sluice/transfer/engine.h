@@ -78,7 +78,15 @@ struct EngineConfig {
   // Largest Notify() message.
   std::size_t max_notify_bytes = std::size_t{64} << 10;
   // Shared secret; empty disables authentication. Both sides must agree.
+  // With one, every tcp frame after the handshake carries a MAC (its
+  // header, and its body where it has one): altered, replayed or injected
+  // frames close the connection.
   std::string secret;
+  // Encrypt tcp payload too (AES-256-GCM, keyed per connection from the
+  // secret, which it needs): as initiator, ask every target for it; as
+  // target, refuse initiators that do not. Same-host transports (shm,
+  // devipc) move memory within the host and are not encrypted.
+  bool encrypt_data = false;
   // A peer with work outstanding that makes no progress for this long is
   // declared dead and every pending op to it fails.
   std::chrono::milliseconds op_timeout{10000};

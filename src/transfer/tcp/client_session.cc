@@ -8,12 +8,17 @@ namespace sluice::internal {
 
 ClientSession::ClientSession(UniqueFd fd, EventLoop* loop, std::string peer,
                              std::chrono::milliseconds timeout, Callbacks callbacks,
-                             device::DeviceBackend* device, std::uint64_t slice_size)
+                             device::DeviceBackend* device, std::uint64_t slice_size,
+                             std::unique_ptr<FrameSeal> seal)
     : FrameConn(std::move(fd), loop, std::move(peer), timeout),
       callbacks_(std::move(callbacks)),
       device_(device),
       slice_size_(slice_size),
-      timeout_(timeout) {}
+      timeout_(timeout) {
+  if (seal != nullptr) {
+    StartSealing(std::move(seal));
+  }
+}
 
 Status ClientSession::EnsureStaging() {
   if (staging_ != nullptr) {

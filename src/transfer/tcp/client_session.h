@@ -40,9 +40,10 @@ class ClientSession final : public FrameConn {
   // std::make_shared, then Begin() to start watching the socket.
   // `device` (may be null) stages slices of device memory through pinned
   // slots of `slice_size` bytes (the largest slice this engine sends).
+  // `seal` (the handshake's; null without a secret) seals every frame.
   ClientSession(UniqueFd fd, EventLoop* loop, std::string peer, std::chrono::milliseconds timeout,
                 Callbacks callbacks, device::DeviceBackend* device = nullptr,
-                std::uint64_t slice_size = 0);
+                std::uint64_t slice_size = 0, std::unique_ptr<FrameSeal> seal = nullptr);
   void Begin();
 
   // Thread-safe. On non-OK (connection closed) nothing was queued.

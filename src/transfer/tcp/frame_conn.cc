@@ -105,6 +105,18 @@ bool FrameConn::BeginFrame() {
     Close(InvalidArgumentError("malformed frame from " + peer_ + ": bad magic"));
     return false;
   }
+  if (seal_ != nullptr) {
+    std::memcpy(cur_seal_.data(), in_.get() + in_pos_, seal_->bytes());
+    in_pos_ += seal_->bytes();
+    if (CarriesPayload(cur_)) {  // The header is checked before a byte lands.
+      Result<std::uint64_t> n = seal_->Check(cur_, cur_seal_.data(), {});
+      if (!n.ok()) {
+        Close(n.status().WithContext("frame from " + peer_));
+        return false;
+      }
+      cur_number_ = *n;
+    }
+  }
   sink_ = Sink{};
   body_.clear();
   std::uint64_t follow = 0;
@@ -116,6 +128,7 @@ bool FrameConn::BeginFrame() {
   if (closed_) {
     return false;
   }
+  cur_payload_ = sink_.kind == Sink::Kind::kMemory ? sink_.dst : nullptr;
   follow_left_ = follow;
   in_frame_ = true;
   return follow > 0 || EndFrame();
@@ -123,6 +136,18 @@ bool FrameConn::BeginFrame() {
 
 bool FrameConn::EndFrame() {
   in_frame_ = false;
+  if (seal_ != nullptr) {
+    Status checked;
+    if (!CarriesPayload(cur_)) {
+      checked = seal_->Check(cur_, cur_seal_.data(), body_).status();
+    } else if (cur_payload_ != nullptr) {
+      checked = seal_->OpenPayload(cur_number_, cur_, cur_seal_.data(), cur_payload_, cur_.length);
+    }
+    if (!checked.ok()) {
+      Close(checked.WithContext("frame from " + peer_));
+      return false;
+    }
+  }
   Status s = OnFrame(cur_, body_);
   if (!s.ok()) {
     Close(s);
@@ -134,7 +159,7 @@ bool FrameConn::ConsumeBuffered() {
   while (!closed_) {
     const std::size_t avail = in_len_ - in_pos_;
     if (!in_frame_) {
-      if (avail < sizeof(WireHeader)) {
+      if (avail < header_bytes()) {
         break;
       }
       if (!BeginFrame()) {
@@ -214,7 +239,7 @@ void FrameConn::Flush() {
     iovec iov[64];
     int cnt = 0;
     std::uint64_t skip = out_sent_;
-    for (auto it = out_.begin(); it != out_.end() && cnt + 3 <= 64; ++it) {
+    for (auto it = out_.begin(); it != out_.end() && cnt + 4 <= 64; ++it) {
       if (it->fill) {
         Result<bool> filled = FillPayload(*it);
         if (!filled.ok()) {
@@ -226,9 +251,21 @@ void FrameConn::Flush() {
         }
         it->fill = false;
       }
-      const std::pair<const void*, std::uint64_t> parts[3] = {{&it->hdr, sizeof(WireHeader)},
+      if (it->seal_pending) {
+        Result<bool> sealed = SealFrame(*it);
+        if (!sealed.ok()) {
+          Close(sealed.status());
+          return;
+        }
+        if (!*sealed) {
+          break;  // Sent once a send buffer is back.
+        }
+      }
+      const char* payload = it->cipher != nullptr ? it->cipher : it->payload;
+      const std::pair<const void*, std::uint64_t> parts[4] = {{&it->hdr, sizeof(WireHeader)},
+                                                              {it->seal.data(), it->seal_len},
                                                               {it->body.data(), it->body.size()},
-                                                              {it->payload, it->payload_len}};
+                                                              {payload, it->payload_len}};
       for (const auto& [p, len] : parts) {
         if (len <= skip) {
           skip -= len;
@@ -239,7 +276,7 @@ void FrameConn::Flush() {
         skip = 0;
       }
     }
-    if (cnt == 0) {  // Nothing ahead holds a staging slot: none will come back.
+    if (cnt == 0) {  // Nothing ahead holds a slot or buffer: none will come back.
       Close(InternalError("connection to " + peer_ + ": no staging slot for its next frame"));
       return;
     }
@@ -265,14 +302,14 @@ void FrameConn::Flush() {
     std::uint64_t done = out_sent_ + static_cast<std::uint64_t>(n);
     while (!out_.empty()) {
       const OutFrame& f = out_.front();
-      const std::uint64_t total = sizeof(WireHeader) + f.body.size() + f.payload_len;
+      const std::uint64_t total = sizeof(WireHeader) + f.seal_len + f.body.size() + f.payload_len;
       if (done < total) {
         break;
       }
       done -= total;
       OutFrame sent = std::move(out_.front());
       out_.pop_front();
-      OnFrameReleased(sent);
+      ReleaseFrame(sent);
     }
     out_sent_ = done;
   }
@@ -286,6 +323,48 @@ void FrameConn::Flush() {
   if (close_after_flush_) {
     Close(close_reason_);
   }
+}
+
+Result<bool> FrameConn::SealFrame(OutFrame& f) {
+  char* cipher = nullptr;
+  if (seal_->encrypts() && CarriesPayload(f.hdr) && f.payload_len > 0) {
+    if (f.staged) {
+      cipher = const_cast<char*>(f.payload);  // A staging slot of this end.
+    } else {
+      CipherBuf* buf = nullptr;
+      for (CipherBuf& b : cipher_bufs_) {
+        if (!b.busy) {
+          buf = &b;
+          break;
+        }
+      }
+      if (buf == nullptr) {
+        return false;
+      }
+      if (buf->bytes.size() < f.payload_len) {
+        buf->bytes.resize(f.payload_len);
+      }
+      buf->busy = true;
+      cipher = buf->bytes.data();
+      f.cipher = cipher;
+    }
+  }
+  const std::string_view body = CarriesPayload(f.hdr) ? std::string_view() : f.body;
+  SLUICE_RETURN_IF_ERROR(seal_->Seal(f.hdr, body, f.payload, cipher, f.payload_len, f.seal.data()));
+  f.seal_len = static_cast<std::uint8_t>(seal_->bytes());
+  f.seal_pending = false;
+  return true;
+}
+
+void FrameConn::ReleaseFrame(const OutFrame& f) {
+  if (f.cipher != nullptr) {
+    for (CipherBuf& b : cipher_bufs_) {
+      if (b.bytes.data() == f.cipher) {
+        b.busy = false;
+      }
+    }
+  }
+  OnFrameReleased(f);
 }
 
 void FrameConn::CloseAfterFlush(Status why) {
@@ -302,7 +381,7 @@ void FrameConn::Close(const Status& why) {
   loop_->Remove(this);
   ::shutdown(fd_.get(), SHUT_RDWR);
   for (const OutFrame& f : out_) {
-    OnFrameReleased(f);
+    ReleaseFrame(f);
   }
   out_.clear();
   OnClosed(why);

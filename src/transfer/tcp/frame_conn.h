@@ -8,17 +8,27 @@
 // Subclasses (client and server sessions) decide per header where the
 // following bytes go, and act on whole frames. Everything runs on the loop
 // thread.
+//
+// Once the handshake gives it a FrameSeal (StartSealing), every frame is
+// sealed on its way out and checked on its way in (frame_seal.h): a body
+// frame before OnFrame, a payload frame's header before OnHeader and its
+// encrypted payload, decrypted in place where it landed, before OnFrame.
+// Encrypted payload from memory this end does not own goes out through one
+// of two reused send buffers (grown to the largest frame, pre-faulted).
 #ifndef SLUICE_TRANSFER_TCP_FRAME_CONN_H_
 #define SLUICE_TRANSFER_TCP_FRAME_CONN_H_
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/net.h"
+#include "transfer/frame_seal.h"
 #include "transfer/tcp/event_loop.h"
 #include "transfer/wire.h"
 
@@ -54,6 +64,11 @@ class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameCon
     // before the frame's first byte is written (device memory).
     bool fill = false;
     bool staged = false;  // Set by FillPayload: `payload` is a staging slot.
+    // Set by FrameConn: sealed (seal_len > 0) as the frame first goes out.
+    bool seal_pending = false;
+    std::uint8_t seal_len = 0;
+    std::array<std::uint8_t, FrameSeal::kMaxSealBytes> seal{};
+    char* cipher = nullptr;  // Encrypted payload in a send buffer, if any.
   };
 
   // Validates `h` and says how many bytes follow it (`*follow`) and where
@@ -75,7 +90,10 @@ class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameCon
   virtual Result<bool> FillPayload(OutFrame& /*frame*/) { return true; }
 
   // Queues a frame; Flush() writes what the socket takes.
-  void Queue(OutFrame frame) { out_.push_back(std::move(frame)); }
+  void Queue(OutFrame frame) {
+    frame.seal_pending = seal_ != nullptr;
+    out_.push_back(std::move(frame));
+  }
   void Flush();
   void Send(OutFrame frame) {
     Queue(std::move(frame));
@@ -86,6 +104,9 @@ class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameCon
   void Close(const Status& why);
   bool closed() const { return closed_; }
   void Watch(std::uint32_t events);  // First registration with the loop.
+  // Seals every frame queued from now on and checks every frame whose
+  // header arrives from now on (the handshake's frames go before).
+  void StartSealing(std::unique_ptr<FrameSeal> seal) { seal_ = std::move(seal); }
 
  private:
   bool ConsumeBuffered();
@@ -93,6 +114,13 @@ class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameCon
   bool EndFrame();
   void OnReadable();
   bool TakeBytes(const char* src, std::size_t n);
+  std::size_t header_bytes() const {
+    return sizeof(WireHeader) + (seal_ != nullptr ? seal_->bytes() : 0);
+  }
+  // Seals `f` (encrypting its payload into a send buffer when it must):
+  // false when no send buffer is free yet.
+  Result<bool> SealFrame(OutFrame& f);
+  void ReleaseFrame(const OutFrame& f);
 
   static constexpr std::size_t kInBufSize = 64 * 1024;
 
@@ -112,6 +140,15 @@ class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameCon
   std::size_t in_len_ = 0;
   bool in_frame_ = false;  // Header parsed, following bytes pending.
   WireHeader cur_;
+  std::array<std::uint8_t, FrameSeal::kMaxSealBytes> cur_seal_{};
+  std::uint64_t cur_number_ = 0;     // cur_'s frame number (payload frames).
+  char* cur_payload_ = nullptr;      // Where cur_'s payload landed (kMemory).
+  std::unique_ptr<FrameSeal> seal_;  // Null: frames are not sealed.
+  struct CipherBuf {
+    std::vector<char> bytes;  // Grown (zero-filled: faulted) while free.
+    bool busy = false;
+  };
+  std::array<CipherBuf, 2> cipher_bufs_;
   Sink sink_;
   std::uint64_t follow_left_ = 0;
   std::string body_;

@@ -22,7 +22,10 @@ Status ReadFrame(int fd, WireHeader* h, std::string* body, const std::string& pe
 
 Result<HandshakeResult> ClientHandshake(const HostPort& peer, const std::string& secret,
                                         const std::string& self_endpoint, bool wants_table,
-                                        std::chrono::milliseconds timeout) {
+                                        bool encrypt, std::chrono::milliseconds timeout) {
+  if (encrypt && secret.empty()) {
+    return InvalidArgumentError("encrypted payload needs a shared secret");
+  }
   const std::string name = peer.ToString();
   SLUICE_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(peer, timeout));
   SLUICE_RETURN_IF_ERROR(SetIoTimeout(fd.get(), timeout));
@@ -49,7 +52,7 @@ Result<HandshakeResult> ClientHandshake(const HostPort& peer, const std::string&
   hello.mac = ClientHelloMac(secret, nonce, hello);
   const std::string out = EncodeClientHello(hello);
   WireHeader oh = MakeHeader(FrameType::kClientHello, 0, out.size());
-  oh.key = wants_table ? kHelloWantsTable : 0;
+  oh.key = (wants_table ? kHelloWantsTable : 0) | (encrypt ? kHelloWantsEncryption : 0);
   SLUICE_RETURN_IF_ERROR(SendAll(fd.get(), &oh, sizeof(oh)));
   SLUICE_RETURN_IF_ERROR(SendAll(fd.get(), out.data(), out.size()));
   s = ReadFrame(fd.get(), &h, &body, name);
@@ -76,9 +79,14 @@ Result<HandshakeResult> ClientHandshake(const HostPort& peer, const std::string&
                   name + " did not prove the shared secret in its handshake",
                   FailureScope::kEndpoint);
   }
+  std::unique_ptr<FrameSeal> seal;
+  if (!secret.empty()) {
+    SLUICE_ASSIGN_OR_RETURN(seal, FrameSeal::Create(secret, nonce, hello.client_nonce, encrypt,
+                                                    /*initiator=*/true));
+  }
   SLUICE_RETURN_IF_ERROR(SetIoTimeout(fd.get(), std::chrono::milliseconds(0)));
   SLUICE_RETURN_IF_ERROR(SetNonBlocking(fd.get(), true));
-  return HandshakeResult{std::move(fd), std::move(ok)};
+  return HandshakeResult{std::move(fd), std::move(ok), std::move(seal)};
 }
 
 }  // namespace sluice::internal

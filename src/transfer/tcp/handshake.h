@@ -4,9 +4,11 @@
 #define SLUICE_TRANSFER_TCP_HANDSHAKE_H_
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "common/net.h"
+#include "transfer/frame_seal.h"
 #include "transfer/wire.h"
 
 namespace sluice::internal {
@@ -14,16 +16,19 @@ namespace sluice::internal {
 struct HandshakeResult {
   UniqueFd fd;  // Non-blocking, ready for a ClientSession.
   HelloOk hello;
+  std::unique_ptr<FrameSeal> seal;  // The session's, with a secret; else null.
 };
 
 // Connects to `peer`, proves knowledge of `secret`, and returns the peer's
 // host info and region table. `wants_table` subscribes this connection to
-// table pushes. Errors: kUnavailable / kDeadlineExceeded (scope kEndpoint);
-// the peer's rejection code (kPermissionDenied for a wrong secret,
-// kFailedPrecondition for a protocol version mismatch) with its reason.
+// table pushes; `encrypt` asks for encrypted payload (needs a secret).
+// Errors: kUnavailable / kDeadlineExceeded (scope kEndpoint); the peer's
+// rejection code (kPermissionDenied for a wrong secret, kFailedPrecondition
+// for a protocol version mismatch or a target that requires encryption)
+// with its reason.
 Result<HandshakeResult> ClientHandshake(const HostPort& peer, const std::string& secret,
                                         const std::string& self_endpoint, bool wants_table,
-                                        std::chrono::milliseconds timeout);
+                                        bool encrypt, std::chrono::milliseconds timeout);
 
 }  // namespace sluice::internal
 

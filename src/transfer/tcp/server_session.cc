@@ -190,6 +190,22 @@ Status ServerSession::OnClientHello(const WireHeader& h, std::string_view body) 
     Reject(StatusCode::kPermissionDenied, "authentication failed: wrong or missing secret");
     return Status::Ok();
   }
+  const bool encrypt = (h.key & kHelloWantsEncryption) != 0;
+  if (host_->requires_encryption() && !encrypt) {
+    Reject(StatusCode::kFailedPrecondition,
+           "this target takes only encrypted payload: give the initiator encrypt_data "
+           "(--encrypt-data)");
+    return Status::Ok();
+  }
+  std::unique_ptr<FrameSeal> seal;
+  if (!host_->secret().empty()) {
+    Result<std::unique_ptr<FrameSeal>> made =
+        FrameSeal::Create(host_->secret(), nonce_, hello->client_nonce, encrypt, false);
+    if (!made.ok()) {
+      return made.status();
+    }
+    seal = std::move(*made);
+  }
   sender_ = hello->endpoint;
   ready_ = true;
   EndHandshake();
@@ -202,6 +218,9 @@ Status ServerSession::OnClientHello(const WireHeader& h, std::string_view body) 
   f.hdr = MakeHeader(FrameType::kHelloOk, 0, ok.size());
   f.body = ok;
   Send(std::move(f));
+  if (seal != nullptr) {
+    StartSealing(std::move(seal));  // Every frame after the hello-ok, both ways.
+  }
   if ((h.key & kHelloWantsTable) != 0) {
     subscribed_ = true;
     host_->Subscribe(std::static_pointer_cast<ServerSession>(shared_from_this()));

@@ -27,6 +27,8 @@ class ServerHost {
   virtual ~ServerHost() = default;
   virtual RegionTableLocal& regions() = 0;
   virtual const std::string& secret() const = 0;
+  // Whether every initiator must encrypt payload (EngineConfig::encrypt_data).
+  virtual bool requires_encryption() const = 0;
   virtual std::uint64_t max_frame_payload() const = 0;
   virtual std::uint64_t max_notify_bytes() const = 0;
   virtual HelloOk MakeHelloOk() = 0;
@@ -48,7 +50,11 @@ class ServerHost {
   virtual RefusalLog& refusals() = 0;
 };
 
-inline constexpr std::uint64_t kHelloWantsTable = 1;  // ClientHello header `key` flag.
+// ClientHello header `key` flags.
+inline constexpr std::uint64_t kHelloWantsTable = 1;
+// Encrypted payload, asked for (and bound into the session keys: a flag
+// stripped in transit leaves the two ends unable to read each other).
+inline constexpr std::uint64_t kHelloWantsEncryption = 2;
 
 class ServerSession final : public FrameConn {
  public:

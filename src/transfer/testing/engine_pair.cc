@@ -25,6 +25,10 @@ std::string ModeName(Mode m) {
       return "devipc";
     case Mode::kTcpStaged:
       return "tcp_staged";
+    case Mode::kTcpSealed:
+      return "tcp_sealed";
+    case Mode::kTcpStagedSealed:
+      return "tcp_staged_sealed";
   }
   return "unknown";
 }
@@ -172,13 +176,17 @@ EngineConfig ConfigFor(Mode mode, bool initiator) {
   EngineConfig c;
   c.listen = "127.0.0.1:0";
   c.op_timeout = std::chrono::milliseconds(10000);
-  if (mode == Mode::kDevipc || mode == Mode::kTcpStaged) {
+  if (mode == Mode::kDevipc || mode == Mode::kTcpStaged || mode == Mode::kTcpStagedSealed) {
     c.device = "sim";
     c.device_ipc = mode == Mode::kDevipc;
   }
+  if (mode == Mode::kTcpSealed || mode == Mode::kTcpStagedSealed) {
+    c.secret = "engine-pair-secret-0123456789abcdef";
+    c.encrypt_data = true;
+  }
   if (initiator) {
-    c.transports = mode == Mode::kTcp || mode == Mode::kTcpStaged ? std::vector<std::string>{"tcp"}
-                                                                  : std::vector<std::string>{"shm"};
+    c.transports =
+        TcpOnly(mode) ? std::vector<std::string>{"tcp"} : std::vector<std::string>{"shm"};
   }
   return c;
 }

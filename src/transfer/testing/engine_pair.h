@@ -21,7 +21,14 @@ namespace sluice::testing {
 // shared, so devipc maps it). kTcpStaged: both engines have the sim backend
 // without device IPC and the initiator may only use tcp, so device memory
 // at either end goes through the connections' pinned staging slots.
-enum class Mode { kTcp, kShmMapped, kShmVm, kDevipc, kTcpStaged };
+// kTcpSealed / kTcpStagedSealed: kTcp / kTcpStaged with a shared secret and
+// encrypted payload (every frame sealed, frame_seal.h).
+enum class Mode { kTcp, kShmMapped, kShmVm, kDevipc, kTcpStaged, kTcpSealed, kTcpStagedSealed };
+// Whether the initiator of `m` may only use tcp.
+inline bool TcpOnly(Mode m) {
+  return m == Mode::kTcp || m == Mode::kTcpStaged || m == Mode::kTcpSealed ||
+         m == Mode::kTcpStagedSealed;
+}
 std::string ModeName(Mode m);
 
 // Pre-faulted anonymous memory, a SharedBuffer, or sim device memory. Owns

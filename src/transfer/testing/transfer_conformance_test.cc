@@ -52,9 +52,7 @@ class TransferConformanceTest : public ::testing::TestWithParam<Case> {
       return;
     }
     const Mode m = GetParam().mode;
-    const std::string want = m == Mode::kTcp || m == Mode::kTcpStaged ? "tcp"
-                             : m == Mode::kDevipc                     ? "devipc"
-                                                                      : "shm";
+    const std::string want = TcpOnly(m) ? "tcp" : m == Mode::kDevipc ? "devipc" : "shm";
     for (const TransportStats& t : pair_->initiator->TransportCounters()) {
       if (t.name != want) {
         EXPECT_EQ(t.bytes_read + t.bytes_written, 0u) << t.name << " moved bytes, not " << want;
@@ -350,7 +348,7 @@ TEST_P(TransferConformanceTest, CallbackRunsExactlyOnceOffTheSubmittingThread) {
 
 INSTANTIATE_TEST_SUITE_P(HostMemory, TransferConformanceTest,
                          ::testing::Values(Case{Mode::kTcp}, Case{Mode::kShmMapped},
-                                           Case{Mode::kShmVm}),
+                                           Case{Mode::kShmVm}, Case{Mode::kTcpSealed}),
                          [](const auto& info) { return CaseName(info.param); });
 
 // Device memory at one end or both (sim backend): devipc between same-host
@@ -359,7 +357,8 @@ INSTANTIATE_TEST_SUITE_P(
     DeviceMemory, TransferConformanceTest,
     ::testing::Values(Case{Mode::kDevipc, false, true}, Case{Mode::kDevipc, true, true},
                       Case{Mode::kDevipc, true, false}, Case{Mode::kTcpStaged, false, true},
-                      Case{Mode::kTcpStaged, true, true}, Case{Mode::kTcpStaged, true, false}),
+                      Case{Mode::kTcpStaged, true, true}, Case{Mode::kTcpStaged, true, false},
+                      Case{Mode::kTcpStagedSealed, true, true}),
     [](const auto& info) { return CaseName(info.param); });
 
 }  // namespace
