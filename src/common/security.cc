@@ -1,6 +1,8 @@
 #include "sluice/security.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <sys/stat.h>
 
@@ -178,6 +180,44 @@ std::array<std::uint8_t, 32> Hmac(std::string_view key, std::string_view data) {
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
        reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac.data(), &len);
   return mac;
+}
+
+KeyedHmac::KeyedHmac(std::string_view key) {
+  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  if (mac == nullptr) {
+    return;
+  }
+  EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(mac);
+  EVP_MAC_free(mac);  // The context holds its own reference.
+  char digest[] = "SHA256";
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                               OSSL_PARAM_END};
+  if (ctx != nullptr && EVP_MAC_init(ctx, reinterpret_cast<const unsigned char*>(key.data()),
+                                     key.size(), params) != 1) {
+    EVP_MAC_CTX_free(ctx);
+    return;
+  }
+  ctx_.reset(ctx);
+}
+
+void KeyedHmac::Free::operator()(void* ctx) const {
+  EVP_MAC_CTX_free(static_cast<EVP_MAC_CTX*>(ctx));
+}
+
+bool KeyedHmac::Compute(std::initializer_list<std::string_view> parts,
+                        std::array<std::uint8_t, 32>* out) const {
+  auto* ctx = static_cast<EVP_MAC_CTX*>(ctx_.get());
+  if (ctx == nullptr || EVP_MAC_init(ctx, nullptr, 0, nullptr) != 1) {  // Same key again.
+    return false;
+  }
+  for (std::string_view p : parts) {
+    if (!p.empty() &&
+        EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(p.data()), p.size()) != 1) {
+      return false;
+    }
+  }
+  std::size_t len = 0;
+  return EVP_MAC_final(ctx, out->data(), &len, out->size()) == 1 && len == out->size();
 }
 
 std::string LowerHex(const std::uint8_t* p, std::size_t n) {

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -29,6 +31,26 @@ std::string LowerHex(const std::uint8_t* p, std::size_t n);
 
 // HMAC-SHA256(key, data).
 std::array<std::uint8_t, 32> Hmac(std::string_view key, std::string_view data);
+
+// HMAC-SHA256 under one key, again and again: the key is set up once, and
+// each MAC covers its parts one after another without joining them. For
+// per-frame MACs. Move-only; not thread-safe.
+class KeyedHmac {
+ public:
+  KeyedHmac() = default;  // No key: valid() is false.
+  explicit KeyedHmac(std::string_view key);
+  // False when default-made or OpenSSL could not set the key up.
+  bool valid() const { return ctx_ != nullptr; }
+  // The MAC of `parts` into `out`; false when OpenSSL failed.
+  bool Compute(std::initializer_list<std::string_view> parts,
+               std::array<std::uint8_t, 32>* out) const;
+
+ private:
+  struct Free {
+    void operator()(void* ctx) const;
+  };
+  std::unique_ptr<void, Free> ctx_;  // EVP_MAC_CTX.
+};
 
 // Equality in time independent of where the inputs differ.
 bool SecureEquals(std::string_view a, std::string_view b);

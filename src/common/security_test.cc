@@ -136,6 +136,21 @@ TEST_F(SecurityTest, EachFaceGetsItsOwnKeyAndNoneIsTheToken) {
   EXPECT_FALSE(internal::SecureEquals(grpc, grpc.substr(1)));
 }
 
+// A KeyedHmac is HMAC-SHA256 of its parts joined, every time (its key is
+// set up once and reused): the RFC 4231 test case 2 vector, twice.
+TEST(KeyedHmacTest, EachMacIsTheHmacOfItsPartsJoined) {
+  const internal::KeyedHmac mac("Jefe");
+  ASSERT_TRUE(mac.valid());
+  for (int i = 0; i < 2; ++i) {
+    std::array<std::uint8_t, 32> out{};
+    ASSERT_TRUE(mac.Compute({"what do ya want ", "", "for nothing?"}, &out));
+    EXPECT_EQ(internal::LowerHex(out.data(), out.size()),
+              "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  }
+  std::array<std::uint8_t, 32> out{};
+  EXPECT_FALSE(internal::KeyedHmac().Compute({"x"}, &out));
+}
+
 TEST_F(SecurityTest, AnOpenClusterListensOnLoopbackOnlyUnlessToldInsecure) {
   SecurityConfig open;
   EXPECT_TRUE(CheckListenSecurity("master", "127.0.0.1:0", open, false).ok());

@@ -1,6 +1,5 @@
 #include "transfer/frame_seal.h"
 
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -27,21 +26,8 @@ Status OpenSslError(std::string_view what) {
   return InternalError("frame seal: " + std::string(what) + " failed (OpenSSL)");
 }
 
-evp_mac_ctx_st* NewMac(const Key& key) {
-  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  if (mac == nullptr) {
-    return nullptr;
-  }
-  EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(mac);
-  EVP_MAC_free(mac);  // The context holds its own reference.
-  char digest[] = "SHA256";
-  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                               OSSL_PARAM_END};
-  if (ctx != nullptr && EVP_MAC_init(ctx, key.data(), key.size(), params) != 1) {
-    EVP_MAC_CTX_free(ctx);
-    return nullptr;
-  }
-  return ctx;
+std::string_view View(const Key& k) {
+  return {reinterpret_cast<const char*>(k.data()), k.size()};
 }
 
 evp_cipher_ctx_st* NewAead(const Key& key, bool encrypt) {
@@ -94,9 +80,9 @@ Result<std::unique_ptr<FrameSeal>> FrameSeal::Create(
   const std::string_view out_dir = initiator ? "c2s" : "s2c";
   const std::string_view in_dir = initiator ? "s2c" : "c2s";
   std::unique_ptr<FrameSeal> s(new FrameSeal(encrypt));
-  s->out_.mac = NewMac(Derive(m, std::string("mac ") + std::string(out_dir)));
-  s->in_.mac = NewMac(Derive(m, std::string("mac ") + std::string(in_dir)));
-  if (s->out_.mac == nullptr || s->in_.mac == nullptr) {
+  s->out_.mac = KeyedHmac(View(Derive(m, std::string("mac ") + std::string(out_dir))));
+  s->in_.mac = KeyedHmac(View(Derive(m, std::string("mac ") + std::string(in_dir))));
+  if (!s->out_.mac.valid() || !s->in_.mac.valid()) {
     return OpenSslError("HMAC-SHA256 set-up");
   }
   if (encrypt) {
@@ -111,25 +97,22 @@ Result<std::unique_ptr<FrameSeal>> FrameSeal::Create(
 
 FrameSeal::~FrameSeal() {
   for (Direction* d : {&out_, &in_}) {
-    EVP_MAC_CTX_free(d->mac);
     EVP_CIPHER_CTX_free(d->aead);
   }
 }
 
 Status FrameSeal::Mac(Direction& d, std::uint64_t number, const WireHeader& h,
                       const std::uint8_t* tag, std::string_view body, std::uint8_t* out) {
-  std::uint8_t full[32];
-  std::size_t len = 0;
-  const auto* b = reinterpret_cast<const unsigned char*>(body.data());
-  if (EVP_MAC_init(d.mac, nullptr, 0, nullptr) != 1 ||
-      EVP_MAC_update(d.mac, reinterpret_cast<const unsigned char*>(&number), sizeof(number)) != 1 ||
-      EVP_MAC_update(d.mac, reinterpret_cast<const unsigned char*>(&h), sizeof(h)) != 1 ||
-      (tag != nullptr && EVP_MAC_update(d.mac, tag, kTagBytes) != 1) ||
-      (!body.empty() && EVP_MAC_update(d.mac, b, body.size()) != 1) ||
-      EVP_MAC_final(d.mac, full, &len, sizeof(full)) != 1) {
+  std::array<std::uint8_t, 32> full;
+  const std::string_view t = tag != nullptr
+                                 ? std::string_view(reinterpret_cast<const char*>(tag), kTagBytes)
+                                 : std::string_view();
+  if (!d.mac.Compute({std::string_view(reinterpret_cast<const char*>(&number), sizeof(number)),
+                      std::string_view(reinterpret_cast<const char*>(&h), sizeof(h)), t, body},
+                     &full)) {
     return OpenSslError("HMAC-SHA256");
   }
-  std::memcpy(out, full, kMacBytes);
+  std::memcpy(out, full.data(), kMacBytes);
   return Status::Ok();
 }
 

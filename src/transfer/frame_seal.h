@@ -28,10 +28,10 @@
 
 #include "sluice/status.h"
 
+#include "common/security_keys.h"
 #include "transfer/wire.h"
 
 struct evp_cipher_ctx_st;
-struct evp_mac_ctx_st;
 
 namespace sluice::internal {
 
@@ -83,7 +83,7 @@ class FrameSeal {
 
  private:
   struct Direction {
-    evp_mac_ctx_st* mac = nullptr;
+    KeyedHmac mac;
     evp_cipher_ctx_st* aead = nullptr;
     std::uint64_t next = 0;  // Frame number of the next frame.
   };

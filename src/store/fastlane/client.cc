@@ -17,22 +17,24 @@ Client::Client(HostPort endpoint, std::chrono::microseconds spin, std::size_t ma
                std::string key)
     : endpoint_(std::move(endpoint)), spin_(spin), key_(std::move(key)), max_idle_(max_idle) {}
 
-Result<UniqueFd> Client::Acquire(std::chrono::milliseconds timeout) {
+Result<Client::Conn> Client::Acquire(std::chrono::milliseconds timeout) {
   {
     MutexLock lock(mu_);
     if (!idle_.empty()) {
-      UniqueFd fd = std::move(idle_.back());
+      Conn c = std::move(idle_.back());
       idle_.pop_back();
-      return fd;
+      return c;
     }
   }
-  SLUICE_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(endpoint_, timeout));
-  SLUICE_RETURN_IF_ERROR(SetIoTimeout(fd.get(), timeout));
-  SLUICE_RETURN_IF_ERROR(Greet(fd.get(), timeout));
-  return fd;
+  Conn c;
+  SLUICE_ASSIGN_OR_RETURN(c.fd, ConnectTcp(endpoint_, timeout));
+  SLUICE_RETURN_IF_ERROR(SetIoTimeout(c.fd.get(), timeout));
+  SLUICE_RETURN_IF_ERROR(Greet(c, timeout));
+  return c;
 }
 
-Status Client::Greet(int fd, std::chrono::milliseconds timeout) {
+Status Client::Greet(Conn& conn, std::chrono::milliseconds timeout) {
+  const int fd = conn.fd.get();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   char frame[kHeaderSize + kChallengeBytes];
   SLUICE_RETURN_IF_ERROR(ReadExact(fd, frame, sizeof(frame), false, deadline));
@@ -51,7 +53,7 @@ Status Client::Greet(int fd, std::chrono::milliseconds timeout) {
   const std::string_view client_nonce(hello, kChallengeBytes);
   const std::array<std::uint8_t, 32> proof = HelloProof(key_, false, master_nonce, client_nonce);
   std::memcpy(hello + kChallengeBytes, proof.data(), proof.size());
-  SLUICE_RETURN_IF_ERROR(Write(fd, Method::kHello, 0, std::string_view(hello, sizeof(hello))));
+  SLUICE_RETURN_IF_ERROR(Write(conn, Method::kHello, 0, std::string_view(hello, sizeof(hello))));
   char head[kHeaderSize];
   SLUICE_RETURN_IF_ERROR(ReadExact(fd, head, kHeaderSize, false, deadline));
   SLUICE_ASSIGN_OR_RETURN(ResponseHeader r,
@@ -72,13 +74,15 @@ Status Client::Greet(int fd, std::chrono::milliseconds timeout) {
                   "fast lane: the master did not prove the cluster credential",
                   FailureScope::kEndpoint);
   }
+  conn.out = LaneMac(key_, true, master_nonce, client_nonce);
+  conn.in = LaneMac(key_, false, master_nonce, client_nonce);
   return Status::Ok();
 }
 
-void Client::Release(UniqueFd fd) {
+void Client::Release(Conn conn) {
   MutexLock lock(mu_);
   if (idle_.size() < max_idle_) {
-    idle_.push_back(std::move(fd));
+    idle_.push_back(std::move(conn));
   }
 }
 
@@ -93,7 +97,7 @@ bool Client::IdleConnectionAlive() {
     return false;
   }
   // The master sends nothing unasked: any readiness is a close or an error.
-  pollfd pfd{idle_.back().get(), POLLIN | POLLRDHUP, 0};
+  pollfd pfd{idle_.back().fd.get(), POLLIN | POLLRDHUP, 0};
   const int n = ::poll(&pfd, 1, 0);
   if (n != 0) {
     idle_.pop_back();  // Closed (or unusable): drop it.
@@ -102,7 +106,7 @@ bool Client::IdleConnectionAlive() {
   return true;
 }
 
-Status Client::Write(int fd, Method m, std::uint16_t flags, std::string_view body) {
+Status Client::Write(Conn& conn, Method m, std::uint16_t flags, std::string_view body) {
   if (body.size() > kMaxRequestBody) {
     return InvalidArgumentError("fast lane: request too large");
   }
@@ -112,7 +116,7 @@ Status Client::Write(int fd, Method m, std::uint16_t flags, std::string_view bod
   h.body_len = static_cast<std::uint32_t>(body.size());
   std::byte head[kHeaderSize];
   Encode(h, head);
-  return SendHeaderAndBody(fd, head, body);
+  return SendHeaderAndBody(conn.fd.get(), head, body, &conn.out);
 }
 
 Status Client::ReadExact(int fd, char* p, std::size_t len, bool spin,
@@ -151,16 +155,17 @@ Status Client::ReadExact(int fd, char* p, std::size_t len, bool spin,
 
 Client::Outcome Client::Call(Method m, std::string_view body, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  Result<UniqueFd> fd = Acquire(timeout);
-  if (!fd.ok()) {
+  Result<Conn> conn = Acquire(timeout);
+  if (!conn.ok()) {
     // A refused (or unproved) credential is an answer, not a lane failure.
-    return Outcome{fd.status().code() == StatusCode::kUnauthenticated, fd.status()};
+    return Outcome{conn.status().code() == StatusCode::kUnauthenticated, conn.status()};
   }
+  const int fd = conn->fd.get();
   const bool spin = in_flight_.fetch_add(1, std::memory_order_relaxed) == 0;
-  Status s = Write(fd->get(), m, 0, body);
+  Status s = Write(*conn, m, 0, body);
   char head[kHeaderSize];
   if (s.ok()) {
-    s = ReadExact(fd->get(), head, kHeaderSize, spin, deadline);
+    s = ReadExact(fd, head, kHeaderSize, spin, deadline);
   }
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
   Result<ResponseHeader> h =
@@ -169,11 +174,20 @@ Client::Outcome Client::Call(Method m, std::string_view body, std::chrono::milli
     return Outcome{false, h.status()};
   }
   std::string reply(h->body_len, '\0');
-  s = ReadExact(fd->get(), reply.data(), reply.size(), false, deadline);
+  s = ReadExact(fd, reply.data(), reply.size(), false, deadline);
+  if (s.ok() && conn->in.active()) {
+    FrameMac mac;
+    s = ReadExact(fd, reinterpret_cast<char*>(mac.data()), mac.size(), false, deadline);
+    if (s.ok() && !conn->in.CheckNext(reinterpret_cast<const std::byte*>(head), reply, mac)) {
+      // Not the master's answer: altered or injected on the way.
+      s = UnavailableError("fast lane: an answer failed its integrity check",
+                           FailureScope::kEndpoint);
+    }
+  }
   if (!s.ok()) {
     return Outcome{false, s};
   }
-  Release(std::move(*fd));
+  Release(std::move(*conn));
   if (h->code != 0) {
     return Outcome{
         true, Status(static_cast<StatusCode>(h->code), reply, static_cast<FailureScope>(h->scope))};
@@ -182,11 +196,11 @@ Client::Outcome Client::Call(Method m, std::string_view body, std::chrono::milli
 }
 
 bool Client::Send(Method m, std::string_view body, std::chrono::milliseconds timeout) {
-  Result<UniqueFd> fd = Acquire(timeout);
-  if (!fd.ok() || !Write(fd->get(), m, kFlagOneWay, body).ok()) {
+  Result<Conn> conn = Acquire(timeout);
+  if (!conn.ok() || !Write(*conn, m, kFlagOneWay, body).ok()) {
     return false;
   }
-  Release(std::move(*fd));
+  Release(std::move(*conn));
   return true;
 }
 

@@ -54,21 +54,27 @@ class Client {
   const HostPort& endpoint() const { return endpoint_; }
 
  private:
-  Result<UniqueFd> Acquire(std::chrono::milliseconds timeout);
-  void Release(UniqueFd fd);
-  Status Write(int fd, Method m, std::uint16_t flags, std::string_view body);
+  // A connection and, once its Hello proved the key, its frames' MACs.
+  struct Conn {
+    UniqueFd fd;
+    LaneMac out, in;
+  };
+  Result<Conn> Acquire(std::chrono::milliseconds timeout);
+  void Release(Conn conn);
+  Status Write(Conn& conn, Method m, std::uint16_t flags, std::string_view body);
   Status ReadExact(int fd, char* p, std::size_t len, bool spin,
                    std::chrono::steady_clock::time_point deadline);
 
-  // Reads a new connection's challenge and, with a key, answers it.
-  Status Greet(int fd, std::chrono::milliseconds timeout);
+  // Reads a new connection's challenge and, with a key, answers it and
+  // starts its MACs.
+  Status Greet(Conn& conn, std::chrono::milliseconds timeout);
 
   HostPort endpoint_;
   std::chrono::microseconds spin_;
   const std::string key_;
   std::size_t max_idle_;
   Mutex mu_;
-  std::vector<UniqueFd> idle_ SLUICE_GUARDED_BY(mu_);
+  std::vector<Conn> idle_ SLUICE_GUARDED_BY(mu_);
   std::atomic<int> in_flight_{0};
 };
 

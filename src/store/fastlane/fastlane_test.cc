@@ -335,6 +335,80 @@ TEST_F(FastLaneServerTest, WithAKeyOnlyConnectionsProvingItAreServed) {
   ASSERT_TRUE(o.transport_ok && o.result.ok()) << "the server keeps serving the cluster";
 }
 
+// After the Hello, each request and answer carries a MAC under the
+// connection's keys and its frame number: a request sent without one,
+// with a wrong one, or replayed on the same connection is refused (the
+// connection closes, no handler runs); a sealed one is served and its
+// answer checks. Before the MACs, any frame on an authenticated
+// connection was served.
+TEST_F(FastLaneServerTest, RequestsAfterTheHelloCarryMacsOrAreRefused) {
+  const std::string key = DeriveKey("0123456789abcdef0123", kFastLaneKeyPurpose);
+  Start(8, key);
+  // A proven connection; `out`/`in` are its MACs as the client keeps them.
+  auto proven = [&](LaneMac* out, LaneMac* in) {
+    std::string nonce;
+    UniqueFd fd = Raw(&nonce);
+    const std::string client_nonce(kChallengeBytes, 'c');
+    const auto proof = HelloProof(key, false, nonce, client_nonce);
+    std::string answer;
+    EXPECT_EQ(SendFrame(fd.get(), Method::kHello,
+                        client_nonce +
+                            std::string(reinterpret_cast<const char*>(proof.data()), proof.size()),
+                        &answer),
+              0);
+    *out = LaneMac(key, true, nonce, client_nonce);
+    *in = LaneMac(key, false, nonce, client_nonce);
+    return fd;
+  };
+  auto request = [](Method m, std::string_view body, std::byte head[kHeaderSize]) {
+    RequestHeader h;
+    h.method = static_cast<std::uint16_t>(m);
+    h.body_len = static_cast<std::uint32_t>(body.size());
+    Encode(h, head);
+  };
+  auto closed = [](int fd) {
+    char b;
+    return ::recv(fd, &b, 1, 0) == 0;
+  };
+  for (int how = 0; how < 3; ++how) {
+    LaneMac out, in;
+    UniqueFd fd = proven(&out, &in);
+    std::byte head[kHeaderSize];
+    request(Method::kRemove, "victim", head);
+    if (how == 0) {  // No MAC: the next frame's bytes are taken for one.
+      ASSERT_TRUE(SendAll(fd.get(), head, kHeaderSize).ok());
+      ASSERT_TRUE(SendAll(fd.get(), "victim", 6).ok());
+      ASSERT_TRUE(SendAll(fd.get(), "0123456789abcdef", kMacBytes).ok());
+    } else if (how == 1) {  // A MAC under another connection's keys.
+      LaneMac other(key, true, std::string(kChallengeBytes, 'x'),
+                    std::string(kChallengeBytes, 'c'));
+      ASSERT_TRUE(SendHeaderAndBody(fd.get(), head, "victim", &other).ok());
+    } else {  // A valid frame, then the same bytes again.
+      const FrameMac mac = out.Next(head, "victim");
+      std::string frame(reinterpret_cast<const char*>(head), kHeaderSize);
+      frame.append("victim").append(reinterpret_cast<const char*>(mac.data()), mac.size());
+      ASSERT_TRUE(SendAll(fd.get(), frame.data(), frame.size()).ok());
+      std::byte rh[kHeaderSize];
+      ASSERT_TRUE(RecvAll(fd.get(), rh, kHeaderSize).ok());
+      Result<ResponseHeader> r = DecodeResponse(rh);
+      ASSERT_TRUE(r.ok());
+      std::string body(r->body_len, '\0');
+      FrameMac got;
+      ASSERT_TRUE(RecvAll(fd.get(), body.data(), body.size()).ok());
+      ASSERT_TRUE(RecvAll(fd.get(), got.data(), got.size()).ok());
+      EXPECT_EQ(body, "Remove:victim");
+      EXPECT_TRUE(in.CheckNext(rh, body, got)) << "the answer carries the master's MAC";
+      ASSERT_TRUE(SendAll(fd.get(), frame.data(), frame.size()).ok());  // Replayed.
+    }
+    EXPECT_TRUE(closed(fd.get())) << how;
+  }
+  EXPECT_EQ(calls_.load(), 1) << "only the one sealed request ran";
+  EXPECT_EQ(server_->refused(), 3u);
+  Client good(endpoint_, 0us, 2, key);
+  Client::Outcome o = good.Call(Method::kExists, "k", 2s);
+  ASSERT_TRUE(o.transport_ok && o.result.ok()) << o.result.status().ToString();
+}
+
 // A fake master without the key: it sends a challenge and answers the
 // client's Hello with the client's own proof (a reflection). The client
 // refuses it and sends it no request.

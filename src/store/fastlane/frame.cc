@@ -98,7 +98,15 @@ Result<ResponseHeader> DecodeResponse(const std::byte in[kHeaderSize]) {
   return h;
 }
 
-Status SendHeaderAndBody(int fd, const std::byte head[kHeaderSize], std::string_view body) {
+Status SendHeaderAndBody(int fd, const std::byte head[kHeaderSize], std::string_view body,
+                         LaneMac* mac) {
+  if (mac != nullptr && mac->active()) {
+    // One buffer: header, body, MAC (bodies are small; one send).
+    const FrameMac m = mac->Next(head, body);
+    std::string frame(reinterpret_cast<const char*>(head), kHeaderSize);
+    frame.append(body).append(reinterpret_cast<const char*>(m.data()), m.size());
+    return SendAll(fd, frame.data(), frame.size());
+  }
   iovec iov[2] = {{const_cast<std::byte*>(head), kHeaderSize},
                   {const_cast<char*>(body.data()), body.size()}};
   msghdr msg{};
@@ -155,6 +163,35 @@ std::array<std::uint8_t, 32> HelloProof(std::string_view key, bool from_master,
   std::string data = from_master ? "sluice fast lane master" : "sluice fast lane client";
   data.append(master_nonce).append(client_nonce);
   return Hmac(key, data);
+}
+
+LaneMac::LaneMac(std::string_view lane_key, bool to_master, std::string_view master_nonce,
+                 std::string_view client_nonce) {
+  std::string data =
+      to_master ? "sluice fast lane frames to master" : "sluice fast lane frames to client";
+  data.append(master_nonce).append(client_nonce);
+  const std::array<std::uint8_t, 32> k = Hmac(lane_key, data);
+  mac_ = KeyedHmac(std::string_view(reinterpret_cast<const char*>(k.data()), k.size()));
+  keyed_ = true;
+}
+
+FrameMac LaneMac::Next(const std::byte head[kHeaderSize], std::string_view body) {
+  const std::uint64_t number = next_++;
+  // All zeros if OpenSSL failed: the frame then fails at the other end.
+  std::array<std::uint8_t, 32> full{};
+  (void)mac_.Compute({std::string_view(reinterpret_cast<const char*>(&number), sizeof(number)),
+                      std::string_view(reinterpret_cast<const char*>(head), kHeaderSize), body},
+                     &full);
+  FrameMac out;
+  std::memcpy(out.data(), full.data(), out.size());
+  return out;
+}
+
+bool LaneMac::CheckNext(const std::byte head[kHeaderSize], std::string_view body,
+                        const FrameMac& mac) {
+  const FrameMac want = Next(head, body);
+  return SecureEquals(std::string_view(reinterpret_cast<const char*>(want.data()), want.size()),
+                      std::string_view(reinterpret_cast<const char*>(mac.data()), mac.size()));
 }
 
 }  // namespace sluice::internal::fastlane

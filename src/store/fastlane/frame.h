@@ -12,9 +12,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "sluice/status.h"
+
+#include "common/security_keys.h"
 
 namespace sluice::internal::fastlane {
 
@@ -22,6 +25,7 @@ inline constexpr std::uint32_t kRequestMagic = 0x51464C53;   // "SLFQ" little-en
 inline constexpr std::uint32_t kResponseMagic = 0x52464C53;  // "SLFR".
 inline constexpr std::uint32_t kMaxRequestBody = 64 * 1024;  // Keys are <= 1 KiB.
 inline constexpr std::uint32_t kMaxResponseBody = 4 * 1024 * 1024;
+inline constexpr std::size_t kHeaderSize = 16;  // Requests' and responses'.
 
 enum class Method : std::uint16_t {
   kPutStart = 1,
@@ -55,6 +59,35 @@ std::array<std::uint8_t, 32> HelloProof(std::string_view key, bool from_master,
                                         std::string_view master_nonce,
                                         std::string_view client_nonce);
 
+// After a keyed Hello, every frame either way (requests, answers) carries
+// kMacBytes after its body (not counted in body_len): the first 16 bytes of
+// HMAC-SHA256(direction's key, frame number || header || body). The frame
+// number counts a direction's frames from 0 and is never sent, so a frame
+// altered, replayed, dropped or injected on the network fails.
+inline constexpr std::size_t kMacBytes = 16;
+using FrameMac = std::array<std::uint8_t, kMacBytes>;
+
+// One direction's MACs. Inactive (default-constructed): frames carry none.
+// Not thread-safe.
+class LaneMac {
+ public:
+  LaneMac() = default;
+  // The key of the master-bound (`to_master`) or client-bound direction of
+  // the connection whose Hello used these nonces.
+  LaneMac(std::string_view lane_key, bool to_master, std::string_view master_nonce,
+          std::string_view client_nonce);
+  bool active() const { return keyed_; }
+  // The next frame's MAC (advancing the frame number).
+  FrameMac Next(const std::byte head[kHeaderSize], std::string_view body);
+  // Whether `mac` is the next frame's (advancing the frame number).
+  bool CheckNext(const std::byte head[kHeaderSize], std::string_view body, const FrameMac& mac);
+
+ private:
+  bool keyed_ = false;  // A key failed in OpenSSL yields MACs that match none.
+  KeyedHmac mac_;
+  std::uint64_t next_ = 0;
+};
+
 // Request flag: the caller reads no answer (the server sends none).
 inline constexpr std::uint16_t kFlagOneWay = 1;
 
@@ -76,7 +109,6 @@ struct ResponseHeader {
   std::uint16_t reserved0 = 0;
   std::uint32_t reserved1 = 0;
 };
-inline constexpr std::size_t kHeaderSize = 16;
 
 void Encode(const RequestHeader& h, std::byte out[kHeaderSize]);
 void Encode(const ResponseHeader& h, std::byte out[kHeaderSize]);
@@ -87,9 +119,11 @@ Result<ResponseHeader> DecodeResponse(const std::byte in[kHeaderSize]);
 
 const char* MethodName(Method m);
 
-// Writes a header and its body with one sendmsg (finishing a short write
-// with plain sends) on a blocking socket. Errors carry scope kEndpoint.
-Status SendHeaderAndBody(int fd, const std::byte head[kHeaderSize], std::string_view body);
+// Writes a header, its body and (when `mac` is active) the body's MAC
+// with one sendmsg (finishing a short write with plain sends) on a blocking
+// socket. Errors carry scope kEndpoint.
+Status SendHeaderAndBody(int fd, const std::byte head[kHeaderSize], std::string_view body,
+                         LaneMac* mac = nullptr);
 
 }  // namespace sluice::internal::fastlane
 

@@ -67,10 +67,10 @@ std::string_view Bytes(const std::uint8_t* p, std::size_t n) {
   return {reinterpret_cast<const char*>(p), n};
 }
 
-Status SendFrame(int fd, const ResponseHeader& h, std::string_view body) {
+Status SendFrame(int fd, const ResponseHeader& h, std::string_view body, LaneMac* mac = nullptr) {
   std::byte head[kHeaderSize];
   Encode(h, head);
-  return SendHeaderAndBody(fd, head, body);
+  return SendHeaderAndBody(fd, head, body, mac);
 }
 
 }  // namespace
@@ -81,7 +81,8 @@ Status SendFrame(int fd, const ResponseHeader& h, std::string_view body) {
 struct Responder::Conn {
   explicit Conn(UniqueFd f) : fd(std::move(f)) {}
   UniqueFd fd;
-  Mutex write_mu;  // One frame at a time.
+  Mutex write_mu;                           // One frame at a time.
+  LaneMac out SLUICE_GUARDED_BY(write_mu);  // Active once the Hello proved the key.
 };
 
 Responder::Responder(std::shared_ptr<Conn> conn, bool one_way)
@@ -111,7 +112,7 @@ void Responder::operator()(const Result<std::string>& out) {
   }
   r.body_len = static_cast<std::uint32_t>(reply.size());
   MutexLock lock(conn_->write_mu);
-  if (!SendFrame(conn_->fd.get(), r, reply).ok()) {
+  if (!SendFrame(conn_->fd.get(), r, reply, &conn_->out).ok()) {
     ::shutdown(conn_->fd.get(), SHUT_RDWR);  // Its serving thread ends the connection.
   }
 }
@@ -243,7 +244,7 @@ bool Server::Challenge(int fd, std::array<std::uint8_t, kChallengeBytes>* nonce)
 }
 
 bool Server::Handshake(const std::shared_ptr<Responder::Conn>& io,
-                       const std::array<std::uint8_t, kChallengeBytes>& nonce) {
+                       const std::array<std::uint8_t, kChallengeBytes>& nonce, LaneMac* in) {
   const int fd = io->fd.get();
   const auto deadline = std::chrono::steady_clock::now() + limits_.handshake_timeout;
   const std::string peer = "a connection from " + PeerAddress(fd);
@@ -272,6 +273,10 @@ bool Server::Handshake(const std::shared_ptr<Responder::Conn>& io,
       const std::array<std::uint8_t, 32> mine =
           HelloProof(key_, true, Bytes(nonce.data(), nonce.size()), client_nonce);
       Responder(io, false)(std::string(Bytes(mine.data(), mine.size())));
+      const std::string_view master_nonce = Bytes(nonce.data(), nonce.size());
+      *in = LaneMac(key_, true, master_nonce, client_nonce);
+      MutexLock lock(io->write_mu);  // Every later answer carries a MAC.
+      io->out = LaneMac(key_, false, master_nonce, client_nonce);
       return true;
     }
     why = "a wrong cluster credential";
@@ -288,9 +293,10 @@ void Server::Serve(Conn* conn) {
   const int fd = io->fd.get();
   std::vector<char> body;
   std::array<std::uint8_t, kChallengeBytes> nonce{};
+  LaneMac in;  // Active once the Hello proved the key.
   bool ok = Challenge(fd, &nonce);
   if (!key_.empty()) {
-    ok = ok && Handshake(io, nonce);
+    ok = ok && Handshake(io, nonce, &in);
     MutexLock lock(mu_);
     --pending_;
   }
@@ -309,6 +315,18 @@ void Server::Serve(Conn* conn) {
     body.resize(h->body_len);
     if (h->body_len > 0 && !RecvAll(fd, body.data(), body.size()).ok()) {
       break;
+    }
+    if (in.active()) {
+      FrameMac mac;
+      if (!RecvAll(fd, mac.data(), mac.size()).ok()) {
+        break;
+      }
+      if (!in.CheckNext(head, std::string_view(body.data(), body.size()), mac)) {
+        // Not the client's: altered, replayed or injected on the way.
+        refusals_.Refused("a connection from " + PeerAddress(fd),
+                          "a request failed its integrity check");
+        break;
+      }
     }
     requests_.fetch_add(1, std::memory_order_relaxed);
     if (static_cast<Method>(h->method) == Method::kHello) {

@@ -101,10 +101,11 @@ class Server {
   // Sends the challenge; false when the connection failed.
   bool Challenge(int fd, std::array<std::uint8_t, kChallengeBytes>* nonce);
   // Reads and checks the first frame, a Hello, within the handshake
-  // deadline, and answers it; false (after answering or logging why) when
-  // the connection must close.
+  // deadline, and answers it, starting the connection's MACs (`*in` for
+  // requests); false (after answering or logging why) when the connection
+  // must close.
   bool Handshake(const std::shared_ptr<Responder::Conn>& io,
-                 const std::array<std::uint8_t, kChallengeBytes>& nonce);
+                 const std::array<std::uint8_t, kChallengeBytes>& nonce, LaneMac* in);
   void ReapLocked() SLUICE_REQUIRES(mu_);
 
   Handler handler_;
