@@ -1,0 +1,153 @@
+// 10,000 strangers connect to a target engine with a secret and say
+// nothing. The target holds at most max_pending_handshakes of them (the
+// rest are closed as they are accepted), a peer that proved the secret
+// keeps being served throughout, and a new peer gets in once the
+// strangers' handshake deadline passes.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+#include "common/net.h"
+#include "transfer/testing/engine_pair.h"
+
+namespace sluice::testing {
+namespace {
+
+using internal::UniqueFd;
+using namespace std::chrono_literals;
+
+constexpr int kStrangers = 10000;
+
+int OpenFds() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++n;
+  }
+  return n;
+}
+
+// Starts a non-blocking connect to 127.0.0.1:`port`; the socket, or an
+// invalid one.
+UniqueFd StartConnect(std::uint16_t port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (!fd.valid() || (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 &&
+                      errno != EINPROGRESS)) {
+    return UniqueFd();
+  }
+  return fd;
+}
+
+TEST(EngineFloodTest, TenThousandIdleStrangersHoldNothingAndThePeerIsServed) {
+  rlimit lim{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  if (lim.rlim_cur < 2 * kStrangers + 1024) {
+    lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, 2 * kStrangers + 1024);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lim), 0);
+  }
+  // The strangers' ends live in this process too: room for them, and for
+  // the target's end of each if it kept them (it must not).
+  ASSERT_GE(lim.rlim_cur, static_cast<rlim_t>(kStrangers + 1024))
+      << "RLIMIT_NOFILE's hard limit is too low for this test";
+
+  EngineConfig tc = ConfigFor(Mode::kTcp, false);
+  tc.secret = "flood-test-secret-0123456789";
+  tc.handshake_timeout = 2000ms;
+  auto target = TransferEngine::Create(tc);
+  ASSERT_TRUE(target.ok());
+  TestBuffer remote = TestBuffer::Anonymous(1 << 20);
+  auto rkey = (*target)->RegisterMemory(remote.data(), remote.size(), MemoryKind::kHost,
+                                        Access::kRemoteReadWrite);
+  ASSERT_TRUE(rkey.ok());
+  EngineConfig ic = ConfigFor(Mode::kTcp, true);
+  ic.secret = tc.secret;
+  ic.connections_per_peer = 1;
+  auto init = TransferEngine::Create(ic);
+  ASSERT_TRUE(init.ok());
+  auto seg = (*init)->OpenSegment((*target)->endpoint());
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  TestBuffer local = TestBuffer::Anonymous(1 << 20);
+  ASSERT_TRUE(
+      (*init)
+          ->RegisterMemory(local.data(), local.size(), MemoryKind::kHost, Access::kLocalOnly)
+          .ok());
+  auto write = [&](std::uint64_t seed) {
+    local.Fill(seed);
+    TransferRequest w{OpKind::kWrite, local.data(),        *seg, *rkey, 0,
+                      local.size(),   TransportHint::kAuto};
+    const Status s = (*init)->TransferSync({&w, 1}, 10s);
+    return s.ok() && std::memcmp(remote.data(), local.data(), local.size()) == 0;
+  };
+  ASSERT_TRUE(write(1));
+
+  const int before = OpenFds();
+  const auto port = static_cast<std::uint16_t>(
+      std::stoi((*target)->endpoint().substr((*target)->endpoint().rfind(':') + 1)));
+  std::vector<UniqueFd> strangers;
+  strangers.reserve(kStrangers);
+  int served_during = 0;
+  for (int i = 0; i < kStrangers; ++i) {
+    UniqueFd fd = StartConnect(port);
+    ASSERT_TRUE(fd.valid()) << "connect " << i << ": " << std::strerror(errno);
+    strangers.push_back(std::move(fd));
+    if (i % 2500 == 2499) {
+      served_during += write(static_cast<std::uint64_t>(i)) ? 1 : 0;
+    }
+  }
+  // Every stranger's connect completes (accepted, then kept or closed).
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  std::size_t done = 0;
+  while (done < strangers.size() && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{strangers[done].get(), POLLOUT, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      ++done;
+    }
+  }
+  EXPECT_EQ(done, strangers.size());
+  EXPECT_EQ(served_during, kStrangers / 2500) << "the peer was served through the flood";
+  EXPECT_TRUE(write(99));
+
+  // The target's end of at most max_pending_handshakes strangers is open
+  // (with slack for the engines' own descriptors).
+  const int held = OpenFds() - before - kStrangers;
+  EXPECT_LE(held, tc.max_pending_handshakes + 16);
+  int closed = 0;
+  for (const UniqueFd& fd : strangers) {
+    char b;
+    closed += ::recv(fd.get(), &b, 1, MSG_DONTWAIT | MSG_PEEK) == 0 ? 1 : 0;
+  }
+  std::printf("flood: %d strangers, %d closed at once, target holds %d descriptors for them\n",
+              kStrangers, closed, held);
+  EXPECT_GE(closed, kStrangers - tc.max_pending_handshakes - 16);
+
+  // After the deadline a new peer proves the secret and is served.
+  Status late = InvalidArgumentError("not tried");
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!late.ok() && std::chrono::steady_clock::now() < until) {
+    EngineConfig nc = ConfigFor(Mode::kTcp, true);
+    nc.secret = tc.secret;
+    auto e = TransferEngine::Create(nc);
+    ASSERT_TRUE(e.ok());
+    late = (*e)->OpenSegment((*target)->endpoint()).status();
+    if (!late.ok()) {
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+  EXPECT_TRUE(late.ok()) << late.ToString();
+}
+
+}  // namespace
+}  // namespace sluice::testing
