@@ -210,7 +210,8 @@ TEST(PreviewTest, ATenantSeesOnlyItsOwnPreviews) {
   const auto at = std::chrono::steady_clock::now();
   auto id = cli::Submit(url, r);
   ASSERT_TRUE(id.ok()) << id.status().ToString();
-  auto done = cli::WaitAndFetch(url, *id, false, at, 60s, cli::WaitOptions{"key-a", {}, nullptr});
+  auto done =
+      cli::WaitAndFetch(url, *id, false, at, 60s, cli::WaitOptions{"key-a", {}, nullptr, {}});
   ASSERT_TRUE(done.ok() && done->status == "succeeded");
   EXPECT_TRUE(cli::FetchPreview(url, *id, "key-a").ok());
   auto other = cli::FetchPreview(url, *id, "key-b");

@@ -197,7 +197,7 @@ int RunEval(const EvalOptions& o) {
     pending.pop_front();
     const ref::Scene& s = scenes[p.index];
     auto outcome = WaitAndFetch(*url, p.id, false, p.at, std::chrono::seconds(o.timeout_s),
-                                WaitOptions{o.api_key, nullptr, nullptr});
+                                WaitOptions{o.api_key, nullptr, nullptr, {}});
     if (!outcome.ok() || outcome->status != "succeeded") {
       std::cerr << "sluice eval: \"" << s.Caption() << "\": "
                 << (outcome.ok() ? outcome->status + " " + outcome->error

@@ -21,6 +21,12 @@ std::string ErrorMessage(const httplib::Result& res) {
 }
 
 Status HttpStatus(const httplib::Result& res, const std::string& what) {
+  if (!res && res.error() == httplib::Error::SSLServerVerification) {
+    return Status(StatusCode::kUnavailable,
+                  what +
+                      ": the server's certificate is not trusted: it must chain to --ca-file "
+                      "(or, without it, the system's roots) and name the host dialed");
+  }
   if (!res) {
     return Status(StatusCode::kUnavailable,
                   what + ": no answer (" + httplib::to_string(res.error()) + ")");
@@ -38,6 +44,20 @@ Status HttpStatus(const httplib::Result& res, const std::string& what) {
   }
 }
 
+// A client of `base_url`; https verifies the server against `ca_file` (or
+// the system's roots) and the host it dials.
+httplib::Client Connect(const std::string& base_url, const std::string& ca_file) {
+  httplib::Client http(base_url);
+  http.set_connection_timeout(5);
+  if (base_url.rfind("https://", 0) == 0) {
+    http.enable_server_certificate_verification(true);
+    if (!ca_file.empty()) {
+      http.set_ca_cert_path(ca_file);
+    }
+  }
+  return http;
+}
+
 httplib::Headers Auth(const std::string& api_key) {
   if (api_key.empty()) {
     return {};
@@ -49,26 +69,27 @@ httplib::Headers Auth(const std::string& api_key) {
 
 Result<std::string> BaseUrl(const std::string& server) {
   std::string url = server;
-  if (url.rfind("http://", 0) != 0) {
+  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
     if (url.find("://") != std::string::npos) {
-      return InvalidArgumentError("server: only http:// is supported, got '" + server + "'");
+      return InvalidArgumentError("server: only http:// and https:// are supported, got '" +
+                                  server + "'");
     }
     url = "http://" + url;
   }
   while (!url.empty() && url.back() == '/') {
     url.pop_back();
   }
-  const std::string hostport = url.substr(7);
+  const std::string hostport = url.substr(url.find("://") + 3);
   const auto colon = hostport.rfind(':');
   if (hostport.empty() || colon == 0 || hostport.find('/') != std::string::npos) {
-    return InvalidArgumentError("server: '" + server + "' is not host:port or http://host:port");
+    return InvalidArgumentError("server: '" + server +
+                                "' is not host:port, http://host:port or https://host:port");
   }
   return url;
 }
 
 Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r) {
-  httplib::Client http(base_url);
-  http.set_connection_timeout(5);
+  httplib::Client http = Connect(base_url, r.ca_file);
   json body = {{"prompt", r.prompt}, {"seed", r.seed}, {"priority", r.priority}};
   if (!r.size.empty()) {
     body["size"] = r.size;
@@ -104,9 +125,8 @@ Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r
 }
 
 Result<Preview> FetchPreview(const std::string& base_url, const std::string& id,
-                             const std::string& api_key) {
-  httplib::Client http(base_url);
-  http.set_connection_timeout(5);
+                             const std::string& api_key, const std::string& ca_file) {
+  httplib::Client http = Connect(base_url, ca_file);
   auto res = http.Get("/v1/jobs/" + id + "/preview", Auth(api_key));
   if (!res || res->status != 200) {
     return HttpStatus(res, "preview of " + id);
@@ -118,9 +138,9 @@ Result<Preview> FetchPreview(const std::string& base_url, const std::string& id,
   return p;
 }
 
-Status Cancel(const std::string& base_url, const std::string& id, const std::string& api_key) {
-  httplib::Client http(base_url);
-  http.set_connection_timeout(5);
+Status Cancel(const std::string& base_url, const std::string& id, const std::string& api_key,
+              const std::string& ca_file) {
+  httplib::Client http = Connect(base_url, ca_file);
   auto res = http.Delete("/v1/jobs/" + id, Auth(api_key));
   return res && res->status == 200 ? Status::Ok() : HttpStatus(res, "cancel " + id);
 }
@@ -128,8 +148,7 @@ Status Cancel(const std::string& base_url, const std::string& id, const std::str
 Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& id, bool mp4,
                                 std::chrono::steady_clock::time_point submitted,
                                 std::chrono::milliseconds timeout, const WaitOptions& wait) {
-  httplib::Client http(base_url);
-  http.set_connection_timeout(5);
+  httplib::Client http = Connect(base_url, wait.ca_file);
   const httplib::Headers auth = Auth(wait.api_key);
   JobOutcome out;
   out.id = id;
@@ -165,7 +184,7 @@ Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& 
     }
     const bool stopped = wait.stop != nullptr && wait.stop->load();
     if (stopped || std::chrono::steady_clock::now() > deadline) {
-      const Status cancel = Cancel(base_url, id, wait.api_key);
+      const Status cancel = Cancel(base_url, id, wait.api_key, wait.ca_file);
       const std::string what = cancel.ok()
                                    ? "; cancelled it"
                                    : "; cancelling it failed: " + std::string(cancel.message());

@@ -27,6 +27,9 @@ struct GenerateRequest {
   std::string priority = "standard";
   std::string model;    // Empty: the server's default.
   std::string api_key;  // Sent as "Authorization: Bearer KEY" when set.
+  // With an https:// server: PEM CA file its certificate must chain to
+  // (empty: the system's roots). The certificate must name the host dialed.
+  std::string ca_file;
 };
 
 struct JobOutcome {
@@ -39,8 +42,8 @@ struct JobOutcome {
   std::string content_type;
 };
 
-// "http://host:port", "host:port" → a base URL httplib accepts.
-// Errors: kInvalidArgument naming the server.
+// "http://host:port", "https://host:port", "host:port" (http) → a base URL
+// httplib accepts. Errors: kInvalidArgument naming the server.
 Result<std::string> BaseUrl(const std::string& server);
 
 // Submits asynchronously and returns the job id. Errors: kInvalidArgument
@@ -65,6 +68,7 @@ struct WaitOptions {
   // Polled while waiting; when it turns true the job is cancelled and the
   // wait ends with kCancelled. Must outlive the call.
   const std::atomic<bool>* stop = nullptr;
+  std::string ca_file;  // As GenerateRequest::ca_file.
 };
 
 // Polls the job until it finishes, then fetches the content of a succeeded
@@ -84,11 +88,12 @@ struct Preview {
   int step = 0;
 };
 Result<Preview> FetchPreview(const std::string& base_url, const std::string& id,
-                             const std::string& api_key);
+                             const std::string& api_key, const std::string& ca_file = {});
 
 // Cancels job `id` (DELETE). Errors: kNotFound (unknown or finished),
 // kUnavailable (no answer).
-Status Cancel(const std::string& base_url, const std::string& id, const std::string& api_key);
+Status Cancel(const std::string& base_url, const std::string& id, const std::string& api_key,
+              const std::string& ca_file = {});
 
 }  // namespace sluice::cli
 

@@ -111,7 +111,7 @@ int RunDemo(const std::string& base_url, const std::string& out_dir, const std::
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     Result<JobOutcome> o =
         WaitAndFetch(base_url, ids[i].id, jobs[i].video, ids[i].at, std::chrono::minutes(10),
-                     WaitOptions{api_key, nullptr, nullptr});
+                     WaitOptions{api_key, nullptr, nullptr, {}});
     if (!o.ok()) {
       std::cerr << "sluice serve --demo: " << o.status().ToString() << "\n";
       return 1;
@@ -150,7 +150,8 @@ int RunServe(const ServeOptions& o) {
     return cluster.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   const EmbeddedConfig& c = o.cluster;
-  const std::string url = "http://" + (*cluster)->http_endpoint();
+  const std::string url =
+      (c.http.tls_cert_pem.empty() ? "http://" : "https://") + (*cluster)->http_endpoint();
   std::string layout = std::to_string(c.workers) + " colocated workers";
   if (!c.colocated) {
     layout = std::to_string(c.encode_workers) + " encode, " +
@@ -243,12 +244,13 @@ int RunGenerate(const GenerateOptions& o) {
     ProgressPrinter printer(*id);
     WaitOptions w;
     w.api_key = o.request.api_key;
+    w.ca_file = o.request.ca_file;
     int shown = 0;  // The step of the newest preview written.
     const std::string preview_file = o.output + ".preview.png";
     int steps = 0;
     // A newer preview of the current prediction, written over the last one.
     auto show_preview = [&] {
-      Result<Preview> pv = FetchPreview(*base, *id, o.request.api_key);
+      Result<Preview> pv = FetchPreview(*base, *id, o.request.api_key, o.request.ca_file);
       if (pv.ok() && pv->step > shown && WriteFile(preview_file, pv->png).ok()) {
         shown = pv->step;
         std::printf("%spreview of step %d/%d -> %s\n", printer.tty() ? "\r\033[K" : "", pv->step,

@@ -130,7 +130,13 @@ void AddGenerate(CLI::App& app, std::vector<Command>* out) {
   GenerateRequest& r = o->gen.request;
   CLI::App* cmd =
       app.add_subcommand("generate", "submit one image or video to a server and save it");
-  cmd->add_option("--server", o->gen.server, "orchestrator HTTP endpoint")->capture_default_str();
+  cmd->add_option("--server", o->gen.server,
+                  "orchestrator HTTP endpoint: host:port, http://host:port or https://host:port")
+      ->capture_default_str();
+  cmd->add_option("--ca-file", r.ca_file,
+                  "with an https:// server: PEM CA its certificate must chain to (default: the "
+                  "system's roots)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--prompt", r.prompt)->required();
   cmd->add_flag("--video", r.video, "generate a video (default: an image)");
   cmd->add_option("--frames", r.frames, "video frames")
