@@ -3,8 +3,11 @@
 // regions), and per input a fresh loopback connection that sends the input
 // either from its first byte (the handshake parser) or, after a valid
 // handshake, as frames (header checks, write/read requests against a
-// region, notifies). The engine must survive every input and keep
-// accepting and handshaking.
+// region, notifies). After a handshake the input's frames are sealed as a
+// client would seal them (frame_seal.h; with mode bit 3 their payload
+// encrypted too), so that the parser behind the seal is reached; mode bit
+// 2 sends them unsealed instead (the seal's refusal). The engine must
+// survive every input and keep accepting and handshaking.
 // Every 8 bytes equal to kKeyPlaceholder ("SLUICEKY") become a region's
 // key, so that seeds (fuzz/make_seeds.cc) reach the data path: after a
 // handshake, the open region's; without one, the guarded region's -- which
@@ -13,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +29,7 @@
 
 #include "common/net.h"
 #include "loopback.h"
+#include "transfer/frame_seal.h"
 #include "transfer/tcp/handshake.h"
 
 namespace {
@@ -73,6 +78,41 @@ Target* MakeTarget() {
 
 Target* target = nullptr;
 
+// `bytes` cut into frames (a header, then the bytes its length says follow
+// it, as far as there are bytes), each with its seal after the header.
+std::vector<char> Sealed(const std::vector<char>& bytes, FrameSeal& seal) {
+  std::vector<char> out;
+  std::vector<char> cipher;
+  std::size_t at = 0;
+  while (bytes.size() - at >= sizeof(WireHeader)) {
+    WireHeader h;
+    std::memcpy(&h, bytes.data() + at, sizeof(h));
+    at += sizeof(h);
+    const std::size_t follow =
+        static_cast<FrameType>(h.type) == FrameType::kReadReq
+            ? 0
+            : static_cast<std::size_t>(std::min<std::uint64_t>(h.length, bytes.size() - at));
+    const char* p = bytes.data() + at;
+    at += follow;
+    const bool payload = CarriesPayload(h);
+    cipher.assign(p, p + follow);
+    std::uint8_t s[FrameSeal::kMaxSealBytes];
+    if (!seal.Seal(h, payload ? std::string_view() : std::string_view(p, follow), p, cipher.data(),
+                   follow, s)
+             .ok()) {
+      std::abort();
+    }
+    const char* hp = reinterpret_cast<const char*>(&h);
+    out.insert(out.end(), hp, hp + sizeof(h));
+    out.insert(out.end(), reinterpret_cast<const char*>(s),
+               reinterpret_cast<const char*>(s) + seal.bytes());
+    const char* sent = payload && seal.encrypts() ? cipher.data() : p;
+    out.insert(out.end(), sent, sent + follow);
+  }
+  out.insert(out.end(), bytes.begin() + static_cast<std::ptrdiff_t>(at), bytes.end());
+  return out;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -86,6 +126,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   UniqueFd fd;
+  std::unique_ptr<FrameSeal> seal;
   if ((data[0] & 1) == 0) {
     auto c = ConnectTcp(target->hp, 1000ms);
     if (!c.ok()) {
@@ -93,11 +134,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     fd = std::move(*c);
   } else {
-    auto h = ClientHandshake(target->hp, kSecret, "127.0.0.1:1", (data[0] & 2) != 0, 1000ms);
+    auto h = ClientHandshake(target->hp, kSecret, "127.0.0.1:1", (data[0] & 2) != 0,
+                             (data[0] & 8) != 0, 1000ms);
     if (!h.ok()) {
       std::abort();  // The engine stopped answering handshakes.
     }
     fd = std::move(h->fd);
+    seal = std::move(h->seal);
     (void)SetNonBlocking(fd.get(), false);
   }
   const bool handshaken = (data[0] & 1) != 0;
@@ -108,6 +151,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (std::memcmp(bytes.data() + i, kKeyPlaceholder, sizeof(kKeyPlaceholder)) == 0) {
       std::memcpy(bytes.data() + i, &key, sizeof(key));
     }
+  }
+  if (seal != nullptr && (data[0] & 4) == 0) {
+    bytes = Sealed(bytes, *seal);
   }
   (void)SetIoTimeout(fd.get(), 200ms);
   (void)SendAll(fd.get(), bytes.data(), bytes.size());

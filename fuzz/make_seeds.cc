@@ -119,8 +119,8 @@ int main(int argc, char** argv) {
       Write(dir + "/descriptor_fuzz/p2p_device_binary", std::string(1, '\0') + on_device.Encode());
   ok &= Write(dir + "/descriptor_fuzz/p2p_device_json", std::string(1, '\1') + on_device.ToJson());
   // engine_conn_fuzz: a mode byte (bit 0: handshake first; bit 1: ask for
-  // table pushes), then what the connection sends. "SLUICEKY" becomes the
-  // target region's key.
+  // table pushes; bit 2: frames unsealed; bit 3: payload encrypted), then
+  // what the connection sends. "SLUICEKY" becomes the target region's key.
   std::uint64_t placeholder = 0;
   std::memcpy(&placeholder, "SLUICEKY", sizeof(placeholder));
   auto frame = [&](FrameType type, std::uint64_t id, std::uint64_t offset, std::uint64_t length,
@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
                                   frame(FrameType::kReadReq, 2, 64, 16, "") +
                                   frame(FrameType::kNotify, 3, 0, 5, "hello");
   ok &= Write(dir + "/engine_conn_fuzz/data_frames", std::string(1, '\1') + data_frames);
+  ok &=
+      Write(dir + "/engine_conn_fuzz/data_frames_encrypted", std::string(1, '\x09') + data_frames);
+  ok &= Write(dir + "/engine_conn_fuzz/data_frames_unsealed", std::string(1, '\x05') + data_frames);
   ok &= Write(dir + "/engine_conn_fuzz/with_table",
               std::string(1, '\3') + frame(FrameType::kReadReq, 1, 0, 4096, ""));
   ok &= Write(dir + "/engine_conn_fuzz/no_handshake",
