@@ -2,7 +2,6 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <algorithm>
 #include <climits>
@@ -14,12 +13,9 @@ namespace {
 
 using Key = std::array<std::uint8_t, 32>;
 
+// HMAC-SHA256(secret, label): a key derived for one use.
 Key Derive(std::string_view secret, std::string_view label) {
-  Key k{};
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       reinterpret_cast<const unsigned char*>(label.data()), label.size(), k.data(), &len);
-  return k;
+  return Hmac(secret, label);
 }
 
 Status OpenSslError(std::string_view what) {

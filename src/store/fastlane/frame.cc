@@ -100,18 +100,17 @@ Result<ResponseHeader> DecodeResponse(const std::byte in[kHeaderSize]) {
 
 Status SendHeaderAndBody(int fd, const std::byte head[kHeaderSize], std::string_view body,
                          LaneMac* mac) {
-  if (mac != nullptr && mac->active()) {
-    // One buffer: header, body, MAC (bodies are small; one send).
-    const FrameMac m = mac->Next(head, body);
-    std::string frame(reinterpret_cast<const char*>(head), kHeaderSize);
-    frame.append(body).append(reinterpret_cast<const char*>(m.data()), m.size());
-    return SendAll(fd, frame.data(), frame.size());
+  const bool sealed = mac != nullptr && mac->active();
+  FrameMac m{};
+  if (sealed) {
+    m = mac->Next(head, body);
   }
-  iovec iov[2] = {{const_cast<std::byte*>(head), kHeaderSize},
-                  {const_cast<char*>(body.data()), body.size()}};
+  iovec iov[3] = {{const_cast<std::byte*>(head), kHeaderSize},
+                  {const_cast<char*>(body.data()), body.size()},
+                  {m.data(), m.size()}};
   msghdr msg{};
   msg.msg_iov = iov;
-  msg.msg_iovlen = body.empty() ? 1 : 2;
+  msg.msg_iovlen = sealed ? 3 : 2;
   ssize_t n;
   do {
     n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
@@ -119,14 +118,18 @@ Status SendHeaderAndBody(int fd, const std::byte head[kHeaderSize], std::string_
   if (n < 0) {
     return ErrnoStatus("fast lane send", errno);
   }
-  auto sent = static_cast<std::size_t>(n);
-  if (sent < kHeaderSize) {
-    SLUICE_RETURN_IF_ERROR(SendAll(fd, head + sent, kHeaderSize - sent));
-    sent = kHeaderSize;
+  // Finish a short write part by part.
+  auto left = static_cast<std::size_t>(n);
+  for (std::size_t i = 0; i < msg.msg_iovlen; ++i) {
+    if (left >= iov[i].iov_len) {
+      left -= iov[i].iov_len;
+      continue;
+    }
+    SLUICE_RETURN_IF_ERROR(
+        SendAll(fd, static_cast<char*>(iov[i].iov_base) + left, iov[i].iov_len - left));
+    left = 0;
   }
-  const std::size_t body_sent = sent - kHeaderSize;
-  return body_sent < body.size() ? SendAll(fd, body.data() + body_sent, body.size() - body_sent)
-                                 : Status::Ok();
+  return Status::Ok();
 }
 
 const char* MethodName(Method m) {

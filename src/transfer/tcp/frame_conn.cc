@@ -240,26 +240,13 @@ void FrameConn::Flush() {
     int cnt = 0;
     std::uint64_t skip = out_sent_;
     for (auto it = out_.begin(); it != out_.end() && cnt + 4 <= 64; ++it) {
-      if (it->fill) {
-        Result<bool> filled = FillPayload(*it);
-        if (!filled.ok()) {
-          Close(filled.status());
-          return;
-        }
-        if (!*filled) {
-          break;  // Sent once the frames ahead are.
-        }
-        it->fill = false;
+      Result<bool> ready = Prepare(*it);
+      if (!ready.ok()) {
+        Close(ready.status());
+        return;
       }
-      if (it->seal_pending) {
-        Result<bool> sealed = SealFrame(*it);
-        if (!sealed.ok()) {
-          Close(sealed.status());
-          return;
-        }
-        if (!*sealed) {
-          break;  // Sent once a send buffer is back.
-        }
+      if (!*ready) {
+        break;  // Sent once a slot or buffer of a frame ahead is back.
       }
       const char* payload = it->cipher != nullptr ? it->cipher : it->payload;
       const std::pair<const void*, std::uint64_t> parts[4] = {{&it->hdr, sizeof(WireHeader)},
@@ -323,6 +310,17 @@ void FrameConn::Flush() {
   if (close_after_flush_) {
     Close(close_reason_);
   }
+}
+
+Result<bool> FrameConn::Prepare(OutFrame& f) {
+  if (f.fill) {
+    SLUICE_ASSIGN_OR_RETURN(const bool filled, FillPayload(f));
+    if (!filled) {
+      return false;
+    }
+    f.fill = false;
+  }
+  return f.seal_pending ? SealFrame(f) : Result<bool>(true);
 }
 
 Result<bool> FrameConn::SealFrame(OutFrame& f) {

@@ -117,6 +117,9 @@ class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameCon
   std::size_t header_bytes() const {
     return sizeof(WireHeader) + (seal_ != nullptr ? seal_->bytes() : 0);
   }
+  // Makes `f` ready to write: its payload filled (FillPayload), then
+  // sealed; false when a staging slot or send buffer is not free yet.
+  Result<bool> Prepare(OutFrame& f);
   // Seals `f` (encrypting its payload into a send buffer when it must):
   // false when no send buffer is free yet.
   Result<bool> SealFrame(OutFrame& f);
