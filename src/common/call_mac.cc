@@ -43,6 +43,15 @@ std::string SignCall(std::string_view key, std::string_view method, std::int64_t
   return ms + "." + n + "." + Mac(key, method, ms, n);
 }
 
+std::string_view ProofNonce(std::string_view value) {
+  const std::size_t dot1 = value.find('.');
+  const std::size_t dot2 = dot1 == std::string_view::npos ? dot1 : value.find('.', dot1 + 1);
+  if (dot2 == std::string_view::npos || dot2 - dot1 - 1 != 2 * kNonceBytes) {
+    return {};
+  }
+  return value.substr(dot1 + 1, 2 * kNonceBytes);
+}
+
 CallVerifier::CallVerifier(std::string key, std::chrono::milliseconds window,
                            std::size_t max_nonces, std::string key_name)
     : key_(std::move(key)),
@@ -87,6 +96,11 @@ Status CallVerifier::Verify(std::string_view method, std::string_view value,
     ++forgotten_early_;
   }
   return Status::Ok();
+}
+
+bool CallVerifier::Remembers(std::string_view nonce) const {
+  MutexLock lock(mu_);
+  return seen_.find(nonce) != seen_.end();
 }
 
 std::uint64_t CallVerifier::forgotten_early() const {

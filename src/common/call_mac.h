@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -29,6 +30,10 @@ inline constexpr const char* kCallMacMetadataKey = "x-sluice-call-mac";
 // with a fresh random nonce.
 std::string SignCall(std::string_view key, std::string_view method, std::int64_t unix_ms);
 
+// The nonce of a proof `value` (a view into it), or empty when `value` has
+// not the proof's shape. Checks nothing else.
+std::string_view ProofNonce(std::string_view value);
+
 // Checks call proofs and remembers their nonces. Thread-safe.
 class CallVerifier {
  public:
@@ -45,6 +50,11 @@ class CallVerifier {
   // saying which check failed (malformed, stale, wrong MAC, replayed).
   Status Verify(std::string_view method, std::string_view value, std::int64_t now_unix_ms);
 
+  // True when a proof with `nonce` passed Verify and is still remembered
+  // (within its window): how a call's handler learns that the check of its
+  // headers ran, without state on the connection's shared auth context.
+  bool Remembers(std::string_view nonce) const;
+
   // Nonces forgotten before their window ended (the cache was full).
   std::uint64_t forgotten_early() const;
 
@@ -54,8 +64,13 @@ class CallVerifier {
   const std::int64_t window_ms_;
   const std::size_t max_nonces_;
   mutable Mutex mu_;
+  // Looks nonces up by string_view without making a string.
+  struct NonceHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   // Remembered nonces, and (expiry, nonce) in arrival order for pruning.
-  std::unordered_set<std::string> seen_ SLUICE_GUARDED_BY(mu_);
+  std::unordered_set<std::string, NonceHash, std::equal_to<>> seen_ SLUICE_GUARDED_BY(mu_);
   std::deque<std::pair<std::int64_t, std::string>> order_ SLUICE_GUARDED_BY(mu_);
   std::uint64_t forgotten_early_ SLUICE_GUARDED_BY(mu_) = 0;
 };

@@ -74,5 +74,21 @@ TEST(CallMacTest, RememberedNoncesAreBoundedAndExpire) {
   EXPECT_NE(Why(v.Verify(kMethod, proofs[0], kNow + 61'000)).find("window"), std::string::npos);
 }
 
+TEST(CallMacTest, OnlyVerifiedNoncesAreRemembered) {
+  CallVerifier v(kKey, 60s, 1000);
+  const std::string proof = SignCall(kKey, kMethod, kNow);
+  const std::string_view nonce = ProofNonce(proof);
+  ASSERT_EQ(nonce.size(), 32u);
+  EXPECT_EQ(proof.substr(proof.find('.') + 1, 32), nonce);
+  EXPECT_FALSE(v.Remembers(nonce)) << "not verified yet";
+  const std::string forged = SignCall(std::string(64, 'f'), kMethod, kNow);
+  EXPECT_FALSE(v.Verify(kMethod, forged, kNow).ok());
+  EXPECT_FALSE(v.Remembers(ProofNonce(forged))) << "a refused proof is not remembered";
+  ASSERT_TRUE(v.Verify(kMethod, proof, kNow).ok());
+  EXPECT_TRUE(v.Remembers(nonce));
+  EXPECT_EQ(ProofNonce("12.abc.def"), "");
+  EXPECT_EQ(ProofNonce("no dots"), "");
+}
+
 }  // namespace
 }  // namespace sluice::internal

@@ -72,27 +72,37 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                                                  std::move(factories));
 }
 
-namespace {
-
 // The cluster key checked from a call's headers, before its message is
 // read: a refused call is cancelled by the transport, so an unauthenticated
-// peer cannot make the server buffer a large message. (The handlers check
-// again: CallAuthenticator.)
+// peer cannot make the server buffer a large message. The handlers ask
+// again (CallAuthenticator::Check) whether the proof their call carries is
+// one this check passed: its nonce is remembered. (Nothing is written on
+// the auth context: gRPC hands the processor the connection's context,
+// shared by every call on it.)
 struct HeaderKeyCheck {
+  HeaderKeyCheck(std::string key, std::string face)
+      : verifier(std::move(key)), log(std::move(face)) {}
   CallVerifier verifier;
   RefusalLog log;
 };
 
-// Set on a call's auth context once its proof is checked.
-constexpr const char* kClusterCallProperty = "sluice_cluster_call";
+namespace {
 
 std::string_view View(const grpc_slice& s) {
   return {reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(s)), GRPC_SLICE_LENGTH(s)};
 }
 
+std::string Details(const RefusalLog& log, std::string_view why) {
+  return log.face() + ": " + std::string(why) +
+         " (every role of a cluster takes the same --cluster-token)";
+}
+
+// The processor's state: a reference on the authenticator's check.
+using CheckRef = std::shared_ptr<HeaderKeyCheck>;
+
 void ProcessHeaders(void* state, grpc_auth_context* context, const grpc_metadata* md,
                     std::size_t num_md, grpc_process_auth_metadata_done_cb cb, void* user_data) {
-  auto* check = static_cast<HeaderKeyCheck*>(state);
+  HeaderKeyCheck& check = **static_cast<CheckRef*>(state);
   std::string_view path, proof;
   for (std::size_t i = 0; i < num_md; ++i) {
     const std::string_view k = View(md[i].key);
@@ -104,24 +114,23 @@ void ProcessHeaders(void* state, grpc_auth_context* context, const grpc_metadata
   }
   std::string why = "no cluster credential";
   if (!proof.empty()) {
-    const Status s = check->verifier.Verify(path, proof, UnixMillis());
+    const Status s = check.verifier.Verify(path, proof, UnixMillis());
     if (s.ok()) {
-      grpc_auth_context_add_cstring_property(context, kClusterCallProperty, "1");
       cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);  // Nothing consumed.
       return;
     }
     why = std::string(s.message());
   }
-  // The peer's address where the transport put it in the context.
+  // The peer's address where the transport put it in the context (read
+  // only: the context is the connection's).
   std::string from = "a call";
   grpc_auth_property_iterator it =
       grpc_auth_context_find_properties_by_name(context, GRPC_PEER_IP_PROPERTY_NAME);
   if (const grpc_auth_property* ip = grpc_auth_property_iterator_next(&it); ip != nullptr) {
     from += " from " + std::string(ip->value, ip->value_length);
   }
-  check->log.Refused(from, why);
-  const std::string details =
-      check->log.face() + ": " + why + " (every role of a cluster takes the same --cluster-token)";
+  check.log.Refused(from, why);
+  const std::string details = Details(check.log, why);
   cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_UNAUTHENTICATED, details.c_str());
 }
 
@@ -146,9 +155,18 @@ class CheckedServerCredentials final : public grpc::ServerCredentials {
 
 }  // namespace
 
-std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const SecurityConfig& security,
-                                                               std::string face) {
-  if (security.token.empty()) {
+CallAuthenticator::CallAuthenticator(const SecurityConfig& security, std::string face) {
+  if (!security.open()) {
+    check_ = std::make_shared<HeaderKeyCheck>(DeriveKey(security.token, kGrpcKeyPurpose),
+                                              std::move(face));
+  }
+}
+
+CallAuthenticator::~CallAuthenticator() = default;
+
+std::shared_ptr<grpc::ServerCredentials> CallAuthenticator::ServerCredentials(
+    const SecurityConfig& security) const {
+  if (check_ == nullptr) {
     if (!security.server_tls()) {
       return grpc::InsecureServerCredentials();
     }
@@ -170,32 +188,28 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const SecurityCon
   } else {
     creds = grpc_insecure_server_credentials_create();
   }
-  auto* check =
-      new HeaderKeyCheck{DeriveKey(security.token, kGrpcKeyPurpose), RefusalLog(std::move(face))};
   grpc_server_credentials_set_auth_metadata_processor(
-      creds,
-      grpc_auth_metadata_processor{
-          ProcessHeaders, [](void* state) { delete static_cast<HeaderKeyCheck*>(state); }, check});
+      creds, grpc_auth_metadata_processor{ProcessHeaders,
+                                          [](void* state) { delete static_cast<CheckRef*>(state); },
+                                          new CheckRef(check_)});
   return std::make_shared<CheckedServerCredentials>(creds);
 }
 
-CallAuthenticator::CallAuthenticator(const SecurityConfig& security, std::string face)
-    : key_(DeriveKey(security.token, kGrpcKeyPurpose)), log_(std::move(face)) {}
-
 grpc::Status CallAuthenticator::Check(const grpc::ServerContextBase& ctx) {
-  if (key_.empty()) {
-    return grpc::Status::OK;
-  }
-  // The server credentials' check (MakeServerCredentials) marked the call.
-  const std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
-  if (auth != nullptr && !auth->FindPropertyValues(kClusterCallProperty).empty()) {
+  if (check_ == nullptr) {
     return grpc::Status::OK;
   }
   const char* why = "no checked cluster credential";
-  log_.Refused("a call from " + ctx.peer(), why);
-  return grpc::Status(
-      grpc::StatusCode::UNAUTHENTICATED,
-      log_.face() + ": " + why + " (every role of a cluster takes the same --cluster-token)");
+  const auto& md = ctx.client_metadata();
+  if (auto it = md.find(kCallMacMetadataKey); it != md.end()) {
+    const std::string_view nonce =
+        ProofNonce(std::string_view(it->second.data(), it->second.size()));
+    if (!nonce.empty() && check_->verifier.Remembers(nonce)) {
+      return grpc::Status::OK;
+    }
+  }
+  check_->log.Refused("a call from " + ctx.peer(), why);
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, Details(check_->log, why));
 }
 
 grpc::ServerUnaryReactor* CallAuthenticator::Refused(grpc::CallbackServerContext* ctx) {
@@ -206,6 +220,10 @@ grpc::ServerUnaryReactor* CallAuthenticator::Refused(grpc::CallbackServerContext
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(s);
   return reactor;
+}
+
+std::uint64_t CallAuthenticator::refused() const {
+  return check_ == nullptr ? 0 : check_->log.count();
 }
 
 }  // namespace sluice::internal

@@ -24,34 +24,42 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                            const SecurityConfig& security,
                                            const grpc::ChannelArguments& args = {});
 
-// TLS server credentials when `security.server_tls()` (mutual TLS when it
-// has a CA too), else insecure ones. With a token, each call's headers are
-// checked for the cluster key before its message is read (a refused call
-// never makes the server buffer its body), refusals logged under `face` at
-// most once a second.
-std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const SecurityConfig& security,
-                                                               std::string face);
+struct HeaderKeyCheck;
 
-// Checks the credential of each incoming call. Thread-safe.
+// Checks the credential of each incoming call: once from its headers,
+// before its message is read (the server credentials it makes), and again
+// as each handler's first step. Thread-safe.
 class CallAuthenticator {
  public:
   // `face` names the service in logs ("store master", "orchestrator").
   CallAuthenticator(const SecurityConfig& security, std::string face);
+  ~CallAuthenticator();
+  CallAuthenticator(const CallAuthenticator&) = delete;
+  CallAuthenticator& operator=(const CallAuthenticator&) = delete;
 
-  // OK when the cluster is open or the server credentials checked the
-  // call's proof; else UNAUTHENTICATED, logged with the peer's address (at
-  // most one line a second, with a count of those not logged).
+  // TLS server credentials when `security.server_tls()` (mutual TLS when it
+  // has a CA too), else insecure ones. With a token, each call's headers
+  // are checked for a proof under the cluster key before its message is
+  // read (a refused call never makes the server buffer its body), refusals
+  // logged under the face at most once a second. The credentials share
+  // this authenticator's check (they may outlive it).
+  std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const SecurityConfig& security) const;
+
+  // OK when the cluster is open or the headers' check (ServerCredentials)
+  // passed this call's proof; else UNAUTHENTICATED, logged with the peer's
+  // address (at most one line a second, with a count of those not logged).
+  // A server listening with other credentials refuses every call. Reads
+  // nothing shared but the check's nonce set; writes nothing on the call.
   grpc::Status Check(const grpc::ServerContextBase& ctx);
   // For a unary callback handler's first line: null when Check passes,
   // else `ctx`'s reactor, already finished with Check's refusal.
   grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* ctx);
 
-  // Calls refused so far.
-  std::uint64_t refused() const { return log_.count(); }
+  // Calls refused so far, by the headers' check and by Check.
+  std::uint64_t refused() const;
 
  private:
-  const std::string key_;  // Empty: open.
-  RefusalLog log_;
+  std::shared_ptr<HeaderKeyCheck> check_;  // Null: open.
 };
 
 }  // namespace sluice::internal

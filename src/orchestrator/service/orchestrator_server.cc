@@ -219,8 +219,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     // A second orchestrator on the same port must fail, not split traffic.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     int port = 0;
-    builder.AddListeningPort(hp.ToString(), MakeServerCredentials(config_.security, "orchestrator"),
-                             &port);
+    builder.AddListeningPort(hp.ToString(), auth_.ServerCredentials(config_.security), &port);
     builder.RegisterService(this);
     // Done carries the final stage's result (an image, a video's frames).
     builder.SetMaxReceiveMessageSize(256 << 20);

@@ -127,8 +127,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     // A second master on the same port must fail, not split the metadata.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     int port = 0;
-    builder.AddListeningPort(hp.ToString(), MakeServerCredentials(config.security, "store master"),
-                             &port);
+    builder.AddListeningPort(hp.ToString(), auth_.ServerCredentials(config.security), &port);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port == 0) {
