@@ -69,23 +69,26 @@ T As(const py::object& v, const std::string& key) {
 }
 
 // The cluster credential and TLS from a dict of file paths (keys
-// cluster_token_file, tls_cert_file, tls_key_file, tls_ca_file); paths not
+// cluster_token_file or role_credential_file, tls_cert_file, tls_key_file,
+// tls_ca_file); paths not
 // given fall back to their SLUICE_* environment variables. encrypt_data (a
 // bool) asks for encrypted transfer payload.
 inline SecurityConfig LoadSecurityDict(const py::dict& d) {
   SecurityFiles f;
   bool encrypt = false;
   ForEachKey(d, "security",
-             {"cluster_token_file", "tls_cert_file", "tls_key_file", "tls_ca_file", "encrypt_data"},
+             {"cluster_token_file", "role_credential_file", "tls_cert_file", "tls_key_file",
+              "tls_ca_file", "encrypt_data"},
              [&](const std::string& k, const py::object& v) {
                if (k == "encrypt_data") {
                  encrypt = As<bool>(v, k);
                  return;
                }
-               std::string* out = k == "cluster_token_file" ? &f.token_file
-                                  : k == "tls_cert_file"    ? &f.tls_cert_file
-                                  : k == "tls_key_file"     ? &f.tls_key_file
-                                                            : &f.tls_ca_file;
+               std::string* out = k == "cluster_token_file"     ? &f.token_file
+                                  : k == "role_credential_file" ? &f.role_credential_file
+                                  : k == "tls_cert_file"        ? &f.tls_cert_file
+                                  : k == "tls_key_file"         ? &f.tls_key_file
+                                                                : &f.tls_ca_file;
                *out = v.is_none() ? std::string() : As<std::string>(v, k);
              });
   SecurityConfig s = Unwrap(LoadSecurity(f));

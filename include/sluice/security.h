@@ -21,10 +21,27 @@
 
 namespace sluice {
 
+// What a role holds instead of the cluster token (`--role-credential`, made
+// by `sluice token derive`): its role and keys derived from the token for
+// the faces it uses. Its gRPC key opens only its role's methods (a worker
+// cannot register a store node); it cannot derive another role's keys.
+struct RoleCredential {
+  std::string role;           // "node", "worker" or "client"; empty: none.
+  std::string grpc_key;       // Signs its gRPC calls (64 hex digits).
+  std::string fast_lane_key;  // The store's fast lane; empty for a node.
+  std::string transfer_key;   // The transfer engine's handshake secret.
+};
+
+// The roles a credential may be made for.
+inline constexpr const char* kCredentialRoles[] = {"node", "worker", "client"};
+
 struct SecurityConfig {
   // The cluster token's bytes (16..4096, surrounding whitespace trimmed).
-  // Empty: an open cluster, as on a developer's loopback.
+  // Empty (and no `credential`): an open cluster, as on a developer's
+  // loopback.
   std::string token;
+  // A role credential, instead of the token (never both).
+  RoleCredential credential;
   // PEM text, not paths. A server serves TLS when `tls_cert` and `tls_key`
   // are set, and then requires client certificates signed by `tls_ca` when
   // that is set too (mutual TLS). A client dials TLS when `tls_ca` is set,
@@ -47,7 +64,7 @@ struct SecurityConfig {
   // targets refuse initiators that do not.
   bool encrypt_data = false;
 
-  bool open() const { return token.empty(); }
+  bool open() const { return token.empty() && credential.role.empty(); }
   bool server_tls() const { return !tls_cert.empty(); }
   // A role with a CA or a certificate of its own dials TLS (without a CA it
   // verifies servers against the system's roots); never plaintext.
@@ -58,19 +75,28 @@ struct SecurityConfig {
 // environment variable (above); both empty: not set.
 struct SecurityFiles {
   std::string token_file;
+  std::string role_credential_file;  // --role-credential, SLUICE_ROLE_CREDENTIAL_FILE.
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_ca_file;
 };
 
 // Reads every file named (directly or through the environment). Errors:
-// kInvalidArgument naming the flag and file (unreadable, a token or TLS key
-// file open to group or others, a token outside 16..4096 bytes, not PEM, a
-// certificate without its key or a key without its certificate).
+// kInvalidArgument naming the flag and file (unreadable, a token, role
+// credential or TLS key file open to group or others, a token and a role
+// credential both, a credential not as `sluice token derive` writes it, a
+// token outside 16..4096 bytes, not PEM, a certificate without its key or
+// a key without its certificate).
 Result<SecurityConfig> LoadSecurity(const SecurityFiles& files);
 
+// The text of `role`'s credential file (RoleCredential) for a cluster with
+// `token`: "key value" lines. kInvalidArgument for an unknown role or an
+// empty token. The text holds no way back to the token.
+Result<std::string> RoleCredentialText(std::string_view token, std::string_view role);
+
 // The transfer engine's handshake secret (EngineConfig::secret) for this
-// cluster: a key derived from the token; empty for an open cluster. (Its
+// cluster: a key derived from the token (or the role credential's);
+// empty for an open cluster. (Its
 // EngineConfig::encrypt_data is `security.encrypt_data`.)
 std::string TransferSecret(const SecurityConfig& security);
 

@@ -223,10 +223,13 @@ class DiffusionConnector:
                  te_config: Union[dict, TransferEngineConfig, None] = None,
                  store_threads: int = 4, consume_timeout: float = 60.0,
                  cluster_token_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
-                 tls_key_file: Optional[str] = None, tls_ca_file: Optional[str] = None):
+                 tls_key_file: Optional[str] = None, tls_ca_file: Optional[str] = None,
+                 role_credential_file: Optional[str] = None):
         """The cluster credential and TLS files are those of the roles'
-        --cluster-token/--tls-*; unset ones come from SLUICE_CLUSTER_TOKEN_FILE
-        and SLUICE_TLS_{CERT,KEY,CA}_FILE. The credential sets the engine's
+        --cluster-token (or --role-credential, a "client" credential from
+        `sluice token derive`)/--tls-*; unset ones come from
+        SLUICE_CLUSTER_TOKEN_FILE (SLUICE_ROLE_CREDENTIAL_FILE) and
+        SLUICE_TLS_{CERT,KEY,CA}_FILE. The credential sets the engine's
         secret (unless te_config gives one) and the store client's."""
         if not isinstance(role, str):
             raise InvalidArgumentError("role must be a string (encode | denoise | decode | ...)")
@@ -234,7 +237,8 @@ class DiffusionConnector:
                                        _as_dict(te_config, "te_config"), int(store_threads),
                                        float(consume_timeout),
                                        security_files(cluster_token_file, tls_cert_file,
-                                                      tls_key_file, tls_ca_file))
+                                                      tls_key_file, tls_ca_file,
+                                                      role_credential_file))
 
     @property
     def endpoint(self) -> str:

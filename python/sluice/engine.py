@@ -46,14 +46,17 @@ class TransferEngine:
     """One transfer engine: registered memory, peer segments, batches of
     reads and writes, and notifies. `device` ("cuda" or "sim") lets it move
     device tensors; the cluster credential (cluster_token_file or
-    SLUICE_CLUSTER_TOKEN_FILE) sets its handshake secret."""
+    SLUICE_CLUSTER_TOKEN_FILE, or a role credential: role_credential_file
+    or SLUICE_ROLE_CREDENTIAL_FILE) sets its handshake secret."""
 
     @translated
     def __init__(self, listen: str = "127.0.0.1:0", transports: Optional[Sequence[str]] = None,
                  device: Optional[str] = None, secret: Optional[str] = None,
-                 cluster_token_file: Optional[str] = None):
+                 cluster_token_file: Optional[str] = None,
+                 role_credential_file: Optional[str] = None):
         self._core = _sluice.Engine(_engine_config(listen, transports, device, secret),
-                                    security_files(cluster_token_file, None, None, None))
+                                    security_files(cluster_token_file, None, None, None,
+                                                   role_credential_file))
         self._keep = {}  # Region key -> the tensor registered (kept alive).
 
     @property
@@ -148,11 +151,13 @@ class Store:
     @translated
     def __init__(self, master: str, listen: str = "127.0.0.1:0",
                  transports: Optional[Sequence[str]] = None, device: Optional[str] = None,
-                 cluster_token_file: Optional[str] = None):
+                 cluster_token_file: Optional[str] = None,
+                 role_credential_file: Optional[str] = None):
         if not isinstance(master, str) or not master:
             raise InvalidArgumentError("master must be \"host:port\" of the store master")
         self._core = _sluice.Store(master, _engine_config(listen, transports, device, None),
-                                   security_files(cluster_token_file, None, None, None))
+                                   security_files(cluster_token_file, None, None, None,
+                                                  role_credential_file))
 
     @translated
     def put(self, key: str, value, lease: str = "cache", replicas: int = 1) -> None:

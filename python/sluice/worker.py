@@ -70,7 +70,8 @@ class StageWorker:
                  tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None,
                  tls_ca_file: Optional[str] = None, assignment_timeout: float = 0.0,
                  condition_encoder: Optional["cache.ConditionEncoder"] = None,
-                 caches: Sequence["cache.Cache"] = ()):
+                 caches: Sequence["cache.Cache"] = (),
+                 role_credential_file: Optional[str] = None):
         """Registers with the orchestrator and serves `handler`.
 
         `assignment_timeout` (seconds): an assignment with no progress
@@ -79,7 +80,9 @@ class StageWorker:
 
         The cluster credential and TLS files are those of `sluice worker
         --cluster-token/--tls-*`; unset ones come from SLUICE_CLUSTER_TOKEN_FILE
-        and SLUICE_TLS_{CERT,KEY,CA}_FILE.
+        and SLUICE_TLS_{CERT,KEY,CA}_FILE. `role_credential_file` (a "worker"
+        credential from `sluice token derive`, or SLUICE_ROLE_CREDENTIAL_FILE)
+        stands in for the token.
 
         `condition_encoder` (encode workers whose handler caches each
         text's embedding under `cache.condition_key` and returns
@@ -107,7 +110,7 @@ class StageWorker:
         self._core = _sluice.Worker(orchestrator, stage, call, int(capacity), list(labels or []),
                                     name, float(heartbeat), models, pipeline,
                                     security_files(cluster_token_file, tls_cert_file,
-                                                   tls_key_file, tls_ca_file),
+                                                   tls_key_file, tls_ca_file, role_credential_file),
                                     float(assignment_timeout),
                                     None if condition_encoder is None
                                     else condition_encoder._declaration(),

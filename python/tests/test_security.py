@@ -2,6 +2,7 @@
 it as a keyword or from SLUICE_CLUSTER_TOKEN_FILE, and are refused without it."""
 
 import os
+import subprocess
 import time
 
 import numpy as np
@@ -90,5 +91,43 @@ def test_the_connector_moves_payloads_only_with_the_cluster_token(closed_cluster
         with pytest.raises(sluice.UnauthenticatedError):
             h.wait(10)
         stranger.close()
+    producer.close()
+    consumer.close()
+
+
+def _derive(role, token_file, out):
+    subprocess.run([SLUICE_BIN, "token", "derive", "--role", role, "--cluster-token", token_file,
+                    "--out", str(out)], check=True, capture_output=True, timeout=30)
+    return str(out)
+
+
+def test_role_credentials_open_their_roles_calls_only(closed_cluster, token, tmp_path,
+                                                      monkeypatch):
+    master, orchestrator = closed_cluster
+    good, _ = token
+    monkeypatch.delenv("SLUICE_CLUSTER_TOKEN_FILE", raising=False)
+    worker_cred = _derive("worker", good, tmp_path / "worker.cred")
+    client_cred = _derive("client", good, tmp_path / "client.cred")
+    node_cred = _derive("node", good, tmp_path / "node.cred")
+    handler = lambda ctx: b""  # noqa: E731
+    with StageWorker("encode", orchestrator, handler, role_credential_file=worker_cred) as w:
+        assert w.wait_registered(10.0), "a worker's credential registers a worker"
+    with StageWorker("encode", orchestrator, handler, role_credential_file=node_cred) as w:
+        assert not w.wait_registered(1.0), "a node's credential registered a worker"
+
+    data = np.arange(1024, dtype=np.float32)
+    producer = DiffusionConnector(role="encode", transfer_mode="store",
+                                  store_config={"master": master},
+                                  role_credential_file=client_cred)
+    handle = producer.publish(StagePayload(request_id="r3", kind="latent", tensor=data))
+    handle.wait(10)
+    dst = np.zeros_like(data)
+    consumer = DiffusionConnector(role="denoise", transfer_mode="store",
+                                  store_config={"master": master}, cluster_token_file=good)
+    for _ in consumer.consume(handle.descriptor(), dst):
+        pass
+    assert np.array_equal(dst, data)
+    with pytest.raises(sluice.InvalidArgumentError, match="not both"):
+        DiffusionConnector(role="encode", cluster_token_file=good, role_credential_file=client_cred)
     producer.close()
     consumer.close()

@@ -25,6 +25,9 @@ namespace sluice::internal {
 
 // The metadata key of a call's proof.
 inline constexpr const char* kCallMacMetadataKey = "x-sluice-call-mac";
+// The metadata key naming the role whose key signed a call ("worker"...);
+// absent on a call signed with the cluster's key (from the token).
+inline constexpr const char* kCallRoleMetadataKey = "x-sluice-role";
 
 // The proof for a call of `method` ("/pkg.Service/Method") at `unix_ms`
 // with a fresh random nonce.

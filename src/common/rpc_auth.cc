@@ -6,42 +6,54 @@
 #include <grpcpp/support/client_interceptor.h>
 
 #include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "common/call_mac.h"
+#include "common/random.h"
 
 namespace sluice::internal {
 namespace {
 
-// Adds the call's proof (call_mac.h) to its initial metadata.
+// Adds the call's proof (call_mac.h), and the role it is signed as, to its
+// initial metadata.
 class KeyInterceptor final : public grpc::experimental::Interceptor {
  public:
-  KeyInterceptor(const std::string* key, const char* method) : key_(key), method_(method) {}
+  KeyInterceptor(const std::string* key, const std::string* role, const char* method)
+      : key_(key), role_(role), method_(method) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
-      methods->GetSendInitialMetadata()->insert(
-          {kCallMacMetadataKey, SignCall(*key_, method_, UnixMillis())});
+      std::multimap<std::string, std::string>* md = methods->GetSendInitialMetadata();
+      md->insert({kCallMacMetadataKey, SignCall(*key_, method_, UnixMillis())});
+      if (!role_->empty()) {
+        md->insert({kCallRoleMetadataKey, *role_});
+      }
     }
     methods->Proceed();
   }
 
  private:
   const std::string* key_;
+  const std::string* role_;
   const char* method_;  // The call's, owned by its ClientRpcInfo.
 };
 
 class KeyInterceptorFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
-  explicit KeyInterceptorFactory(std::string key) : key_(std::move(key)) {}
+  KeyInterceptorFactory(std::string key, std::string role)
+      : key_(std::move(key)), role_(std::move(role)) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
       grpc::experimental::ClientRpcInfo* info) override {
-    // The channel owns the factory, so key_ outlives calls.
-    return new KeyInterceptor(&key_, info->method() != nullptr ? info->method() : "");
+    // The channel owns the factory, so key_ and role_ outlive calls.
+    return new KeyInterceptor(&key_, &role_, info->method() != nullptr ? info->method() : "");
   }
 
  private:
   const std::string key_;
+  const std::string role_;
 };
 
 }  // namespace
@@ -65,8 +77,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
   }
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
   if (!security.open()) {
-    factories.push_back(
-        std::make_unique<KeyInterceptorFactory>(DeriveKey(security.token, kGrpcKeyPurpose)));
+    factories.push_back(std::make_unique<KeyInterceptorFactory>(
+        GrpcCallKey(security), security.token.empty() ? security.credential.role : ""));
   }
   return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, with_name,
                                                                  std::move(factories));
@@ -80,9 +92,43 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
 // the auth context: gRPC hands the processor the connection's context,
 // shared by every call on it.)
 struct HeaderKeyCheck {
-  HeaderKeyCheck(std::string key, std::string face)
-      : verifier(std::move(key)), log(std::move(face)) {}
-  CallVerifier verifier;
+  // A role's key and the methods it opens.
+  struct Role {
+    Role(std::string key, std::set<std::string, std::less<>> m)
+        : verifier(std::move(key), std::chrono::seconds(60), 1 << 18, "role credential"),
+          methods(std::move(m)) {}
+    CallVerifier verifier;
+    const std::set<std::string, std::less<>> methods;
+  };
+
+  // Without the token (a role credential only) every key is random:
+  // nothing can sign a call this check passes.
+  HeaderKeyCheck(const std::string& token, std::string face, const RoleMethods& roles)
+      : cluster(Key(token, "")), log(std::move(face)) {
+    for (const auto& [role, methods] : roles) {
+      this->roles.emplace(std::piecewise_construct, std::forward_as_tuple(role),
+                          std::forward_as_tuple(Key(token, role), methods));
+    }
+  }
+  static std::string Key(const std::string& token, std::string_view role) {
+    if (token.empty()) {
+      return RandomId() + RandomId();
+    }
+    return role.empty() ? DeriveKey(token, kGrpcKeyPurpose) : RoleGrpcKey(token, role);
+  }
+
+  // The verifier for a call signed as `role` (empty: the cluster key);
+  // null for a role this face does not serve.
+  CallVerifier* VerifierFor(std::string_view role) {
+    if (role.empty()) {
+      return &cluster;
+    }
+    const auto it = roles.find(role);
+    return it == roles.end() ? nullptr : &it->second.verifier;
+  }
+
+  CallVerifier cluster;  // Calls signed by token holders: every method.
+  std::map<std::string, Role, std::less<>> roles;
   RefusalLog log;
 };
 
@@ -92,9 +138,11 @@ std::string_view View(const grpc_slice& s) {
   return {reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(s)), GRPC_SLICE_LENGTH(s)};
 }
 
-std::string Details(const RefusalLog& log, std::string_view why) {
+std::string Details(const RefusalLog& log, std::string_view why, bool denied = false) {
   return log.face() + ": " + std::string(why) +
-         " (every role of a cluster takes the same --cluster-token)";
+         (denied ? " (a role credential opens only its role's calls: `sluice token derive`)"
+                 : " (every role of a cluster takes the same --cluster-token, or a role "
+                   "credential derived from it)");
 }
 
 // The processor's state: a reference on the authenticator's check.
@@ -103,23 +151,34 @@ using CheckRef = std::shared_ptr<HeaderKeyCheck>;
 void ProcessHeaders(void* state, grpc_auth_context* context, const grpc_metadata* md,
                     std::size_t num_md, grpc_process_auth_metadata_done_cb cb, void* user_data) {
   HeaderKeyCheck& check = **static_cast<CheckRef*>(state);
-  std::string_view path, proof;
+  std::string_view path, proof, role;
   for (std::size_t i = 0; i < num_md; ++i) {
     const std::string_view k = View(md[i].key);
     if (k == ":path") {
       path = View(md[i].value);
     } else if (k == kCallMacMetadataKey) {
       proof = View(md[i].value);
+    } else if (k == kCallRoleMetadataKey) {
+      role = View(md[i].value);
     }
   }
   std::string why = "no cluster credential";
-  if (!proof.empty()) {
-    const Status s = check.verifier.Verify(path, proof, UnixMillis());
-    if (s.ok()) {
+  grpc_status_code code = GRPC_STATUS_UNAUTHENTICATED;
+  CallVerifier* verifier = check.VerifierFor(role);
+  if (verifier == nullptr) {
+    why = "a call as role \"" + std::string(role.substr(0, 16)) + "\", which this face serves not";
+  } else if (!proof.empty()) {
+    const Status s = verifier->Verify(path, proof, UnixMillis());
+    if (s.ok() && (role.empty() || check.roles.find(role)->second.methods.contains(path))) {
       cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);  // Nothing consumed.
       return;
     }
-    why = std::string(s.message());
+    if (s.ok()) {
+      why = "role " + std::string(role) + " may not call " + std::string(path);
+      code = GRPC_STATUS_PERMISSION_DENIED;
+    } else {
+      why = std::string(s.message());
+    }
   }
   // The peer's address where the transport put it in the context (read
   // only: the context is the connection's).
@@ -130,8 +189,8 @@ void ProcessHeaders(void* state, grpc_auth_context* context, const grpc_metadata
     from += " from " + std::string(ip->value, ip->value_length);
   }
   check.log.Refused(from, why);
-  const std::string details = Details(check.log, why);
-  cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_UNAUTHENTICATED, details.c_str());
+  const std::string details = Details(check.log, why, code == GRPC_STATUS_PERMISSION_DENIED);
+  cb(user_data, nullptr, 0, nullptr, 0, code, details.c_str());
 }
 
 // Server credentials made in gRPC's core (insecure or TLS) with the header
@@ -155,10 +214,10 @@ class CheckedServerCredentials final : public grpc::ServerCredentials {
 
 }  // namespace
 
-CallAuthenticator::CallAuthenticator(const SecurityConfig& security, std::string face) {
+CallAuthenticator::CallAuthenticator(const SecurityConfig& security, std::string face,
+                                     const RoleMethods& roles) {
   if (!security.open()) {
-    check_ = std::make_shared<HeaderKeyCheck>(DeriveKey(security.token, kGrpcKeyPurpose),
-                                              std::move(face));
+    check_ = std::make_shared<HeaderKeyCheck>(security.token, std::move(face), roles);
   }
 }
 
@@ -201,10 +260,15 @@ grpc::Status CallAuthenticator::Check(const grpc::ServerContextBase& ctx) {
   }
   const char* why = "no checked cluster credential";
   const auto& md = ctx.client_metadata();
-  if (auto it = md.find(kCallMacMetadataKey); it != md.end()) {
+  std::string_view role;
+  if (auto it = md.find(kCallRoleMetadataKey); it != md.end()) {
+    role = std::string_view(it->second.data(), it->second.size());
+  }
+  CallVerifier* verifier = check_->VerifierFor(role);
+  if (auto it = md.find(kCallMacMetadataKey); it != md.end() && verifier != nullptr) {
     const std::string_view nonce =
         ProofNonce(std::string_view(it->second.data(), it->second.size()));
-    if (!nonce.empty() && check_->verifier.Remembers(nonce)) {
+    if (!nonce.empty() && verifier->Remembers(nonce)) {
       return grpc::Status::OK;
     }
   }

@@ -9,7 +9,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "sluice/security.h"
@@ -26,13 +28,23 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
 
 struct HeaderKeyCheck;
 
+// The methods ("/pkg.Service/Method") a face opens to each role credential
+// (RoleCredential: "node", "worker", "client"); a role not listed may call
+// nothing. Calls signed with the cluster key (by token holders) may call
+// every method.
+using RoleMethods = std::map<std::string, std::set<std::string, std::less<>>, std::less<>>;
+
 // Checks the credential of each incoming call: once from its headers,
 // before its message is read (the server credentials it makes), and again
 // as each handler's first step. Thread-safe.
 class CallAuthenticator {
  public:
-  // `face` names the service in logs ("store master", "orchestrator").
-  CallAuthenticator(const SecurityConfig& security, std::string face);
+  // `face` names the service in logs ("store master", "orchestrator");
+  // `roles` are the methods each role credential opens. Every role's key
+  // derives from `security`'s token: given only a role credential, the
+  // face refuses every call (the CLI refuses to start such a server).
+  CallAuthenticator(const SecurityConfig& security, std::string face,
+                    const RoleMethods& roles = {});
   ~CallAuthenticator();
   CallAuthenticator(const CallAuthenticator&) = delete;
   CallAuthenticator& operator=(const CallAuthenticator&) = delete;
@@ -41,7 +53,9 @@ class CallAuthenticator {
   // has a CA too), else insecure ones. With a token, each call's headers
   // are checked for a proof under the cluster key before its message is
   // read (a refused call never makes the server buffer its body), refusals
-  // logged under the face at most once a second. The credentials share
+  // logged under the face at most once a second. A call signed as a role
+  // (kCallRoleMetadataKey) is checked under that role's key, and refused
+  // PERMISSION_DENIED for a method outside its role. The credentials share
   // this authenticator's check (they may outlive it).
   std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const SecurityConfig& security) const;
 

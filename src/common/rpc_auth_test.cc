@@ -1,7 +1,8 @@
 // gRPC faces with a cluster token: many calls at once on one connection
 // pass both checks and leave the connection's shared auth context as it
 // was; a handler refuses calls whose headers were never checked; a wrong
-// key is refused before any handler runs.
+// key is refused before any handler runs; a role credential opens only its
+// role's methods.
 #include "common/rpc_auth.h"
 
 #include <grpcpp/generic/async_generic_service.h>
@@ -18,6 +19,12 @@ namespace sluice::internal {
 namespace {
 
 constexpr const char* kMethod = "/sluice.test.Ping/Ping";
+constexpr const char* kNodeMethod = "/sluice.test.Ping/NodeOnly";
+
+// The test face's roles: a worker may Ping, a node may call NodeOnly.
+RoleMethods TestRoles() {
+  return {{"worker", {kMethod}}, {"node", {kNodeMethod}}};
+}
 
 // Counts, per call its handler sees, the properties of the call's auth
 // context, then answers Check's verdict.
@@ -94,19 +101,19 @@ class RpcAuthTest : public ::testing::Test {
     }
   }
 
-  static grpc::Status Ping(grpc::GenericStub& stub) {
+  static grpc::Status Ping(grpc::GenericStub& stub, const std::string& method = kMethod) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
     grpc::Slice ping("ping");
     grpc::ByteBuffer req(&ping, 1), resp;
     std::promise<grpc::Status> done;
-    stub.UnaryCall(&ctx, kMethod, grpc::StubOptions(), &req, &resp,
+    stub.UnaryCall(&ctx, method, grpc::StubOptions(), &req, &resp,
                    [&done](grpc::Status s) { done.set_value(std::move(s)); });
     return done.get_future().get();
   }
   std::string Target() const { return "127.0.0.1:" + std::to_string(port_); }
 
-  CallAuthenticator auth_{Keyed(kToken), "test face"};
+  CallAuthenticator auth_{Keyed(kToken), "test face", TestRoles()};
   PingService svc_{&auth_};
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
@@ -168,6 +175,63 @@ TEST_F(RpcAuthTest, AWrongKeyIsRefusedBeforeAnyHandlerRuns) {
       << s.error_message();
   EXPECT_EQ(svc_.handled.load(), 0);
   EXPECT_EQ(auth_.refused(), 1u);
+}
+
+// A credential for `role`, as `sluice token derive` would write it, with
+// its gRPC key from `key_role`'s.
+SecurityConfig Credential(const std::string& role, const std::string& key_role = "") {
+  SecurityConfig s;
+  s.credential.role = role;
+  s.credential.grpc_key = RoleGrpcKey(kToken, key_role.empty() ? role : key_role);
+  s.credential.transfer_key = DeriveKey(kToken, kTransferKeyPurpose);
+  return s;
+}
+
+TEST_F(RpcAuthTest, ARoleCredentialOpensOnlyItsRolesMethods) {
+  Serve();
+  grpc::GenericStub worker(MakeChannel(Target(), Credential("worker")));
+  grpc::GenericStub node(MakeChannel(Target(), Credential("node")));
+  grpc::GenericStub cluster(MakeChannel(Target(), Keyed(kToken)));
+  EXPECT_TRUE(Ping(worker).ok());
+  EXPECT_TRUE(Ping(node, kNodeMethod).ok());
+  EXPECT_TRUE(Ping(cluster).ok()) << "the token opens every method";
+  EXPECT_TRUE(Ping(cluster, kNodeMethod).ok());
+  EXPECT_EQ(svc_.handled.load(), 4);
+
+  grpc::Status s = Ping(worker, kNodeMethod);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_NE(s.error_message().find("role worker may not call /sluice.test.Ping/NodeOnly"),
+            std::string::npos)
+      << s.error_message();
+  s = Ping(node);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  grpc::GenericStub client(MakeChannel(Target(), Credential("client")));
+  s = Ping(client);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << "a role the face serves not";
+  EXPECT_NE(s.error_message().find("\"client\", which this face serves not"), std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(svc_.handled.load(), 4) << "no refused call reached the handler";
+  EXPECT_EQ(auth_.refused(), 3u);
+}
+
+TEST_F(RpcAuthTest, ARoleCannotSignAsAnother) {
+  Serve();
+  // Claims to be a worker, holds a node's key.
+  grpc::GenericStub stub(MakeChannel(Target(), Credential("worker", "node")));
+  const grpc::Status s = Ping(stub);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  EXPECT_NE(s.error_message().find("a wrong role credential"), std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(svc_.handled.load(), 0);
+}
+
+TEST_F(RpcAuthTest, AFaceGivenOnlyARoleCredentialRefusesEveryCall) {
+  CallAuthenticator half(Credential("worker"), "half face", TestRoles());
+  Serve(half.ServerCredentials(Credential("worker")));
+  grpc::GenericStub stub(MakeChannel(Target(), Credential("worker")));
+  const grpc::Status s = Ping(stub);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  EXPECT_EQ(svc_.handled.load(), 0);
 }
 
 TEST_F(RpcAuthTest, AnOpenFacePassesEveryCall) {

@@ -91,6 +91,19 @@ Result<SecurityConfig> LoadSecurity(const SecurityFiles& files) {
     }
     SLUICE_RETURN_IF_ERROR(CheckSecretFile(token.flag, token.path));
   }
+  const Source cred =
+      Pick(files.role_credential_file, "--role-credential", "SLUICE_ROLE_CREDENTIAL_FILE");
+  if (!cred.path.empty()) {
+    if (!token.path.empty()) {
+      return InvalidArgumentError(token.flag + " and " + cred.flag +
+                                  " both given: a role holds the cluster token or its role "
+                                  "credential, not both");
+    }
+    SLUICE_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(cred, 4096));
+    SLUICE_ASSIGN_OR_RETURN(out.credential,
+                            internal::ParseRoleCredential(text, cred.flag + " " + cred.path));
+    SLUICE_RETURN_IF_ERROR(CheckSecretFile(cred.flag, cred.path));
+  }
   const Source cert = Pick(files.tls_cert_file, "--tls-cert", "SLUICE_TLS_CERT_FILE");
   const Source key = Pick(files.tls_key_file, "--tls-key", "SLUICE_TLS_KEY_FILE");
   const Source ca = Pick(files.tls_ca_file, "--tls-ca", "SLUICE_TLS_CA_FILE");
@@ -107,7 +120,9 @@ Result<SecurityConfig> LoadSecurity(const SecurityFiles& files) {
 }
 
 std::string TransferSecret(const SecurityConfig& security) {
-  return internal::DeriveKey(security.token, internal::kTransferKeyPurpose);
+  return security.token.empty()
+             ? security.credential.transfer_key
+             : internal::DeriveKey(security.token, internal::kTransferKeyPurpose);
 }
 
 Status CheckListenSecurity(std::string_view role, std::string_view listen,

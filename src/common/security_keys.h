@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/security.h"
+
 #include "common/mutex.h"
 
 namespace sluice::internal {
@@ -25,6 +27,21 @@ inline constexpr std::string_view kTransferKeyPurpose = "transfer";
 // HMAC-SHA256(token, "sluice-v1/" + purpose) as 64 lowercase hex digits;
 // empty when `token` is.
 std::string DeriveKey(std::string_view token, std::string_view purpose);
+
+// The gRPC key of a role credential for `role` ("node", ...): opens only
+// that role's methods. Empty when `token` is.
+std::string RoleGrpcKey(std::string_view token, std::string_view role);
+
+// The credential in `text` (RoleCredentialText's format); errors
+// (kInvalidArgument) begin with `where` ("--role-credential FILE").
+Result<RoleCredential> ParseRoleCredential(std::string_view text, std::string_view where);
+
+// The key `security` signs its gRPC calls with: the cluster's (from the
+// token: every method) or its role credential's; empty when open.
+std::string GrpcCallKey(const SecurityConfig& security);
+// The store fast lane's key: from the token or the role credential's
+// (empty for a node's credential, and when open).
+std::string FastLaneKey(const SecurityConfig& security);
 
 // `n` bytes at `p` as 2n lowercase hex digits.
 std::string LowerHex(const std::uint8_t* p, std::size_t n);

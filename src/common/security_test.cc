@@ -22,9 +22,11 @@ class SecurityTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     ::unsetenv("SLUICE_CLUSTER_TOKEN_FILE");
+    ::unsetenv("SLUICE_ROLE_CREDENTIAL_FILE");
   }
   void TearDown() override {
     ::unsetenv("SLUICE_CLUSTER_TOKEN_FILE");
+    ::unsetenv("SLUICE_ROLE_CREDENTIAL_FILE");
     (void)!std::system(("rm -rf " + dir_).c_str());
   }
   // A file of `text` with `mode` (secrets: the owner's only).
@@ -138,6 +140,69 @@ TEST_F(SecurityTest, EachFaceGetsItsOwnKeyAndNoneIsTheToken) {
 
 // A KeyedHmac is HMAC-SHA256 of its parts joined, every time (its key is
 // set up once and reused): the RFC 4231 test case 2 vector, twice.
+TEST_F(SecurityTest, ARoleCredentialHoldsItsRolesKeysAndNotTheToken) {
+  const std::string token = "0123456789abcdef0123";
+  SecurityConfig cluster;
+  cluster.token = token;
+  // HMAC-SHA256(token, "sluice-v1/grpc/role/worker"), computed apart.
+  EXPECT_EQ(internal::RoleGrpcKey(token, "worker"),
+            "178ed4b2cba2cf57fc30f7b85a2a1c29ea14bf951c5f2cee4466c58fcb1b5907");
+  for (const char* role : kCredentialRoles) {
+    SCOPED_TRACE(role);
+    Result<std::string> text = RoleCredentialText(token, role);
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    EXPECT_EQ(text->find(token), std::string::npos);
+    EXPECT_EQ(text->find(internal::GrpcCallKey(cluster)), std::string::npos)
+        << "the cluster's gRPC key (every method) is not in it";
+    SecurityFiles f;
+    f.role_credential_file = Write(std::string(role) + ".cred", *text);
+    Result<SecurityConfig> s = LoadSecurity(f);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_FALSE(s->open());
+    EXPECT_EQ(s->token, "");
+    EXPECT_EQ(s->credential.role, role);
+    EXPECT_EQ(internal::GrpcCallKey(*s), internal::RoleGrpcKey(token, role));
+    EXPECT_EQ(TransferSecret(*s), TransferSecret(cluster)) << "engines of every role meet";
+    EXPECT_EQ(internal::FastLaneKey(*s),
+              std::string(role) == "node" ? "" : internal::FastLaneKey(cluster));
+  }
+  EXPECT_NE(internal::RoleGrpcKey(token, "worker"), internal::RoleGrpcKey(token, "node"));
+}
+
+TEST_F(SecurityTest, BadRoleCredentialsAreRefusedNamingWhy) {
+  EXPECT_NE(RoleCredentialText("0123456789abcdef0123", "admin")
+                .status()
+                .message()
+                .find("unknown role \"admin\" (one of node, worker, client)"),
+            std::string::npos);
+  EXPECT_FALSE(RoleCredentialText("", "worker").ok());
+  const std::string good = *RoleCredentialText("0123456789abcdef0123", "worker");
+  const std::string key(64, 'a');
+  const auto why = [&](const std::string& text, mode_t mode = 0600) {
+    SecurityFiles f;
+    f.role_credential_file = Write("cred", text, mode);
+    Result<SecurityConfig> s = LoadSecurity(f);
+    return s.ok() ? std::string("loaded") : std::string(s.status().message());
+  };
+  EXPECT_EQ(why(good), "loaded");
+  EXPECT_NE(why(good + "token " + key + "\n").find("unknown entry \"token\""), std::string::npos);
+  EXPECT_NE(why("role admin\n").find("line 1: role must be one of node, worker, client"),
+            std::string::npos);
+  EXPECT_NE(why("role worker\ngrpc 12ab\n").find("line 2: \"grpc\" must be 64 lowercase hex"),
+            std::string::npos);
+  EXPECT_NE(why("role worker\nrole worker\n").find("\"role\" given twice"), std::string::npos);
+  EXPECT_NE(why("role worker\ngrpc " + key + "\ntransfer " + key + "\n").find("incomplete"),
+            std::string::npos)
+      << "a worker needs its fast lane key";
+  EXPECT_NE(why(good, 0640).find("open to other users (mode 0640)"), std::string::npos);
+  SecurityFiles both;
+  both.token_file = Write("token", "0123456789abcdef0123");
+  both.role_credential_file = Write("cred2", good);
+  EXPECT_NE(LoadSecurity(both).status().message().find("not both"), std::string::npos);
+  ::setenv("SLUICE_ROLE_CREDENTIAL_FILE", both.role_credential_file.c_str(), 1);
+  EXPECT_EQ(LoadSecurity({})->credential.role, "worker") << "the environment names it too";
+}
+
 TEST(KeyedHmacTest, EachMacIsTheHmacOfItsPartsJoined) {
   const internal::KeyedHmac mac("Jefe");
   ASSERT_TRUE(mac.valid());

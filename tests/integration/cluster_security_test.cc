@@ -1,11 +1,14 @@
 // The cluster credential and TLS across processes: roles started with
 // --cluster-token refuse workers, store clients and engine handshakes
-// without it (and keep serving those with it); TLS with a wrong CA fails.
+// without it (and keep serving those with it); TLS with a wrong CA fails;
+// a role credential opens only its role's calls.
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -17,6 +20,7 @@
 #include "sluice/transfer/engine.h"
 
 #include "child_process.h"
+#include "command_output.h"
 #include "common/call_mac.h"
 #include "common/security_keys.h"
 #include "common/testing/test_pki.h"
@@ -155,11 +159,22 @@ TEST_F(ClusterSecurityTest, AWorkerWithoutTheCredentialIsRefusedAndNoJobReachesI
   EXPECT_NE(log.find("orchestrator: refused a call"), std::string::npos) << log;
   EXPECT_NE(log.find("no cluster credential"), std::string::npos) << log;
 
-  // The cluster's own workers are served, and the job runs on them.
+  // The cluster's own workers are served, and the job runs on them: the
+  // denoise worker holds only a worker's credential (`sluice token derive`).
+  const std::string worker_cred = dir_ + "/worker.cred";
+  int derived = 0;
+  const std::string derive_out =
+      CommandOutput(std::string(SLUICE_BIN) + " token derive --role worker --cluster-token " +
+                        token_ + " --out " + worker_cred + " 2>&1",
+                    &derived);
+  ASSERT_EQ(derived, 0) << derive_out;
   std::vector<std::unique_ptr<ChildProcess>> workers;
   for (const char* stage : {"encode", "denoise", "decode"}) {
-    workers.push_back(Spawn({"worker", "--stage", stage, "--orchestrator", orch->Word(2),
-                             "--master", master->Word(2), "--cluster-token", token_}));
+    const bool by_credential = std::string(stage) == "denoise";
+    workers.push_back(
+        Spawn({"worker", "--stage", stage, "--orchestrator", orch->Word(2), "--master",
+               master->Word(2), by_credential ? "--role-credential" : "--cluster-token",
+               by_credential ? worker_cred : token_}));
     ASSERT_EQ(workers.back()->Word(1), "worker") << workers.back()->banner();
   }
   std::string status;
@@ -286,6 +301,101 @@ TEST_F(ClusterSecurityTest, TheStoreRefusesClientsAndHandshakesWithoutTheCredent
   ASSERT_TRUE(back.ok()) << "the live object survived the strangers: " << back.status().ToString();
   EXPECT_EQ(*back, value);
   EXPECT_TRUE(engine->OpenSegment(node->Word(3)).ok());
+}
+
+TEST_F(ClusterSecurityTest, ARoleCredentialOpensItsRolesCallsOnlyAndServersNeedTheToken) {
+  // Credentials made as an operator would: new files, the owner's only,
+  // without the token.
+  std::map<std::string, std::string> cred;
+  int status = 0;
+  std::string out;
+  const auto derive = [&](const std::string& role, const std::string& path) {
+    out = CommandOutput(std::string(SLUICE_BIN) + " token derive --role " + role +
+                            " --cluster-token " + token_ + " --out " + path + " 2>&1",
+                        &status);
+  };
+  for (const char* role : {"node", "worker", "client"}) {
+    cred[role] = dir_ + "/" + role + ".cred";
+    derive(role, cred[role]);
+    ASSERT_EQ(status, 0) << out;
+    struct stat st {};
+    ASSERT_EQ(::stat(cred[role].c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << role;
+    EXPECT_EQ(ReadFile(cred[role]).find("4f1c0e7d9a2b3c4d5e6f708192a3b4c5"), std::string::npos);
+  }
+  derive("node", cred["worker"]);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("it is not overwritten"), std::string::npos) << out;
+  derive("admin", dir_ + "/admin.cred");
+  EXPECT_NE(out.find("unknown role \"admin\""), std::string::npos) << out;
+
+  // The master and the orchestrator check every role's calls: they need
+  // the token itself.
+  for (const char* server : {"master", "orchestrator"}) {
+    out = CommandOutput("timeout 20 " + std::string(SLUICE_BIN) + " " + server +
+                            " --role-credential " + cred["worker"] + " </dev/null 2>&1",
+                        &status);
+    EXPECT_EQ(WEXITSTATUS(status), 2) << out;
+    EXPECT_NE(out.find("needs the cluster token"), std::string::npos) << out;
+  }
+
+  auto master = Spawn({"master", "--cluster-token", token_});
+  ASSERT_EQ(master->Word(1), "master") << master->banner();
+  // A worker's credential cannot register a store node (the node keeps
+  // asking, as it would a master not yet up, and says why); a node's can.
+  const std::string impostor_log = dir_ + "/impostor.log";
+  auto impostor = Spawn({"store-node", "--master", master->Word(2), "--memory", "16MiB",
+                         "--role-credential", cred["worker"]},
+                        20000, impostor_log);
+  ASSERT_EQ(impostor->Word(1), "store-node") << impostor->banner();
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return ReadFile(impostor_log)
+                   .find(
+                       "PermissionDenied: RegisterNode: store master: role worker may not call "
+                       "/sluice.store.v1.Master/RegisterNode") != std::string::npos;
+      },
+      10s))
+      << ReadFile(impostor_log);
+  EXPECT_EQ(ReadFile(impostor_log).find("registered with master"), std::string::npos);
+  auto node = Spawn({"store-node", "--master", master->Word(2), "--memory", "64MiB",
+                     "--role-credential", cred["node"]});
+  ASSERT_EQ(node->Word(1), "store-node") << node->banner();
+
+  // A client holding only its credential stores and reads through that
+  // node (gRPC, fast lane and transfer keys all from the credential).
+  SecurityFiles files;
+  files.role_credential_file = cred["client"];
+  Result<SecurityConfig> client_sec = LoadSecurity(files);
+  ASSERT_TRUE(client_sec.ok()) << client_sec.status().ToString();
+  auto engine = Engine(*client_sec);
+  auto client = Client(engine.get(), master->Word(2), *client_sec);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  const std::vector<std::byte> value(64 << 10, std::byte{0x3c});
+  Status put;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        put = (*client)->Put("by-credential", value);
+        return put.ok();
+      },
+      10s))
+      << put.ToString();
+  Result<std::vector<std::byte>> back = (*client)->Get("by-credential");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, value);
+
+  // A node's credential opens no store call.
+  files.role_credential_file = cred["node"];
+  Result<SecurityConfig> node_sec = LoadSecurity(files);
+  ASSERT_TRUE(node_sec.ok()) << node_sec.status().ToString();
+  auto node_engine = Engine(*node_sec);
+  auto as_node = Client(node_engine.get(), master->Word(2), *node_sec, 3s);
+  ASSERT_TRUE(as_node.ok()) << as_node.status().ToString();
+  const Status s = (*as_node)->Remove("by-credential");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("may not call"), std::string::npos) << s.ToString();
+  const Result<bool> still = (*client)->Exists("by-credential");
+  EXPECT_TRUE(still.ok() && *still) << "the node's Remove did nothing";
 }
 
 TEST_F(ClusterSecurityTest, MutualTlsServesTheClusterAndRefusesAWrongCa) {

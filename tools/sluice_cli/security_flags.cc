@@ -16,6 +16,10 @@ SecurityResolver AddSecurityFlags(CLI::App* cmd) {
   cmd->add_option("--cluster-token", f->files.token_file,
                   "file holding the cluster's shared secret, the same on every host "
                   "(default: $SLUICE_CLUSTER_TOKEN_FILE; none: an open cluster)");
+  cmd->add_option("--role-credential", f->files.role_credential_file,
+                  "file holding this role's credential instead of the cluster token, from "
+                  "`sluice token derive` (default: $SLUICE_ROLE_CREDENTIAL_FILE); opens only "
+                  "its role's calls");
   cmd->add_option("--tls-cert", f->files.tls_cert_file,
                   "PEM certificate for TLS on gRPC (with --tls-key)");
   cmd->add_option("--tls-key", f->files.tls_key_file, "PEM private key of --tls-cert");
@@ -38,12 +42,19 @@ SecurityResolver AddSecurityFlags(CLI::App* cmd) {
       std::cerr << role << ": " << s.status().message() << "\n";
       return std::nullopt;
     }
+    if (grpc && !s->credential.role.empty()) {
+      std::cerr << role
+                << ": serves gRPC to every role, so it needs the cluster token "
+                   "(--cluster-token), not a role credential (--role-credential)\n";
+      return std::nullopt;
+    }
     s->tls_server_name = f->server_name;
     s->insecure = f->insecure;
     s->encrypt_data = f->encrypt_data;
     if (s->encrypt_data && s->open()) {
       std::cerr << role
-                << ": --encrypt-data needs --cluster-token (its keys come from the token)\n";
+                << ": --encrypt-data needs --cluster-token or --role-credential (its keys come "
+                   "from the token)\n";
       return std::nullopt;
     }
     if (!s->tls_server_name.empty() && !s->client_tls()) {

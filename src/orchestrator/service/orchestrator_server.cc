@@ -126,13 +126,26 @@ class AssignmentWriter final : public grpc::ServerWriteReactor<pb::Assignment> {
 
 }  // namespace
 
+namespace {
+
+// What each role credential may call: the worker service is a worker's.
+RoleMethods WorkerRoles() {
+  std::set<std::string, std::less<>> worker;
+  for (const char* n : {"Register", "Heartbeat", "Assignments", "Done", "Failed", "Unregister"}) {
+    worker.insert("/" + std::string(pb::Orchestrator::service_full_name()) + "/" + n);
+  }
+  return {{"worker", std::move(worker)}};
+}
+
+}  // namespace
+
 class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
  public:
   OrchestratorServerImpl(const OrchestratorConfig& c, std::unique_ptr<discovery::EtcdClient> etcd,
                          std::unique_ptr<orchestrator::JobJournal> journal,
                          std::unique_ptr<orchestrator::ResultDir> results)
       : config_(c),
-        auth_(c.security, "orchestrator"),
+        auth_(c.security, "orchestrator", WorkerRoles()),
         etcd_(std::move(etcd)),
         journal_(std::move(journal)),
         results_(std::move(results)),

@@ -223,8 +223,8 @@ std::shared_ptr<fastlane::Client> StoreClientImpl::FastLane() {
     // this client dials it at.
     hp->host = ParseHostPort(master, false)->host;
   }
-  lane_ = std::make_shared<fastlane::Client>(
-      *hp, config_.rpc_spin, 64, DeriveKey(config_.security.token, kFastLaneKeyPurpose));
+  lane_ =
+      std::make_shared<fastlane::Client>(*hp, config_.rpc_spin, 64, FastLaneKey(config_.security));
   return lane_;
 }
 

@@ -84,10 +84,30 @@ class EventWatcher final : public grpc::ServerWriteReactor<pb::ObjectEvent> {
   bool finished_ SLUICE_GUARDED_BY(mu_) = false;
 };
 
+namespace {
+
+// What each role credential may call: a node registers and heartbeats; a
+// worker or client stores and reads objects.
+RoleMethods MasterRoles() {
+  const auto methods = [](std::initializer_list<const char*> names) {
+    std::set<std::string, std::less<>> out;
+    for (const char* n : names) {
+      out.insert("/" + std::string(pb::Master::service_full_name()) + "/" + n);
+    }
+    return out;
+  };
+  const auto store =
+      methods({"Describe", "PutStart", "PutEnd", "PutRevoke", "PutReserved", "Unreserve",
+               "GetStart", "GetEnd", "RenewRead", "Remove", "Exists", "WaitFor", "WatchEvents"});
+  return {{"node", methods({"RegisterNode", "Heartbeat"})}, {"worker", store}, {"client", store}};
+}
+
+}  // namespace
+
 class MasterServerImpl final : public pb::Master::CallbackService {
  public:
   explicit MasterServerImpl(const MasterConfig& c)
-      : auth_(c.security, "store master"),
+      : auth_(c.security, "store master", MasterRoles()),
         core_(ToOptions(c), [this](const std::vector<ObjectEvent>& events) { Publish(events); }) {}
 
   static MasterOptions ToOptions(const MasterConfig& c) {
@@ -120,8 +140,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
               [this](fastlane::Method m, std::string_view body, fastlane::Responder respond) {
                 HandleFast(m, body, std::move(respond));
               },
-              fastlane::ServerLimits{config.fast_lane_connections},
-              DeriveKey(config.security.token, kFastLaneKeyPurpose)));
+              fastlane::ServerLimits{config.fast_lane_connections}, FastLaneKey(config.security)));
     }
     grpc::ServerBuilder builder;
     // A second master on the same port must fail, not split the metadata.
