@@ -7,6 +7,7 @@
 
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/generic/generic_stub.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <atomic>
 #include <future>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "common/log.h"
 
 namespace sluice::internal {
 namespace {
@@ -175,6 +178,31 @@ TEST_F(RpcAuthTest, AWrongKeyIsRefusedBeforeAnyHandlerRuns) {
       << s.error_message();
   EXPECT_EQ(svc_.handled.load(), 0);
   EXPECT_EQ(auth_.refused(), 1u);
+}
+
+TEST_F(RpcAuthTest, AFloodOfRefusedCallsLogsAboutALineASecond) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(4096);
+  Logger().sinks().push_back(sink);  // Before any call: nothing logs yet.
+  Serve();
+  grpc::GenericStub stub(MakeChannel(Target(), Keyed("another-token-0123456789abcdef")));
+  constexpr int kCalls = 300;
+  const auto start = std::chrono::steady_clock::now();
+  int refused = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    refused += Ping(stub).error_code() == grpc::StatusCode::UNAUTHENTICATED;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Logger().sinks().pop_back();
+  int lines = 0;
+  for (const std::string& line : sink->last_formatted()) {
+    lines += line.find("test face: refused") != std::string::npos;
+  }
+  EXPECT_EQ(refused, kCalls);
+  EXPECT_EQ(auth_.refused(), static_cast<std::uint64_t>(kCalls)) << "every refusal is counted";
+  EXPECT_GE(lines, 1);
+  EXPECT_LE(lines, 1 + static_cast<int>(seconds)) << kCalls << " refusals in " << seconds << " s";
+  EXPECT_EQ(svc_.handled.load(), 0);
 }
 
 // A credential for `role`, as `sluice token derive` would write it, with
