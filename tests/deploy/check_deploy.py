@@ -4,7 +4,8 @@ manifest, a systemd unit or a config section gives a role is one that
 `sluice ROLE --help` lists; every port a role listens on is a declared
 container port; probes name declared ports and paths the orchestrator
 serves (asked of a running one); Services select a workload and target its
-ports; no role runs an open cluster and the gRPC faces (master,
+ports; no role runs an open cluster, store nodes and workers hold their
+role credential rather than the token, and the gRPC faces (master,
 orchestrator) serve TLS, unless --insecure says so; etcd serves TLS with
 client-certificate auth, and every role speaks https to it with the CA and
 a client certificate.
@@ -56,8 +57,11 @@ def check_args(binary, where, args):
     check_etcd_client(where, args[0], {k: v for k, v in settings.items()
                                        if k.startswith("etcd") or k == "insecure"})
     if "--insecure" not in given:
-        if "--cluster-token" not in given:
+        if "--cluster-token" not in given and "--role-credential" not in given:
             fail(where, f"{args[0]} runs an open cluster (no --cluster-token)")
+        if args[0] in ("store-node", "worker") and "--cluster-token" in given:
+            fail(where, f"{args[0]} holds the cluster token: give it its role credential "
+                        "(--role-credential, from sluice token derive)")
         if args[0] in ("master", "orchestrator") and "--tls-cert" not in given:
             fail(where, f"{args[0]} serves gRPC without TLS (give --tls-cert/--tls-key, "
                         "made by scripts/make-cluster-tls.sh)")

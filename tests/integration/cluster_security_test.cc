@@ -86,6 +86,23 @@ class ClusterSecurityTest : public ::testing::Test {
     args.push_back("--exit-on-stdin-eof");
     return std::make_unique<ChildProcess>(std::move(args), banner_ms, err);
   }
+  // Runs `sluice token derive --role ROLE --out PATH` on the test's token;
+  // its exit status and output go to `*status` and `*out` when given, else
+  // a failure fails the test.
+  void Derive(const std::string& role, const std::string& path, int* status = nullptr,
+              std::string* out = nullptr) {
+    int st = 0;
+    const std::string printed =
+        CommandOutput(std::string(SLUICE_BIN) + " token derive --role " + role +
+                          " --cluster-token " + token_ + " --out " + path + " 2>&1",
+                      &st);
+    if (status != nullptr) {
+      *status = st;
+      *out = printed;
+    } else {
+      EXPECT_EQ(st, 0) << printed;
+    }
+  }
   static SecurityConfig Security(const std::string& token_file) {
     SecurityFiles f;
     f.token_file = token_file;
@@ -162,12 +179,7 @@ TEST_F(ClusterSecurityTest, AWorkerWithoutTheCredentialIsRefusedAndNoJobReachesI
   // The cluster's own workers are served, and the job runs on them: the
   // denoise worker holds only a worker's credential (`sluice token derive`).
   const std::string worker_cred = dir_ + "/worker.cred";
-  int derived = 0;
-  const std::string derive_out =
-      CommandOutput(std::string(SLUICE_BIN) + " token derive --role worker --cluster-token " +
-                        token_ + " --out " + worker_cred + " 2>&1",
-                    &derived);
-  ASSERT_EQ(derived, 0) << derive_out;
+  Derive("worker", worker_cred);
   std::vector<std::unique_ptr<ChildProcess>> workers;
   for (const char* stage : {"encode", "denoise", "decode"}) {
     const bool by_credential = std::string(stage) == "denoise";
@@ -309,24 +321,18 @@ TEST_F(ClusterSecurityTest, ARoleCredentialOpensItsRolesCallsOnlyAndServersNeedT
   std::map<std::string, std::string> cred;
   int status = 0;
   std::string out;
-  const auto derive = [&](const std::string& role, const std::string& path) {
-    out = CommandOutput(std::string(SLUICE_BIN) + " token derive --role " + role +
-                            " --cluster-token " + token_ + " --out " + path + " 2>&1",
-                        &status);
-  };
   for (const char* role : {"node", "worker", "client"}) {
     cred[role] = dir_ + "/" + role + ".cred";
-    derive(role, cred[role]);
-    ASSERT_EQ(status, 0) << out;
+    Derive(role, cred[role]);
     struct stat st {};
     ASSERT_EQ(::stat(cred[role].c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, 0600u) << role;
     EXPECT_EQ(ReadFile(cred[role]).find("4f1c0e7d9a2b3c4d5e6f708192a3b4c5"), std::string::npos);
   }
-  derive("node", cred["worker"]);
+  Derive("node", cred["worker"], &status, &out);
   EXPECT_NE(status, 0);
   EXPECT_NE(out.find("it is not overwritten"), std::string::npos) << out;
-  derive("admin", dir_ + "/admin.cred");
+  Derive("admin", dir_ + "/admin.cred", &status, &out);
   EXPECT_NE(out.find("unknown role \"admin\""), std::string::npos) << out;
 
   // The master and the orchestrator check every role's calls: they need
@@ -464,15 +470,18 @@ TEST_F(ClusterSecurityTest, TheShippedTlsRecipeServesAClusterAtAnyAddress) {
                          " 1 >/dev/null")
                             .c_str()),
             0);
-  const std::vector<std::string> flags = {
-      "--cluster-token", token_,     "--tls-cert",    tls + "/tls.crt",    "--tls-key",
-      tls + "/tls.key",  "--tls-ca", tls + "/ca.crt", "--tls-server-name", "sluice"};
-  std::vector<std::string> margs = {"master", "--listen", "0.0.0.0:0"};
+  const std::vector<std::string> flags = {"--tls-cert",        tls + "/tls.crt", "--tls-key",
+                                          tls + "/tls.key",    "--tls-ca",       tls + "/ca.crt",
+                                          "--tls-server-name", "sluice"};
+  std::vector<std::string> margs = {"master", "--listen", "0.0.0.0:0", "--cluster-token", token_};
   margs.insert(margs.end(), flags.begin(), flags.end());
   auto master = Spawn(margs);
   ASSERT_EQ(master->Word(1), "master") << master->banner();
   const std::string at = "127.0.0.1:" + master->Word(2).substr(master->Word(2).rfind(':') + 1);
-  std::vector<std::string> nargs = {"store-node", "--master", at, "--memory", "64MiB"};
+  // As shipped, the store node holds its role credential, not the token.
+  Derive("node", dir_ + "/node.cred");
+  std::vector<std::string> nargs = {
+      "store-node", "--master", at, "--memory", "64MiB", "--role-credential", dir_ + "/node.cred"};
   nargs.insert(nargs.end(), flags.begin(), flags.end());
   auto node = Spawn(nargs);
   ASSERT_EQ(node->Word(1), "store-node") << node->banner();
