@@ -86,20 +86,6 @@ Result<std::vector<EtcdKv>> Kvs(const json& j) {
   return out;
 }
 
-// The end of the range of keys starting with `prefix`: the prefix with its
-// last byte below 0xff incremented ("\0" for all keys when there is none).
-std::string PrefixEnd(std::string prefix) {
-  while (!prefix.empty()) {
-    auto& last = reinterpret_cast<unsigned char&>(prefix.back());
-    if (last < 0xff) {
-      ++last;
-      return prefix;
-    }
-    prefix.pop_back();
-  }
-  return std::string(1, '\0');
-}
-
 }  // namespace
 
 Result<std::vector<std::string>> ParseEtcdEndpoints(std::string_view list) {
@@ -293,6 +279,26 @@ Result<std::string> EtcdClient::Call(const std::string& path, const std::string&
   return UnavailableError("etcd unreachable (" + last + ")", FailureScope::kEndpoint);
 }
 
+std::string EtcdBase64(std::string_view in) {
+  return Base64(in);
+}
+
+std::string EtcdPrefixEnd(std::string prefix) {
+  while (!prefix.empty()) {
+    auto& last = reinterpret_cast<unsigned char&>(prefix.back());
+    if (last < 0xff) {
+      ++last;
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0');
+}
+
+Result<std::string> EtcdClient::Post(const std::string& path, const std::string& body) {
+  return Call(path, body);
+}
+
 Result<std::int64_t> EtcdClient::Grant(std::chrono::seconds ttl) {
   SLUICE_ASSIGN_OR_RETURN(
       std::string body,
@@ -352,7 +358,7 @@ Result<std::optional<EtcdKv>> EtcdClient::Get(const std::string& key) {
 }
 
 Result<std::vector<EtcdKv>> EtcdClient::GetPrefix(const std::string& prefix, bool keys_only) {
-  json req = {{"key", Base64(prefix)}, {"range_end", Base64(PrefixEnd(prefix))}};
+  json req = {{"key", Base64(prefix)}, {"range_end", Base64(EtcdPrefixEnd(prefix))}};
   if (keys_only) {
     req["keys_only"] = true;
   }
@@ -394,7 +400,7 @@ Result<bool> EtcdClient::Txn(const std::vector<EtcdWrite>& writes, const std::st
         break;
       case EtcdWrite::Kind::kDeletePrefix:
         ops.push_back({{"request_delete_range",
-                        {{"key", Base64(w.key)}, {"range_end", Base64(PrefixEnd(w.key))}}}});
+                        {{"key", Base64(w.key)}, {"range_end", Base64(EtcdPrefixEnd(w.key))}}}});
         break;
     }
   }

@@ -42,6 +42,13 @@ struct EtcdWrite {
   std::string value;  // kPut only.
 };
 
+// `in` as etcd's JSON carries bytes (keys, values): standard base64.
+std::string EtcdBase64(std::string_view in);
+// The end of the key range of every key starting with `prefix` (etcd's
+// range_end): the prefix with its last byte below 0xff one up; "\0" (to
+// the end of the key space) when there is none.
+std::string EtcdPrefixEnd(std::string prefix);
+
 // "http[s]://host:port[,...]" to its URLs. Errors: kInvalidArgument naming
 // the bad one (only http://host:port and https://host:port are accepted).
 Result<std::vector<std::string>> ParseEtcdEndpoints(std::string_view list);
@@ -105,6 +112,12 @@ class EtcdClient {
   // default) and its size (--max-request-bytes, 1.5 MiB).
   Result<bool> Txn(const std::vector<EtcdWrite>& writes, const std::string& fence_key = "",
                    std::int64_t fence_lease = 0);
+
+  // POSTs `body` (JSON) to etcd's `path` for what the calls above do not
+  // cover (auth's administration: "/v3/auth/user/add"...); the answer's
+  // body. Errors as every call's; a request etcd refuses (a user that
+  // exists) is kInvalidArgument with etcd's message.
+  Result<std::string> Post(const std::string& path, const std::string& body);
 
   // Auth tokens fetched so far: the first, then one each time etcd called
   // the token invalid.

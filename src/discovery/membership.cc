@@ -10,6 +10,10 @@ std::string RoleKey(const std::string& cluster, const std::string& role) {
   return "/sluice/" + cluster + "/" + role;
 }
 
+std::string LeaderKey(const std::string& cluster, const std::string& role) {
+  return RoleKey(cluster, role) + "/leader";
+}
+
 Result<std::unique_ptr<Publisher>> Publisher::Start(
     EtcdClient* etcd, std::vector<std::pair<std::string, std::string>> entries,
     std::chrono::seconds ttl) {

@@ -22,6 +22,8 @@ namespace sluice::discovery {
 
 // The keys of a cluster's roles: "/sluice/<cluster>/<role>/..." .
 std::string RoleKey(const std::string& cluster, const std::string& role);
+// The key of a role's leader (an Election's): RoleKey + "/leader".
+std::string LeaderKey(const std::string& cluster, const std::string& role);
 
 class Publisher {
  public:

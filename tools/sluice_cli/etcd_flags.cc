@@ -103,7 +103,7 @@ std::string Field(const std::string& value, int field) {
 }  // namespace
 
 std::string LeaderKey(const EtcdOptions& o, const std::string& role) {
-  return discovery::RoleKey(o.cluster, role) + "/leader";
+  return discovery::LeaderKey(o.cluster, role);
 }
 
 bool ResolveLeader(const char* who, discovery::EtcdClient* etcd, const EtcdOptions& o,

@@ -1,6 +1,8 @@
 // A throwaway PKI for TLS tests: a CA, a certificate it signs for
-// 127.0.0.1 (used by servers and clients alike), and an unrelated CA,
-// made with the `openssl` command in `dir`.
+// 127.0.0.1 (used by servers and clients alike; named by its subject
+// alternative name only, without a common name, which etcd's gateway
+// refuses from clients once its auth is on), and an unrelated CA, made
+// with the `openssl` command in `dir`.
 #ifndef SLUICE_COMMON_TESTING_TEST_PKI_H_
 #define SLUICE_COMMON_TESTING_TEST_PKI_H_
 
@@ -25,7 +27,7 @@ inline Pki MakePki(const std::string& dir) {
       " -keyout other.key -out other.pem -days 1 -subj /CN=another-ca 2>/dev/null && "
       "openssl req" +
       ec +
-      " -keyout node.key -out node.csr -subj /CN=127.0.0.1 2>/dev/null && "
+      " -keyout node.key -out node.csr -subj /O=sluice-test 2>/dev/null && "
       "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && "
       "openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.pem "
       "-days 1 -extfile san.ext 2>/dev/null";
