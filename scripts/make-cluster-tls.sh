@@ -15,7 +15,9 @@ umask 077
 ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
 openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.crt -days "$days" \
   -subj /CN=sluice-cluster-ca 2>/dev/null
-openssl req "${ec[@]}" -keyout tls.key -out tls.csr -subj /CN=sluice 2>/dev/null
+# Named by its subject alternative names only: etcd's gateway refuses a
+# client certificate with a common name once etcd's auth is on.
+openssl req "${ec[@]}" -keyout tls.key -out tls.csr -subj /O=sluice 2>/dev/null
 printf 'subjectAltName=DNS:sluice,DNS:sluice-etcd,DNS:*.sluice-etcd-peers\nextendedKeyUsage=serverAuth,clientAuth\n' > tls.ext
 openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out tls.crt \
   -days "$days" -extfile tls.ext 2>/dev/null

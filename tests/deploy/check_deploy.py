@@ -83,6 +83,10 @@ def check_etcd_client(where, role, settings):
     for key in ("etcd-ca", "etcd-cert", "etcd-key"):
         if key not in settings:
             fail(where, f"{role}: etcd without {key} (etcd requires client certificates)")
+    for key in ("etcd-user", "etcd-password-file"):
+        if key not in settings:
+            fail(where, f"{role}: etcd without {key} (each role is its own etcd user: "
+                        "sluice etcd-auth)")
 
 
 def check_config(binary, where, text):
@@ -141,6 +145,18 @@ def check_kubernetes(binary, base):
             fail(f, "not listed in kustomization.yaml")
     paths = served_paths(binary)
     workloads = {}
+    # etcd's auth: a Job runs `sluice etcd-auth` against the etcd shipped.
+    jobs = [c for f, d in docs if d["kind"] == "Job"
+            for c in d["spec"]["template"]["spec"]["containers"]]
+    auth_jobs = [c for c in jobs if c["image"] == "sluice" and c["args"][:1] == ["etcd-auth"]]
+    for c in auth_jobs:
+        known = role_flags(binary, "etcd-auth")
+        for a in c["args"][1:]:
+            if str(a).startswith("--") and a not in known:
+                fail("etcd.yaml", f"etcd-auth has no flag {a} (sluice etcd-auth --help)")
+    if any(d["kind"] == "StatefulSet" and d["metadata"]["name"] == "sluice-etcd"
+           for f, d in docs) and not auth_jobs:
+        fail("etcd.yaml", "etcd's auth is never turned on (no Job runs sluice etcd-auth)")
     for f, d in docs:
         if d["kind"] == "ConfigMap":
             for name, text in d["data"].items():

@@ -25,6 +25,8 @@ void AddServeCommands(CLI::App& app, std::vector<Command>* out);
 void AddEvalCommand(CLI::App& app, std::vector<Command>* out);
 // api-key hash: an API key's hashed entry for a keys file (api_key_cmd.cc).
 void AddApiKeyCommand(CLI::App& app, std::vector<Command>* out);
+// etcd-auth: etcd users per role for a cluster (etcd_auth_cmd.cc).
+void AddEtcdAuthCommand(CLI::App& app, std::vector<Command>* out);
 // token derive: a role credential from the cluster token (token_cmd.cc).
 void AddTokenCommand(CLI::App& app, std::vector<Command>* out);
 // wait URL (wait_cmd.cc).

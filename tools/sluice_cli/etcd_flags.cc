@@ -46,21 +46,25 @@ void AddEtcdFlags(CLI::App* cmd, EtcdOptions* o) {
       ->envname("SLUICE_ETCD_PASSWORD_FILE");
 }
 
+Result<std::string> ReadEtcdPassword(const std::string& flag, const std::string& path) {
+  SLUICE_RETURN_IF_ERROR(CheckSecretFile(flag, path));
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) {
+    return InvalidArgumentError(flag + " " + path + ": cannot read it");
+  }
+  const std::size_t end = text.find_last_not_of(" \t\r\n");
+  std::string password = end == std::string::npos ? "" : text.substr(0, end + 1);
+  if (password.empty() || password.size() > 4096) {
+    return InvalidArgumentError(flag + " " + path + ": the password must be 1..4096 bytes");
+  }
+  return password;
+}
+
 Result<discovery::EtcdSecurity> EtcdSecurityOf(const EtcdOptions& o) {
   discovery::EtcdSecurity s{o.ca_file, o.cert_file, o.key_file, o.user, ""};
   if (!o.password_file.empty()) {
-    SLUICE_RETURN_IF_ERROR(CheckSecretFile("--etcd-password-file", o.password_file));
-    std::ifstream in(o.password_file);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!in.good() && !in.eof()) {
-      return InvalidArgumentError("--etcd-password-file " + o.password_file + ": cannot read it");
-    }
-    const std::size_t end = text.find_last_not_of(" \t\r\n");
-    s.password = end == std::string::npos ? "" : text.substr(0, end + 1);
-    if (s.password.empty() || s.password.size() > 4096) {
-      return InvalidArgumentError("--etcd-password-file " + o.password_file +
-                                  ": the password must be 1..4096 bytes");
-    }
+    SLUICE_ASSIGN_OR_RETURN(s.password, ReadEtcdPassword("--etcd-password-file", o.password_file));
   }
   return s;
 }

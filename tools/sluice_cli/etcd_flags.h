@@ -30,6 +30,10 @@ struct EtcdOptions {
 // --etcd-key, --etcd-user and --etcd-password-file on `cmd`.
 void AddEtcdFlags(CLI::App* cmd, EtcdOptions* o);
 
+// The password in the file at `path` (its owner's only; trimmed; 1..4096
+// bytes). Errors: kInvalidArgument naming `flag` and the file.
+Result<std::string> ReadEtcdPassword(const std::string& flag, const std::string& path);
+
 // The TLS files and credentials of `o` for discovery::EtcdClient: the
 // password read from its file (its owner's only; trimmed). Errors:
 // kInvalidArgument naming the flag or file.

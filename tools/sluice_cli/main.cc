@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   sluice::cli::AddWaitCommand(app, &commands);
   sluice::cli::AddApiKeyCommand(app, &commands);
   sluice::cli::AddTokenCommand(app, &commands);
+  sluice::cli::AddEtcdAuthCommand(app, &commands);
   sluice::cli::AddEvalCommand(app, &commands);
   sluice::cli::AddSimCommand(app, &commands);
   sluice::cli::AddBenchCommands(*bench, &commands);
