@@ -156,8 +156,8 @@ TEST_F(CacheTest, EntriesSurviveAMasterRestartWithTheirClass) {
   const Cache::Compute compute = Counting(&computed, "embedding");
   ASSERT_TRUE(c->Ensure(key, compute).ok());
   // Nodes learn of commits as they happen (the master answers a held
-  // heartbeat), well within this.
-  std::this_thread::sleep_for(100ms);
+  // heartbeat): once they acknowledged every change, a restart loses none.
+  ASSERT_TRUE(NodesKnowEveryChange());
   master_->Kill();
   StartMaster(master_ep_);
   ASSERT_EQ(master_->Word(2), master_ep_) << master_->banner();

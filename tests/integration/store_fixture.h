@@ -110,6 +110,20 @@ class StoreTest : public ::testing::Test {
     return false;
   }
 
+  // True once `n` calls are parked at the master waiting for a key to be
+  // put (WaitFor, gets with a wait), within 10 s: a producer put after it
+  // comes after the waiter for sure.
+  bool WaitersParked(int n) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (MetricValue(master_->Word(3), "sluice_store_waiters") == n) {
+        return true;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return false;
+  }
+
   // True once `key` no longer exists (bounded wait).
   static bool EventuallyGone(StoreClient& c, const std::string& key) {
     const auto deadline = std::chrono::steady_clock::now() + 5s;

@@ -20,6 +20,7 @@
 #include "sluice/store/client.h"
 
 #include "child_process.h"
+#include "common/testing/eventually.h"
 #include "store/node/disk_index.h"
 #include "store_fixture.h"
 #include "transfer/testing/engine_pair.h"
@@ -114,7 +115,7 @@ TEST_F(StoreTest, TtlExpiresAndWaitForSeesLateProducers) {
   EXPECT_EQ(client_->WaitFor("never", 200ms).code(), StatusCode::kDeadlineExceeded);
   std::atomic<bool> woke{false};
   std::thread consumer([&] { woke = client_->WaitFor("late", 10s).ok(); });
-  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(WaitersParked(1)) << "the consumer never waited at the master";
   EXPECT_FALSE(woke.load());
   ASSERT_TRUE(client_->Put("late", std::as_bytes(std::span("z", 1))).ok());
   consumer.join();
@@ -157,7 +158,7 @@ TEST_F(StoreTest, VectoredGetCanWaitForTheProducerInOneCall) {
   EXPECT_EQ(client_->GetIntoRuns("vec", in, 100ms).status().code(), StatusCode::kDeadlineExceeded);
   Result<ObjectMeta> got = InternalError("not run");
   std::thread reader([&] { got = client_->GetIntoRuns("vec", in, 10s); });
-  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(WaitersParked(1)) << "the reader never waited at the master";
   ASSERT_TRUE(client_->PutFromRuns("vec", out).ok());
   reader.join();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -235,7 +236,28 @@ TEST_F(StoreTest, KilledNodeLosesOnlyItsObjects) {
     std::lock_guard<std::mutex> lock(seen->first);
     seen->second.push_back(e);
   });
-  std::this_thread::sleep_for(100ms);  // Let the watch stream open.
+  // The watch stream is open once it delivers an event: probes consumed
+  // one after another (events are at most once) until one arrives.
+  PutOptions once;
+  once.policy = LeasePolicy::DeleteOnConsume(1);
+  bool open = false;
+  for (int i = 0; i < 200 && !open; ++i) {
+    const std::string probe = "probe/" + std::to_string(i);
+    ASSERT_TRUE(client_->Put(probe, std::as_bytes(std::span("p", 1)), once).ok());
+    ASSERT_TRUE(client_->Get(probe).ok());
+    open = internal::Eventually(
+        [&] {
+          std::lock_guard<std::mutex> lock(mu);
+          for (const StoreEvent& e : events) {
+            if (e.kind == StoreEventKind::kConsumed && e.key.rfind("probe/", 0) == 0) {
+              return true;
+            }
+          }
+          return false;
+        },
+        50ms);
+  }
+  ASSERT_TRUE(open) << "the watch stream never delivered an event";
   PutOptions on0, on1;
   on0.preferred_node = "node0";
   on1.preferred_node = "node1";

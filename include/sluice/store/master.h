@@ -102,6 +102,8 @@ struct MasterMetrics {
   // Directory changes sent to store nodes and not yet acknowledged (a
   // master crash now would lose them without durable commits).
   std::uint64_t unacked_changes = 0;
+  // Calls waiting for a key to be put (WaitFor, gets with a wait).
+  std::uint64_t waiters = 0;
   std::map<std::string, CacheClassMetrics> cache_classes;
 };
 

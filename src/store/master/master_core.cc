@@ -81,7 +81,11 @@ MasterMetrics MasterCore::Metrics() {
                   s.objects_cached,
                   s.soft_pins,
                   s.unacked_changes,
+                  0,
                   {}};
+  for (const auto& [key, ws] : waiters_) {
+    m.waiters += ws.size();
+  }
   for (const auto& [c, cs] : s.cache_classes) {
     m.cache_classes[c] = {cs.objects, cs.bytes, cs.budget_bytes, cs.evictions};
   }

@@ -524,6 +524,8 @@ class MasterServerImpl final : public pb::Master::CallbackService {
           m.soft_pins);
     gauge("sluice_store_unacked_changes",
           "Directory changes store nodes have not acknowledged yet.", "gauge", m.unacked_changes);
+    gauge("sluice_store_waiters", "Calls waiting for a key to be put (WaitFor, gets with a wait).",
+          "gauge", m.waiters);
     const std::pair<const char*, std::uint64_t CacheClassMetrics::*> per_class[] = {
         {"sluice_store_cache_objects", &CacheClassMetrics::objects},
         {"sluice_store_cache_bytes", &CacheClassMetrics::bytes},
