@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "sluice/runtime/model_profiles.h"
+
 #include "child_process.h"
 #include "metrics_text.h"
 
@@ -77,16 +79,30 @@ TEST(ClusterTest, EveryRoleAsItsOwnProcessServesAnImageRequest) {
                                          stage + "\",transport=\"" + transport + "\",direction=\"" +
                                          direction + "\"}");
   };
+  // The profile's payloads, bf16: the condition E -> D, the latent D -> V.
+  Result<ModelProfile> profile = FindModelProfile("flux-1024");
+  ASSERT_TRUE(profile.ok());
+  const auto bf16_bytes = [](const std::vector<std::int64_t>& shape) {
+    double n = 2;
+    for (std::int64_t d : shape) {
+      n *= static_cast<double>(d);
+    }
+    return n;
+  };
+  const double condition = bf16_bytes(profile->condition_shape);
+  const double latent = bf16_bytes(profile->latent_shape);
   // Each worker's next heartbeat brings its counters (every 200 ms).
-  for (int i = 0;
-       i < 50 && (bytes("encode", "shm", "write") <= 0 || bytes("denoise", "shm", "read") <= 0 ||
-                  bytes("decode", "shm", "read") <= 0);
+  for (int i = 0; i < 50 && (bytes("encode", "shm", "write") < condition ||
+                             bytes("denoise", "shm", "read") < condition ||
+                             bytes("denoise", "shm", "write") < latent ||
+                             bytes("decode", "shm", "read") < latent);
        ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_GT(bytes("encode", "shm", "write"), 0);
-  EXPECT_GT(bytes("denoise", "shm", "read"), 0);
-  EXPECT_GT(bytes("decode", "shm", "read"), 0);
+  EXPECT_EQ(bytes("encode", "shm", "write"), condition);
+  EXPECT_EQ(bytes("denoise", "shm", "read"), condition);
+  EXPECT_EQ(bytes("denoise", "shm", "write"), latent);
+  EXPECT_EQ(bytes("decode", "shm", "read"), latent);
   EXPECT_EQ(bytes("decode", "tcp", "read"), 0);
 }
 
