@@ -334,6 +334,11 @@ TEST_F(ClusterSecurityTest, ARoleCredentialOpensItsRolesCallsOnlyAndServersNeedT
   EXPECT_NE(out.find("it is not overwritten"), std::string::npos) << out;
   Derive("admin", dir_ + "/admin.cred", &status, &out);
   EXPECT_NE(out.find("unknown role \"admin\""), std::string::npos) << out;
+  out = CommandOutput("env -u SLUICE_CLUSTER_TOKEN_FILE " + std::string(SLUICE_BIN) +
+                          " token derive --role node --out " + dir_ + "/tokenless.cred 2>&1",
+                      &status);
+  EXPECT_EQ(WEXITSTATUS(status), 2) << out;
+  EXPECT_NE(out.find("give --cluster-token"), std::string::npos) << out;
 
   // The master and the orchestrator check every role's calls: they need
   // the token itself.

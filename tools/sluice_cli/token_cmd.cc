@@ -32,6 +32,11 @@ int RunDerive(const DeriveFlags& f) {
     std::cerr << "sluice token derive: " << s.status().message() << "\n";
     return 2;
   }
+  if (s->token.empty()) {
+    std::cerr << "sluice token derive: give --cluster-token FILE (or SLUICE_CLUSTER_TOKEN_FILE): "
+                 "the credential derives from the token\n";
+    return 2;
+  }
   Result<std::string> text = RoleCredentialText(s->token, f.role);
   if (!text.ok()) {
     std::cerr << "sluice token derive: --role: " << text.status().message() << "\n";
