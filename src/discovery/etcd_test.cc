@@ -98,7 +98,8 @@ TEST_F(EtcdTest, APublisherKeepsItsEntriesAndPutsThemBackWhenItsLeaseIsLost) {
   {
     auto p = Publisher::Start(etcd_.get(), {{"/sluice/c/node/a", "10.0.0.2:7300"}}, 2s);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
-    std::this_thread::sleep_for(3s);
+    // Four renewals, every ttl/3: the lease outlived its ttl.
+    EXPECT_TRUE(internal::Eventually([&] { return (*p)->renewed() >= 4; }, 10s));
     EXPECT_EQ(Value("/sluice/c/node/a"), "10.0.0.2:7300") << "renewed past its ttl";
     // The lease lost (as when it expired with etcd out of reach).
     ASSERT_TRUE(etcd_->Revoke((*etcd_->Get("/sluice/c/node/a"))->lease).ok());
@@ -116,13 +117,19 @@ TEST_F(EtcdTest, OneCampaignerLeadsAndAnotherTakesOverWhenItResigns) {
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   std::atomic<bool> b_leads{false};
   std::unique_ptr<Election> b;
+  // A campaign asks `stop` before each attempt: its third question means
+  // two attempts were made and lost.
+  std::atomic<int> b_asked{0};
   std::thread campaign([&] {
-    auto e = Election::Campaign(etcd_.get(), "/sluice/c/master", "b:7000", 2s, 100ms, never);
+    auto e = Election::Campaign(etcd_.get(), "/sluice/c/master", "b:7000", 2s, 100ms, [&] {
+      b_asked.fetch_add(1);
+      return false;
+    });
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     b = std::move(*e);
     b_leads = true;
   });
-  std::this_thread::sleep_for(1s);
+  EXPECT_TRUE(internal::Eventually([&] { return b_asked.load() >= 3; }, 10s));
   EXPECT_FALSE(b_leads) << "a leads";
   EXPECT_EQ(Value("/sluice/c/master"), "a:7000");
   a->reset();  // a resigns (or dies: then its lease expires within 2 s).

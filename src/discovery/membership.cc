@@ -55,6 +55,9 @@ void Publisher::Run() {
   while (!cv_.WaitFor(lock, period, [this]() SLUICE_REQUIRES(mu_) { return stop_; })) {
     mu_.Unlock();
     Status s = etcd_->KeepAlive(lease_.load());
+    if (s.ok()) {
+      ++renewed_;
+    }
     if (s.code() == StatusCode::kNotFound) {
       // The lease is gone (it expired while etcd was out of reach): the
       // entries went with it. Publish them again.

@@ -41,6 +41,8 @@ class Publisher {
 
   // Times the entries were put again under a new lease.
   int republished() const { return republished_.load(); }
+  // Times etcd renewed the lease (every ttl/3).
+  int renewed() const { return renewed_.load(); }
 
  private:
   Publisher(EtcdClient* etcd, std::vector<std::pair<std::string, std::string>> entries,
@@ -53,6 +55,7 @@ class Publisher {
   const std::chrono::seconds ttl_;
   std::atomic<std::int64_t> lease_{0};
   std::atomic<int> republished_{0};
+  std::atomic<int> renewed_{0};
   Mutex mu_;
   CondVar cv_;
   bool stop_ SLUICE_GUARDED_BY(mu_) = false;

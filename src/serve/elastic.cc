@@ -94,6 +94,7 @@ void ElasticPools::Step(bool decide) {
       RemoveOne(r.stage);
     }
   }
+  decisions_.fetch_add(1, std::memory_order_release);
 }
 
 void ElasticPools::RemoveOne(const std::string& stage) {

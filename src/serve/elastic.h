@@ -9,6 +9,8 @@
 #ifndef SLUICE_SERVE_ELASTIC_H_
 #define SLUICE_SERVE_ELASTIC_H_
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +34,10 @@ class ElasticPools {
   ElasticPools(const ElasticPools&) = delete;
   ElasticPools& operator=(const ElasticPools&) = delete;
 
+  // Decisions made and applied so far (one a second; a removal's drain
+  // may still run).
+  std::uint64_t decisions() const { return decisions_.load(std::memory_order_acquire); }
+
  private:
   void Loop();
   // One sample of the pools' load (every 100 ms); with `decide`, a
@@ -46,6 +52,7 @@ class ElasticPools {
   CondVar cv_;
   bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
   std::vector<std::thread> drains_ SLUICE_GUARDED_BY(mu_);
+  std::atomic<std::uint64_t> decisions_{0};
   std::thread loop_;
 };
 

@@ -341,4 +341,8 @@ std::vector<PoolRecommendation> EmbeddedCluster::recommendations() const {
   return impl_->orchestrator->Recommendations();
 }
 
+std::uint64_t EmbeddedCluster::elastic_decisions() const {
+  return impl_->elastic != nullptr ? impl_->elastic->decisions() : 0;
+}
+
 }  // namespace sluice

@@ -209,8 +209,18 @@ TEST(SimulatorTest, EveryModelProfileIsABuiltinModelWithItsTimingsAndSizes) {
     EXPECT_EQ(m->stages[1].steps, p.steps);
     EXPECT_DOUBLE_EQ(m->stages[2].service.mean_s, p.decode_s);
     EXPECT_EQ(m->stages[2].first_output_fraction, ::sluice::kFirstOutputShare);
-    EXPECT_GT(m->stages[0].output_bytes, 0u);
-    EXPECT_GT(m->stages[1].output_bytes, 0u);
+    // The payloads each stage hands on: the condition and the latent in
+    // bf16, the encoded output.
+    const auto bf16 = [](const std::vector<std::int64_t>& shape) {
+      std::uint64_t n = 2;
+      for (std::int64_t d : shape) {
+        n *= static_cast<std::uint64_t>(d);
+      }
+      return n;
+    };
+    EXPECT_EQ(m->stages[0].output_bytes, bf16(p.condition_shape)) << p.name;
+    EXPECT_EQ(m->stages[1].output_bytes, bf16(p.latent_shape)) << p.name;
+    EXPECT_EQ(m->stages[2].output_bytes, p.encoded_bytes()) << p.name;
     const ModelProfile exact = SimProfile(p, 0.01, /*exact=*/true);
     EXPECT_DOUBLE_EQ(exact.stages[1].service.mean_s, p.steps * p.step_s * 0.01);
     EXPECT_EQ(exact.stages[1].service.cv, 0);

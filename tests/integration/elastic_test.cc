@@ -16,6 +16,7 @@
 #include "sluice/serve/embedded.h"
 
 #include "bench/job_timeline.h"
+#include "common/testing/eventually.h"
 #include "tools/sluice_cli/http_client.h"
 
 namespace sluice::testing {
@@ -175,7 +176,9 @@ TEST(ElasticTest, AColocatedDeploymentResizesOnlyItsOnePool) {
   c.autoscale.max_workers = 4;
   auto cluster = EmbeddedCluster::Start(c);
   ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
-  std::this_thread::sleep_for(4s);
+  // Four decisions (two windows' worth) made and applied over the idle
+  // pools: none resized one.
+  EXPECT_TRUE(internal::Eventually([&] { return (*cluster)->elastic_decisions() >= 4; }, 30s));
   EXPECT_EQ((*cluster)->pool_workers("denoise"), 2);
   EXPECT_EQ((*cluster)->pool_workers("encode"), 0);
 }

@@ -119,6 +119,9 @@ class EmbeddedCluster {
   int pool_workers(const std::string& stage) const;
   // The orchestrator's latest pool-size recommendations (per model, stage).
   std::vector<PoolRecommendation> recommendations() const;
+  // With elastic pools: the resize decisions made and applied so far (one
+  // a second); 0 without.
+  std::uint64_t elastic_decisions() const;
   // The elastic loop stops (pools stay as they are); workers stop taking
   // work and finish (or hand back) what they run. Idempotent.
   void Drain(std::chrono::milliseconds timeout = std::chrono::seconds(30));
