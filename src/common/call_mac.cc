@@ -27,6 +27,21 @@ bool IsLowerHex(std::string_view s) {
   return true;
 }
 
+// "<ms>.<nonce>.<mac>" into its parts (views into `value`); false when
+// it has not that shape (the nonce's length included).
+bool SplitProof(std::string_view value, std::string_view* ms, std::string_view* nonce,
+                std::string_view* mac) {
+  const std::size_t dot1 = value.find('.');
+  const std::size_t dot2 = dot1 == std::string_view::npos ? dot1 : value.find('.', dot1 + 1);
+  if (dot2 == std::string_view::npos || dot2 - dot1 - 1 != 2 * kNonceBytes) {
+    return false;
+  }
+  *ms = value.substr(0, dot1);
+  *nonce = value.substr(dot1 + 1, dot2 - dot1 - 1);
+  *mac = value.substr(dot2 + 1);
+  return true;
+}
+
 }  // namespace
 
 std::int64_t UnixMillis() {
@@ -44,12 +59,8 @@ std::string SignCall(std::string_view key, std::string_view method, std::int64_t
 }
 
 std::string_view ProofNonce(std::string_view value) {
-  const std::size_t dot1 = value.find('.');
-  const std::size_t dot2 = dot1 == std::string_view::npos ? dot1 : value.find('.', dot1 + 1);
-  if (dot2 == std::string_view::npos || dot2 - dot1 - 1 != 2 * kNonceBytes) {
-    return {};
-  }
-  return value.substr(dot1 + 1, 2 * kNonceBytes);
+  std::string_view ms, nonce, mac;
+  return SplitProof(value, &ms, &nonce, &mac) ? nonce : std::string_view();
 }
 
 CallVerifier::CallVerifier(std::string key, std::chrono::milliseconds window,
@@ -61,18 +72,14 @@ CallVerifier::CallVerifier(std::string key, std::chrono::milliseconds window,
 
 Status CallVerifier::Verify(std::string_view method, std::string_view value,
                             std::int64_t now_unix_ms) {
-  const std::size_t dot1 = value.find('.');
-  const std::size_t dot2 = dot1 == std::string_view::npos ? dot1 : value.find('.', dot1 + 1);
-  if (dot2 == std::string_view::npos) {
+  std::string_view ms, nonce, mac;
+  if (!SplitProof(value, &ms, &nonce, &mac)) {
     return UnauthenticatedError("a malformed call proof");
   }
-  const std::string_view ms = value.substr(0, dot1);
-  const std::string_view nonce = value.substr(dot1 + 1, dot2 - dot1 - 1);
-  const std::string_view mac = value.substr(dot2 + 1);
   std::int64_t at = 0;
   const auto [end, ec] = std::from_chars(ms.data(), ms.data() + ms.size(), at);
-  if (ec != std::errc() || end != ms.data() + ms.size() || ms.empty() ||
-      nonce.size() != 2 * kNonceBytes || !IsLowerHex(nonce) || mac.size() != 64) {
+  if (ec != std::errc() || end != ms.data() + ms.size() || ms.empty() || !IsLowerHex(nonce) ||
+      mac.size() != 64) {
     return UnauthenticatedError("a malformed call proof");
   }
   if (!SecureEquals(mac, Mac(key_, method, ms, nonce))) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/call_mac.h"
@@ -117,14 +118,19 @@ struct HeaderKeyCheck {
     return role.empty() ? DeriveKey(token, kGrpcKeyPurpose) : RoleGrpcKey(token, role);
   }
 
-  // The verifier for a call signed as `role` (empty: the cluster key);
-  // null for a role this face does not serve.
-  CallVerifier* VerifierFor(std::string_view role) {
+  // The verifier for a call signed as `role` (empty: the cluster key) and,
+  // for a role, the methods it opens (null: every method); a null verifier
+  // for a role this face does not serve.
+  using Lookup = std::pair<CallVerifier*, const std::set<std::string, std::less<>>*>;
+  Lookup For(std::string_view role) {
     if (role.empty()) {
-      return &cluster;
+      return {&cluster, nullptr};
     }
     const auto it = roles.find(role);
-    return it == roles.end() ? nullptr : &it->second.verifier;
+    if (it == roles.end()) {
+      return {nullptr, nullptr};
+    }
+    return {&it->second.verifier, &it->second.methods};
   }
 
   CallVerifier cluster;  // Calls signed by token holders: every method.
@@ -164,12 +170,12 @@ void ProcessHeaders(void* state, grpc_auth_context* context, const grpc_metadata
   }
   std::string why = "no cluster credential";
   grpc_status_code code = GRPC_STATUS_UNAUTHENTICATED;
-  CallVerifier* verifier = check.VerifierFor(role);
+  const auto [verifier, methods] = check.For(role);
   if (verifier == nullptr) {
     why = "a call as role \"" + std::string(role.substr(0, 16)) + "\", which this face serves not";
   } else if (!proof.empty()) {
     const Status s = verifier->Verify(path, proof, UnixMillis());
-    if (s.ok() && (role.empty() || check.roles.find(role)->second.methods.contains(path))) {
+    if (s.ok() && (methods == nullptr || methods->contains(path))) {
       cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);  // Nothing consumed.
       return;
     }
@@ -264,7 +270,7 @@ grpc::Status CallAuthenticator::Check(const grpc::ServerContextBase& ctx) {
   if (auto it = md.find(kCallRoleMetadataKey); it != md.end()) {
     role = std::string_view(it->second.data(), it->second.size());
   }
-  CallVerifier* verifier = check_->VerifierFor(role);
+  CallVerifier* verifier = check_->For(role).first;
   if (auto it = md.find(kCallMacMetadataKey); it != md.end() && verifier != nullptr) {
     const std::string_view nonce =
         ProofNonce(std::string_view(it->second.data(), it->second.size()));

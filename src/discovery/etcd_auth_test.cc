@@ -5,50 +5,22 @@
 // refused, and the set-up runs again as root.
 #include "discovery/etcd_auth.h"
 
-#include <sys/stat.h>
-
-#include <filesystem>
-
 #include <gtest/gtest.h>
 
-#include "common/testing/test_pki.h"
 #include "discovery/membership.h"
-#include "discovery/testing/etcd_server.h"
+#include "discovery/testing/tls_etcd_test.h"
 
 namespace sluice::discovery {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::EtcdServer;
 
-class EtcdAuthSetUpTest : public ::testing::Test {
+class EtcdAuthSetUpTest : public testing::TlsEtcdTest {
  protected:
-  void SetUp() override {
-    if (!EtcdServer::Available()) {
-      GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server)";
-    }
-    char tmpl[] = "/tmp/sluice-etcd-auth-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    pki_ = sluice::testing::MakePki(dir_);
-    ASSERT_FALSE(pki_.ca.empty()) << "openssl failed";
-    ASSERT_EQ(::chmod(pki_.key.c_str(), 0600), 0);
-    server_ = std::make_unique<EtcdServer>(testing::EtcdServerTls{pki_.ca, pki_.cert, pki_.key},
-                                           As("", ""));
-  }
-  void TearDown() override {
-    server_.reset();
-    if (!dir_.empty()) {
-      std::filesystem::remove_all(dir_);
-    }
-  }
-  EtcdSecurity As(const std::string& user, const std::string& password) const {
-    return {pki_.ca, pki_.cert, pki_.key, user, password};
-  }
   std::unique_ptr<EtcdClient> Client(const std::string& role) {
-    auto c = EtcdClient::Create(
-        {server_->url()}, 2000ms,
-        role.empty() ? As("", "") : As(EtcdUserOf("c", role), "pw-" + role + "-5d3a"));
+    auto c =
+        EtcdClient::Create({server_->url()}, 2000ms,
+                           role.empty() ? As() : As(EtcdUserOf("c", role), "pw-" + role + "-5d3a"));
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(*c) : nullptr;
   }
@@ -59,10 +31,6 @@ class EtcdAuthSetUpTest : public ::testing::Test {
     }
     return out;
   }
-
-  std::string dir_;
-  sluice::testing::Pki pki_;
-  std::unique_ptr<EtcdServer> server_;
 };
 
 TEST_F(EtcdAuthSetUpTest, EachRolesUserTouchesOnlyItsKeys) {

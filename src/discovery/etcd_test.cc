@@ -16,6 +16,7 @@
 #include "discovery/etcd_client.h"
 #include "discovery/membership.h"
 #include "discovery/testing/etcd_server.h"
+#include "discovery/testing/tls_etcd_test.h"
 
 namespace sluice::discovery {
 namespace {
@@ -181,36 +182,13 @@ TEST_F(EtcdTest, ResolveWaitsForTheKey) {
 // CA and a certificate it signed is served; one without a certificate,
 // one trusting another CA and one speaking plaintext are not; TLS settings
 // that cannot work are refused before any call.
-class EtcdTlsTest : public ::testing::Test {
+class EtcdTlsTest : public testing::TlsEtcdTest {
  protected:
-  void SetUp() override {
-    if (!EtcdServer::Available()) {
-      GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server)";
-    }
-    char tmpl[] = "/tmp/sluice-etcd-pki-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    pki_ = sluice::testing::MakePki(dir_);
-    ASSERT_FALSE(pki_.ca.empty()) << "openssl failed";
-    ASSERT_EQ(::chmod(pki_.key.c_str(), 0600), 0);
-    server_ = std::make_unique<EtcdServer>(testing::EtcdServerTls{pki_.ca, pki_.cert, pki_.key},
-                                           Mutual());
-  }
-  void TearDown() override {
-    server_.reset();
-    if (!dir_.empty()) {
-      std::filesystem::remove_all(dir_);
-    }
-  }
-  EtcdSecurity Mutual() const { return {pki_.ca, pki_.cert, pki_.key, "", ""}; }
+  EtcdSecurity Mutual() const { return As(); }
   Status PutWith(const std::string& url, const EtcdSecurity& s) {
     auto c = EtcdClient::Create({url}, 2000ms, s);
     return c.ok() ? (*c)->Put("/tls/k", "v") : c.status();
   }
-
-  std::string dir_;
-  sluice::testing::Pki pki_;
-  std::unique_ptr<EtcdServer> server_;
 };
 
 TEST_F(EtcdTlsTest, AClientNeedsTheCaAndACertificateItSigned) {

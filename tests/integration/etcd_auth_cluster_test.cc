@@ -18,8 +18,7 @@
 #include "child_process.h"
 #include "command_output.h"
 #include "common/testing/eventually.h"
-#include "common/testing/test_pki.h"
-#include "discovery/testing/etcd_server.h"
+#include "discovery/testing/tls_etcd_test.h"
 
 namespace sluice::testing {
 namespace {
@@ -27,21 +26,13 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-class EtcdAuthClusterTest : public ::testing::Test {
+class EtcdAuthClusterTest : public discovery::testing::TlsEtcdTest {
  protected:
   void SetUp() override {
-    if (!discovery::testing::EtcdServer::Available()) {
-      GTEST_SKIP() << "no /usr/bin/etcd (Debian's etcd-server)";
+    TlsEtcdTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) {
+      return;
     }
-    char tmpl[] = "/tmp/sluice-etcd-auth-it-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    pki_ = MakePki(dir_);
-    ASSERT_FALSE(pki_.ca.empty()) << "openssl failed";
-    ASSERT_EQ(::chmod(pki_.key.c_str(), 0600), 0);
-    etcd_ = std::make_unique<discovery::testing::EtcdServer>(
-        discovery::testing::EtcdServerTls{pki_.ca, pki_.cert, pki_.key},
-        discovery::EtcdSecurity{pki_.ca, pki_.cert, pki_.key, "", ""});
     std::filesystem::create_directory(dir_ + "/pw");
     for (const char* user : {"root", "master", "orchestrator", "node", "worker"}) {
       const std::string path = dir_ + "/pw/" + user;
@@ -49,15 +40,9 @@ class EtcdAuthClusterTest : public ::testing::Test {
       ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
     }
   }
-  void TearDown() override {
-    etcd_.reset();
-    if (!dir_.empty()) {
-      std::filesystem::remove_all(dir_);
-    }
-  }
   std::vector<std::string> EtcdTls() const {
-    return {"--etcd",      etcd_->url(), "--etcd-ca",  pki_.ca,
-            "--etcd-cert", pki_.cert,    "--etcd-key", pki_.key};
+    return {"--etcd",      server_->url(), "--etcd-ca",  pki_.ca,
+            "--etcd-cert", pki_.cert,      "--etcd-key", pki_.key};
   }
   // A role as etcd user `user` ("master"...); waits up to `banner_ms` for
   // its READY line; its stderr to `log` when given.
@@ -76,10 +61,6 @@ class EtcdAuthClusterTest : public ::testing::Test {
     }
     return std::make_unique<ChildProcess>(argv, banner_ms, log);
   }
-
-  std::string dir_;
-  Pki pki_;
-  std::unique_ptr<discovery::testing::EtcdServer> etcd_;
 };
 
 TEST_F(EtcdAuthClusterTest, EveryRoleRunsAsItsOwnEtcdUser) {
