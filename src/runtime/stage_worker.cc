@@ -30,8 +30,12 @@ void ProveSession(grpc::ClientContext& ctx, const std::string& secret, std::stri
 
 struct RunState {
   std::uint64_t job_id = 0;
-  std::uint64_t worker_id = 0;  // The registration that received it,
-  std::string session_secret;   // and that registration's secret.
+  // The registration it runs under and that registration's secret: the
+  // one that received it, or a later one of this worker that was assigned
+  // the same job again (an orchestrator restarted on its journal). Written
+  // and read under the worker's mu_ (Impl::RegistrationOf).
+  std::uint64_t worker_id = 0;
+  std::string session_secret;
   std::string stage, model, request_json, input;
   int resume_step = 0;
   std::atomic<bool> stop{false}, checkpoint{false};
@@ -214,6 +218,7 @@ class StageWorkerImpl {
   }
 
   std::uint64_t completed() const { return completed_.load(); }
+  std::uint64_t adopted() const { return adopted_.load(); }
 
   bool WaitRegistered(std::chrono::milliseconds timeout) {
     MutexLock lock(mu_);
@@ -444,6 +449,12 @@ class StageWorkerImpl {
     s->request_json = a.request_json();
     s->input = a.input();
     s->resume_step = static_cast<int>(a.resume_step());
+    if (auto run = running_.find(a.job_id()); !draining_ && run != running_.end() &&
+                                              run->second->worker_id != worker_id &&
+                                              run->second->stage == a.stage()) {
+      Adopt(*run->second, worker_id, secret);
+      return;
+    }
     if (draining_ || running_.count(a.job_id()) != 0) {
       // Refused unrun: a draining worker's refusal is not the job's failed
       // attempt (reported as a yield).
@@ -472,6 +483,32 @@ class StageWorkerImpl {
                               done});
   }
 
+  // `s` still runs under an older registration of this worker, and the
+  // orchestrator this worker registered with again assigned its job to the
+  // new one (it restarted and restored the job from its journal). The run
+  // goes on under the new registration and reports there; nothing is
+  // refused (a refusal would be retried at once on this worker, and fail
+  // the job after its attempts). The new orchestrator's view holds: stops
+  // and checkpoints the old one asked for are dropped, and the first
+  // output, if any, is told again.
+  void Adopt(RunState& s, std::uint64_t worker_id, const std::string& secret) SLUICE_REQUIRES(mu_) {
+    SLUICE_LOG(info, "stage worker {}: job {} still running from registration {} goes on under {}",
+               config_.stage, s.job_id, s.worker_id, worker_id);
+    s.worker_id = worker_id;
+    s.session_secret = secret;
+    s.stop = false;
+    s.checkpoint = false;
+    MutexLock sl(s.mu);
+    s.first_sent = false;
+    ++adopted_;
+  }
+
+  // The registration `s` runs under (it changes when adopted).
+  std::pair<std::uint64_t, std::string> RegistrationOf(const RunState& s) {
+    MutexLock lock(mu_);
+    return {s.worker_id, s.session_secret};
+  }
+
   void Run(const std::shared_ptr<RunState>& s) {
     StageContext ctx(s);
     Result<StageOutput> out = handler_(ctx);
@@ -489,18 +526,19 @@ class StageWorkerImpl {
       } else {
         FlushProgress(*s);  // First output and last step reach the orchestrator before Done.
         pb::DoneRequest d;
-        d.set_worker_id(s->worker_id);
+        CountReport(*s);
+        const auto [id, secret] = RegistrationOf(*s);
+        d.set_worker_id(id);
         d.set_job_id(s->job_id);
         d.set_output(out->output);
         d.set_output_type(out->type);
         for (const auto& k : out->payload_keys) {
           d.add_payload_keys(k);
         }
-        CountReport(*s);
         pb::DoneResponse resp;
         grpc::ClientContext c2;
         c2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-        ProveSession(c2, s->session_secret, worker_method::kDone);
+        ProveSession(c2, secret, worker_method::kDone);
         const grpc::Status st = Stub()->Done(&c2, d, &resp);
         ReportSent();
         if (!st.ok()) {
@@ -524,9 +562,11 @@ class StageWorkerImpl {
   // Sends `s`'s unsent progress and first-output mark in a heartbeat now.
   void FlushProgress(RunState& s) {
     pb::HeartbeatRequest hb;
+    std::string secret;
     {
       MutexLock lock(mu_);
       hb.set_worker_id(s.worker_id);
+      secret = s.session_secret;
       hb.set_draining(draining_);
       hb.set_free_slots(draining_ ? 0u
                                   : static_cast<std::uint32_t>(std::max<int>(
@@ -546,7 +586,7 @@ class StageWorkerImpl {
     pb::HeartbeatResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    ProveSession(ctx, s.session_secret, worker_method::kHeartbeat);
+    ProveSession(ctx, secret, worker_method::kHeartbeat);
     if (Stub()->Heartbeat(&ctx, hb, &resp).ok() && !resp.reregister()) {
       s.Acked(carried);
     }
@@ -572,8 +612,9 @@ class StageWorkerImpl {
   // code: retry elsewhere, fail as the client's error, or fail).
   void ReportFailed(const RunState& s, const Status& why, bool preempted) {
     CountReport(s);
+    const auto [id, secret] = RegistrationOf(s);
     pb::FailedRequest f;
-    f.set_worker_id(s.worker_id);
+    f.set_worker_id(id);
     f.set_job_id(s.job_id);
     f.set_reason(std::string(why.message()));
     f.set_retryable(why.code() == StatusCode::kUnavailable ||
@@ -584,7 +625,7 @@ class StageWorkerImpl {
     pb::FailedResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    ProveSession(ctx, s.session_secret, worker_method::kFailed);
+    ProveSession(ctx, secret, worker_method::kFailed);
     (void)Stub()->Failed(&ctx, f, &resp);
     ReportSent();
   }
@@ -701,6 +742,7 @@ class StageWorkerImpl {
   std::unique_ptr<grpc::ClientContext> stream_ctx_ SLUICE_GUARDED_BY(mu_);
   std::list<Runner> runners_ SLUICE_GUARDED_BY(mu_);
   std::atomic<std::uint64_t> completed_{0};
+  std::atomic<std::uint64_t> adopted_{0};
   std::thread reader_, beater_;
 };
 
@@ -788,6 +830,10 @@ void StageWorker::Drain(std::chrono::milliseconds timeout) {
 }
 std::uint64_t StageWorker::completed() const {
   return impl_->completed();
+}
+
+std::uint64_t StageWorker::adopted() const {
+  return impl_->adopted();
 }
 bool StageWorker::WaitRegistered(std::chrono::milliseconds timeout) {
   return impl_->WaitRegistered(timeout);

@@ -3,8 +3,10 @@
 #include "sluice/runtime/stage_worker.h"
 
 #include <httplib.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -68,10 +70,19 @@ class StageWorkerTest : public ::testing::Test {
 
   // (Re)starts the orchestrator expecting heartbeats every `heartbeat`,
   // losing a worker silent for `worker_timeout`, and the HTTP client.
+  // With `journal`, jobs survive a restart on the same path; `listen` and
+  // `http_listen` (optional) keep the endpoints a restarted one had.
   void StartOrchestrator(std::chrono::milliseconds heartbeat,
-                         std::chrono::milliseconds worker_timeout) {
+                         std::chrono::milliseconds worker_timeout, const std::string& journal = "",
+                         const std::string& listen = "", const std::string& http_listen = "") {
+    http_.reset();
     orch_.reset();
     OrchestratorConfig oc;
+    oc.journal_path = journal;
+    if (!listen.empty()) {
+      oc.listen = listen;
+      oc.http_listen = http_listen;
+    }
     oc.heartbeat_interval = heartbeat;
     oc.worker_timeout = worker_timeout;
     oc.store_master = master_->endpoint();
@@ -473,6 +484,61 @@ TEST_F(StageWorkerTest, AFirstOutputReachesTheOrchestratorWhileTheStageStillRuns
   const auto after = seen - std::chrono::steady_clock::time_point(
                                 std::chrono::steady_clock::duration(first_at_ns.load()));
   EXPECT_LT(after, 500ms) << "the first output waited for a heartbeat";
+}
+
+// An orchestrator that restarts on its journal while a denoise still runs
+// assigns the restored job to that worker again: the run goes on under the
+// worker's new registration and its Done is taken, one run in all. (Before,
+// the worker refused the assignment as a duplicate, the orchestrator gave it
+// straight back to the same worker, and the job failed after three tries.)
+TEST_F(StageWorkerTest, AJobRunningAcrossAnOrchestratorRestartFinishesOnItsOneRun) {
+  const std::string journal =
+      ::testing::TempDir() + "/sluice-sw-journal-" + std::to_string(::getpid()) + ".db";
+  std::remove(journal.c_str());
+  StartOrchestrator(100ms, 1000ms, journal);
+  const std::string grpc_ep = orch_->endpoint(), http_ep = orch_->http_endpoint();
+  auto ce = Connector("encode"), cd = Connector("denoise"), cv = Connector("decode");
+  auto e = Worker("encode", ce.get()), v = Worker("decode", cv.get());
+  std::atomic<int> runs{0};
+  std::atomic<bool> release{false};
+  StageWorkerConfig c;
+  c.orchestrator = grpc_ep;
+  c.stage = "denoise";
+  c.capacity = 2;  // A free slot: the restored job may come back to it.
+  c.heartbeat_interval = 50ms;
+  auto d = StageWorker::Start(c, [&](StageContext& ctx) -> Result<StageOutput> {
+    ++runs;
+    SLUICE_ASSIGN_OR_RETURN(std::vector<float> out, Fetch(*cd, ctx.input()));
+    const auto give_up = std::chrono::steady_clock::now() + 30s;
+    while (!release && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(5ms);  // Held until the test has restarted the orchestrator.
+    }
+    for (int s = 0; s < 4; ++s) {
+      Step(out);
+    }
+    return Publish(*cd, ctx.job_id(), "denoise", out);
+  });
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  const std::string id =
+      Submit("/v1/images/generations", R"({"prompt":"restart","steps":4,"async":true})");
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(Eventually([&] { return runs == 1; }, 20s));
+
+  StartOrchestrator(100ms, 1000ms, journal, grpc_ep, http_ep);
+  // The worker registers again and is given the restored job, which it
+  // still runs.
+  const bool adopted = Eventually(
+      [&] { return (*d)->adopted() == 1 || Finished(PollJob(id, Finished, 0ms, 0ms)); }, 20s);
+  release = true;
+  ASSERT_TRUE(adopted);
+  const json j = PollJob(id, Finished, 20s, 20ms);
+  ASSERT_EQ(j["status"], "succeeded") << j.dump();
+  EXPECT_EQ((*d)->adopted(), 1u);
+  EXPECT_EQ(runs, 1) << "the denoise ran again";
+  auto r = http_->Get("/v1/jobs/" + id + "/content");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, Expected("restart", 4));
+  std::remove(journal.c_str());
 }
 
 }  // namespace

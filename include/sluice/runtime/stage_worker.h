@@ -161,6 +161,11 @@ class StageWorker {
   void Drain(std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // Assignments finished (done or failed) so far.
   std::uint64_t completed() const;
+  // Runs that went on under a newer registration of this worker: the
+  // orchestrator restarted on its journal and assigned a job this worker
+  // still ran to it again (the run reports to the new registration; it is
+  // neither refused nor run twice).
+  std::uint64_t adopted() const;
   // Blocks until the orchestrator has accepted its registration (true) or
   // `timeout` passes (false). While it is unreachable the worker retries
   // with backoff (200 ms doubling to 5 s), logging each failure; a refused
