@@ -12,11 +12,19 @@ noise level uniform in (0, 1], the caption dropped for 10% of samples
 exported. Every line of the loss curve is printed and written to
 --curve (CSV: phase, step, loss). Same seed, same thread count and the
 same torch build: the same weights.
+
+--vae-out FILE also writes the weights after phase 1 (with the random
+generator's state); --vae-from FILE starts from them and skips phase 1
+(same seed and VAE arguments, checked): the weights written are the same
+bytes, so denoiser experiments need not train the VAE again.
+--eval-every N prints held-out scores of the moving average while the
+denoiser trains.
 """
 
 import argparse
 import copy
 import hashlib
+import json
 import math
 import sys
 import time
@@ -65,7 +73,7 @@ def object_mask(imgs: np.ndarray) -> torch.Tensor:
 
 
 def train_vae(model: net.Model, rng, steps: int, batch: int, curve,
-              object_weight: float = 1.0) -> None:
+              object_weight: float = 1.0, noise: float = 0.05) -> None:
     names = [n for n in net.shapes() if n.startswith("vae.")]
     params = [model.w[n] for n in names]
     opt = torch.optim.Adam(params, lr=2e-3)
@@ -76,8 +84,10 @@ def train_vae(model: net.Model, rng, steps: int, batch: int, curve,
         imgs = vae_batch(rng, batch)
         x = to_tensor(imgs)
         z = model.encode(x)
-        # A Gaussian posterior of fixed deviation 0.05 and its KL's mean term.
-        noisy = z + 0.05 * torch.randn_like(z)
+        # A Gaussian posterior of fixed deviation `noise` and its KL's mean
+        # term: the decoder learns to draw the same picture from anywhere
+        # near a latent (a denoiser's small errors stay small).
+        noisy = z + noise * torch.randn_like(z)
         rec = model.decode(noisy)
         mse = torch.mean((rec - x) ** 2)
         if object_weight == 1.0:  # The shipped weights' loss, as it was computed.
@@ -154,7 +164,7 @@ def build_dataset(model: net.Model, rng, images: int, videos: int):
 
 
 def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_every: int,
-                   video_batch: int, curve, ema_decay: float) -> net.Weights:
+                   video_batch: int, curve, ema_decay: float, eval_every: int = 0) -> net.Weights:
     names = [n for n in net.shapes() if n.startswith(("text.", "dit."))]
     params = [model.w[n] for n in names]
     opt = torch.optim.AdamW(params, lr=1.5e-3, weight_decay=0.0, betas=(0.9, 0.99))
@@ -198,6 +208,10 @@ def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_ev
         if step % 50 == 0 or step == steps - 1:
             log(f"denoise step {step} loss {float(loss):.4f} avg {avg:.4f} "
                 f"({time.time() - t0:.0f} s)")
+        if eval_every and step % eval_every == eval_every - 1 and step != steps - 1:
+            # The moving average's held-out scores so far (no training state
+            # is touched: the run's weights do not depend on it).
+            log(f"denoise step {step} heldout: {quick_eval(net.Model(ema), 32, 7, 4.0, 'heldout')}")
     for n in net.shapes():
         if not n.startswith(("text.", "dit.")):
             ema[n].data.copy_(model.w[n].detach())
@@ -226,6 +240,23 @@ def quick_eval(model: net.Model, n: int, seed: int, guidance: float, split: str)
     return {k: float(np.mean([m[k] for m in marks])) for k in marks[0]}
 
 
+def recorded_args(argv) -> str:
+    """The command line the weights record, without the flags that do not
+    change them (--vae-from, --vae-out, --eval-every and their values): a
+    run resumed with --vae-from writes the same bytes as the full one."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        name = a.split("=", 1)[0]
+        if name in ("--vae-from", "--vae-out", "--eval-every"):
+            skip = "=" not in a
+            continue
+        out.append(a)
+    return " ".join(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
@@ -234,6 +265,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--vae-steps", type=int, default=900)
     ap.add_argument("--vae-batch", type=int, default=16)
+    ap.add_argument("--vae-noise", type=float, default=0.05,
+                    help="deviation of the VAE's posterior noise around each latent")
     ap.add_argument("--vae-object-weight", type=float, default=1.0,
                     help="weight of object pixels in the VAE loss (1: the shipped weights)")
     ap.add_argument("--images", type=int, default=8000)
@@ -244,6 +277,13 @@ def main(argv=None) -> int:
     ap.add_argument("--video-batch", type=int, default=8)
     ap.add_argument("--ema", type=float, default=0.998)
     ap.add_argument("--eval", type=int, default=64)
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="score 32 held-out prompts every N denoiser steps (0: at the end only)")
+    ap.add_argument("--vae-out", default="",
+                    help="also write the weights after phase 1 (the VAE and preview map)")
+    ap.add_argument("--vae-from", default="",
+                    help="skip phase 1: its weights from --vae-out of a run with the same seed "
+                         "and VAE arguments (the result is the same as a full run's)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -252,24 +292,48 @@ def main(argv=None) -> int:
     w = net.Weights(net.init_weights(args.seed))
     model = net.Model(w)
     curve = []
-    train_vae(model, rng, args.vae_steps, args.vae_batch, curve, args.vae_object_weight)
-    for p in w.parameters():
-        p.requires_grad_(False)
-    standardize_latents(model, rng, 512)
-    log(f"vae heldout encode->decode: {vae_eval(model, 96, 7)}")
-    log(f"preview fit rms {fit_preview(model, rng, 256):.4f}")
+    vae_args = (f"seed {args.seed} vae-steps {args.vae_steps} vae-batch {args.vae_batch} "
+                f"vae-object-weight {args.vae_object_weight}"
+                + (f" vae-noise {args.vae_noise}" if args.vae_noise != 0.05 else ""))
+    if args.vae_from:
+        tensors, meta = safetensors.load(args.vae_from)
+        if meta.get("vae_args") != vae_args:
+            log(f"--vae-from {args.vae_from}: phase 1 of '{meta.get('vae_args')}', "
+                f"not of '{vae_args}'")
+            return 2
+        for n in net.shapes():
+            if n.startswith(("vae.", "preview.")):
+                w[n].data.copy_(torch.from_numpy(tensors[n]))
+        rng.bit_generator.state = json.loads(meta["rng_state"])
+        for p in w.parameters():
+            p.requires_grad_(False)
+    else:
+        train_vae(model, rng, args.vae_steps, args.vae_batch, curve, args.vae_object_weight,
+                  args.vae_noise)
+        for p in w.parameters():
+            p.requires_grad_(False)
+        standardize_latents(model, rng, 512)
+        log(f"vae heldout encode->decode: {vae_eval(model, 96, 7)}")
+        log(f"preview fit rms {fit_preview(model, rng, 256):.4f}")
+        if args.vae_out:
+            # With the generator's state: phase 2 goes on drawing where
+            # phase 1 stopped, whichever way phase 1 came.
+            safetensors.save(args.vae_out, w.export(),
+                             {"format": net.FORMAT, "version": net.VERSION,
+                              "vocabulary": " ".join(scenes.VOCABULARY), "vae_args": vae_args,
+                              "rng_state": json.dumps(rng.bit_generator.state)})
     t = time.time()
     data = build_dataset(model, rng, args.images, args.videos)
     log(f"dataset: {args.images} images, {args.videos} videos encoded ({time.time() - t:.0f} s)")
     for n in net.shapes():
         w[n].requires_grad_(n.startswith(("text.", "dit.")))
     ema = train_denoiser(model, data, rng, args.steps, args.batch, args.video_every,
-                         args.video_batch, curve, args.ema)
+                         args.video_batch, curve, args.ema, args.eval_every)
     final = net.Model(ema)
     tensors = ema.export()
     meta = {"format": net.FORMAT, "version": net.VERSION,
             "vocabulary": " ".join(scenes.VOCABULARY), "seed": str(args.seed),
-            "train_args": " ".join(sys.argv[1:] if argv is None else argv)}
+            "train_args": recorded_args(sys.argv[1:] if argv is None else argv)}
     safetensors.save(args.out, tensors, meta)
     if args.curve:
         with open(args.curve, "w") as f:
