@@ -249,6 +249,15 @@ class StageWorkerImpl {
     if (config_.models.size() > 64) {
       return InvalidArgumentError("stage worker: models: at most 64");
     }
+    for (const auto& [field, size] :
+         {std::pair<const char*, const std::string&>{"image_size", config_.image_size},
+          {"video_size", config_.video_size}}) {
+      if (!size.empty()) {
+        if (Status s = orchestrator::ParseSize(size).status(); !s.ok()) {
+          return bad(field, s);
+        }
+      }
+    }
     if (config_.condition_encoder.has_value()) {
       if (Status s = cache::Validate(*config_.condition_encoder); !s.ok()) {
         return bad("condition_encoder", s);
@@ -291,6 +300,8 @@ class StageWorkerImpl {
       req.add_labels(l);
     }
     req.set_name(config_.name.empty() ? config_.stage : config_.name);
+    req.set_image_size(config_.image_size);
+    req.set_video_size(config_.video_size);
     req.set_instance(instance_);
     req.set_attempt(++attempts_);
     if (config_.condition_encoder.has_value()) {

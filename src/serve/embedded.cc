@@ -84,6 +84,7 @@ Status EmbeddedClusterImpl::AddWorker(const std::vector<std::string>& stages) {
     wc.stage = colocated ? "denoise" : stage;
     if (config.stages == "reference") {
       wc.models = {std::string(kReferenceModelName)};
+      wc.image_size = wc.video_size = std::string(kReferenceTrainedSize);
     } else if (stage == "encode" && w.conditions != nullptr) {
       wc.models = {config.stages};  // Its declared encoder is this profile's.
     } else {

@@ -13,6 +13,7 @@
 #include "common/call_mac.h"
 #include "metrics_text.h"
 #include "orchestrator/core/worker_session.h"
+#include "orchestrator/service/http_api.h"
 #include "orchestrator_fixture.h"
 #include "service/proto/orchestrator.grpc.pb.h"
 
@@ -255,6 +256,63 @@ TEST_F(OrchestratorTest, AnOldAssignmentStreamEndingLeavesTheNewerOneAttached) {
   EXPECT_EQ(a.kind(), pb::Assignment::RUN);
   new_ctx.TryCancel();
   (void)new_reader->Finish();
+}
+
+// A worker declares the size its model was trained at: a request for that
+// model without a size gets it (it got the front's 256x256 before), one
+// with a size keeps its own, another model keeps the front's default; a
+// malformed declaration is refused naming the field.
+TEST_F(OrchestratorTest, AModelsDeclaredSizeIsWhatItsRequestsWithoutOneGet) {
+  Start();
+  auto stub = pb::Orchestrator::NewStub(
+      grpc::CreateChannel(server_->endpoint(), grpc::InsecureChannelCredentials()));
+  auto declare = [&](const std::string& image, const std::string& video) {
+    pb::RegisterRequest reg;
+    reg.set_stage("encode");
+    reg.set_capacity(1);
+    reg.set_image_size(image);
+    reg.set_video_size(video);
+    pb::RegisterResponse rr;
+    grpc::ClientContext ctx;
+    return stub->Register(&ctx, reg, &rr);
+  };
+  for (const auto& [image, video] : std::vector<std::pair<std::string, std::string>>{
+           {"100x100", ""}, {"128", ""}, {"128x128x1", ""}, {"", "4096x128"}}) {
+    const grpc::Status st = declare(image, video);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << image << " " << video;
+    EXPECT_NE(st.error_message().find(std::string(image.empty() ? "video" : "image") +
+                                      "_size: WIDTHxHEIGHT, each 64..2048"),
+              std::string::npos)
+        << st.error_message();
+  }
+  ASSERT_TRUE(declare("128x96", "160x128").ok());
+
+  // The decode stage answers with the size its request carries.
+  auto echo = [](const json& request) {
+    return std::pair<std::string, std::string>{request.value("size", "?"), "text/plain"};
+  };
+  FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),
+      v(server_->endpoint(), "decode", false, nullptr, {}, {}, echo);
+  auto size_of = [&](const std::string& body) {
+    int status = 0;
+    const json j = Post(body, &status);
+    EXPECT_EQ(status, 200) << j.dump();
+    return status == 200 ? Unbase64(j["data"][0]["b64_json"].get<std::string>()) : "";
+  };
+  EXPECT_EQ(size_of(R"({"prompt":"p"})"), "128x96");
+  EXPECT_EQ(size_of(R"({"prompt":"p","size":"256x192"})"), "256x192");
+
+  orchestrator::HttpOptions o;
+  bool async = false;
+  auto parsed_size = [&](const char* body, const char* kind) {
+    auto r = orchestrator::ParseGenerationRequest(
+        body, kind, o, &async, [](const std::string& m) { return m == "m" ? "64x64" : ""; });
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? json::parse(r->request_json).value("size", "") : "";
+  };
+  EXPECT_EQ(parsed_size(R"({"prompt":"p","model":"m"})", "video"), "64x64");
+  EXPECT_EQ(parsed_size(R"({"prompt":"p","model":"n"})", "video"), "320x192");
+  EXPECT_EQ(parsed_size(R"({"prompt":"p"})", "image"), "256x256");
 }
 
 }  // namespace

@@ -541,5 +541,44 @@ TEST_F(StageWorkerTest, AJobRunningAcrossAnOrchestratorRestartFinishesOnItsOneRu
   std::remove(journal.c_str());
 }
 
+// A worker's declared sizes reach the orchestrator: its requests without
+// a size carry them; a malformed one stops the worker from starting.
+TEST_F(StageWorkerTest, AWorkersDeclaredSizeIsItsModelsDefault) {
+  StageWorkerConfig bad;
+  bad.orchestrator = orch_->endpoint();
+  bad.stage = "encode";
+  bad.image_size = "12x12";
+  auto refused =
+      StageWorker::Start(bad, [](StageContext&) -> Result<StageOutput> { return StageOutput{}; });
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("stage worker: image_size: WIDTHxHEIGHT"),
+            std::string::npos)
+      << refused.status().message();
+
+  std::mutex mu;
+  std::vector<std::string> sizes;
+  auto record = [&](StageContext& ctx) -> Result<StageOutput> {
+    std::lock_guard<std::mutex> lock(mu);
+    sizes.push_back(json::parse(ctx.request_json()).value("size", ""));
+    return StageOutput{"x", "application/octet-stream", {}, false};
+  };
+  std::vector<std::unique_ptr<StageWorker>> workers;
+  for (const char* stage : {"encode", "denoise", "decode"}) {
+    StageWorkerConfig c;
+    c.orchestrator = orch_->endpoint();
+    c.stage = stage;
+    c.image_size = "96x64";
+    auto w = StageWorker::Start(c, record);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_TRUE((*w)->WaitRegistered(10s));
+    workers.push_back(std::move(*w));
+  }
+  auto r = http_->Post("/v1/images/generations", R"({"prompt":"p"})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(sizes, std::vector<std::string>(3, "96x64"));
+}
+
 }  // namespace
 }  // namespace sluice::testing

@@ -432,6 +432,9 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   if (wc.models.empty()) {
     wc.models = {o.profile.empty() ? std::string(kReferenceModelName) : o.profile};
   }
+  if (o.profile.empty()) {  // The reference stages.
+    wc.image_size = wc.video_size = std::string(kReferenceTrainedSize);
+  }
   wc.capacity = o.capacity;
   wc.name = o.stage + "@" + (*conn)->engine().endpoint();
   wc.security = o.security;

@@ -44,6 +44,9 @@ namespace sluice {
 
 // The model the reference stages serve (and `sluice serve`'s default).
 inline constexpr std::string_view kReferenceModelName = "sluice-reference";
+// The size the shipped weights were trained at (images and video frames):
+// its workers declare it, so a request without a size gets it.
+inline constexpr std::string_view kReferenceTrainedSize = "128x128";
 
 struct ReferenceStageOptions {
   int default_steps = 12;  // When the request names none.

@@ -114,6 +114,10 @@ struct StageWorkerConfig {
   int capacity = 1;  // Concurrent assignments, 1..1024.
   std::vector<std::string> labels;
   std::string name;  // For logs.
+  // The sizes its models draw best ("WIDTHxHEIGHT", each 64..2048 and a
+  // multiple of 8; what they were trained at): the orchestrator gives them
+  // to requests for its models without a size. Empty: the front's defaults.
+  std::string image_size, video_size;
   std::chrono::milliseconds heartbeat_interval{200};
   // The lease of its assignments: no progress (a step, KeepAlive) for this
   // long and the orchestrator gives the work to another worker. Set it from

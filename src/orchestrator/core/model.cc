@@ -1,5 +1,6 @@
 #include "orchestrator/core/model.h"
 
+#include <charconv>
 #include <set>
 
 namespace sluice::orchestrator {
@@ -30,6 +31,20 @@ Status ValidateStageName(std::string_view s) {
                                 "': 1..64 of a-z, 0-9, '_', '-', starting with a letter or digit");
   }
   return Status::Ok();
+}
+
+Result<std::pair<int, int>> ParseSize(std::string_view size) {
+  int w = 0, h = 0;
+  const auto x = size.find('x');
+  const char* end = size.data() + size.size();
+  const auto p1 = std::from_chars(size.data(), size.data() + (x == size.npos ? 0 : x), w);
+  const auto p2 = x == size.npos ? std::from_chars_result{nullptr, std::errc::invalid_argument}
+                                 : std::from_chars(size.data() + x + 1, end, h);
+  if (x == size.npos || p1.ec != std::errc() || p1.ptr != size.data() + x || p2.ec != std::errc() ||
+      p2.ptr != end || w < 64 || h < 64 || w > 2048 || h > 2048 || w % 8 != 0 || h % 8 != 0) {
+    return InvalidArgumentError("WIDTHxHEIGHT, each 64..2048 and a multiple of 8");
+  }
+  return std::pair<int, int>{w, h};
 }
 
 Status ValidateModelName(std::string_view m) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sluice/status.h"
@@ -49,6 +50,10 @@ Status ValidateStageName(std::string_view stage);
 // A model name: 1..64 of [A-Za-z0-9._:/-], starting with a letter or digit
 // (Hugging Face style "org/name" and versions like "wan2.1-480p" pass).
 Status ValidateModelName(std::string_view model);
+// A picture size "WIDTHxHEIGHT" (a request's "size", a model's default
+// sizes): (width, height), each 64..2048 and a multiple of 8. Errors:
+// kInvalidArgument saying that.
+Result<std::pair<int, int>> ParseSize(std::string_view size);
 // Name, 1..kMaxStages stages, each name valid and unique.
 Status ValidateModel(const ModelSpec& m);
 

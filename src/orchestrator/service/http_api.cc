@@ -340,7 +340,9 @@ class Mp4Cache {
 void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
                   const ExchangePtr& ex, const Caller& caller) {
   bool async = false;
-  Result<JobRequest> r = ParseGenerationRequest(req.body, "image", o, &async);
+  Result<JobRequest> r = ParseGenerationRequest(
+      req.body, "image", o, &async,
+      [&state](const std::string& m) { return state.DefaultSize(m, false); });
   if (!r.ok()) {
     return ex->Respond(BadRequest(r.status()));
   }
@@ -427,7 +429,9 @@ void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
     form = std::move(*body);
   }
   bool async = true;
-  Result<JobRequest> r = ParseGenerationRequest(form.empty() ? req.body : form, "video", o, &async);
+  Result<JobRequest> r =
+      ParseGenerationRequest(form.empty() ? req.body : form, "video", o, &async,
+                             [&state](const std::string& m) { return state.DefaultSize(m, true); });
   if (!r.ok()) {
     return ex->Respond(BadRequest(r.status()));
   }

@@ -16,6 +16,7 @@
 #define SLUICE_ORCHESTRATOR_SERVICE_HTTP_API_H_
 
 #include <chrono>
+#include <functional>
 
 #include "sluice/orchestrator/server.h"
 
@@ -45,8 +46,12 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
 // and frames filled in) and sets `*async`. Bodies nested deeper than
 // `o.max_json_depth` are refused before a tree is built. Errors:
 // kInvalidArgument naming the field ("body" for the body as a whole).
+// `model_size` (optional): the default size of a model ("" for the
+// default model; "" back: none declared), used when the body has no size.
+using ModelSizeFn = std::function<std::string(const std::string& model)>;
 Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_view kind,
-                                          const HttpOptions& o, bool* async);
+                                          const HttpOptions& o, bool* async,
+                                          const ModelSizeFn& model_size = nullptr);
 
 }  // namespace sluice::orchestrator
 

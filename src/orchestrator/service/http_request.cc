@@ -20,7 +20,8 @@ std::uint64_t SeedBits(const json& j) {
 }
 
 Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_view kind,
-                                          const HttpOptions& o, bool* async) {
+                                          const HttpOptions& o, bool* async,
+                                          const ModelSizeFn& model_size) {
   const bool video = kind == "video";
   const RequestLimits& limits = o.limits;
   SLUICE_ASSIGN_OR_RETURN(json j, http::ParseJsonBody(body, o.max_json_depth));
@@ -109,25 +110,26 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
       (!j["n"].is_number_integer() || j["n"] < 1 || j["n"] > limits.max_images)) {
     return bad("n", "an integer in 1.." + std::to_string(limits.max_images));
   }
-  const std::string default_size = video ? "320x192" : "256x256";
+  // Without a size: the model's own (what its workers declare it was
+  // trained at), else the front's.
+  std::string default_size;
+  if (model_size) {
+    const json& m = j.contains("model") ? j["model"] : json("");
+    default_size = m.is_string() ? model_size(m.get<std::string>()) : std::string();
+  }
+  if (default_size.empty()) {
+    default_size = video ? "320x192" : "256x256";
+  }
   std::string size = j.value("size", json(default_size)).is_string() ? j.value("size", default_size)
                                                                      : std::string();
   if (size.empty()) {
     return bad("size", "a string like \"256x256\"");
   }
-  int w = 0, h = 0;
-  {
-    const auto x = size.find('x');
-    auto p1 = std::from_chars(size.data(), size.data() + (x == std::string::npos ? 0 : x), w);
-    auto p2 = x == std::string::npos
-                  ? std::from_chars_result{nullptr, std::errc::invalid_argument}
-                  : std::from_chars(size.data() + x + 1, size.data() + size.size(), h);
-    if (x == std::string::npos || p1.ec != std::errc() || p2.ec != std::errc() ||
-        p2.ptr != size.data() + size.size() || w < 64 || h < 64 || w > 2048 || h > 2048 ||
-        w % 8 != 0 || h % 8 != 0) {
-      return bad("size", "WIDTHxHEIGHT, each 64..2048 and a multiple of 8");
-    }
+  const Result<std::pair<int, int>> wh = ParseSize(size);
+  if (!wh.ok()) {
+    return bad("size", std::string(wh.status().message()));
   }
+  const auto [w, h] = *wh;
   if (j.contains("response_format") && j["response_format"] != "b64_json" &&
       j["response_format"] != "url") {
     return bad("response_format", "\"b64_json\" or \"url\"");

@@ -284,6 +284,15 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   return id;
 }
 
+std::string OrchestratorState::DefaultSize(const std::string& model, bool video) {
+  MutexLock lock(mu_);
+  auto it = model_sizes_.find(model.empty() ? options_.default_model : model);
+  if (it == model_sizes_.end()) {
+    return "";
+  }
+  return video ? it->second.second : it->second.first;
+}
+
 Result<WorkerId> OrchestratorState::Register(Registration r, std::string* session_secret) {
   SLUICE_RETURN_IF_ERROR(ValidateStageName(r.stage));
   if (r.capacity < 1 || r.capacity > 1024) {
@@ -304,6 +313,13 @@ Result<WorkerId> OrchestratorState::Register(Registration r, std::string* sessio
   }
   if (r.condition_encoder.has_value()) {
     SLUICE_RETURN_IF_ERROR(cache::Validate(*r.condition_encoder).WithContext("condition_encoder"));
+  }
+  for (const auto& [field, size] :
+       {std::pair<const char*, const std::string&>{"image_size", r.image_size},
+        {"video_size", r.video_size}}) {
+    if (!size.empty()) {
+      SLUICE_RETURN_IF_ERROR(ParseSize(size).status().WithContext(field));
+    }
   }
   const TimePoint now = Clock::now();
   MutexLock lock(mu_);
@@ -352,6 +368,11 @@ Result<WorkerId> OrchestratorState::Register(Registration r, std::string* sessio
   WorkerRecord& w = workers_[id];
   if (r.condition_encoder.has_value()) {
     DeclareEncoderLocked(r.models, r.stage, *r.condition_encoder);
+  }
+  for (const std::string& m : r.models) {  // The latest declaration holds.
+    auto& [image, video] = model_sizes_[m];
+    image = r.image_size.empty() ? image : r.image_size;
+    video = r.video_size.empty() ? video : r.video_size;
   }
   w.stage = r.stage;
   w.capacity = r.capacity;

@@ -315,6 +315,10 @@ class OrchestratorState {
   std::vector<ModelView> Models();
   // The model jobs naming none run on.
   const std::string& default_model() const { return options_.default_model; }
+  // The size a request for `model` ("" : the default model) without one
+  // gets: what its latest registered worker declared for images (`video`
+  // false) or videos; "" when none did.
+  std::string DefaultSize(const std::string& model, bool video);
   struct Registration {
     std::vector<std::string> models;  // Empty: the default model.
     std::string stage;
@@ -334,6 +338,9 @@ class OrchestratorState {
     // The worker process's id and this attempt's number (0: none).
     std::uint64_t instance = 0;
     std::uint64_t attempt = 0;
+    // The sizes its models draw best ("WIDTHxHEIGHT", what they were
+    // trained at; empty: none): requests for them without a size get these.
+    std::string image_size, video_size;
   };
   // Errors: kInvalidArgument naming the field (stage, capacity, model,
   // pipeline, or a pipeline that differs from its model's declaration);
@@ -568,6 +575,8 @@ class OrchestratorState {
   std::map<std::string, std::pair<JobId, std::string>> key_owner_
       SLUICE_GUARDED_BY(mu_);  // Store key -> producer.
   std::map<std::string, std::int64_t> model_declared_unix_s_ SLUICE_GUARDED_BY(mu_);
+  // Per model: the default (image, video) sizes its workers declared.
+  std::map<std::string, std::pair<std::string, std::string>> model_sizes_ SLUICE_GUARDED_BY(mu_);
   std::map<std::string, EncoderDecl> encoders_ SLUICE_GUARDED_BY(mu_);  // Per model.
   // Cache counters of workers no longer registered.
   std::map<std::string, cache::CacheStats> retired_caches_ SLUICE_GUARDED_BY(mu_);
