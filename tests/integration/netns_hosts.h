@@ -35,6 +35,7 @@ class NetnsHosts {
           Sh("ip link set " + bridge_ + " up");
     for (int i = 0; ok_ && i < n; ++i) {
       const std::string ns = Ns(i), veth = Veth(i);
+      Sh("ip link del " + veth + " 2>/dev/null || true");  // One an earlier run left behind.
       ok_ = Sh("ip netns add " + ns) &&
             Sh("ip link add " + veth + " type veth peer name eth0 netns " + ns) &&
             Sh("ip link set " + veth + " master " + bridge_ + " up") &&
@@ -46,6 +47,10 @@ class NetnsHosts {
   ~NetnsHosts() {
     processes_.clear();  // Before their namespaces go.
     for (int i = 0; i < hosts_; ++i) {
+      // The veth pair goes now: a namespace's own interfaces go only once
+      // its last process is reaped, and the next hosts of this process
+      // reuse the names.
+      Sh("ip link del " + Veth(i) + " 2>/dev/null");
       Sh("ip netns del " + Ns(i) + " 2>/dev/null");
     }
     Sh("ip link del " + bridge_ + " 2>/dev/null");
