@@ -27,10 +27,10 @@ def test_a_run_resumed_from_its_vae_writes_the_full_runs_bytes(tmp_path):
 
 def test_a_vae_of_other_arguments_is_refused(tmp_path, capsys):
     vae = tmp_path / "vae"
-    assert train.main(["--out", str(tmp_path / "a"), "--vae-out", str(vae)] + TINY) == 0
-    capsys.readouterr()
+    safetensors.save(str(vae), {}, {"vae_args": "seed 20261203 vae-steps 2 vae-batch 16 "
+                                                "vae-object-weight 1.0"})
     assert train.main(["--out", str(tmp_path / "b"), "--vae-from", str(vae),
                        "--vae-object-weight", "10"] + TINY) == 2
-    assert "phase 1 of 'seed 20261203 vae-steps 2 vae-batch 16 vae-object-weight 1.0'" in \
-        capsys.readouterr().out
+    assert "phase 1 of 'seed 20261203 vae-steps 2 vae-batch 16 vae-object-weight 1.0', not of " \
+        "'seed 20261203 vae-steps 2 vae-batch 16 vae-object-weight 10.0'" in capsys.readouterr().out
     assert not (tmp_path / "b").exists()
