@@ -33,7 +33,7 @@ struct RunState {
   // The registration it runs under and that registration's secret: the
   // one that received it, or a later one of this worker that was assigned
   // the same job again (an orchestrator restarted on its journal). Written
-  // and read under the worker's mu_ (Impl::RegistrationOf).
+  // and read under the worker's mu_ (Adopt, CountReport).
   std::uint64_t worker_id = 0;
   std::string session_secret;
   std::string stage, model, request_json, input;
@@ -249,14 +249,9 @@ class StageWorkerImpl {
     if (config_.models.size() > 64) {
       return InvalidArgumentError("stage worker: models: at most 64");
     }
-    for (const auto& [field, size] :
-         {std::pair<const char*, const std::string&>{"image_size", config_.image_size},
-          {"video_size", config_.video_size}}) {
-      if (!size.empty()) {
-        if (Status s = orchestrator::ParseSize(size).status(); !s.ok()) {
-          return bad(field, s);
-        }
-      }
+    if (Status s = orchestrator::ValidateDeclaredSizes(config_.image_size, config_.video_size);
+        !s.ok()) {
+      return InvalidArgumentError("stage worker: " + std::string(s.message()));
     }
     if (config_.condition_encoder.has_value()) {
       if (Status s = cache::Validate(*config_.condition_encoder); !s.ok()) {
@@ -446,6 +441,12 @@ class StageWorkerImpl {
       }
       return;
     }
+    const auto run = running_.find(a.job_id());
+    if (!draining_ && run != running_.end() && run->second->worker_id != worker_id &&
+        run->second->stage == a.stage()) {
+      Adopt(*run->second, worker_id, secret);
+      return;
+    }
     auto s = std::make_shared<RunState>();
     s->beat_now = [this] {
       MutexLock lock(mu_);
@@ -460,13 +461,7 @@ class StageWorkerImpl {
     s->request_json = a.request_json();
     s->input = a.input();
     s->resume_step = static_cast<int>(a.resume_step());
-    if (auto run = running_.find(a.job_id()); !draining_ && run != running_.end() &&
-                                              run->second->worker_id != worker_id &&
-                                              run->second->stage == a.stage()) {
-      Adopt(*run->second, worker_id, secret);
-      return;
-    }
-    if (draining_ || running_.count(a.job_id()) != 0) {
+    if (draining_ || run != running_.end()) {
       // Refused unrun: a draining worker's refusal is not the job's failed
       // attempt (reported as a yield).
       const bool draining = draining_;
@@ -514,12 +509,6 @@ class StageWorkerImpl {
     ++adopted_;
   }
 
-  // The registration `s` runs under (it changes when adopted).
-  std::pair<std::uint64_t, std::string> RegistrationOf(const RunState& s) {
-    MutexLock lock(mu_);
-    return {s.worker_id, s.session_secret};
-  }
-
   void Run(const std::shared_ptr<RunState>& s) {
     StageContext ctx(s);
     Result<StageOutput> out = handler_(ctx);
@@ -537,8 +526,7 @@ class StageWorkerImpl {
       } else {
         FlushProgress(*s);  // First output and last step reach the orchestrator before Done.
         pb::DoneRequest d;
-        CountReport(*s);
-        const auto [id, secret] = RegistrationOf(*s);
+        const auto [id, secret] = CountReport(*s);
         d.set_worker_id(id);
         d.set_job_id(s->job_id);
         d.set_output(out->output);
@@ -605,8 +593,10 @@ class StageWorkerImpl {
 
   // `s` is about to be reported: its slot is free from now on, and later
   // heartbeats say how many reports precede their free-slot count.
+  // Returns the registration (id, session secret) to report under: fixed
+  // from here on, as `s` leaves running_ and can no longer be adopted.
   // Pair with ReportSent once the report's RPC has returned.
-  void CountReport(const RunState& s) {
+  std::pair<std::uint64_t, std::string> CountReport(const RunState& s) {
     MutexLock lock(mu_);
     ++reporting_;
     if (s.worker_id == worker_id_) {
@@ -617,13 +607,13 @@ class StageWorkerImpl {
       running_.erase(it);
     }
     cv_.NotifyAll();
+    return {s.worker_id, s.session_secret};
   }
 
   // Reports `why` with its code and scope (the orchestrator decides on the
   // code: retry elsewhere, fail as the client's error, or fail).
   void ReportFailed(const RunState& s, const Status& why, bool preempted) {
-    CountReport(s);
-    const auto [id, secret] = RegistrationOf(s);
+    const auto [id, secret] = CountReport(s);
     pb::FailedRequest f;
     f.set_worker_id(id);
     f.set_job_id(s.job_id);
