@@ -47,6 +47,16 @@ Result<std::pair<int, int>> ParseSize(std::string_view size) {
   return std::pair<int, int>{w, h};
 }
 
+Status ValidateDeclaredSizes(std::string_view image_size, std::string_view video_size) {
+  if (!image_size.empty()) {
+    SLUICE_RETURN_IF_ERROR(ParseSize(image_size).status().WithContext("image_size"));
+  }
+  if (!video_size.empty()) {
+    SLUICE_RETURN_IF_ERROR(ParseSize(video_size).status().WithContext("video_size"));
+  }
+  return Status::Ok();
+}
+
 Status ValidateModelName(std::string_view m) {
   bool ok = !m.empty() && m.size() <= kMaxNameLength && Alnum(m[0]);
   for (char c : m) {

@@ -54,6 +54,10 @@ Status ValidateModelName(std::string_view model);
 // sizes): (width, height), each 64..2048 and a multiple of 8. Errors:
 // kInvalidArgument saying that.
 Result<std::pair<int, int>> ParseSize(std::string_view size);
+// A worker's declared default sizes (empty: none declared), each as
+// ParseSize takes it. Errors: kInvalidArgument naming the field
+// ("image_size: ..." or "video_size: ...").
+Status ValidateDeclaredSizes(std::string_view image_size, std::string_view video_size);
 // Name, 1..kMaxStages stages, each name valid and unique.
 Status ValidateModel(const ModelSpec& m);
 

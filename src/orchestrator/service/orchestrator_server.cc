@@ -302,8 +302,8 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     r.labels.assign(req->labels().begin(), req->labels().end());
     r.instance = req->instance();
     r.attempt = req->attempt();
-    r.image_size = req->image_size().substr(0, 32);  // Longer is invalid anyway.
-    r.video_size = req->video_size().substr(0, 32);
+    r.image_size = req->image_size();
+    r.video_size = req->video_size();
     // At most a day: a lease is a liveness bound, not a way to pin work.
     r.assignment_timeout = std::chrono::milliseconds(
         std::min<std::uint64_t>(req->assignment_timeout_ms(), 24ull * 3600 * 1000));

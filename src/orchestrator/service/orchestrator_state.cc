@@ -290,7 +290,7 @@ std::string OrchestratorState::DefaultSize(const std::string& model, bool video)
   if (it == model_sizes_.end()) {
     return "";
   }
-  return video ? it->second.second : it->second.first;
+  return video ? it->second.video : it->second.image;
 }
 
 Result<WorkerId> OrchestratorState::Register(Registration r, std::string* session_secret) {
@@ -314,13 +314,7 @@ Result<WorkerId> OrchestratorState::Register(Registration r, std::string* sessio
   if (r.condition_encoder.has_value()) {
     SLUICE_RETURN_IF_ERROR(cache::Validate(*r.condition_encoder).WithContext("condition_encoder"));
   }
-  for (const auto& [field, size] :
-       {std::pair<const char*, const std::string&>{"image_size", r.image_size},
-        {"video_size", r.video_size}}) {
-    if (!size.empty()) {
-      SLUICE_RETURN_IF_ERROR(ParseSize(size).status().WithContext(field));
-    }
-  }
+  SLUICE_RETURN_IF_ERROR(ValidateDeclaredSizes(r.image_size, r.video_size));
   const TimePoint now = Clock::now();
   MutexLock lock(mu_);
   for (const std::string& m : r.models) {
@@ -370,9 +364,9 @@ Result<WorkerId> OrchestratorState::Register(Registration r, std::string* sessio
     DeclareEncoderLocked(r.models, r.stage, *r.condition_encoder);
   }
   for (const std::string& m : r.models) {  // The latest declaration holds.
-    auto& [image, video] = model_sizes_[m];
-    image = r.image_size.empty() ? image : r.image_size;
-    video = r.video_size.empty() ? video : r.video_size;
+    ModelSizes& sizes = model_sizes_[m];
+    sizes.image = r.image_size.empty() ? sizes.image : r.image_size;
+    sizes.video = r.video_size.empty() ? sizes.video : r.video_size;
   }
   w.stage = r.stage;
   w.capacity = r.capacity;

@@ -575,8 +575,11 @@ class OrchestratorState {
   std::map<std::string, std::pair<JobId, std::string>> key_owner_
       SLUICE_GUARDED_BY(mu_);  // Store key -> producer.
   std::map<std::string, std::int64_t> model_declared_unix_s_ SLUICE_GUARDED_BY(mu_);
-  // Per model: the default (image, video) sizes its workers declared.
-  std::map<std::string, std::pair<std::string, std::string>> model_sizes_ SLUICE_GUARDED_BY(mu_);
+  // Per model: the default sizes its workers declared ("": none).
+  struct ModelSizes {
+    std::string image, video;
+  };
+  std::map<std::string, ModelSizes> model_sizes_ SLUICE_GUARDED_BY(mu_);
   std::map<std::string, EncoderDecl> encoders_ SLUICE_GUARDED_BY(mu_);  // Per model.
   // Cache counters of workers no longer registered.
   std::map<std::string, cache::CacheStats> retired_caches_ SLUICE_GUARDED_BY(mu_);
