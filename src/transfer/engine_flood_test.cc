@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -129,15 +130,15 @@ TEST(EngineFloodTest, TenThousandIdleStrangersHoldNothingAndThePeerIsServed) {
   // closes it once it is accepted): count until every stranger past the
   // pending bound is closed (an end of stream or a reset), for at most 5 s.
   const int want_closed = kStrangers - tc.max_pending_handshakes - 16;
+  auto closed_now = [](const UniqueFd& fd) {
+    char b;
+    const ssize_t r = ::recv(fd.get(), &b, 1, MSG_DONTWAIT | MSG_PEEK);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  };
   auto closed_within = [&](std::chrono::seconds limit) {
     const auto by = std::chrono::steady_clock::now() + limit;
     for (;;) {
-      int n = 0;
-      for (const UniqueFd& fd : strangers) {
-        char b;
-        const ssize_t r = ::recv(fd.get(), &b, 1, MSG_DONTWAIT | MSG_PEEK);
-        n += r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ? 1 : 0;
-      }
+      const int n = static_cast<int>(std::count_if(strangers.begin(), strangers.end(), closed_now));
       if (n >= want_closed || std::chrono::steady_clock::now() >= by) {
         return n;
       }
@@ -153,8 +154,7 @@ TEST(EngineFloodTest, TenThousandIdleStrangersHoldNothingAndThePeerIsServed) {
   int poked = 0;
   if (closed < want_closed) {
     for (const UniqueFd& fd : strangers) {
-      char b;
-      if (::recv(fd.get(), &b, 1, MSG_DONTWAIT | MSG_PEEK) < 0 && errno == EAGAIN) {
+      if (!closed_now(fd)) {
         poked += ::send(fd.get(), "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1 ? 1 : 0;
       }
     }
