@@ -10,6 +10,7 @@
 
 #include "sluice/serve/embedded.h"
 
+#include "base64.h"
 #include "embedded_start.h"
 #include "runtime/reference/pipeline.h"
 #include "tools/sluice_cli/http_client.h"
@@ -101,6 +102,37 @@ TEST(ServeTest, TwentyMixedJobsCompleteWithTheSameBytesDisaggregatedAndColocated
   auto r = reference::ParseRequest(body.dump(), 12, 4.0f);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(reference::GenerateAll(*r)->first, disagg[4]);
+}
+
+// The shipped model learned 128x128 scenes and its workers say so: a
+// request without a size gets 128x128, not the front's 256x256 (where it
+// drew objects at twice the scale it knows).
+TEST(ServeTest, ARequestWithoutASizeGetsTheSizeTheModelWasTrainedAt) {
+  EmbeddedConfig c;
+  c.workers = 3;
+  auto cluster = StartEmbedded(c);
+  ASSERT_NE(cluster, nullptr);
+  httplib::Client http("http://" + cluster->http_endpoint());
+  http.set_read_timeout(60, 0);
+  auto r =
+      http.Post("/v1/images/generations",
+                R"({"prompt":"a small red circle on the left on a blue background","steps":2})",
+                "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  // A PNG's IHDR: width and height, big-endian, at bytes 16..23.
+  const std::string png = Unbase64(json::parse(r->body)["data"][0]["b64_json"]);
+  ASSERT_GE(png.size(), 24u);
+  ASSERT_EQ(png.substr(1, 3), "PNG");
+  auto be32 = [&](std::size_t at) {
+    std::uint32_t v = 0;
+    for (std::size_t i = 0; i < 4; ++i) {
+      v = v << 8 | static_cast<unsigned char>(png[at + i]);
+    }
+    return v;
+  };
+  EXPECT_EQ(be32(16), 128u) << "width";
+  EXPECT_EQ(be32(20), 128u) << "height";
 }
 
 // Polls job `id` until `pred(job json)` holds (bounded).
