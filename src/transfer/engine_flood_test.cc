@@ -128,7 +128,7 @@ TEST(EngineFloodTest, TenThousandIdleStrangersHoldNothingAndThePeerIsServed) {
   EXPECT_LE(held, tc.max_pending_handshakes + 16);
   // A completed connect may still sit in the accept backlog (the target
   // closes it once it is accepted): count until every stranger past the
-  // pending bound is closed (an end of stream or a reset), for at most 5 s.
+  // pending bound is closed (an end of stream or a reset), for at most 20 s.
   const int want_closed = kStrangers - tc.max_pending_handshakes - 16;
   auto closed_now = [](const UniqueFd& fd) {
     char b;
@@ -145,23 +145,9 @@ TEST(EngineFloodTest, TenThousandIdleStrangersHoldNothingAndThePeerIsServed) {
       std::this_thread::sleep_for(100ms);
     }
   };
-  int closed = closed_within(5s);
-  // A stranger the kernel dropped from a full accept queue (a SYN cookie:
-  // the stranger believes it connected, the target never heard of it) holds
-  // nothing and hears nothing. A byte from each one still open tells: the
-  // kernel resets one the target never accepted, while one left waiting in
-  // the accept queue (the failure this counts) stays open.
-  int poked = 0;
-  if (closed < want_closed) {
-    for (const UniqueFd& fd : strangers) {
-      if (!closed_now(fd)) {
-        poked += ::send(fd.get(), "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1 ? 1 : 0;
-      }
-    }
-    closed = closed_within(10s);
-  }
-  std::printf("flood: %d strangers, %d closed (%d poked), target holds %d descriptors for them\n",
-              kStrangers, closed, poked, held);
+  const int closed = closed_within(20s);
+  std::printf("flood: %d strangers, %d closed, target holds %d descriptors for them\n", kStrangers,
+              closed, held);
   EXPECT_GE(closed, want_closed);
 
   // After the deadline a new peer proves the secret and is served.
