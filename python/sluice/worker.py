@@ -71,7 +71,8 @@ class StageWorker:
                  tls_ca_file: Optional[str] = None, assignment_timeout: float = 0.0,
                  condition_encoder: Optional["cache.ConditionEncoder"] = None,
                  caches: Sequence["cache.Cache"] = (),
-                 role_credential_file: Optional[str] = None):
+                 role_credential_file: Optional[str] = None,
+                 image_size: str = "", video_size: str = ""):
         """Registers with the orchestrator and serves `handler`.
 
         `assignment_timeout` (seconds): an assignment with no progress
@@ -89,7 +90,11 @@ class StageWorker:
         `cache.cached_input(keys)`): declared at registration, so the
         orchestrator skips this stage for jobs whose conditions are all
         cached. `caches`: `cache.Cache` objects whose counters go to the
-        orchestrator's /metrics with each heartbeat."""
+        orchestrator's /metrics with each heartbeat.
+
+        `image_size` / `video_size` ("WIDTHxHEIGHT", each 64..2048 and a
+        multiple of 8): the sizes its models were trained at; requests for
+        its models without a `size` get them. Empty: the front's defaults."""
         if not callable(handler):
             raise InvalidArgumentError("handler must be callable")
         models = [model] if isinstance(model, str) else list(model or [])
@@ -97,6 +102,9 @@ class StageWorker:
             raise InvalidArgumentError("model must be a string or a list of strings")
         if not isinstance(pipeline, str):
             raise InvalidArgumentError("pipeline must be a string like 'encode,denoise:admission'")
+        for field, value in (("image_size", image_size), ("video_size", video_size)):
+            if not isinstance(value, str):
+                raise InvalidArgumentError(f"{field} must be a string like '128x128'")
 
         def call(ctx):
             out = handler(ctx)
@@ -114,7 +122,7 @@ class StageWorker:
                                     float(assignment_timeout),
                                     None if condition_encoder is None
                                     else condition_encoder._declaration(),
-                                    [c._core for c in caches])
+                                    [c._core for c in caches], image_size, video_size)
 
     @property
     def completed(self) -> int:

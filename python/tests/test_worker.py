@@ -167,6 +167,38 @@ def test_workers_declare_a_model_with_a_stage_of_its_own(orchestrator):
             w.close()
 
 
+def test_a_workers_declared_size_is_what_its_models_requests_get(orchestrator):
+    """Workers declare the size their model was trained at; a request for
+    that model without a `size` gets it, one with a size keeps its own."""
+    grpc, http = orchestrator
+
+    def stage(name):
+        def run(ctx):
+            if name != "decode":
+                return b"-"
+            return StageOutput(output=json.loads(ctx.request_json)["size"].encode(),
+                               content_type="text/plain")
+        return run
+
+    workers = [StageWorker(s, grpc, stage(s), model="py-small", image_size="96x64",
+                           video_size="160x96") for s in ("encode", "denoise", "decode")]
+    assert all(w.wait_registered(10) for w in workers)
+    try:
+        def size_of(body):
+            status, out = post(http, dict(body, model="py-small"))
+            assert status == 200, out
+            return base64.b64decode(out["data"][0]["b64_json"]).decode()
+        assert size_of({"prompt": "a kite"}) == "96x64"
+        assert size_of({"prompt": "a kite", "size": "128x128"}) == "128x128"
+        with pytest.raises(sluice.InvalidArgumentError, match="image_size"):
+            StageWorker("encode", grpc, stage("encode"), model="py-small", image_size="96x60")
+        with pytest.raises(sluice.InvalidArgumentError, match="video_size must be a string"):
+            StageWorker("encode", grpc, stage("encode"), model="py-small", video_size=96)
+    finally:
+        for w in workers:
+            w.close()
+
+
 def test_bad_models_and_pipelines_are_refused_by_name(orchestrator):
     grpc, _ = orchestrator
     handler = lambda ctx: b""  # noqa: E731
