@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -27,10 +28,11 @@ struct Tally {
 };
 
 // Runs jobs [first, first + n) through `j` as the orchestrator would.
-Status RunJobs(orchestrator::JobJournal& j, std::uint64_t first, int n, Tally* t) {
+Status RunJobs(orchestrator::JobJournal& j, std::uint64_t first, int n, std::size_t result_bytes,
+               Tally* t) {
   using namespace orchestrator;
   const std::vector<StageDecl> stages = *ParsePipeline("encode,denoise,decode");
-  const std::string result(64 << 10, 'r');
+  const std::string result(result_bytes, 'r');
   for (int i = 0; i < n; ++i) {
     const JobId id = first + static_cast<JobId>(i);
     JobRequest r;
@@ -76,6 +78,12 @@ Result<JournalBenchResult> RunJournalBench(const JournalBenchOptions& o) {
   if (o.rounds < 1 || o.rounds > 100) {
     return InvalidArgumentError("--rounds must be in 1..100");
   }
+  if (o.threads < 1 || o.threads > 64) {
+    return InvalidArgumentError("--threads must be in 1..64");
+  }
+  if (o.result_bytes > (std::size_t{1} << 20)) {
+    return InvalidArgumentError("--result-bytes must be at most 1 MiB (what etcd keeps)");
+  }
   SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> urls, discovery::ParseEtcdEndpoints(o.etcd));
   SLUICE_ASSIGN_OR_RETURN(auto etcd,
                           discovery::EtcdClient::Create(urls, std::chrono::milliseconds(5000)));
@@ -101,9 +109,42 @@ Result<JournalBenchResult> RunJournalBench(const JournalBenchOptions& o) {
   const int per_round = std::max(1, o.jobs / o.rounds);
   for (int round = 0; st.ok() && round < o.rounds; ++round) {
     const std::uint64_t first = 1 + static_cast<std::uint64_t>(round * per_round);
-    st = RunJobs(**in_sqlite, first, per_round, &sqlite);
+    st = RunJobs(**in_sqlite, first, per_round, o.result_bytes, &sqlite);
     if (st.ok()) {
-      st = RunJobs(*in_etcd, first, per_round, &in_etcd_tally);
+      st = RunJobs(*in_etcd, first, per_round, o.result_bytes, &in_etcd_tally);
+    }
+    if (st.ok()) {  // The queued writes land within the run's time.
+      const auto t0 = BenchClock::now();
+      st = in_etcd->Flush();
+      in_etcd_tally.total_s += std::chrono::duration<double>(BenchClock::now() - t0).count();
+    }
+  }
+  // `threads` submitters at once on the etcd journal, ids after the above.
+  Tally concurrent;
+  double concurrent_s = 0;
+  if (st.ok()) {
+    const int per_thread = std::max(1, o.jobs / o.threads);
+    std::vector<Tally> tallies(static_cast<std::size_t>(o.threads));
+    std::vector<Status> results(static_cast<std::size_t>(o.threads));
+    std::vector<std::thread> threads;
+    const auto t0 = BenchClock::now();
+    for (int t = 0; t < o.threads; ++t) {
+      const std::uint64_t first =
+          1 + static_cast<std::uint64_t>(o.jobs) + static_cast<std::uint64_t>(t) * per_thread;
+      threads.emplace_back([&, t, first] {
+        results[t] = RunJobs(*in_etcd, first, per_thread, o.result_bytes, &tallies[t]);
+      });
+    }
+    for (std::thread& t : threads) {
+      t.join();
+    }
+    st = in_etcd->Flush();
+    concurrent_s = std::chrono::duration<double>(BenchClock::now() - t0).count();
+    for (int t = 0; t < o.threads; ++t) {
+      st = st.ok() ? results[t] : st;
+      concurrent.jobs += tallies[t].jobs;
+      concurrent.submit_us.insert(concurrent.submit_us.end(), tallies[t].submit_us.begin(),
+                                  tallies[t].submit_us.end());
     }
   }
   (void)etcd->Txn({{discovery::EtcdWrite::Kind::kDeletePrefix,
@@ -126,6 +167,8 @@ Result<JournalBenchResult> RunJournalBench(const JournalBenchOptions& o) {
   r.sqlite_submit_p99_us = Percentile(sqlite.submit_us, 0.99);
   r.etcd_submit_p50_us = Percentile(in_etcd_tally.submit_us, 0.5);
   r.etcd_submit_p99_us = Percentile(in_etcd_tally.submit_us, 0.99);
+  r.etcd_concurrent_jobs_per_s = concurrent_s > 0 ? concurrent.jobs / concurrent_s : 0.0;
+  r.etcd_concurrent_submit_p99_us = Percentile(concurrent.submit_us, 0.99);
   return r;
 }
 
@@ -133,6 +176,8 @@ std::string ToJson(const JournalBenchResult& r) {
   nlohmann::json j;
   j["jobs"] = r.options.jobs;
   j["rounds"] = r.options.rounds;
+  j["threads"] = r.options.threads;
+  j["result_bytes"] = r.options.result_bytes;
   j["sqlite_submits_per_s"] = r.sqlite_submits_per_s;
   j["etcd_submits_per_s"] = r.etcd_submits_per_s;
   j["submit_ratio"] =
@@ -144,6 +189,8 @@ std::string ToJson(const JournalBenchResult& r) {
   j["sqlite_submit_p99_us"] = r.sqlite_submit_p99_us;
   j["etcd_submit_p50_us"] = r.etcd_submit_p50_us;
   j["etcd_submit_p99_us"] = r.etcd_submit_p99_us;
+  j["etcd_concurrent_jobs_per_s"] = r.etcd_concurrent_jobs_per_s;
+  j["etcd_concurrent_submit_p99_us"] = r.etcd_concurrent_submit_p99_us;
   return j.dump();
 }
 

@@ -351,6 +351,13 @@ void AddJournal(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_option("--rounds", o->b.rounds, "alternating rounds")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
+  cmd->add_option("--threads", o->b.threads, "concurrent submitters on the etcd journal")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--result-bytes", o->b.result_bytes,
+                  "each job's result, kept in the journal (at most 1 MiB)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20))
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
   out->push_back({cmd, [o] { return Report("journal", bench::RunJournalBench(o->b)); }});
 }

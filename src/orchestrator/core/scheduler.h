@@ -231,6 +231,9 @@ class Scheduler {
   // Actions since the last call, in the order decided.
   std::vector<Action> TakeActions();
   SchedulerStats Stats() const;
+  // Stats().jobs alone: jobs in the system (Submit refuses past
+  // max_queued_jobs).
+  std::size_t JobCount() const { return jobs_.size(); }
   // Stats().pools alone: no walk over the jobs (cheap enough for every
   // tick, e.g. the autoscaler's samples).
   std::vector<PoolStats> PoolsNow() const;

@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <unordered_map>
 
+#include "common/log.h"
 #include "orchestrator/service/journal.h"
 
 namespace sluice::orchestrator {
@@ -16,8 +19,14 @@ using discovery::EtcdWrite;
 using nlohmann::json;
 
 constexpr std::size_t kIdDigits = 20;
-// etcd caps a transaction's operations (--max-txn-ops, 128 by default).
+// etcd caps a transaction's operations (--max-txn-ops, 128 by default)
+// and its size (--max-request-bytes, 1.5 MiB, values in base64): groups are
+// packed up to these (a single larger group goes alone).
 constexpr std::size_t kMaxTxnWrites = 100;
+constexpr std::size_t kMaxTxnBytes = std::size_t{1} << 20;
+// Queued writes that do not wait, at most.
+constexpr std::size_t kMaxQueued = 4096;
+constexpr std::size_t kMaxQueuedBytes = std::size_t{64} << 20;
 
 std::string Dump(const json& j) {
   // Strings come from clients and workers: invalid UTF-8 is replaced.
@@ -52,6 +61,13 @@ std::int64_t Int(const json& j, const char* field) {
   return it != j.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
 }
 
+// Whether `g` deletes a range (Prune, Drop): such a group is committed
+// alone, as etcd refuses a transaction whose range holds a key it writes.
+bool HasRange(const auto& g) {
+  return std::any_of(g.writes.begin(), g.writes.end(),
+                     [](const EtcdWrite& w) { return w.kind == EtcdWrite::Kind::kDeletePrefix; });
+}
+
 }  // namespace
 
 Result<std::unique_ptr<EtcdJournal>> EtcdJournal::Open(discovery::EtcdClient* etcd, Options o) {
@@ -64,7 +80,19 @@ Result<std::unique_ptr<EtcdJournal>> EtcdJournal::Open(discovery::EtcdClient* et
   }
   std::unique_ptr<EtcdJournal> j(new EtcdJournal(etcd, std::move(o)));
   SLUICE_RETURN_IF_ERROR(j->Load());
+  j->writer_ = std::thread([p = j.get()] { p->Run(); });
   return j;
+}
+
+EtcdJournal::~EtcdJournal() {
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+  }
+  cv_.NotifyAll();
+  if (writer_.joinable()) {
+    writer_.join();  // It commits what is queued first.
+  }
 }
 
 std::string EtcdJournal::Key(const char* kind, JobId id) const {
@@ -74,6 +102,7 @@ std::string EtcdJournal::Key(const char* kind, JobId id) const {
 }
 
 Status EtcdJournal::Load() {
+  MutexLock lock(mu_);  // Alone: the writer starts after.
   SLUICE_ASSIGN_OR_RETURN(std::vector<discovery::EtcdKv> jobs,
                           etcd_->GetPrefix(o_.prefix + "job/", /*keys_only=*/true));
   for (const discovery::EtcdKv& kv : jobs) {
@@ -106,6 +135,7 @@ Status EtcdJournal::Load() {
 }
 
 Status EtcdJournal::Write(const std::vector<EtcdWrite>& writes, const std::string& what) {
+  transactions_.fetch_add(1);
   Result<bool> ok = etcd_->Txn(writes, o_.fence_key, o_.fence_lease);
   if (!ok.ok()) {
     return ok.status().WithContext("journal in etcd: " + what);
@@ -115,6 +145,149 @@ Status EtcdJournal::Write(const std::vector<EtcdWrite>& writes, const std::strin
                                    "leads (" + o_.fence_key + " is not held under its lease)");
   }
   return Status::Ok();
+}
+
+Status EtcdJournal::Enqueue(std::vector<EtcdWrite> writes, std::string what, bool wait) {
+  Group g;
+  for (const EtcdWrite& w : writes) {
+    g.bytes += w.key.size() + w.value.size();
+  }
+  g.writes = std::move(writes);
+  g.waited = wait;
+  MutexLock lock(mu_);
+  if (fenced_out_) {
+    return FailedPreconditionError("journal in etcd: " + what + ": this orchestrator no longer " +
+                                   "leads (" + o_.fence_key + " is not held under its lease)");
+  }
+  if (stopping_) {
+    return UnavailableError("journal in etcd: " + what + ": the journal is closing",
+                            FailureScope::kEndpoint);
+  }
+  if (!wait && (queue_.size() >= kMaxQueued || queued_bytes_ + g.bytes > kMaxQueuedBytes)) {
+    return UnavailableError("journal in etcd: " + what + ": " + std::to_string(queue_.size()) +
+                                " writes (" + std::to_string(queued_bytes_) +
+                                " bytes) already wait for etcd",
+                            FailureScope::kEndpoint);
+  }
+  g.what = std::move(what);
+  g.seq = ++enqueued_;
+  const std::uint64_t seq = g.seq;
+  queued_bytes_ += g.bytes;
+  queue_.push_back(std::move(g));
+  cv_.NotifyAll();
+  if (!wait) {
+    return Status::Ok();
+  }
+  cv_.Wait(lock, [&] {
+    mu_.AssertHeld();
+    return done_ >= seq;
+  });
+  auto it = results_.find(seq);
+  Status s = it == results_.end() ? InternalError("journal in etcd: a lost result") : it->second;
+  if (it != results_.end()) {
+    results_.erase(it);
+  }
+  return s;
+}
+
+void EtcdJournal::Run() {
+  std::vector<Group> batch;
+  std::vector<Status> statuses;
+  for (;;) {
+    batch.clear();
+    {
+      MutexLock lock(mu_);
+      cv_.Wait(lock, [&] {
+        mu_.AssertHeld();
+        return stopping_ || !queue_.empty();
+      });
+      if (queue_.empty()) {
+        return;  // Stopping, with nothing left to write.
+      }
+      while (!queue_.empty()) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      queued_bytes_ = 0;
+    }
+    statuses.assign(batch.size(), Status::Ok());
+    for (std::size_t i = 0; i < batch.size();) {
+      std::size_t end = i + 1;
+      std::size_t writes = batch[i].writes.size(), bytes = batch[i].bytes;
+      while (end < batch.size() && !HasRange(batch[i]) && !HasRange(batch[end]) &&
+             writes + batch[end].writes.size() <= kMaxTxnWrites &&
+             bytes + batch[end].bytes <= kMaxTxnBytes) {
+        writes += batch[end].writes.size();
+        bytes += batch[end].bytes;
+        ++end;
+      }
+      Commit(batch, i, end, &statuses);
+      i = end;
+    }
+    MutexLock lock(mu_);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const Status& s = statuses[i];
+      fenced_out_ = fenced_out_ || s.code() == StatusCode::kFailedPrecondition;
+      if (batch[i].waited) {
+        results_[batch[i].seq] = s;
+      } else if (!s.ok()) {
+        SLUICE_LOG(error, "{}", s.ToString());
+        if (unreported_.ok()) {
+          unreported_ = s;
+        }
+      }
+    }
+    done_ = batch.back().seq;
+    cv_.NotifyAll();
+  }
+}
+
+void EtcdJournal::Commit(const std::vector<Group>& batch, std::size_t begin, std::size_t end,
+                         std::vector<Status>* out) {
+  if (end - begin == 1) {
+    (*out)[begin] = Write(batch[begin].writes, batch[begin].what);
+    return;
+  }
+  // etcd refuses a transaction that names a key twice: a later write of a
+  // key replaces the earlier one (in queue order, so the last one stands).
+  std::vector<EtcdWrite> writes;
+  std::unordered_map<std::string_view, std::size_t> at;
+  for (std::size_t i = begin; i < end; ++i) {
+    for (const EtcdWrite& w : batch[i].writes) {
+      auto [it, fresh] = at.try_emplace(w.key, writes.size());
+      if (fresh) {
+        writes.push_back(w);
+      } else {
+        writes[it->second] = w;
+      }
+    }
+  }
+  const Status s = Write(writes, std::to_string(end - begin) + " writes");
+  if (s.ok() || s.code() == StatusCode::kFailedPrecondition) {
+    for (std::size_t i = begin; i < end; ++i) {
+      (*out)[i] = s.ok() ? s
+                         : Status(s.code(), "journal in etcd: " + batch[i].what + ": " +
+                                                "this orchestrator no longer leads");
+    }
+    return;
+  }
+  // One bad group (or a limit etcd counts differently) must not cost the
+  // others: each alone.
+  for (std::size_t i = begin; i < end; ++i) {
+    (*out)[i] = Write(batch[i].writes, batch[i].what);
+  }
+}
+
+Status EtcdJournal::Flush() {
+  MutexLock lock(mu_);
+  const std::uint64_t upto = enqueued_;
+  cv_.Wait(lock, [&] {
+    mu_.AssertHeld();
+    return done_ >= upto;
+  });
+  Status s = unreported_;
+  unreported_ = Status::Ok();
+  return s;
 }
 
 Status EtcdJournal::Add(JobId id, const JobRequest& r, const std::vector<StageDecl>& model_stages) {
@@ -127,8 +300,9 @@ Status EtcdJournal::Add(JobId id, const JobRequest& r, const std::vector<StageDe
   if (r.deadline.has_value()) {
     j["deadline_unix_ms"] = now + r.deadline->count();
   }
-  SLUICE_RETURN_IF_ERROR(
-      Write({{EtcdWrite::Kind::kPut, Key("job", id), Dump(j)}}, "add job " + std::to_string(id)));
+  SLUICE_RETURN_IF_ERROR(Enqueue({{EtcdWrite::Kind::kPut, Key("job", id), Dump(j)}},
+                                 "add job " + std::to_string(id), /*wait=*/true));
+  MutexLock lock(mu_);
   max_id_ = std::max(max_id_, id);
   return Status::Ok();
 }
@@ -139,8 +313,8 @@ Status EtcdJournal::SaveProgress(JobId id, const JobProgress& p) {
   if (p.done.has_value()) {
     j["done"] = *p.done;
   }
-  return Write({{EtcdWrite::Kind::kPut, Key("progress", id), Dump(j) + "\n" + p.output}},
-               "save the progress of job " + std::to_string(id));
+  return Enqueue({{EtcdWrite::Kind::kPut, Key("progress", id), Dump(j) + "\n" + p.output}},
+                 "save the progress of job " + std::to_string(id), /*wait=*/false);
 }
 
 Status EtcdJournal::Finish(JobId id, const JobOutcome& o) {
@@ -157,12 +331,15 @@ Status EtcdJournal::Finish(JobId id, const JobOutcome& o) {
   if (keep_result) {
     writes.push_back({EtcdWrite::Kind::kPut, Key("result", id), std::string(o.result)});
   }
-  SLUICE_RETURN_IF_ERROR(Write(writes, "finish job " + std::to_string(id)));
+  SLUICE_RETURN_IF_ERROR(Enqueue(std::move(writes), "finish job " + std::to_string(id),
+                                 /*wait=*/false));
+  MutexLock lock(mu_);
   finished_[id] = o.finished_unix_s;
   return Status::Ok();
 }
 
 Result<std::vector<JournaledJob>> EtcdJournal::Unfinished() {
+  (void)Flush();  // Its failures were logged; what is in etcd is read.
   SLUICE_ASSIGN_OR_RETURN(std::vector<discovery::EtcdKv> jobs,
                           etcd_->GetPrefix(o_.prefix + "job/"));
   SLUICE_ASSIGN_OR_RETURN(std::vector<discovery::EtcdKv> progress,
@@ -175,6 +352,7 @@ Result<std::vector<JournaledJob>> EtcdJournal::Unfinished() {
   }
   const std::int64_t now = NowUnixMs();
   std::vector<JournaledJob> out;
+  MutexLock lock(mu_);
   for (const discovery::EtcdKv& kv : jobs) {
     auto id = IdAfter(kv.key, o_.prefix + "job/");
     const json j = Object(kv.value);
@@ -237,11 +415,15 @@ Result<std::vector<JournaledJob>> EtcdJournal::Unfinished() {
 
 Result<std::vector<FinishedRecord>> EtcdJournal::Finished(std::size_t keep,
                                                           std::int64_t since_unix_s) {
+  (void)Flush();  // Its failures were logged; what is in etcd is read.
   // The newest `keep` at or after `since`, oldest first.
   std::vector<std::pair<std::int64_t, JobId>> order;
-  for (const auto& [id, at] : finished_) {
-    if (at >= since_unix_s) {
-      order.emplace_back(at, id);
+  {
+    MutexLock lock(mu_);
+    for (const auto& [id, at] : finished_) {
+      if (at >= since_unix_s) {
+        order.emplace_back(at, id);
+      }
     }
   }
   std::sort(order.begin(), order.end());
@@ -289,18 +471,24 @@ Result<std::vector<FinishedRecord>> EtcdJournal::Finished(std::size_t keep,
 }
 
 Status EtcdJournal::Keep(const KeptCheckpoint& k) {
-  if (kept_.count({k.job, k.step}) != 0) {
-    return Status::Ok();  // A second report of the same step.
+  {
+    MutexLock lock(mu_);
+    if (kept_.count({k.job, k.step}) != 0) {
+      return Status::Ok();  // A second report of the same step.
+    }
   }
   SLUICE_RETURN_IF_ERROR(
-      Write({{EtcdWrite::Kind::kPut, Key("kept", k.job) + "/" + std::to_string(k.step),
-              std::to_string(k.unix_ms)}},
-            "keep step " + std::to_string(k.step) + " of job " + std::to_string(k.job)));
+      Enqueue({{EtcdWrite::Kind::kPut, Key("kept", k.job) + "/" + std::to_string(k.step),
+                std::to_string(k.unix_ms)}},
+              "keep step " + std::to_string(k.step) + " of job " + std::to_string(k.job),
+              /*wait=*/false));
+  MutexLock lock(mu_);
   kept_[{k.job, k.step}] = k.unix_ms;
   return Status::Ok();
 }
 
 Result<std::vector<KeptCheckpoint>> EtcdJournal::Kept() {
+  MutexLock lock(mu_);
   std::vector<KeptCheckpoint> out;
   for (const auto& [at, ms] : kept_) {
     out.push_back({at.first, at.second, ms});
@@ -317,64 +505,63 @@ void EtcdJournal::ForgetWrites(JobId id, std::vector<EtcdWrite>* writes) {
 
 Status EtcdJournal::Prune(std::size_t keep, std::int64_t since_unix_s,
                           std::int64_t kept_since_unix_ms) {
-  std::vector<std::pair<std::int64_t, JobId>> order;
-  for (const auto& [id, at] : finished_) {
-    order.emplace_back(at, id);
-  }
-  std::sort(order.begin(), order.end(), std::greater<>());  // Newest first.
-  std::vector<JobId> forget;
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    if (i >= keep || order[i].first < since_unix_s) {
-      forget.push_back(order[i].second);
+  std::vector<std::vector<EtcdWrite>> txns(1);
+  {
+    MutexLock lock(mu_);
+    std::vector<std::pair<std::int64_t, JobId>> order;
+    for (const auto& [id, at] : finished_) {
+      order.emplace_back(at, id);
+    }
+    std::sort(order.begin(), order.end(), std::greater<>());  // Newest first.
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      if (i >= keep || order[i].first < since_unix_s) {
+        const JobId id = order[i].second;
+        ForgetWrites(id, &txns.back());
+        finished_.erase(id);
+        kept_.erase(kept_.lower_bound({id, 0}), kept_.lower_bound({id + 1, 0}));
+        if (txns.back().size() + 5 > kMaxTxnWrites) {
+          txns.emplace_back();
+        }
+      }
+    }
+    for (auto it = kept_.begin(); it != kept_.end();) {
+      if (it->second < kept_since_unix_ms) {
+        txns.back().push_back(
+            {EtcdWrite::Kind::kDelete,
+             Key("kept", it->first.first) + "/" + std::to_string(it->first.second),
+             {}});
+        it = kept_.erase(it);
+        if (txns.back().size() + 5 > kMaxTxnWrites) {
+          txns.emplace_back();
+        }
+      } else {
+        ++it;
+      }
     }
   }
-  std::vector<std::pair<JobId, int>> expired;
-  for (const auto& [at, ms] : kept_) {
-    if (ms < kept_since_unix_ms) {
-      expired.push_back(at);
+  // In transactions of at most kMaxTxnWrites writes. The index forgot them
+  // already: one that fails is pruned again only after a restart.
+  for (std::vector<EtcdWrite>& writes : txns) {
+    if (!writes.empty()) {
+      SLUICE_RETURN_IF_ERROR(Enqueue(std::move(writes), "prune", /*wait=*/false));
     }
   }
-  // In transactions of at most kMaxTxnWrites writes; the index follows
-  // each one that succeeded.
+  return Status::Ok();
+}
+
+Status EtcdJournal::Drop(JobId id) {
   std::vector<EtcdWrite> writes;
-  std::vector<JobId> batch_jobs;
-  std::vector<std::pair<JobId, int>> batch_kept;
-  auto flush = [&]() -> Status {
-    if (writes.empty()) {
-      return Status::Ok();
-    }
-    SLUICE_RETURN_IF_ERROR(Write(writes, "prune"));
-    for (JobId id : batch_jobs) {
-      finished_.erase(id);
-      kept_.erase(kept_.lower_bound({id, 0}), kept_.lower_bound({id + 1, 0}));
-    }
-    for (const auto& k : batch_kept) {
-      kept_.erase(k);
-    }
-    writes.clear();
-    batch_jobs.clear();
-    batch_kept.clear();
-    return Status::Ok();
-  };
-  for (JobId id : forget) {
+  {
+    MutexLock lock(mu_);
     ForgetWrites(id, &writes);
-    batch_jobs.push_back(id);
-    if (writes.size() + 5 > kMaxTxnWrites) {
-      SLUICE_RETURN_IF_ERROR(flush());
-    }
+    finished_.erase(id);
+    kept_.erase(kept_.lower_bound({id, 0}), kept_.lower_bound({id + 1, 0}));
   }
-  for (const auto& k : expired) {
-    writes.push_back(
-        {EtcdWrite::Kind::kDelete, Key("kept", k.first) + "/" + std::to_string(k.second), {}});
-    batch_kept.push_back(k);
-    if (writes.size() + 5 > kMaxTxnWrites) {
-      SLUICE_RETURN_IF_ERROR(flush());
-    }
-  }
-  return flush();
+  return Enqueue(std::move(writes), "drop job " + std::to_string(id), /*wait=*/false);
 }
 
 Result<JobId> EtcdJournal::MaxId() {
+  MutexLock lock(mu_);
   return max_id_;
 }
 

@@ -4,8 +4,11 @@
 // key; results over the limit come back as dropped.
 #include "orchestrator/service/etcd_journal.h"
 
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -70,6 +73,7 @@ TEST_F(EtcdJournalTest, AStandbyReadsWhatTheLeaderWrote) {
   ASSERT_TRUE(leader->Finish(1, ok).ok());
   ASSERT_TRUE(leader->Keep({2, 3, 5000}).ok());
   ASSERT_TRUE(leader->Keep({2, 3, 6000}).ok());  // A second report: no-op.
+  ASSERT_TRUE(leader->Flush().ok());             // The queued writes are in etcd.
 
   auto standby = Open();
   ASSERT_NE(standby, nullptr);
@@ -116,6 +120,7 @@ TEST_F(EtcdJournalTest, AStandbyReadsWhatTheLeaderWrote) {
   JobOutcome failed{"failed", "boom", "server_error", "", {}, 2000};
   ASSERT_TRUE(standby->Finish(3, failed).ok());
   ASSERT_TRUE(standby->Prune(1, 0, 0).ok());
+  ASSERT_TRUE(standby->Flush().ok());
   auto after = Open();
   ASSERT_NE(after, nullptr);
   auto left = after->Finished(10, 0);
@@ -125,10 +130,61 @@ TEST_F(EtcdJournalTest, AStandbyReadsWhatTheLeaderWrote) {
   EXPECT_EQ((*left)[0].error, "boom");
   EXPECT_EQ(after->Kept()->size(), 1u) << "job 2 is unfinished: its kept step stays";
   ASSERT_TRUE(after->Prune(10, 0, 5001).ok());
+  ASSERT_TRUE(after->Flush().ok());
   EXPECT_EQ(Open()->Kept()->size(), 0u);
   auto gone = client_->Get("/sluice/t/orchestrator/journal/result/00000000000000000001");
   ASSERT_TRUE(gone.ok());
   EXPECT_FALSE(gone->has_value()) << "a pruned job's result is deleted";
+}
+
+// Submitters at once, as an orchestrator's clients: every job lands, and
+// the queued writes share transactions (a job's two progress saves and
+// its finish name one key twice, which etcd refuses in one transaction:
+// they are merged, not sent one by one).
+TEST_F(EtcdJournalTest, ConcurrentSubmittersShareTransactionsAndEveryWriteLands) {
+  auto j = Open();
+  ASSERT_NE(j, nullptr);
+  constexpr int kThreads = 8, kJobs = 40;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kJobs; ++i) {
+        const JobId id = 1 + t * kJobs + i;
+        JobProgress p;
+        p.done = "encode";
+        p.output = "descriptor-" + std::to_string(id);
+        const bool ok = j->Add(id, Request("job-" + std::to_string(id)), Stages()).ok() &&
+                        j->SaveProgress(id, p).ok() &&
+                        (p.done = "denoise", j->SaveProgress(id, p).ok()) &&
+                        (id % 4 == 0 ||  // Every fourth stays unfinished.
+                         j->Finish(id, {"succeeded", "", "", "image/png", "png", 1}).ok());
+        failures += ok ? 0 : 1;
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  ASSERT_EQ(failures.load(), 0);
+  ASSERT_TRUE(j->Flush().ok());
+  const int groups = kThreads * kJobs * 4 - kThreads * kJobs / 4;
+  EXPECT_LT(j->transactions(), static_cast<std::uint64_t>(groups / 2)) << "writes were not batched";
+  auto fresh = Open();
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(*fresh->MaxId(), static_cast<JobId>(kThreads * kJobs));
+  auto unfinished = fresh->Unfinished();
+  ASSERT_TRUE(unfinished.ok());
+  ASSERT_EQ(unfinished->size(), static_cast<std::size_t>(kThreads * kJobs / 4));
+  for (const JournaledJob& u : *unfinished) {
+    EXPECT_EQ(u.id % 4, 0u);
+    ASSERT_TRUE(u.progress.done.has_value());
+    EXPECT_EQ(*u.progress.done, "denoise") << "the last save stands";
+    EXPECT_EQ(u.progress.output, "descriptor-" + std::to_string(u.id));
+  }
+  auto finished = fresh->Finished(1000, 0);
+  ASSERT_TRUE(finished.ok());
+  EXPECT_EQ(finished->size(), static_cast<std::size_t>(kThreads * kJobs * 3 / 4));
 }
 
 TEST_F(EtcdJournalTest, OnlyTheLeaderWrites) {
@@ -168,6 +224,7 @@ TEST_F(EtcdJournalTest, ALargeResultIsNotKeptAndSaysSo) {
   ASSERT_TRUE(j->Add(1, Request("job-a"), Stages()).ok());
   const std::string big(1001, 'v');
   ASSERT_TRUE(j->Finish(1, {"succeeded", "", "", "video/mp4", big, 10}).ok());
+  ASSERT_TRUE(j->Flush().ok());
   auto f = Open()->Finished(10, 0);
   ASSERT_TRUE(f.ok());
   ASSERT_EQ(f->size(), 1u);

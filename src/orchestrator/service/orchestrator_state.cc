@@ -151,31 +151,102 @@ Result<JobId> OrchestratorState::Submit(const JobRequest& request) {
   }
   r.request_json = WithCacheScope(r.request_json, r.tenant);
   const std::optional<CachedStart> cached = CachedStartFor(r);
+  if (journal_ != nullptr && journal_->concurrent()) {
+    return SubmitJournaledOutside(std::move(r), now, cached);
+  }
   MutexLock lock(mu_);
   SLUICE_RETURN_IF_ERROR(ResolveCheckpointsLocked(r, now));
-  if (auto t = options_.tenants.find(r.tenant); t != options_.tenants.end()) {
-    const TenantLimits& l = t->second;
-    const auto u = unfinished_.find(r.tenant);
-    const std::size_t open = u == unfinished_.end() ? 0 : u->second;
-    const auto share = static_cast<std::size_t>(
-        l.queue_share * static_cast<double>(options_.scheduler.max_queued_jobs));
-    if (l.max_jobs_in_flight > 0 && open >= l.max_jobs_in_flight) {
-      ++stats_.rejected;
-      return ResourceExhaustedError("tenant '" + r.tenant + "' has " + std::to_string(open) +
-                                    " jobs in flight, its limit");
-    }
-    if (l.queue_share > 0 && open >= std::max<std::size_t>(1, share)) {
-      ++stats_.rejected;
-      return ResourceExhaustedError("tenant '" + r.tenant + "' holds " + std::to_string(open) +
-                                    " unfinished jobs, its share of the queue");
-    }
-  }
+  SLUICE_RETURN_IF_ERROR(AdmitTenantLocked(r.tenant));
   Result<JobId> id = SubmitLocked(next_job_, r, now, /*journal=*/true, /*from=*/nullptr,
                                   cached.has_value() ? &*cached : nullptr);
   if (id.ok()) {
     ++next_job_;
   }
   return id;
+}
+
+Result<JobId> OrchestratorState::SubmitJournaledOutside(JobRequest r, TimePoint now,
+                                                        const std::optional<CachedStart>& cached) {
+  JobId id = 0;
+  JobRequest resolved;
+  std::vector<StageDecl> stages;
+  {
+    MutexLock lock(mu_);
+    SLUICE_RETURN_IF_ERROR(ResolveCheckpointsLocked(r, now));
+    SLUICE_RETURN_IF_ERROR(AdmitTenantLocked(r.tenant));
+    if (names_.count(r.name) != 0) {
+      return AlreadyExistsError("job name " + r.name + " in use");
+    }
+    // A full queue refuses before the journal is written (counting the
+    // submissions being journaled now).
+    const std::size_t in_system = scheduler_.JobCount() + journaling_;
+    if (in_system >= options_.scheduler.max_queued_jobs) {
+      ++stats_.rejected;
+      return ResourceExhaustedError("Submit: " + std::to_string(in_system) +
+                                    " jobs in the system; retry later");
+    }
+    SLUICE_ASSIGN_OR_RETURN(resolved, ResolveModelLocked(r, &stages));
+    id = next_job_++;
+    ++journaling_;
+  }
+  // Durable before it is acknowledged.
+  const Status added = journal_->Add(id, resolved, stages);
+  MutexLock lock(mu_);
+  --journaling_;
+  SLUICE_RETURN_IF_ERROR(added);
+  Status admitted = AdmitTenantLocked(r.tenant);
+  Result<JobId> got = admitted.ok() ? SubmitLocked(id, r, now, /*journal=*/false, nullptr,
+                                                   cached.has_value() ? &*cached : nullptr)
+                                    : Result<JobId>(admitted);
+  if (!got.ok()) {
+    if (Status s = journal_->Drop(id); !s.ok()) {
+      SLUICE_LOG(error, "{}", s.ToString());
+    }
+  }
+  return got;
+}
+
+Status OrchestratorState::AdmitTenantLocked(const std::string& tenant) {
+  auto t = options_.tenants.find(tenant);
+  if (t == options_.tenants.end()) {
+    return Status::Ok();
+  }
+  const TenantLimits& l = t->second;
+  const auto u = unfinished_.find(tenant);
+  const std::size_t open = u == unfinished_.end() ? 0 : u->second;
+  const auto share = static_cast<std::size_t>(
+      l.queue_share * static_cast<double>(options_.scheduler.max_queued_jobs));
+  if (l.max_jobs_in_flight > 0 && open >= l.max_jobs_in_flight) {
+    ++stats_.rejected;
+    return ResourceExhaustedError("tenant '" + tenant + "' has " + std::to_string(open) +
+                                  " jobs in flight, its limit");
+  }
+  if (l.queue_share > 0 && open >= std::max<std::size_t>(1, share)) {
+    ++stats_.rejected;
+    return ResourceExhaustedError("tenant '" + tenant + "' holds " + std::to_string(open) +
+                                  " unfinished jobs, its share of the queue");
+  }
+  return Status::Ok();
+}
+
+Result<JobRequest> OrchestratorState::ResolveModelLocked(const JobRequest& r,
+                                                         std::vector<StageDecl>* stages) {
+  JobRequest resolved = r;
+  if (resolved.model.empty()) {
+    resolved.model = options_.default_model;
+  }
+  const ModelSpec* model = scheduler_.FindModel(resolved.model);
+  if (model == nullptr) {
+    return NotFoundError("model '" + resolved.model +
+                         "' is not served here (models: " + Names(scheduler_.Models()) + ")");
+  }
+  *stages = model->stages;
+  if (resolved.pipeline.empty()) {
+    for (const StageDecl& d : model->stages) {
+      resolved.pipeline.push_back(d.name);
+    }
+  }
+  return resolved;
 }
 
 Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, TimePoint now,
@@ -186,22 +257,8 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   if (names_.count(name) != 0) {
     return AlreadyExistsError("job name " + name + " in use");
   }
-  JobRequest resolved = r;
-  if (resolved.model.empty()) {
-    resolved.model = options_.default_model;
-  }
-  const ModelSpec* model = scheduler_.FindModel(resolved.model);
-  if (model == nullptr) {
-    return NotFoundError("model '" + resolved.model +
-                         "' is not served here (models: " + Names(scheduler_.Models()) + ")");
-  }
-  const std::vector<StageDecl> model_stages = model->stages;
-  if (resolved.pipeline.empty()) {
-    for (const StageDecl& d : model_stages) {
-      resolved.pipeline.push_back(d.name);
-    }
-  }
-  const JobRequest& req = resolved;
+  std::vector<StageDecl> model_stages;
+  SLUICE_ASSIGN_OR_RETURN(const JobRequest req, ResolveModelLocked(r, &model_stages));
   JobSpec spec;
   spec.id = id;
   spec.model = req.model;

@@ -184,6 +184,16 @@ class JobJournal {
   virtual Status Prune(std::size_t keep, std::int64_t since_unix_s,
                        std::int64_t kept_since_unix_ms) = 0;
   virtual Result<JobId> MaxId() = 0;
+  // Whether calls may come from several threads at once. A concurrent
+  // journal's Add is called outside the orchestrator's lock (concurrent
+  // submissions share its writes); a job whose submission then fails is
+  // dropped with Drop. Others are called under that lock only.
+  virtual bool concurrent() const { return false; }
+  // Forgets job `id` entirely (a submission refused after its Add).
+  // Concurrent journals implement it.
+  virtual Status Drop(JobId id) {
+    return UnimplementedError("journal: Drop of job " + std::to_string(id));
+  }
 };
 
 // Fixed-bucket latency histogram (seconds), Prometheus style.
@@ -511,6 +521,22 @@ class OrchestratorState {
   // Removes results in the dir that no restored job answers for.
   void RemoveUnownedResultsLocked() SLUICE_REQUIRES(mu_);
 
+  // Refuses a submission over its tenant's jobs in flight or queue share
+  // (kResourceExhausted, counted as rejected).
+  Status AdmitTenantLocked(const std::string& tenant) SLUICE_REQUIRES(mu_);
+  // `r` with its model (the default when unset) and pipeline (the model's
+  // stages when unset) filled in; the model's stages into `*stages`.
+  // kNotFound: a model not served here.
+  Result<JobRequest> ResolveModelLocked(const JobRequest& r, std::vector<StageDecl>* stages)
+      SLUICE_REQUIRES(mu_);
+  // Submit for a concurrent journal: the id is taken and the request
+  // checked under the lock, the journal written outside it (concurrent
+  // submissions share a transaction), then the job enters the scheduler;
+  // if it cannot now (its name taken meanwhile, the queue full), the
+  // journal drops it.
+  Result<JobId> SubmitJournaledOutside(JobRequest r, TimePoint now,
+                                       const std::optional<CachedStart>& cached)
+      SLUICE_EXCLUDES(mu_);
   // `from` (restored jobs): the progress it resumes from. `cached`: its
   // first stage is skipped, its output given.
   Result<JobId> SubmitLocked(JobId id, const JobRequest& r, TimePoint now, bool journal,
@@ -563,6 +589,9 @@ class OrchestratorState {
   JobJournal* journal_;
   ResultDir* results_;
   Mutex mu_;
+  // Submissions between their checks and their entry (a concurrent
+  // journal's Add runs outside the lock): counted against the queue bound.
+  std::size_t journaling_ SLUICE_GUARDED_BY(mu_) = 0;
   CondVar cv_;  // Job status and events changed.
   Scheduler scheduler_ SLUICE_GUARDED_BY(mu_);
   Autoscaler autoscaler_ SLUICE_GUARDED_BY(mu_);
