@@ -533,7 +533,10 @@ TEST_F(StageWorkerTest, AJobRunningAcrossAnOrchestratorRestartFinishesOnItsOneRu
   ASSERT_TRUE(adopted);
   const json j = PollJob(id, Finished, 20s, 20ms);
   ASSERT_EQ(j["status"], "succeeded") << j.dump();
-  EXPECT_EQ((*d)->adopted(), 1u);
+  // Once at least; again if the worker registered a third time (its
+  // heartbeats late past the 1 s worker timeout on a loaded machine: seen
+  // once beside another test). Either way the stage ran once.
+  EXPECT_GE((*d)->adopted(), 1u);
   EXPECT_EQ(runs, 1) << "the denoise ran again";
   auto r = http_->Get("/v1/jobs/" + id + "/content");
   ASSERT_TRUE(r);
