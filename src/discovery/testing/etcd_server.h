@@ -97,6 +97,18 @@ class EtcdServer {
     }
     return false;
   }
+  // SIGSTOP / SIGCONT: an etcd that holds its connections and answers
+  // nothing (each call waits out the client's timeout), then answers again.
+  void Pause() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGSTOP);
+    }
+  }
+  void Resume() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGCONT);
+    }
+  }
   // SIGKILL, reaped.
   void Kill() {
     if (pid_ > 0) {

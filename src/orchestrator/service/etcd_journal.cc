@@ -68,6 +68,18 @@ bool HasRange(const auto& g) {
                      [](const EtcdWrite& w) { return w.kind == EtcdWrite::Kind::kDeletePrefix; });
 }
 
+// A journal failure's message past its "journal in etcd: WHAT: " prefix.
+std::string_view Reason(const Status& s) {
+  std::string_view m = s.message();
+  constexpr std::string_view kPrefix = "journal in etcd: ";
+  if (m.substr(0, kPrefix.size()) == kPrefix) {
+    m.remove_prefix(kPrefix.size());
+    const std::size_t colon = m.find(": ");
+    m.remove_prefix(colon == std::string_view::npos ? 0 : colon + 2);
+  }
+  return m;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<EtcdJournal>> EtcdJournal::Open(discovery::EtcdClient* etcd, Options o) {
@@ -222,20 +234,39 @@ void EtcdJournal::Run() {
         ++end;
       }
       Commit(batch, i, end, &statuses);
+      const Status& last = statuses[end - 1];
+      if (last.code() == StatusCode::kUnavailable ||
+          last.code() == StatusCode::kFailedPrecondition) {
+        // etcd is unreachable (each try waits out the client's timeout) or
+        // another orchestrator leads: the rest of the batch fails with it
+        // unsent, so a journal with etcd down neither stalls its
+        // submissions nor its shutdown for a timeout per transaction.
+        for (std::size_t k = end; k < batch.size(); ++k) {
+          statuses[k] = Status(last.code(), "journal in etcd: " + batch[k].what + ": not sent (" +
+                                                std::string(Reason(last)) + ")");
+        }
+        end = batch.size();
+      }
       i = end;
     }
     MutexLock lock(mu_);
+    std::size_t failed = 0;
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const Status& s = statuses[i];
       fenced_out_ = fenced_out_ || s.code() == StatusCode::kFailedPrecondition;
       if (batch[i].waited) {
         results_[batch[i].seq] = s;
       } else if (!s.ok()) {
-        SLUICE_LOG(error, "{}", s.ToString());
+        if (failed++ == 0) {
+          SLUICE_LOG(error, "{}", s.ToString());
+        }
         if (unreported_.ok()) {
           unreported_ = s;
         }
       }
+    }
+    if (failed > 1) {  // One line a batch, however many writes it held.
+      SLUICE_LOG(error, "journal in etcd: {} more queued writes not saved", failed - 1);
     }
     done_ = batch.back().seq;
     cv_.NotifyAll();
@@ -263,16 +294,17 @@ void EtcdJournal::Commit(const std::vector<Group>& batch, std::size_t begin, std
     }
   }
   const Status s = Write(writes, std::to_string(end - begin) + " writes");
-  if (s.ok() || s.code() == StatusCode::kFailedPrecondition) {
+  if (s.ok() || s.code() == StatusCode::kFailedPrecondition ||
+      s.code() == StatusCode::kUnavailable) {
     for (std::size_t i = begin; i < end; ++i) {
       (*out)[i] = s.ok() ? s
                          : Status(s.code(), "journal in etcd: " + batch[i].what + ": " +
-                                                "this orchestrator no longer leads");
+                                                std::string(Reason(s)));
     }
     return;
   }
-  // One bad group (or a limit etcd counts differently) must not cost the
-  // others: each alone.
+  // etcd refused the request (a limit it counts differently): one bad
+  // group must not cost the others, so each goes alone.
   for (std::size_t i = begin; i < end; ++i) {
     (*out)[i] = Write(batch[i].writes, batch[i].what);
   }

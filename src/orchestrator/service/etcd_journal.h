@@ -74,7 +74,10 @@ class EtcdJournal : public JobJournal {
   // or kUnavailable when 4,096 writes or 64 MiB already wait for etcd, or
   // kFailedPrecondition once a write found this process no longer leads
   // (the fence's lease does not come back). A queued write that fails is
-  // logged and reported by the next Flush.
+  // logged and reported by the next Flush; one that timed out may still be
+  // applied by etcd later (as with any etcd call). While etcd does not
+  // answer, the writes queued with the first that timed out fail with it
+  // unsent.
   Status SaveProgress(JobId id, const JobProgress& p) override;
   // The result is copied into etcd when it is at most max_result_bytes.
   Status Finish(JobId id, const JobOutcome& outcome) override;

@@ -187,6 +187,39 @@ TEST_F(EtcdJournalTest, ConcurrentSubmittersShareTransactionsAndEveryWriteLands)
   EXPECT_EQ(finished->size(), static_cast<std::size_t>(kThreads * kJobs * 3 / 4));
 }
 
+// An etcd that answers nothing: the queued writes fail together after one
+// transaction's timeout, not one timeout each (300 writes, a 2 s client
+// timeout: ~10 minutes if each were tried alone), and once etcd answers
+// again the journal writes again.
+TEST_F(EtcdJournalTest, WithEtcdSilentQueuedWritesFailTogether) {
+  auto j = Open();
+  ASSERT_NE(j, nullptr);
+  ASSERT_TRUE(j->Add(1, Request("job-a"), Stages()).ok());
+  etcd_->Pause();
+  JobProgress p;
+  p.done = "encode";
+  for (int i = 0; i < 300; ++i) {
+    p.output = "try-" + std::to_string(i);
+    ASSERT_TRUE(j->SaveProgress(1, p).ok());  // Queued.
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status s = j->Flush();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  etcd_->Resume();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_LT(took, 60s) << "each write waited out its own timeout";
+  // Job 2: a write to job 1 that timed out may still be applied by etcd
+  // once it runs again, after a newer one (as with any etcd client).
+  ASSERT_TRUE(j->Add(2, Request("job-b"), Stages()).ok());
+  p.output = "after";
+  ASSERT_TRUE(j->SaveProgress(2, p).ok());
+  ASSERT_TRUE(j->Flush().ok());
+  auto unfinished = Open()->Unfinished();
+  ASSERT_TRUE(unfinished.ok());
+  ASSERT_EQ(unfinished->size(), 2u);
+  EXPECT_EQ((*unfinished)[1].progress.output, "after");
+}
+
 TEST_F(EtcdJournalTest, OnlyTheLeaderWrites) {
   auto lease = client_->Grant(10s);
   ASSERT_TRUE(lease.ok());
