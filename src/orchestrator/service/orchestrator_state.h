@@ -521,7 +521,8 @@ class OrchestratorState {
   // Removes results in the dir that no restored job answers for.
   void RemoveUnownedResultsLocked() SLUICE_REQUIRES(mu_);
 
-  // Refuses a submission over its tenant's jobs in flight or queue share
+  // (orchestrator_state_submit.cc, with Submit and SubmitLocked) Refuses
+  // a submission over its tenant's jobs in flight or queue share
   // (kResourceExhausted, counted as rejected).
   Status AdmitTenantLocked(const std::string& tenant) SLUICE_REQUIRES(mu_);
   // `r` with its model (the default when unset) and pipeline (the model's
