@@ -107,6 +107,25 @@ void Session::WaitRequest() {
     buffer_.shrink_to_fit();
   }
   ArmDeadline(core_->options.idle_timeout);
+  if (stream_.tls()) {
+    // The TLS layer may already hold the request's records, read from the
+    // socket along with the handshake or the previous request, and the
+    // socket would not turn readable for them: read through it. (Its own
+    // buffers are held anyway; the first bytes' buffer costs little more.)
+    constexpr std::size_t kFirstRead = 4096;
+    stream_.async_read_some(buffer_.prepare(kFirstRead),
+                            [self = shared_from_this()](error_code ec, std::size_t n) {
+                              if (self->closed_) {
+                                return;
+                              }
+                              if (ec) {
+                                return self->Close();
+                              }
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
+                            });
+    return;
+  }
   socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
     if (self->closed_) {
       return;
@@ -305,7 +324,9 @@ void Session::OnWatch(error_code ec) {
     return;
   }
   if (phase_ == Phase::kIdle) {
-    return ReadHeader();  // The answer went out; this is the next request.
+    // The answer went out; this is the next request (over TLS, the watch
+    // was ended and the request may be in the TLS layer already).
+    return stream_.tls() ? WaitRequest() : ReadHeader();
   }
   if (phase_ != Phase::kHandling && phase_ != Phase::kStreaming) {
     return;  // Writing: AfterAnswer goes on from here.
@@ -482,6 +503,12 @@ void Session::AfterAnswer() {
   if (watching_) {
     phase_ = Phase::kIdle;  // OnWatch reads the next request.
     ArmDeadline(core_->options.idle_timeout);
+    if (stream_.tls()) {
+      // The TLS layer may hold that request already, where the socket watch
+      // cannot see it: end the watch now (the only socket operation pending).
+      error_code ec;
+      socket_.cancel(ec);
+    }
     return;
   }
   WaitRequest();
