@@ -7,7 +7,7 @@ namespace sluice::internal {
 Result<StageOutput> PublishForNextStage(DiffusionConnector& conn, std::uint64_t job,
                                         const std::string& stage, PayloadKind kind,
                                         const TensorView& tensor, int chunk_dim, int num_chunks,
-                                        std::chrono::milliseconds timeout) {
+                                        std::chrono::milliseconds timeout, bool reused) {
   StagePayload p;
   p.request_id = "job-" + std::to_string(job) + "-" + stage;
   p.kind = kind;
@@ -20,7 +20,9 @@ Result<StageOutput> PublishForNextStage(DiffusionConnector& conn, std::uint64_t 
   if (s.ok() && h->descriptor().mode == TransferMode::kP2p) {
     s = h->WaitReleased(timeout);  // The consumer reads from this buffer.
   }
-  conn.Forget(tensor.data);
+  if (!reused) {
+    conn.Forget(tensor.data);
+  }
   SLUICE_RETURN_IF_ERROR(s);
   StageOutput out;
   out.output = h->descriptor().Encode();
@@ -59,7 +61,7 @@ Status ReadCachedInput(const std::string& input, StoreClient* store, std::size_t
 }
 
 Status FetchInto(DiffusionConnector& conn, const PayloadDescriptor& d, void* dst,
-                 const ChunkFn& on_chunk) {
+                 const ChunkFn& on_chunk, bool reused) {
   Status s;
   {
     SLUICE_ASSIGN_OR_RETURN(auto stream, conn.Consume(d, TensorView{dst, d.dtype, d.shape, {}}));
@@ -74,7 +76,9 @@ Status FetchInto(DiffusionConnector& conn, const PayloadDescriptor& d, void* dst
       }
     }
   }
-  conn.Forget(dst);
+  if (!reused) {
+    conn.Forget(dst);
+  }
   SLUICE_RETURN_IF_ERROR(s);
   return conn.Release(d);
 }

@@ -8,6 +8,7 @@
 #include "common/work_schedule.h"
 #include "media/frames_archive.h"
 #include "media/png.h"
+#include "runtime/buffer_pool.h"
 #include "runtime/payload_io.h"
 
 namespace sluice {
@@ -27,12 +28,36 @@ int LatentChunks(const ModelProfile& p, int latent_chunks) {
              : 1;
 }
 
-Result<StageOutput> Publish(DiffusionConnector& conn, std::uint64_t job, const std::string& stage,
-                            std::vector<std::uint16_t>& data,
-                            const std::vector<std::int64_t>& shape, int chunks = 1) {
+using internal::BufferPool;
+
+// Publishes a bf16 tensor of `shape` from a buffer of `pool`, as a model
+// publishes from the device buffer its output is in: the job's id in its
+// first element, the rest what the buffer held (a stand-in's values carry
+// nothing; its size and shape are what the hand-off moves).
+Result<StageOutput> Publish(DiffusionConnector& conn, BufferPool& pool, std::uint64_t job,
+                            const std::string& stage, const std::vector<std::int64_t>& shape,
+                            int chunks = 1) {
+  const BufferPool::Lease buf = pool.Acquire(static_cast<std::size_t>(NumElements(shape)) * 2);
+  *static_cast<std::uint16_t*>(buf.data()) = static_cast<std::uint16_t>(job);
   return internal::PublishForNextStage(
       conn, job, stage, stage == "encode" ? PayloadKind::kEmbedding : PayloadKind::kLatent,
-      TensorView{data.data(), DType::kBF16, shape, {}}, chunks > 1 ? 1 : -1, chunks);
+      TensorView{buf.data(), DType::kBF16, shape, {}}, chunks > 1 ? 1 : -1, chunks,
+      std::chrono::minutes(5), /*reused=*/true);
+}
+
+// Fetches the bf16 payload `input` names into a buffer of `pool` (as a
+// model reads into its device buffer), calling `on_chunk` as chunks land.
+// Errors: kInvalidArgument (a bad descriptor, or not a 2-byte dtype);
+// FetchInto's.
+Status Fetch(DiffusionConnector& conn, BufferPool& pool, const std::string& input,
+             const internal::ChunkFn& on_chunk = nullptr) {
+  SLUICE_ASSIGN_OR_RETURN(const PayloadDescriptor d, PayloadDescriptor::Decode(input));
+  if (DTypeSize(d.dtype) != 2) {
+    return InvalidArgumentError("input: payload dtype " + std::string(DTypeName(d.dtype)) +
+                                " is not the profile stages' bf16");
+  }
+  const BufferPool::Lease buf = pool.Acquire(static_cast<std::size_t>(NumElements(d.shape)) * 2);
+  return internal::FetchInto(conn, d, buf.data(), on_chunk, /*reused=*/true);
 }
 
 // The job's profile (its model, when that names a known profile) or
@@ -144,25 +169,24 @@ Result<StageOutput> RunDecode(StageContext& ctx, const ModelProfile& p, double t
 // A decode fed chunk by chunk along the latent's frames: each chunk's
 // share of the decode spent as it lands (after the previous chunk's), the
 // first output after the first chunk.
-Result<StageOutput> RunChunkedDecode(StageContext& ctx, DiffusionConnector& conn,
+Result<StageOutput> RunChunkedDecode(StageContext& ctx, DiffusionConnector& conn, BufferPool& pool,
                                      const ModelProfile& p, double time_factor) {
   const double frames = static_cast<double>(p.latent_shape[1]);
   internal::WorkSchedule work;
   bool first = true;
-  SLUICE_RETURN_IF_ERROR(
-      internal::FetchInput<std::uint16_t>(conn, ctx.input(), nullptr, [&](const ChunkView& c) {
-        if (ctx.ShouldStop()) {
-          return Status(StatusCode::kCancelled, "stopped while decoding");
-        }
-        work.Work(std::chrono::duration_cast<internal::WorkSchedule::Clock::duration>(
-            Seconds(p.decode_s * time_factor * static_cast<double>(c.length) / frames)));
-        if (first) {
-          ctx.FirstOutput();
-          first = false;
-        }
-        work.Asking();
-        return Status::Ok();
-      }).status());
+  SLUICE_RETURN_IF_ERROR(Fetch(conn, pool, ctx.input(), [&](const ChunkView& c) {
+    if (ctx.ShouldStop()) {
+      return Status(StatusCode::kCancelled, "stopped while decoding");
+    }
+    work.Work(std::chrono::duration_cast<internal::WorkSchedule::Clock::duration>(
+        Seconds(p.decode_s * time_factor * static_cast<double>(c.length) / frames)));
+    if (first) {
+      ctx.FirstOutput();
+      first = false;
+    }
+    work.Asking();
+    return Status::Ok();
+  }));
   return Encoded(ctx, p);
 }
 
@@ -185,17 +209,19 @@ cache::ConditionEncoder ProfileConditionEncoder(const ModelProfile& p) {
 StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string& stage,
                                  DiffusionConnector* connector, double time_factor,
                                  int latent_chunks, ProfileCaches caches) {
-  return [profile, stage, connector, time_factor, latent_chunks,
-          caches](StageContext& ctx) -> Result<StageOutput> {
+  // Payload buffers reused job after job (registrations kept; forgotten
+  // when the last copy of the handler goes).
+  std::shared_ptr<BufferPool> pool =
+      BufferPool::Create([connector](const void* data) { connector->Forget(data); });
+  return [profile, stage, connector, time_factor, latent_chunks, caches,
+          pool](StageContext& ctx) -> Result<StageOutput> {
     const auto [p, steps] = ForRequest(profile, ctx);
     if (stage == "encode") {
       if (caches.conditions != nullptr) {
         return EncodeCached(ctx, *p, *caches.conditions, time_factor);
       }
       Spend(p->encode_s, time_factor);
-      std::vector<std::uint16_t> cond(NumElements(p->condition_shape),
-                                      static_cast<std::uint16_t>(ctx.job_id()));
-      return Publish(*connector, ctx.job_id(), stage, cond, p->condition_shape);
+      return Publish(*connector, *pool, ctx.job_id(), stage, p->condition_shape);
     }
     if (stage == "denoise") {
       if (cache::IsCachedInput(ctx.input())) {
@@ -205,8 +231,7 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
                                       static_cast<std::size_t>(NumElements(p->condition_shape)) * 2,
                                       0, [](std::size_t, const std::vector<std::byte>&) {}));
       } else {
-        SLUICE_RETURN_IF_ERROR(
-            internal::FetchInput<std::uint16_t>(*connector, ctx.input()).status());
+        SLUICE_RETURN_IF_ERROR(Fetch(*connector, *pool, ctx.input()));
       }
       SLUICE_ASSIGN_OR_RETURN(const bool preempted,
                               RunSteps(ctx, *p, steps, time_factor, /*may_yield=*/true));
@@ -215,17 +240,15 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
         out.preempted = true;
         return out;
       }
-      std::vector<std::uint16_t> latent(NumElements(p->latent_shape),
-                                        static_cast<std::uint16_t>(ctx.job_id() * 3));
-      return Publish(*connector, ctx.job_id(), stage, latent, p->latent_shape,
+      return Publish(*connector, *pool, ctx.job_id(), stage, p->latent_shape,
                      LatentChunks(*p, latent_chunks));
     }
     // Chunked as the denoise handed it over (its worker's latent_chunks).
     SLUICE_ASSIGN_OR_RETURN(const PayloadDescriptor d, PayloadDescriptor::Decode(ctx.input()));
     if (p->video && d.num_chunks > 1 && d.chunk_dim == 1) {
-      return RunChunkedDecode(ctx, *connector, *p, time_factor);
+      return RunChunkedDecode(ctx, *connector, *pool, *p, time_factor);
     }
-    SLUICE_RETURN_IF_ERROR(internal::FetchInput<std::uint16_t>(*connector, ctx.input()).status());
+    SLUICE_RETURN_IF_ERROR(Fetch(*connector, *pool, ctx.input()));
     return RunDecode(ctx, *p, time_factor);
   };
 }
