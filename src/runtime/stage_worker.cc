@@ -524,8 +524,16 @@ class StageWorkerImpl {
         FlushProgress(*s);  // The checkpointed step it yields at, before the yield.
         ReportFailed(*s, Status(StatusCode::kCancelled, "preempted"), true);
       } else {
-        FlushProgress(*s);  // First output and last step reach the orchestrator before Done.
         pb::DoneRequest d;
+        {
+          // The last step and the first output ride on the report, which
+          // the orchestrator applies first: one round trip, not two.
+          pb::HeartbeatRequest unsent;
+          MutexLock sl(s->mu);
+          s->AppendProgress(unsent);
+          d.mutable_progress()->Swap(unsent.mutable_progress());
+          d.set_first_output(unsent.first_output_size() > 0);
+        }
         const auto [id, secret] = CountReport(*s);
         d.set_worker_id(id);
         d.set_job_id(s->job_id);

@@ -92,6 +92,10 @@ class FakeWorker {
   // A video's decode reports its first output only after its result (the
   // report that lands in the heartbeat after Done). Call before submitting.
   void ReportFirstOutputAfterDone() { first_output_after_done_ = true; }
+  // A denoise reports its progress (and a first output, as a stage whose
+  // previews are outputs would) in its Done, with no heartbeat before it.
+  // Call before submitting.
+  void ReportProgressInDone() { progress_in_done_ = true; }
   // Replaces what a decode (final) stage returns. Call before submitting
   // the jobs it should see.
   void SetFinalOutput(OutputFn fn) {
@@ -191,7 +195,14 @@ class FakeWorker {
     const json request = json::parse(a.request_json());
     const bool video = request.contains("frames");
     const bool late_first_output = stage_ == "decode" && video && first_output_after_done_;
-    if (stage_ == "denoise" || (stage_ == "decode" && video && !late_first_output)) {
+    pb::DoneRequest d;
+    if (stage_ == "denoise" && progress_in_done_) {
+      auto* p = d.add_progress();
+      p->set_job_id(a.job_id());
+      p->set_step(5);
+      p->set_steps(10);
+      d.set_first_output(true);
+    } else if (stage_ == "denoise" || (stage_ == "decode" && video && !late_first_output)) {
       pb::HeartbeatRequest hb;
       hb.set_worker_id(id_);
       hb.set_free_slots(1);
@@ -217,7 +228,6 @@ class FakeWorker {
     if (in.empty()) {
       in = request["prompt"].get<std::string>();
     }
-    pb::DoneRequest d;
     d.set_worker_id(id_);
     d.set_job_id(a.job_id());
     d.set_output(stage_ + "(" + in + ")");
@@ -286,6 +296,7 @@ class FakeWorker {
   OutputFn final_output_;                            // Guarded by mu_.
   std::atomic<bool> dead_{false};
   std::atomic<bool> first_output_after_done_{false};
+  std::atomic<bool> progress_in_done_{false};
   std::atomic<int> runs_{0}, stops_{0};
   std::thread reader_, beater_;
 };

@@ -247,6 +247,51 @@ TEST_F(OrchestratorTest, AFirstOutputReportedAfterTheResultStillGivesTheJobItsTt
             std::string::npos);
 }
 
+// A stage's last progress and first output may ride on its Done (one round
+// trip at a stage's end): both are applied before the stage is done, as a
+// heartbeat's would be.
+TEST_F(OrchestratorTest, ProgressAndFirstOutputCarriedByADoneAreApplied) {
+  Start();
+  FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),
+      v(server_->endpoint(), "decode");
+  d.ReportProgressInDone();
+  auto r = http_->Post("/v1/images/generations", R"({"prompt":"carried","async":true})",
+                       "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(r->status == 200 || r->status == 202) << r->body;
+  const std::string id = json::parse(r->body)["id"];
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return json::parse(http_->Get("/v1/jobs/" + id)->body).value("status", "") == "succeeded";
+      },
+      10s));
+  // The events in order, as "type/stage/step".
+  std::vector<std::string> seen;
+  std::istringstream lines(http_->Get("/v1/jobs/" + id + "/events")->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("data: ", 0) == 0) {
+      const json ev = json::parse(line.substr(6));
+      seen.push_back(ev.value("type", "") + "/" + ev.value("stage", "") + "/" +
+                     std::to_string(ev.value("step", 0)));
+    }
+  }
+  std::string all;
+  for (const std::string& s : seen) {
+    all += s + " ";
+  }
+  auto at = [&](const std::string& prefix) {
+    return std::find_if(seen.begin(), seen.end(),
+                        [&](const std::string& s) { return s.rfind(prefix, 0) == 0; }) -
+           seen.begin();
+  };
+  const auto n = static_cast<std::ptrdiff_t>(seen.size());
+  ASSERT_LT(at("step/denoise/5"), n) << "the step carried by Done: " << all;
+  ASSERT_LT(at("first_output/"), n) << all;
+  EXPECT_LT(at("step/denoise/5"), at("stage_done/denoise")) << all;
+  EXPECT_LT(at("first_output/"), at("stage_done/denoise"))
+      << "the first output carried by denoise's Done, not the fallback at the end: " << all;
+}
+
 TEST_F(OrchestratorTest, WithoutFfmpegVideoContentIsTheFramesArchive) {
   OrchestratorConfig c;
   c.heartbeat_interval = 100ms;

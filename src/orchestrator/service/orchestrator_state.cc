@@ -312,40 +312,49 @@ Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
                              static_cast<int>(std::min<std::uint32_t>(r.free_slots(), 1024)), now);
   }
   for (const v1::StepProgress& p : r.progress()) {
-    if (!scheduler_
-             .Progress(p.job_id(), r.worker_id(), static_cast<int>(p.step()), p.checkpointed(), now)
-             .ok()) {
-      continue;  // Stale: the job moved on.
-    }
-    auto j = jobs_.find(p.job_id());
-    if (j != jobs_.end() && p.checkpointed() && j->second.request.keep_checkpoints) {
-      KeepLocked(j->second, static_cast<int>(p.step()), now);
-    }
-    if (j != jobs_.end() && p.checkpointed() &&
-        static_cast<int>(p.step()) > j->second.saved.checkpoint_step) {
-      j->second.saved.checkpoint_step = static_cast<int>(p.step());
-      SaveProgressLocked(j->second);
-    }
-    if (j != jobs_.end() && j->second.view.step != static_cast<int>(p.step())) {
-      j->second.view.step = static_cast<int>(p.step());
-      j->second.view.steps = static_cast<int>(p.steps());
-      EventLocked(j->second, now, "step");
-    }
-    if (j != jobs_.end() && !p.preview().empty()) {
-      PreviewLocked(j->second, p, now);
-    }
+    ProgressLocked(r.worker_id(), p, now);
   }
   for (std::uint64_t id : r.first_output()) {
-    auto j = jobs_.find(id);
-    if (j != jobs_.end() && j->second.view.ttff_ms < 0 && !j->second.view.finished()) {
-      const double s = std::chrono::duration<double>(now - j->second.submitted).count();
-      j->second.view.ttff_ms = s * 1000;
-      stats_.ttff.Add(s);
-      EventLocked(j->second, now, "first_output");
-    }
+    FirstOutputLocked(id, now);
   }
   ApplyLocked(now);
   return Status::Ok();
+}
+
+void OrchestratorState::ProgressLocked(WorkerId w, const v1::StepProgress& p, TimePoint now) {
+  if (!scheduler_.Progress(p.job_id(), w, static_cast<int>(p.step()), p.checkpointed(), now).ok()) {
+    return;  // Stale: the job moved on.
+  }
+  auto j = jobs_.find(p.job_id());
+  if (j == jobs_.end()) {
+    return;
+  }
+  JobRecord& rec = j->second;
+  if (p.checkpointed() && rec.request.keep_checkpoints) {
+    KeepLocked(rec, static_cast<int>(p.step()), now);
+  }
+  if (p.checkpointed() && static_cast<int>(p.step()) > rec.saved.checkpoint_step) {
+    rec.saved.checkpoint_step = static_cast<int>(p.step());
+    SaveProgressLocked(rec);
+  }
+  if (rec.view.step != static_cast<int>(p.step())) {
+    rec.view.step = static_cast<int>(p.step());
+    rec.view.steps = static_cast<int>(p.steps());
+    EventLocked(rec, now, "step");
+  }
+  if (!p.preview().empty()) {
+    PreviewLocked(rec, p, now);
+  }
+}
+
+void OrchestratorState::FirstOutputLocked(std::uint64_t job, TimePoint now) {
+  auto j = jobs_.find(job);
+  if (j != jobs_.end() && j->second.view.ttff_ms < 0 && !j->second.view.finished()) {
+    const double s = std::chrono::duration<double>(now - j->second.submitted).count();
+    j->second.view.ttff_ms = s * 1000;
+    stats_.ttff.Add(s);
+    EventLocked(j->second, now, "first_output");
+  }
 }
 
 void OrchestratorState::CountReportLocked(WorkerId w) {
@@ -375,6 +384,16 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
   }
   const TimePoint now = Clock::now();
   MutexLock lock(mu_);
+  // What the stage reported since its last heartbeat goes first, as that
+  // heartbeat would have (its last step, its first output).
+  for (const v1::StepProgress& p : r.progress()) {
+    if (p.job_id() == r.job_id()) {
+      ProgressLocked(r.worker_id(), p, now);
+    }
+  }
+  if (r.first_output()) {
+    FirstOutputLocked(r.job_id(), now);
+  }
   CountReportLocked(r.worker_id());
   auto j = jobs_.find(r.job_id());
   if (!bad.ok() && j != jobs_.end()) {

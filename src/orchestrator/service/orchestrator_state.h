@@ -496,6 +496,11 @@ class OrchestratorState {
   // A worker's preview of a running job: kept (newest only) and sent as a
   // "preview" event. Ignored for a finished job or one over kMaxPreviewBytes.
   void PreviewLocked(JobRecord& j, const v1::StepProgress& p, TimePoint now) SLUICE_REQUIRES(mu_);
+  // Worker `w`'s step progress (stale entries, for a job that moved on,
+  // are skipped) and a job's first output (TTFF; once per job), from a
+  // heartbeat or a Done.
+  void ProgressLocked(WorkerId w, const v1::StepProgress& p, TimePoint now) SLUICE_REQUIRES(mu_);
+  void FirstOutputLocked(std::uint64_t job, TimePoint now) SLUICE_REQUIRES(mu_);
   void EventLocked(JobRecord& j, TimePoint now, std::string type, std::string detail = {})
       SLUICE_REQUIRES(mu_);
   void SendLocked(WorkerId w, v1::Assignment a) SLUICE_REQUIRES(mu_);
