@@ -152,6 +152,7 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
   std::vector<double> latency, ttff, interactive_ttff, first_output_in_decode;
   std::map<std::string, double> busy;
   std::map<std::string, std::vector<double>> stage_busy;
+  std::map<std::string, std::map<std::string, std::vector<double>>> parts;
   double end_s = 0;
   for (const Sent& s : sent) {
     const Timeline t = ReadTimeline(http, s.id);
@@ -176,6 +177,11 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
       busy[stage] += b;
       stage_busy[stage].push_back(b);
     }
+    for (const auto& [stage, ms] : t.stage_ms) {
+      for (const auto& [part, v] : ms) {
+        parts[stage][part].push_back(v);
+      }
+    }
     if (t.first_output_in_stage_s >= 0) {
       first_output_in_decode.push_back(t.first_output_in_stage_s);
     }
@@ -195,6 +201,11 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
     out.stage_p50_s[stage] = Percentile(b, 0.5);
   }
   out.first_output_in_decode_p50_s = Percentile(first_output_in_decode, 0.5);
+  for (auto& [stage, by_part] : parts) {
+    for (auto& [part, v] : by_part) {
+      out.stage_breakdown_p50_ms[stage][part] = Percentile(v, 0.5);
+    }
+  }
   // Busy fraction per pool; encode and decode add up on the workers that
   // serve them (the edge worker, or every denoise worker) unless each has
   // its own.
@@ -240,7 +251,8 @@ std::string ToJson(const E2eBenchResult& r) {
              r.interactive_jobs > 0 ? json(r.interactive_p99_ttff_s) : json(nullptr)},
             {"utilization", r.utilization},
             {"stage_p50_s", r.stage_p50_s},
-            {"first_output_in_decode_p50_s", r.first_output_in_decode_p50_s}};
+            {"first_output_in_decode_p50_s", r.first_output_in_decode_p50_s},
+            {"stage_breakdown_p50_ms", r.stage_breakdown_p50_ms}};
   return j.dump();
 }
 

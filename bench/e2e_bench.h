@@ -66,6 +66,10 @@ struct E2eBenchResult {
   // done), and of the time from the decode's start to the first output.
   std::map<std::string, double> stage_p50_s;
   double first_output_in_decode_p50_s = 0;
+  // Per stage, the p50 over the measured jobs of each part of a stage's
+  // time in ms (Timeline::stage_ms: queue, busy, overhead, and the
+  // worker's start, run, input, output).
+  std::map<std::string, std::map<std::string, double>> stage_breakdown_p50_ms;
 };
 
 // One job of a run's open-loop stream: when it is sent (seconds from the

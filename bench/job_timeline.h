@@ -19,6 +19,13 @@ struct Timeline {
   // From the start of the stage that made the first output (decode) to it;
   // -1: none.
   double first_output_in_stage_s = -1;
+  // Per stage (its last run), in ms: "queue" (ready — submitted, or the
+  // previous stage done — to started), "busy" (started to done, as the
+  // orchestrator saw it), "overhead" (busy less the worker's "run":
+  // delivering the assignment, starting the run, reporting it), and the
+  // worker's own timings from the stage_done event ("start", "run",
+  // "input", "output").
+  std::map<std::string, std::map<std::string, double>> stage_ms;
 };
 
 // Reads job `id`'s events (GET /v1/jobs/{id}/events, which ends once the

@@ -4,7 +4,9 @@
 // indices back into views of the caller's tensor; errors leave as
 // _sluice.StatusError(code, code_name, message), which the package maps to
 // typed exceptions. Every call that can block releases the GIL.
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <type_traits>
 
@@ -312,6 +314,22 @@ class Context {
   void progress(int step, int steps, bool checkpointed) { c_->Progress(step, steps, checkpointed); }
   void preview(int step, const py::bytes& png) { c_->Preview(step, std::string(png)); }
   void first_output() { c_->FirstOutput(); }
+  // Where the handler's time went: shown on the job's stage_done event.
+  void add_timing(const std::string& phase, double seconds) {
+    const bool named = !phase.empty() && phase.size() <= 32 && phase != "start" && phase != "run" &&
+                       std::all_of(phase.begin(), phase.end(),
+                                   [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
+    if (!named) {
+      Check(InvalidArgumentError("add_timing: phase '" + phase +
+                                 "' is not 1..32 of [a-z_] (and not the worker's own 'start' "
+                                 "or 'run')"));
+    }
+    if (!std::isfinite(seconds) || seconds < 0) {
+      Check(InvalidArgumentError("add_timing: seconds must be finite and >= 0, got " +
+                                 std::to_string(seconds)));
+    }
+    c_->AddTiming(phase, std::chrono::duration<double>(seconds));
+  }
   void keep_alive() { c_->KeepAlive(); }
   bool should_stop() const { return c_->ShouldStop(); }
   bool should_checkpoint() const { return c_->ShouldCheckpoint(); }
@@ -516,6 +534,7 @@ PYBIND11_MODULE(_sluice, m) {
            py::arg("checkpointed") = false)
       .def("preview", &Context::preview, py::arg("step"), py::arg("png"))
       .def("first_output", &Context::first_output)
+      .def("add_timing", &Context::add_timing, py::arg("phase"), py::arg("seconds"))
       .def("keep_alive", &Context::keep_alive)
       .def("should_stop", &Context::should_stop)
       .def("should_checkpoint", &Context::should_checkpoint);

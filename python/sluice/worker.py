@@ -37,6 +37,12 @@ PNG of its current prediction (at most 64 KiB; the newest unsent one goes
 with the next heartbeat) and clients see it as a `preview` event and at
 GET /v1/jobs/{id}/preview.
 
+ctx.add_timing(phase, seconds) says where the handler's time went ("input",
+"output": 1..32 of [a-z_], added up per phase); with the worker's own
+"start" and "run" it shows on the job's stage_done event (timings_ms) and in
+`sluice bench e2e`'s stage breakdown. A bad phase or a negative or
+non-finite time raises InvalidArgumentError.
+
 The handler runs on a sluice thread (holding the GIL while it runs Python),
 up to `capacity` at once. Returning bytes is shorthand for
 StageOutput(output=bytes). Raising fails the assignment; UnavailableError and
@@ -49,6 +55,9 @@ from typing import Callable, List, Optional, Sequence, Union
 from . import _sluice, cache
 from ._security import security_files
 from .errors import InvalidArgumentError, translated
+
+# A handler's context raises typed errors, as the rest of the package does.
+_sluice.StageContext.add_timing = translated(_sluice.StageContext.add_timing)
 
 
 

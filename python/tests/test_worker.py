@@ -63,6 +63,43 @@ def test_python_handlers_run_every_stage(orchestrator):
             w.close()
 
 
+def test_a_handlers_timings_show_on_its_stage_done_event(orchestrator):
+    grpc, http = orchestrator
+    refused = []
+
+    def denoise(ctx):
+        ctx.add_timing("input", 0.002)
+        ctx.add_timing("input", 0.001)  # Added up.
+        for phase, seconds in (("Input", 1), ("run", 1), ("output", -1), ("output", float("nan"))):
+            try:
+                ctx.add_timing(phase, seconds)
+            except sluice.InvalidArgumentError as e:
+                refused.append(str(e))
+        return StageOutput(output=b"latent")
+
+    workers = [StageWorker("encode", grpc, lambda ctx: b"cond"),
+               StageWorker("denoise", grpc, denoise),
+               StageWorker("decode", grpc, lambda ctx: StageOutput(output=b"png"))]
+    try:
+        status, body = post(http, {"prompt": "a heron", "async": True})
+        assert status == 202, body
+        # The event stream ends once the job finished.
+        with urllib.request.urlopen(f"http://{http}/v1/jobs/{body['id']}/events",
+                                    timeout=30) as r:
+            events = r.read().decode()
+        done = [json.loads(line[6:]) for line in events.splitlines()
+                if line.startswith("data: ") and '"stage_done"' in line]
+        timings = {e["stage"]: e.get("timings_ms", {}) for e in done}
+        assert timings["denoise"]["input"] == pytest.approx(3.0), timings
+        assert set(timings["denoise"]) == {"input", "start", "run"}, timings
+        assert timings["denoise"]["run"] > 0 and timings["encode"]["run"] > 0, timings
+        assert len(refused) == 4, refused
+        assert "phase 'Input'" in refused[0] and "finite" in refused[3], refused
+    finally:
+        for w in workers:
+            w.close()
+
+
 def test_a_checkpointed_step_is_acknowledged_by_a_later_heartbeat(orchestrator):
     grpc, http = orchestrator
     seen = []

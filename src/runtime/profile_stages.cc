@@ -34,30 +34,40 @@ using internal::BufferPool;
 // publishes from the device buffer its output is in: the job's id in its
 // first element, the rest what the buffer held (a stand-in's values carry
 // nothing; its size and shape are what the hand-off moves).
-Result<StageOutput> Publish(DiffusionConnector& conn, BufferPool& pool, std::uint64_t job,
+// Its time is the run's "output" timing.
+Result<StageOutput> Publish(DiffusionConnector& conn, BufferPool& pool, StageContext& ctx,
                             const std::string& stage, const std::vector<std::int64_t>& shape,
                             int chunks = 1) {
+  const auto start = std::chrono::steady_clock::now();
   const BufferPool::Lease buf = pool.Acquire(static_cast<std::size_t>(NumElements(shape)) * 2);
-  *static_cast<std::uint16_t*>(buf.data()) = static_cast<std::uint16_t>(job);
-  return internal::PublishForNextStage(
-      conn, job, stage, stage == "encode" ? PayloadKind::kEmbedding : PayloadKind::kLatent,
+  *static_cast<std::uint16_t*>(buf.data()) = static_cast<std::uint16_t>(ctx.job_id());
+  Result<StageOutput> out = internal::PublishForNextStage(
+      conn, ctx.job_id(), stage, stage == "encode" ? PayloadKind::kEmbedding : PayloadKind::kLatent,
       TensorView{buf.data(), DType::kBF16, shape, {}}, chunks > 1 ? 1 : -1, chunks,
       std::chrono::minutes(5), /*reused=*/true);
+  ctx.AddTiming("output", std::chrono::steady_clock::now() - start);
+  return out;
 }
 
-// Fetches the bf16 payload `input` names into a buffer of `pool` (as a
-// model reads into its device buffer), calling `on_chunk` as chunks land.
-// Errors: kInvalidArgument (a bad descriptor, or not a 2-byte dtype);
-// FetchInto's.
-Status Fetch(DiffusionConnector& conn, BufferPool& pool, const std::string& input,
+// Fetches the bf16 payload the run's input names into a buffer of `pool`
+// (as a model reads into its device buffer), calling `on_chunk` as chunks
+// land. Without `on_chunk` its time is the run's "input" timing (with it,
+// the fetch and the work on the chunks overlap). Errors: kInvalidArgument
+// (a bad descriptor, or not a 2-byte dtype); FetchInto's.
+Status Fetch(DiffusionConnector& conn, BufferPool& pool, StageContext& ctx,
              const internal::ChunkFn& on_chunk = nullptr) {
-  SLUICE_ASSIGN_OR_RETURN(const PayloadDescriptor d, PayloadDescriptor::Decode(input));
+  const auto start = std::chrono::steady_clock::now();
+  SLUICE_ASSIGN_OR_RETURN(const PayloadDescriptor d, PayloadDescriptor::Decode(ctx.input()));
   if (DTypeSize(d.dtype) != 2) {
     return InvalidArgumentError("input: payload dtype " + std::string(DTypeName(d.dtype)) +
                                 " is not the profile stages' bf16");
   }
   const BufferPool::Lease buf = pool.Acquire(static_cast<std::size_t>(NumElements(d.shape)) * 2);
-  return internal::FetchInto(conn, d, buf.data(), on_chunk, /*reused=*/true);
+  Status s = internal::FetchInto(conn, d, buf.data(), on_chunk, /*reused=*/true);
+  if (!on_chunk) {
+    ctx.AddTiming("input", std::chrono::steady_clock::now() - start);
+  }
+  return s;
 }
 
 // The job's profile (its model, when that names a known profile) or
@@ -174,7 +184,7 @@ Result<StageOutput> RunChunkedDecode(StageContext& ctx, DiffusionConnector& conn
   const double frames = static_cast<double>(p.latent_shape[1]);
   internal::WorkSchedule work;
   bool first = true;
-  SLUICE_RETURN_IF_ERROR(Fetch(conn, pool, ctx.input(), [&](const ChunkView& c) {
+  SLUICE_RETURN_IF_ERROR(Fetch(conn, pool, ctx, [&](const ChunkView& c) {
     if (ctx.ShouldStop()) {
       return Status(StatusCode::kCancelled, "stopped while decoding");
     }
@@ -221,7 +231,7 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
         return EncodeCached(ctx, *p, *caches.conditions, time_factor);
       }
       Spend(p->encode_s, time_factor);
-      return Publish(*connector, *pool, ctx.job_id(), stage, p->condition_shape);
+      return Publish(*connector, *pool, ctx, stage, p->condition_shape);
     }
     if (stage == "denoise") {
       if (cache::IsCachedInput(ctx.input())) {
@@ -231,7 +241,7 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
                                       static_cast<std::size_t>(NumElements(p->condition_shape)) * 2,
                                       0, [](std::size_t, const std::vector<std::byte>&) {}));
       } else {
-        SLUICE_RETURN_IF_ERROR(Fetch(*connector, *pool, ctx.input()));
+        SLUICE_RETURN_IF_ERROR(Fetch(*connector, *pool, ctx));
       }
       SLUICE_ASSIGN_OR_RETURN(const bool preempted,
                               RunSteps(ctx, *p, steps, time_factor, /*may_yield=*/true));
@@ -240,7 +250,7 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
         out.preempted = true;
         return out;
       }
-      return Publish(*connector, *pool, ctx.job_id(), stage, p->latent_shape,
+      return Publish(*connector, *pool, ctx, stage, p->latent_shape,
                      LatentChunks(*p, latent_chunks));
     }
     // Chunked as the denoise handed it over (its worker's latent_chunks).
@@ -248,7 +258,7 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
     if (p->video && d.num_chunks > 1 && d.chunk_dim == 1) {
       return RunChunkedDecode(ctx, *connector, *pool, *p, time_factor);
     }
-    SLUICE_RETURN_IF_ERROR(Fetch(*connector, *pool, ctx.input()));
+    SLUICE_RETURN_IF_ERROR(Fetch(*connector, *pool, ctx));
     return RunDecode(ctx, *p, time_factor);
   };
 }

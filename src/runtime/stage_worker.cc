@@ -48,6 +48,10 @@ struct RunState {
   bool first_output SLUICE_GUARDED_BY(mu) = false;
   bool first_sent SLUICE_GUARDED_BY(mu) = false;
   std::string preview SLUICE_GUARDED_BY(mu);  // Newest unsent preview (empty: none).
+  // When the assignment arrived; the run's timings (StageContext::AddTiming
+  // and the worker's own "start" and "run").
+  std::chrono::steady_clock::time_point received = std::chrono::steady_clock::now();
+  std::map<std::string, double, std::less<>> timings_ms SLUICE_GUARDED_BY(mu);
   int preview_step SLUICE_GUARDED_BY(mu) = 0;
   // Sends the next heartbeat now (the worker's; it outlives its runs):
   // a first output reaches the orchestrator at once, not a beat later.
@@ -511,7 +515,14 @@ class StageWorkerImpl {
 
   void Run(const std::shared_ptr<RunState>& s) {
     StageContext ctx(s);
+    const auto started = std::chrono::steady_clock::now();
     Result<StageOutput> out = handler_(ctx);
+    {
+      using Ms = std::chrono::duration<double, std::milli>;
+      MutexLock sl(s->mu);
+      s->timings_ms["start"] = Ms(started - s->received).count();
+      s->timings_ms["run"] = Ms(std::chrono::steady_clock::now() - started).count();
+    }
     // Counted before the report: once the orchestrator has heard of it (and
     // a client may have its result), `completed()` includes it.
     ++completed_;
@@ -533,6 +544,7 @@ class StageWorkerImpl {
           s->AppendProgress(unsent);
           d.mutable_progress()->Swap(unsent.mutable_progress());
           d.set_first_output(unsent.first_output_size() > 0);
+          d.mutable_timings_ms()->insert(s->timings_ms.begin(), s->timings_ms.end());
         }
         const auto [id, secret] = CountReport(*s);
         d.set_worker_id(id);
@@ -816,6 +828,21 @@ void StageContext::FirstOutput() {
     s_->beat_now();
   }
 }
+void StageContext::AddTiming(std::string_view phase, std::chrono::duration<double> d) {
+  const bool named = !phase.empty() && phase.size() <= 32 &&
+                     std::all_of(phase.begin(), phase.end(),
+                                 [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
+  MutexLock lock(s_->mu);
+  auto it = s_->timings_ms.find(phase);
+  if (it == s_->timings_ms.end()) {
+    if (!named || phase == "start" || phase == "run" || s_->timings_ms.size() >= 6) {
+      return;
+    }
+    it = s_->timings_ms.emplace(std::string(phase), 0.0).first;
+  }
+  it->second += std::chrono::duration<double, std::milli>(d).count();
+}
+
 bool StageContext::ShouldStop() const {
   return s_->stop.load();
 }

@@ -93,7 +93,8 @@ class FakeWorker {
   // report that lands in the heartbeat after Done). Call before submitting.
   void ReportFirstOutputAfterDone() { first_output_after_done_ = true; }
   // A denoise reports its progress (and a first output, as a stage whose
-  // previews are outputs would) in its Done, with no heartbeat before it.
+  // previews are outputs would) and its timings in its Done, with no
+  // heartbeat before it.
   // Call before submitting.
   void ReportProgressInDone() { progress_in_done_ = true; }
   // Replaces what a decode (final) stage returns. Call before submitting
@@ -202,6 +203,11 @@ class FakeWorker {
       p->set_step(5);
       p->set_steps(10);
       d.set_first_output(true);
+      // Where its time went; two entries the orchestrator must drop.
+      (*d.mutable_timings_ms())["run"] = 12.5;
+      (*d.mutable_timings_ms())["input"] = 1.5;
+      (*d.mutable_timings_ms())["Bad-Name"] = 3;
+      (*d.mutable_timings_ms())["output"] = -1;
     } else if (stage_ == "denoise" || (stage_ == "decode" && video && !late_first_output)) {
       pb::HeartbeatRequest hb;
       hb.set_worker_id(id_);

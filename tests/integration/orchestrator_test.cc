@@ -249,8 +249,8 @@ TEST_F(OrchestratorTest, AFirstOutputReportedAfterTheResultStillGivesTheJobItsTt
 
 // A stage's last progress and first output may ride on its Done (one round
 // trip at a stage's end): both are applied before the stage is done, as a
-// heartbeat's would be.
-TEST_F(OrchestratorTest, ProgressAndFirstOutputCarriedByADoneAreApplied) {
+// heartbeat's would be. Its timings show on its stage_done event, checked.
+TEST_F(OrchestratorTest, ProgressFirstOutputAndTimingsCarriedByADoneAreApplied) {
   Start();
   FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),
       v(server_->endpoint(), "decode");
@@ -267,10 +267,14 @@ TEST_F(OrchestratorTest, ProgressAndFirstOutputCarriedByADoneAreApplied) {
       10s));
   // The events in order, as "type/stage/step".
   std::vector<std::string> seen;
+  json timings;
   std::istringstream lines(http_->Get("/v1/jobs/" + id + "/events")->body);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("data: ", 0) == 0) {
       const json ev = json::parse(line.substr(6));
+      if (ev.value("type", "") == "stage_done" && ev.value("stage", "") == "denoise") {
+        timings = ev.value("timings_ms", json());
+      }
       seen.push_back(ev.value("type", "") + "/" + ev.value("stage", "") + "/" +
                      std::to_string(ev.value("step", 0)));
     }
@@ -290,6 +294,8 @@ TEST_F(OrchestratorTest, ProgressAndFirstOutputCarriedByADoneAreApplied) {
   EXPECT_LT(at("step/denoise/5"), at("stage_done/denoise")) << all;
   EXPECT_LT(at("first_output/"), at("stage_done/denoise"))
       << "the first output carried by denoise's Done, not the fallback at the end: " << all;
+  EXPECT_EQ(timings, json({{"input", 1.5}, {"run", 12.5}}))
+      << "a bad name and a negative value are dropped";
 }
 
 TEST_F(OrchestratorTest, WithoutFfmpegVideoContentIsTheFramesArchive) {

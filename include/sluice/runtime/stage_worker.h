@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sluice/cache/cache.h"
@@ -68,6 +69,11 @@ class StageContext {
   // The first chunk/frame of the output exists (time-to-first-frame): told
   // to the orchestrator at once, in a heartbeat sent now.
   void FirstOutput();
+  // `phase` of the run took `d` (added to what it took before): reported
+  // with the stage's Done and shown on the job's stage_done event, beside
+  // the worker's own "start" and "run". Names: 1..32 of [a-z_] ("input",
+  // "output"); at most 6 per run; others are dropped.
+  void AddTiming(std::string_view phase, std::chrono::duration<double> d);
   // The job was cancelled: stop at the next step boundary and return any
   // status (it is discarded).
   bool ShouldStop() const;

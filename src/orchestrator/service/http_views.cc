@@ -54,6 +54,9 @@ json EventJson(const JobEvent& e) {
   } else if (!e.detail.empty()) {
     j["detail"] = e.detail;
   }
+  if (!e.timings_ms.empty()) {
+    j["timings_ms"] = e.timings_ms;
+  }
   return j;
 }
 

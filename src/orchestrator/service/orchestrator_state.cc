@@ -58,6 +58,26 @@ std::vector<ModelView> OrchestratorState::Models() {
   return out;
 }
 
+namespace {
+
+// A Done's timings as a stage_done event shows them: at most 8 names of
+// 1..32 of [a-z_] with values in [0, 1e7] ms; anything else a worker sends
+// is dropped.
+std::map<std::string, double> CheckedTimings(const v1::DoneRequest& r) {
+  std::map<std::string, double> out;
+  for (const auto& [name, ms] : r.timings_ms()) {
+    const bool named = !name.empty() && name.size() <= 32 &&
+                       std::all_of(name.begin(), name.end(),
+                                   [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
+    if (named && ms >= 0 && ms <= 1e7 && out.size() < 8) {
+      out.emplace(name, ms);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void OrchestratorState::EventLocked(JobRecord& j, TimePoint now, std::string type,
                                     std::string detail) {
   JobEvent e;
@@ -451,6 +471,7 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
   }
   rec.queued_since = now;
   EventLocked(rec, now, "stage_done");
+  rec.view.events.back().timings_ms = CheckedTimings(r);
   ApplyLocked(now);
   return Status::Ok();
 }

@@ -222,6 +222,9 @@ struct JobEvent {
   // preview: the PNG (only the job's newest preview event keeps it, so a
   // job holds one preview however many steps report one).
   std::string detail;
+  // stage_done: where the run's time went on its worker (DoneRequest's
+  // timings_ms, checked).
+  std::map<std::string, double> timings_ms;
 };
 
 struct JobView {
