@@ -49,12 +49,15 @@ Result<StageOutput> Publish(DiffusionConnector& conn, BufferPool& pool, StageCon
   return out;
 }
 
-// Fetches the bf16 payload the run's input names into a buffer of `pool`
-// (as a model reads into its device buffer), calling `on_chunk` as chunks
-// land. Without `on_chunk` its time is the run's "input" timing (with it,
-// the fetch and the work on the chunks overlap). Errors: kInvalidArgument
-// (a bad descriptor, or not a 2-byte dtype); FetchInto's.
-Status Fetch(DiffusionConnector& conn, BufferPool& pool, StageContext& ctx,
+// Fetches the bf16 payload the run's input names into a new buffer,
+// calling `on_chunk` as chunks land. Without `on_chunk` its time is the
+// run's "input" timing (with it, the fetch and the work on the chunks
+// overlap). Not into a reused buffer: consuming job after job into one
+// address slowed a loaded deployment by a quarter (calibration_test's
+// one-decode-worker case: 10.8 -> 8.6 jobs/s, every stage's report slower)
+// for reasons not yet found. Errors: kInvalidArgument (a bad descriptor,
+// or not a 2-byte dtype); FetchInto's.
+Status Fetch(DiffusionConnector& conn, StageContext& ctx,
              const internal::ChunkFn& on_chunk = nullptr) {
   const auto start = std::chrono::steady_clock::now();
   SLUICE_ASSIGN_OR_RETURN(const PayloadDescriptor d, PayloadDescriptor::Decode(ctx.input()));
@@ -62,8 +65,8 @@ Status Fetch(DiffusionConnector& conn, BufferPool& pool, StageContext& ctx,
     return InvalidArgumentError("input: payload dtype " + std::string(DTypeName(d.dtype)) +
                                 " is not the profile stages' bf16");
   }
-  const BufferPool::Lease buf = pool.Acquire(static_cast<std::size_t>(NumElements(d.shape)) * 2);
-  Status s = internal::FetchInto(conn, d, buf.data(), on_chunk, /*reused=*/true);
+  std::vector<std::uint16_t> buf(static_cast<std::size_t>(NumElements(d.shape)));
+  Status s = internal::FetchInto(conn, d, buf.data(), on_chunk);
   if (!on_chunk) {
     ctx.AddTiming("input", std::chrono::steady_clock::now() - start);
   }
@@ -179,12 +182,12 @@ Result<StageOutput> RunDecode(StageContext& ctx, const ModelProfile& p, double t
 // A decode fed chunk by chunk along the latent's frames: each chunk's
 // share of the decode spent as it lands (after the previous chunk's), the
 // first output after the first chunk.
-Result<StageOutput> RunChunkedDecode(StageContext& ctx, DiffusionConnector& conn, BufferPool& pool,
+Result<StageOutput> RunChunkedDecode(StageContext& ctx, DiffusionConnector& conn,
                                      const ModelProfile& p, double time_factor) {
   const double frames = static_cast<double>(p.latent_shape[1]);
   internal::WorkSchedule work;
   bool first = true;
-  SLUICE_RETURN_IF_ERROR(Fetch(conn, pool, ctx, [&](const ChunkView& c) {
+  SLUICE_RETURN_IF_ERROR(Fetch(conn, ctx, [&](const ChunkView& c) {
     if (ctx.ShouldStop()) {
       return Status(StatusCode::kCancelled, "stopped while decoding");
     }
@@ -241,7 +244,7 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
                                       static_cast<std::size_t>(NumElements(p->condition_shape)) * 2,
                                       0, [](std::size_t, const std::vector<std::byte>&) {}));
       } else {
-        SLUICE_RETURN_IF_ERROR(Fetch(*connector, *pool, ctx));
+        SLUICE_RETURN_IF_ERROR(Fetch(*connector, ctx));
       }
       SLUICE_ASSIGN_OR_RETURN(const bool preempted,
                               RunSteps(ctx, *p, steps, time_factor, /*may_yield=*/true));
@@ -256,9 +259,9 @@ StageHandler ProfileStageHandler(const ModelProfile& profile, const std::string&
     // Chunked as the denoise handed it over (its worker's latent_chunks).
     SLUICE_ASSIGN_OR_RETURN(const PayloadDescriptor d, PayloadDescriptor::Decode(ctx.input()));
     if (p->video && d.num_chunks > 1 && d.chunk_dim == 1) {
-      return RunChunkedDecode(ctx, *connector, *pool, *p, time_factor);
+      return RunChunkedDecode(ctx, *connector, *p, time_factor);
     }
-    SLUICE_RETURN_IF_ERROR(Fetch(*connector, *pool, ctx));
+    SLUICE_RETURN_IF_ERROR(Fetch(*connector, ctx));
     return RunDecode(ctx, *p, time_factor);
   };
 }
