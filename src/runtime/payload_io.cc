@@ -61,7 +61,7 @@ Status ReadCachedInput(const std::string& input, StoreClient* store, std::size_t
 }
 
 Status FetchInto(DiffusionConnector& conn, const PayloadDescriptor& d, void* dst,
-                 const ChunkFn& on_chunk, bool reused) {
+                 const ChunkFn& on_chunk) {
   Status s;
   {
     SLUICE_ASSIGN_OR_RETURN(auto stream, conn.Consume(d, TensorView{dst, d.dtype, d.shape, {}}));
@@ -76,9 +76,7 @@ Status FetchInto(DiffusionConnector& conn, const PayloadDescriptor& d, void* dst
       }
     }
   }
-  if (!reused) {
-    conn.Forget(dst);
-  }
+  conn.Forget(dst);
   SLUICE_RETURN_IF_ERROR(s);
   return conn.Release(d);
 }

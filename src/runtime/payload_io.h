@@ -20,10 +20,10 @@ namespace sluice::internal {
 // chunks along `chunk_dim` (-1: whole), and returns the stage output
 // (descriptor and store keys) once the buffer may be freed: the payload is
 // in the store (store mode), or its consumer released it (p2p).
-// With `reused`, tensor.data is a buffer the caller publishes from (or
-// fetches into) again: the connector keeps its registration (the caller
-// calls Forget before freeing it); otherwise it is forgotten here.
-// Errors: the connector's; kDeadlineExceeded after `timeout`.
+// With `reused`, tensor.data is a buffer the caller publishes from again:
+// the connector keeps its registration (the caller calls Forget before
+// freeing it); otherwise it is forgotten here. Errors: the connector's;
+// kDeadlineExceeded after `timeout`.
 Result<StageOutput> PublishForNextStage(DiffusionConnector& conn, std::uint64_t job,
                                         const std::string& stage, PayloadKind kind,
                                         const TensorView& tensor, int chunk_dim = -1,
@@ -48,11 +48,10 @@ using ChunkFn = std::function<Status(const ChunkView&)>;
 
 // Fetches the payload `d` into `dst` (contiguous, of d's shape and dtype;
 // must stay allocated until the call returns), calling `on_chunk` as each
-// chunk lands, then releases the payload. With `reused`, dst's registration
-// is kept (as PublishForNextStage's). Errors: the connector's, or
+// chunk lands, then releases the payload. Errors: the connector's, or
 // on_chunk's.
 Status FetchInto(DiffusionConnector& conn, const PayloadDescriptor& d, void* dst,
-                 const ChunkFn& on_chunk = nullptr, bool reused = false);
+                 const ChunkFn& on_chunk = nullptr);
 
 // Decodes the descriptor `input` and fetches its payload into a new vector.
 // Errors: kInvalidArgument (bad descriptor, or T's size is not the dtype's);

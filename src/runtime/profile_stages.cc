@@ -49,24 +49,17 @@ Result<StageOutput> Publish(DiffusionConnector& conn, BufferPool& pool, StageCon
   return out;
 }
 
-// Fetches the bf16 payload the run's input names into a new buffer,
-// calling `on_chunk` as chunks land. Without `on_chunk` its time is the
-// run's "input" timing (with it, the fetch and the work on the chunks
-// overlap). Not into a reused buffer: consuming job after job into one
-// address slowed a loaded deployment by a quarter (calibration_test's
+// Fetches the bf16 payload the run's input names into a new buffer
+// (FetchInput), calling `on_chunk` as chunks land. Without `on_chunk` its
+// time is the run's "input" timing (with it, the fetch and the work on the
+// chunks overlap). Not into a reused buffer: consuming job after job into
+// one address slowed a loaded deployment by a quarter (calibration_test's
 // one-decode-worker case: 10.8 -> 8.6 jobs/s, every stage's report slower)
-// for reasons not yet found. Errors: kInvalidArgument (a bad descriptor,
-// or not a 2-byte dtype); FetchInto's.
+// for reasons not yet found. Errors: FetchInput's.
 Status Fetch(DiffusionConnector& conn, StageContext& ctx,
              const internal::ChunkFn& on_chunk = nullptr) {
   const auto start = std::chrono::steady_clock::now();
-  SLUICE_ASSIGN_OR_RETURN(const PayloadDescriptor d, PayloadDescriptor::Decode(ctx.input()));
-  if (DTypeSize(d.dtype) != 2) {
-    return InvalidArgumentError("input: payload dtype " + std::string(DTypeName(d.dtype)) +
-                                " is not the profile stages' bf16");
-  }
-  std::vector<std::uint16_t> buf(static_cast<std::size_t>(NumElements(d.shape)));
-  Status s = internal::FetchInto(conn, d, buf.data(), on_chunk);
+  Status s = internal::FetchInput<std::uint16_t>(conn, ctx.input(), nullptr, on_chunk).status();
   if (!on_chunk) {
     ctx.AddTiming("input", std::chrono::steady_clock::now() - start);
   }
