@@ -316,10 +316,7 @@ class Context {
   void first_output() { c_->FirstOutput(); }
   // Where the handler's time went: shown on the job's stage_done event.
   void add_timing(const std::string& phase, double seconds) {
-    const bool named = !phase.empty() && phase.size() <= 32 && phase != "start" && phase != "run" &&
-                       std::all_of(phase.begin(), phase.end(),
-                                   [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
-    if (!named) {
+    if (!IsTimingPhase(phase)) {
       Check(InvalidArgumentError("add_timing: phase '" + phase +
                                  "' is not 1..32 of [a-z_] (and not the worker's own 'start' "
                                  "or 'run')"));

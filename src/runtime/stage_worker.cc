@@ -828,14 +828,20 @@ void StageContext::FirstOutput() {
     s_->beat_now();
   }
 }
+bool IsTimingPhase(std::string_view phase) {
+  return !phase.empty() && phase.size() <= 32 && phase != "start" && phase != "run" &&
+         std::all_of(phase.begin(), phase.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
+}
+
 void StageContext::AddTiming(std::string_view phase, std::chrono::duration<double> d) {
-  const bool named = !phase.empty() && phase.size() <= 32 &&
-                     std::all_of(phase.begin(), phase.end(),
-                                 [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
+  if (!IsTimingPhase(phase)) {
+    return;
+  }
   MutexLock lock(s_->mu);
   auto it = s_->timings_ms.find(phase);
   if (it == s_->timings_ms.end()) {
-    if (!named || phase == "start" || phase == "run" || s_->timings_ms.size() >= 6) {
+    if (s_->timings_ms.size() >= 6) {
       return;
     }
     it = s_->timings_ms.emplace(std::string(phase), 0.0).first;

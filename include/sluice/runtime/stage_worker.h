@@ -87,6 +87,10 @@ class StageContext {
   std::shared_ptr<internal::RunState> s_;
 };
 
+// Whether `phase` may name a handler's timing (StageContext::AddTiming):
+// 1..32 of [a-z_], and not the worker's own "start" or "run".
+bool IsTimingPhase(std::string_view phase);
+
 struct StageOutput {
   std::string output;  // Descriptor for the next stage, or the final result bytes.
   std::string type;    // Final stage: MIME type (e.g. "image/png").
