@@ -31,6 +31,22 @@ inline bool TcpOnly(Mode m) {
 }
 std::string ModeName(Mode m);
 
+// The largest payload the size sweeps (1 byte up) move: 256 MiB, but 32 MiB
+// under ThreadSanitizer, whose instrumented copies and pattern checks take
+// minutes per case over 256 MiB on two cores. A race does not depend on the
+// size once a payload spans many of a transport's chunks and staging slots,
+// which 32 MiB does; the Release and ASan stages sweep the whole range.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SLUICE_TESTING_UNDER_TSAN 1
+#endif
+#endif
+#ifdef SLUICE_TESTING_UNDER_TSAN
+inline constexpr std::size_t kLargestSweepBytes = std::size_t{32} << 20;
+#else
+inline constexpr std::size_t kLargestSweepBytes = std::size_t{256} << 20;
+#endif
+
 // Pre-faulted anonymous memory, a SharedBuffer, or sim device memory. Owns
 // what it holds. Device memory is reached only through the methods below
 // (synchronous copies through the backend); data() is its address, for ops.
