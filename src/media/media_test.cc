@@ -1,3 +1,5 @@
+#include <zlib.h>
+
 #include <gtest/gtest.h>
 
 #include "media/frames_archive.h"
@@ -71,6 +73,25 @@ TEST(PngTest, APaddedPngHasTheAskedSizeAndStillDecodes) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->width, 16);
   EXPECT_EQ(back->rgb, rgb);
+  // The original's chunks, then the pad chunk (length, "slPd", zeros, its
+  // CRC over type and data), then the original's IEND.
+  const std::size_t at = png.size() - 12;
+  const std::size_t data = 50000 - png.size() - 12;
+  EXPECT_EQ(padded.substr(0, at), png.substr(0, at));
+  auto be32 = [&](std::size_t off) {
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) {
+      v = v << 8 | static_cast<std::uint8_t>(padded[off + i]);
+    }
+    return v;
+  };
+  EXPECT_EQ(be32(at), data);
+  EXPECT_EQ(padded.substr(at + 4, 4), "slPd");
+  EXPECT_EQ(padded.find_first_not_of('\0', at + 8), at + 8 + data);
+  const auto crc = ::crc32(::crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(&padded[at + 4]),
+                           static_cast<uInt>(4 + data));
+  EXPECT_EQ(be32(at + 8 + data), crc);
+  EXPECT_EQ(padded.substr(at + 12 + data), png.substr(at));
   EXPECT_EQ(PadPng(png, png.size() + 3), png) << "too little room for a chunk: unchanged";
 }
 

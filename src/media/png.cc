@@ -64,19 +64,26 @@ std::string PadPng(std::string png, std::size_t total_bytes) {
     return png;
   }
   const std::size_t data = total_bytes - png.size() - kOverhead;
-  std::string chunk(kOverhead + data, '\0');
-  auto put32 = [&](std::size_t at, std::uint32_t v) {
+  // Built in one allocation of the final size: the padded output is
+  // megabytes, and each extra copy of it is fresh memory to fault in.
+  std::string out;
+  out.reserve(total_bytes);
+  out.append(png, 0, png.size() - kIend);
+  auto put32 = [&](std::uint32_t v) {
     for (int i = 0; i < 4; ++i) {
-      chunk[at + i] = static_cast<char>(v >> (24 - 8 * i));
+      out.push_back(static_cast<char>(v >> (24 - 8 * i)));
     }
   };
-  put32(0, static_cast<std::uint32_t>(data));
-  chunk.replace(4, 4, "slPd");
-  const auto crc = ::crc32(::crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(chunk.data() + 4),
-                           static_cast<uInt>(4 + data));
-  put32(8 + data, static_cast<std::uint32_t>(crc));
-  png.insert(png.size() - kIend, chunk);
-  return png;
+  put32(static_cast<std::uint32_t>(data));
+  const std::size_t type_at = out.size();
+  out.append("slPd");
+  out.append(data, '\0');
+  const auto crc =
+      ::crc32(::crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(out.data() + type_at),
+              static_cast<uInt>(4 + data));
+  put32(static_cast<std::uint32_t>(crc));
+  out.append(png, png.size() - kIend, kIend);
+  return out;
 }
 
 }  // namespace sluice::media

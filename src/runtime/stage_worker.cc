@@ -549,7 +549,7 @@ class StageWorkerImpl {
         const auto [id, secret] = CountReport(*s);
         d.set_worker_id(id);
         d.set_job_id(s->job_id);
-        d.set_output(out->output);
+        d.set_output(std::move(out->output));  // Megabytes for a final stage: not copied.
         d.set_output_type(out->type);
         for (const auto& k : out->payload_keys) {
           d.add_payload_keys(k);
