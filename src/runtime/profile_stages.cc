@@ -54,8 +54,10 @@ Result<StageOutput> Publish(DiffusionConnector& conn, BufferPool& pool, StageCon
 // time is the run's "input" timing (with it, the fetch and the work on the
 // chunks overlap). Not into a reused buffer: consuming job after job into
 // one address slowed a loaded deployment by a quarter (calibration_test's
-// one-decode-worker case: 10.8 -> 8.6 jobs/s, every stage's report slower)
-// for reasons not yet found. Errors: FetchInput's.
+// one-decode-worker case: 10.8 -> 8.6 jobs/s, every stage's report slower),
+// mostly because the per-job buffer freed here is warm memory glibc hands
+// to the final stage's multi-megabyte result copies, which otherwise fault
+// in fresh pages (docs/benchmarks/end-to-end.md). Errors: FetchInput's.
 Status Fetch(DiffusionConnector& conn, StageContext& ctx,
              const internal::ChunkFn& on_chunk = nullptr) {
   const auto start = std::chrono::steady_clock::now();
