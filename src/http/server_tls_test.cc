@@ -10,8 +10,10 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
 
@@ -85,6 +87,12 @@ class FlightClient {
       }
     }
     return Flush();
+  }
+  // Ends the TLS session as a clean client does: close_notify, then FIN.
+  // The socket stays open (no reset). False on failure.
+  bool CloseNotify() {
+    SSL_shutdown(ssl_);
+    return Flush() && ::shutdown(fd_.get(), SHUT_WR) == 0;
   }
   // Reads decrypted bytes until `needle` occurs `count` times in all read so
   // far, the server closes, or 5 s pass. Returns everything read.
@@ -178,6 +186,14 @@ class HttpsFlightTest : public ::testing::Test {
         ex->Respond(std::move(res));
       });
     });
+    // Never answers: runs `left_` when the client leaves.
+    r.Add("GET", "/hold", [this](Request&, std::shared_ptr<Exchange> ex) {
+      ex->OnClose([this] {
+        std::lock_guard<std::mutex> lock(mu_);
+        left_ = true;
+        cv_.notify_all();
+      });
+    });
     auto s = Server::Start(o, std::move(r));
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
@@ -188,6 +204,15 @@ class HttpsFlightTest : public ::testing::Test {
     return "GET " + path + "?n=" + std::to_string(n) + " HTTP/1.1\r\nHost: t\r\n\r\n";
   }
 
+  // Whether a /hold exchange's client left within `d`.
+  bool LeftWithin(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, d, [this] { return left_; });
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool left_ = false;
   std::filesystem::path dir_;
   sluice::testing::Pki pki_;
   std::unique_ptr<Server> server_;
@@ -225,6 +250,33 @@ TEST_F(HttpsFlightTest, ARequestSentWithOneAnsweredLaterIsServedAfterIt) {
   const std::string got = c.ReadUntil("later ", 2);
   EXPECT_NE(got.find("later 1."), std::string::npos) << "answers: '" << got << "'";
   EXPECT_NE(got.find("later 2."), std::string::npos) << "answers: '" << got << "'";
+}
+
+// A client that ends its TLS session cleanly while a handler owes the
+// answer has left: the watch must see the close_notify (bytes on the
+// socket, so not an EOF there) for what it is and run OnClose, not take
+// it for a pipelined request and hold the exchange until it is answered.
+TEST_F(HttpsFlightTest, AClientEndingItsSessionWhileWaitingIsNoticed) {
+  FlightClient c(server_->endpoint(), pki_.ca);
+  ASSERT_TRUE(c.Handshake());
+  ASSERT_TRUE(c.Send({Get(1, "/hold")}));
+  EXPECT_FALSE(LeftWithin(100ms)) << "OnClose ran before the client left";
+  ASSERT_TRUE(c.CloseNotify());
+  EXPECT_TRUE(LeftWithin(2s)) << "the session did not notice the client's close_notify";
+}
+
+// A request sent on its own while the previous one waits for its answer
+// is read by the watch through the TLS layer and served after it.
+TEST_F(HttpsFlightTest, ARequestSentWhileOneWaitsIsServedAfterIt) {
+  FlightClient c(server_->endpoint(), pki_.ca);
+  ASSERT_TRUE(c.Handshake());
+  ASSERT_TRUE(c.Send({Get(1, "/later")}));
+  ASSERT_TRUE(c.Send({Get(2)}));
+  const std::string got = c.ReadUntil("hi 2.", 1);
+  const std::size_t first = got.find("later 1."), second = got.find("hi 2.");
+  EXPECT_NE(first, std::string::npos) << "answers: '" << got << "'";
+  EXPECT_NE(second, std::string::npos) << "answers: '" << got << "'";
+  EXPECT_LT(first, second) << "answers out of order: '" << got << "'";
 }
 
 }  // namespace

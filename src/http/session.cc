@@ -337,9 +337,41 @@ void Session::OnWatch(error_code ec) {
     return StartWatch();
   }
   if (n > 0) {
+    if (stream_.tls()) {
+      // Over TLS the bytes may be the client's close_notify, not a request:
+      // only the TLS layer can tell.
+      return WatchThroughTls();
+    }
     return;  // A pipelined request: read once this exchange ends.
   }
   Close();  // The client left: OnClose runs.
+}
+
+// Reads what the watch saw through the TLS layer: an end of the session
+// (close_notify, a truncated or reset connection) closes it, so OnClose
+// runs now and not when the answer is written; a request stays buffered
+// for when this exchange ends (or is read now, if it has ended meanwhile).
+// The only read pending on the stream while it runs: AfterAnswer and
+// Linger leave it be, WaitRequest does not start another.
+void Session::WatchThroughTls() {
+  watching_ = true;
+  tls_watch_read_ = true;
+  constexpr std::size_t kWatchRead = 4096;
+  stream_.async_read_some(buffer_.prepare(kWatchRead),
+                          [self = shared_from_this()](error_code ec, std::size_t n) {
+                            self->watching_ = false;
+                            self->tls_watch_read_ = false;
+                            if (self->closed_ || self->lingering_) {
+                              return;
+                            }
+                            if (ec) {
+                              return self->Close();  // The client left: OnClose runs.
+                            }
+                            self->buffer_.commit(n);
+                            if (self->phase_ == Phase::kIdle) {
+                              self->ReadHeader();  // The answer went out meanwhile.
+                            }
+                          });
 }
 
 void Session::DoRespond(std::uint64_t seq, Response r) {
@@ -503,7 +535,7 @@ void Session::AfterAnswer() {
   if (watching_) {
     phase_ = Phase::kIdle;  // OnWatch reads the next request.
     ArmDeadline(core_->options.idle_timeout);
-    if (stream_.tls()) {
+    if (stream_.tls() && !tls_watch_read_) {
       // The TLS layer may hold that request already, where the socket watch
       // cannot see it: end the watch now (the only socket operation pending).
       error_code ec;
@@ -518,7 +550,11 @@ void Session::AfterAnswer() {
 // second, so an answer sent before its request was read whole (413) is
 // not lost to a reset.
 void Session::Linger() {
+  lingering_ = true;
   error_code ec;
+  if (tls_watch_read_) {
+    socket_.cancel(ec);  // Drain reads the socket from here on.
+  }
   socket_.shutdown(tcp::socket::shutdown_send, ec);
   buffer_.clear();
   ArmDeadline(std::chrono::milliseconds(1000));

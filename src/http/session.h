@@ -127,6 +127,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnHandshake(boost::system::error_code ec);
   void WaitRequest();
+  void WatchThroughTls();
   void ReadHeader();
   void OnHeader(boost::system::error_code ec);
   void OnBody(boost::system::error_code ec);
@@ -162,9 +163,11 @@ class Session : public std::enable_shared_from_this<Session> {
   Phase phase_ = Phase::kIdle;
   bool closed_ = false;
   bool keep_alive_ = true;
-  bool close_after_ = false;  // Close once the queue is written.
-  bool watching_ = false;     // A disconnect watch is pending.
-  std::string origin_;        // The current request's Origin header.
+  bool close_after_ = false;     // Close once the queue is written.
+  bool watching_ = false;        // A disconnect watch is pending.
+  bool tls_watch_read_ = false;  // Its TLS read (WatchThroughTls) is pending.
+  bool lingering_ = false;       // Linger: only Drain reads.
+  std::string origin_;           // The current request's Origin header.
 
   std::uint64_t seq_ = 0;      // The current exchange.
   bool exchange_done_ = true;  // Answered (or never started).
