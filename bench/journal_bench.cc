@@ -51,7 +51,7 @@ Status RunJobs(orchestrator::JobJournal& j, std::uint64_t first, int n, std::siz
     p.done = "denoise";
     SLUICE_RETURN_IF_ERROR(j.SaveProgress(id, p));
     JobOutcome o;
-    o.status = "succeeded";
+    o.status = orchestrator::JobStatus::kSucceeded;
     o.result_type = "image/png";
     o.result = result;
     o.finished_unix_s = 1;

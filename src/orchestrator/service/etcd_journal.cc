@@ -350,8 +350,9 @@ Status EtcdJournal::SaveProgress(JobId id, const JobProgress& p) {
 }
 
 Status EtcdJournal::Finish(JobId id, const JobOutcome& o) {
-  const bool keep_result = o.status == "succeeded" && o.result.size() <= o_.max_result_bytes;
-  const json j = {{"status", o.status},
+  const bool keep_result =
+      o.status == JobStatus::kSucceeded && o.result.size() <= o_.max_result_bytes;
+  const json j = {{"status", JobStatusName(o.status)},
                   {"error", o.error},
                   {"error_type", o.error_type},
                   {"result_type", o.result_type},
@@ -482,13 +483,14 @@ Result<std::vector<FinishedRecord>> EtcdJournal::Finished(std::size_t keep,
     f.request.name = Str(j, "name");
     f.request.tenant = Str(j, "tenant");
     f.request.model = Str(j, "model");
-    f.status = Str(d, "status");
+    SLUICE_ASSIGN_OR_RETURN(
+        f.status, ParseFinalStatus(Str(d, "status"), "etcd journal: job " + std::to_string(id)));
     f.error = Str(d, "error");
     f.error_type = Str(d, "error_type");
     f.result_type = Str(d, "result_type");
     f.created_unix_s = Int(j, "created_unix_ms") / 1000;
     f.finished_unix_s = Int(d, "finished_unix_s");
-    if (f.status == "succeeded") {
+    if (f.status == JobStatus::kSucceeded) {
       SLUICE_ASSIGN_OR_RETURN(std::optional<discovery::EtcdKv> result,
                               etcd_->Get(Key("result", id)));
       if (result.has_value()) {

@@ -69,7 +69,8 @@ TEST_F(EtcdJournalTest, AStandbyReadsWhatTheLeaderWrote) {
   p.keys = {"k1", "k2"};
   p.checkpoint_step = 4;
   ASSERT_TRUE(leader->SaveProgress(2, p).ok());
-  JobOutcome ok{"succeeded", "", "", "image/png", std::string_view("PNG\x89\0bytes", 10), 1000};
+  JobOutcome ok{
+      JobStatus::kSucceeded, "", "", "image/png", std::string_view("PNG\x89\0bytes", 10), 1000};
   ASSERT_TRUE(leader->Finish(1, ok).ok());
   ASSERT_TRUE(leader->Keep({2, 3, 5000}).ok());
   ASSERT_TRUE(leader->Keep({2, 3, 6000}).ok());  // A second report: no-op.
@@ -105,7 +106,7 @@ TEST_F(EtcdJournalTest, AStandbyReadsWhatTheLeaderWrote) {
   ASSERT_TRUE(finished.ok());
   ASSERT_EQ(finished->size(), 1u);
   EXPECT_EQ((*finished)[0].request.name, "job-a");
-  EXPECT_EQ((*finished)[0].status, "succeeded");
+  EXPECT_EQ((*finished)[0].status, JobStatus::kSucceeded);
   EXPECT_EQ((*finished)[0].result, std::string(ok.result));
   EXPECT_EQ((*finished)[0].result_type, "image/png");
   EXPECT_FALSE((*finished)[0].result_dropped);
@@ -117,7 +118,7 @@ TEST_F(EtcdJournalTest, AStandbyReadsWhatTheLeaderWrote) {
   EXPECT_EQ((*kept)[0].unix_ms, 5000);
 
   // Pruning forgets finished jobs past the newest `keep` and old kept steps.
-  JobOutcome failed{"failed", "boom", "server_error", "", {}, 2000};
+  JobOutcome failed{JobStatus::kFailed, "boom", "server_error", "", {}, 2000};
   ASSERT_TRUE(standby->Finish(3, failed).ok());
   ASSERT_TRUE(standby->Prune(1, 0, 0).ok());
   ASSERT_TRUE(standby->Flush().ok());
@@ -154,11 +155,11 @@ TEST_F(EtcdJournalTest, ConcurrentSubmittersShareTransactionsAndEveryWriteLands)
         JobProgress p;
         p.done = "encode";
         p.output = "descriptor-" + std::to_string(id);
-        const bool ok = j->Add(id, Request("job-" + std::to_string(id)), Stages()).ok() &&
-                        j->SaveProgress(id, p).ok() &&
-                        (p.done = "denoise", j->SaveProgress(id, p).ok()) &&
-                        (id % 4 == 0 ||  // Every fourth stays unfinished.
-                         j->Finish(id, {"succeeded", "", "", "image/png", "png", 1}).ok());
+        const bool ok =
+            j->Add(id, Request("job-" + std::to_string(id)), Stages()).ok() &&
+            j->SaveProgress(id, p).ok() && (p.done = "denoise", j->SaveProgress(id, p).ok()) &&
+            (id % 4 == 0 ||  // Every fourth stays unfinished.
+             j->Finish(id, {JobStatus::kSucceeded, "", "", "image/png", "png", 1}).ok());
         failures += ok ? 0 : 1;
       }
     });
@@ -239,7 +240,7 @@ TEST_F(EtcdJournalTest, OnlyTheLeaderWrites) {
   Status s = j->Add(2, Request("job-b"), Stages());
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
   EXPECT_NE(s.message().find("no longer leads"), std::string_view::npos) << s.ToString();
-  EXPECT_EQ(j->Finish(1, {"succeeded", "", "", "image/png", "x", 1}).code(),
+  EXPECT_EQ(j->Finish(1, {JobStatus::kSucceeded, "", "", "image/png", "x", 1}).code(),
             StatusCode::kFailedPrecondition);
   auto fresh = Open();
   ASSERT_NE(fresh, nullptr);
@@ -256,7 +257,7 @@ TEST_F(EtcdJournalTest, ALargeResultIsNotKeptAndSaysSo) {
   ASSERT_NE(j, nullptr);
   ASSERT_TRUE(j->Add(1, Request("job-a"), Stages()).ok());
   const std::string big(1001, 'v');
-  ASSERT_TRUE(j->Finish(1, {"succeeded", "", "", "video/mp4", big, 10}).ok());
+  ASSERT_TRUE(j->Finish(1, {JobStatus::kSucceeded, "", "", "video/mp4", big, 10}).ok());
   ASSERT_TRUE(j->Flush().ok());
   auto f = Open()->Finished(10, 0);
   ASSERT_TRUE(f.ok());

@@ -161,8 +161,9 @@ class SyncImages : public std::enable_shared_from_this<SyncImages> {
       if (v.has_value() && !v->finished()) {
         return;
       }
-      if (!v.has_value() || v->status != "succeeded") {
-        const std::string why = v.has_value() ? v->status + ": " + v->error : "job dropped";
+      if (!v.has_value() || v->status != JobStatus::kSucceeded) {
+        const std::string why =
+            v.has_value() ? std::string(JobStatusName(v->status)) + ": " + v->error : "job dropped";
         CancelUnfinished();
         if (v.has_value() && v->error_type == "invalid_request_error") {
           return Answer(http::ErrorResponse(400, "invalid_request_error", names_[i] + " " + why, {},
@@ -676,9 +677,10 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
         if (!v.has_value() || v->kind != "video") {
           return ex->Respond(NoSuch("video", req.params[0]));
         }
-        if (v->status != "succeeded") {
-          return ex->Respond(http::ErrorResponse(409, "invalid_request_error",
-                                                 "video is " + v->status, {}, "video_not_ready"));
+        if (v->status != JobStatus::kSucceeded) {
+          return ex->Respond(http::ErrorResponse(
+              409, "invalid_request_error", "video is " + std::string(JobStatusName(v->status)), {},
+              "video_not_ready"));
         }
         VideoContent(*st, std::move(*v), o.ffmpeg, cache, ex);
       });
@@ -711,9 +713,10 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
     if (!v.has_value()) {
       return ex->Respond(NoSuch("job", req.params[0]));
     }
-    if (v->status != "succeeded") {
-      return ex->Respond(http::ErrorResponse(409, "invalid_request_error", "job is " + v->status,
-                                             {}, "job_not_ready"));
+    if (v->status != JobStatus::kSucceeded) {
+      return ex->Respond(http::ErrorResponse(409, "invalid_request_error",
+                                             "job is " + std::string(JobStatusName(v->status)), {},
+                                             "job_not_ready"));
     }
     const std::string type = v->result_type;
     WithResult(*st, std::move(*v), ex, [ex, type](std::string bytes) {

@@ -26,7 +26,7 @@ json JobJson(const JobView& v) {
   j["object"] = "job";
   j["kind"] = v.kind;
   j["model"] = v.model;
-  j["status"] = v.status;
+  j["status"] = JobStatusName(v.status);
   j["stage"] = v.stage;
   j["progress"] = {{"step", v.step}, {"steps", v.steps}};
   if (!v.error.empty()) {
@@ -60,16 +60,27 @@ json EventJson(const JobEvent& e) {
   return j;
 }
 
+// OpenAI's status for a video in `s`; a cancelled video is failed (with
+// the code "cancelled").
+std::string_view VideoStatus(JobStatus s) {
+  switch (s) {
+    case JobStatus::kQueued:
+      return "queued";
+    case JobStatus::kRunning:
+      return "in_progress";
+    case JobStatus::kSucceeded:
+      return "completed";
+    case JobStatus::kFailed:
+    case JobStatus::kCancelled:
+      return "failed";
+  }
+  return "failed";
+}
+
 // OpenAI's video object.
 json VideoJson(const JobView& v) {
-  // OpenAI's statuses; a cancelled video is failed with code "cancelled".
-  static const std::map<std::string, std::string> kStatus = {{"queued", "queued"},
-                                                             {"running", "in_progress"},
-                                                             {"succeeded", "completed"},
-                                                             {"failed", "failed"},
-                                                             {"cancelled", "failed"}};
   int progress = 0;
-  if (v.status == "succeeded") {
+  if (v.status == JobStatus::kSucceeded) {
     progress = 100;
   } else if (v.stage == "denoise") {
     progress = 10 + (v.steps > 0 ? 80 * v.step / v.steps : 0);
@@ -86,7 +97,7 @@ json VideoJson(const JobView& v) {
   json j = {{"id", v.name},
             {"object", "video"},
             {"model", v.model},
-            {"status", kStatus.at(v.status)},
+            {"status", VideoStatus(v.status)},
             {"progress", progress},
             {"created_at", v.created_unix_s},
             {"completed_at", v.finished_unix_s > 0 ? json(v.finished_unix_s) : json(nullptr)},
@@ -96,7 +107,7 @@ json VideoJson(const JobView& v) {
             {"seconds", std::to_string(seconds)},
             {"size", r.value("size", json("")).is_string() ? r.value("size", "") : ""},
             {"error", nullptr}};
-  if (v.status == "cancelled") {
+  if (v.status == JobStatus::kCancelled) {
     j["error"] = {{"code", "cancelled"}, {"message", "the video was cancelled"}};
   } else if (!v.error.empty()) {
     j["error"] = {

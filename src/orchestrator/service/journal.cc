@@ -212,7 +212,7 @@ Status Journal::Finish(JobId id, const JobOutcome& o) {
   auto text = [](sqlite3_stmt* s, int col, std::string_view v) {
     sqlite3_bind_text(s, col, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
   };
-  text(st.s, 1, o.status);
+  text(st.s, 1, JobStatusName(o.status));
   text(st.s, 2, o.error);
   text(st.s, 3, o.error_type);
   text(st.s, 4, o.result_type);
@@ -225,7 +225,7 @@ Status Journal::Finish(JobId id, const JobOutcome& o) {
   if (sqlite3_step(gone.s) != SQLITE_DONE) {
     return SqlError(db_, "drop the progress of job " + std::to_string(id));
   }
-  if (o.status == "succeeded") {
+  if (o.status == JobStatus::kSucceeded) {
     sqlite3_bind_int64(result.s, 1, static_cast<sqlite3_int64>(id));
     sqlite3_bind_blob64(result.s, 2, o.result.data(), o.result.size(), SQLITE_STATIC);
     if (sqlite3_step(result.s) != SQLITE_DONE) {
@@ -261,7 +261,8 @@ Result<std::vector<FinishedRecord>> Journal::Finished(std::size_t keep, std::int
     f.request.name = text(3);
     f.request.tenant = text(4);
     f.request.model = text(5);
-    f.status = text(6);
+    SLUICE_ASSIGN_OR_RETURN(f.status,
+                            ParseFinalStatus(text(6), "journal: job " + std::to_string(f.id)));
     f.error = text(7);
     f.error_type = text(8);
     f.result_type = text(9);

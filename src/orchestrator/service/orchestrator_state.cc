@@ -546,17 +546,17 @@ Status OrchestratorState::Cancel(JobId id) {
 
 Status OrchestratorState::CancelLocked(JobRecord& j, TimePoint now) {
   SLUICE_RETURN_IF_ERROR(scheduler_.Cancel(j.view.id, now));
-  FinishLocked(j, "cancelled", "", now);
+  FinishLocked(j, JobStatus::kCancelled, "", now);
   ApplyLocked(now);
   return Status::Ok();
 }
 
-void OrchestratorState::FinishLocked(JobRecord& j, std::string status, std::string error,
+void OrchestratorState::FinishLocked(JobRecord& j, JobStatus status, std::string error,
                                      TimePoint now) {
   if (j.view.finished()) {
     return;
   }
-  j.view.status = std::move(status);
+  j.view.status = status;
   j.view.error = std::move(error);
   j.outputs.clear();  // Inputs of stages that will not run now.
   j.view.finished_unix_s = UnixNow();
@@ -572,7 +572,7 @@ void OrchestratorState::FinishLocked(JobRecord& j, std::string status, std::stri
       SLUICE_LOG(error, "{}", s.ToString());
     }
   }
-  if (j.view.status == "succeeded") {
+  if (j.view.status == JobStatus::kSucceeded) {
     ++stats_.succeeded;
     const double latency_s = std::chrono::duration<double>(now - j.submitted).count();
     stats_.job_latency.Add(latency_s);
@@ -588,7 +588,7 @@ void OrchestratorState::FinishLocked(JobRecord& j, std::string status, std::stri
       EventLocked(j, now, "first_output");
     }
     EventLocked(j, now, "done");
-  } else if (j.view.status == "failed") {
+  } else if (j.view.status == JobStatus::kFailed) {
     ++stats_.failed;
     EventLocked(j, now, "failed", j.view.error);
   } else {
@@ -620,7 +620,7 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         JobRecord& rec = j->second;
         stats_.dispatch_latency[{rec.request.model, a.stage}].Add(
             std::chrono::duration<double>(now - rec.queued_since).count());
-        rec.view.status = "running";
+        rec.view.status = JobStatus::kRunning;
         rec.view.stage = a.stage;
         rec.view.step = a.resume_step;
         EventLocked(rec, now, "stage_started",
@@ -664,12 +664,12 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
       }
       case Action::Kind::kJobDone:
         if (j != jobs_.end()) {
-          FinishLocked(j->second, "succeeded", "", now);
+          FinishLocked(j->second, JobStatus::kSucceeded, "", now);
         }
         break;
       case Action::Kind::kJobFailed:
         if (j != jobs_.end()) {
-          FinishLocked(j->second, "failed", a.reason, now);
+          FinishLocked(j->second, JobStatus::kFailed, a.reason, now);
         }
         break;
       case Action::Kind::kReleaseJob:

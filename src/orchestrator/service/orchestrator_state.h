@@ -25,6 +25,7 @@
 #include "common/mutex.h"
 #include "orchestrator/core/autoscaler.h"
 #include "orchestrator/core/scheduler.h"
+#include "orchestrator/service/job_status.h"
 #include "orchestrator/service/result_dir.h"
 #include "service/proto/orchestrator.pb.h"
 
@@ -118,7 +119,7 @@ struct JobProgress {
 
 // How a job ended, as the journal keeps it for its clients after a restart.
 struct JobOutcome {
-  std::string status;  // succeeded | failed | cancelled.
+  JobStatus status = JobStatus::kFailed;  // Succeeded, failed or cancelled.
   std::string error;
   std::string error_type;
   std::string result_type;
@@ -130,7 +131,8 @@ struct JobOutcome {
 struct FinishedRecord {
   JobId id = 0;
   JobRequest request;
-  std::string status, error, error_type, result_type, result;
+  JobStatus status = JobStatus::kFailed;  // Succeeded, failed or cancelled.
+  std::string error, error_type, result_type, result;
   std::int64_t created_unix_s = 0, finished_unix_s = 0;
   // Succeeded, but the journal did not keep the result (larger than it
   // keeps): it is answered as no longer kept.
@@ -233,8 +235,8 @@ struct JobView {
   std::string tenant;
   std::string kind;
   std::string model;
-  std::string status;  // queued | running | succeeded | failed | cancelled.
-  std::string stage;   // Current or last stage.
+  JobStatus status = JobStatus::kQueued;
+  std::string stage;  // Current or last stage.
   int step = 0, steps = 0;
   std::string error;
   // Whose fault a failure is: "invalid_request_error" (a stage rejected the
@@ -250,9 +252,7 @@ struct JobView {
   std::int64_t created_unix_s = 0;
   std::int64_t finished_unix_s = 0;  // 0 until it finishes.
   double ttff_ms = -1;               // Submission to the first decoded chunk/frame; -1: not yet.
-  bool finished() const {
-    return status == "succeeded" || status == "failed" || status == "cancelled";
-  }
+  bool finished() const { return IsFinished(status); }
 };
 
 // A declared model as clients see it.
@@ -514,7 +514,7 @@ class OrchestratorState {
                             TimePoint now) SLUICE_REQUIRES(mu_);
   // Queues the store keys of `stage`'s output for removal.
   void ReleaseKeysLocked(JobRecord& j, const std::string& stage) SLUICE_REQUIRES(mu_);
-  void FinishLocked(JobRecord& j, std::string status, std::string error, TimePoint now)
+  void FinishLocked(JobRecord& j, JobStatus status, std::string error, TimePoint now)
       SLUICE_REQUIRES(mu_);
   // Cancels an unfinished job. Errors: the scheduler's.
   Status CancelLocked(JobRecord& j, TimePoint now) SLUICE_REQUIRES(mu_);

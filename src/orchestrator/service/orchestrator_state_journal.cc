@@ -42,7 +42,7 @@ Status OrchestratorState::Restore(const PayloadsExist& exist) {
       SLUICE_LOG(error, "journal: job {} cannot be resubmitted: {}", job.id,
                  ok.status().ToString());
       JobOutcome failed;
-      failed.status = "failed";
+      failed.status = JobStatus::kFailed;
       failed.error = "cannot be resubmitted after a restart: " + std::string(ok.status().message());
       failed.error_type = "server_error";
       failed.finished_unix_s = UnixNow();
@@ -103,13 +103,13 @@ Status OrchestratorState::RestoreFinishedLocked() {
     rec.view.tenant = f.request.tenant;
     rec.view.kind = f.request.kind;
     rec.view.model = f.request.model;
-    rec.view.status = std::move(f.status);
+    rec.view.status = f.status;
     rec.view.error = std::move(f.error);
     if (!f.error_type.empty()) {
       rec.view.error_type = std::move(f.error_type);
     }
     rec.view.result_type = std::move(f.result_type);
-    if (results_ != nullptr && rec.view.status == "succeeded") {
+    if (results_ != nullptr && rec.view.status == JobStatus::kSucceeded) {
       // A journal of an earlier version kept the bytes: they move to the
       // dir (the row keeps them too until the job is pruned).
       if (!f.result.empty()) {

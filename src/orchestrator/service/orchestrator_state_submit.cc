@@ -192,7 +192,7 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
   j.view.kind = r.kind;
   j.view.model = req.model;
   j.view.request_json = r.request_json;
-  j.view.status = "queued";
+  j.view.status = JobStatus::kQueued;
   j.view.stage = req.pipeline[spec.start_stage];
   j.view.created_unix_s = UnixNow();
   std::string restored;
