@@ -829,9 +829,7 @@ void StageContext::FirstOutput() {
   }
 }
 bool IsTimingPhase(std::string_view phase) {
-  return !phase.empty() && phase.size() <= 32 && phase != "start" && phase != "run" &&
-         std::all_of(phase.begin(), phase.end(),
-                     [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
+  return orchestrator::IsTimingName(phase) && phase != "start" && phase != "run";
 }
 
 void StageContext::AddTiming(std::string_view phase, std::chrono::duration<double> d) {
@@ -841,7 +839,7 @@ void StageContext::AddTiming(std::string_view phase, std::chrono::duration<doubl
   MutexLock lock(s_->mu);
   auto it = s_->timings_ms.find(phase);
   if (it == s_->timings_ms.end()) {
-    if (s_->timings_ms.size() >= 6) {
+    if (s_->timings_ms.size() >= orchestrator::kMaxTimings - 2) {  // Room for start and run.
       return;
     }
     it = s_->timings_ms.emplace(std::string(phase), 0.0).first;

@@ -1,5 +1,6 @@
 #include "orchestrator/core/model.h"
 
+#include <algorithm>
 #include <charconv>
 #include <set>
 
@@ -55,6 +56,12 @@ Status ValidateDeclaredSizes(std::string_view image_size, std::string_view video
     SLUICE_RETURN_IF_ERROR(ParseSize(video_size).status().WithContext("video_size"));
   }
   return Status::Ok();
+}
+
+bool IsTimingName(std::string_view name) {
+  return !name.empty() && name.size() <= 32 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || c == '_';
+  });
 }
 
 Status ValidateModelName(std::string_view m) {

@@ -39,6 +39,14 @@ inline constexpr std::size_t kMaxNameLength = 64;
 // denoising job's current prediction); larger ones are dropped by the
 // worker and refused by the orchestrator.
 inline constexpr std::size_t kMaxPreviewBytes = 64 * 1024;
+// A stage's timings on its Done (DoneRequest.timings_ms): at most
+// kMaxTimings, each under a name IsTimingName accepts and 0..kMaxTimingMs.
+// The worker sends its own "start" and "run"; a handler adds the rest.
+// Others are dropped by the worker and by the orchestrator.
+inline constexpr std::size_t kMaxTimings = 8;
+inline constexpr double kMaxTimingMs = 1e7;
+// 1..32 of [a-z_].
+bool IsTimingName(std::string_view name);
 
 // encode (work) -> denoise (admission) -> decode (work): the pipeline of
 // the reference and profile models, and of a worker that declares none.

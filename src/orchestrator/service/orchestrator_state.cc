@@ -66,10 +66,7 @@ namespace {
 std::map<std::string, double> CheckedTimings(const v1::DoneRequest& r) {
   std::map<std::string, double> out;
   for (const auto& [name, ms] : r.timings_ms()) {
-    const bool named = !name.empty() && name.size() <= 32 &&
-                       std::all_of(name.begin(), name.end(),
-                                   [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
-    if (named && ms >= 0 && ms <= 1e7 && out.size() < 8) {
+    if (IsTimingName(name) && ms >= 0 && ms <= kMaxTimingMs && out.size() < kMaxTimings) {
       out.emplace(name, ms);
     }
   }
