@@ -296,7 +296,7 @@ TEST_F(ConnectorProcessTest, HundredConcurrentRequestsOneSlowOthersUnaffected) {
   for (std::string mode : {"p2p", "store"}) {
     SCOPED_TRACE(mode);
     auto p = Producer({"--mode", mode, "--shape", "1,4,8,16,16", "--dim", "2", "--chunks", "4",
-                       "--count", "100", "--progressive", "--slow", "0", "--slow-ms", "1000"});
+                       "--count", "100", "--progressive", "--slow", "0", "--slow-ms", "1500"});
     std::vector<PayloadDescriptor> ds;
     for (int k = 0; k < 100; ++k) {
       ds.push_back(FromHex(p->Word(k + 1)));
@@ -322,7 +322,9 @@ TEST_F(ConnectorProcessTest, HundredConcurrentRequestsOneSlowOthersUnaffected) {
     }
     EXPECT_EQ(failures.load(), 0);
     const double slowest_fast = *std::max_element(done_s.begin() + 1, done_s.end());
-    EXPECT_GE(done_s[0], 3.5) << "the slow request marks a chunk every second";
+    // The other 99 take up to ~2.7 s under ASan beside other suites on two
+    // cores; the slow one's last chunk comes at ~6 s.
+    EXPECT_GE(done_s[0], 5.25) << "the slow request marks a chunk every 1.5 s";
     EXPECT_LT(slowest_fast, done_s[0] - 1.0)
         << "the other 99 finished while the slow one still waited for chunks";
   }
