@@ -483,8 +483,13 @@ Result<std::vector<FinishedRecord>> EtcdJournal::Finished(std::size_t keep,
     f.request.name = Str(j, "name");
     f.request.tenant = Str(j, "tenant");
     f.request.model = Str(j, "model");
-    SLUICE_ASSIGN_OR_RETURN(
-        f.status, ParseFinalStatus(Str(d, "status"), "etcd journal: job " + std::to_string(id)));
+    Result<JobStatus> status =
+        ParseFinalStatus(Str(d, "status"), "etcd journal: job " + std::to_string(id));
+    if (!status.ok()) {
+      SLUICE_LOG(error, "{}; left out of the finished jobs served", status.status().ToString());
+      continue;
+    }
+    f.status = *status;
     f.error = Str(d, "error");
     f.error_type = Str(d, "error_type");
     f.result_type = Str(d, "result_type");

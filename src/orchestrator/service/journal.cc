@@ -8,6 +8,8 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "common/log.h"
+
 namespace sluice::orchestrator {
 namespace {
 
@@ -261,8 +263,12 @@ Result<std::vector<FinishedRecord>> Journal::Finished(std::size_t keep, std::int
     f.request.name = text(3);
     f.request.tenant = text(4);
     f.request.model = text(5);
-    SLUICE_ASSIGN_OR_RETURN(f.status,
-                            ParseFinalStatus(text(6), "journal: job " + std::to_string(f.id)));
+    Result<JobStatus> status = ParseFinalStatus(text(6), "journal: job " + std::to_string(f.id));
+    if (!status.ok()) {
+      SLUICE_LOG(error, "{}; left out of the finished jobs served", status.status().ToString());
+      continue;
+    }
+    f.status = *status;
     f.error = text(7);
     f.error_type = text(8);
     f.result_type = text(9);

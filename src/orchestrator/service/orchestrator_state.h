@@ -171,7 +171,9 @@ class JobJournal {
   // Unfinished jobs with their progress, oldest first.
   virtual Result<std::vector<JournaledJob>> Unfinished() = 0;
   // The newest `keep` finished jobs that finished at or after
-  // `since_unix_s`, oldest first, with their results.
+  // `since_unix_s`, oldest first, with their results. A record whose
+  // status word is not a final status (a damaged journal, or one a newer
+  // version wrote) is left out, logged with the job and the word.
   virtual Result<std::vector<FinishedRecord>> Finished(std::size_t keep,
                                                        std::int64_t since_unix_s) = 0;
   // Records a kept checkpoint (a second report of the same step is a
