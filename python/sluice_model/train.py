@@ -23,7 +23,6 @@ denoiser trains.
 
 import argparse
 import copy
-import dataclasses
 import hashlib
 import json
 import math
@@ -164,54 +163,8 @@ def build_dataset(model: net.Model, rng, images: int, videos: int):
     return ((torch.cat(img_lat)[:, :, None], img_caps), (torch.cat(vid_lat), vid_caps))
 
 
-@torch.no_grad()
-def build_shape_groups(model: net.Model, rng, groups: int):
-    """Scenes drawn again with their first object in each shape its colour
-    may take in training: latents [G*K, 16, 1, 16, 16], captions, and each
-    group's row range. Within a group only the shape word and the object's
-    outline differ."""
-    lat, caps, ranges = [], [], []
-    pending = []
-    for _ in range(groups):
-        base = scenes.random_scene(rng, "train")
-        o = base.objects[0]
-        variants = [dataclasses.replace(base, objects=(dataclasses.replace(o, shape=sh),)
-                                        + base.objects[1:]) for sh in scenes.SHAPES]
-        variants = [v for v in variants if not scenes.is_held_out(v)]
-        if len(variants) < 2:
-            continue
-        ranges.append((len(caps), len(caps) + len(variants)))
-        caps += [v.caption() for v in variants]
-        pending += variants
-    for start in range(0, len(pending), 64):
-        sc = pending[start:start + 64]
-        lat.append(model.encode(to_tensor(np.stack([scenes.render(v, SIZE) for v in sc]))))
-    return torch.cat(lat)[:, :, None], caps, ranges
-
-
-def shape_group_batch(groups, rng, batch: int):
-    """Rows of whole groups (up to `batch` rows), one noise level and one
-    noise draw per group: the loss can only be met by reading the shape
-    word. Returns x0, captions, per-row sigma, per-row eps."""
-    lat, caps, ranges = groups
-    rows, sig, eps = [], [], []
-    while len(rows) < batch:
-        a, b = ranges[int(rng.integers(len(ranges)))]
-        u = float(rng.uniform()) if rng.uniform() < 0.5 else float(
-            1 / (1 + np.exp(-rng.standard_normal())))
-        e = torch.from_numpy(rng.standard_normal(lat.shape[1:]).astype(np.float32))
-        for r in range(a, b):
-            rows.append(r)
-            sig.append(max(u, 1e-3))
-            eps.append(e)
-    rows, sig, eps = rows[:batch], sig[:batch], eps[:batch]
-    return (lat[rows], [caps[r] for r in rows], torch.tensor(sig, dtype=torch.float32),
-            torch.stack(eps))
-
-
 def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_every: int,
-                   video_batch: int, curve, ema_decay: float, eval_every: int = 0,
-                   groups=None, group_every: int = 0) -> net.Weights:
+                   video_batch: int, curve, ema_decay: float, eval_every: int = 0) -> net.Weights:
     names = [n for n in net.shapes() if n.startswith(("text.", "dit."))]
     params = [model.w[n] for n in names]
     opt = torch.optim.AdamW(params, lr=1.5e-3, weight_decay=0.0, betas=(0.9, 0.99))
@@ -225,20 +178,15 @@ def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_ev
         for g in opt.param_groups:
             g["lr"] = lr_at(step, steps, 1.5e-3, 100)
         video = video_every > 0 and step % video_every == video_every - 1
-        paired = (not video and groups is not None and group_every > 0
-                  and step % group_every == group_every - 1)
         lat, caps, bsz = (vid_lat, vid_caps, video_batch) if video else (img_lat, img_caps, batch)
-        if paired:
-            x0, texts, sigma, eps = shape_group_batch(groups, rng, batch)
-        else:
-            idx = rng.integers(0, lat.shape[0], bsz)
-            x0 = lat[idx]
-            texts = [caps[i] if rng.uniform() >= 0.1 else "" for i in idx]
-            # Half uniform, half logit-normal (mid noise levels, where layout forms).
-            u = np.where(rng.uniform(size=bsz) < 0.5, rng.uniform(size=bsz),
-                         1 / (1 + np.exp(-rng.standard_normal(bsz))))
-            sigma = torch.from_numpy(u.astype(np.float32)).clamp_min(1e-3)
-            eps = torch.from_numpy(rng.standard_normal(x0.shape).astype(np.float32))
+        idx = rng.integers(0, lat.shape[0], bsz)
+        x0 = lat[idx]
+        texts = [caps[i] if rng.uniform() >= 0.1 else "" for i in idx]
+        # Half uniform, half logit-normal (mid noise levels, where layout forms).
+        u = np.where(rng.uniform(size=bsz) < 0.5, rng.uniform(size=bsz),
+                     1 / (1 + np.exp(-rng.standard_normal(bsz))))
+        sigma = torch.from_numpy(u.astype(np.float32)).clamp_min(1e-3)
+        eps = torch.from_numpy(rng.standard_normal(x0.shape).astype(np.float32))
         s = sigma.view(-1, 1, 1, 1, 1)
         xt = (1 - s) * x0 + s * eps
         pred = model.denoise(xt, sigma, model.encode_text(texts))
@@ -328,10 +276,6 @@ def main(argv=None) -> int:
     ap.add_argument("--video-every", type=int, default=4)
     ap.add_argument("--video-batch", type=int, default=8)
     ap.add_argument("--ema", type=float, default=0.998)
-    ap.add_argument("--shape-groups", type=int, default=0,
-                    help="scenes drawn in every training shape for paired batches (0: none)")
-    ap.add_argument("--group-every", type=int, default=2,
-                    help="every Nth image batch is whole shape groups sharing noise")
     ap.add_argument("--eval", type=int, default=64)
     ap.add_argument("--eval-every", type=int, default=0,
                     help="score 32 held-out prompts every N denoiser steps (0: at the end only)")
@@ -381,17 +325,10 @@ def main(argv=None) -> int:
     t = time.time()
     data = build_dataset(model, rng, args.images, args.videos)
     log(f"dataset: {args.images} images, {args.videos} videos encoded ({time.time() - t:.0f} s)")
-    groups = None
-    if args.shape_groups > 0:
-        t = time.time()
-        groups = build_shape_groups(model, rng, args.shape_groups)
-        log(f"shape groups: {len(groups[2])} groups, {len(groups[1])} scenes encoded "
-            f"({time.time() - t:.0f} s)")
     for n in net.shapes():
         w[n].requires_grad_(n.startswith(("text.", "dit.")))
     ema = train_denoiser(model, data, rng, args.steps, args.batch, args.video_every,
-                         args.video_batch, curve, args.ema, args.eval_every, groups,
-                         args.group_every)
+                         args.video_batch, curve, args.ema, args.eval_every)
     final = net.Model(ema)
     tensors = ema.export()
     meta = {"format": net.FORMAT, "version": net.VERSION,
