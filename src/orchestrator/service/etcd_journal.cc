@@ -483,10 +483,8 @@ Result<std::vector<FinishedRecord>> EtcdJournal::Finished(std::size_t keep,
     f.request.name = Str(j, "name");
     f.request.tenant = Str(j, "tenant");
     f.request.model = Str(j, "model");
-    Result<JobStatus> status =
-        ParseFinalStatus(Str(d, "status"), "etcd journal: job " + std::to_string(id));
-    if (!status.ok()) {
-      SLUICE_LOG(error, "{}; left out of the finished jobs served", status.status().ToString());
+    const std::optional<JobStatus> status = StoredFinalStatus(Str(d, "status"), "etcd journal", id);
+    if (!status.has_value()) {
       continue;
     }
     f.status = *status;

@@ -46,6 +46,17 @@ std::int64_t NowUnixMs() {
       .count();
 }
 
+std::optional<JobStatus> StoredFinalStatus(std::string_view word, std::string_view journal,
+                                           JobId id) {
+  Result<JobStatus> s =
+      ParseFinalStatus(word, std::string(journal) + ": job " + std::to_string(id));
+  if (!s.ok()) {
+    SLUICE_LOG(error, "{}; left out of the finished jobs served", s.status().ToString());
+    return std::nullopt;
+  }
+  return *s;
+}
+
 bool KeepsCheckpoints(const std::string& request_json) {
   if (request_json.find("\"keep_checkpoints\"") == std::string::npos) {
     return false;
@@ -263,9 +274,8 @@ Result<std::vector<FinishedRecord>> Journal::Finished(std::size_t keep, std::int
     f.request.name = text(3);
     f.request.tenant = text(4);
     f.request.model = text(5);
-    Result<JobStatus> status = ParseFinalStatus(text(6), "journal: job " + std::to_string(f.id));
-    if (!status.ok()) {
-      SLUICE_LOG(error, "{}; left out of the finished jobs served", status.status().ToString());
+    const std::optional<JobStatus> status = StoredFinalStatus(text(6), "journal", f.id);
+    if (!status.has_value()) {
       continue;
     }
     f.status = *status;

@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,6 +29,13 @@ bool KeepsCheckpoints(const std::string& request_json);
 
 // Wall-clock now in Unix milliseconds: the journals' timestamps.
 std::int64_t NowUnixMs();
+
+// The final status `journal` stored as `word` for finished job `id`, for
+// every journal kind's reader; nullopt, logged with the journal, the job
+// and the word, when it is not succeeded, failed or cancelled (the reader
+// leaves that record out).
+std::optional<JobStatus> StoredFinalStatus(std::string_view word, std::string_view journal,
+                                           JobId id);
 
 class Journal : public JobJournal {
  public:
