@@ -36,16 +36,18 @@ std::string ModeName(Mode m);
 // minutes per case over 256 MiB on two cores. A race does not depend on the
 // size once a payload spans many of a transport's chunks and staging slots,
 // which 32 MiB does; the Release and ASan stages sweep the whole range.
+// (GCC says __SANITIZE_THREAD__; Clang, __has_feature(thread_sanitizer).)
 #if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SLUICE_TESTING_UNDER_TSAN 1
+#define SLUICE_TESTING_HAS_TSAN __has_feature(thread_sanitizer)
+#else
+#define SLUICE_TESTING_HAS_TSAN 0
 #endif
-#endif
-#ifdef SLUICE_TESTING_UNDER_TSAN
+#if defined(__SANITIZE_THREAD__) || SLUICE_TESTING_HAS_TSAN
 inline constexpr std::size_t kLargestSweepBytes = std::size_t{32} << 20;
 #else
 inline constexpr std::size_t kLargestSweepBytes = std::size_t{256} << 20;
 #endif
+#undef SLUICE_TESTING_HAS_TSAN
 
 // Pre-faulted anonymous memory, a SharedBuffer, or sim device memory. Owns
 // what it holds. Device memory is reached only through the methods below
