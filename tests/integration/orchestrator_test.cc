@@ -172,6 +172,31 @@ TEST_F(OrchestratorTest, LostWorkerWorkIsRequeuedAndCancelStopsRunningWork) {
   EXPECT_GE(hold.stops(), 1);
 }
 
+// A video's progress comes from its model's declared stage kinds: the
+// admission stage (denoise) spans 10..90 % by its steps.
+TEST_F(OrchestratorTest, AVideosProgressFollowsItsStagesDeclaredKinds) {
+  Start();
+  // The decode pool must exist: denoise admits a job only with a slot
+  // there for its output.
+  FakeWorker e(server_->endpoint(), "encode"), v(server_->endpoint(), "decode");
+  FakeWorker hold(server_->endpoint(), "denoise", /*hold=*/true);  // Step 4 of 10, then hangs.
+  auto r = http_->Post("/v1/videos", R"({"prompt":"waves","seconds":"2","size":"320x192"})",
+                       "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string id = json::parse(r->body)["id"];
+  json j;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  do {
+    std::this_thread::sleep_for(10ms);
+    j = json::parse(http_->Get("/v1/jobs/" + id)->body);
+  } while (j["progress"]["step"] != 4 && std::chrono::steady_clock::now() < deadline);
+  ASSERT_EQ(j["progress"]["step"], 4) << j.dump();
+  const json video = json::parse(http_->Get("/v1/videos/" + id)->body);
+  EXPECT_EQ(video["status"], "in_progress") << video.dump();
+  EXPECT_EQ(video["progress"], 10 + 80 * 4 / 10) << video.dump();
+}
+
 TEST_F(OrchestratorTest, VideoJobsReportTimeToFirstFrameAndServeTheirContent) {
   Start();
   FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),

@@ -22,6 +22,27 @@ std::vector<StageDecl> StandardPipeline() {
           {"decode", StageKind::kWork}};
 }
 
+double PipelineProgress(const std::vector<StageDecl>& stages, std::string_view stage, int step,
+                        int steps) {
+  const auto weight = [](const StageDecl& d) {
+    return d.kind == StageKind::kAdmission ? kAdmissionWeight : kWorkWeight;
+  };
+  double total = 0, before = 0, within = 0;
+  bool found = false;
+  for (const StageDecl& d : stages) {
+    if (d.name == stage) {
+      found = true;
+      if (d.kind == StageKind::kAdmission && steps > 0) {
+        within = weight(d) * std::clamp(static_cast<double>(step) / steps, 0.0, 1.0);
+      }
+    } else if (!found) {
+      before += weight(d);
+    }
+    total += weight(d);
+  }
+  return found && total > 0 ? (before + within) / total : 0.0;
+}
+
 Status ValidateStageName(std::string_view s) {
   bool ok = !s.empty() && s.size() <= kMaxNameLength && AlnumLower(s[0]);
   for (char c : s) {

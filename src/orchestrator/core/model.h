@@ -52,6 +52,18 @@ bool IsTimingName(std::string_view name);
 // the reference and profile models, and of a worker that declares none.
 std::vector<StageDecl> StandardPipeline();
 
+// What each stage counts toward a job's progress, by its declared kind: an
+// admission stage (a denoising loop) weighs kAdmissionWeight and counts by
+// its steps; a work stage weighs kWorkWeight and counts once it is done.
+inline constexpr int kWorkWeight = 1;
+inline constexpr int kAdmissionWeight = 8;
+// How far a job is through `stages`, 0..1, while it is in `stage` at
+// `step` of `steps`: the stages before it whole, plus `stage`'s steps done
+// if it is an admission stage. A stage not in `stages` counts as the
+// first. For StandardPipeline: encode 0, denoise 0.1..0.9, decode 0.9.
+double PipelineProgress(const std::vector<StageDecl>& stages, std::string_view stage, int step,
+                        int steps);
+
 // Errors (kInvalidArgument, naming what is wrong): a stage name that is
 // not 1..64 of [a-z0-9_-] starting with a letter or digit; a repeated stage.
 Status ValidateStageName(std::string_view stage);

@@ -30,5 +30,30 @@ TEST(ModelTest, BadPipelinesAndNamesAreRefusedByName) {
   EXPECT_FALSE(ValidateModel({"m", std::vector<StageDecl>(17, StageDecl{"s"})}).ok());
 }
 
+TEST(ModelTest, ProgressFollowsTheDeclaredKindsNotTheNames) {
+  const std::vector<StageDecl> standard = StandardPipeline();
+  EXPECT_DOUBLE_EQ(PipelineProgress(standard, "encode", 0, 0), 0.0);
+  EXPECT_DOUBLE_EQ(PipelineProgress(standard, "denoise", 0, 20), 0.1);
+  EXPECT_DOUBLE_EQ(PipelineProgress(standard, "denoise", 10, 20), 0.5);
+  EXPECT_DOUBLE_EQ(PipelineProgress(standard, "denoise", 20, 20), 0.9);
+  EXPECT_DOUBLE_EQ(PipelineProgress(standard, "decode", 0, 0), 0.9);
+  // Other names, same kinds: the same figures.
+  const std::vector<StageDecl> renamed = {
+      {"text", StageKind::kWork}, {"dit", StageKind::kAdmission}, {"vae", StageKind::kWork}};
+  EXPECT_DOUBLE_EQ(PipelineProgress(renamed, "dit", 10, 20), 0.5);
+  EXPECT_DOUBLE_EQ(PipelineProgress(renamed, "vae", 0, 0), 0.9);
+  // Colocated (the loop alone) runs 0..1 by its steps; a step past the end,
+  // no steps known, or a stage not in the pipeline stay in range.
+  const std::vector<StageDecl> colocated = {{"denoise", StageKind::kAdmission}};
+  EXPECT_DOUBLE_EQ(PipelineProgress(colocated, "denoise", 5, 20), 0.25);
+  EXPECT_DOUBLE_EQ(PipelineProgress(colocated, "denoise", 30, 20), 1.0);
+  EXPECT_DOUBLE_EQ(PipelineProgress(colocated, "denoise", 3, 0), 0.0);
+  EXPECT_DOUBLE_EQ(PipelineProgress(standard, "upscale", 3, 4), 0.0);
+  EXPECT_DOUBLE_EQ(PipelineProgress({}, "denoise", 3, 4), 0.0);
+  // Work stages only: each counts once done.
+  const std::vector<StageDecl> work = {{"a"}, {"b"}, {"c"}, {"d"}};
+  EXPECT_DOUBLE_EQ(PipelineProgress(work, "c", 7, 9), 0.5);
+}
+
 }  // namespace
 }  // namespace sluice::orchestrator

@@ -79,14 +79,8 @@ std::string_view VideoStatus(JobStatus s) {
 
 // OpenAI's video object.
 json VideoJson(const JobView& v) {
-  int progress = 0;
-  if (v.status == JobStatus::kSucceeded) {
-    progress = 100;
-  } else if (v.stage == "denoise") {
-    progress = 10 + (v.steps > 0 ? 80 * v.step / v.steps : 0);
-  } else if (v.stage == "decode") {
-    progress = 90;
-  }
+  // By the stages' declared kinds (JobView::progress), in whole percent.
+  const int progress = static_cast<int>(std::clamp(v.progress, 0.0, 1.0) * 100 + 1e-9);
   // The request as accepted (normalized): seconds, or frames at fps.
   const json req = json::parse(v.request_json, nullptr, false);
   const json r = req.is_object() ? req : json::object();

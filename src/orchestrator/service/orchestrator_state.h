@@ -254,6 +254,9 @@ struct JobView {
   std::int64_t created_unix_s = 0;
   std::int64_t finished_unix_s = 0;  // 0 until it finishes.
   double ttff_ms = -1;               // Submission to the first decoded chunk/frame; -1: not yet.
+  // 0..1 through its stages, by their declared kinds (PipelineProgress);
+  // filled by Get and List. Succeeded: 1.
+  double progress = 0;
   bool finished() const { return IsFinished(status); }
 };
 

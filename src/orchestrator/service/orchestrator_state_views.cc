@@ -8,6 +8,29 @@
 #include "orchestrator/service/orchestrator_state.h"
 
 namespace sluice::orchestrator {
+namespace {
+
+// `v` with its progress through `pipeline` (the stages it runs), weighed by
+// the kinds its model declares for them.
+JobView WithProgress(JobView v, const Scheduler& scheduler,
+                     const std::vector<std::string>& pipeline) {
+  if (v.status == JobStatus::kSucceeded) {
+    v.progress = 1;
+    return v;
+  }
+  std::vector<StageDecl> run;
+  if (const ModelSpec* m = scheduler.FindModel(v.model)) {
+    for (const StageDecl& d : m->stages) {
+      if (std::find(pipeline.begin(), pipeline.end(), d.name) != pipeline.end()) {
+        run.push_back(d);
+      }
+    }
+  }
+  v.progress = PipelineProgress(run, v.stage, v.step, v.steps);
+  return v;
+}
+
+}  // namespace
 
 std::optional<JobView> OrchestratorState::Get(JobId id) {
   MutexLock lock(mu_);
@@ -15,7 +38,7 @@ std::optional<JobView> OrchestratorState::Get(JobId id) {
   if (j == jobs_.end()) {
     return std::nullopt;
   }
-  return j->second.view;
+  return WithProgress(j->second.view, scheduler_, j->second.request.pipeline);
 }
 
 std::optional<OrchestratorState::PreviewImage> OrchestratorState::Preview(JobId id) {
@@ -36,7 +59,7 @@ std::vector<JobView> OrchestratorState::List(std::string_view kind, std::string_
     if (j.view.kind != kind || (!any_tenant && j.view.tenant != tenant)) {
       return true;
     }
-    JobView v = j.view;
+    JobView v = WithProgress(j.view, scheduler_, j.request.pipeline);
     v.result.clear();
     v.events.clear();
     out.push_back(std::move(v));
@@ -96,7 +119,7 @@ std::optional<JobView> OrchestratorState::WaitFinished(JobId id,
   if (j == jobs_.end()) {
     return std::nullopt;
   }
-  return j->second.view;
+  return WithProgress(j->second.view, scheduler_, j->second.request.pipeline);
 }
 
 std::pair<std::vector<JobEvent>, bool> OrchestratorState::EventsFrom(
