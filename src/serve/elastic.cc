@@ -45,6 +45,7 @@ void ElasticPools::Loop() {
 
 void ElasticPools::Step(bool decide) {
   const bool colocated = cluster_->config.colocated;
+  const orchestrator::PipelineRoles& roles = orchestrator::StandardRoles();
   // Per stage: every worker serves every model, so each model's pool of a
   // stage sees the same workers and their slots busy (the most any shows),
   // and its own queue (summed). Workers and slots as this deployment has
@@ -59,7 +60,7 @@ void ElasticPools::Step(bool decide) {
   std::vector<PoolLoad> loads;
   for (auto& [stage, l] : stages) {
     l.workers = cluster_->PoolWorkers(stage);
-    l.slots = l.workers * (stage == "decode" ? cluster_->decode_capacity : 1);
+    l.slots = l.workers * (stage == roles.output ? cluster_->decode_capacity : 1);
     loads.push_back(l);
   }
   const auto now = std::chrono::steady_clock::now();
@@ -69,10 +70,11 @@ void ElasticPools::Step(bool decide) {
   }
   for (const PoolRecommendation& r : autoscaler_.Recommend(now)) {
     // Only the pools this deployment has workers for: colocated, the
-    // denoise pool (its jobs run nothing else); else the three stages.
-    const bool ours = colocated
-                          ? r.stage == "denoise"
-                          : (r.stage == "encode" || r.stage == "denoise" || r.stage == "decode");
+    // admission stage's pool (its jobs run nothing else); else the three
+    // stages.
+    const bool ours = colocated ? r.stage == roles.loop
+                                : (r.stage == roles.condition || r.stage == roles.loop ||
+                                   r.stage == roles.output);
     if (!ours) {
       continue;
     }

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "orchestrator/core/autoscaler.h"
+#include "orchestrator/core/model.h"
 #include "serve/elastic.h"
 #include "serve/embedded_impl.h"
 
@@ -25,6 +26,8 @@ namespace sluice {
 namespace internal {
 
 Status EmbeddedClusterImpl::AddWorker(const std::vector<std::string>& stages) {
+  // Which stage does what comes from the pipeline's declared kinds.
+  const orchestrator::PipelineRoles& roles = orchestrator::StandardRoles();
   EmbeddedWorker w;
   w.stages = stages;
   ConnectorConfig cc;
@@ -52,12 +55,12 @@ Status EmbeddedClusterImpl::AddWorker(const std::vector<std::string>& stages) {
       ro.default_steps = config.default_steps;
       ro.checkpoint_every = config.checkpoint_every;
       ro.store = w.checkpoints.get();
-      if (stage == "encode" && config.condition_cache) {
+      if (stage == roles.condition && config.condition_cache) {
         SLUICE_ASSIGN_OR_RETURN(w.conditions,
                                 cache::Cache::Create(w.checkpoints.get(), cache::CacheOptions{}));
         ro.condition_cache = w.conditions.get();
       }
-      if ((stage == "denoise" || colocated) && config.cfg_sharing) {
+      if ((stage == roles.loop || colocated) && config.cfg_sharing) {
         cache::CacheOptions fo;
         fo.name = "feature";
         SLUICE_ASSIGN_OR_RETURN(w.features, cache::Cache::Create(w.checkpoints.get(), fo));
@@ -70,7 +73,7 @@ Status EmbeddedClusterImpl::AddWorker(const std::vector<std::string>& stages) {
       SLUICE_ASSIGN_OR_RETURN(ModelProfile p, FindModelProfile(config.stages));
       ProfileCaches caches;
       caches.store = w.checkpoints.get();
-      if (stage == "encode" && config.profile_condition_cache) {
+      if (stage == roles.condition && config.profile_condition_cache) {
         SLUICE_ASSIGN_OR_RETURN(w.conditions,
                                 cache::Cache::Create(w.checkpoints.get(), cache::CacheOptions{}));
         caches.conditions = w.conditions.get();
@@ -81,27 +84,27 @@ Status EmbeddedClusterImpl::AddWorker(const std::vector<std::string>& stages) {
     }
     StageWorkerConfig wc;
     wc.orchestrator = orchestrator->endpoint();
-    wc.stage = colocated ? "denoise" : stage;
+    wc.stage = colocated ? roles.loop : stage;
     if (config.stages == "reference") {
       wc.models = {std::string(kReferenceModelName)};
       wc.image_size = wc.video_size = std::string(kReferenceTrainedSize);
-    } else if (stage == "encode" && w.conditions != nullptr) {
+    } else if (stage == roles.condition && w.conditions != nullptr) {
       wc.models = {config.stages};  // Its declared encoder is this profile's.
     } else {
       for (const ModelProfile& p : ModelProfiles()) {
         wc.models.push_back(p.name);  // One pool of workers serves every profile model.
       }
     }
-    if (stage == "encode" && w.conditions != nullptr) {
+    if (stage == roles.condition && w.conditions != nullptr) {
       wc.condition_encoder = config.stages == "reference"
                                  ? ReferenceConditionEncoder()
                                  : ProfileConditionEncoder(*FindModelProfile(config.stages));
       wc.caches = {w.conditions.get()};
     }
-    if ((stage == "denoise" || colocated) && w.features != nullptr) {
+    if ((stage == roles.loop || colocated) && w.features != nullptr) {
       wc.caches = {w.features.get()};
     }
-    wc.capacity = stage == "decode" ? decode_capacity : 1;
+    wc.capacity = stage == roles.output ? decode_capacity : 1;
     wc.security = security;
     {
       MutexLock lock(workers_mu);
@@ -239,24 +242,26 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   oc.default_model =
       config.stages == "reference" ? std::string(kReferenceModelName) : config.stages;
   SLUICE_ASSIGN_OR_RETURN(impl->orchestrator, OrchestratorServer::Start(oc));
+  const orchestrator::PipelineRoles& roles = orchestrator::StandardRoles();
   if (config.colocated) {
     for (int i = 0; i < config.workers; ++i) {
       SLUICE_RETURN_IF_ERROR(impl->AddWorker({"colocated"}));
     }
   } else {
     for (int i = 0; i < config.encode_workers; ++i) {
-      SLUICE_RETURN_IF_ERROR(impl->AddWorker({"encode"}));
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker({roles.condition}));
     }
     for (int i = 0; i < config.edge_workers; ++i) {
-      SLUICE_RETURN_IF_ERROR(impl->AddWorker({"encode", "decode"}));
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker({roles.condition, roles.output}));
     }
     for (int i = 0; i < denoise; ++i) {
-      SLUICE_RETURN_IF_ERROR(impl->AddWorker(
-          config.light_on_denoise ? std::vector<std::string>{"encode", "denoise", "decode"}
-                                  : std::vector<std::string>{"denoise"}));
+      SLUICE_RETURN_IF_ERROR(
+          impl->AddWorker(config.light_on_denoise
+                              ? std::vector<std::string>{roles.condition, roles.loop, roles.output}
+                              : std::vector<std::string>{roles.loop}));
     }
     for (int i = 0; i < config.decode_workers; ++i) {
-      SLUICE_RETURN_IF_ERROR(impl->AddWorker({"decode"}));
+      SLUICE_RETURN_IF_ERROR(impl->AddWorker({roles.output}));
     }
   }
   // The store node registers in the background; wait for it (bounded).

@@ -19,6 +19,7 @@
 #include "sluice/transfer/engine.h"
 
 #include "common/mutex.h"
+#include "orchestrator/core/model.h"
 
 namespace sluice::internal {
 
@@ -38,10 +39,11 @@ struct EmbeddedWorker {
   std::vector<std::unique_ptr<StageWorker>> registrations;
 
   // Whether it is a worker of `stage`'s pool alone (colocated workers:
-  // of the denoise pool).
+  // of the admission stage's pool).
   bool Serves(const std::string& stage) const {
     return stages == std::vector<std::string>{stage} ||
-           (stage == "denoise" && stages == std::vector<std::string>{"colocated"});
+           (stage == orchestrator::StandardRoles().loop &&
+            stages == std::vector<std::string>{"colocated"});
   }
 };
 

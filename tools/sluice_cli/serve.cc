@@ -15,6 +15,7 @@
 #include "sluice/runtime/stage_worker.h"
 #include "sluice/store/client.h"
 
+#include "orchestrator/core/model.h"
 #include "tools/sluice_cli/signals.h"
 
 namespace sluice::cli {
@@ -293,7 +294,10 @@ int RunGenerate(const GenerateOptions& o) {
 
 int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   BlockStopSignals();
-  if (o.colocated && o.stage != "denoise") {
+  // What each stage of the built-in models does comes from their declared
+  // pipeline's kinds (the flags' help names the stages for users).
+  const orchestrator::PipelineRoles& roles = orchestrator::StandardRoles();
+  if (o.colocated && o.stage != roles.loop) {
     std::cerr << "sluice worker: --colocated workers join the denoise pool (--stage denoise)\n";
     return 2;
   }
@@ -301,12 +305,12 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
     std::cerr << "sluice worker: --time-factor must be in (0, 1]\n";
     return 2;
   }
-  if (o.profile.empty() && o.checkpoint_every > 0 && o.master.empty() && o.stage == "denoise") {
+  if (o.profile.empty() && o.checkpoint_every > 0 && o.master.empty() && o.stage == roles.loop) {
     std::cerr << "sluice worker: --checkpoint-every needs --master (checkpoints live in the "
                  "store); pass --checkpoint-every 0 to run without\n";
     return 2;
   }
-  if (o.cfg_sharing && (o.master.empty() || o.stage != "denoise")) {
+  if (o.cfg_sharing && (o.master.empty() || o.stage != roles.loop)) {
     std::cerr << "sluice worker: --cfg-sharing is for --stage denoise with --master (the shared "
                  "keys live in the store)\n";
     return 2;
@@ -323,7 +327,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   // profile's, so it serves that model alone, and its entries live in the
   // store.
   const bool profile_conditions = !o.profile.empty() && o.condition_cache_given &&
-                                  o.condition_cache && o.stage == "encode" && !o.colocated;
+                                  o.condition_cache && o.stage == roles.condition && !o.colocated;
   if (profile_conditions && o.master.empty()) {
     std::cerr << "sluice worker: --condition-cache needs --master (the entries live in the "
                  "store)\n";
@@ -374,7 +378,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   }
   // Encode: each text's embedding through the condition cache.
   std::unique_ptr<cache::Cache> conditions;
-  if (store != nullptr && !o.colocated && o.stage == "encode" && o.condition_cache &&
+  if (store != nullptr && !o.colocated && o.stage == roles.condition && o.condition_cache &&
       (o.profile.empty() || profile_conditions)) {
     auto c = cache::Cache::Create(store.get(), cache::CacheOptions{});
     if (!c.ok()) {
@@ -384,7 +388,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
     conditions = std::move(*c);
   }
   std::unique_ptr<cache::Cache> features;  // CFG branch sharing.
-  if (store != nullptr && o.profile.empty() && o.stage == "denoise" && o.cfg_sharing) {
+  if (store != nullptr && o.profile.empty() && o.stage == roles.loop && o.cfg_sharing) {
     cache::CacheOptions fo;
     fo.name = "feature";
     auto c = cache::Cache::Create(store.get(), fo);
@@ -450,7 +454,8 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   wc.assignment_timeout = std::chrono::milliseconds(o.assignment_timeout_ms);
   if (o.assignment_timeout_ms == 0 && !o.profile.empty()) {
     wc.assignment_timeout = ProfileLease(*profile, o.stage, o.time_factor);
-    for (const char* s : {"encode", "decode"}) {  // One colocated assignment runs them all.
+    for (const std::string& s :
+         {roles.condition, roles.output}) {  // One colocated assignment runs them all.
       wc.assignment_timeout =
           o.colocated ? std::max(wc.assignment_timeout, ProfileLease(*profile, s, o.time_factor))
                       : wc.assignment_timeout;

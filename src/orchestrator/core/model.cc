@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <set>
 
 namespace sluice::orchestrator {
@@ -20,6 +21,29 @@ std::vector<StageDecl> StandardPipeline() {
   return {{"encode", StageKind::kWork},
           {"denoise", StageKind::kAdmission},
           {"decode", StageKind::kWork}};
+}
+
+PipelineRoles RolesOf(const std::vector<StageDecl>& stages) {
+  PipelineRoles r;
+  const auto loop = std::find_if(stages.begin(), stages.end(), [](const StageDecl& d) {
+    return d.kind == StageKind::kAdmission;
+  });
+  if (loop == stages.end()) {
+    return r;
+  }
+  r.loop = loop->name;
+  if (loop != stages.begin()) {
+    r.condition = std::prev(loop)->name;
+  }
+  if (std::next(loop) != stages.end()) {
+    r.output = stages.back().name;
+  }
+  return r;
+}
+
+const PipelineRoles& StandardRoles() {
+  static const PipelineRoles roles = RolesOf(StandardPipeline());
+  return roles;
 }
 
 double PipelineProgress(const std::vector<StageDecl>& stages, std::string_view stage, int step,

@@ -52,6 +52,20 @@ bool IsTimingName(std::string_view name);
 // the reference and profile models, and of a worker that declares none.
 std::vector<StageDecl> StandardPipeline();
 
+// The stages a deployment treats apart, found from the declared kinds, not
+// from names: `loop`, the admission stage (the denoising loop: steps,
+// checkpoints, CFG branch sharing); `condition`, the stage just before it
+// (it computes the condition the condition cache keeps); `output`, the
+// last stage after it (it writes the result: its slots batch, its first
+// chunk is the job's first output). Each is empty where the pipeline has
+// none: no admission stage, or one that is first or last.
+struct PipelineRoles {
+  std::string condition, loop, output;
+};
+PipelineRoles RolesOf(const std::vector<StageDecl>& stages);
+// RolesOf(StandardPipeline()): encode, denoise, decode.
+const PipelineRoles& StandardRoles();
+
 // What each stage counts toward a job's progress, by its declared kind: an
 // admission stage (a denoising loop) weighs kAdmissionWeight and counts by
 // its steps; a work stage weighs kWorkWeight and counts once it is done.

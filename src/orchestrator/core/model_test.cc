@@ -30,6 +30,23 @@ TEST(ModelTest, BadPipelinesAndNamesAreRefusedByName) {
   EXPECT_FALSE(ValidateModel({"m", std::vector<StageDecl>(17, StageDecl{"s"})}).ok());
 }
 
+TEST(ModelTest, RolesComeFromTheDeclaredKinds) {
+  const PipelineRoles& standard = StandardRoles();
+  EXPECT_EQ(standard.condition, "encode");
+  EXPECT_EQ(standard.loop, "denoise");
+  EXPECT_EQ(standard.output, "decode");
+  const PipelineRoles r =
+      RolesOf({{"text"}, {"prior"}, {"dit", StageKind::kAdmission}, {"vae"}, {"upscale"}});
+  EXPECT_EQ(r.condition, "prior") << "the stage just before the loop";
+  EXPECT_EQ(r.loop, "dit");
+  EXPECT_EQ(r.output, "upscale") << "the last stage";
+  const PipelineRoles alone = RolesOf({{"denoise", StageKind::kAdmission}});
+  EXPECT_EQ(alone.loop, "denoise");
+  EXPECT_TRUE(alone.condition.empty() && alone.output.empty());
+  const PipelineRoles none = RolesOf({{"a"}, {"b"}});
+  EXPECT_TRUE(none.condition.empty() && none.loop.empty() && none.output.empty());
+}
+
 TEST(ModelTest, ProgressFollowsTheDeclaredKindsNotTheNames) {
   const std::vector<StageDecl> standard = StandardPipeline();
   EXPECT_DOUBLE_EQ(PipelineProgress(standard, "encode", 0, 0), 0.0);
