@@ -1,4 +1,4 @@
-"""Caches on store objects: standard keys (docs/cache-keys.md), the same as
+"""Caches on store objects: standard keys (docs/design/cache-keys.md), the same as
 C++'s `sluice/cache/keys.h` (SHA-256 over a canonical encoding of everything
 that determines a cached value, so a worker in either language finds what
 another computed), and `Cache`, single-flight get-or-compute on a

@@ -1,5 +1,5 @@
 """sluice.cache: standard keys equal to C++'s (golden vectors of
-docs/cache-keys.md and random fields through the C++ code), and the
+docs/design/cache-keys.md and random fields through the C++ code), and the
 single-flight cache on a store."""
 
 import base64

@@ -1,4 +1,4 @@
-// The canonical key encoding of docs/cache-keys.md.
+// The canonical key encoding of docs/design/cache-keys.md.
 #include "sluice/cache/keys.h"
 
 #include <openssl/sha.h>

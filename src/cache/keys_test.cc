@@ -1,4 +1,4 @@
-// Standard cache keys: the golden vectors of docs/cache-keys.md (which
+// Standard cache keys: the golden vectors of docs/design/cache-keys.md (which
 // python/tests/test_cache.py checks too), canonical order, types and the
 // refusals.
 #include "sluice/cache/keys.h"

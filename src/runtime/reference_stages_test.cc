@@ -1,5 +1,5 @@
 // The reference denoise's checkpoint keys are the standard ones
-// (docs/cache-keys.md), naming every input that shapes the sampler state.
+// (docs/design/cache-keys.md), naming every input that shapes the sampler state.
 #include "sluice/runtime/reference_stages.h"
 
 #include <gtest/gtest.h>

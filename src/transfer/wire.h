@@ -1,4 +1,4 @@
-// The engine's wire protocol (see docs/wire-protocol.md). Every frame starts
+// The engine's wire protocol (see docs/design/wire-protocol.md). Every frame starts
 // with a fixed 40-byte header in little-endian byte order; `length` says how
 // many bytes follow it (payload or body, by type). Handshake (each side
 // proves the secret to the other, over everything it says about itself):

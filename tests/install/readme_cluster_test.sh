@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs the cluster-mode block of the serving guide (docs/guide/serving.md)
+# Runs the cluster-mode block of the getting-started page (docs/getting-started.md)
 # exactly as written (from a scratch directory where `build/bin/sluice` is
 # this build's), then checks its output and stops every role it started. The orchestrator starts 2 s late
 # there, as on a loaded host: a block that runs its client before the
@@ -15,10 +15,10 @@ if [ "\$1" = orchestrator ]; then sleep 2; fi
 exec "$build/bin/sluice" "\$@"
 SHIM
 chmod +x "$dir/build/bin/sluice"
-awk '/^### Cluster mode \(each role its own process\)/ {f=1; next}
+awk '/^## Cluster mode \(each role its own process\)/ {f=1; next}
      f && /^```sh/ {b=1; next}
      b && /^```/ {exit}
-     b {print}' "$src/docs/guide/serving.md" > "$dir/block.sh"
+     b {print}' "$src/docs/getting-started.md" > "$dir/block.sh"
 test -s "$dir/block.sh"
 cd "$dir"
 (

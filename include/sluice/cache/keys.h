@@ -3,7 +3,7 @@
 // Standard cache keys: SHA-256 over a canonical encoding of everything that
 // determines a cached value, so any worker (C++ or Python, any host) that
 // would compute the same value finds it under the same key. The encoding is
-// specified in docs/cache-keys.md; python/sluice/cache.py implements the
+// specified in docs/design/cache-keys.md; python/sluice/cache.py implements the
 // same one and a test compares both on the same inputs.
 //
 // A key is "cache/<kind>/<64 lowercase hex digits>". Fields are named and

@@ -96,7 +96,7 @@ Status LoadReferenceWeights(const std::string& weights);
 cache::ConditionEncoder ReferenceConditionEncoder();
 
 // The store key of a reference denoise's sampler state after `step` of the
-// request (docs/cache-keys.md, kind ckpt: model sluice-reference version 1,
+// request (docs/design/cache-keys.md, kind ckpt: model sluice-reference version 1,
 // sampler flow_euler_cfg, seed, guidance as a float widened to double, the
 // condition keys of prompt and negative prompt, steps, step, latent shape
 // [16, t, h, w], f32), so any worker finds another's checkpoint.

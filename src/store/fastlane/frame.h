@@ -4,7 +4,7 @@
 // response messages as the gRPC service and runs the same handlers; it
 // exists because a gRPC unary call costs several thread hand-offs on each
 // side (~150-200 us on a small host) where a blocking socket round trip
-// costs one wake-up per side. Layout: docs/wire-protocol.md, "Master fast
+// costs one wake-up per side. Layout: docs/design/wire-protocol.md, "Master fast
 // lane".
 #ifndef SLUICE_STORE_FASTLANE_FRAME_H_
 #define SLUICE_STORE_FASTLANE_FRAME_H_
