@@ -8,11 +8,11 @@
 #include <sstream>
 #include <thread>
 
+#include "sluice/client/http_client.h"
 #include "sluice/serve/embedded.h"
 
 #include "bench/bench_util.h"
 #include "bench/job_timeline.h"
-#include "tools/sluice_cli/http_client.h"
 
 namespace sluice::bench {
 namespace {
@@ -28,9 +28,9 @@ struct Sent {
 };
 
 // What job `i` of the workload asks for.
-cli::GenerateRequest JobFor(const std::string& workload, int i) {
+client::GenerateRequest JobFor(const std::string& workload, int i) {
   const E2eJobKind k = E2eJobModel(workload, i);
-  cli::GenerateRequest r;
+  client::GenerateRequest r;
   r.prompt = "benchmark job " + std::to_string(i);
   r.seed = i;
   r.video = k.video;
@@ -137,10 +137,10 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
   for (const PlannedJob& p : PlanE2eArrivals(o)) {
     std::this_thread::sleep_until(
         start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(p.at_s)));
-    const cli::GenerateRequest r = JobFor(o.workload, p.index);
+    const client::GenerateRequest r = JobFor(o.workload, p.index);
     const bool warmup = p.warmup;
     out.submitted += warmup ? 0 : 1;
-    Result<std::string> id = cli::Submit(url, r);
+    Result<std::string> id = client::Submit(url, r);
     if (!id.ok()) {
       out.rejected += warmup ? 0 : 1;
       continue;

@@ -15,7 +15,7 @@ include(CMakePackageConfigHelpers)
 # needs only the headers and this file.
 add_library(sluice_shared SHARED ${PROJECT_SOURCE_DIR}/cmake/sluice_library.cc)
 set(_sluice_api_layers common device transfer store store_master cache connector
-    orchestrator_service model_profiles runtime serve)
+    orchestrator_service model_profiles runtime serve client)
 set(_sluice_whole "-Wl,--whole-archive")
 foreach(layer ${_sluice_api_layers})
   list(APPEND _sluice_whole $<TARGET_FILE:sluice_${layer}>)

@@ -13,11 +13,11 @@
 
 #include <gtest/gtest.h>
 
+#include "sluice/client/http_client.h"
 #include "sluice/serve/embedded.h"
 
 #include "bench/job_timeline.h"
 #include "common/testing/eventually.h"
-#include "tools/sluice_cli/http_client.h"
 
 namespace sluice::testing {
 namespace {
@@ -39,11 +39,11 @@ void Load(const std::string& url, double rate, double seconds, Clock::time_point
   for (double t = gap(rng); t < seconds; t += gap(rng)) {
     std::this_thread::sleep_until(
         begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t)));
-    cli::GenerateRequest r;
+    client::GenerateRequest r;
     r.prompt = "elastic " + std::to_string(sent->size());
     r.model = "flux-1024";
     r.priority = "interactive";
-    Result<std::string> id = cli::Submit(url, r);
+    Result<std::string> id = client::Submit(url, r);
     ASSERT_TRUE(id.ok()) << id.status().ToString();
     sent->push_back({*id, std::chrono::duration<double>(Clock::now() - start).count()});
   }

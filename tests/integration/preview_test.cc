@@ -11,12 +11,12 @@
 
 #include <gtest/gtest.h>
 
+#include "sluice/client/http_client.h"
 #include "sluice/serve/embedded.h"
 
 #include "base64.h"
 #include "embedded_start.h"
 #include "media/png.h"
-#include "tools/sluice_cli/http_client.h"
 
 namespace sluice::testing {
 namespace {
@@ -58,8 +58,8 @@ std::vector<Event> Events(const std::string& url, const std::string& id,
   return out;
 }
 
-cli::GenerateRequest Image(int steps, std::optional<int> every) {
-  cli::GenerateRequest r;
+client::GenerateRequest Image(int steps, std::optional<int> every) {
+  client::GenerateRequest r;
   r.prompt = "a large red circle on the left on a blue background";
   r.size = "128x128";
   r.seed = 1;
@@ -93,7 +93,7 @@ TEST(PreviewTest, PreviewsStreamAsEventsAndTheLastShowsTheResult) {
   ASSERT_NE(cluster, nullptr);
   const std::string url = "http://" + cluster->http_endpoint();
   const auto at = std::chrono::steady_clock::now();
-  auto id = cli::Submit(url, Image(12, 1));
+  auto id = client::Submit(url, Image(12, 1));
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   const std::vector<Event> events = Events(url, *id);
   int previews = 0, with_image = 0, last_step = 0;
@@ -121,7 +121,7 @@ TEST(PreviewTest, PreviewsStreamAsEventsAndTheLastShowsTheResult) {
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().type, "end");
 
-  auto done = cli::WaitAndFetch(url, *id, false, at, 60s);
+  auto done = client::WaitAndFetch(url, *id, false, at, 60s);
   ASSERT_TRUE(done.ok()) << done.status().ToString();
   ASSERT_EQ(done->status, "succeeded");
   // Read again once finished: only the newest preview event keeps its
@@ -145,7 +145,7 @@ TEST(PreviewTest, PreviewsStreamAsEventsAndTheLastShowsTheResult) {
   EXPECT_LT(PreviewError(*preview, *result), 20.0);
 
   // A job that asked for none has none.
-  auto plain = cli::Submit(url, Image(2, std::nullopt));
+  auto plain = client::Submit(url, Image(2, std::nullopt));
   ASSERT_TRUE(plain.ok());
   for (const Event& e : Events(url, *plain)) {
     EXPECT_NE(e.type, "preview");
@@ -175,25 +175,25 @@ TEST(PreviewTest, ACancelledJobsPreviewsStop) {
   auto cluster = StartEmbedded(EmbeddedConfig{});
   ASSERT_NE(cluster, nullptr);
   const std::string url = "http://" + cluster->http_endpoint();
-  auto id = cli::Submit(url, Image(200, 1));
+  auto id = client::Submit(url, Image(200, 1));
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   // Cancel once a preview of step 2 or later is there (polled, bounded).
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   int seen = 0;
   while (seen < 2 && std::chrono::steady_clock::now() < deadline) {
-    auto p = cli::FetchPreview(url, *id, "");
+    auto p = client::FetchPreview(url, *id, "");
     seen = p.ok() ? p->step : 0;
     std::this_thread::sleep_for(20ms);
   }
   ASSERT_GE(seen, 2) << "no preview within 60 s";
-  ASSERT_TRUE(cli::Cancel(url, *id, "").ok());
+  ASSERT_TRUE(client::Cancel(url, *id, "").ok());
   bool cancelled = false;
   for (const Event& e : Events(url, *id)) {
     cancelled = cancelled || e.type == "cancelled";
     EXPECT_FALSE(cancelled && e.type == "preview") << "a preview after the cancel";
   }
   EXPECT_TRUE(cancelled);
-  auto p = cli::FetchPreview(url, *id, "");
+  auto p = client::FetchPreview(url, *id, "");
   ASSERT_TRUE(p.ok());
   EXPECT_LT(p->step, 200);
 }
@@ -205,18 +205,18 @@ TEST(PreviewTest, ATenantSeesOnlyItsOwnPreviews) {
   auto cluster = StartEmbedded(c);
   ASSERT_NE(cluster, nullptr);
   const std::string url = "http://" + cluster->http_endpoint();
-  cli::GenerateRequest r = Image(6, 1);
+  client::GenerateRequest r = Image(6, 1);
   r.api_key = "key-a";
   const auto at = std::chrono::steady_clock::now();
-  auto id = cli::Submit(url, r);
+  auto id = client::Submit(url, r);
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   auto done =
-      cli::WaitAndFetch(url, *id, false, at, 60s, cli::WaitOptions{"key-a", {}, nullptr, {}});
+      client::WaitAndFetch(url, *id, false, at, 60s, client::WaitOptions{"key-a", {}, nullptr, {}});
   ASSERT_TRUE(done.ok() && done->status == "succeeded");
-  EXPECT_TRUE(cli::FetchPreview(url, *id, "key-a").ok());
-  auto other = cli::FetchPreview(url, *id, "key-b");
+  EXPECT_TRUE(client::FetchPreview(url, *id, "key-a").ok());
+  auto other = client::FetchPreview(url, *id, "key-b");
   EXPECT_EQ(other.status().code(), StatusCode::kNotFound) << other.status().ToString();
-  EXPECT_FALSE(cli::FetchPreview(url, *id, "").ok());
+  EXPECT_FALSE(client::FetchPreview(url, *id, "").ok());
 }
 
 }  // namespace

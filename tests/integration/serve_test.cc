@@ -8,12 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include "sluice/client/http_client.h"
 #include "sluice/serve/embedded.h"
 
 #include "base64.h"
 #include "embedded_start.h"
 #include "runtime/reference/pipeline.h"
-#include "tools/sluice_cli/http_client.h"
 
 namespace sluice::testing {
 namespace {
@@ -22,10 +22,10 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 // Twenty small mixed requests: 16 images and 4 videos.
-std::vector<cli::GenerateRequest> MixedJobs() {
-  std::vector<cli::GenerateRequest> jobs;
+std::vector<client::GenerateRequest> MixedJobs() {
+  std::vector<client::GenerateRequest> jobs;
   for (int i = 0; i < 20; ++i) {
-    cli::GenerateRequest r;
+    client::GenerateRequest r;
     r.prompt = "job " + std::to_string(i) + (i % 2 ? " a harbour" : " a forest");
     r.seed = i;
     r.steps = 3;
@@ -49,18 +49,19 @@ bool StoreDrains(const EmbeddedCluster& c, std::chrono::milliseconds within) {
 }
 
 // Submits every job at once and returns each one's result bytes.
-std::vector<std::string> RunAll(EmbeddedCluster& c, const std::vector<cli::GenerateRequest>& jobs) {
+std::vector<std::string> RunAll(EmbeddedCluster& c,
+                                const std::vector<client::GenerateRequest>& jobs) {
   const std::string url = "http://" + c.http_endpoint();
   std::vector<std::string> ids;
   const auto at = std::chrono::steady_clock::now();
   for (const auto& r : jobs) {
-    auto id = cli::Submit(url, r);
+    auto id = client::Submit(url, r);
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     ids.push_back(id.ok() ? *id : "");
   }
   std::vector<std::string> out;
   for (const std::string& id : ids) {
-    auto o = cli::WaitAndFetch(url, id, /*mp4=*/false, at, 120s);
+    auto o = client::WaitAndFetch(url, id, /*mp4=*/false, at, 120s);
     EXPECT_TRUE(o.ok()) << o.status().ToString();
     EXPECT_EQ(o.ok() ? o->status : "", "succeeded") << id << (o.ok() ? o->error : "");
     out.push_back(o.ok() ? o->content : "");
@@ -69,7 +70,7 @@ std::vector<std::string> RunAll(EmbeddedCluster& c, const std::vector<cli::Gener
 }
 
 TEST(ServeTest, TwentyMixedJobsCompleteWithTheSameBytesDisaggregatedAndColocated) {
-  const std::vector<cli::GenerateRequest> jobs = MixedJobs();
+  const std::vector<client::GenerateRequest> jobs = MixedJobs();
   std::vector<std::string> disagg, colocated;
   {
     EmbeddedConfig c;
@@ -160,16 +161,16 @@ TEST(ServeTest, CancelInEveryStageLeavesTheStoreEmpty) {
   httplib::Client http(url);
   struct Case {
     const char* stage;
-    cli::GenerateRequest r;
+    client::GenerateRequest r;
     std::function<bool(const json&)> ready;
   };
-  cli::GenerateRequest slow_denoise;
+  client::GenerateRequest slow_denoise;
   slow_denoise.prompt = "a long video";
   slow_denoise.video = true;
   slow_denoise.size = "320x192";
   slow_denoise.frames = 17;
   slow_denoise.steps = 200;
-  cli::GenerateRequest slow_decode = slow_denoise;
+  client::GenerateRequest slow_decode = slow_denoise;
   slow_decode.frames = 65;
   slow_decode.size = "256x128";
   slow_decode.steps = 1;
@@ -181,7 +182,7 @@ TEST(ServeTest, CancelInEveryStageLeavesTheStoreEmpty) {
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.stage);
-    auto id = cli::Submit(url, k.r);
+    auto id = client::Submit(url, k.r);
     ASSERT_TRUE(id.ok()) << id.status().ToString();
     ASSERT_TRUE(WaitJob(url, *id, k.ready, 60s));
     auto del = http.Delete("/v1/jobs/" + *id);
@@ -206,11 +207,11 @@ TEST(ServeTest, OverloadAnswers429AndTheStoreStaysWithinItsMemory) {
   int rejected = 0;
   const auto at = std::chrono::steady_clock::now();
   for (int i = 0; i < 30; ++i) {
-    cli::GenerateRequest r;
+    client::GenerateRequest r;
     r.prompt = "burst " + std::to_string(i);
     r.size = "128x128";
     r.steps = 2;
-    auto id = cli::Submit(url, r);
+    auto id = client::Submit(url, r);
     if (id.ok()) {
       accepted.push_back(*id);
     } else {
@@ -222,7 +223,7 @@ TEST(ServeTest, OverloadAnswers429AndTheStoreStaysWithinItsMemory) {
   EXPECT_GT(rejected, 0);
   EXPECT_GE(accepted.size(), 4u);
   for (const std::string& id : accepted) {
-    auto o = cli::WaitAndFetch(url, id, false, at, 60s);
+    auto o = client::WaitAndFetch(url, id, false, at, 60s);
     ASSERT_TRUE(o.ok()) << o.status().ToString();
     EXPECT_EQ(o->status, "succeeded") << o->error;
     EXPECT_LE(cluster->store_bytes_used(), c.store_memory);

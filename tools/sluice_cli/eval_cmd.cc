@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "sluice/client/http_client.h"
 #include "sluice/runtime/reference_stages.h"
 #include "sluice/serve/embedded.h"
 
@@ -24,10 +25,15 @@
 #include "media/png.h"
 #include "runtime/reference/scenes.h"
 #include "tools/sluice_cli/commands.h"
-#include "tools/sluice_cli/http_client.h"
 #include "tools/sluice_cli/http_flags.h"
 
 namespace sluice::cli {
+
+using client::BaseUrl;
+using client::GenerateRequest;
+using client::JobOutcome;
+using client::Submit;
+using client::WaitAndFetch;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -197,7 +203,7 @@ int RunEval(const EvalOptions& o) {
     pending.pop_front();
     const ref::Scene& s = scenes[p.index];
     auto outcome = WaitAndFetch(*url, p.id, false, p.at, std::chrono::seconds(o.timeout_s),
-                                WaitOptions{o.api_key, nullptr, nullptr, {}});
+                                client::WaitOptions{o.api_key, nullptr, nullptr, {}});
     if (!outcome.ok() || outcome->status != "succeeded") {
       std::cerr << "sluice eval: \"" << s.Caption() << "\": "
                 << (outcome.ok() ? outcome->status + " " + outcome->error

@@ -19,6 +19,15 @@
 #include "tools/sluice_cli/signals.h"
 
 namespace sluice::cli {
+
+using client::BaseUrl;
+using client::FetchPreview;
+using client::GenerateRequest;
+using client::JobOutcome;
+using client::JobProgress;
+using client::Preview;
+using client::Submit;
+using client::WaitAndFetch;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -112,7 +121,7 @@ int RunDemo(const std::string& base_url, const std::string& out_dir, const std::
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     Result<JobOutcome> o =
         WaitAndFetch(base_url, ids[i].id, jobs[i].video, ids[i].at, std::chrono::minutes(10),
-                     WaitOptions{api_key, nullptr, nullptr, {}});
+                     client::WaitOptions{api_key, nullptr, nullptr, {}});
     if (!o.ok()) {
       std::cerr << "sluice serve --demo: " << o.status().ToString() << "\n";
       return 1;
@@ -243,7 +252,7 @@ int RunGenerate(const GenerateOptions& o) {
   }
   Result<JobOutcome> out = [&] {
     ProgressPrinter printer(*id);
-    WaitOptions w;
+    client::WaitOptions w;
     w.api_key = o.request.api_key;
     w.ca_file = o.request.ca_file;
     int shown = 0;  // The step of the newest preview written.

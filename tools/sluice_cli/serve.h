@@ -7,10 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "sluice/client/http_client.h"
 #include "sluice/security.h"
 #include "sluice/serve/embedded.h"
-
-#include "tools/sluice_cli/http_client.h"
 
 namespace sluice::cli {
 
@@ -25,7 +24,7 @@ int RunServe(const ServeOptions& o);
 
 struct GenerateOptions {
   std::string server = "127.0.0.1:8000";
-  GenerateRequest request;
+  client::GenerateRequest request;
   std::string output;  // File to write.
   int timeout_s = 600;
 };

@@ -13,6 +13,8 @@
 #include "tools/sluice_cli/serve.h"
 
 namespace sluice::cli {
+
+using client::GenerateRequest;
 namespace {
 
 void AddServe(CLI::App& app, std::vector<Command>* out) {

@@ -1,8 +1,12 @@
-// The HTTP client side of `sluice generate` and `sluice serve --demo`:
-// submit an image or video job to the orchestrator, wait for it, fetch the
-// result.
-#ifndef SLUICE_TOOLS_HTTP_CLIENT_H_
-#define SLUICE_TOOLS_HTTP_CLIENT_H_
+// sluice/client/http_client.h
+//
+// A client of sluice's HTTP API (the orchestrator's front): submit an image
+// or video job, wait for it with its progress, fetch the result, a preview,
+// or cancel it. What `sluice generate`, `sluice serve --demo`, `sluice
+// eval` and the end-to-end benchmarks use. Each call opens its own
+// connection; every function is safe to call from any thread.
+#ifndef SLUICE_CLIENT_HTTP_CLIENT_H_
+#define SLUICE_CLIENT_HTTP_CLIENT_H_
 
 #include <atomic>
 #include <chrono>
@@ -13,7 +17,7 @@
 
 #include "sluice/status.h"
 
-namespace sluice::cli {
+namespace sluice::client {
 
 struct GenerateRequest {
   std::string prompt;
@@ -95,6 +99,6 @@ Result<Preview> FetchPreview(const std::string& base_url, const std::string& id,
 Status Cancel(const std::string& base_url, const std::string& id, const std::string& api_key,
               const std::string& ca_file = {});
 
-}  // namespace sluice::cli
+}  // namespace sluice::client
 
-#endif  // SLUICE_TOOLS_HTTP_CLIENT_H_
+#endif  // SLUICE_CLIENT_HTTP_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "tools/sluice_cli/http_client.h"
+#include "sluice/client/http_client.h"
 
 #include <httplib.h>
 
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-namespace sluice::cli {
+namespace sluice::client {
 namespace {
 
 using nlohmann::json;
@@ -212,4 +212,4 @@ Result<JobOutcome> WaitAndFetch(const std::string& base_url, const std::string& 
   return out;
 }
 
-}  // namespace sluice::cli
+}  // namespace sluice::client
