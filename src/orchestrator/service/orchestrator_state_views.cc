@@ -55,7 +55,7 @@ std::vector<JobView> OrchestratorState::List(std::string_view kind, std::string_
                                              bool ascending) {
   MutexLock lock(mu_);
   std::vector<JobView> out;
-  auto add = [&](const JobRecord& j) {
+  auto add = [&](const JobRecord& j) SLUICE_REQUIRES(mu_) {
     if (j.view.kind != kind || (!any_tenant && j.view.tenant != tenant)) {
       return true;
     }
