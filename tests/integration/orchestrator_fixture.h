@@ -384,6 +384,14 @@ class OrchestratorTest : public ::testing::Test {
     *status = r ? r->status : -1;
     return r ? json::parse(r->body, nullptr, false) : json();
   }
+  // Submits a video job (POST /v1/videos, `body`); its id, or "" (a
+  // failed expectation) when it was not accepted.
+  std::string PostVideo(const std::string& body) {
+    auto r = http_->Post("/v1/videos", body, "application/json");
+    EXPECT_TRUE(r);
+    EXPECT_EQ(r ? r->status : -1, 200) << (r ? r->body : "");
+    return r && r->status == 200 ? json::parse(r->body).value("id", "") : "";
+  }
   json WaitStatus(const std::string& id, const std::string& want) {
     json j;
     const auto deadline = std::chrono::steady_clock::now() + 10s;

@@ -180,18 +180,16 @@ TEST_F(OrchestratorTest, AVideosProgressFollowsItsStagesDeclaredKinds) {
   // there for its output.
   FakeWorker e(server_->endpoint(), "encode"), v(server_->endpoint(), "decode");
   FakeWorker hold(server_->endpoint(), "denoise", /*hold=*/true);  // Step 4 of 10, then hangs.
-  auto r = http_->Post("/v1/videos", R"({"prompt":"waves","seconds":"2","size":"320x192"})",
-                       "application/json");
-  ASSERT_TRUE(r);
-  ASSERT_EQ(r->status, 200) << r->body;
-  const std::string id = json::parse(r->body)["id"];
+  const std::string id = PostVideo(R"({"prompt":"waves","seconds":"2","size":"320x192"})");
+  ASSERT_FALSE(id.empty());
   json j;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  do {
-    std::this_thread::sleep_for(10ms);
-    j = json::parse(http_->Get("/v1/jobs/" + id)->body);
-  } while (j["progress"]["step"] != 4 && std::chrono::steady_clock::now() < deadline);
-  ASSERT_EQ(j["progress"]["step"], 4) << j.dump();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        j = json::parse(http_->Get("/v1/jobs/" + id)->body);
+        return j["progress"]["step"] == 4;
+      },
+      10s))
+      << j.dump();
   const json video = json::parse(http_->Get("/v1/videos/" + id)->body);
   EXPECT_EQ(video["status"], "in_progress") << video.dump();
   EXPECT_EQ(video["progress"], 10 + 80 * 4 / 10) << video.dump();
@@ -248,11 +246,8 @@ TEST_F(OrchestratorTest, AFirstOutputReportedAfterTheResultStillGivesTheJobItsTt
   FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),
       v(server_->endpoint(), "decode");
   v.ReportFirstOutputAfterDone();
-  auto r = http_->Post("/v1/videos", R"({"prompt":"late","seconds":"2","size":"320x192"})",
-                       "application/json");
-  ASSERT_TRUE(r);
-  ASSERT_EQ(r->status, 200) << r->body;
-  const std::string id = json::parse(r->body)["id"];
+  const std::string id = PostVideo(R"({"prompt":"late","seconds":"2","size":"320x192"})");
+  ASSERT_FALSE(id.empty());
   json j;
   ASSERT_TRUE(Eventually(
       [&] {
