@@ -77,7 +77,14 @@ int main(int argc, char** argv) {
   sluice::cli::AddSimCommand(app, &commands);
   sluice::cli::AddBenchCommands(*bench, &commands);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and version print and exit 0; every usage error (an unknown
+    // flag, a missing or malformed value) exits 2, as the commands' own
+    // refusals do.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (sluice::Status s = sluice::SetLogLevel(log_level); !s.ok()) {
     std::cerr << "sluice: " << s.message() << "\n";
     return 2;
