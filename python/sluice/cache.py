@@ -222,6 +222,7 @@ def cached_input_keys(data: bytes) -> List[str]:
 
 
 def is_cached_input(data: bytes) -> bool:
+    """Whether `data` is a cached_input() reference rather than a payload."""
     return bytes(data[:len(_CACHED_INPUT)]) == _CACHED_INPUT
 
 
@@ -244,6 +245,8 @@ class Cache:
 
     @translated
     def get_or_compute(self, key: str, compute) -> bytes:
+        """The bytes cached under `key`, or else compute()'s value, stored
+        under it and returned (single-flight: see the class)."""
         return self._core.get_or_compute(key, compute)
 
     @translated

@@ -92,16 +92,23 @@ def _chunk_view(dst, dim: int, start: int, length: int):
 
 @dataclasses.dataclass
 class StoreConfig:
+    """The connector's store client: the master's "host:port", the RPC
+    timeout and whether to use the fast lane (unset: the core's defaults)."""
+
     master: Optional[str] = None  # "host:port" of the store master.
     rpc_timeout_ms: Optional[int] = None
     fast_lane: Optional[bool] = None
 
     def to_dict(self) -> dict:
+        """The fields that are set, as the dict the connector takes."""
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 @dataclasses.dataclass
 class TransferEngineConfig:
+    """The connector's transfer engine: listen address, transports, I/O
+    threads, handshake secret and device backend (unset: the defaults)."""
+
     listen: Optional[str] = None  # "host:port"; port 0 picks one.
     transports: Optional[List[str]] = None  # Subset of ["tcp", "shm"].
     io_threads: Optional[int] = None
@@ -109,6 +116,7 @@ class TransferEngineConfig:
     device: Optional[str] = None  # Device backend for device tensors: "cuda" or "sim".
 
     def to_dict(self) -> dict:
+        """The fields that are set, as the dict the connector takes."""
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
@@ -149,10 +157,12 @@ class StageHandle:
 
     @translated
     def descriptor_json(self) -> str:
+        """descriptor() as JSON, for logs and debugging."""
         return self._core.descriptor_json()
 
     @property
     def mode(self) -> str:
+        """How the payload travels: "p2p" or "store"."""
         return self._core.mode
 
     @translated
@@ -171,6 +181,8 @@ class StageHandle:
 
     @translated
     def wait_released(self, timeout: Optional[float] = None) -> None:
+        """Returns once the consumer released the payload;
+        DeadlineExceededError after `timeout` seconds."""
         self._core.wait_released(_FOREVER if timeout is None else float(timeout))
 
     def on_complete(self, cb: Callable[[Optional[Exception]], None]) -> None:
@@ -182,6 +194,7 @@ class StageHandle:
         self._core.on_complete(call)
 
     def on_released(self, cb: Callable[[], None]) -> None:
+        """Calls `cb()` once the consumer released the payload (at once if it has)."""
         self._core.on_released(cb)
 
 
@@ -206,11 +219,13 @@ def _descriptor_bytes(d: Descriptor) -> bytes:
 
 @translated
 def descriptor_to_json(d: bytes) -> str:
+    """A descriptor's bytes as JSON; InvalidArgumentError on malformed bytes."""
     return _sluice.descriptor_to_json(bytes(d))
 
 
 @translated
 def descriptor_from_json(text: str) -> bytes:
+    """The descriptor bytes descriptor_to_json printed; InvalidArgumentError on bad JSON."""
     return _sluice.descriptor_from_json(text)
 
 
@@ -247,10 +262,13 @@ class DiffusionConnector:
 
     @property
     def role(self) -> str:
+        """The stage role the connector was made for ("encode", "denoise", ...)."""
         return self._core.role
 
     @property
     def bytes_copied_outside_transfers(self) -> int:
+        """Bytes this connector copied itself rather than the engine
+        moving them (0 on zero-copy paths)."""
         return self._core.bytes_copied_outside_transfers
 
     @translated
@@ -390,6 +408,7 @@ class DiffusionConnector:
         self._core.forget(ptr)
 
     def close(self) -> None:
+        """Releases the connector's engine and store client. Idempotent."""
         self._core.close()
 
     def __enter__(self):

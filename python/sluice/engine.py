@@ -133,6 +133,7 @@ class TransferEngine:
         return self._core.counters()
 
     def close(self) -> None:
+        """Stops the engine; registrations and segments end with it. Idempotent."""
         self._core.close()
         self._keep.clear()
 
@@ -172,6 +173,7 @@ class Store:
 
     @translated
     def get(self, key: str) -> bytes:
+        """The object's bytes (copied); NotFoundError when absent."""
         return self._core.get(str(key))
 
     @translated
@@ -183,10 +185,13 @@ class Store:
 
     @translated
     def remove(self, key: str) -> None:
+        """Deletes the object; NotFoundError when absent (a retry after a
+        success too), FailedPreconditionError while it is being written."""
         self._core.remove(str(key))
 
     @translated
     def exists(self, key: str) -> bool:
+        """Whether the object is committed now."""
         return self._core.exists(str(key))
 
     @translated
@@ -199,6 +204,7 @@ class Store:
         self._core.forget(describe(tensor, "tensor")[0])
 
     def close(self) -> None:
+        """Closes the client and its engine. Idempotent."""
         self._core.close()
 
     def __enter__(self):

@@ -141,13 +141,16 @@ class SimTensor:
 
     @property
     def device(self) -> str:
+        """The device it lives on, "sim:N"."""
         return f"sim:{self._mem.device}"
 
     @property
     def nbytes(self) -> int:
+        """Bytes its elements take (the view's, not the memory's)."""
         return math.prod(self.shape) * ITEMSIZE[self.dtype]
 
     def is_contiguous(self) -> bool:
+        """Whether its elements lie row-major with no gaps (size-1 dims ignored)."""
         want = _row_major(self.shape)
         return all(n == 1 or s == w for n, s, w in zip(self.shape, self._strides, want))
 
@@ -180,6 +183,7 @@ class SimTensor:
 
     @translated
     def tobytes(self) -> bytes:
+        """A host copy of its bytes; InvalidArgumentError on a non-contiguous view."""
         self._require_contiguous()
         return self._mem.read(self._offset, self.nbytes)
 

@@ -63,6 +63,12 @@ _sluice.StageContext.add_timing = translated(_sluice.StageContext.add_timing)
 
 @dataclasses.dataclass
 class StageOutput:
+    """What a handler returns: `output` (the descriptor for the next stage,
+    or the final stage's result), `content_type` (final stage: a MIME type
+    such as "image/png"), `payload_keys` (store objects the job owns, removed
+    with it) and `preempted` (the handler yielded after
+    ctx.should_checkpoint())."""
+
     output: bytes = b""  # Descriptor for the next stage, or the final result.
     content_type: str = ""  # Final stage: MIME type, e.g. "image/png".
     payload_keys: List[str] = dataclasses.field(default_factory=list)
@@ -70,6 +76,10 @@ class StageOutput:
 
 
 class StageWorker:
+    """One worker of one stage: registers with the orchestrator, takes
+    assignments and runs `handler(ctx)` for each (module docstring above:
+    the context, pipelines, checkpoints, previews, errors)."""
+
     @translated
     def __init__(self, stage: str, orchestrator: str,
                  handler: Callable[..., Union[bytes, StageOutput]], capacity: int = 1,
@@ -135,6 +145,7 @@ class StageWorker:
 
     @property
     def completed(self) -> int:
+        """Jobs this worker has finished (succeeded or failed) so far."""
         return self._core.completed
 
     def wait_registered(self, timeout: float = 10.0) -> bool:
@@ -148,6 +159,8 @@ class StageWorker:
         self._core.drain(float(timeout))
 
     def close(self) -> None:
+        """Drains (as drain() with its default timeout), then stops; the
+        worker leaves its pool. Idempotent."""
         self._core.close()
 
     def __enter__(self):
