@@ -24,7 +24,8 @@ GOLDEN = os.path.join(ROOT, "tests", "golden", "reference_torch_128.png")
 
 def load(path: str = WEIGHTS) -> net.Model:
     tensors, meta = safetensors.load(path)
-    return net.Model(net.Weights(tensors), meta["vocabulary"].split())
+    return net.Model(net.Weights(tensors), meta["vocabulary"].split(),
+                     net.position_scale_of(meta))
 
 
 def golden_image(model: net.Model) -> np.ndarray:

@@ -38,6 +38,9 @@ DEC_CHANNELS = [(LATENT, 96), (96, 64), (64, 32), (32, 16), (16, 3)]
 ENC_CHANNELS = [(3, 16, 1), (16, 32, 2), (32, 64, 2), (64, 64, 2), (64, LATENT, 1)]
 FORMAT = "sluice-reference"
 VERSION = "2"
+# The token positions' scale when the weights' metadata names none (the
+# "position_scale" entry): sinusoids of 0.25 t, 0.25 i, 0.25 j.
+DEFAULT_POSITION_SCALE = 0.25
 
 
 def sinusoidal(value: torch.Tensor, dim: int) -> torch.Tensor:
@@ -112,6 +115,21 @@ def shapes() -> Dict[str, Sequence[int]]:
     return out
 
 
+def position_scale_of(meta: Dict[str, str]) -> float:
+    """The "position_scale" a weights file's metadata names (a decimal in
+    (0, 4]), DEFAULT_POSITION_SCALE when it names none."""
+    text = meta.get("position_scale")
+    if text is None:
+        return DEFAULT_POSITION_SCALE
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"metadata position_scale: {text!r} is not a number") from None
+    if not (0.0 < value <= 4.0):
+        raise ValueError(f"metadata position_scale: {text!r} is not in (0, 4]")
+    return value
+
+
 def init_weights(seed: int) -> Dict[str, np.ndarray]:
     """Training's starting point: fan-in scaled normals, zero biases, and
     zero gates and output layer (each DiT block starts as the identity)."""
@@ -131,11 +149,15 @@ def init_weights(seed: int) -> Dict[str, np.ndarray]:
 
 
 class Model:
-    """The four networks over one Weights."""
+    """The four networks over one Weights. `position_scale`: the denoiser's
+    token positions are sinusoids of position_scale * (t, i, j); the
+    weights' "position_scale" metadata, DEFAULT_POSITION_SCALE without it."""
 
-    def __init__(self, w: Weights, vocabulary: Sequence[str] = scenes.VOCABULARY):
+    def __init__(self, w: Weights, vocabulary: Sequence[str] = scenes.VOCABULARY,
+                 position_scale: float = DEFAULT_POSITION_SCALE):
         self.w = w
         self.vocabulary = list(vocabulary)
+        self.position_scale = float(position_scale)
 
     # --- text ---------------------------------------------------------------
     def tokens(self, texts: Sequence[str]) -> torch.Tensor:
@@ -158,15 +180,16 @@ class Model:
         return layer_norm(x)
 
     # --- denoiser -----------------------------------------------------------
-    @staticmethod
-    def positions(t: int, hp: int, wp: int) -> torch.Tensor:
-        """[t*hp*wp, DIT_DIM]: 3 x sinusoids of 0.25 t, 0.25 i, 0.25 j."""
+    def positions(self, t: int, hp: int, wp: int) -> torch.Tensor:
+        """[t*hp*wp, DIT_DIM]: 3 x sinusoids of s t, s i, s j (s: the
+        position scale, computed in float32 as the C++ denoiser does)."""
         tt, ii, jj = torch.meshgrid(torch.arange(t), torch.arange(hp), torch.arange(wp),
                                     indexing="ij")
         a, b = DIT_DIM // 4, 3 * DIT_DIM // 8
-        return 3.0 * torch.cat([sinusoidal(0.25 * tt.reshape(-1).float(), a),
-                                sinusoidal(0.25 * ii.reshape(-1).float(), b),
-                                sinusoidal(0.25 * jj.reshape(-1).float(), b)], dim=-1)
+        s = torch.tensor(self.position_scale, dtype=torch.float32)
+        return 3.0 * torch.cat([sinusoidal(s * tt.reshape(-1).float(), a),
+                                sinusoidal(s * ii.reshape(-1).float(), b),
+                                sinusoidal(s * jj.reshape(-1).float(), b)], dim=-1)
 
     def denoise(self, x: torch.Tensor, sigma: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         """The clean latent predicted from x [B, 16, t, h, w] at noise level

@@ -37,3 +37,23 @@ def test_the_noise_matches_the_cpp_generator():
 
 
 GOLDEN_NOISE = [-1.2876450, -0.5429659, -0.1967017]
+
+
+def test_the_position_scale_comes_from_the_metadata():
+    assert net.position_scale_of({}) == net.DEFAULT_POSITION_SCALE
+    assert net.position_scale_of({"position_scale": "1.0"}) == 1.0
+    for bad in ("", "abc", "0", "-1", "4.5", "nan"):
+        try:
+            net.position_scale_of({"position_scale": bad})
+        except ValueError as e:
+            assert "metadata position_scale" in str(e), e
+        else:
+            raise AssertionError(f"accepted position_scale {bad!r}")
+    w = net.Weights(net.init_weights(3))
+    a = net.Model(w).positions(1, 4, 4)
+    b = net.Model(w, position_scale=1.0).positions(1, 4, 4)
+    assert a.shape == b.shape == (16, net.DIT_DIM)
+    # Token (0, 0, 1): the fastest j component is sin(s * 1).
+    j0 = net.DIT_DIM // 4 + 3 * net.DIT_DIM // 8
+    assert abs(float(a[1, j0]) - 3 * np.sin(0.25)) < 1e-6
+    assert abs(float(b[1, j0]) - 3 * np.sin(1.0)) < 1e-6

@@ -138,6 +138,27 @@ Result<std::vector<std::string>> ParseVocabulary(const WeightsFile& w) {
   return words;
 }
 
+// The "position_scale" metadata: a decimal in (0, kMaxPositionScale];
+// kDefaultPositionScale when absent.
+Result<float> ParsePositionScale(const WeightsFile& w) {
+  const auto it = w.metadata().find("position_scale");
+  if (it == w.metadata().end()) {
+    return kDefaultPositionScale;
+  }
+  const std::string& text = it->second;
+  float value = 0.0f;
+  const char* end = text.data() + text.size();
+  const auto parsed = std::from_chars(text.data(), end, value, std::chars_format::general);
+  if (text.empty() || parsed.ec != std::errc() || parsed.ptr != end) {
+    return InvalidArgumentError("metadata position_scale: \"" + text + "\" is not a number");
+  }
+  if (!(value > 0.0f && value <= kMaxPositionScale)) {
+    return InvalidArgumentError("metadata position_scale: \"" + text + "\" is not in (0, " +
+                                std::to_string(static_cast<int>(kMaxPositionScale)) + "]");
+  }
+  return value;
+}
+
 }  // namespace
 
 const std::vector<TensorSpec>& ReferenceArchitecture() {
@@ -260,7 +281,8 @@ std::vector<float> TextEncoder::Encode(std::string_view text) const {
   return x;
 }
 
-Denoiser::Denoiser(std::shared_ptr<const WeightsFile> w) : w_(std::move(w)) {}
+Denoiser::Denoiser(std::shared_ptr<const WeightsFile> w, float position_scale)
+    : w_(std::move(w)), position_scale_(position_scale) {}
 
 std::vector<float> Denoiser::CrossKv(const float* cond) const {
   constexpr std::size_t per_block = static_cast<std::size_t>(kTextLen) * 2 * kDim;
@@ -302,16 +324,16 @@ void Denoiser::Velocity(const float* x, const LatentShape& s, float sigma, const
   std::vector<float> X(static_cast<std::size_t>(n) * d);
   Linear(tokens.data(), n, in, W("dit.patch"), W("dit.patch_b"), d, X.data());
   {
-    // Positions: 3 × sinusoids of 0.25 t (d/4 wide), 0.25 i and 0.25 j
-    // (3d/8 each).
+    // Positions: 3 × sinusoids of s t (d/4 wide), s i and s j (3d/8
+    // each), s the position scale.
     constexpr int dt = d / 4, dij = 3 * d / 8;
     float pos[d];
     for (int t = 0, tok = 0; t < s.t; ++t) {
       for (int i = 0; i < hp; ++i) {
         for (int j = 0; j < wp; ++j, ++tok) {
-          Sinusoidal(0.25f * static_cast<float>(t), dt, pos);
-          Sinusoidal(0.25f * static_cast<float>(i), dij, pos + dt);
-          Sinusoidal(0.25f * static_cast<float>(j), dij, pos + dt + dij);
+          Sinusoidal(position_scale_ * static_cast<float>(t), dt, pos);
+          Sinusoidal(position_scale_ * static_cast<float>(i), dij, pos + dt);
+          Sinusoidal(position_scale_ * static_cast<float>(j), dij, pos + dt + dij);
           float* row = X.data() + static_cast<std::size_t>(tok) * d;
           for (int c = 0; c < d; ++c) {
             row[c] += 3.0f * pos[c];
@@ -439,7 +461,8 @@ std::string DefaultReferenceWeights() {
 namespace {
 
 // Models::identity of `file` (checked against the architecture).
-std::string Identity(const WeightsFile& file, const std::vector<std::string>& vocabulary) {
+std::string Identity(const WeightsFile& file, const std::vector<std::string>& vocabulary,
+                     float position_scale) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](const void* data, std::size_t n) {
     const auto* p = static_cast<const unsigned char*>(data);
@@ -455,6 +478,7 @@ std::string Identity(const WeightsFile& file, const std::vector<std::string>& vo
   for (const std::string& word : vocabulary) {
     mix(word.data(), word.size() + 1);  // With its terminator: words stay apart.
   }
+  mix(&position_scale, sizeof(position_scale));
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
   return std::string("2/") + hex;
@@ -486,10 +510,15 @@ Result<std::unique_ptr<Models>> LoadModels(const std::string& weights) {
   if (!vocabulary.ok()) {
     return InvalidArgumentError(weights + ": " + std::string(vocabulary.status().message()));
   }
+  const Result<float> position_scale = ParsePositionScale(*file);
+  if (!position_scale.ok()) {
+    return InvalidArgumentError(weights + ": " + std::string(position_scale.status().message()));
+  }
   UseOneBlasThreadPerCall();
-  std::string identity = Identity(*file, *vocabulary);
+  std::string identity = Identity(*file, *vocabulary, *position_scale);
   return std::unique_ptr<Models>(new Models{file, TextEncoder(file, std::move(*vocabulary)),
-                                            Denoiser(file), Decoder(file), std::move(identity)});
+                                            Denoiser(file, *position_scale), Decoder(file),
+                                            std::move(identity)});
 }
 
 namespace {

@@ -36,6 +36,10 @@ inline constexpr int kSpatialDown = 8;   // Pixels per latent cell, each axis.
 inline constexpr int kTemporalDown = 4;  // Frames per latent frame after the first.
 inline constexpr int kPatch = 2;         // Latent cells per token, each axis.
 inline constexpr int kMaxTokens = 4096;  // Denoiser sequence limit.
+// The denoiser's token positions are sinusoids of scale * (t, i, j); the
+// scale is the weights' "position_scale" metadata, this without it.
+inline constexpr float kDefaultPositionScale = 0.25f;
+inline constexpr float kMaxPositionScale = 4.0f;
 
 // Latent geometry of a request: [16, t, h, w].
 struct LatentShape {
@@ -74,7 +78,10 @@ class TextEncoder {
 class Denoiser {
  public:
   static constexpr int kDim = 96, kHeads = 4, kDepth = 3;
-  explicit Denoiser(std::shared_ptr<const WeightsFile> w);
+  // `position_scale`: in (0, kMaxPositionScale] (LoadModels checks it).
+  explicit Denoiser(std::shared_ptr<const WeightsFile> w,
+                    float position_scale = kDefaultPositionScale);
+  float position_scale() const { return position_scale_; }
   // Floats of CrossKv's result: each block's cross-attention keys and
   // values of one condition.
   static constexpr std::size_t kCrossKvFloats =
@@ -93,6 +100,7 @@ class Denoiser {
  private:
   const float* W(const std::string& name) const { return w_->Data(name); }
   std::shared_ptr<const WeightsFile> w_;
+  float position_scale_;
 };
 
 class Decoder {
@@ -112,7 +120,7 @@ struct Models {
   Denoiser denoiser;
   Decoder decoder;
   // "2/" (the architecture's version) and a 64-bit FNV-1a digest of every
-  // tensor's values and the vocabulary, in hex: what cache and checkpoint
+  // tensor's values, the vocabulary and the position scale, in hex: what cache and checkpoint
   // keys carry as the model's version, so workers on other weights never
   // share entries.
   std::string identity;
@@ -126,7 +134,8 @@ std::string DefaultReferenceWeights();
 // Models from `weights`: a safetensors file, or "random:SEED" (decimal).
 // Errors: kInvalidArgument / kNotFound naming the file, the tensor and what
 // is wrong (weights.h; a missing, unexpected or misshapen tensor; a
-// "vocabulary" metadata entry that is missing or malformed).
+// "vocabulary" metadata entry that is missing or malformed; a
+// "position_scale" entry that is not a decimal in (0, kMaxPositionScale]).
 Result<std::unique_ptr<Models>> LoadModels(const std::string& weights);
 
 // Sets the process's models (ReferenceModels) from `weights` (LoadModels).

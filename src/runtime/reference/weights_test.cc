@@ -177,6 +177,56 @@ TEST(ReferenceWeightsTest, ModelsRefuseFilesOfAnotherArchitecture) {
   EXPECT_TRUE(LoadModels("random:7").ok());
 }
 
+// random:SEED's tensors as a file whose metadata is `metadata`.
+std::string RandomWeightsFile(std::uint64_t seed, const json& metadata) {
+  const std::shared_ptr<const WeightsFile> w = RandomReferenceWeights(seed);
+  json header = {{"__metadata__", metadata}};
+  std::string data;
+  for (const TensorSpec& spec : ReferenceArchitecture()) {
+    const WeightsFile::Tensor* t = w->Find(spec.name);
+    const std::size_t begin = data.size();
+    data.append(reinterpret_cast<const char*>(t->data), t->elements * sizeof(float));
+    header[spec.name] = {
+        {"dtype", "F32"}, {"shape", spec.shape}, {"data_offsets", {begin, data.size()}}};
+  }
+  return File(header, data);
+}
+
+// The denoiser's token positions scale by the "position_scale" metadata
+// (0.25 without it): it changes the output and the identity, and a value
+// that is not a number in (0, 4] is refused naming the entry.
+TEST(ReferenceWeightsTest, ModelsReadThePositionScaleAndRefuseABadOne) {
+  const std::string path = ::testing::TempDir() + "/position_scale.safetensors";
+  auto load = [&path](const json& metadata) {
+    { std::ofstream(path, std::ios::binary) << RandomWeightsFile(5, metadata); }
+    return LoadModels(path);
+  };
+  auto plain = load({{"vocabulary", ""}});
+  auto scaled = load({{"vocabulary", ""}, {"position_scale", "1.0"}});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_TRUE(scaled.ok()) << scaled.status().ToString();
+  EXPECT_EQ((*plain)->denoiser.position_scale(), kDefaultPositionScale);
+  EXPECT_EQ((*scaled)->denoiser.position_scale(), 1.0f);
+  EXPECT_NE((*plain)->identity, (*scaled)->identity);
+  const LatentShape shape{1, 8, 8};
+  std::vector<float> x(shape.elements()), a(x.size()), b(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = std::sin(0.37f * static_cast<float>(i));
+  }
+  const std::vector<float> cond = (*plain)->text.Encode("a red circle");
+  (*plain)->denoiser.Velocity(x.data(), shape, 0.5f, cond.data(), a.data());
+  (*scaled)->denoiser.Velocity(x.data(), shape, 0.5f, cond.data(), b.data());
+  EXPECT_NE(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  for (const char* bad : {"", "abc", "0", "-1", "4.5", "nan", "inf", "1.0x", " 1"}) {
+    auto m = load({{"vocabulary", ""}, {"position_scale", bad}});
+    ASSERT_FALSE(m.ok()) << "accepted position_scale \"" << bad << "\"";
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(m.status().message().find(path + ": metadata position_scale: \"" + bad + "\""),
+              std::string::npos)
+        << m.status().message();
+  }
+}
+
 TEST(ReferenceWeightsTest, TheShippedWeightsLoadAndCarryTheVocabulary) {
   auto m = LoadModels(DefaultReferenceWeights());
   ASSERT_TRUE(m.ok()) << m.status().ToString();
