@@ -144,15 +144,33 @@ def fit_preview(model: net.Model, rng, n: int) -> float:
     return float(torch.sqrt(torch.mean((a1 @ sol - b) ** 2)))
 
 
+def shape_cells(scene: scenes.Scene, size: int = SIZE) -> np.ndarray:
+    """float32 [size/8, size/8]: where the picture would change if its
+    objects took other shapes — per latent cell, the share of its pixels
+    inside some but not all of the four shapes' masks of an object, scaled
+    so the largest is 1 (all 0 when no pixel differs)."""
+    diff = np.zeros((size, size), np.float32)
+    for o in scene.objects:
+        cx, cy = scenes._centre(o, size)
+        masks = np.stack([scenes.shape_mask(sh, cx, cy, scenes.SIZES[o.size] * size, size)
+                          for sh in scenes.SHAPES])
+        diff += masks.any(axis=0) & ~masks.all(axis=0)
+    cells = diff.reshape(size // 8, 8, size // 8, 8).mean(axis=(1, 3))
+    top = cells.max()
+    return cells / top if top > 0 else cells
+
+
 @torch.no_grad()
 def build_dataset(model: net.Model, rng, images: int, videos: int):
-    """(image latents [N, 16, 1, 16, 16], captions), (video latents [M, 16, 5,
-    16, 16], captions): latent frame k of a video is frame 4k encoded."""
-    img_caps, img_lat = [], []
+    """(image latents [N, 16, 1, 16, 16], captions, shape cells [N, 1, 1,
+    16, 16] (shape_cells)), (video latents [M, 16, 5, 16, 16], captions):
+    latent frame k of a video is frame 4k encoded."""
+    img_caps, img_lat, img_shape = [], [], []
     for start in range(0, images, 64):
         sc = [scenes.random_scene(rng, "train") for _ in range(min(64, images - start))]
         img_caps += [s.caption() for s in sc]
         img_lat.append(model.encode(to_tensor(np.stack([scenes.render(s, SIZE) for s in sc]))))
+        img_shape.append(torch.from_numpy(np.stack([shape_cells(s) for s in sc])))
     vid_caps, vid_lat = [], []
     for start in range(0, videos, 16):
         sc = [scenes.random_scene(rng, "train", video=True) for _ in range(min(16, videos - start))]
@@ -160,18 +178,20 @@ def build_dataset(model: net.Model, rng, images: int, videos: int):
         frames = np.stack([scenes.render(s, SIZE, f, FRAMES) for s in sc for f in range(0, FRAMES, 4)])
         z = model.encode(to_tensor(frames))  # [B*5, 16, 16, 16]
         vid_lat.append(z.view(len(sc), 5, *z.shape[1:]).permute(0, 2, 1, 3, 4))
-    return ((torch.cat(img_lat)[:, :, None], img_caps), (torch.cat(vid_lat), vid_caps))
+    return ((torch.cat(img_lat)[:, :, None], img_caps, torch.cat(img_shape)[:, None, None]),
+            (torch.cat(vid_lat), vid_caps))
 
 
 def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_every: int,
-                   video_batch: int, curve, ema_decay: float, eval_every: int = 0) -> net.Weights:
+                   video_batch: int, curve, ema_decay: float, eval_every: int = 0,
+                   shape_weight: float = 0.0) -> net.Weights:
     names = [n for n in net.shapes() if n.startswith(("text.", "dit."))]
     params = [model.w[n] for n in names]
     opt = torch.optim.AdamW(params, lr=1.5e-3, weight_decay=0.0, betas=(0.9, 0.99))
     ema = copy.deepcopy(model.w)
     for p in ema.parameters():
         p.requires_grad_(False)
-    (img_lat, img_caps), (vid_lat, vid_caps) = data
+    (img_lat, img_caps, img_shape), (vid_lat, vid_caps) = data
     t0 = time.time()
     avg = None
     for step in range(steps):
@@ -194,7 +214,16 @@ def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_ev
         # weigh 4x: objects are a small part of each latent.
         bg = x0.flatten(2).median(dim=2).values[:, :, None, None, None]
         obj = ((x0 - bg).abs().mean(dim=1, keepdim=True) > 0.5).float()
-        loss = torch.mean((1 + 3 * obj) * (pred - x0) ** 2)
+        if shape_weight == 0.0:
+            loss = torch.mean((1 + 3 * obj) * (pred - x0) ** 2)
+        else:
+            # Besides, an image's cells where its objects' shapes differ
+            # weigh shape_weight x shape_cells more (a blob of the right
+            # colour in the right place does not meet them); normalized.
+            weight = 1 + 3 * obj
+            if not video:
+                weight = weight + shape_weight * img_shape[idx]
+            loss = torch.mean(weight * (pred - x0) ** 2) / torch.mean(weight)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -211,7 +240,8 @@ def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_ev
         if eval_every and step % eval_every == eval_every - 1 and step != steps - 1:
             # The moving average's held-out scores so far (no training state
             # is touched: the run's weights do not depend on it).
-            log(f"denoise step {step} heldout: {quick_eval(net.Model(ema), 32, 7, 4.0, 'heldout')}")
+            now = net.Model(ema, position_scale=model.position_scale)
+            log(f"denoise step {step} heldout: {quick_eval(now, 32, 7, 4.0, 'heldout')}")
     for n in net.shapes():
         if not n.startswith(("text.", "dit.")):
             ema[n].data.copy_(model.w[n].detach())
@@ -276,6 +306,12 @@ def main(argv=None) -> int:
     ap.add_argument("--video-every", type=int, default=4)
     ap.add_argument("--video-batch", type=int, default=8)
     ap.add_argument("--ema", type=float, default=0.998)
+    ap.add_argument("--shape-weight", type=float, default=0.0,
+                    help="extra loss weight of the latent cells where an image's objects' "
+                         "shapes differ (0: none)")
+    ap.add_argument("--position-scale", type=float, default=net.DEFAULT_POSITION_SCALE,
+                    help="the denoiser's token positions: sinusoids of this times (t, i, j), "
+                         "in (0, 4] (written to the weights' metadata)")
     ap.add_argument("--eval", type=int, default=64)
     ap.add_argument("--eval-every", type=int, default=0,
                     help="score 32 held-out prompts every N denoiser steps (0: at the end only)")
@@ -285,12 +321,16 @@ def main(argv=None) -> int:
                     help="skip phase 1: its weights from --vae-out of a run with the same seed "
                          "and VAE arguments (the result is the same as a full run's)")
     args = ap.parse_args(argv)
+    if not 0.0 <= args.shape_weight < math.inf:
+        ap.error(f"--shape-weight: {args.shape_weight} is not a finite number >= 0")
+    if not 0.0 < args.position_scale <= 4.0:
+        ap.error(f"--position-scale: {args.position_scale} is not in (0, 4]")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     start = time.time()
     w = net.Weights(net.init_weights(args.seed))
-    model = net.Model(w)
+    model = net.Model(w, position_scale=args.position_scale)
     curve = []
     vae_args = (f"seed {args.seed} vae-steps {args.vae_steps} vae-batch {args.vae_batch} "
                 f"vae-object-weight {args.vae_object_weight}"
@@ -328,12 +368,14 @@ def main(argv=None) -> int:
     for n in net.shapes():
         w[n].requires_grad_(n.startswith(("text.", "dit.")))
     ema = train_denoiser(model, data, rng, args.steps, args.batch, args.video_every,
-                         args.video_batch, curve, args.ema, args.eval_every)
-    final = net.Model(ema)
+                         args.video_batch, curve, args.ema, args.eval_every, args.shape_weight)
+    final = net.Model(ema, position_scale=args.position_scale)
     tensors = ema.export()
     meta = {"format": net.FORMAT, "version": net.VERSION,
             "vocabulary": " ".join(scenes.VOCABULARY), "seed": str(args.seed),
             "train_args": recorded_args(sys.argv[1:] if argv is None else argv)}
+    if args.position_scale != net.DEFAULT_POSITION_SCALE:
+        meta["position_scale"] = repr(args.position_scale)
     safetensors.save(args.out, tensors, meta)
     if args.curve:
         with open(args.curve, "w") as f:

@@ -1,10 +1,13 @@
-"""The training command's resumable phase 1: a run that takes its VAE from
---vae-out of an earlier run writes the bytes a full run writes, and a VAE of
-other arguments is refused. (Tiny runs: 2 VAE steps, 3 denoiser steps.)"""
+"""The training command: its resumable phase 1 (a run that takes its VAE from
+--vae-out of an earlier run writes the bytes a full run writes; a VAE of other
+arguments is refused), its options, the shape cells. (Tiny runs: 2 VAE
+steps, 3 denoiser steps.)"""
 
 import hashlib
 
-from sluice_model import safetensors, train
+import numpy as np
+
+from sluice_model import safetensors, scenes, train
 
 TINY = ["--vae-steps", "2", "--steps", "3", "--images", "64", "--videos", "16", "--eval", "0"]
 
@@ -34,3 +37,32 @@ def test_a_vae_of_other_arguments_is_refused(tmp_path, capsys):
     assert "phase 1 of 'seed 20261203 vae-steps 2 vae-batch 16 vae-object-weight 1.0', not of " \
         "'seed 20261203 vae-steps 2 vae-batch 16 vae-object-weight 10.0'" in capsys.readouterr().out
     assert not (tmp_path / "b").exists()
+
+
+def test_shape_cells_mark_where_the_shapes_differ():
+    obj = scenes.SceneObject("large", "red", "circle", "left")
+    cells = train.shape_cells(scenes.Scene("blue", (obj,)))
+    assert cells.shape == (16, 16) and cells.max() == 1.0
+    # The object spans x 0.095..0.345, y 0.375..0.625 of the picture: cells
+    # 1..5 across, 6..9 down; nothing is marked away from it.
+    ys, xs = np.nonzero(cells)
+    assert xs.min() >= 1 and xs.max() <= 5 and ys.min() >= 5 and ys.max() <= 10, (xs, ys)
+    # Every shape's centre pixel is inside all four masks: not marked.
+    assert cells[8, 3] < cells.max()
+
+
+def test_the_position_scale_and_shape_weight_reach_the_weights(tmp_path, capsys):
+    out = tmp_path / "w"
+    assert train.main(["--out", str(out), "--position-scale", "1.0", "--shape-weight", "20"]
+                      + TINY) == 0
+    _, meta = safetensors.load(str(out))
+    assert meta["position_scale"] == "1.0"
+    assert "--shape-weight 20" in meta["train_args"]
+    for bad in (["--position-scale", "0"], ["--position-scale", "5"], ["--shape-weight", "-1"]):
+        try:
+            train.main(["--out", str(tmp_path / "x")] + bad + TINY)
+        except SystemExit as e:
+            assert e.code == 2
+        else:
+            raise AssertionError(f"accepted {bad}")
+    assert "--position-scale: 0.0 is not in (0, 4]" in capsys.readouterr().err
