@@ -118,13 +118,15 @@ TEST(ClusterFailureTest, DenoiseWorkerKilledMidJobResumesFromItsCheckpoint) {
   // so the one the orchestrator heard of is rarely the newest.
   ChildProcess& first = c.Worker("denoise", {"--checkpoint-every", "1"});
   const json body = {
-      {"prompt", "surf at sunset"}, {"size", "320x192"}, {"frames", 9}, {"steps", 40}, {"seed", 5}};
+      {"prompt", "surf at sunset"}, {"size", "256x128"}, {"frames", 5}, {"steps", 40}, {"seed", 5}};
   const std::string id = c.Submit(body);
   ASSERT_TRUE(c.WaitFor(
       id, [](const json& j) { return j["stage"] == "denoise" && j["progress"]["step"] >= 5; },
       120s));
-  c.Worker("denoise", {"--checkpoint-every", "2"});
+  // Killed before its replacement starts: however fast the steps, the job
+  // cannot finish on the first worker while the second one comes up.
   first.Kill();  // SIGKILL: no drain, no goodbye.
+  c.Worker("denoise", {"--checkpoint-every", "2"});
   ASSERT_TRUE(c.WaitFinished(id));
   ASSERT_TRUE(Succeeded(c.Job(id))) << c.Job(id).dump();
   // The second dispatch resumed from a checkpoint (step >= 4), and the
@@ -155,15 +157,15 @@ TEST(ClusterFailureTest, DecodeWorkerKilledMidJobEveryJobStillCompletes) {
   for (int i = 0; i < 3; ++i) {
     const json body = {{"prompt", "city lights " + std::to_string(i)},
                        {"size", "256x128"},
-                       {"frames", 49},
+                       {"frames", 17},
                        {"steps", 1},
                        {"seed", i}};
     jobs.emplace_back(c.Submit(body), body);
   }
   ASSERT_TRUE(c.WaitFor(
       jobs[0].first, [](const json& j) { return j["stage"] == "decode"; }, 120s));
+  first.Kill();  // Mid-decode; its replacement starts after.
   c.Worker("decode");
-  first.Kill();
   for (const auto& [id, body] : jobs) {
     ASSERT_TRUE(c.WaitFinished(id));
     EXPECT_TRUE(Succeeded(c.Job(id))) << c.Job(id).dump();
