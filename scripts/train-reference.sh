@@ -5,7 +5,8 @@
 #   models/sluice-reference-loss.csv                 the loss curve
 #   docs/models/sluice-reference-loss.png            its plot
 #   tests/golden/reference_torch_128.png             the PyTorch mirror's golden picture
-# Then prints the held-out scores of the PyTorch mirror. ~35 min on 2 cores.
+# Then prints the held-out scores of the PyTorch mirror. ~52 min on this machine
+# (one torch thread; docs/models/sluice-reference.md).
 # CI never runs this; the committed weights are its output.
 # Usage: scripts/train-reference.sh [train.py flags]     (as root on Debian 12)
 set -euo pipefail
@@ -23,7 +24,7 @@ set datafile separator ","
 set logscale y
 set xlabel "step"
 set ylabel "loss"
-set multiplot layout 1,2 title "sluice-reference training loss (seed $(grep -a -o '"seed":"[0-9]*"' "$out" | head -1))"
+set multiplot layout 1,2 title "sluice-reference training loss (seed $(grep -a -o '"seed":"[0-9]*"' "$out" | head -1 | tr -dc 0-9))"
 set title "VAE (pixel MSE)"
 plot "< grep ^vae $curve" using 2:3 with lines notitle
 set title "denoiser (weighted latent MSE)"

@@ -7,9 +7,12 @@ scenes; its latents are then standardized per channel (folded into the
 first decoder and last encoder convolution) and the preview map is fitted.
 Phase 2 encodes a fixed set of scenes and trains the text encoder and the
 denoiser on them: flow matching with the clean latent as the target,
-noise level uniform in (0, 1], the caption dropped for 10% of samples
-(classifier-free guidance), an exponential moving average of the weights
-exported. Every line of the loss curve is printed and written to
+noise levels half uniform in (0, 1], half logit-normal, a quarter of them
+then set to 1 (--layout-share), object cells and the cells where the
+objects' shapes differ weighted up (--shape-weight), the caption dropped
+for 10% of samples (classifier-free guidance), an exponential moving
+average of the weights exported. The defaults are the shipped weights'
+recipe. Every line of the loss curve is printed and written to
 --curve (CSV: phase, step, loss). Same seed, same thread count and the
 same torch build: the same weights.
 
@@ -90,7 +93,7 @@ def train_vae(model: net.Model, rng, steps: int, batch: int, curve,
         noisy = z + noise * torch.randn_like(z)
         rec = model.decode(noisy)
         mse = torch.mean((rec - x) ** 2)
-        if object_weight == 1.0:  # The shipped weights' loss, as it was computed.
+        if object_weight == 1.0:  # The loss the first version-2 weights had, as computed.
             loss = mse + torch.mean(torch.abs(rec - x)) + 1e-4 * torch.mean(z ** 2)
         else:
             # Objects cover a few percent of a picture: their pixels (and a
@@ -184,7 +187,7 @@ def build_dataset(model: net.Model, rng, images: int, videos: int):
 
 def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_every: int,
                    video_batch: int, curve, ema_decay: float, eval_every: int = 0,
-                   shape_weight: float = 0.0) -> net.Weights:
+                   shape_weight: float = 0.0, layout_share: float = 0.0) -> net.Weights:
     names = [n for n in net.shapes() if n.startswith(("text.", "dit."))]
     params = [model.w[n] for n in names]
     opt = torch.optim.AdamW(params, lr=1.5e-3, weight_decay=0.0, betas=(0.9, 0.99))
@@ -205,6 +208,10 @@ def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_ev
         # Half uniform, half logit-normal (mid noise levels, where layout forms).
         u = np.where(rng.uniform(size=bsz) < 0.5, rng.uniform(size=bsz),
                      1 / (1 + np.exp(-rng.standard_normal(bsz))))
+        if layout_share > 0:
+            # And a share at pure noise, where the caption alone sets the
+            # picture's layout and shapes (the sampler's first step).
+            u = np.where(rng.uniform(size=bsz) < layout_share, 1.0, u)
         sigma = torch.from_numpy(u.astype(np.float32)).clamp_min(1e-3)
         eps = torch.from_numpy(rng.standard_normal(x0.shape).astype(np.float32))
         s = sigma.view(-1, 1, 1, 1, 1)
@@ -293,23 +300,27 @@ def main(argv=None) -> int:
     ap.add_argument("--curve", default="")
     ap.add_argument("--seed", type=int, default=20261203)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--vae-steps", type=int, default=900)
+    ap.add_argument("--vae-steps", type=int, default=2000)
     ap.add_argument("--vae-batch", type=int, default=16)
-    ap.add_argument("--vae-noise", type=float, default=0.05,
+    ap.add_argument("--vae-noise", type=float, default=0.2,
                     help="deviation of the VAE's posterior noise around each latent")
-    ap.add_argument("--vae-object-weight", type=float, default=1.0,
-                    help="weight of object pixels in the VAE loss (1: the shipped weights)")
+    ap.add_argument("--vae-object-weight", type=float, default=10.0,
+                    help="weight of object pixels in the VAE loss (1: the loss of version 2's "
+                         "first weights)")
     ap.add_argument("--images", type=int, default=8000)
     ap.add_argument("--videos", type=int, default=1500)
-    ap.add_argument("--steps", type=int, default=5000)
+    ap.add_argument("--steps", type=int, default=6000)
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--video-every", type=int, default=4)
-    ap.add_argument("--video-batch", type=int, default=8)
+    ap.add_argument("--video-every", type=int, default=3)
+    ap.add_argument("--video-batch", type=int, default=12)
     ap.add_argument("--ema", type=float, default=0.998)
-    ap.add_argument("--shape-weight", type=float, default=0.0,
+    ap.add_argument("--shape-weight", type=float, default=20.0,
                     help="extra loss weight of the latent cells where an image's objects' "
                          "shapes differ (0: none)")
-    ap.add_argument("--position-scale", type=float, default=net.DEFAULT_POSITION_SCALE,
+    ap.add_argument("--layout-share", type=float, default=0.25,
+                    help="share of denoiser samples at noise level 1 (pure noise: the caption "
+                         "alone decides the layout), in [0, 1)")
+    ap.add_argument("--position-scale", type=float, default=1.0,
                     help="the denoiser's token positions: sinusoids of this times (t, i, j), "
                          "in (0, 4] (written to the weights' metadata)")
     ap.add_argument("--eval", type=int, default=64)
@@ -323,6 +334,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not 0.0 <= args.shape_weight < math.inf:
         ap.error(f"--shape-weight: {args.shape_weight} is not a finite number >= 0")
+    if not 0.0 <= args.layout_share < 1.0:
+        ap.error(f"--layout-share: {args.layout_share} is not in [0, 1)")
     if not 0.0 < args.position_scale <= 4.0:
         ap.error(f"--position-scale: {args.position_scale} is not in (0, 4]")
     torch.set_num_threads(args.threads)
@@ -368,7 +381,8 @@ def main(argv=None) -> int:
     for n in net.shapes():
         w[n].requires_grad_(n.startswith(("text.", "dit.")))
     ema = train_denoiser(model, data, rng, args.steps, args.batch, args.video_every,
-                         args.video_batch, curve, args.ema, args.eval_every, args.shape_weight)
+                         args.video_batch, curve, args.ema, args.eval_every, args.shape_weight,
+                         args.layout_share)
     final = net.Model(ema, position_scale=args.position_scale)
     tensors = ema.export()
     meta = {"format": net.FORMAT, "version": net.VERSION,

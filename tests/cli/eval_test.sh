@@ -28,11 +28,12 @@ import json, os, sys
 d = sys.argv[1]
 r = {n: json.load(open(os.path.join(d, n + ".json"))) for n in ("disagg", "colocated", "unguided")}
 fail = []
-# Thresholds under the figures measured on this split (model card:
-# colour 0.80, position 0.95, background 1.0 over 96 images and 16 videos).
-# Shape and video direction are at chance with the shipped weights (0.21,
-# 0.25; docs/roadmap.md): no threshold until a model learns them.
-want = {"color_accuracy": 0.65, "position_accuracy": 0.80, "background_accuracy": 0.95}
+# Thresholds under the figures this run measures with the shipped weights
+# (48 images and 4 videos: colour, position, background and direction 1.0,
+# shape 0.54; model card). Shape's is well above chance (0.25; the first
+# weights scored 0.21) and below the target of 0.80 (not yet met).
+want = {"color_accuracy": 0.90, "position_accuracy": 0.90, "background_accuracy": 0.95,
+        "shape_accuracy": 0.40, "direction_accuracy": 0.75}
 for name in ("disagg", "colocated", "unguided"):
     j = r[name]
     if j["samples"] != 52 or j["failed"] != 0 or j["images"] != 48 or j["videos"] != 4:
@@ -43,11 +44,13 @@ for k, low in want.items():
 keys = [k for k in r["disagg"] if k.endswith("_accuracy")]
 if [r["disagg"][k] for k in keys] != [r["colocated"][k] for k in keys]:
     fail.append(f"colocated scores differ: {r['colocated']}")
-# CFG is real: without it (guidance 1) colour and position are worse.
-guided = r["disagg"]["color_accuracy"] + r["disagg"]["position_accuracy"]
-unguided = r["unguided"]["color_accuracy"] + r["unguided"]["position_accuracy"]
+# CFG is real: without it (guidance 1) the scores are worse (shape: 0.41
+# against 0.54; colour and position are 1.0 either way).
+attrs = ("color_accuracy", "shape_accuracy", "position_accuracy")
+guided = sum(r["disagg"][k] for k in attrs)
+unguided = sum(r["unguided"][k] for k in attrs)
 if not unguided < guided:
-    fail.append(f"guidance 1 scores {unguided} (colour + position), not below {guided}")
+    fail.append(f"guidance 1 scores {unguided} (colour + shape + position), not below {guided}")
 if os.path.getsize(os.path.join(d, "grid.png")) < 1000:
     fail.append("grid.png missing or empty")
 for f in fail:

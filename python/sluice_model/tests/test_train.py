@@ -35,7 +35,8 @@ def test_a_vae_of_other_arguments_is_refused(tmp_path, capsys):
     assert train.main(["--out", str(tmp_path / "b"), "--vae-from", str(vae),
                        "--vae-object-weight", "10"] + TINY) == 2
     assert "phase 1 of 'seed 20261203 vae-steps 2 vae-batch 16 vae-object-weight 1.0', not of " \
-        "'seed 20261203 vae-steps 2 vae-batch 16 vae-object-weight 10.0'" in capsys.readouterr().out
+        "'seed 20261203 vae-steps 2 vae-batch 16 vae-object-weight 10.0 vae-noise 0.2'" \
+        in capsys.readouterr().out
     assert not (tmp_path / "b").exists()
 
 
@@ -51,14 +52,15 @@ def test_shape_cells_mark_where_the_shapes_differ():
     assert cells[8, 3] < cells.max()
 
 
-def test_the_position_scale_and_shape_weight_reach_the_weights(tmp_path, capsys):
+def test_the_position_scale_shape_weight_and_layout_share_reach_the_weights(tmp_path, capsys):
     out = tmp_path / "w"
-    assert train.main(["--out", str(out), "--position-scale", "1.0", "--shape-weight", "20"]
-                      + TINY) == 0
+    assert train.main(["--out", str(out), "--position-scale", "1.0", "--shape-weight", "20",
+                       "--layout-share", "0.25"] + TINY) == 0
     _, meta = safetensors.load(str(out))
     assert meta["position_scale"] == "1.0"
-    assert "--shape-weight 20" in meta["train_args"]
-    for bad in (["--position-scale", "0"], ["--position-scale", "5"], ["--shape-weight", "-1"]):
+    assert "--shape-weight 20 --layout-share 0.25" in meta["train_args"]
+    for bad in (["--position-scale", "0"], ["--position-scale", "5"], ["--shape-weight", "-1"],
+                ["--layout-share", "1"]):
         try:
             train.main(["--out", str(tmp_path / "x")] + bad + TINY)
         except SystemExit as e:
