@@ -4,7 +4,9 @@ PSNR 40 dB) and that the mirror itself must keep producing.
 
     cd python && /usr/bin/python3 -m sluice_model.golden
 
-The request: GOLDEN_PROMPT, seed 1, 12 steps, guidance 4, 128x128.
+The requests: GOLDEN_PROMPT, seed 1, 12 steps, guidance 4, 128x128; and
+GOLDEN_VIDEO_PROMPT, the same with 17 frames, of which frames 0, 8 and 16
+are stored side by side (GOLDEN_VIDEO, 384x128).
 """
 
 import os
@@ -20,6 +22,9 @@ ROOT = os.environ.get("SLUICE_SOURCE_DIR",
                       os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 WEIGHTS = os.path.join(ROOT, "models", "sluice-reference.safetensors")
 GOLDEN = os.path.join(ROOT, "tests", "golden", "reference_torch_128.png")
+GOLDEN_VIDEO_PROMPT = "a large red circle moving right on a blue background"
+GOLDEN_VIDEO = os.path.join(ROOT, "tests", "golden", "reference_torch_video_128.png")
+GOLDEN_VIDEO_FRAMES = (0, 8, 16)
 
 
 def load(path: str = WEIGHTS) -> net.Model:
@@ -34,6 +39,15 @@ def golden_image(model: net.Model) -> np.ndarray:
     return net.to_uint8(model.decode(z[:, :, 0]))[0]
 
 
+def golden_video_frames(model: net.Model) -> np.ndarray:
+    """uint8 [128, 384, 3]: frames GOLDEN_VIDEO_FRAMES of the golden
+    video, left to right."""
+    torch.set_num_threads(1)
+    z = net.sample(model, [GOLDEN_VIDEO_PROMPT], (5, 16, 16), [1], steps=12, guidance=4.0)
+    frames = net.to_uint8(net.frames_from_latent(model, z[0], 17))
+    return np.concatenate([frames[i] for i in GOLDEN_VIDEO_FRAMES], axis=1)
+
+
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
     mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
     return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
@@ -41,9 +55,12 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 def main() -> int:
     os.makedirs(os.path.dirname(GOLDEN), exist_ok=True)
+    model = load()
     with open(GOLDEN, "wb") as f:
-        f.write(png.encode(golden_image(load())))
-    print(f"wrote {GOLDEN}")
+        f.write(png.encode(golden_image(model)))
+    with open(GOLDEN_VIDEO, "wb") as f:
+        f.write(png.encode(golden_video_frames(model)))
+    print(f"wrote {GOLDEN} and {GOLDEN_VIDEO}")
     return 0
 
 

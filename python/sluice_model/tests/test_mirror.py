@@ -29,6 +29,13 @@ def test_the_mirror_reproduces_the_golden_image():
     assert golden.psnr(got, want) >= 40.0
 
 
+def test_the_mirror_reproduces_the_golden_video():
+    want = png.decode(open(golden.GOLDEN_VIDEO, "rb").read())
+    got = golden.golden_video_frames(golden.load())
+    assert got.shape == want.shape == (128, 384, 3)
+    assert golden.psnr(got, want) >= 40.0
+
+
 def test_the_noise_matches_the_cpp_generator():
     # Rng(1 * 0x2545f4914f6cdd1d + 0x1234567).Normal() x 3, from the C++
     # pipeline (reference_models_test prints the same values).

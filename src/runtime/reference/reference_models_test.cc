@@ -185,5 +185,54 @@ TEST(ReferenceModelsTest, MatchesThePyTorchMirrorsGoldenImage) {
   EXPECT_GT(at(4, 4, 2), 150);
 }
 
+// The mirror's frames 0, 8 and 16 of a 17-frame video, side by side
+// (python/sluice_model/golden.py): the temporal latent and its decoding
+// agree across runtimes too, and the circle moves right.
+TEST(ReferenceModelsTest, MatchesThePyTorchMirrorsGoldenVideo) {
+  std::ifstream f(std::string(SLUICE_SOURCE_DIR) + "/tests/golden/reference_torch_video_128.png",
+                  std::ios::binary);
+  ASSERT_TRUE(f.good());
+  std::stringstream bytes;
+  bytes << f.rdbuf();
+  auto want = media::DecodePng(bytes.str());
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ASSERT_EQ(want->width, 384);
+  ASSERT_EQ(want->height, 128);
+  const Request r =
+      Parse(R"({"prompt":"a large red circle moving right on a blue background","size":"128x128",)"
+            R"("frames":17,"seed":1,"steps":12,"guidance":4})");
+  auto got = GenerateAll(r);
+  ASSERT_TRUE(got.ok());
+  auto frames = media::ReadTar(got->first);
+  ASSERT_TRUE(frames.ok());
+  ASSERT_EQ(frames->size(), 17u);
+  std::vector<double> red_x;
+  for (int k = 0; k < 3; ++k) {
+    auto px = media::DecodePng((*frames)[static_cast<std::size_t>(8 * k)]);
+    ASSERT_TRUE(px.ok());
+    ASSERT_EQ(px->rgb.size(), 128u * 128 * 3);
+    std::vector<std::uint8_t> tile(px->rgb.size());
+    double sum_x = 0, reds = 0;
+    for (int y = 0; y < 128; ++y) {
+      for (int x = 0; x < 128; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          tile[(static_cast<std::size_t>(y) * 128 + x) * 3 + c] =
+              want->rgb[(static_cast<std::size_t>(y) * 384 + 128 * k + x) * 3 + c];
+        }
+        const std::uint8_t* p = &px->rgb[(static_cast<std::size_t>(y) * 128 + x) * 3];
+        if (p[0] > 150 && p[2] < 100) {
+          sum_x += x;
+          reds += 1;
+        }
+      }
+    }
+    EXPECT_GE(Psnr(px->rgb, tile), 40.0) << "frame " << 8 * k;
+    ASSERT_GT(reds, 50) << "no red object in frame " << 8 * k;
+    red_x.push_back(sum_x / reds);
+  }
+  EXPECT_LT(red_x[0] + 20, red_x[1]);  // Left of centre, then right of it.
+  EXPECT_LT(red_x[1] + 20, red_x[2]);
+}
+
 }  // namespace
 }  // namespace sluice::reference
