@@ -154,16 +154,24 @@ double Psnr(const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>&
   return se == 0 ? 1e9 : 10 * std::log10(255.0 * 255.0 / (se / static_cast<double>(a.size())));
 }
 
+// tests/golden/`name`, decoded. Errors: kNotFound (no such file), the
+// decoder's.
+Result<media::RgbImage> GoldenPng(const std::string& name) {
+  const std::string path = std::string(SLUICE_SOURCE_DIR) + "/tests/golden/" + name;
+  std::ifstream f(path, std::ios::binary);
+  if (!f.good()) {
+    return NotFoundError(path + ": cannot open");
+  }
+  std::stringstream bytes;
+  bytes << f.rdbuf();
+  return media::DecodePng(bytes.str());
+}
+
 // The PyTorch mirror's picture for this request, from the shipped weights
 // (python/sluice_model/golden.py): the same weights give the same numbers
 // in both runtimes, within float rounding.
 TEST(ReferenceModelsTest, MatchesThePyTorchMirrorsGoldenImage) {
-  std::ifstream f(std::string(SLUICE_SOURCE_DIR) + "/tests/golden/reference_torch_128.png",
-                  std::ios::binary);
-  ASSERT_TRUE(f.good());
-  std::stringstream bytes;
-  bytes << f.rdbuf();
-  auto want = media::DecodePng(bytes.str());
+  auto want = GoldenPng("reference_torch_128.png");
   ASSERT_TRUE(want.ok()) << want.status().ToString();
   const Request r =
       Parse(R"({"prompt":"a large red circle on the left on a blue background","size":"128x128",)"
@@ -189,12 +197,7 @@ TEST(ReferenceModelsTest, MatchesThePyTorchMirrorsGoldenImage) {
 // (python/sluice_model/golden.py): the temporal latent and its decoding
 // agree across runtimes too, and the circle moves right.
 TEST(ReferenceModelsTest, MatchesThePyTorchMirrorsGoldenVideo) {
-  std::ifstream f(std::string(SLUICE_SOURCE_DIR) + "/tests/golden/reference_torch_video_128.png",
-                  std::ios::binary);
-  ASSERT_TRUE(f.good());
-  std::stringstream bytes;
-  bytes << f.rdbuf();
-  auto want = media::DecodePng(bytes.str());
+  auto want = GoldenPng("reference_torch_video_128.png");
   ASSERT_TRUE(want.ok()) << want.status().ToString();
   ASSERT_EQ(want->width, 384);
   ASSERT_EQ(want->height, 128);
