@@ -356,6 +356,7 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
     std::vector<std::string> declared;
     std::int64_t worker_timeout_ms = 0;
     std::int64_t assignment_timeout_ms = 0;
+    std::int64_t retry_backoff_ms = 0;
     std::int64_t result_ttl_s = 0;
     std::int64_t checkpoint_retention_s = 0;
     EtcdOptions etcd;
@@ -366,6 +367,7 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   auto o = std::make_shared<Opts>();
   o->worker_timeout_ms = o->config.worker_timeout.count();
   o->assignment_timeout_ms = o->config.assignment_timeout.count();
+  o->retry_backoff_ms = o->config.retry_backoff.count();
   o->result_ttl_s = o->config.result_ttl.count();
   o->checkpoint_retention_s = o->config.checkpoint_retention.count();
   CLI::App* cmd = app.add_subcommand(
@@ -388,6 +390,11 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--assignment-timeout-ms", o->assignment_timeout_ms,
                   "an assignment without progress this long goes to another worker")
       ->check(CLI::Range(std::int64_t{100}, std::int64_t{86400000}))
+      ->capture_default_str();
+  cmd->add_option("--retry-backoff-ms", o->retry_backoff_ms,
+                  "a retryable stage failure runs again after this, doubling per attempt (0: at "
+                  "once)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{30000}))
       ->capture_default_str();
   cmd->add_option("--admission-overcommit", o->config.admission_overcommit,
                   "jobs per decode slot that may hold a reservation while in denoise (0: only "
@@ -474,6 +481,7 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
          }
          o->config.worker_timeout = std::chrono::milliseconds(o->worker_timeout_ms);
          o->config.assignment_timeout = std::chrono::milliseconds(o->assignment_timeout_ms);
+         o->config.retry_backoff = std::chrono::milliseconds(o->retry_backoff_ms);
          o->config.result_ttl = std::chrono::seconds(o->result_ttl_s);
          o->config.checkpoint_retention = std::chrono::seconds(o->checkpoint_retention_s);
          for (const std::string& d : o->declared) {

@@ -113,6 +113,10 @@ struct OrchestratorConfig {
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds worker_timeout{3000};  // Silent this long: the worker is lost.
   int max_attempts = 3;                            // Per stage.
+  // A retryable stage failure runs again after this, doubling with each
+  // attempt (at most 30 s): a failure caused by a dying peer (a store node
+  // not yet declared lost) outlasts its detection. 0..30 s; 0: at once.
+  std::chrono::milliseconds retry_backoff{1000};
   // A worker that reports no progress on an assignment this long loses it:
   // the work goes to another worker, the lapse counts as an attempt, and
   // the worker is told to stop. Progress (a step) renews it.

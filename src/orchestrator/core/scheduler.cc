@@ -251,6 +251,7 @@ void Scheduler::Enqueue(Job& job, bool at_head, TimePoint now) {
   job.key = QueueKey{deadline, fair, at_head ? next_head_seq_-- : next_seq_++, job.spec.id};
   job.queued_at = now;
   job.running = false;
+  job.retry_at.reset();
   pool.queues[cls].insert(*job.key);
 }
 
@@ -593,7 +594,17 @@ Status Scheduler::StageFailed(JobId id, WorkerId worker, std::string_view reason
     Enqueue(*job, true, now);
   } else if (retryable && job->attempts < options_.max_attempts) {
     job->avoid = worker;
-    Enqueue(*job, true, now);
+    if (options_.retry_backoff.count() > 0) {
+      // attempts >= 1 here: the n-th retry waits backoff * 2^(n-1).
+      auto wait = options_.retry_backoff;
+      for (int i = 1; i < job->attempts && wait < kMaxRetryBackoff; ++i) {
+        wait *= 2;
+      }
+      job->retry_at = now + std::min(wait, kMaxRetryBackoff);
+      retries_.emplace(*job->retry_at, id);
+    } else {
+      Enqueue(*job, true, now);
+    }
   } else {
     Finish(*job, false,
            StageOf(*job) + " failed after " + std::to_string(job->attempts) +
@@ -712,7 +723,19 @@ Status Scheduler::PayloadLost(JobId id, std::string_view producer, TimePoint now
   return Status::Ok();
 }
 
+void Scheduler::QueueDueRetries(TimePoint now) {
+  while (!retries_.empty() && retries_.begin()->first <= now) {
+    auto [at, id] = *retries_.begin();
+    retries_.erase(retries_.begin());
+    auto it = jobs_.find(id);
+    if (it != jobs_.end() && it->second.retry_at == at && !it->second.cancelled) {
+      Enqueue(it->second, true, now);
+    }
+  }
+}
+
 void Scheduler::Tick(TimePoint now) {
+  QueueDueRetries(now);
   ExpireLeases(now);
   Dispatch(now);
 }

@@ -92,9 +92,19 @@ struct WorkerSpec {
   std::chrono::milliseconds assignment_timeout{0};
 };
 
+// The longest wait before a retry, however many attempts came before.
+inline constexpr std::chrono::milliseconds kMaxRetryBackoff{30000};
+
 struct SchedulerOptions {
   std::chrono::milliseconds aging_step{30000};  // Wait that promotes one class.
   int max_attempts = 3;                         // Per stage, counting the first.
+  // A retryable failure's next attempt waits retry_backoff, doubling with
+  // each attempt (capped at kMaxRetryBackoff): a failure caused by a peer
+  // that is dying (a store node the master has not yet declared lost)
+  // outlasts the detection instead of spending every attempt in
+  // milliseconds. Zero: at once. A lost worker's or lapsed lease's work
+  // is re-queued at once either way (the cause is gone).
+  std::chrono::milliseconds retry_backoff{0};
   // An assignment's lease: a worker that reports no progress on it for
   // this long (Progress renews it) loses it — the work is re-queued on
   // another worker first, the lapse counts as an attempt, and the worker is
@@ -195,8 +205,9 @@ class Scheduler {
   Status StageDone(JobId job, WorkerId worker, TimePoint now);
   // The stage failed. Retryable failures re-queue it (at the head) until
   // max_attempts, to run on another worker of the pool when one is free
-  // (the same one only when it is the only one free); otherwise the job
-  // fails. Errors as StageDone.
+  // (the same one only when it is the only one free), after the options'
+  // retry_backoff (Tick queues it when due); otherwise the job fails.
+  // Errors as StageDone.
   Status StageFailed(JobId job, WorkerId worker, std::string_view reason, bool retryable,
                      TimePoint now);
   // A running stage reached `step`; `checkpointed` says a checkpoint of that
@@ -223,9 +234,8 @@ class Scheduler {
   // Removes queued work, stops running work, releases the job's payloads.
   // Errors: kNotFound (unknown or already finished job).
   Status Cancel(JobId job, TimePoint now);
-  // Time passes: expired leases are taken back (kStop to the worker, with
-  // `reason` "lease expired"); aging may reorder queues; dispatches what it
-  // can.
+  // Time passes: retries whose backoff is over are queued; expired leases are taken back (kStop to
+  // the worker, with `reason` "lease expired"); aging may reorder queues; dispatches what it can.
   void Tick(TimePoint now);
 
   // Actions since the last call, in the order decided.
@@ -288,6 +298,8 @@ class Scheduler {
     std::optional<PoolId> preempted_for;  // Asked to checkpoint and yield for this pool.
     std::optional<std::size_t> rerun_from;  // Producer to re-run after the running stage.
     std::optional<TimePoint> lease_until;   // While running, with leases on.
+    std::optional<TimePoint>
+        retry_at;  // Waiting out a retry's backoff (neither queued nor running).
 
     PoolId pool() const { return pools[stage_index]; }
   };
@@ -333,6 +345,8 @@ class Scheduler {
   void Lease(Job& job, TimePoint now);  // Starts or renews; a no-op with leases off.
   void Unlease(Job& job);
   void ExpireLeases(TimePoint now);
+  // Queues (at the head) the jobs whose retry backoff ended by `now`.
+  void QueueDueRetries(TimePoint now);
   void Release(Job& job, Worker& w);
   Status CheckRunning(JobId job, WorkerId worker, Job** j, Worker** w);
   // Ends `job`'s assignment on `worker` (its slot returns). Null when the job
@@ -344,6 +358,10 @@ class Scheduler {
   SchedulerOptions options_;
   std::unique_ptr<SchedulingPolicy> policy_;
   std::unordered_map<JobId, Job> jobs_;
+  // Jobs waiting out a retry's backoff, by when they queue again. Entries
+  // whose job was cancelled or re-queued since are skipped (the job's
+  // retry_at no longer matches).
+  std::multimap<TimePoint, JobId> retries_;
   std::unordered_map<WorkerId, Worker> workers_;
   std::uint64_t next_worker_seq_ = 1;
   std::map<std::string, ModelEntry, std::less<>> models_;

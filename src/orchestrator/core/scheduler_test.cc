@@ -309,6 +309,93 @@ TEST_F(RetrySchedulerTest, RetriesAreBoundedAndTheReasonKept) {
   EXPECT_EQ(acts[0].kind, Kind::kJobFailed) << "not retryable: fails at once";
 }
 
+// A retryable failure runs again only after its backoff, doubling per
+// attempt; the worker serves other work meanwhile, and a job cancelled
+// while it waits never runs again.
+class BackoffSchedulerTest : public SchedulerFixture {
+ protected:
+  static SchedulerOptions Opts() {
+    SchedulerOptions o;
+    o.max_attempts = 3;
+    o.retry_backoff = 1000ms;
+    return o;
+  }
+  BackoffSchedulerTest() : SchedulerFixture(Opts()) {}
+};
+
+TEST_F(BackoffSchedulerTest, ARetryWaitsItsBackoffDoublingPerAttempt) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
+  ASSERT_EQ(DispatchedJobs(), std::vector<JobId>{1});
+  ASSERT_TRUE(s_.StageFailed(1, 1, "put: connection refused", true, now_).ok());
+  EXPECT_TRUE(DispatchedJobs().empty()) << "not at once";
+  ASSERT_TRUE(s_.Submit(Job(2), now_).ok());
+  EXPECT_EQ(DispatchedJobs(), std::vector<JobId>{2}) << "the worker is free meanwhile";
+  ASSERT_TRUE(s_.StageDone(2, 1, now_ + 10ms).ok());
+  s_.Tick(now_ + 999ms);
+  EXPECT_TRUE(DispatchedJobs().empty()) << "999 ms of 1000";
+  s_.Tick(now_ + 1000ms);
+  ASSERT_EQ(DispatchedJobs(), std::vector<JobId>{1}) << "the first retry after 1 s";
+
+  const TimePoint second = now_ + 1500ms;
+  ASSERT_TRUE(s_.StageFailed(1, 1, "put: connection refused", true, second).ok());
+  s_.Tick(second + 1999ms);
+  EXPECT_TRUE(DispatchedJobs().empty()) << "the second waits twice as long";
+  s_.Tick(second + 2000ms);
+  ASSERT_EQ(DispatchedJobs(), std::vector<JobId>{1});
+
+  ASSERT_TRUE(s_.StageFailed(1, 1, "put: connection refused", true, second + 2500ms).ok());
+  bool failed = false;
+  for (const Action& a : s_.TakeActions()) {
+    failed |= a.kind == Kind::kJobFailed && a.reason.find("3 attempt") != std::string::npos;
+  }
+  EXPECT_TRUE(failed) << "the last attempt's failure fails the job at once";
+}
+
+TEST_F(BackoffSchedulerTest, AJobCancelledDuringItsBackoffNeverRunsAgain) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
+  ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
+  Dispatched();
+  ASSERT_TRUE(s_.StageFailed(1, 1, "out of memory", true, now_).ok());
+  ASSERT_TRUE(s_.Cancel(1, now_ + 100ms).ok());
+  s_.Tick(now_ + 5s);
+  EXPECT_TRUE(DispatchedJobs().empty());
+  EXPECT_EQ(s_.Stats().jobs, 0u);
+  EXPECT_FALSE(s_.Cancel(1, now_ + 6s).ok()) << "gone";
+}
+
+TEST(SchedulerBackoffCapTest, TheBackoffIsCappedHoweverManyAttempts) {
+  SchedulerOptions o;
+  o.max_attempts = 10;
+  o.retry_backoff = 20s;  // The third retry would wait 80 s uncapped.
+  Scheduler s(o);
+  Declared(s);
+  TimePoint t = TimePoint{} + 1h;
+  ASSERT_TRUE(s.WorkerUp(1, W("encode", 1), t).ok());
+  JobSpec j;
+  j.id = 1;
+  j.model = kModel;
+  j.pipeline = {"encode"};
+  ASSERT_TRUE(s.Submit(j, t).ok());
+  for (auto wait : {20s, 30s, 30s}) {
+    s.TakeActions();
+    ASSERT_TRUE(s.StageFailed(1, 1, "refused", true, t).ok());
+    s.Tick(t + wait - 1ms);
+    bool early = false;
+    for (const Action& a : s.TakeActions()) {
+      early |= a.kind == Kind::kDispatch;
+    }
+    EXPECT_FALSE(early) << "before " << wait.count() << " s";
+    t += wait;
+    s.Tick(t);
+    bool ran = false;
+    for (const Action& a : s.TakeActions()) {
+      ran |= a.kind == Kind::kDispatch;
+    }
+    ASSERT_TRUE(ran) << "after " << wait.count() << " s";
+  }
+}
+
 // A retryable failure (a worker out of memory) runs again on another free
 // worker; with only the same one free, there.
 TEST_P(SchedulerTest, ARetryRunsOnAnotherWorkerWhenOneIsFree) {

@@ -154,6 +154,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
               orchestrator::ServiceOptions o;
               o.scheduler.max_queued_jobs = c.max_queued_jobs;
               o.scheduler.max_attempts = c.max_attempts;
+              o.scheduler.retry_backoff = c.retry_backoff;
               o.scheduler.assignment_timeout = c.assignment_timeout;
               o.scheduler.admission_overcommit = c.admission_overcommit;
               o.heartbeat_interval = c.heartbeat_interval;
@@ -516,6 +517,9 @@ Result<std::unique_ptr<OrchestratorServer>> OrchestratorServer::Start(
   }
   if (config.max_attempts < 1 || config.max_attempts > 100) {
     return InvalidArgumentError("orchestrator: max_attempts must be in 1..100");
+  }
+  if (config.retry_backoff.count() < 0 || config.retry_backoff > orchestrator::kMaxRetryBackoff) {
+    return InvalidArgumentError("orchestrator: retry_backoff must be in 0..30 s");
   }
   if (config.checkpoint_retention.count() < 1 ||
       config.checkpoint_retention > std::chrono::hours(24 * 30)) {
