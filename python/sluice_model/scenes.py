@@ -234,6 +234,29 @@ class Detected:
     area: int
 
 
+# Each shape's area in units of its half-extent r squared.
+_SHAPE_AREA = {"circle": np.pi, "square": 4.0, "diamond": 2.0, "triangle": 2.0}
+
+
+def _best_shape(comp: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> str:
+    """The shape whose template of the component's area, centred on its
+    centroid, overlaps it most (intersection over union). Fitting area and
+    centroid rather than the bounding box keeps the answer when a decoder
+    softens corners or adds a pixel of wobble to an edge: a box one pixel
+    too tall turned a slightly rounded square into a circle."""
+    area = len(xs)
+    mx, my = xs.mean() + 0.5, ys.mean() + 0.5
+    best, best_iou = SHAPES[0], -1.0
+    for shape in SHAPES:
+        r = float(np.sqrt(area / _SHAPE_AREA[shape]))
+        # A triangle's centroid lies r/3 below its box's centre (apex up).
+        tmpl = shape_mask(shape, mx, my - r / 3.0 if shape == "triangle" else my, r, comp.shape[0])
+        iou = (tmpl & comp).sum() / max((tmpl | comp).sum(), 1)
+        if iou > best_iou:
+            best, best_iou = shape, iou
+    return best
+
+
 def _classify(comp: np.ndarray, img: np.ndarray) -> Detected:
     size = img.shape[0]
     ys, xs = np.nonzero(comp)
@@ -241,12 +264,7 @@ def _classify(comp: np.ndarray, img: np.ndarray) -> Detected:
     x0, x1, y0, y1 = xs.min(), xs.max() + 1, ys.min(), ys.max() + 1
     r = max(x1 - x0, y1 - y0) / 2.0
     bx, by = (x0 + x1) / 2.0, (y0 + y1) / 2.0
-    best, best_iou = SHAPES[0], -1.0
-    for shape in SHAPES:
-        tmpl = shape_mask(shape, bx, by, r, size)
-        iou = (tmpl & comp).sum() / max((tmpl | comp).sum(), 1)
-        if iou > best_iou:
-            best, best_iou = shape, iou
+    best = _best_shape(comp, xs, ys)
     cx, cy = bx / size, by / size
     place = min(PLACES, key=lambda p: (PLACES[p][0][0] - cx) ** 2 + (PLACES[p][0][1] - cy) ** 2)
     small, large = SIZES["small"], SIZES["large"]

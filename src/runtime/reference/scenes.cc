@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <numbers>
+#include <string_view>
 #include <utility>
 
 namespace sluice::reference {
@@ -214,6 +216,57 @@ std::size_t MedianColour(const std::uint8_t* rgb, const std::vector<std::size_t>
   return NearestColour(Median(ch[0]), Median(ch[1]), Median(ch[2]));
 }
 
+// Each shape's area in units of its half-extent r squared.
+double ShapeArea(std::string_view shape) {
+  if (shape == "circle") {
+    return std::numbers::pi;
+  }
+  return shape == "square" ? 4.0 : 2.0;  // diamond, triangle
+}
+
+// scenes._best_shape: the shape whose template of the component's area,
+// centred on its centroid, overlaps it most (intersection over union).
+// Fitting area and centroid rather than the bounding box keeps the answer
+// when a decoder softens corners or adds a pixel of wobble to an edge.
+std::string BestShape(const std::vector<std::size_t>& comp, int width, int height,
+                      const std::vector<int>& label, int id) {
+  double sx = 0, sy = 0;
+  for (std::size_t p : comp) {
+    sx += static_cast<double>(p % width);
+    sy += static_cast<double>(p / width);
+  }
+  const auto area = static_cast<double>(comp.size());
+  const double mx = sx / area + 0.5, my = sy / area + 0.5;
+  std::string best;
+  double best_iou = -1;
+  for (const char* shape : kShapes) {
+    const double r = std::sqrt(area / ShapeArea(shape));
+    // A triangle's centroid lies r/3 below its box's centre (apex up).
+    const double cy = std::string_view(shape) == "triangle" ? my - r / 3.0 : my;
+    const int tx0 = std::max(0, static_cast<int>(std::floor(mx - r)) - 1);
+    const int tx1 = std::min(width, static_cast<int>(std::ceil(mx + r)) + 1);
+    const int ty0 = std::max(0, static_cast<int>(std::floor(cy - r)) - 1);
+    const int ty1 = std::min(height, static_cast<int>(std::ceil(cy + r)) + 1);
+    std::int64_t inter = 0, in_template = 0;
+    for (int y = ty0; y < ty1; ++y) {
+      for (int x = tx0; x < tx1; ++x) {
+        if (InShape(shape, mx, cy, r, x, y)) {
+          ++in_template;
+          inter += label[static_cast<std::size_t>(y) * width + x] == id;
+        }
+      }
+    }
+    const std::int64_t uni = in_template + static_cast<std::int64_t>(comp.size()) - inter;
+    const double iou =
+        static_cast<double>(inter) / static_cast<double>(std::max<std::int64_t>(uni, 1));
+    if (iou > best_iou) {
+      best_iou = iou;
+      best = shape;
+    }
+  }
+  return best;
+}
+
 DetectedObject Classify(const std::uint8_t* rgb, int width, int height,
                         const std::vector<std::size_t>& comp, const std::vector<int>& label,
                         int id) {
@@ -229,29 +282,7 @@ DetectedObject Classify(const std::uint8_t* rgb, int width, int height,
   }
   const double r = std::max(x1 - x0, y1 - y0) / 2.0;
   const double bx = (x0 + x1) / 2.0, by = (y0 + y1) / 2.0;
-  // The template lies within r of the centre; the component within its box.
-  const int tx0 = std::max(0, static_cast<int>(std::floor(bx - r)) - 1);
-  const int tx1 = std::min(width, static_cast<int>(std::ceil(bx + r)) + 1);
-  const int ty0 = std::max(0, static_cast<int>(std::floor(by - r)) - 1);
-  const int ty1 = std::min(height, static_cast<int>(std::ceil(by + r)) + 1);
-  double best_iou = -1;
-  for (const char* shape : kShapes) {
-    std::int64_t inter = 0, uni = 0;
-    for (int y = ty0; y < ty1; ++y) {
-      for (int x = tx0; x < tx1; ++x) {
-        const bool t = InShape(shape, bx, by, r, x, y);
-        const bool c = label[static_cast<std::size_t>(y) * width + x] == id;
-        inter += t && c;
-        uni += t || c;
-      }
-    }
-    const double iou =
-        static_cast<double>(inter) / static_cast<double>(std::max<std::int64_t>(uni, 1));
-    if (iou > best_iou) {
-      best_iou = iou;
-      d.shape = shape;
-    }
-  }
+  d.shape = BestShape(comp, width, height, label, id);
   d.cx = bx / width;
   d.cy = by / height;
   double best_d = 0;

@@ -114,5 +114,31 @@ TEST(ScenesTest, WrongPicturesScoreZero) {
   EXPECT_EQ(ScoreScene(v, AnalyseVideo(frames, 128, 128)).direction.value_or(-1), 0.0);
 }
 
+// A small yellow square as a trained decoder draws it: each row's first
+// and last column, corners softened, one row short of square (scenes.py's
+// test has the same picture). Templates fitted to its bounding box called
+// it a circle.
+TEST(ScenesTest, ASoftenedSquareIsStillASquare) {
+  std::vector<std::pair<int, int>> rows = {{8, 20}, {6, 21}};
+  for (auto [n, span] :
+       {std::pair{3, std::pair{5, 22}}, {3, {4, 22}}, {3, {5, 22}}, {3, {4, 22}}, {2, {5, 22}}}) {
+    rows.insert(rows.end(), n, span);
+  }
+  rows.insert(rows.end(), {{6, 21}, {7, 20}});
+  auto img = RenderScene(Scene{"red", {}, ""}, 128);
+  const auto yellow = RenderScene(Scene{"yellow", {}, ""}, 128);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    for (int x = 50 + rows[i].first; x <= 50 + rows[i].second; ++x) {
+      const std::size_t p = ((60 + i) * 128 + static_cast<std::size_t>(x)) * 3;
+      std::copy_n(yellow.begin(), 3, img.begin() + static_cast<std::ptrdiff_t>(p));
+    }
+  }
+  const Analysis a = AnalyseImage(img.data(), 128, 128, 1);
+  ASSERT_EQ(a.objects.size(), 1u);
+  EXPECT_EQ(a.objects[0].colour, "yellow");
+  EXPECT_EQ(a.objects[0].shape, "square");
+  EXPECT_EQ(a.objects[0].size, "small");
+}
+
 }  // namespace
 }  // namespace sluice::reference
