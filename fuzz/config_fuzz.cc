@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/sluice_cli/config.h"
+#include "sluice_cli/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const int fd = ::memfd_create("sluice-config-fuzz", MFD_CLOEXEC);

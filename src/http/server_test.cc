@@ -17,15 +17,15 @@
 
 #include "common/testing/eventually.h"
 #include "common/testing/test_pki.h"
-#include "http/testing/raw_conn.h"
+#include "http/raw_client.h"
 
 namespace sluice::http {
 namespace {
 
 using namespace std::chrono_literals;
+using raw::Conn;
+using raw::Reply;
 using sluice::internal::Eventually;
-using testing::Conn;
-using testing::Reply;
 
 std::string Get(const std::string& path, const std::string& extra = "") {
   return "GET " + path + " HTTP/1.1\r\nHost: t\r\n" + extra + "\r\n";

@@ -13,14 +13,14 @@
 
 #include "child_process.h"
 #include "common/testing/eventually.h"
-#include "http/testing/raw_conn.h"
+#include "http/raw_client.h"
 
 namespace sluice::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using http::testing::Conn;
-using http::testing::Reply;
+using http::raw::Conn;
+using http::raw::Reply;
 using nlohmann::json;
 using sluice::internal::Eventually;
 

@@ -10,14 +10,14 @@
 #include <gtest/gtest.h>
 
 #include "common/testing/eventually.h"
-#include "http/testing/raw_conn.h"
+#include "http/raw_client.h"
 #include "orchestrator/service/http_api.h"
 #include "orchestrator_fixture.h"
 
 namespace sluice::testing {
 namespace {
 
-using http::testing::Conn;
+using http::raw::Conn;
 using sluice::internal::Eventually;
 
 std::string Get(const std::string& path, const std::string& extra = "") {
@@ -91,7 +91,7 @@ TEST_F(OrchestratorHttpTest, EventStreamsNumberEventsKeepAliveEndAndResumeFromLa
   EXPECT_EQ(later.front(), 2);
   ASSERT_TRUE(again.Send(Get("/v1/jobs/" + id + "/events", "Last-Event-ID: two\r\n")));
   again.ReadUntil("\r\n0\r\n\r\n");  // The rest of the first stream.
-  const http::testing::Reply bad = again.Read();
+  const http::raw::Reply bad = again.Read();
   EXPECT_EQ(bad.status, 400);
   EXPECT_EQ(json::parse(bad.body)["error"]["param"], "Last-Event-ID");
 }
@@ -228,7 +228,7 @@ TEST_F(OrchestratorHttpTest, TenantsNeedKeysSeeOnlyTheirOwnJobsAndMeetTheirLimit
     ASSERT_TRUE(raw.Send(
         "POST /v1/images/generations HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
         "Content-Length: 16000000\r\n\r\n"));
-    const http::testing::Reply refused = raw.Read();
+    const http::raw::Reply refused = raw.Read();
     EXPECT_EQ(refused.status, 401);
     EXPECT_TRUE(refused.closed);
   }

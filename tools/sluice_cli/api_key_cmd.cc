@@ -8,7 +8,7 @@
 
 #include "sluice/orchestrator/server.h"
 
-#include "tools/sluice_cli/commands.h"
+#include "sluice_cli/commands.h"
 
 namespace sluice::cli {
 namespace {

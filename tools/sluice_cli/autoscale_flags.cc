@@ -1,4 +1,4 @@
-#include "tools/sluice_cli/autoscale_flags.h"
+#include "sluice_cli/autoscale_flags.h"
 
 #include <memory>
 

@@ -15,8 +15,8 @@
 #include "bench/preview_bench.h"
 #include "bench/store_bench.h"
 #include "bench/transfer_bench.h"
-#include "tools/sluice_cli/bench_report.h"
-#include "tools/sluice_cli/commands.h"
+#include "sluice_cli/bench_report.h"
+#include "sluice_cli/commands.h"
 
 namespace sluice::cli {
 namespace {

@@ -7,8 +7,8 @@
 #include "bench/e2e_bench.h"
 #include "bench/e2e_sim.h"
 #include "bench/sharing_bench.h"
-#include "tools/sluice_cli/bench_report.h"
-#include "tools/sluice_cli/commands.h"
+#include "sluice_cli/bench_report.h"
+#include "sluice_cli/commands.h"
 
 namespace sluice::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/sluice_cli/config.h"
+#include "sluice_cli/config.h"
 
 #include <yaml-cpp/yaml.h>
 

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "discovery/etcd_auth.h"
-#include "tools/sluice_cli/commands.h"
-#include "tools/sluice_cli/etcd_flags.h"
+#include "sluice_cli/commands.h"
+#include "sluice_cli/etcd_flags.h"
 
 namespace sluice::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/sluice_cli/etcd_flags.h"
+#include "sluice_cli/etcd_flags.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -8,7 +8,7 @@
 
 #include "sluice/security.h"
 
-#include "tools/sluice_cli/signals.h"
+#include "sluice_cli/signals.h"
 
 namespace sluice::cli {
 

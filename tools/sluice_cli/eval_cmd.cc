@@ -24,8 +24,8 @@
 #include "media/frames_archive.h"
 #include "media/png.h"
 #include "runtime/reference/scenes.h"
-#include "tools/sluice_cli/commands.h"
-#include "tools/sluice_cli/http_flags.h"
+#include "sluice_cli/commands.h"
+#include "sluice_cli/http_flags.h"
 
 namespace sluice::cli {
 

@@ -1,4 +1,4 @@
-#include "tools/sluice_cli/http_flags.h"
+#include "sluice_cli/http_flags.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -8,7 +8,7 @@
 #include "sluice/security.h"
 #include "sluice/units.h"
 
-#include "tools/sluice_cli/commands.h"
+#include "sluice_cli/commands.h"
 
 namespace sluice::cli {
 

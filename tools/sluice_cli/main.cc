@@ -10,8 +10,8 @@
 #include "sluice/logging.h"
 #include "sluice/units.h"
 
-#include "tools/sluice_cli/commands.h"
-#include "tools/sluice_cli/config.h"
+#include "sluice_cli/commands.h"
+#include "sluice_cli/config.h"
 
 namespace sluice::cli {
 

@@ -11,13 +11,13 @@
 #include "sluice/units.h"
 
 #include "common/net.h"
-#include "tools/sluice_cli/autoscale_flags.h"
-#include "tools/sluice_cli/commands.h"
-#include "tools/sluice_cli/etcd_flags.h"
-#include "tools/sluice_cli/http_flags.h"
-#include "tools/sluice_cli/security_flags.h"
-#include "tools/sluice_cli/serve.h"
-#include "tools/sluice_cli/signals.h"
+#include "sluice_cli/autoscale_flags.h"
+#include "sluice_cli/commands.h"
+#include "sluice_cli/etcd_flags.h"
+#include "sluice_cli/http_flags.h"
+#include "sluice_cli/security_flags.h"
+#include "sluice_cli/serve.h"
+#include "sluice_cli/signals.h"
 
 namespace sluice::cli {
 namespace {

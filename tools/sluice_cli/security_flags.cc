@@ -1,4 +1,4 @@
-#include "tools/sluice_cli/security_flags.h"
+#include "sluice_cli/security_flags.h"
 
 #include <iostream>
 #include <memory>

@@ -1,4 +1,4 @@
-#include "tools/sluice_cli/serve.h"
+#include "sluice_cli/serve.h"
 
 #include <unistd.h>
 
@@ -16,7 +16,7 @@
 #include "sluice/store/client.h"
 
 #include "orchestrator/core/model.h"
-#include "tools/sluice_cli/signals.h"
+#include "sluice_cli/signals.h"
 
 namespace sluice::cli {
 

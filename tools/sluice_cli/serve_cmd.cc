@@ -7,10 +7,10 @@
 #include "sluice/security.h"
 #include "sluice/units.h"
 
-#include "tools/sluice_cli/autoscale_flags.h"
-#include "tools/sluice_cli/commands.h"
-#include "tools/sluice_cli/http_flags.h"
-#include "tools/sluice_cli/serve.h"
+#include "sluice_cli/autoscale_flags.h"
+#include "sluice_cli/commands.h"
+#include "sluice_cli/http_flags.h"
+#include "sluice_cli/serve.h"
 
 namespace sluice::cli {
 

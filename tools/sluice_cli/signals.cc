@@ -1,4 +1,4 @@
-#include "tools/sluice_cli/signals.h"
+#include "sluice_cli/signals.h"
 
 #include <pthread.h>
 #include <signal.h>

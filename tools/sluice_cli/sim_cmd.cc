@@ -21,7 +21,7 @@
 #include "sim/simulator.h"
 #include "sim/trace.h"
 #include "sim/workloads.h"
-#include "tools/sluice_cli/commands.h"
+#include "sluice_cli/commands.h"
 
 namespace sluice::cli {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "sluice/security.h"
 
-#include "tools/sluice_cli/commands.h"
+#include "sluice_cli/commands.h"
 
 namespace sluice::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include <regex>
 #include <thread>
 
-#include "tools/sluice_cli/commands.h"
+#include "sluice_cli/commands.h"
 
 namespace sluice::cli {
 namespace {

@@ -1,9 +1,10 @@
-// For tests and benchmarks: a blocking HTTP/1.1 client on a raw socket, so
-// the caller controls every byte it sends (partial headers, declared-but-
-// unsent bodies, pipelining) and sees exactly how the server answers or
-// closes.
-#ifndef SLUICE_HTTP_TESTING_RAW_CONN_H_
-#define SLUICE_HTTP_TESTING_RAW_CONN_H_
+// A blocking HTTP/1.1 client on a raw socket: the caller controls every
+// byte it sends (partial headers, declared-but-unsent bodies, pipelining)
+// and sees exactly how the server answers or closes. `sluice bench http`
+// holds thousands of idle, streaming and waiting connections with it; the
+// HTTP tests send malformed requests with it.
+#ifndef SLUICE_HTTP_RAW_CLIENT_H_
+#define SLUICE_HTTP_RAW_CLIENT_H_
 
 #include <sys/socket.h>
 
@@ -14,7 +15,7 @@
 
 #include "common/net.h"
 
-namespace sluice::http::testing {
+namespace sluice::http::raw {
 
 struct Reply {
   int status = 0;  // 0: the connection closed without an answer.
@@ -133,6 +134,6 @@ class Conn {
   std::string in_;
 };
 
-}  // namespace sluice::http::testing
+}  // namespace sluice::http::raw
 
-#endif  // SLUICE_HTTP_TESTING_RAW_CONN_H_
+#endif  // SLUICE_HTTP_RAW_CLIENT_H_

@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "http/testing/raw_conn.h"
+#include "http/raw_client.h"
 
 namespace sluice::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using http::testing::Conn;
+using http::raw::Conn;
 using nlohmann::json;
 
 std::string Get(const std::string& path) {
@@ -102,7 +102,7 @@ Result<HttpBenchResult> RunHttpBench(const HttpBenchOptions& o, const std::strin
   if (!submit.Send(PostImages(R"({"prompt":"watched","steps":200,"async":true})"))) {
     return UnavailableError("cannot submit the watched job", FailureScope::kEndpoint);
   }
-  const http::testing::Reply watched = submit.Read();
+  const http::raw::Reply watched = submit.Read();
   const json wj = json::parse(watched.body, nullptr, false);
   if (watched.status != 202 || !wj.is_object() || !wj.contains("id")) {
     return UnavailableError("the watched job was not accepted: " + watched.body,
