@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "proto/master.pb.h"
+#include "proto/store/v1/master.pb.h"
 #include "store/fastlane/frame.h"
 
 namespace {

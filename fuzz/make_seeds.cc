@@ -9,7 +9,7 @@
 
 #include "sluice/connector/descriptor.h"
 
-#include "proto/master.pb.h"
+#include "proto/store/v1/master.pb.h"
 #include "store/fastlane/frame.h"
 #include "transfer/wire.h"
 

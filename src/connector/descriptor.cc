@@ -6,7 +6,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "descriptor.pb.h"
+#include "proto/connector/v1/descriptor.pb.h"
 
 namespace sluice {
 namespace {

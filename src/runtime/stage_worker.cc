@@ -15,7 +15,7 @@
 #include "common/rpc_auth.h"
 #include "orchestrator/core/model.h"
 #include "orchestrator/core/worker_session.h"
-#include "service/proto/orchestrator.grpc.pb.h"
+#include "proto/orchestrator/v1/orchestrator.grpc.pb.h"
 
 namespace sluice::internal {
 

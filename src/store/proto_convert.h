@@ -4,7 +4,7 @@
 
 #include "sluice/store/types.h"
 
-#include "proto/master.pb.h"
+#include "proto/store/v1/master.pb.h"
 #include "store/master/master_state.h"
 
 namespace sluice::internal {

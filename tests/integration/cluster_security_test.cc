@@ -24,7 +24,7 @@
 #include "common/call_mac.h"
 #include "common/security_keys.h"
 #include "common/testing/test_pki.h"
-#include "service/proto/orchestrator.grpc.pb.h"
+#include "proto/orchestrator/v1/orchestrator.grpc.pb.h"
 
 namespace sluice::testing {
 namespace {

@@ -24,7 +24,7 @@
 #include "media/png.h"
 #include "orchestrator/core/model.h"
 #include "orchestrator/core/worker_session.h"
-#include "service/proto/orchestrator.grpc.pb.h"
+#include "proto/orchestrator/v1/orchestrator.grpc.pb.h"
 
 namespace sluice::testing {
 

@@ -27,7 +27,7 @@
 #include "metrics_text.h"
 #include "orchestrator/service/video_mux.h"
 #include "orchestrator_fixture.h"
-#include "service/proto/orchestrator.grpc.pb.h"
+#include "proto/orchestrator/v1/orchestrator.grpc.pb.h"
 
 namespace sluice::testing {
 namespace {

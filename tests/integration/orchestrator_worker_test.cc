@@ -15,7 +15,7 @@
 #include "orchestrator/core/worker_session.h"
 #include "orchestrator/service/http_api.h"
 #include "orchestrator_fixture.h"
-#include "service/proto/orchestrator.grpc.pb.h"
+#include "proto/orchestrator/v1/orchestrator.grpc.pb.h"
 
 namespace sluice::testing {
 namespace {

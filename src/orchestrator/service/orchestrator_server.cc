@@ -22,7 +22,7 @@
 #include "orchestrator/service/journal.h"
 #include "orchestrator/service/orchestrator_state.h"
 #include "orchestrator/service/video_mux.h"
-#include "service/proto/orchestrator.grpc.pb.h"
+#include "proto/orchestrator/v1/orchestrator.grpc.pb.h"
 
 namespace sluice::internal {
 

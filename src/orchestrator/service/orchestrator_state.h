@@ -27,7 +27,7 @@
 #include "orchestrator/core/scheduler.h"
 #include "orchestrator/service/job_status.h"
 #include "orchestrator/service/result_dir.h"
-#include "service/proto/orchestrator.pb.h"
+#include "proto/orchestrator/v1/orchestrator.pb.h"
 
 namespace sluice::orchestrator {
 

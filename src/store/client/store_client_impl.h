@@ -20,7 +20,7 @@
 #include "common/owner_link.h"
 #include "common/random.h"
 #include "common/rpc_status.h"
-#include "proto/master.grpc.pb.h"
+#include "proto/store/v1/master.grpc.pb.h"
 #include "store/client/reservation_cache.h"
 #include "store/fastlane/client.h"
 #include "store/proto_convert.h"

@@ -14,7 +14,7 @@
 #include "sluice/store/master.h"
 
 #include "common/mutex.h"
-#include "proto/master.pb.h"
+#include "proto/store/v1/master.pb.h"
 #include "store/master/master_state.h"
 #include "store/master/rpc_stats.h"
 

@@ -16,7 +16,7 @@
 #include "common/random.h"
 #include "common/rpc_auth.h"
 #include "common/rpc_status.h"
-#include "proto/master.grpc.pb.h"
+#include "proto/store/v1/master.grpc.pb.h"
 #include "store/fastlane/server.h"
 #include "store/master/master_core.h"
 

@@ -21,7 +21,7 @@
 #include "sluice/status.h"
 
 #include "common/mutex.h"
-#include "proto/master.pb.h"
+#include "proto/store/v1/master.pb.h"
 
 namespace sluice::internal {
 

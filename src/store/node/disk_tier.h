@@ -18,7 +18,7 @@
 
 #include "common/mutex.h"
 #include "common/net.h"
-#include "proto/master.pb.h"
+#include "proto/store/v1/master.pb.h"
 #include "store/node/disk_index.h"
 
 namespace sluice::internal {

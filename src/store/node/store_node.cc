@@ -14,7 +14,7 @@
 #include "common/net.h"
 #include "common/rpc_auth.h"
 #include "common/rpc_status.h"
-#include "proto/master.grpc.pb.h"
+#include "proto/store/v1/master.grpc.pb.h"
 #include "store/node/disk_tier.h"
 
 namespace sluice::internal {
