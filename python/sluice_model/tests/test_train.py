@@ -68,3 +68,32 @@ def test_the_position_scale_shape_weight_and_layout_share_reach_the_weights(tmp_
         else:
             raise AssertionError(f"accepted {bad}")
     assert "--position-scale: 0.0 is not in (0, 4]" in capsys.readouterr().err
+
+
+def test_object_crops_hold_an_object_on_the_latent_grid():
+    rng = np.random.default_rng(3)
+    imgs = np.stack([scenes.render(scenes.random_scene(rng, "train")) for _ in range(24)])
+    crops = train.object_crops(np.random.default_rng(4), imgs, 64)
+    assert crops.shape == (24, 64, 64, 3)
+    for img, crop in zip(imgs, crops):
+        # Some object pixel (one differing from the picture's corner) is in
+        # the window, and the window is the picture at a multiple of 8.
+        assert np.any(crop != img[0, 0]), "no object in the window"
+        found = [(y, x) for y in range(0, 65, 8) for x in range(0, 65, 8)
+                 if np.array_equal(img[y:y + 64, x:x + 64], crop)]
+        assert found, "not a window of the picture on the 8-pixel grid"
+
+
+def test_a_vae_trained_on_crops_is_recorded_and_bad_crops_refused(tmp_path, capsys):
+    out, vae = tmp_path / "w", tmp_path / "vae"
+    assert train.main(["--out", str(out), "--vae-out", str(vae), "--vae-crop", "64"] + TINY) == 0
+    _, meta = safetensors.load(str(vae))
+    assert meta["vae_args"].endswith(" vae-crop 64"), meta["vae_args"]
+    for bad in ("40", "60", "136"):
+        try:
+            train.main(["--out", str(tmp_path / "x"), "--vae-crop", bad] + TINY)
+        except SystemExit as e:
+            assert e.code == 2
+        else:
+            raise AssertionError(f"accepted --vae-crop {bad}")
+    assert "--vae-crop: 40 is not 0 or a multiple of 8 in [48, 128]" in capsys.readouterr().err
