@@ -30,7 +30,7 @@ GOLDEN_VIDEO_FRAMES = (0, 8, 16)
 def load(path: str = WEIGHTS) -> net.Model:
     tensors, meta = safetensors.load(path)
     return net.Model(net.Weights(tensors), meta["vocabulary"].split(),
-                     net.position_scale_of(meta))
+                     net.position_scale_of(meta), net.decoder_blocks_of(meta))
 
 
 def golden_image(model: net.Model) -> np.ndarray:

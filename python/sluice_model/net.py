@@ -41,6 +41,9 @@ VERSION = "2"
 # The token positions' scale when the weights' metadata names none (the
 # "position_scale" entry): sinusoids of 0.25 t, 0.25 i, 0.25 j.
 DEFAULT_POSITION_SCALE = 0.25
+# Residual blocks after at most this many of the VAE decoder's stages
+# (the weights' "decoder_blocks" metadata; absent: none).
+MAX_DECODER_BLOCKS = 3
 
 
 def sinusoidal(value: torch.Tensor, dim: int) -> torch.Tensor:
@@ -87,8 +90,10 @@ class Weights(torch.nn.Module):
         return {n.replace("__", "."): p.detach().cpu().numpy() for n, p in self.named_parameters()}
 
 
-def shapes() -> Dict[str, Sequence[int]]:
-    """Every tensor's name and shape: the architecture the C++ loader checks."""
+def shapes(decoder_blocks: int = 0) -> Dict[str, Sequence[int]]:
+    """Every tensor's name and shape: the architecture the C++ loader checks.
+    `decoder_blocks` (the weights' "decoder_blocks" metadata): residual
+    blocks after that many of the VAE decoder's first stages."""
     d, td = DIT_DIM, TEXT_DIM
     out = {"text.embed": (VOCAB_ROWS, td)}
     for l in range(TEXT_LAYERS):
@@ -112,7 +117,23 @@ def shapes() -> Dict[str, Sequence[int]]:
     for i, (cin, cout, _) in enumerate(ENC_CHANNELS):
         out.update({f"vae.enc.{i}.w": (cout, cin, 3, 3), f"vae.enc.{i}.b": (cout,)})
     out.update({"preview.rgb": (LATENT, 3), "preview.rgb_b": (3,)})
+    for i in range(decoder_blocks):
+        c = DEC_CHANNELS[i][1]
+        for part in ("a", "b"):
+            out.update({f"vae.dec.res{i}.{part}.w": (c, c, 3, 3), f"vae.dec.res{i}.{part}.b": (c,)})
     return out
+
+
+def decoder_blocks_of(meta: Dict[str, str]) -> int:
+    """The "decoder_blocks" a weights file's metadata names (an integer in
+    [0, MAX_DECODER_BLOCKS]), 0 when it names none."""
+    text = meta.get("decoder_blocks")
+    if text is None:
+        return 0
+    if not text.isdigit() or int(text) > MAX_DECODER_BLOCKS:
+        raise ValueError(f"metadata decoder_blocks: {text!r} is not an integer in "
+                         f"[0, {MAX_DECODER_BLOCKS}]")
+    return int(text)
 
 
 def position_scale_of(meta: Dict[str, str]) -> float:
@@ -130,12 +151,16 @@ def position_scale_of(meta: Dict[str, str]) -> float:
     return value
 
 
-def init_weights(seed: int) -> Dict[str, np.ndarray]:
+def init_weights(seed: int, decoder_blocks: int = 0) -> Dict[str, np.ndarray]:
     """Training's starting point: fan-in scaled normals, zero biases, and
-    zero gates and output layer (each DiT block starts as the identity)."""
+    zero gates and output layer (each DiT block starts as the identity).
+    Decoder blocks draw from a generator of their own (the other tensors
+    are the same with or without them) and start as the identity (their
+    second convolution is zero)."""
     rng = np.random.default_rng(seed)
     out = {}
-    for name, shape in shapes().items():
+    base = shapes()
+    for name, shape in base.items():
         if name.endswith("_b") or name.endswith(".b") or name in ("dit.out", "preview.rgb"):
             out[name] = np.zeros(shape, np.float32)
         elif name.endswith(".ada") or name == "dit.final_ada":
@@ -145,6 +170,15 @@ def init_weights(seed: int) -> Dict[str, np.ndarray]:
         else:
             fan_in = int(np.prod(shape[1:])) if len(shape) == 4 else shape[0]
             out[name] = (rng.normal(0, 1.0, shape) / math.sqrt(fan_in)).astype(np.float32)
+    blocks = np.random.default_rng([seed, 1])
+    for name, shape in shapes(decoder_blocks).items():
+        if name in base:
+            continue
+        if name.endswith(".a.w"):
+            fan_in = int(np.prod(shape[1:]))
+            out[name] = (blocks.normal(0, 1.0, shape) * math.sqrt(2.0 / fan_in)).astype(np.float32)
+        else:
+            out[name] = np.zeros(shape, np.float32)
     return out
 
 
@@ -154,10 +188,11 @@ class Model:
     weights' "position_scale" metadata, DEFAULT_POSITION_SCALE without it."""
 
     def __init__(self, w: Weights, vocabulary: Sequence[str] = scenes.VOCABULARY,
-                 position_scale: float = DEFAULT_POSITION_SCALE):
+                 position_scale: float = DEFAULT_POSITION_SCALE, decoder_blocks: int = 0):
         self.w = w
         self.vocabulary = list(vocabulary)
         self.position_scale = float(position_scale)
+        self.decoder_blocks = int(decoder_blocks)
 
     # --- text ---------------------------------------------------------------
     def tokens(self, texts: Sequence[str]) -> torch.Tensor:
@@ -227,9 +262,14 @@ class Model:
         """[B, 16, h, w] -> [B, 3, 8h, 8w] in [-1, 1]."""
         w = self.w
         a = F.silu(F.conv2d(z, w["vae.dec.0.w"], w["vae.dec.0.b"], padding=1))
-        for i in (1, 2, 3):
-            a = F.interpolate(a, scale_factor=2, mode="nearest")
-            a = F.silu(F.conv2d(a, w[f"vae.dec.{i}.w"], w[f"vae.dec.{i}.b"], padding=1))
+        for i in (0, 1, 2, 3):
+            if i:
+                a = F.interpolate(a, scale_factor=2, mode="nearest")
+                a = F.silu(F.conv2d(a, w[f"vae.dec.{i}.w"], w[f"vae.dec.{i}.b"], padding=1))
+            if i < self.decoder_blocks:  # a + conv(silu(conv(a)))
+                p = f"vae.dec.res{i}."
+                h = F.silu(F.conv2d(a, w[p + "a.w"], w[p + "a.b"], padding=1))
+                a = a + F.conv2d(h, w[p + "b.w"], w[p + "b.b"], padding=1)
         return torch.tanh(F.conv2d(a, w["vae.dec.4.w"], w["vae.dec.4.b"], padding=1))
 
     def encode(self, rgb: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,9 @@ generator's state); --vae-from FILE starts from them and skips phase 1
 bytes, so denoiser experiments need not train the VAE again.
 --eval-every N prints held-out scores of the moving average while the
 denoiser trains. --vae-crop PX trains the VAE on PX-pixel windows around
-objects instead of whole pictures (not the shipped recipe yet).
+objects instead of whole pictures, and --vae-decoder-blocks N adds
+residual blocks after the decoder's first N stages (neither is the
+shipped recipe yet).
 """
 
 import argparse
@@ -100,7 +102,7 @@ def object_crops(rng: np.random.Generator, imgs: np.ndarray, size: int) -> np.nd
 
 def train_vae(model: net.Model, rng, steps: int, batch: int, curve,
               object_weight: float = 1.0, noise: float = 0.05, crop: int = 0) -> None:
-    names = [n for n in net.shapes() if n.startswith("vae.")]
+    names = [n for n in net.shapes(model.decoder_blocks) if n.startswith("vae.")]
     params = [model.w[n] for n in names]
     opt = torch.optim.Adam(params, lr=2e-3)
     t0 = time.time()
@@ -272,9 +274,10 @@ def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_ev
         if eval_every and step % eval_every == eval_every - 1 and step != steps - 1:
             # The moving average's held-out scores so far (no training state
             # is touched: the run's weights do not depend on it).
-            now = net.Model(ema, position_scale=model.position_scale)
+            now = net.Model(ema, position_scale=model.position_scale,
+                            decoder_blocks=model.decoder_blocks)
             log(f"denoise step {step} heldout: {quick_eval(now, 32, 7, 4.0, 'heldout')}")
-    for n in net.shapes():
+    for n in net.shapes(model.decoder_blocks):
         if not n.startswith(("text.", "dit.")):
             ema[n].data.copy_(model.w[n].detach())
     return ema
@@ -335,6 +338,9 @@ def main(argv=None) -> int:
     ap.add_argument("--vae-crop", type=int, default=0,
                     help="train the VAE on windows of this many pixels a side around objects "
                          "(a multiple of 8 in [48, 128]; 0: whole pictures)")
+    ap.add_argument("--vae-decoder-blocks", type=int, default=0,
+                    help=f"residual blocks after this many of the VAE decoder's first stages "
+                         f"(0..{net.MAX_DECODER_BLOCKS}; written to the weights' metadata)")
     ap.add_argument("--images", type=int, default=8000)
     ap.add_argument("--videos", type=int, default=1500)
     ap.add_argument("--steps", type=int, default=6000)
@@ -366,26 +372,31 @@ def main(argv=None) -> int:
         ap.error(f"--layout-share: {args.layout_share} is not in [0, 1)")
     if args.vae_crop and not (48 <= args.vae_crop <= SIZE and args.vae_crop % 8 == 0):
         ap.error(f"--vae-crop: {args.vae_crop} is not 0 or a multiple of 8 in [48, {SIZE}]")
+    if not 0 <= args.vae_decoder_blocks <= net.MAX_DECODER_BLOCKS:
+        ap.error(f"--vae-decoder-blocks: {args.vae_decoder_blocks} is not in "
+                 f"[0, {net.MAX_DECODER_BLOCKS}]")
     if not 0.0 < args.position_scale <= 4.0:
         ap.error(f"--position-scale: {args.position_scale} is not in (0, 4]")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     start = time.time()
-    w = net.Weights(net.init_weights(args.seed))
-    model = net.Model(w, position_scale=args.position_scale)
+    blocks = args.vae_decoder_blocks
+    w = net.Weights(net.init_weights(args.seed, blocks))
+    model = net.Model(w, position_scale=args.position_scale, decoder_blocks=blocks)
     curve = []
     vae_args = (f"seed {args.seed} vae-steps {args.vae_steps} vae-batch {args.vae_batch} "
                 f"vae-object-weight {args.vae_object_weight}"
                 + (f" vae-noise {args.vae_noise}" if args.vae_noise != 0.05 else "")
-                + (f" vae-crop {args.vae_crop}" if args.vae_crop else ""))
+                + (f" vae-crop {args.vae_crop}" if args.vae_crop else "")
+                + (f" vae-decoder-blocks {blocks}" if blocks else ""))
     if args.vae_from:
         tensors, meta = safetensors.load(args.vae_from)
         if meta.get("vae_args") != vae_args:
             log(f"--vae-from {args.vae_from}: phase 1 of '{meta.get('vae_args')}', "
                 f"not of '{vae_args}'")
             return 2
-        for n in net.shapes():
+        for n in net.shapes(blocks):
             if n.startswith(("vae.", "preview.")):
                 w[n].data.copy_(torch.from_numpy(tensors[n]))
         rng.bit_generator.state = json.loads(meta["rng_state"])
@@ -409,18 +420,20 @@ def main(argv=None) -> int:
     t = time.time()
     data = build_dataset(model, rng, args.images, args.videos)
     log(f"dataset: {args.images} images, {args.videos} videos encoded ({time.time() - t:.0f} s)")
-    for n in net.shapes():
+    for n in net.shapes(blocks):
         w[n].requires_grad_(n.startswith(("text.", "dit.")))
     ema = train_denoiser(model, data, rng, args.steps, args.batch, args.video_every,
                          args.video_batch, curve, args.ema, args.eval_every, args.shape_weight,
                          args.layout_share)
-    final = net.Model(ema, position_scale=args.position_scale)
+    final = net.Model(ema, position_scale=args.position_scale, decoder_blocks=blocks)
     tensors = ema.export()
     meta = {"format": net.FORMAT, "version": net.VERSION,
             "vocabulary": " ".join(scenes.VOCABULARY), "seed": str(args.seed),
             "train_args": recorded_args(sys.argv[1:] if argv is None else argv)}
     if args.position_scale != net.DEFAULT_POSITION_SCALE:
         meta["position_scale"] = repr(args.position_scale)
+    if blocks:
+        meta["decoder_blocks"] = str(blocks)
     safetensors.save(args.out, tensors, meta)
     if args.curve:
         with open(args.curve, "w") as f:

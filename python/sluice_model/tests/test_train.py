@@ -6,8 +6,9 @@ steps, 3 denoiser steps.)"""
 import hashlib
 
 import numpy as np
+import torch
 
-from sluice_model import safetensors, scenes, train
+from sluice_model import golden, safetensors, scenes, train
 
 TINY = ["--vae-steps", "2", "--steps", "3", "--images", "64", "--videos", "16", "--eval", "0"]
 
@@ -97,3 +98,44 @@ def test_a_vae_trained_on_crops_is_recorded_and_bad_crops_refused(tmp_path, caps
         else:
             raise AssertionError(f"accepted --vae-crop {bad}")
     assert "--vae-crop: 40 is not 0 or a multiple of 8 in [48, 128]" in capsys.readouterr().err
+
+
+def test_decoder_blocks_reach_the_weights_and_leave_the_rest_alone(tmp_path, capsys):
+    base, blocks = tmp_path / "base", tmp_path / "blocks"
+    assert train.main(["--out", str(base)] + TINY) == 0
+    assert train.main(["--out", str(blocks), "--vae-decoder-blocks", "3"] + TINY) == 0
+    a, meta_a = safetensors.load(str(base))
+    b, meta_b = safetensors.load(str(blocks))
+    assert "decoder_blocks" not in meta_a and meta_b["decoder_blocks"] == "3"
+    extra = sorted(set(b) - set(a))
+    assert extra == sorted(f"vae.dec.res{i}.{p}.{k}" for i in range(3) for p in "ab" for k in "wb")
+    assert b["vae.dec.res1.a.w"].shape == (64, 64, 3, 3)
+    model = golden.load(str(blocks))
+    assert model.decoder_blocks == 3
+    try:
+        train.main(["--out", str(tmp_path / "x"), "--vae-decoder-blocks", "4"] + TINY)
+    except SystemExit as e:
+        assert e.code == 2
+    else:
+        raise AssertionError("accepted --vae-decoder-blocks 4")
+    assert "--vae-decoder-blocks: 4 is not in [0, 3]" in capsys.readouterr().err
+
+
+def test_decoder_blocks_start_as_the_identity_and_bad_metadata_is_refused():
+    from sluice_model import net
+    plain, more = net.init_weights(5), net.init_weights(5, 2)
+    assert all(np.array_equal(plain[k], more[k]) for k in plain), "blocks changed other tensors"
+    assert not np.any(more["vae.dec.res1.b.w"]) and np.any(more["vae.dec.res1.a.w"])
+    z = torch.randn(1, net.LATENT, 4, 4)
+    with torch.no_grad():
+        a = net.Model(net.Weights(plain)).decode(z)
+        b = net.Model(net.Weights(more), decoder_blocks=2).decode(z)
+    assert torch.equal(a, b), "zero second convolutions: the same pictures"
+    assert net.decoder_blocks_of({}) == 0 and net.decoder_blocks_of({"decoder_blocks": "3"}) == 3
+    for bad in ("4", "-1", "x", ""):
+        try:
+            net.decoder_blocks_of({"decoder_blocks": bad})
+        except ValueError as e:
+            assert "decoder_blocks" in str(e)
+        else:
+            raise AssertionError(f"accepted {bad!r}")

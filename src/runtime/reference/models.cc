@@ -1,6 +1,7 @@
 #include "runtime/reference/models.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <cmath>
@@ -41,7 +42,7 @@ void AddGated(float* x, const float* y, int n, int d, const float* gate) {
   }
 }
 
-std::vector<TensorSpec> BuildArchitecture() {
+std::vector<TensorSpec> BuildArchitecture(int decoder_blocks) {
   using S = std::vector<std::int64_t>;
   std::vector<TensorSpec> out;
   auto add = [&out](std::string name, S shape) {
@@ -98,6 +99,14 @@ std::vector<TensorSpec> BuildArchitecture() {
   }
   add("preview.rgb", {kLatentChannels, 3});
   add("preview.rgb_b", {3});
+  for (int i = 0; i < decoder_blocks; ++i) {
+    const std::int64_t c = kDecChannels[i][1];
+    for (const char* part : {"a", "b"}) {
+      const std::string p = "vae.dec.res" + std::to_string(i) + "." + part + ".";
+      add(p + "w", {c, c, 3, 3});
+      add(p + "b", {c});
+    }
+  }
   return out;
 }
 
@@ -138,6 +147,26 @@ Result<std::vector<std::string>> ParseVocabulary(const WeightsFile& w) {
   return words;
 }
 
+// The "decoder_blocks" metadata: an integer in [0, kMaxDecoderBlocks]; 0
+// when absent.
+Result<int> ParseDecoderBlocks(const WeightsFile& w) {
+  const auto it = w.metadata().find("decoder_blocks");
+  if (it == w.metadata().end()) {
+    return 0;
+  }
+  const std::string& text = it->second;
+  int value = -1;
+  const char* end = text.data() + text.size();
+  const auto parsed = std::from_chars(text.data(), end, value);
+  if (text.empty() || parsed.ec != std::errc() || parsed.ptr != end || value < 0 ||
+      value > kMaxDecoderBlocks) {
+    return InvalidArgumentError("metadata decoder_blocks: \"" + text +
+                                "\" is not an integer in [0, " + std::to_string(kMaxDecoderBlocks) +
+                                "]");
+  }
+  return value;
+}
+
 // The "position_scale" metadata: a decimal in (0, kMaxPositionScale];
 // kDefaultPositionScale when absent.
 Result<float> ParsePositionScale(const WeightsFile& w) {
@@ -161,9 +190,15 @@ Result<float> ParsePositionScale(const WeightsFile& w) {
 
 }  // namespace
 
-const std::vector<TensorSpec>& ReferenceArchitecture() {
-  static const std::vector<TensorSpec> spec = BuildArchitecture();
-  return spec;
+const std::vector<TensorSpec>& ReferenceArchitecture(int decoder_blocks) {
+  static const std::array<std::vector<TensorSpec>, kMaxDecoderBlocks + 1> specs = [] {
+    std::array<std::vector<TensorSpec>, kMaxDecoderBlocks + 1> out;
+    for (int i = 0; i <= kMaxDecoderBlocks; ++i) {
+      out[static_cast<std::size_t>(i)] = BuildArchitecture(i);
+    }
+    return out;
+  }();
+  return specs.at(static_cast<std::size_t>(decoder_blocks));
 }
 
 std::shared_ptr<const WeightsFile> RandomReferenceWeights(std::uint64_t seed) {
@@ -411,7 +446,8 @@ void Denoiser::Velocity(const float* x, const LatentShape& s, float sigma, const
   }
 }
 
-Decoder::Decoder(std::shared_ptr<const WeightsFile> w) : w_(std::move(w)) {}
+Decoder::Decoder(std::shared_ptr<const WeightsFile> w, int blocks)
+    : w_(std::move(w)), blocks_(blocks) {}
 
 void Decoder::DecodeFrame(const float* z, int h, int w, std::uint8_t* rgb) const {
   auto conv = [this](int i, const float* x, int cin, int hh, int ww, float* y,
@@ -420,9 +456,25 @@ void Decoder::DecodeFrame(const float* z, int h, int w, std::uint8_t* rgb) const
     Conv3x3(x, cin, hh, ww, w_->Data(p + "w"), w_->Data(p + "b"), kDecChannels[i][1], y, col);
   };
   std::vector<float> a(static_cast<std::size_t>(kDecChannels[0][1]) * h * w), b, col;
+  // a += conv_b(silu(conv_a(a))): the residual block after stage i.
+  auto residual = [&](int i, int ch) {
+    const std::string p = "vae.dec.res" + std::to_string(i) + ".";
+    b.resize(a.size() * 2);
+    float* inner = b.data();
+    float* out = b.data() + a.size();
+    Conv3x3(a.data(), ch, h, w, w_->Data(p + "a.w"), w_->Data(p + "a.b"), ch, inner, col);
+    Silu(inner, a.size());
+    Conv3x3(inner, ch, h, w, w_->Data(p + "b.w"), w_->Data(p + "b.b"), ch, out, col);
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      a[k] += out[k];
+    }
+  };
   conv(0, z, kLatentChannels, h, w, a.data(), col);
   Silu(a.data(), a.size());
   int ch = kDecChannels[0][1];
+  if (blocks_ > 0) {
+    residual(0, ch);
+  }
   for (int i = 1; i <= 3; ++i) {
     b.resize(a.size() * 4);
     Upsample2x(a.data(), ch, h, w, b.data());
@@ -432,6 +484,9 @@ void Decoder::DecodeFrame(const float* z, int h, int w, std::uint8_t* rgb) const
     conv(i, b.data(), ch, h, w, a.data(), col);
     Silu(a.data(), a.size());
     ch = kDecChannels[i][1];
+    if (i < blocks_) {
+      residual(i, ch);
+    }
   }
   b.resize(static_cast<std::size_t>(3) * h * w);
   conv(4, a.data(), ch, h, w, b.data(), col);
@@ -462,7 +517,7 @@ namespace {
 
 // Models::identity of `file` (checked against the architecture).
 std::string Identity(const WeightsFile& file, const std::vector<std::string>& vocabulary,
-                     float position_scale) {
+                     float position_scale, int decoder_blocks) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](const void* data, std::size_t n) {
     const auto* p = static_cast<const unsigned char*>(data);
@@ -470,7 +525,7 @@ std::string Identity(const WeightsFile& file, const std::vector<std::string>& vo
       h = (h ^ p[i]) * 0x100000001b3ull;
     }
   };
-  for (const TensorSpec& t : ReferenceArchitecture()) {
+  for (const TensorSpec& t : ReferenceArchitecture(decoder_blocks)) {
     const WeightsFile::Tensor* w = file.Find(t.name);
     mix(t.name.data(), t.name.size());
     mix(w->data, w->elements * sizeof(float));
@@ -501,10 +556,14 @@ Result<std::unique_ptr<Models>> LoadModels(const std::string& weights) {
     file = RandomReferenceWeights(seed);
   } else {
     SLUICE_ASSIGN_OR_RETURN(file, WeightsFile::Open(weights));
-    const Status shape = file->Check(ReferenceArchitecture());
-    if (!shape.ok()) {
-      return InvalidArgumentError(weights + ": " + std::string(shape.message()));
-    }
+  }
+  const Result<int> blocks = ParseDecoderBlocks(*file);
+  if (!blocks.ok()) {
+    return InvalidArgumentError(weights + ": " + std::string(blocks.status().message()));
+  }
+  const Status shape = file->Check(ReferenceArchitecture(*blocks));
+  if (!shape.ok()) {
+    return InvalidArgumentError(weights + ": " + std::string(shape.message()));
   }
   Result<std::vector<std::string>> vocabulary = ParseVocabulary(*file);
   if (!vocabulary.ok()) {
@@ -515,9 +574,9 @@ Result<std::unique_ptr<Models>> LoadModels(const std::string& weights) {
     return InvalidArgumentError(weights + ": " + std::string(position_scale.status().message()));
   }
   UseOneBlasThreadPerCall();
-  std::string identity = Identity(*file, *vocabulary, *position_scale);
+  std::string identity = Identity(*file, *vocabulary, *position_scale, *blocks);
   return std::unique_ptr<Models>(new Models{file, TextEncoder(file, std::move(*vocabulary)),
-                                            Denoiser(file, *position_scale), Decoder(file),
+                                            Denoiser(file, *position_scale), Decoder(file, *blocks),
                                             std::move(identity)});
 }
 

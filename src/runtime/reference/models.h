@@ -40,6 +40,10 @@ inline constexpr int kMaxTokens = 4096;  // Denoiser sequence limit.
 // scale is the weights' "position_scale" metadata, this without it.
 inline constexpr float kDefaultPositionScale = 0.25f;
 inline constexpr float kMaxPositionScale = 4.0f;
+// The VAE decoder may have a residual block (a + conv(silu(conv(a)))) after
+// each of its first kMaxDecoderBlocks stages: the weights' "decoder_blocks"
+// metadata says after how many (absent: none).
+inline constexpr int kMaxDecoderBlocks = 3;
 
 // Latent geometry of a request: [16, t, h, w].
 struct LatentShape {
@@ -49,10 +53,12 @@ struct LatentShape {
 };
 
 // Every tensor of the architecture with its shape (the names and shapes of
-// python/sluice_model/net.py's shapes()): text.*, dit.*, vae.dec.*,
+// python/sluice_model/net.py's shapes(decoder_blocks)): text.*, dit.*,
+// vae.dec.* (with vae.dec.res<i>.{a,b}.{w,b} for i < decoder_blocks),
 // vae.enc.* (the encoder, loaded and checked, run only by the PyTorch
-// mirror for now) and preview.*.
-const std::vector<TensorSpec>& ReferenceArchitecture();
+// mirror for now) and preview.*. REQUIRES 0 <= decoder_blocks <=
+// kMaxDecoderBlocks.
+const std::vector<TensorSpec>& ReferenceArchitecture(int decoder_blocks = 0);
 
 // Random weights of the architecture from `seed` (uniform, fan-in scaled),
 // with an empty vocabulary (every word hashed).
@@ -105,12 +111,16 @@ class Denoiser {
 
 class Decoder {
  public:
-  explicit Decoder(std::shared_ptr<const WeightsFile> w);
+  // `blocks`: residual blocks after that many stages, in [0,
+  // kMaxDecoderBlocks] (LoadModels checks the metadata and the tensors).
+  explicit Decoder(std::shared_ptr<const WeightsFile> w, int blocks = 0);
+  int blocks() const { return blocks_; }
   // One frame: z [16, h, w] → rgb [8h, 8w, 3] (interleaved uint8).
   void DecodeFrame(const float* z, int h, int w, std::uint8_t* rgb) const;
 
  private:
   std::shared_ptr<const WeightsFile> w_;
+  int blocks_;
 };
 
 // The models over one weights file.
@@ -135,7 +145,8 @@ std::string DefaultReferenceWeights();
 // Errors: kInvalidArgument / kNotFound naming the file, the tensor and what
 // is wrong (weights.h; a missing, unexpected or misshapen tensor; a
 // "vocabulary" metadata entry that is missing or malformed; a
-// "position_scale" entry that is not a decimal in (0, kMaxPositionScale]).
+// "position_scale" entry that is not a decimal in (0, kMaxPositionScale];
+// a "decoder_blocks" entry that is not an integer in [0, kMaxDecoderBlocks]).
 Result<std::unique_ptr<Models>> LoadModels(const std::string& weights);
 
 // Sets the process's models (ReferenceModels) from `weights` (LoadModels).

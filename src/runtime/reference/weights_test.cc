@@ -4,8 +4,11 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -178,16 +181,26 @@ TEST(ReferenceWeightsTest, ModelsRefuseFilesOfAnotherArchitecture) {
 }
 
 // random:SEED's tensors as a file whose metadata is `metadata`.
-std::string RandomWeightsFile(std::uint64_t seed, const json& metadata) {
+// `extra`: more tensors (name → shape and values) after the architecture's.
+std::string RandomWeightsFile(
+    std::uint64_t seed, const json& metadata,
+    const std::map<std::string, std::pair<std::vector<std::int64_t>, std::vector<float>>>& extra =
+        {}) {
   const std::shared_ptr<const WeightsFile> w = RandomReferenceWeights(seed);
   json header = {{"__metadata__", metadata}};
   std::string data;
+  auto add = [&](const std::string& name, const std::vector<std::int64_t>& shape, const float* v,
+                 std::size_t n) {
+    const std::size_t begin = data.size();
+    data.append(reinterpret_cast<const char*>(v), n * sizeof(float));
+    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, data.size()}}};
+  };
   for (const TensorSpec& spec : ReferenceArchitecture()) {
     const WeightsFile::Tensor* t = w->Find(spec.name);
-    const std::size_t begin = data.size();
-    data.append(reinterpret_cast<const char*>(t->data), t->elements * sizeof(float));
-    header[spec.name] = {
-        {"dtype", "F32"}, {"shape", spec.shape}, {"data_offsets", {begin, data.size()}}};
+    add(spec.name, spec.shape, t->data, t->elements);
+  }
+  for (const auto& [name, tensor] : extra) {
+    add(name, tensor.first, tensor.second.data(), tensor.second.size());
   }
   return File(header, data);
 }
@@ -197,12 +210,14 @@ std::string RandomWeightsFile(std::uint64_t seed, const json& metadata) {
 // that is not a number in (0, 4] is refused naming the entry.
 TEST(ReferenceWeightsTest, ModelsReadThePositionScaleAndRefuseABadOne) {
   const std::string path = ::testing::TempDir() + "/position_scale.safetensors";
-  auto load = [&path](const json& metadata) {
-    { std::ofstream(path, std::ios::binary) << RandomWeightsFile(5, metadata); }
-    return LoadModels(path);
+  // A loaded model maps its file for as long as it lives: the two compared
+  // below each have their own.
+  auto load = [&path](const json& metadata, const std::string& suffix = "") {
+    { std::ofstream(path + suffix, std::ios::binary) << RandomWeightsFile(5, metadata); }
+    return LoadModels(path + suffix);
   };
-  auto plain = load({{"vocabulary", ""}});
-  auto scaled = load({{"vocabulary", ""}, {"position_scale", "1.0"}});
+  auto plain = load({{"vocabulary", ""}}, ".plain");
+  auto scaled = load({{"vocabulary", ""}, {"position_scale", "1.0"}}, ".scaled");
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   ASSERT_TRUE(scaled.ok()) << scaled.status().ToString();
   EXPECT_EQ((*plain)->denoiser.position_scale(), kDefaultPositionScale);
@@ -222,6 +237,81 @@ TEST(ReferenceWeightsTest, ModelsReadThePositionScaleAndRefuseABadOne) {
     ASSERT_FALSE(m.ok()) << "accepted position_scale \"" << bad << "\"";
     EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(m.status().message().find(path + ": metadata position_scale: \"" + bad + "\""),
+              std::string::npos)
+        << m.status().message();
+  }
+}
+
+// Residual blocks after the decoder's first stages, as the "decoder_blocks"
+// metadata declares: their tensors are checked like the others, zero
+// second convolutions leave the picture as it was, others change it and
+// the identity; a bad count is refused naming the entry.
+TEST(ReferenceWeightsTest, DecoderBlocksFollowTheMetadata) {
+  const std::string path = ::testing::TempDir() + "/decoder_blocks.safetensors";
+  constexpr int kChannels[2] = {96, 64};
+  auto blocks = [&](float second) {
+    std::map<std::string, std::pair<std::vector<std::int64_t>, std::vector<float>>> out;
+    for (int i = 0; i < 2; ++i) {
+      const std::int64_t c = kChannels[i];
+      const std::string p = "vae.dec.res" + std::to_string(i) + ".";
+      std::vector<float> a(static_cast<std::size_t>(c * c * 9)), b(a.size(), second);
+      for (std::size_t k = 0; k < a.size(); ++k) {
+        a[k] = 0.05f * std::sin(0.11f * static_cast<float>(k));
+      }
+      out[p + "a.w"] = {{c, c, 3, 3}, a};
+      out[p + "a.b"] = {{c}, std::vector<float>(static_cast<std::size_t>(c), 0.01f)};
+      out[p + "b.w"] = {{c, c, 3, 3}, b};
+      out[p + "b.b"] = {{c}, std::vector<float>(static_cast<std::size_t>(c), 0.0f)};
+    }
+    return out;
+  };
+  using Extra = decltype(blocks(0.0f));
+  // Each load its own file: a loaded model maps its file for as long as
+  // it lives.
+  int files = 0;
+  auto load = [&path, &files](const json& metadata, const Extra& extra) {
+    const std::string file = path + "." + std::to_string(files++);
+    { std::ofstream(file, std::ios::binary) << RandomWeightsFile(5, metadata, extra); }
+    auto m = LoadModels(file);
+    if (!m.ok()) {  // The message names the file; the checks below name `path`.
+      return Result<std::unique_ptr<Models>>(
+          InvalidArgumentError(std::string(m.status().message()).replace(0, file.size(), path)));
+    }
+    return m;
+  };
+  const json two = {{"vocabulary", ""}, {"decoder_blocks", "2"}};
+  auto plain = load({{"vocabulary", ""}}, {});
+  auto identity = load(two, blocks(0.0f));
+  auto changed = load(two, blocks(0.002f));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_TRUE(identity.ok()) << identity.status().ToString();
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  EXPECT_EQ((*plain)->decoder.blocks(), 0);
+  EXPECT_EQ((*identity)->decoder.blocks(), 2);
+  EXPECT_NE((*plain)->identity, (*identity)->identity);
+  std::vector<float> z(static_cast<std::size_t>(kLatentChannels) * 4 * 4);
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    z[i] = std::sin(0.29f * static_cast<float>(i));
+  }
+  std::vector<std::uint8_t> a(32 * 32 * 3), b(a.size()), c(a.size());
+  (*plain)->decoder.DecodeFrame(z.data(), 4, 4, a.data());
+  (*identity)->decoder.DecodeFrame(z.data(), 4, 4, b.data());
+  (*changed)->decoder.DecodeFrame(z.data(), 4, 4, c.data());
+  EXPECT_EQ(a, b) << "zero second convolutions: the same picture";
+  EXPECT_NE(a, c);
+  // Declared but absent, present but undeclared, and a bad count.
+  auto missing = load(two, {});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("vae.dec.res0.a.w"), std::string::npos)
+      << missing.status().message();
+  auto undeclared = load({{"vocabulary", ""}}, blocks(0.0f));
+  ASSERT_FALSE(undeclared.ok());
+  EXPECT_NE(undeclared.status().message().find("vae.dec.res"), std::string::npos)
+      << undeclared.status().message();
+  for (const char* bad : {"", "4", "-1", "x", "1.5", " 1"}) {
+    auto m = load({{"vocabulary", ""}, {"decoder_blocks", bad}}, {});
+    ASSERT_FALSE(m.ok()) << "accepted decoder_blocks \"" << bad << "\"";
+    EXPECT_NE(m.status().message().find(path + ": metadata decoder_blocks: \"" + bad + "\""),
               std::string::npos)
         << m.status().message();
   }
