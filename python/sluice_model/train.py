@@ -71,11 +71,15 @@ def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
     return peak * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(total - warmup, 1)))
 
 
-def object_mask(imgs: np.ndarray) -> torch.Tensor:
-    """[B, 1, H, W]: 1 where a pixel differs from its picture's corner (the
+def object_pixels(imgs: np.ndarray) -> np.ndarray:
+    """bool [B, H, W]: where a pixel differs from its picture's corner (the
     background: objects never reach a corner)."""
-    m = np.any(imgs != imgs[:, :1, :1, :], axis=3)
-    return torch.from_numpy(m.astype(np.float32))[:, None]
+    return np.any(imgs != imgs[:, :1, :1, :], axis=3)
+
+
+def object_mask(imgs: np.ndarray) -> torch.Tensor:
+    """object_pixels as a float tensor [B, 1, H, W]."""
+    return torch.from_numpy(object_pixels(imgs).astype(np.float32))[:, None]
 
 
 def object_crops(rng: np.random.Generator, imgs: np.ndarray, size: int) -> np.ndarray:
@@ -85,9 +89,8 @@ def object_crops(rng: np.random.Generator, imgs: np.ndarray, size: int) -> np.nd
     few percent of a picture, so crops put several times more object edges
     into the same compute. Pictures without an object are cropped at their
     centre."""
-    masks = np.any(imgs != imgs[:, :1, :1, :], axis=3)
     out = []
-    for img, m in zip(imgs, masks):
+    for img, m in zip(imgs, object_pixels(imgs)):
         ys, xs = np.nonzero(m)
         if len(ys):
             k = rng.integers(len(ys))
