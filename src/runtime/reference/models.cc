@@ -472,18 +472,17 @@ void Decoder::DecodeFrame(const float* z, int h, int w, std::uint8_t* rgb) const
   conv(0, z, kLatentChannels, h, w, a.data(), col);
   Silu(a.data(), a.size());
   int ch = kDecChannels[0][1];
-  if (blocks_ > 0) {
-    residual(0, ch);
-  }
-  for (int i = 1; i <= 3; ++i) {
-    b.resize(a.size() * 4);
-    Upsample2x(a.data(), ch, h, w, b.data());
-    h *= 2;
-    w *= 2;
-    a.resize(static_cast<std::size_t>(kDecChannels[i][1]) * h * w);
-    conv(i, b.data(), ch, h, w, a.data(), col);
-    Silu(a.data(), a.size());
-    ch = kDecChannels[i][1];
+  for (int i = 0; i <= 3; ++i) {
+    if (i > 0) {  // Stage i: upsample, convolve.
+      b.resize(a.size() * 4);
+      Upsample2x(a.data(), ch, h, w, b.data());
+      h *= 2;
+      w *= 2;
+      a.resize(static_cast<std::size_t>(kDecChannels[i][1]) * h * w);
+      conv(i, b.data(), ch, h, w, a.data(), col);
+      Silu(a.data(), a.size());
+      ch = kDecChannels[i][1];
+    }
     if (i < blocks_) {
       residual(i, ch);
     }

@@ -239,10 +239,11 @@ std::string BestShape(const std::vector<std::size_t>& comp, int width, int heigh
   const double mx = sx / area + 0.5, my = sy / area + 0.5;
   std::string best;
   double best_iou = -1;
-  for (const char* shape : kShapes) {
+  for (const char* name : kShapes) {
+    const std::string shape = name;  // Once, not per pixel (InShape takes a string).
     const double r = std::sqrt(area / ShapeArea(shape));
     // A triangle's centroid lies r/3 below its box's centre (apex up).
-    const double cy = std::string_view(shape) == "triangle" ? my - r / 3.0 : my;
+    const double cy = shape == "triangle" ? my - r / 3.0 : my;
     const int tx0 = std::max(0, static_cast<int>(std::floor(mx - r)) - 1);
     const int tx1 = std::min(width, static_cast<int>(std::ceil(mx + r)) + 1);
     const int ty0 = std::max(0, static_cast<int>(std::floor(cy - r)) - 1);
