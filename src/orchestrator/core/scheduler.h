@@ -298,8 +298,8 @@ class Scheduler {
     std::optional<PoolId> preempted_for;  // Asked to checkpoint and yield for this pool.
     std::optional<std::size_t> rerun_from;  // Producer to re-run after the running stage.
     std::optional<TimePoint> lease_until;   // While running, with leases on.
-    std::optional<TimePoint>
-        retry_at;  // Waiting out a retry's backoff (neither queued nor running).
+    // Waiting out a retry's backoff: neither queued nor running.
+    std::optional<TimePoint> retry_at;
 
     PoolId pool() const { return pools[stage_index]; }
   };
