@@ -66,15 +66,21 @@ function(sluice_cc_library)
   add_library(sluice::${ARG_NAME} ALIAS ${target})
 endfunction()
 
-# sluice_cc_test(NAME <n> SRCS ... DEPS ... [LABELS gpu|rdma|slow] [TIMEOUT s] [SHARDS k])
+# sluice_cc_test(NAME <n> SRCS ... DEPS ... [LABELS gpu|rdma|slow] [TIMEOUT s] [SHARDS k]
+#                [COST s])
 # SHARDS k: k ctest entries <n>_shard<i> (gtest's GTEST_TOTAL_SHARDS and
 # GTEST_SHARD_INDEX), so a long suite's cases run on k cores at once; the
 # suite's tests must not share fixed ports or files.
+# COST s: about the seconds each entry takes in its slowest CI stage, for a
+# test of 30 s or more. `ctest -j` starts tests in descending cost; a clean
+# clone has no measured costs, and without this it runs them in the order
+# they are defined, which leaves the long integration suites for last and
+# a core idle at the end of each stage.
 # A test sees the internals of the layer it sits beside and of every layer
 # it links (it does not follow the layer rule).
 # Labels let CPU-only CI run `ctest -LE "gpu|rdma"`.
 function(sluice_cc_test)
-  cmake_parse_arguments(ARG "" "NAME;TIMEOUT;SHARDS" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT;SHARDS;COST" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT SLUICE_BUILD_TESTS)
     return()
   endif()
@@ -110,6 +116,9 @@ function(sluice_cc_test)
                        SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
   if(ARG_LABELS)
     set_tests_properties(${tests} PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
+  if(ARG_COST)
+    set_tests_properties(${tests} PROPERTIES COST ${ARG_COST})
   endif()
 endfunction()
 

@@ -360,6 +360,9 @@ def main(argv=None) -> int:
     ap.add_argument("--position-scale", type=float, default=1.0,
                     help="the denoiser's token positions: sinusoids of this times (t, i, j), "
                          "in (0, 4] (written to the weights' metadata)")
+    ap.add_argument("--vae-eval", type=int, default=96,
+                    help="score the VAE's encode -> decode of this many held-out scenes after "
+                         "phase 1 (0: skip)")
     ap.add_argument("--eval", type=int, default=64)
     ap.add_argument("--eval-every", type=int, default=0,
                     help="score 32 held-out prompts every N denoiser steps (0: at the end only)")
@@ -378,6 +381,8 @@ def main(argv=None) -> int:
     if not 0 <= args.vae_decoder_blocks <= net.MAX_DECODER_BLOCKS:
         ap.error(f"--vae-decoder-blocks: {args.vae_decoder_blocks} is not in "
                  f"[0, {net.MAX_DECODER_BLOCKS}]")
+    if args.vae_eval < 0:
+        ap.error(f"--vae-eval: {args.vae_eval} is negative")
     if not 0.0 < args.position_scale <= 4.0:
         ap.error(f"--position-scale: {args.position_scale} is not in (0, 4]")
     torch.set_num_threads(args.threads)
@@ -411,7 +416,8 @@ def main(argv=None) -> int:
         for p in w.parameters():
             p.requires_grad_(False)
         standardize_latents(model, rng, 512)
-        log(f"vae heldout encode->decode: {vae_eval(model, 96, 7)}")
+        if args.vae_eval:
+            log(f"vae heldout encode->decode: {vae_eval(model, args.vae_eval, 7)}")
         log(f"preview fit rms {fit_preview(model, rng, 256):.4f}")
         if args.vae_out:
             # With the generator's state: phase 2 goes on drawing where

@@ -10,7 +10,8 @@ import torch
 
 from sluice_model import golden, safetensors, scenes, train
 
-TINY = ["--vae-steps", "2", "--steps", "3", "--images", "64", "--videos", "16", "--eval", "0"]
+TINY = ["--vae-steps", "2", "--steps", "3", "--images", "64", "--videos", "16", "--eval", "0",
+        "--vae-eval", "0"]
 
 
 def digest(path) -> str:
@@ -61,9 +62,9 @@ def test_the_position_scale_shape_weight_and_layout_share_reach_the_weights(tmp_
     assert meta["position_scale"] == "1.0"
     assert "--shape-weight 20 --layout-share 0.25" in meta["train_args"]
     for bad in (["--position-scale", "0"], ["--position-scale", "5"], ["--shape-weight", "-1"],
-                ["--layout-share", "1"]):
+                ["--layout-share", "1"], ["--vae-eval", "-1"]):
         try:
-            train.main(["--out", str(tmp_path / "x")] + bad + TINY)
+            train.main(["--out", str(tmp_path / "x")] + TINY + bad)
         except SystemExit as e:
             assert e.code == 2
         else:
