@@ -52,16 +52,16 @@ if [ "${SLUICE_SKIP_SANITIZERS:-0}" != "1" ]; then
   # Clang-16 build 1 does three jobs: AddressSanitizer + UBSan for every
   # test, -Werror=thread-safety over the whole tree (the annotated locks of
   # src/common/mutex.h), and the libFuzzer targets of fuzz/, which run as
-  # tests labelled `fuzz` (20 s each, SLUICE_FUZZ_SECONDS). -O0 -g1 (line tables)
+  # tests labelled `fuzz` (10 s each, SLUICE_FUZZ_SECONDS). -O0 -g1 (line tables)
   # builds in half the time of -O1; the data-path and compute libraries
   # (sluice_hot_path() in CMake) get -O1 so tests moving real sizes keep
   # their pace.
   san_flags=(-G Ninja "${unity[@]}" -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=RelWithDebInfo
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1 -DNDEBUG" -DSLUICE_HOT_PATH_FLAGS=-O1)
-  # 20 s per fuzz target here: a smoke run of each (with its invariants)
+  # 10 s per fuzz target here: a smoke run of each (with its invariants)
   # that fits CI's time; longer campaigns run the targets by hand.
   cmake -S . -B build-san "${san_flags[@]}" -DSLUICE_SANITIZE=address -DSLUICE_FUZZ=ON \
-    -DSLUICE_FUZZ_SECONDS=20 >/dev/null
+    -DSLUICE_FUZZ_SECONDS=10 >/dev/null
   cmake --build build-san -j "$jobs"
   # Undefined behaviour halts (the build has -fno-sanitize-recover); the
   # canaries of tests/sanitizer prove each kind of error fails a test.
