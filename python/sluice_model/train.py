@@ -332,16 +332,16 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=20261203)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--vae-steps", type=int, default=2000)
-    ap.add_argument("--vae-batch", type=int, default=16)
+    ap.add_argument("--vae-batch", type=int, default=32)
     ap.add_argument("--vae-noise", type=float, default=0.2,
                     help="deviation of the VAE's posterior noise around each latent")
     ap.add_argument("--vae-object-weight", type=float, default=10.0,
                     help="weight of object pixels in the VAE loss (1: the loss of version 2's "
                          "first weights)")
-    ap.add_argument("--vae-crop", type=int, default=0,
+    ap.add_argument("--vae-crop", type=int, default=64,
                     help="train the VAE on windows of this many pixels a side around objects "
                          "(a multiple of 8 in [48, 128]; 0: whole pictures)")
-    ap.add_argument("--vae-decoder-blocks", type=int, default=0,
+    ap.add_argument("--vae-decoder-blocks", type=int, default=3,
                     help=f"residual blocks after this many of the VAE decoder's first stages "
                          f"(0..{net.MAX_DECODER_BLOCKS}; written to the weights' metadata)")
     ap.add_argument("--images", type=int, default=8000)

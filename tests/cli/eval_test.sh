@@ -30,10 +30,11 @@ r = {n: json.load(open(os.path.join(d, n + ".json"))) for n in ("disagg", "coloc
 fail = []
 # Thresholds under the figures this run measures with the shipped weights
 # (48 images and 4 videos: colour, position, background and direction 1.0,
-# shape 0.54; model card). Shape's is well above chance (0.25; the first
-# weights scored 0.21) and below the issue's target of 0.80 (not yet met).
+# shape 0.64; model card). Shape's is well above chance (0.25), above what
+# the weights before these scored (0.54), and below the issue's target of
+# 0.80 (not yet met).
 want = {"color_accuracy": 0.90, "position_accuracy": 0.90, "background_accuracy": 0.95,
-        "shape_accuracy": 0.40, "direction_accuracy": 0.75}
+        "shape_accuracy": 0.58, "direction_accuracy": 0.75}
 for name in ("disagg", "colocated", "unguided"):
     j = r[name]
     if j["samples"] != 52 or j["failed"] != 0 or j["images"] != 48 or j["videos"] != 4:
@@ -44,8 +45,8 @@ for k, low in want.items():
 keys = [k for k in r["disagg"] if k.endswith("_accuracy")]
 if [r["disagg"][k] for k in keys] != [r["colocated"][k] for k in keys]:
     fail.append(f"colocated scores differ: {r['colocated']}")
-# CFG is real: without it (guidance 1) the scores are worse (shape: 0.41
-# against 0.54; colour and position are 1.0 either way).
+# CFG is real: without it (guidance 1) the scores are worse (shape: 0.61
+# against 0.64, two samples of 52; colour and position are 1.0 either way).
 attrs = ("color_accuracy", "shape_accuracy", "position_accuracy")
 guided = sum(r["disagg"][k] for k in attrs)
 unguided = sum(r["unguided"][k] for k in attrs)

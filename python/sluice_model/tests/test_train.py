@@ -37,8 +37,8 @@ def test_a_vae_of_other_arguments_is_refused(tmp_path, capsys):
     assert train.main(["--out", str(tmp_path / "b"), "--vae-from", str(vae),
                        "--vae-object-weight", "10"] + TINY) == 2
     assert "phase 1 of 'seed 20261203 vae-steps 2 vae-batch 16 vae-object-weight 1.0', not of " \
-        "'seed 20261203 vae-steps 2 vae-batch 16 vae-object-weight 10.0 vae-noise 0.2'" \
-        in capsys.readouterr().out
+        "'seed 20261203 vae-steps 2 vae-batch 32 vae-object-weight 10.0 vae-noise 0.2 " \
+        "vae-crop 64 vae-decoder-blocks 3'" in capsys.readouterr().out
     assert not (tmp_path / "b").exists()
 
 
@@ -88,9 +88,15 @@ def test_object_crops_hold_an_object_on_the_latent_grid():
 
 def test_a_vae_trained_on_crops_is_recorded_and_bad_crops_refused(tmp_path, capsys):
     out, vae = tmp_path / "w", tmp_path / "vae"
-    assert train.main(["--out", str(out), "--vae-out", str(vae), "--vae-crop", "64"] + TINY) == 0
+    assert train.main(["--out", str(out), "--vae-out", str(vae), "--vae-crop", "48",
+                       "--vae-decoder-blocks", "0"] + TINY) == 0
     _, meta = safetensors.load(str(vae))
-    assert meta["vae_args"].endswith(" vae-crop 64"), meta["vae_args"]
+    assert meta["vae_args"].endswith(" vae-crop 48"), meta["vae_args"]
+    # The defaults: 64-pixel windows, batches of 32, three decoder blocks.
+    assert train.main(["--out", str(out), "--vae-out", str(vae)] + TINY) == 0
+    _, meta = safetensors.load(str(vae))
+    assert meta["vae_args"].endswith(" vae-batch 32 vae-object-weight 10.0 vae-noise 0.2 "
+                                      "vae-crop 64 vae-decoder-blocks 3"), meta["vae_args"]
     for bad in ("40", "60", "136"):
         try:
             train.main(["--out", str(tmp_path / "x"), "--vae-crop", bad] + TINY)
@@ -103,7 +109,7 @@ def test_a_vae_trained_on_crops_is_recorded_and_bad_crops_refused(tmp_path, caps
 
 def test_decoder_blocks_reach_the_weights_and_leave_the_rest_alone(tmp_path, capsys):
     base, blocks = tmp_path / "base", tmp_path / "blocks"
-    assert train.main(["--out", str(base)] + TINY) == 0
+    assert train.main(["--out", str(base), "--vae-decoder-blocks", "0"] + TINY) == 0
     assert train.main(["--out", str(blocks), "--vae-decoder-blocks", "3"] + TINY) == 0
     a, meta_a = safetensors.load(str(base))
     b, meta_b = safetensors.load(str(blocks))
