@@ -6,7 +6,9 @@
 Draws --prompts scenes of the split (seed --seed), generates each (seed =
 its index) with the PyTorch mirror, scores it (scenes.score) and prints the
 mean of each attribute: color_accuracy, shape_accuracy, position_accuracy,
-background_accuracy, and for --videos direction_accuracy, with samples.
+background_accuracy, and for --videos direction_accuracy, with samples;
+for images also small_shape_accuracy and large_shape_accuracy, shape over
+the one-object scenes of each size (null where there are none).
 --grid writes a PNG of the first 16 outputs (the prompts go to stderr).
 """
 
@@ -26,6 +28,17 @@ def generate_torch(model, prompts, seeds, guidance, steps, video):
         return [net.to_uint8(net.frames_from_latent(model, z[i], 17)) for i in range(len(prompts))]
     z = net.sample(model, prompts, (1, 16, 16), seeds, steps=steps, guidance=guidance)
     return list(net.to_uint8(model.decode(z[:, :, 0])))
+
+
+def shape_by_size(sc, marks) -> dict:
+    """Shape accuracy over the one-object scenes of each size: where small
+    and large objects part (the small ones span two latent cells)."""
+    out = {}
+    for size in ("small", "large"):
+        hits = [m["shape"] for s, m in zip(sc, marks)
+                if len(s.objects) == 1 and s.objects[0].size == size]
+        out[f"{size}_shape_accuracy"] = float(np.mean(hits)) if hits else None
+    return out
 
 
 def main(argv=None) -> int:
@@ -54,6 +67,8 @@ def main(argv=None) -> int:
                                args.guidance, args.steps, args.videos)
     marks = [scenes.score(s, o) for s, o in zip(sc, outs)]
     result = {f"{k}_accuracy": float(np.mean([m[k] for m in marks])) for k in marks[0]}
+    if not args.videos:
+        result.update(shape_by_size(sc, marks))
     result["samples"] = len(marks)
     result["split"] = args.split
     result["guidance"] = args.guidance

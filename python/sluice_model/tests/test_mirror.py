@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from sluice_model import golden, net, png, safetensors
+from sluice_model import evaluate, golden, net, png, safetensors, scenes
 
 
 def test_the_shipped_weights_match_their_recorded_digest():
@@ -66,3 +66,16 @@ def test_the_position_scale_comes_from_the_metadata():
     j0 = net.DIT_DIM // 4 + 3 * net.DIT_DIM // 8
     assert abs(float(a[1, j0]) - 3 * np.sin(0.25)) < 1e-6
     assert abs(float(b[1, j0]) - 3 * np.sin(1.0)) < 1e-6
+
+
+def test_shape_by_size_counts_one_object_scenes_of_each_size():
+    def one(size):
+        return scenes.Scene("blue", (scenes.SceneObject(size, "red", "circle", "left"),))
+
+    two = scenes.Scene("blue", (scenes.SceneObject("small", "red", "circle", "left"),
+                                scenes.SceneObject("small", "red", "square", "right")))
+    sc = [one("small"), one("small"), one("large"), two]
+    marks = [{"shape": 1.0}, {"shape": 0.0}, {"shape": 1.0}, {"shape": 0.0}]
+    assert evaluate.shape_by_size(sc, marks) == {"small_shape_accuracy": 0.5,
+                                                 "large_shape_accuracy": 1.0}
+    assert evaluate.shape_by_size(sc[:2], marks[:2])["large_shape_accuracy"] is None
