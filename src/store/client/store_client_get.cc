@@ -27,27 +27,55 @@ Result<ObjectMeta> StoreClientImpl::GetIntoRunsInParts(
     return InvalidArgumentError("GetIntoRunsInParts: parts hold " + std::to_string(grouped) +
                                 " runs of " + std::to_string(runs.size()));
   }
-  SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key, wait));
-  if (g.meta.size != total) {
-    GetEnd(g, false);
-    return InvalidArgumentError("GetIntoRuns: object '" + g.key + "' has " +
-                                std::to_string(g.meta.size) + " bytes; the runs hold " +
-                                std::to_string(total));
-  }
-  const Status s = parts.size() == 1 ? ReadRuns(g, runs, 0) : ReadParts(g, runs, parts, landed);
-  GetEnd(g, s.ok());
-  if (!s.ok()) {
-    return s;
-  }
+  SLUICE_ASSIGN_OR_RETURN(
+      ObjectMeta meta, ReadWithVerdict(key, wait, [&](const OpenGet& g, bool* may_retry) {
+        if (g.meta.size != total) {
+          *may_retry = false;
+          return InvalidArgumentError("GetIntoRuns: object '" + g.key + "' has " +
+                                      std::to_string(g.meta.size) + " bytes; the runs hold " +
+                                      std::to_string(total));
+        }
+        if (parts.size() == 1) {
+          return ReadRuns(g, runs, 0);
+        }
+        // A part handed on cannot be handed on again: no retry after one.
+        return ReadParts(g, runs, parts, [&](std::size_t i) {
+          *may_retry = false;
+          if (landed) {
+            landed(i);
+          }
+        });
+      }));
   if (parts.size() == 1 && landed) {
     landed(0);
   }
-  return g.meta;
+  return meta;
+}
+
+Result<ObjectMeta> StoreClientImpl::ReadWithVerdict(
+    std::string_view key, std::chrono::milliseconds wait,
+    const std::function<Status(const OpenGet&, bool*)>& read) {
+  MasterBackoff backoff(config_.master_retry);
+  while (true) {
+    SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key, wait, &backoff));
+    bool may_retry = true;
+    const Status s = read(g, &may_retry);
+    GetEnd(g, s.ok());
+    if (s.ok()) {
+      return g.meta;
+    }
+    if (!may_retry || s.scope() == FailureScope::kRequest || backoff.exhausted()) {
+      return s;
+    }
+    backoff.Sleep();
+  }
 }
 
 Result<StoreClientImpl::OpenGet> StoreClientImpl::GetStart(std::string_view key,
-                                                           std::chrono::milliseconds wait) {
-  MasterBackoff backoff(config_.master_retry);
+                                                           std::chrono::milliseconds wait,
+                                                           MasterBackoff* shared) {
+  MasterBackoff own(config_.master_retry);
+  MasterBackoff& backoff = shared != nullptr ? *shared : own;
   while (true) {
     SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStartOnce(key, wait));
     bool unreachable = !g.replicas.empty();
@@ -196,43 +224,35 @@ Result<ObjectMeta> StoreClientImpl::GetInto(std::string_view key, void* dst, std
   if (dst == nullptr) {
     return InvalidArgumentError("GetInto: null destination");
   }
-  SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key));
-  if (g.meta.size > capacity) {
-    GetEnd(g, false);
-    return InvalidArgumentError("GetInto: object '" + g.key + "' has " +
-                                std::to_string(g.meta.size) + " bytes; the buffer holds " +
-                                std::to_string(capacity));
-  }
-  Status s = ReadRange(g, static_cast<char*>(dst), 0, g.meta.size);
-  GetEnd(g, s.ok());
-  if (!s.ok()) {
-    return s;
-  }
-  return g.meta;
+  return ReadWithVerdict(key, std::chrono::milliseconds(0), [&](const OpenGet& g, bool* may_retry) {
+    if (g.meta.size > capacity) {
+      *may_retry = false;
+      return InvalidArgumentError("GetInto: object '" + g.key + "' has " +
+                                  std::to_string(g.meta.size) + " bytes; the buffer holds " +
+                                  std::to_string(capacity));
+    }
+    return ReadRange(g, static_cast<char*>(dst), 0, g.meta.size);
+  });
 }
 
 Result<std::vector<std::byte>> StoreClientImpl::Get(std::string_view key, ObjectMeta* meta) {
-  SLUICE_ASSIGN_OR_RETURN(OpenGet g, GetStart(key));
-  std::vector<std::byte> out(g.meta.size);
-  Status s;
-  {
-    MutexLock lock(staging_mu_);
-    char* stage = static_cast<char*>(staging_.data());
-    for (std::uint64_t off = 0; s.ok() && off < out.size(); off += staging_.size()) {
-      const std::uint64_t n = std::min<std::uint64_t>(staging_.size(), out.size() - off);
-      s = ReadRange(g, stage, off, n);
-      if (s.ok()) {
-        std::memcpy(out.data() + off, stage, n);
-        bytes_staged_.fetch_add(n, std::memory_order_relaxed);
-      }
-    }
-  }
-  GetEnd(g, s.ok());
-  if (!s.ok()) {
-    return s;
-  }
+  std::vector<std::byte> out;
+  SLUICE_ASSIGN_OR_RETURN(
+      ObjectMeta m,
+      ReadWithVerdict(key, std::chrono::milliseconds(0), [&](const OpenGet& g, bool*) {
+        out.resize(g.meta.size);
+        MutexLock lock(staging_mu_);
+        char* stage = static_cast<char*>(staging_.data());
+        for (std::uint64_t off = 0; off < out.size(); off += staging_.size()) {
+          const std::uint64_t n = std::min<std::uint64_t>(staging_.size(), out.size() - off);
+          SLUICE_RETURN_IF_ERROR(ReadRange(g, stage, off, n));
+          std::memcpy(out.data() + off, stage, n);
+          bytes_staged_.fetch_add(n, std::memory_order_relaxed);
+        }
+        return Status::Ok();
+      }));
   if (meta != nullptr) {
-    *meta = g.meta;
+    *meta = m;
   }
   return out;
 }

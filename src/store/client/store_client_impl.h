@@ -250,9 +250,21 @@ class StoreClientImpl {
   // yet noticed), ends the lease and asks again with backoff, up to
   // config_.master_retry: until the master serves another replica, or
   // drops the node and answers kNotFound (the object is lost).
+  // `backoff`, when given, is the caller's budget (shared with its own
+  // retries); otherwise one of config_.master_retry is made here.
   Result<OpenGet> GetStart(std::string_view key,
-                           std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+                           std::chrono::milliseconds wait = std::chrono::milliseconds(0),
+                           MasterBackoff* backoff = nullptr);
   Result<OpenGet> GetStartOnce(std::string_view key, std::chrono::milliseconds wait);
+  // Opens `key` (GetStart), runs `read` on the open get, ends it. When the
+  // read failed on every replica with an endpoint-scoped error (the node
+  // died between the master's answer and the copy), asks the master again
+  // within the same config_.master_retry budget: it serves another replica,
+  // or, once it drops the node, answers kNotFound. `read` may run several
+  // times; it returns whether a retry may follow (false once it handed
+  // bytes on). The open get's metadata is returned on success.
+  Result<ObjectMeta> ReadWithVerdict(std::string_view key, std::chrono::milliseconds wait,
+                                     const std::function<Status(const OpenGet&, bool*)>& read);
   // Ends the read lease without waiting for the answer: the reader's bytes
   // have landed, and a lost GetEnd only delays the lease's timeout.
   void GetEnd(const OpenGet& g, bool completed);
