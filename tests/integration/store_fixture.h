@@ -16,6 +16,7 @@
 #include "sluice/store/client.h"
 
 #include "child_process.h"
+#include "common/testing/free_port.h"
 #include "metrics_text.h"
 #include "transfer/testing/engine_pair.h"
 
@@ -27,7 +28,8 @@ inline constexpr std::size_t kMiB = 1 << 20;
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    StartMaster("127.0.0.1:0");
+    // A port restarts can take again (see FreeLoopbackPort).
+    StartMaster("127.0.0.1:" + std::to_string(internal::FreeLoopbackPort()));
     ASSERT_EQ(master_->Word(1), "master") << master_->banner();
     master_ep_ = master_->Word(2);
     for (int i = 0; i < 2; ++i) {
