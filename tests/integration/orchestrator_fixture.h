@@ -20,6 +20,7 @@
 #include "sluice/store/store_node.h"
 
 #include "common/call_mac.h"
+#include "common/testing/free_port.h"
 #include "media/frames_archive.h"
 #include "media/png.h"
 #include "orchestrator/core/model.h"
@@ -353,16 +354,18 @@ struct InProcessStore {
 
 class OrchestratorTest : public ::testing::Test {
  protected:
+  static std::string FreshEndpoint() {
+    return "127.0.0.1:" + std::to_string(internal::FreeLoopbackPort());
+  }
   void Start(std::size_t max_queued = 64, std::string journal = "", std::string listen = "",
              std::string http = "") {
     OrchestratorConfig c;
     c.max_queued_jobs = max_queued;
     c.journal_path = std::move(journal);
     c.store_master = store_master_;
-    if (!listen.empty()) {
-      c.listen = listen;
-      c.http_listen = http;
-    }
+    // Ports a restart can take again (see FreeLoopbackPort).
+    c.listen = !listen.empty() ? listen : FreshEndpoint();
+    c.http_listen = !listen.empty() ? http : FreshEndpoint();
     c.heartbeat_interval = 100ms;
     c.worker_timeout = 1500ms;
     c.sync_timeout = 20s;

@@ -22,6 +22,7 @@
 
 #include "base64.h"
 #include "common/testing/eventually.h"
+#include "common/testing/free_port.h"
 
 namespace sluice::testing {
 namespace {
@@ -79,10 +80,10 @@ class StageWorkerTest : public ::testing::Test {
     orch_.reset();
     OrchestratorConfig oc;
     oc.journal_path = journal;
-    if (!listen.empty()) {
-      oc.listen = listen;
-      oc.http_listen = http_listen;
-    }
+    // Ports a restart can take again (see FreeLoopbackPort).
+    const auto fresh = [] { return "127.0.0.1:" + std::to_string(internal::FreeLoopbackPort()); };
+    oc.listen = !listen.empty() ? listen : fresh();
+    oc.http_listen = !listen.empty() ? http_listen : fresh();
     oc.heartbeat_interval = heartbeat;
     oc.worker_timeout = worker_timeout;
     oc.store_master = master_->endpoint();
