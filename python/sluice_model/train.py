@@ -357,7 +357,7 @@ def main(argv=None) -> int:
     ap.add_argument("--layout-share", type=float, default=0.25,
                     help="share of denoiser samples at noise level 1 (pure noise: the caption "
                          "alone decides the layout), in [0, 1)")
-    ap.add_argument("--position-scale", type=float, default=1.0,
+    ap.add_argument("--position-scale", type=float, default=2.0,
                     help="the denoiser's token positions: sinusoids of this times (t, i, j), "
                          "in (0, 4] (written to the weights' metadata)")
     ap.add_argument("--vae-eval", type=int, default=96,
