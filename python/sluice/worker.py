@@ -17,7 +17,9 @@ A worker serves the models it names (model="wan2.1-480p", or a list; none:
 the orchestrator's default model), and jobs of a model run only on its
 workers. A model's pipeline is declared by its workers as stage names in
 order, ":admission" marking admission stages (pinned, stateful,
-preemptible, holding a slot in the next stage), e.g.
+preemptible, holding a slot in the next stage) and "@N" a stage's weight
+in a job's progress (1..1000; default 8 for admission stages, 1 for
+others), e.g.
 
     StageWorker("upscale", orchestrator, handler=upscale, model="my-sr",
                 pipeline="encode,denoise:admission,decode,upscale")

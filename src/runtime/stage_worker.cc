@@ -275,6 +275,7 @@ class StageWorkerImpl {
         pb::StageDecl* out = pipeline_.Add();
         out->set_name(d.name);
         out->set_admission(d.kind == orchestrator::StageKind::kAdmission);
+        out->set_progress_weight(static_cast<std::uint32_t>(d.progress_weight));
       }
     }
     if (std::none_of(stages.begin(), stages.end(),

@@ -119,6 +119,7 @@ class FakeWorker {
         pb::StageDecl* d = req.add_pipeline();
         d->set_name((*stages)[i].name);
         d->set_admission((*stages)[i].kind == orchestrator::StageKind::kAdmission);
+        d->set_progress_weight(static_cast<std::uint32_t>((*stages)[i].progress_weight));
       }
     }
     req.set_capacity(2);

@@ -195,6 +195,37 @@ TEST_F(OrchestratorTest, AVideosProgressFollowsItsStagesDeclaredKinds) {
   EXPECT_EQ(video["progress"], 10 + 80 * 4 / 10) << video.dump();
 }
 
+// Declared weights ("@N") replace the kinds' defaults in a job's progress:
+// at step 4 of 10 of a loop weighing 5 of 10, after an encode weighing 1,
+// a video is 30% done (42% with the default weights, above). The model's
+// page shows each stage's weight.
+TEST_F(OrchestratorTest, AVideosProgressFollowsItsModelsDeclaredWeights) {
+  Start();
+  const std::string pipeline = "encode@1,denoise:admission@5,decode@4";
+  FakeWorker e(server_->endpoint(), "encode", false, nullptr, "wv", pipeline);
+  FakeWorker v(server_->endpoint(), "decode", false, nullptr, "wv", pipeline);
+  FakeWorker hold(server_->endpoint(), "denoise", /*hold=*/true, nullptr, "wv", pipeline);
+  auto m = http_->Get("/v1/models/wv");
+  ASSERT_EQ(m->status, 200) << m->body;
+  const json stages = json::parse(m->body)["stages"];
+  EXPECT_EQ(stages[0]["progress_weight"], 1) << stages.dump();
+  EXPECT_EQ(stages[1]["progress_weight"], 5) << stages.dump();
+  EXPECT_EQ(stages[2]["progress_weight"], 4) << stages.dump();
+  const std::string id =
+      PostVideo(R"({"prompt":"waves","model":"wv","seconds":"2","size":"320x192"})");
+  ASSERT_FALSE(id.empty());
+  json j;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        j = json::parse(http_->Get("/v1/jobs/" + id)->body);
+        return j["progress"]["step"] == 4;
+      },
+      10s))
+      << j.dump();
+  const json video = json::parse(http_->Get("/v1/videos/" + id)->body);
+  EXPECT_EQ(video["progress"], 30) << video.dump();
+}
+
 TEST_F(OrchestratorTest, VideoJobsReportTimeToFirstFrameAndServeTheirContent) {
   Start();
   FakeWorker e(server_->endpoint(), "encode"), d(server_->endpoint(), "denoise"),

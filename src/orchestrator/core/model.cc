@@ -46,11 +46,16 @@ const PipelineRoles& StandardRoles() {
   return roles;
 }
 
+int ProgressWeight(const StageDecl& d) {
+  if (d.progress_weight > 0) {
+    return d.progress_weight;
+  }
+  return d.kind == StageKind::kAdmission ? kAdmissionWeight : kWorkWeight;
+}
+
 double PipelineProgress(const std::vector<StageDecl>& stages, std::string_view stage, int step,
                         int steps) {
-  const auto weight = [](const StageDecl& d) {
-    return d.kind == StageKind::kAdmission ? kAdmissionWeight : kWorkWeight;
-  };
+  const auto weight = [](const StageDecl& d) { return ProgressWeight(d); };
   double total = 0, before = 0, within = 0;
   bool found = false;
   for (const StageDecl& d : stages) {
@@ -135,6 +140,11 @@ Status ValidateModel(const ModelSpec& m) {
     if (!seen.insert(s.name).second) {
       return InvalidArgumentError("model '" + m.name + "': stage '" + s.name + "' appears twice");
     }
+    if (s.progress_weight < 0 || s.progress_weight > kMaxProgressWeight) {
+      return InvalidArgumentError("model '" + m.name + "': stage '" + s.name +
+                                  "': progress weight " + std::to_string(s.progress_weight) +
+                                  " is not in 0.." + std::to_string(kMaxProgressWeight));
+    }
   }
   return Status::Ok();
 }
@@ -144,6 +154,9 @@ std::string FormatPipeline(const std::vector<StageDecl>& stages) {
   for (const StageDecl& s : stages) {
     out +=
         (out.empty() ? "" : ",") + s.name + (s.kind == StageKind::kAdmission ? ":admission" : "");
+    if (s.progress_weight != 0) {
+      out += "@" + std::to_string(s.progress_weight);
+    }
   }
   return out;
 }
@@ -155,6 +168,20 @@ Result<std::vector<StageDecl>> ParsePipeline(std::string_view text) {
     std::string_view entry = text.substr(0, comma);
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
     StageDecl d;
+    const std::size_t at = entry.find('@');
+    if (at != std::string_view::npos) {
+      const std::string_view w = entry.substr(at + 1);
+      int weight = 0;
+      const auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), weight);
+      if (w.empty() || ec != std::errc() || end != w.data() + w.size() || weight < 1 ||
+          weight > kMaxProgressWeight) {
+        return InvalidArgumentError("pipeline entry '" + std::string(entry) +
+                                    "': the progress weight after '@' is 1.." +
+                                    std::to_string(kMaxProgressWeight));
+      }
+      d.progress_weight = weight;
+      entry = entry.substr(0, at);
+    }
     const std::size_t colon = entry.find(':');
     d.name = std::string(entry.substr(0, colon));
     if (colon != std::string_view::npos) {

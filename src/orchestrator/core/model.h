@@ -24,6 +24,11 @@ enum class StageKind : std::uint8_t { kWork = 0, kAdmission = 1 };
 struct StageDecl {
   std::string name;
   StageKind kind = StageKind::kWork;
+  // What the stage counts toward a job's progress (PipelineProgress):
+  // 1..kMaxProgressWeight, or 0 for its kind's default (kWorkWeight,
+  // kAdmissionWeight). A model whose loop is short beside a long decode
+  // (a video model) declares so here.
+  int progress_weight = 0;
   bool operator==(const StageDecl&) const = default;
 };
 
@@ -66,11 +71,15 @@ PipelineRoles RolesOf(const std::vector<StageDecl>& stages);
 // RolesOf(StandardPipeline()): encode, denoise, decode.
 const PipelineRoles& StandardRoles();
 
-// What each stage counts toward a job's progress, by its declared kind: an
-// admission stage (a denoising loop) weighs kAdmissionWeight and counts by
-// its steps; a work stage weighs kWorkWeight and counts once it is done.
+// What each stage counts toward a job's progress: its declared weight, by
+// default by its kind (an admission stage, a denoising loop, weighs
+// kAdmissionWeight; a work stage kWorkWeight). An admission stage counts by
+// its steps; a work stage counts once it is done.
 inline constexpr int kWorkWeight = 1;
 inline constexpr int kAdmissionWeight = 8;
+inline constexpr int kMaxProgressWeight = 1000;
+// The stage's declared progress_weight, or its kind's default.
+int ProgressWeight(const StageDecl& stage);
 // How far a job is through `stages`, 0..1, while it is in `stage` at
 // `step` of `steps`: the stages before it whole, plus `stage`'s steps done
 // if it is an admission stage. A stage not in `stages` counts as the
@@ -79,7 +88,8 @@ double PipelineProgress(const std::vector<StageDecl>& stages, std::string_view s
                         int steps);
 
 // Errors (kInvalidArgument, naming what is wrong): a stage name that is
-// not 1..64 of [a-z0-9_-] starting with a letter or digit; a repeated stage.
+// not 1..64 of [a-z0-9_-] starting with a letter or digit; a repeated
+// stage; a progress weight outside 0..kMaxProgressWeight.
 Status ValidateStageName(std::string_view stage);
 // A model name: 1..64 of [A-Za-z0-9._:/-], starting with a letter or digit
 // (Hugging Face style "org/name" and versions like "wan2.1-480p" pass).
@@ -97,7 +107,10 @@ Status ValidateModel(const ModelSpec& m);
 
 // "encode,denoise:admission,decode": a pipeline as text (config files,
 // flags, the journal). Parse accepts "NAME" and "NAME:work" as work stages
-// and "NAME:admission" as admission stages; errors name the bad entry.
+// and "NAME:admission" as admission stages, each optionally followed by
+// "@WEIGHT", its progress weight (1..kMaxProgressWeight:
+// "encode@1,denoise:admission@4,decode@4"); errors name the bad entry.
+// Format writes "@WEIGHT" only where one is declared.
 std::string FormatPipeline(const std::vector<StageDecl>& stages);
 Result<std::vector<StageDecl>> ParsePipeline(std::string_view text);
 

@@ -72,5 +72,42 @@ TEST(ModelTest, ProgressFollowsTheDeclaredKindsNotTheNames) {
   EXPECT_DOUBLE_EQ(PipelineProgress(work, "c", 7, 9), 0.5);
 }
 
+// A model declares what each stage weighs ("@N"): a video model whose
+// decode is half its time puts the end of its loop at 0.5, not 0.9.
+TEST(ModelTest, DeclaredProgressWeightsReplaceTheKindsDefaults) {
+  Result<std::vector<StageDecl>> p = ParsePipeline("encode@1,denoise:admission@4,decode@4");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->at(1).kind, StageKind::kAdmission);
+  EXPECT_EQ(p->at(1).progress_weight, 4);
+  EXPECT_EQ(FormatPipeline(*p), "encode@1,denoise:admission@4,decode@4");
+  EXPECT_TRUE(ValidateModel({"video", *p}).ok());
+  EXPECT_DOUBLE_EQ(PipelineProgress(*p, "denoise", 0, 10), 1.0 / 9);
+  EXPECT_DOUBLE_EQ(PipelineProgress(*p, "denoise", 10, 10), 5.0 / 9);
+  EXPECT_DOUBLE_EQ(PipelineProgress(*p, "decode", 0, 0), 5.0 / 9);
+  // One stage declared, the others by kind.
+  p = ParsePipeline("encode@10,denoise:admission,decode");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(FormatPipeline(*p), "encode@10,denoise:admission,decode");
+  EXPECT_DOUBLE_EQ(PipelineProgress(*p, "denoise", 0, 4), 10.0 / 19);
+  EXPECT_NE(*p, StandardPipeline()) << "weights are part of the pipeline a worker must match";
+  EXPECT_EQ(ProgressWeight({"x", StageKind::kAdmission}), kAdmissionWeight);
+  EXPECT_EQ(ProgressWeight({"x", StageKind::kWork, 3}), 3);
+}
+
+TEST(ModelTest, BadProgressWeightsAreRefusedByName) {
+  for (const char* bad :
+       {"denoise@", "denoise@0", "denoise@1001", "denoise@-1", "denoise@2x", "denoise@ 2",
+        "denoise@1@2", "denoise:admission@", "@3", "denoise@99999999999999999999"}) {
+    Result<std::vector<StageDecl>> p = ParsePipeline(bad);
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << "'" << bad << "'";
+  }
+  EXPECT_NE(ParsePipeline("decode@0").status().message().find("'decode@0'"), std::string::npos);
+  EXPECT_NE(ParsePipeline("decode@0").status().message().find("1..1000"), std::string::npos);
+  const Status s = ValidateModel({"m", {{"encode", StageKind::kWork, 1001}}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("progress weight 1001"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(ValidateModel({"m", {{"encode", StageKind::kWork, -1}}}).ok());
+}
+
 }  // namespace
 }  // namespace sluice::orchestrator

@@ -541,6 +541,7 @@ json ModelJson(const ModelView& m, const ServiceOptions& o) {
   for (std::size_t i = 0; i < m.stages.size(); ++i) {
     stages.push_back({{"name", m.stages[i].name},
                       {"kind", m.stages[i].kind == StageKind::kAdmission ? "admission" : "work"},
+                      {"progress_weight", ProgressWeight(m.stages[i])},
                       {"workers", m.workers[i]}});
   }
   return {{"id", m.name},

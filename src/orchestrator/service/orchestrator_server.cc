@@ -309,8 +309,13 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     r.assignment_timeout = std::chrono::milliseconds(
         std::min<std::uint64_t>(req->assignment_timeout_ms(), 24ull * 3600 * 1000));
     for (const pb::StageDecl& d : req->pipeline()) {
-      r.pipeline.push_back({d.name(), d.admission() ? orchestrator::StageKind::kAdmission
-                                                    : orchestrator::StageKind::kWork});
+      // Capped one past the limit, so ValidateModel refuses it by name.
+      const int weight = static_cast<int>(
+          std::min<std::uint32_t>(d.progress_weight(), orchestrator::kMaxProgressWeight + 1));
+      r.pipeline.push_back(
+          {d.name(),
+           d.admission() ? orchestrator::StageKind::kAdmission : orchestrator::StageKind::kWork,
+           weight});
     }
     if (req->has_condition_encoder()) {
       const pb::ConditionEncoder& e = req->condition_encoder();
