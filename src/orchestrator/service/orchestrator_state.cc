@@ -11,13 +11,18 @@
 
 namespace sluice::orchestrator {
 
-std::int64_t OrchestratorState::UnixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+TimePoint OrchestratorState::Now() const {
+  return options_.now ? options_.now() : Clock::now();
 }
 
-std::int64_t OrchestratorState::UnixNowMs() {
+std::int64_t OrchestratorState::UnixNow() const {
+  return UnixNowMs() / 1000;
+}
+
+std::int64_t OrchestratorState::UnixNowMs() const {
+  if (options_.unix_ms) {
+    return options_.unix_ms();
+  }
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -176,7 +181,7 @@ Result<WorkerId> OrchestratorState::Register(Registration r, std::string* sessio
     SLUICE_RETURN_IF_ERROR(cache::Validate(*r.condition_encoder).WithContext("condition_encoder"));
   }
   SLUICE_RETURN_IF_ERROR(ValidateDeclaredSizes(r.image_size, r.video_size));
-  const TimePoint now = Clock::now();
+  const TimePoint now = Now();
   MutexLock lock(mu_);
   for (const std::string& m : r.models) {
     const ModelSpec* known = scheduler_.FindModel(m);
@@ -310,7 +315,7 @@ void OrchestratorState::SendLocked(WorkerId id, v1::Assignment a) {
 }
 
 Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
-  const TimePoint now = Clock::now();
+  const TimePoint now = Now();
   MutexLock lock(mu_);
   auto it = workers_.find(r.worker_id());
   if (it == workers_.end()) {
@@ -399,7 +404,7 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
       bad = CheckOutput(asked->kind, asked->request_json, r.output_type(), r.output());
     }
   }
-  const TimePoint now = Clock::now();
+  const TimePoint now = Now();
   MutexLock lock(mu_);
   // What the stage reported since its last heartbeat goes first, as that
   // heartbeat would have (its last step, its first output).
@@ -500,7 +505,7 @@ Status OrchestratorState::RefuseOutputLocked(JobRecord& j, const v1::DoneRequest
 }
 
 Status OrchestratorState::Failed(const v1::FailedRequest& r) {
-  const TimePoint now = Clock::now();
+  const TimePoint now = Now();
   MutexLock lock(mu_);
   CountReportLocked(r.worker_id());
   auto j = jobs_.find(r.job_id());
@@ -532,7 +537,7 @@ Status OrchestratorState::Failed(const v1::FailedRequest& r) {
 }
 
 Status OrchestratorState::Cancel(JobId id) {
-  const TimePoint now = Clock::now();
+  const TimePoint now = Now();
   MutexLock lock(mu_);
   auto j = jobs_.find(id);
   if (j == jobs_.end() || j->second.view.finished()) {
@@ -682,7 +687,7 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
 }
 
 void OrchestratorState::PayloadLost(const std::string& key) {
-  const TimePoint now = Clock::now();
+  const TimePoint now = Now();
   MutexLock lock(mu_);
   auto it = key_owner_.find(key);
   if (it == key_owner_.end()) {
@@ -729,7 +734,7 @@ std::vector<std::string> OrchestratorState::TakeReleasedKeys() {
 }
 
 Status OrchestratorState::Unregister(WorkerId id) {
-  const TimePoint now = Clock::now();
+  const TimePoint now = Now();
   MutexLock lock(mu_);
   auto it = workers_.find(id);
   if (it == workers_.end()) {
@@ -764,7 +769,7 @@ std::map<WorkerId, OrchestratorState::WorkerRecord>::iterator OrchestratorState:
 }
 
 void OrchestratorState::Tick() {
-  const TimePoint now = Clock::now();
+  const TimePoint now = Now();
   MutexLock lock(mu_);
   for (auto it = workers_.begin(); it != workers_.end();) {
     if (now - it->second.last_heartbeat > options_.worker_timeout) {

@@ -75,6 +75,14 @@ struct ServiceOptions {
   std::chrono::seconds checkpoint_retention{3600};
   // Pool sizes recommended from the pools' load, sampled once a second.
   AutoscaleOptions autoscale;
+  // The time the state runs on: `now` for deadlines, timeouts and
+  // latencies, `unix_ms` for the Unix times jobs and the journal show.
+  // Null: the steady and the system clock. A test feeds fake ones and
+  // drives the state by moving them and calling Tick: no sleeps, no
+  // threads (the blocking waits, WaitFinished and EventsFrom, still wait
+  // in real time).
+  std::function<TimePoint()> now;
+  std::function<std::int64_t()> unix_ms;
 };
 
 // Where a resumed job starts: step `step` of job `job`'s kept checkpoints.
@@ -525,9 +533,12 @@ class OrchestratorState {
   Status CancelLocked(JobRecord& j, TimePoint now) SLUICE_REQUIRES(mu_);
   // Drops a job from the table (and its name).
   void EraseLocked(JobId id) SLUICE_REQUIRES(mu_);
-  // Seconds since the Unix epoch, now (journal times, retention).
-  static std::int64_t UnixNow();
-  static std::int64_t UnixNowMs();  // Milliseconds, likewise.
+  // The state's time (ServiceOptions::now, else the steady clock).
+  TimePoint Now() const;
+  // Seconds since the Unix epoch, now (journal times, retention), from
+  // ServiceOptions::unix_ms, else the system clock.
+  std::int64_t UnixNow() const;
+  std::int64_t UnixNowMs() const;  // Milliseconds, likewise.
   // Keeps a succeeded job's result: in the result dir when there is one
   // (in memory if writing it fails), else in memory.
   void StoreResultLocked(JobRecord& rec, const std::string& bytes) SLUICE_REQUIRES(mu_);

@@ -16,7 +16,7 @@ Status OrchestratorState::Restore(const PayloadsExist& exist) {
   SLUICE_ASSIGN_OR_RETURN(JobId max, journal_->MaxId());
   next_job_ = std::max(next_job_, max + 1);
   SLUICE_ASSIGN_OR_RETURN(std::vector<JournaledJob> jobs, journal_->Unfinished());
-  const TimePoint now = Clock::now();
+  const TimePoint now = Now();
   std::size_t resumed = 0;
   for (const JournaledJob& job : jobs) {
     const JobProgress& p = job.progress;

@@ -22,7 +22,7 @@ std::string Names(const std::vector<const ModelSpec*>& models) {
 }  // namespace
 
 Result<JobId> OrchestratorState::Submit(const JobRequest& request) {
-  const TimePoint now = Clock::now();
+  const TimePoint now = Now();
   JobRequest r = request;
   if (options_.pipeline.has_value()) {
     r.pipeline = *options_.pipeline;

@@ -77,7 +77,7 @@ std::vector<JobView> OrchestratorState::List(std::string_view kind, std::string_
 }
 
 Status OrchestratorState::Forget(JobId id) {
-  const TimePoint now = Clock::now();
+  const TimePoint now = Now();
   MutexLock lock(mu_);
   auto j = jobs_.find(id);
   if (j == jobs_.end()) {

@@ -1,0 +1,170 @@
+// The orchestrator's state driven directly, on a fake clock: no gRPC, no
+// HTTP, no threads, no sleeps. Each test moves the clock and calls the
+// state as the service would (Register, Attach, Submit, Done, Tick).
+#include "orchestrator/service/orchestrator_state.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace sluice::orchestrator {
+namespace {
+
+using namespace std::chrono_literals;
+namespace pb = ::sluice::orchestrator::v1;
+
+class OrchestratorStateTest : public ::testing::Test {
+ protected:
+  OrchestratorStateTest() {
+    ServiceOptions o;
+    o.heartbeat_interval = 500ms;
+    o.worker_timeout = 3000ms;
+    o.check_outputs = false;  // The stages here return placeholder bytes.
+    o.now = [this] { return now_; };
+    o.unix_ms = [this] { return unix_ms_; };
+    state_ = std::make_unique<OrchestratorState>(std::move(o));
+  }
+
+  // Moves both clocks on by `d`.
+  void Advance(std::chrono::milliseconds d) {
+    now_ += d;
+    unix_ms_ += d.count();
+  }
+
+  // A registered worker of `stage` whose stream is attached: what it is
+  // sent lands in sent_[its id], and lost_[its id] says whether its stream
+  // was closed (it was declared lost).
+  WorkerId Worker(const std::string& stage) {
+    OrchestratorState::Registration r;
+    r.stage = stage;
+    r.capacity = 1;
+    Result<WorkerId> w = state_->Register(r);
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    const WorkerId id = w.ok() ? *w : 0;
+    EXPECT_TRUE(state_
+                    ->Attach(
+                        id, &streams_[id],
+                        [this, id](const pb::Assignment& a) { sent_[id].push_back(a); },
+                        [this, id] { lost_[id] = true; })
+                    .ok());
+    return id;
+  }
+
+  Status Done(WorkerId w, JobId job, const std::string& output) {
+    pb::DoneRequest d;
+    d.set_worker_id(w);
+    d.set_job_id(job);
+    d.set_output(output);
+    d.set_output_type("image/png");
+    return state_->Done(d);
+  }
+
+  // A heartbeat of worker `w` with `free` of its one slot free.
+  Status Heartbeat(WorkerId w, int free) {
+    pb::HeartbeatRequest h;
+    h.set_worker_id(w);
+    h.set_free_slots(static_cast<std::uint32_t>(free));
+    return state_->Heartbeat(h);
+  }
+
+  JobId Submit() {
+    JobRequest r;
+    r.request_json = R"({"prompt":"a red circle"})";
+    Result<JobId> id = state_->Submit(r);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return id.ok() ? *id : 0;
+  }
+
+  TimePoint now_ = TimePoint{} + 1000s;
+  std::int64_t unix_ms_ = 1'790'000'000'000;
+  std::unique_ptr<OrchestratorState> state_;
+  std::map<WorkerId, int> streams_;  // Their addresses are the streams' identities.
+  std::map<WorkerId, std::vector<pb::Assignment>> sent_;
+  std::map<WorkerId, bool> lost_;
+};
+
+// Every time a job shows comes from the fed clock: its events' offsets,
+// its Unix times and the latency histogram are exact.
+TEST_F(OrchestratorStateTest, AJobsTimesAreTheFedClocks) {
+  const WorkerId e = Worker("encode"), d = Worker("denoise"), v = Worker("decode");
+  const JobId job = Submit();
+  ASSERT_EQ(sent_[e].size(), 1u);
+  EXPECT_EQ(sent_[e][0].job_id(), job);
+  EXPECT_EQ(sent_[e][0].stage(), "encode");
+  Advance(10ms);
+  ASSERT_TRUE(Done(e, job, "cond").ok());
+  ASSERT_EQ(sent_[d].size(), 1u);
+  EXPECT_EQ(sent_[d][0].input(), "cond");
+  Advance(100ms);
+  ASSERT_TRUE(Done(d, job, "latent").ok());
+  ASSERT_EQ(sent_[v].size(), 1u);
+  Advance(20ms);
+  ASSERT_TRUE(Done(v, job, "png").ok());
+
+  const std::optional<JobView> view = state_->Get(job);
+  ASSERT_TRUE(view.has_value());
+  EXPECT_EQ(view->status, JobStatus::kSucceeded);
+  EXPECT_EQ(view->result, "png");
+  EXPECT_EQ(view->created_unix_s, 1'790'000'000);
+  EXPECT_EQ(view->finished_unix_s, 1'790'000'000);  // 130 ms later: the same second.
+  std::map<std::string, double> stage_done;
+  double done_ms = -1;
+  for (const JobEvent& ev : view->events) {
+    if (ev.type == "stage_done") {
+      stage_done[ev.stage] = ev.t_ms;
+    } else if (ev.type == "done") {
+      done_ms = ev.t_ms;
+    }
+  }
+  EXPECT_DOUBLE_EQ(stage_done["encode"], 10);
+  EXPECT_DOUBLE_EQ(stage_done["denoise"], 110);
+  EXPECT_DOUBLE_EQ(stage_done["decode"], 130);
+  EXPECT_DOUBLE_EQ(done_ms, 130);
+  const ServiceStats stats = state_->Stats();
+  EXPECT_EQ(stats.succeeded, 1u);
+  EXPECT_EQ(stats.job_latency.count, 1u);
+  EXPECT_DOUBLE_EQ(stats.job_latency.sum, 0.13);
+}
+
+// A worker silent past worker_timeout is lost at the next Tick, not
+// before, and the stage it held runs on another worker of its pool.
+TEST_F(OrchestratorStateTest, ASilentWorkerIsLostAtItsTimeoutAndItsStageRunsElsewhere) {
+  const WorkerId first = Worker("encode"), d = Worker("denoise"), v = Worker("decode");
+  const auto others_beat = [&] {
+    ASSERT_TRUE(Heartbeat(d, 1).ok());
+    ASSERT_TRUE(Heartbeat(v, 1).ok());
+  };
+  const JobId job = Submit();
+  ASSERT_EQ(sent_[first].size(), 1u);
+  Advance(2900ms);  // Silent, but within its timeout.
+  others_beat();
+  state_->Tick();
+  EXPECT_FALSE(lost_[first]);
+  ASSERT_TRUE(Heartbeat(first, 0).ok());  // Busy with the job's encode.
+  Advance(2900ms);                        // 2.9 s after its heartbeat: still in time.
+  others_beat();
+  state_->Tick();
+  EXPECT_FALSE(lost_[first]);
+  Advance(200ms);  // 3.1 s.
+  others_beat();
+  state_->Tick();
+  EXPECT_TRUE(lost_[first]);
+  EXPECT_FALSE(lost_[d] || lost_[v]) << "the workers that kept beating stay";
+  EXPECT_EQ(Heartbeat(first, 0).code(), StatusCode::kNotFound) << "a lost worker registers again";
+  const WorkerId second = Worker("encode");
+  ASSERT_EQ(sent_[second].size(), 1u) << "the job's encode runs again on the new worker";
+  EXPECT_EQ(sent_[second][0].job_id(), job);
+  EXPECT_EQ(sent_[second][0].stage(), "encode");
+  EXPECT_FALSE(Done(first, job, "stale").ok()) << "the lost worker's report is refused";
+  ASSERT_TRUE(Done(second, job, "cond").ok());
+  ASSERT_EQ(sent_[d].size(), 1u);
+  EXPECT_EQ(sent_[d][0].input(), "cond");
+  const std::optional<JobView> view = state_->Get(job);
+  ASSERT_TRUE(view.has_value());
+  EXPECT_EQ(view->stage, "denoise");
+}
+
+}  // namespace
+}  // namespace sluice::orchestrator
