@@ -36,10 +36,12 @@ class OrchestratorStateTest : public ::testing::Test {
   // A registered worker of `stage` whose stream is attached: what it is
   // sent lands in sent_[its id], and lost_[its id] says whether its stream
   // was closed (it was declared lost).
-  WorkerId Worker(const std::string& stage) {
+  WorkerId Worker(const std::string& stage,
+                  std::chrono::milliseconds lease = std::chrono::milliseconds(0)) {
     OrchestratorState::Registration r;
     r.stage = stage;
     r.capacity = 1;
+    r.assignment_timeout = lease;
     Result<WorkerId> w = state_->Register(r);
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     const WorkerId id = w.ok() ? *w : 0;
@@ -164,6 +166,68 @@ TEST_F(OrchestratorStateTest, ASilentWorkerIsLostAtItsTimeoutAndItsStageRunsElse
   const std::optional<JobView> view = state_->Get(job);
   ASSERT_TRUE(view.has_value());
   EXPECT_EQ(view->stage, "denoise");
+}
+
+// A finished job answers for result_ttl (an hour by default) and is
+// forgotten at the first Tick after: a test of real time could not wait.
+TEST_F(OrchestratorStateTest, AFinishedJobIsForgottenOnceItsResultTtlPasses) {
+  const WorkerId e = Worker("encode"), d = Worker("denoise"), v = Worker("decode");
+  const JobId job = Submit();
+  ASSERT_TRUE(Done(e, job, "cond").ok());
+  ASSERT_TRUE(Done(d, job, "latent").ok());
+  ASSERT_TRUE(Done(v, job, "png").ok());
+  const auto beat = [&] {
+    for (WorkerId w : {e, d, v}) {
+      ASSERT_TRUE(Heartbeat(w, 1).ok());
+    }
+  };
+  Advance(3599s);
+  beat();
+  state_->Tick();
+  ASSERT_TRUE(state_->Get(job).has_value()) << "within its hour";
+  EXPECT_EQ(state_->Get(job)->result, "png");
+  Advance(2s);
+  beat();
+  state_->Tick();
+  EXPECT_FALSE(state_->Get(job).has_value()) << "an hour and a second after it finished";
+}
+
+// A worker that heartbeats but reports no progress on its assignment for
+// its lease loses that assignment: it is told to stop, and the stage runs
+// on another worker of the pool; the job does not fail.
+TEST_F(OrchestratorStateTest, AnAssignmentWithoutProgressForItsLeaseRunsElsewhere) {
+  const WorkerId e = Worker("encode"), v = Worker("decode");
+  const WorkerId stuck = Worker("denoise", 2000ms);
+  const JobId job = Submit();
+  ASSERT_TRUE(Done(e, job, "cond").ok());
+  ASSERT_EQ(sent_[stuck].size(), 1u);
+  EXPECT_EQ(sent_[stuck][0].kind(), pb::Assignment::RUN);
+  const WorkerId spare = Worker("denoise", 2000ms);
+  EXPECT_TRUE(sent_[spare].empty());
+  const auto beat = [&] {
+    ASSERT_TRUE(Heartbeat(e, 1).ok());
+    ASSERT_TRUE(Heartbeat(v, 1).ok());
+    ASSERT_TRUE(Heartbeat(stuck, 0).ok());
+    ASSERT_TRUE(Heartbeat(spare, 1).ok());
+  };
+  Advance(1900ms);
+  beat();
+  state_->Tick();
+  EXPECT_EQ(sent_[stuck].size(), 1u) << "within its lease";
+  EXPECT_TRUE(sent_[spare].empty());
+  Advance(200ms);
+  beat();
+  state_->Tick();
+  ASSERT_EQ(sent_[stuck].size(), 2u);
+  EXPECT_EQ(sent_[stuck][1].kind(), pb::Assignment::STOP);
+  EXPECT_EQ(sent_[stuck][1].job_id(), job);
+  ASSERT_EQ(sent_[spare].size(), 1u) << "the stage runs on the other worker";
+  EXPECT_EQ(sent_[spare][0].kind(), pb::Assignment::RUN);
+  EXPECT_EQ(sent_[spare][0].stage(), "denoise");
+  EXPECT_FALSE(lost_[stuck]) << "it kept beating: only the assignment lapsed";
+  ASSERT_TRUE(Done(spare, job, "latent").ok());
+  ASSERT_TRUE(Done(v, job, "png").ok());
+  EXPECT_EQ(state_->Get(job)->status, JobStatus::kSucceeded);
 }
 
 }  // namespace
