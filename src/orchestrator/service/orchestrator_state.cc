@@ -91,11 +91,7 @@ void OrchestratorState::EventLocked(JobRecord& j, TimePoint now, std::string typ
   e.detail = std::move(detail);
   j.view.events.push_back(std::move(e));
   cv_.NotifyAll();
-  if (auto w = watchers_.find(j.view.id); w != watchers_.end()) {
-    for (const auto& [token, wake] : w->second) {
-      wake();
-    }
-  }
+  watchers_.Wake(j.view.id);
 }
 
 void OrchestratorState::PreviewLocked(JobRecord& j, const v1::StepProgress& p, TimePoint now) {
@@ -119,35 +115,13 @@ std::uint64_t OrchestratorState::Watch(JobId id, std::function<void()> wake) {
   if (jobs_.count(id) == 0) {
     return 0;
   }
-  const std::uint64_t token = next_watch_++;
-  watchers_[id].emplace_back(token, std::move(wake));
-  watch_jobs_[token] = id;
-  return token;
+  return watchers_.Add(id, std::move(wake));
 }
 
 void OrchestratorState::Unwatch(std::uint64_t token) {
   std::function<void()> dropped;  // Destroyed outside the lock.
   MutexLock lock(mu_);
-  auto t = watch_jobs_.find(token);
-  if (t == watch_jobs_.end()) {
-    return;
-  }
-  auto w = watchers_.find(t->second);
-  watch_jobs_.erase(t);
-  if (w == watchers_.end()) {
-    return;
-  }
-  auto& list = w->second;
-  for (auto it = list.begin(); it != list.end(); ++it) {
-    if (it->first == token) {
-      dropped = std::move(it->second);
-      list.erase(it);
-      break;
-    }
-  }
-  if (list.empty()) {
-    watchers_.erase(w);
-  }
+  dropped = watchers_.Remove(token);
 }
 
 std::string OrchestratorState::DefaultSize(const std::string& model, bool video) {

@@ -24,6 +24,7 @@
 #include "common/call_mac.h"
 #include "common/mutex.h"
 #include "orchestrator/core/autoscaler.h"
+#include "orchestrator/core/job_watchers.h"
 #include "orchestrator/core/scheduler.h"
 #include "orchestrator/service/job_status.h"
 #include "orchestrator/service/result_dir.h"
@@ -642,11 +643,7 @@ class OrchestratorState {
   std::map<std::pair<std::string, std::string>, TransportBytes> retired_transports_
       SLUICE_GUARDED_BY(mu_);
   std::vector<std::string> released_keys_ SLUICE_GUARDED_BY(mu_);
-  // Watches per job (token, wake), and each token's job.
-  std::map<JobId, std::vector<std::pair<std::uint64_t, std::function<void()>>>> watchers_
-      SLUICE_GUARDED_BY(mu_);
-  std::map<std::uint64_t, JobId> watch_jobs_ SLUICE_GUARDED_BY(mu_);
-  std::uint64_t next_watch_ SLUICE_GUARDED_BY(mu_) = 1;
+  JobWatchers watchers_ SLUICE_GUARDED_BY(mu_);
   std::unordered_map<std::string, JobId> names_ SLUICE_GUARDED_BY(mu_);   // Public id -> job.
   std::map<std::string, std::size_t> unfinished_ SLUICE_GUARDED_BY(mu_);  // Per tenant.
   JobId next_job_ SLUICE_GUARDED_BY(mu_) = 1;
