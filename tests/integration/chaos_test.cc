@@ -110,10 +110,10 @@ class ChaosCluster {
  public:
   ChaosCluster(std::string dir, std::vector<std::string> security)
       : dir_(std::move(dir)), security_(std::move(security)) {
-    master_ep_ = "127.0.0.1:" + std::to_string(internal::FreeLoopbackPort());
+    master_ep_ = internal::FreeLoopbackEndpoint();
     metrics_port_ = internal::FreeLoopbackPort();
-    orch_ep_ = "127.0.0.1:" + std::to_string(internal::FreeLoopbackPort());
-    http_ep_ = "127.0.0.1:" + std::to_string(internal::FreeLoopbackPort());
+    orch_ep_ = internal::FreeLoopbackEndpoint();
+    http_ep_ = internal::FreeLoopbackEndpoint();
     Add("master",
         {"master", "--listen", master_ep_, "--metrics-port", std::to_string(metrics_port_)});
     Add("node-mem", {"store-node", "--master", master_ep_, "--memory", "96MiB"});

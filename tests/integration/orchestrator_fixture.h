@@ -355,9 +355,6 @@ struct InProcessStore {
 
 class OrchestratorTest : public ::testing::Test {
  protected:
-  static std::string FreshEndpoint() {
-    return "127.0.0.1:" + std::to_string(internal::FreeLoopbackPort());
-  }
   void Start(std::size_t max_queued = 64, std::string journal = "", std::string listen = "",
              std::string http = "") {
     OrchestratorConfig c;
@@ -365,8 +362,8 @@ class OrchestratorTest : public ::testing::Test {
     c.journal_path = std::move(journal);
     c.store_master = store_master_;
     // Ports a restart can take again (see FreeLoopbackPort).
-    c.listen = !listen.empty() ? listen : FreshEndpoint();
-    c.http_listen = !listen.empty() ? http : FreshEndpoint();
+    c.listen = !listen.empty() ? listen : internal::FreeLoopbackEndpoint();
+    c.http_listen = !listen.empty() ? http : internal::FreeLoopbackEndpoint();
     c.heartbeat_interval = 100ms;
     c.worker_timeout = 1500ms;
     c.sync_timeout = 20s;

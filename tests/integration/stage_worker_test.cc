@@ -81,9 +81,8 @@ class StageWorkerTest : public ::testing::Test {
     OrchestratorConfig oc;
     oc.journal_path = journal;
     // Ports a restart can take again (see FreeLoopbackPort).
-    const auto fresh = [] { return "127.0.0.1:" + std::to_string(internal::FreeLoopbackPort()); };
-    oc.listen = !listen.empty() ? listen : fresh();
-    oc.http_listen = !listen.empty() ? http_listen : fresh();
+    oc.listen = !listen.empty() ? listen : internal::FreeLoopbackEndpoint();
+    oc.http_listen = !listen.empty() ? http_listen : internal::FreeLoopbackEndpoint();
     oc.heartbeat_interval = heartbeat;
     oc.worker_timeout = worker_timeout;
     oc.store_master = master_->endpoint();

@@ -29,7 +29,7 @@ class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // A port restarts can take again (see FreeLoopbackPort).
-    StartMaster("127.0.0.1:" + std::to_string(internal::FreeLoopbackPort()));
+    StartMaster(internal::FreeLoopbackEndpoint());
     ASSERT_EQ(master_->Word(1), "master") << master_->banner();
     master_ep_ = master_->Word(2);
     for (int i = 0; i < 2; ++i) {

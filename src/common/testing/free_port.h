@@ -7,10 +7,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <random>
+#include <string>
 
 namespace sluice::internal {
 
@@ -46,10 +46,7 @@ inline int FreeLoopbackPort() {
   range >> low;
   constexpr int kFirst = 10000;
   if (low - kFirst >= 1000) {
-    std::random_device device;
-    std::mt19937 rng(
-        device() ^ static_cast<unsigned>(::getpid()) ^
-        static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+    std::mt19937 rng(std::random_device{}());
     std::uniform_int_distribution<int> pick(kFirst, low - 1);
     for (int i = 0; i < 64; ++i) {
       const int port = BindLoopbackPort(pick(rng));
@@ -59,6 +56,11 @@ inline int FreeLoopbackPort() {
     }
   }
   return BindLoopbackPort(0);
+}
+
+// "127.0.0.1:PORT" for a FreeLoopbackPort port.
+inline std::string FreeLoopbackEndpoint() {
+  return "127.0.0.1:" + std::to_string(FreeLoopbackPort());
 }
 
 }  // namespace sluice::internal
