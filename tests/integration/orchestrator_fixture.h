@@ -20,6 +20,7 @@
 #include "sluice/store/store_node.h"
 
 #include "common/call_mac.h"
+#include "common/testing/eventually.h"
 #include "common/testing/free_port.h"
 #include "media/frames_archive.h"
 #include "media/png.h"
@@ -392,6 +393,20 @@ class OrchestratorTest : public ::testing::Test {
     EXPECT_TRUE(r);
     EXPECT_EQ(r ? r->status : -1, 200) << (r ? r->body : "");
     return r && r->status == 200 ? json::parse(r->body).value("id", "") : "";
+  }
+  // Whether job `id` reports step `step` within 10 s (its last view
+  // printed when not).
+  ::testing::AssertionResult WaitStep(const std::string& id, int step) {
+    json j;
+    if (internal::Eventually(
+            [&] {
+              j = json::parse(http_->Get("/v1/jobs/" + id)->body, nullptr, false);
+              return j.is_object() && j["progress"]["step"] == step;
+            },
+            10s)) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure() << "step " << step << " not reached: " << j.dump();
   }
   json WaitStatus(const std::string& id, const std::string& want) {
     json j;

@@ -182,14 +182,7 @@ TEST_F(OrchestratorTest, AVideosProgressFollowsItsStagesDeclaredKinds) {
   FakeWorker hold(server_->endpoint(), "denoise", /*hold=*/true);  // Step 4 of 10, then hangs.
   const std::string id = PostVideo(R"({"prompt":"waves","seconds":"2","size":"320x192"})");
   ASSERT_FALSE(id.empty());
-  json j;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        j = json::parse(http_->Get("/v1/jobs/" + id)->body);
-        return j["progress"]["step"] == 4;
-      },
-      10s))
-      << j.dump();
+  ASSERT_TRUE(WaitStep(id, 4));
   const json video = json::parse(http_->Get("/v1/videos/" + id)->body);
   EXPECT_EQ(video["status"], "in_progress") << video.dump();
   EXPECT_EQ(video["progress"], 10 + 80 * 4 / 10) << video.dump();
@@ -214,14 +207,7 @@ TEST_F(OrchestratorTest, AVideosProgressFollowsItsModelsDeclaredWeights) {
   const std::string id =
       PostVideo(R"({"prompt":"waves","model":"wv","seconds":"2","size":"320x192"})");
   ASSERT_FALSE(id.empty());
-  json j;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        j = json::parse(http_->Get("/v1/jobs/" + id)->body);
-        return j["progress"]["step"] == 4;
-      },
-      10s))
-      << j.dump();
+  ASSERT_TRUE(WaitStep(id, 4));
   const json video = json::parse(http_->Get("/v1/videos/" + id)->body);
   EXPECT_EQ(video["progress"], 30) << video.dump();
 }
