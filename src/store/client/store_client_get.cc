@@ -29,8 +29,7 @@ Result<ObjectMeta> StoreClientImpl::GetIntoRunsInParts(
   }
   SLUICE_ASSIGN_OR_RETURN(
       ObjectMeta meta, ReadWithVerdict(key, wait, [&](const OpenGet& g, bool* may_retry) {
-        if (g.meta.size != total) {
-          *may_retry = false;
+        if (g.meta.size != total) {  // kRequest: not retried.
           return InvalidArgumentError("GetIntoRuns: object '" + g.key + "' has " +
                                       std::to_string(g.meta.size) + " bytes; the runs hold " +
                                       std::to_string(total));
@@ -224,9 +223,8 @@ Result<ObjectMeta> StoreClientImpl::GetInto(std::string_view key, void* dst, std
   if (dst == nullptr) {
     return InvalidArgumentError("GetInto: null destination");
   }
-  return ReadWithVerdict(key, std::chrono::milliseconds(0), [&](const OpenGet& g, bool* may_retry) {
-    if (g.meta.size > capacity) {
-      *may_retry = false;
+  return ReadWithVerdict(key, std::chrono::milliseconds(0), [&](const OpenGet& g, bool*) {
+    if (g.meta.size > capacity) {  // kRequest: not retried.
       return InvalidArgumentError("GetInto: object '" + g.key + "' has " +
                                   std::to_string(g.meta.size) + " bytes; the buffer holds " +
                                   std::to_string(capacity));

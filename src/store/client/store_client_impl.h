@@ -261,8 +261,9 @@ class StoreClientImpl {
   // died between the master's answer and the copy), asks the master again
   // within the same config_.master_retry budget: it serves another replica,
   // or, once it drops the node, answers kNotFound. `read` may run several
-  // times; it returns whether a retry may follow (false once it handed
-  // bytes on). The open get's metadata is returned on success.
+  // times; it sets `*may_retry` false once it handed bytes on (a
+  // request-scoped error is never retried). The open get's metadata is
+  // returned on success.
   Result<ObjectMeta> ReadWithVerdict(std::string_view key, std::chrono::milliseconds wait,
                                      const std::function<Status(const OpenGet&, bool*)>& read);
   // Ends the read lease without waiting for the answer: the reader's bytes
