@@ -55,19 +55,18 @@ int ProgressWeight(const StageDecl& d) {
 
 double PipelineProgress(const std::vector<StageDecl>& stages, std::string_view stage, int step,
                         int steps) {
-  const auto weight = [](const StageDecl& d) { return ProgressWeight(d); };
   double total = 0, before = 0, within = 0;
   bool found = false;
   for (const StageDecl& d : stages) {
     if (d.name == stage) {
       found = true;
       if (d.kind == StageKind::kAdmission && steps > 0) {
-        within = weight(d) * std::clamp(static_cast<double>(step) / steps, 0.0, 1.0);
+        within = ProgressWeight(d) * std::clamp(static_cast<double>(step) / steps, 0.0, 1.0);
       }
     } else if (!found) {
-      before += weight(d);
+      before += ProgressWeight(d);
     }
-    total += weight(d);
+    total += ProgressWeight(d);
   }
   return found && total > 0 ? (before + within) / total : 0.0;
 }
