@@ -19,10 +19,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// `device` "" gives an engine without a device backend.
 EngineConfig DeviceConfig(std::string device = "sim") {
   EngineConfig c;
   c.device = std::move(device);
-  c.op_timeout = 5000ms;
+  // Well above any op here: a sanitizer build on a loaded machine can stall
+  // a connection for seconds, and the target closes one that stalls for
+  // op_timeout (CI saw a 5 s stall cut a refused write short).
+  c.op_timeout = 30s;
   return c;
 }
 
@@ -57,7 +61,7 @@ Status RunOp(TransferEngine& e, OpKind kind, void* local, SegmentId seg, RegionK
   if (!b.ok()) {
     return b.status();
   }
-  return (*b)->Wait(10s);
+  return (*b)->Wait(40s);
 }
 
 TEST(DeviceRegistrationTest, RegistrationIsCheckedAgainstTheBackend) {
@@ -282,7 +286,7 @@ TEST_F(DeviceTransferTest, TcpCarriesDeviceMemoryThroughPinnedStagingAtEitherEnd
                                           Access::kRemoteReadWrite);
   ASSERT_TRUE(host_key.ok());
 
-  auto plain = TransferEngine::Create(EngineConfig{});
+  auto plain = TransferEngine::Create(DeviceConfig(""));
   EngineConfig staged = DeviceConfig();
   staged.device_ipc = false;
   auto staging = TransferEngine::Create(staged);
@@ -334,7 +338,7 @@ TEST_F(DeviceTransferTest, TcpCarriesDeviceMemoryThroughPinnedStagingAtEitherEnd
 
   // An initiator slicing coarser than the target's staging slots is refused
   // by name; the target serves on.
-  EngineConfig coarse;
+  EngineConfig coarse = DeviceConfig("");
   coarse.slice_size = std::size_t{4} << 20;
   auto big = TransferEngine::Create(coarse);
   ASSERT_TRUE(big.ok());
