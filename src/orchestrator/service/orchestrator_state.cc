@@ -33,7 +33,8 @@ OrchestratorState::OrchestratorState(ServiceOptions o, JobJournal* journal, Resu
       journal_(journal),
       results_(results),
       scheduler_(options_.scheduler),
-      autoscaler_(options_.autoscale) {
+      autoscaler_(options_.autoscale),
+      checkpoints_(options_.checkpoint_retention) {
   for (const ModelSpec& m : options_.models) {
     if (Status s = DeclareModel(m); !s.ok()) {
       SLUICE_LOG(error, "model '{}' not declared: {}", m.name, s.ToString());

@@ -24,6 +24,7 @@
 #include "common/call_mac.h"
 #include "common/mutex.h"
 #include "orchestrator/core/autoscaler.h"
+#include "orchestrator/core/checkpoint_keeper.h"
 #include "orchestrator/core/job_watchers.h"
 #include "orchestrator/core/scheduler.h"
 #include "orchestrator/service/job_status.h"
@@ -472,7 +473,6 @@ class OrchestratorState {
     std::map<std::string, std::vector<std::string>> payload_keys;
     JobProgress saved;                     // What the journal holds of its progress.
     int cache_reruns = 0;                  // Producer re-runs after a cached input was evicted.
-    std::map<int, TimePoint> kept;         // keep_checkpoints: step -> when it was reported.
     PreviewImage preview;                  // Newest (png empty: none).
     std::size_t preview_event = SIZE_MAX;  // Its index in view.events.
   };
@@ -644,6 +644,7 @@ class OrchestratorState {
       SLUICE_GUARDED_BY(mu_);
   std::vector<std::string> released_keys_ SLUICE_GUARDED_BY(mu_);
   JobWatchers watchers_ SLUICE_GUARDED_BY(mu_);
+  CheckpointKeeper checkpoints_ SLUICE_GUARDED_BY(mu_);  // Steps of keep_checkpoints jobs.
   std::unordered_map<std::string, JobId> names_ SLUICE_GUARDED_BY(mu_);   // Public id -> job.
   std::map<std::string, std::size_t> unfinished_ SLUICE_GUARDED_BY(mu_);  // Per tenant.
   JobId next_job_ SLUICE_GUARDED_BY(mu_) = 1;

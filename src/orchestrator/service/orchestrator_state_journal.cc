@@ -70,9 +70,10 @@ void OrchestratorState::RestoreKeptLocked(TimePoint now) {
     return;
   }
   for (const KeptCheckpoint& k : *kept) {
-    if (auto j = jobs_.find(k.job); j != jobs_.end()) {
-      j->second.kept.try_emplace(
-          k.step, now - std::chrono::milliseconds(std::max<std::int64_t>(0, now_ms - k.unix_ms)));
+    if (jobs_.count(k.job) != 0) {
+      checkpoints_.Keep(
+          k.job, k.step,
+          now - std::chrono::milliseconds(std::max<std::int64_t>(0, now_ms - k.unix_ms)));
     }
   }
   if (!kept->empty()) {
@@ -81,7 +82,7 @@ void OrchestratorState::RestoreKeptLocked(TimePoint now) {
 }
 
 void OrchestratorState::KeepLocked(JobRecord& j, int step, TimePoint now) {
-  if (!j.kept.try_emplace(step, now).second || journal_ == nullptr) {
+  if (!checkpoints_.Keep(j.view.id, step, now) || journal_ == nullptr) {
     return;
   }
   if (Status s = journal_->Keep({j.view.id, step, UnixNowMs()}); !s.ok()) {

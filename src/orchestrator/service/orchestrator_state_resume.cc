@@ -32,23 +32,7 @@ Status OrchestratorState::ResolveCheckpointsLocked(JobRequest& r, TimePoint now)
       return InvalidArgumentError("resume_from: job " + from.job + " ran model " +
                                   earlier.request.model + ", not " + model);
     }
-    if (earlier.kept.empty()) {
-      return InvalidArgumentError("resume_from: job " + from.job +
-                                  " kept no checkpoints (submit it with keep_checkpoints)");
-    }
-    auto step = earlier.kept.find(from.step);
-    if (step == earlier.kept.end()) {
-      std::string kept;
-      for (const auto& [s, at] : earlier.kept) {
-        kept += (kept.empty() ? "" : ", ") + std::to_string(s);
-      }
-      return InvalidArgumentError("resume_from.step: step " + std::to_string(from.step) +
-                                  " of job " + from.job + " was not kept (kept: " + kept + ")");
-    }
-    if (now - step->second > options_.checkpoint_retention) {
-      return NotFoundError("resume_from: the checkpoint of step " + std::to_string(from.step) +
-                           " of job " + from.job + " has expired");
-    }
+    SLUICE_RETURN_IF_ERROR(checkpoints_.Check(earlier.view.id, from.job, from.step, now));
     const json old = json::parse(earlier.request.request_json, nullptr, false);
     for (const char* field : {"size", "seed", "steps", "frames"}) {
       const json a = old.is_object() && old.contains(field) ? old[field] : json();

@@ -98,6 +98,7 @@ void OrchestratorState::EraseLocked(JobId id) {
       results_->Remove(id);
     }
     names_.erase(j->second.view.name);
+    checkpoints_.Forget(id);
     jobs_.erase(j);
   }
 }
