@@ -404,9 +404,7 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
     // work was given to another worker): its payloads are garbage unless a
     // live job owns the same keys.
     for (const std::string& k : r.payload_keys()) {
-      if (key_owner_.find(k) == key_owner_.end()) {
-        released_keys_.push_back(k);
-      }
+      payloads_.ReleaseUnlessOwned(k);
     }
     return s;
   }
@@ -417,24 +415,18 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
     if (!final_stage) {
       rec.outputs[*st] = r.output();  // The next stage's input.
     }
-    auto& keys = rec.payload_keys[*st];
-    for (const std::string& k : keys) {
-      key_owner_.erase(k);  // A re-run replaces the lost output's keys.
-    }
-    keys.assign(r.payload_keys().begin(), r.payload_keys().end());
-    for (const std::string& k : keys) {
-      key_owner_[k] = {r.job_id(), *st};
-    }
+    const std::vector<std::string> keys(r.payload_keys().begin(), r.payload_keys().end());
+    payloads_.Record(r.job_id(), *st, keys);  // A re-run replaces the lost output's keys.
     if (rec.view.finished()) {
       // Cancelled while the stage ran to its end: nobody will read it.
-      ReleaseKeysLocked(rec, *st);
+      payloads_.Release(r.job_id(), *st);
     }
     // This stage consumed the previous stage's output: it can go now (not
     // before, so a re-queued stage can read its input again).
     const auto& pipe = rec.request.pipeline;
     auto at = std::find(pipe.begin(), pipe.end(), *st);
     if (at != pipe.begin() && at != pipe.end()) {
-      ReleaseKeysLocked(rec, *std::prev(at));
+      payloads_.Release(r.job_id(), *std::prev(at));
     }
     if (final_stage) {
       if (!rec.view.finished()) {
@@ -468,9 +460,7 @@ Status OrchestratorState::RefuseOutputLocked(JobRecord& j, const v1::DoneRequest
   SLUICE_RETURN_IF_ERROR(
       scheduler_.StageFailed(r.job_id(), r.worker_id(), reason, /*retryable=*/true, now));
   for (const std::string& k : r.payload_keys()) {
-    if (key_owner_.find(k) == key_owner_.end()) {
-      released_keys_.push_back(k);  // Nobody reads a refused output.
-    }
+    payloads_.ReleaseUnlessOwned(k);  // Nobody reads a refused output.
   }
   j.queued_since = now;
   EventLocked(j, now, "bad_output", reason);
@@ -573,9 +563,7 @@ void OrchestratorState::FinishLocked(JobRecord& j, JobStatus status, std::string
     EventLocked(j, now, "cancelled");
   }
   // Whatever the outcome, the job's payloads are no longer needed.
-  while (!j.payload_keys.empty()) {
-    ReleaseKeysLocked(j, j.payload_keys.begin()->first);
-  }
+  payloads_.ReleaseJob(j.view.id);
   if (--unfinished_[j.view.tenant] == 0) {
     unfinished_.erase(j.view.tenant);
   }
@@ -651,9 +639,7 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         break;
       case Action::Kind::kReleaseJob:
         if (j != jobs_.end()) {
-          while (!j->second.payload_keys.empty()) {
-            ReleaseKeysLocked(j->second, j->second.payload_keys.begin()->first);
-          }
+          payloads_.ReleaseJob(j->first);
         }
         break;
     }
@@ -664,24 +650,21 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
 void OrchestratorState::PayloadLost(const std::string& key) {
   const TimePoint now = Now();
   MutexLock lock(mu_);
-  auto it = key_owner_.find(key);
-  if (it == key_owner_.end()) {
+  std::optional<std::pair<JobId, std::string>> owner = payloads_.Owner(key);
+  if (!owner.has_value()) {
     return;
   }
-  const auto [job, stage] = it->second;
+  const auto [job, stage] = *owner;
   auto j = jobs_.find(job);
   if (j == jobs_.end() || j->second.view.finished()) {
-    key_owner_.erase(it);
+    payloads_.Disown(key);
     return;
   }
   if (Status s = scheduler_.PayloadLost(job, stage, now); !s.ok()) {
     SLUICE_LOG(warn, "job {}: lost payload '{}' not re-run: {}", job, key, s.ToString());
     return;
   }
-  for (const std::string& k : j->second.payload_keys[stage]) {
-    key_owner_.erase(k);
-  }
-  j->second.payload_keys.erase(stage);
+  payloads_.Drop(job, stage);
   // What the journal holds may name the lost output: after a restart the
   // job runs from its first stage.
   j->second.saved = JobProgress{};
@@ -691,21 +674,9 @@ void OrchestratorState::PayloadLost(const std::string& key) {
   ApplyLocked(now);
 }
 
-void OrchestratorState::ReleaseKeysLocked(JobRecord& j, const std::string& stage) {
-  auto it = j.payload_keys.find(stage);
-  if (it == j.payload_keys.end()) {
-    return;
-  }
-  for (std::string& k : it->second) {
-    key_owner_.erase(k);
-    released_keys_.push_back(std::move(k));
-  }
-  j.payload_keys.erase(it);
-}
-
 std::vector<std::string> OrchestratorState::TakeReleasedKeys() {
   MutexLock lock(mu_);
-  return std::exchange(released_keys_, {});
+  return payloads_.TakeReleased();
 }
 
 Status OrchestratorState::Unregister(WorkerId id) {

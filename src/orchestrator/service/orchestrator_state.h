@@ -26,6 +26,7 @@
 #include "orchestrator/core/autoscaler.h"
 #include "orchestrator/core/checkpoint_keeper.h"
 #include "orchestrator/core/job_watchers.h"
+#include "orchestrator/core/payload_ledger.h"
 #include "orchestrator/core/scheduler.h"
 #include "orchestrator/service/job_status.h"
 #include "orchestrator/service/result_dir.h"
@@ -470,8 +471,7 @@ class OrchestratorState {
     TimePoint submitted;
     TimePoint queued_since;                      // Became ready for its current stage.
     std::map<std::string, std::string> outputs;  // Per stage.
-    std::map<std::string, std::vector<std::string>> payload_keys;
-    JobProgress saved;                     // What the journal holds of its progress.
+    JobProgress saved;                           // What the journal holds of its progress.
     int cache_reruns = 0;                  // Producer re-runs after a cached input was evicted.
     PreviewImage preview;                  // Newest (png empty: none).
     std::size_t preview_event = SIZE_MAX;  // Its index in view.events.
@@ -526,8 +526,6 @@ class OrchestratorState {
   // (retryable) and the worker is counted, refused work past the limit.
   Status RefuseOutputLocked(JobRecord& j, const v1::DoneRequest& r, const Status& why,
                             TimePoint now) SLUICE_REQUIRES(mu_);
-  // Queues the store keys of `stage`'s output for removal.
-  void ReleaseKeysLocked(JobRecord& j, const std::string& stage) SLUICE_REQUIRES(mu_);
   void FinishLocked(JobRecord& j, JobStatus status, std::string error, TimePoint now)
       SLUICE_REQUIRES(mu_);
   // Cancels an unfinished job. Errors: the scheduler's.
@@ -627,8 +625,7 @@ class OrchestratorState {
   std::deque<JobId> finished_order_ SLUICE_GUARDED_BY(mu_);  // Oldest finished first.
   TimePoint next_prune_ SLUICE_GUARDED_BY(mu_);              // Of the journal's finished jobs.
   std::map<WorkerId, WorkerRecord> workers_ SLUICE_GUARDED_BY(mu_);
-  std::map<std::string, std::pair<JobId, std::string>> key_owner_
-      SLUICE_GUARDED_BY(mu_);  // Store key -> producer.
+  PayloadLedger payloads_ SLUICE_GUARDED_BY(mu_);  // Stage outputs' store keys.
   std::map<std::string, std::int64_t> model_declared_unix_s_ SLUICE_GUARDED_BY(mu_);
   // Per model: the default sizes its workers declared ("": none).
   struct ModelSizes {
@@ -642,7 +639,6 @@ class OrchestratorState {
   std::map<std::uint64_t, std::pair<std::uint64_t, WorkerId>> instances_ SLUICE_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, TransportBytes> retired_transports_
       SLUICE_GUARDED_BY(mu_);
-  std::vector<std::string> released_keys_ SLUICE_GUARDED_BY(mu_);
   JobWatchers watchers_ SLUICE_GUARDED_BY(mu_);
   CheckpointKeeper checkpoints_ SLUICE_GUARDED_BY(mu_);  // Steps of keep_checkpoints jobs.
   std::unordered_map<std::string, JobId> names_ SLUICE_GUARDED_BY(mu_);   // Public id -> job.

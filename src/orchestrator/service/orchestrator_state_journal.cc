@@ -34,7 +34,7 @@ Status OrchestratorState::Restore(const PayloadsExist& exist) {
     if (p.done.has_value() && !usable) {
       // The job runs from its first stage: whatever of the saved output is
       // still in the store is nobody's now (it stayed for good before).
-      released_keys_.insert(released_keys_.end(), p.keys.begin(), p.keys.end());
+      payloads_.ReleaseKeys(p.keys);
     }
     Result<JobId> ok =
         SubmitLocked(job.id, job.request, now, /*journal=*/false, usable ? &p : nullptr);

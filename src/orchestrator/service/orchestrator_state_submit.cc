@@ -200,10 +200,7 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
     j.saved = *from;
     if (from->done.has_value()) {
       j.outputs[*from->done] = from->output;
-      j.payload_keys[*from->done] = from->keys;
-      for (const std::string& k : from->keys) {
-        key_owner_[k] = {id, *from->done};
-      }
+      payloads_.Record(id, *from->done, from->keys);
       restored = "restored after " + *from->done;
     } else {
       restored = "restored";
