@@ -172,20 +172,13 @@ Result<WorkerId> OrchestratorState::Register(Registration r, std::string* sessio
                                   FormatPipeline(r.pipeline));
     }
   }
-  if (r.instance != 0) {
-    auto inst = instances_.find(r.instance);
-    if (inst != instances_.end() && r.attempt <= inst->second.first) {
-      return FailedPreconditionError("registration attempt " + std::to_string(r.attempt) +
-                                     " is older than this worker's attempt " +
-                                     std::to_string(inst->second.first) +
-                                     " (delayed in the network)");
-    }
-    if (inst != instances_.end()) {
-      if (auto old = workers_.find(inst->second.second); old != workers_.end()) {
-        SLUICE_LOG(info, "worker {} ({}) registered again: the older registration goes", old->first,
-                   old->second.stage);
-        LoseWorkerLocked(old, now, "registered again");
-      }
+  SLUICE_ASSIGN_OR_RETURN(const std::optional<WorkerId> replaced,
+                          instances_.Admit(r.instance, r.attempt));
+  if (replaced.has_value()) {
+    if (auto old = workers_.find(*replaced); old != workers_.end()) {
+      SLUICE_LOG(info, "worker {} ({}) registered again: the older registration goes", old->first,
+                 old->second.stage);
+      LoseWorkerLocked(old, now, "registered again");
     }
   }
   // Random, so an id says nothing of another worker's; below 2^53, so
@@ -215,9 +208,7 @@ Result<WorkerId> OrchestratorState::Register(Registration r, std::string* sessio
   w.instance = r.instance;
   w.session = std::make_shared<internal::CallVerifier>(secret, std::chrono::seconds(60),
                                                        std::size_t{1} << 16, "session secret");
-  if (r.instance != 0) {
-    instances_[r.instance] = {r.attempt, id};
-  }
+  instances_.Bind(r.instance, r.attempt, id);
   ApplyLocked(now);
   if (session_secret != nullptr) {
     *session_secret = std::move(secret);
@@ -707,10 +698,7 @@ std::map<WorkerId, OrchestratorState::WorkerRecord>::iterator OrchestratorState:
     it->second.closed();
   }
   RetireCachesLocked(it->second);
-  if (auto inst = instances_.find(it->second.instance);
-      inst != instances_.end() && inst->second.second == id) {
-    instances_.erase(inst);
-  }
+  instances_.Lost(it->second.instance, id);
   return workers_.erase(it);
 }
 

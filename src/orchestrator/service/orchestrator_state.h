@@ -28,6 +28,7 @@
 #include "orchestrator/core/job_watchers.h"
 #include "orchestrator/core/payload_ledger.h"
 #include "orchestrator/core/scheduler.h"
+#include "orchestrator/core/worker_instances.h"
 #include "orchestrator/service/job_status.h"
 #include "orchestrator/service/result_dir.h"
 #include "proto/orchestrator/v1/orchestrator.pb.h"
@@ -635,8 +636,7 @@ class OrchestratorState {
   std::map<std::string, EncoderDecl> encoders_ SLUICE_GUARDED_BY(mu_);  // Per model.
   // Cache counters of workers no longer registered.
   std::map<std::string, cache::CacheStats> retired_caches_ SLUICE_GUARDED_BY(mu_);
-  // Registered instances: (latest attempt, its worker).
-  std::map<std::uint64_t, std::pair<std::uint64_t, WorkerId>> instances_ SLUICE_GUARDED_BY(mu_);
+  WorkerInstances instances_ SLUICE_GUARDED_BY(mu_);  // Each worker process's current registration.
   std::map<std::pair<std::string, std::string>, TransportBytes> retired_transports_
       SLUICE_GUARDED_BY(mu_);
   JobWatchers watchers_ SLUICE_GUARDED_BY(mu_);
