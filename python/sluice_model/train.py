@@ -177,14 +177,21 @@ def fit_preview(model: net.Model, rng, n: int) -> float:
     return float(torch.sqrt(torch.mean((a1 @ sol - b) ** 2)))
 
 
-def shape_cells(scene: scenes.Scene, size: int = SIZE) -> np.ndarray:
-    """float32 [size/8, size/8]: where the picture would change if its
-    objects took other shapes — per latent cell, the share of its pixels
-    inside some but not all of the four shapes' masks of an object, scaled
-    so the largest is 1 (all 0 when no pixel differs)."""
+def shape_cells(scene: scenes.Scene, size: int = SIZE, frame: int = 0,
+                frames: int = 1) -> np.ndarray:
+    """float32 [size/8, size/8]: where the picture (frame `frame` of
+    `frames` of a video) would change if its objects took other shapes —
+    per latent cell, the share of its pixels inside some but not all of the
+    four shapes' masks of an object, scaled so the largest is 1 (all 0 when
+    no pixel differs)."""
+    offset = (0.0, 0.0)
+    if scene.direction is not None:
+        ux, uy = scenes.DIRECTIONS[scene.direction]
+        a = -scenes.TRAVEL + 2 * scenes.TRAVEL * (frame / max(frames - 1, 1))
+        offset = (ux * a, uy * a)
     diff = np.zeros((size, size), np.float32)
     for o in scene.objects:
-        cx, cy = scenes._centre(o, size)
+        cx, cy = scenes._centre(o, size, offset)
         masks = np.stack([scenes.shape_mask(sh, cx, cy, scenes.SIZES[o.size] * size, size)
                           for sh in scenes.SHAPES])
         diff += masks.any(axis=0) & ~masks.all(axis=0)
@@ -204,27 +211,46 @@ def build_dataset(model: net.Model, rng, images: int, videos: int):
         img_caps += [s.caption() for s in sc]
         img_lat.append(model.encode(to_tensor(np.stack([scenes.render(s, SIZE) for s in sc]))))
         img_shape.append(torch.from_numpy(np.stack([shape_cells(s) for s in sc])))
-    vid_caps, vid_lat = [], []
+    vid_caps, vid_lat, vid_shape = [], [], []
     for start in range(0, videos, 16):
         sc = [scenes.random_scene(rng, "train", video=True) for _ in range(min(16, videos - start))]
         vid_caps += [s.caption() for s in sc]
         frames = np.stack([scenes.render(s, SIZE, f, FRAMES) for s in sc for f in range(0, FRAMES, 4)])
         z = model.encode(to_tensor(frames))  # [B*5, 16, 16, 16]
         vid_lat.append(z.view(len(sc), 5, *z.shape[1:]).permute(0, 2, 1, 3, 4))
+        vid_shape.append(torch.from_numpy(np.stack(
+            [np.stack([shape_cells(s, SIZE, f, FRAMES) for f in range(0, FRAMES, 4)])
+             for s in sc])))
     return ((torch.cat(img_lat)[:, :, None], img_caps, torch.cat(img_shape)[:, None, None]),
-            (torch.cat(vid_lat), vid_caps))
+            (torch.cat(vid_lat), vid_caps, torch.cat(vid_shape)[:, None]))
+
+
+def drop_words(caption: str, rng, p: float) -> str:
+    """`caption` with each object's colour word and shape word left out,
+    each with chance p (the background's colour stays): the denoiser
+    learns what "triangle" draws apart from the colours it came with."""
+    words = caption.split()
+    keep = [True] * len(words)
+    for k, word in enumerate(words):
+        if word in scenes.SHAPES:
+            if k > 0 and words[k - 1] in scenes.COLOURS and rng.uniform() < p:
+                keep[k - 1] = False
+            if rng.uniform() < p:
+                keep[k] = False
+    return " ".join(w for w, kept in zip(words, keep) if kept)
 
 
 def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_every: int,
                    video_batch: int, curve, ema_decay: float, eval_every: int = 0,
-                   shape_weight: float = 0.0, layout_share: float = 0.0) -> net.Weights:
+                   shape_weight: float = 0.0, layout_share: float = 0.0,
+                   word_dropout: float = 0.0, video_shape: bool = False) -> net.Weights:
     names = [n for n in net.shapes() if n.startswith(("text.", "dit."))]
     params = [model.w[n] for n in names]
     opt = torch.optim.AdamW(params, lr=1.5e-3, weight_decay=0.0, betas=(0.9, 0.99))
     ema = copy.deepcopy(model.w)
     for p in ema.parameters():
         p.requires_grad_(False)
-    (img_lat, img_caps, img_shape), (vid_lat, vid_caps) = data
+    (img_lat, img_caps, img_shape), (vid_lat, vid_caps, vid_shape) = data
     t0 = time.time()
     avg = None
     for step in range(steps):
@@ -235,6 +261,8 @@ def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_ev
         idx = rng.integers(0, lat.shape[0], bsz)
         x0 = lat[idx]
         texts = [caps[i] if rng.uniform() >= 0.1 else "" for i in idx]
+        if word_dropout > 0:
+            texts = [drop_words(t, rng, word_dropout) for t in texts]
         # Half uniform, half logit-normal (mid noise levels, where layout forms).
         u = np.where(rng.uniform(size=bsz) < 0.5, rng.uniform(size=bsz),
                      1 / (1 + np.exp(-rng.standard_normal(bsz))))
@@ -260,6 +288,8 @@ def train_denoiser(model: net.Model, data, rng, steps: int, batch: int, video_ev
             weight = 1 + 3 * obj
             if not video:
                 weight = weight + shape_weight * img_shape[idx]
+            elif video_shape:
+                weight = weight + shape_weight * vid_shape[idx]
             loss = torch.mean(weight * (pred - x0) ** 2) / torch.mean(weight)
         opt.zero_grad()
         loss.backward()
@@ -357,6 +387,11 @@ def main(argv=None) -> int:
     ap.add_argument("--layout-share", type=float, default=0.25,
                     help="share of denoiser samples at noise level 1 (pure noise: the caption "
                          "alone decides the layout), in [0, 1)")
+    ap.add_argument("--video-shape", action="store_true",
+                    help="weigh videos' shape cells by --shape-weight too (else images only)")
+    ap.add_argument("--word-dropout", type=float, default=0.0,
+                    help="chance of leaving each object's colour word, and its shape word, out "
+                         "of a training caption, in [0, 0.5]")
     ap.add_argument("--position-scale", type=float, default=2.0,
                     help="the denoiser's token positions: sinusoids of this times (t, i, j), "
                          "in (0, 4] (written to the weights' metadata)")
@@ -383,6 +418,8 @@ def main(argv=None) -> int:
                  f"[0, {net.MAX_DECODER_BLOCKS}]")
     if args.vae_eval < 0:
         ap.error(f"--vae-eval: {args.vae_eval} is negative")
+    if not 0.0 <= args.word_dropout <= 0.5:
+        ap.error(f"--word-dropout: {args.word_dropout} is not in [0, 0.5]")
     if not 0.0 < args.position_scale <= 4.0:
         ap.error(f"--position-scale: {args.position_scale} is not in (0, 4]")
     torch.set_num_threads(args.threads)
@@ -433,7 +470,7 @@ def main(argv=None) -> int:
         w[n].requires_grad_(n.startswith(("text.", "dit.")))
     ema = train_denoiser(model, data, rng, args.steps, args.batch, args.video_every,
                          args.video_batch, curve, args.ema, args.eval_every, args.shape_weight,
-                         args.layout_share)
+                         args.layout_share, args.word_dropout, args.video_shape)
     final = net.Model(ema, position_scale=args.position_scale, decoder_blocks=blocks)
     tensors = ema.export()
     meta = {"format": net.FORMAT, "version": net.VERSION,

@@ -146,3 +146,53 @@ def test_decoder_blocks_start_as_the_identity_and_bad_metadata_is_refused():
             assert "decoder_blocks" in str(e)
         else:
             raise AssertionError(f"accepted {bad!r}")
+
+
+def test_word_dropout_leaves_out_object_words_and_keeps_the_background():
+    rng = np.random.default_rng(0)
+    caption = ("a large red circle on the left and a small blue square at the top "
+               "on a green background")
+    assert train.drop_words(caption, rng, 0.0) == caption
+    seen = set()
+    for _ in range(200):
+        words = train.drop_words(caption, rng, 0.5).split()
+        assert words[-3:] == ["a", "green", "background"], words
+        assert words.count("large") == 1 and words.count("small") == 1
+        seen.update(w for w in words if w in scenes.COLOURS or w in scenes.SHAPES)
+        seen.add(len(words))
+    # Each object word is left out sometimes and kept sometimes.
+    assert {"red", "blue", "circle", "square"} <= seen
+    assert min(x for x in seen if isinstance(x, int)) < len(caption.split())
+    assert train.drop_words("", rng, 0.5) == ""
+
+
+def test_video_shape_cells_follow_the_moving_object():
+    obj = scenes.SceneObject("small", "red", "circle", "centre")
+    video = scenes.Scene("white", (obj,), direction="down")
+    rows = []
+    for frame in (0, 8, 16):
+        cells = train.shape_cells(video, 128, frame, 17)
+        assert cells.max() == 1.0
+        ys, xs = np.nonzero(cells)
+        assert 6 <= xs.mean() <= 9, xs  # Centred across, all the way down.
+        rows.append(ys.mean())
+    assert rows[0] < rows[1] < rows[2], rows
+    # Frame 0 of a video is where the still picture's object is moved to.
+    still = scenes.Scene("white", (scenes.SceneObject("small", "red", "circle", "top",
+                                                      dy=0.5 - 0.22 - scenes.TRAVEL),))
+    assert np.array_equal(train.shape_cells(video, 128, 0, 17), train.shape_cells(still))
+
+
+def test_word_dropout_and_video_shape_reach_the_recorded_command(tmp_path, capsys):
+    out = tmp_path / "w"
+    assert train.main(["--out", str(out), "--word-dropout", "0.2", "--video-shape"] + TINY) == 0
+    _, meta = safetensors.load(str(out))
+    assert "--word-dropout 0.2 --video-shape" in meta["train_args"]
+    for bad in ("-0.1", "0.6"):
+        try:
+            train.main(["--out", str(tmp_path / "x"), "--word-dropout", bad] + TINY)
+        except SystemExit as e:
+            assert e.code == 2
+        else:
+            raise AssertionError(f"accepted --word-dropout {bad}")
+    assert "--word-dropout: 0.6 is not in [0, 0.5]" in capsys.readouterr().err
