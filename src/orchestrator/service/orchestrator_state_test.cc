@@ -54,11 +54,15 @@ class OrchestratorStateTest : public ::testing::Test {
     return id;
   }
 
-  Status Done(WorkerId w, JobId job, const std::string& output) {
+  Status Done(WorkerId w, JobId job, const std::string& output,
+              const std::vector<std::string>& keys = {}) {
     pb::DoneRequest d;
     d.set_worker_id(w);
     d.set_job_id(job);
     d.set_output(output);
+    for (const std::string& k : keys) {
+      d.add_payload_keys(k);
+    }
     d.set_output_type("image/png");
     return state_->Done(d);
   }
@@ -228,6 +232,44 @@ TEST_F(OrchestratorStateTest, AnAssignmentWithoutProgressForItsLeaseRunsElsewher
   ASSERT_TRUE(Done(spare, job, "latent").ok());
   ASSERT_TRUE(Done(v, job, "png").ok());
   EXPECT_EQ(state_->Get(job)->status, JobStatus::kSucceeded);
+}
+
+// A stage's payloads are released for collection once the next stage is
+// done with them, the last stage's with the job; a report nobody takes
+// releases its own keys.
+TEST_F(OrchestratorStateTest, EachStagesPayloadsAreReleasedOnceTheNextStageHasReadThem) {
+  using Keys = std::vector<std::string>;
+  const WorkerId e = Worker("encode"), d = Worker("denoise"), v = Worker("decode");
+  const JobId job = Submit();
+  ASSERT_TRUE(Done(e, job, "cond", {"k/e"}).ok());
+  EXPECT_EQ(state_->TakeReleasedKeys(), Keys{}) << "denoise has yet to read them";
+  ASSERT_TRUE(Done(d, job, "latent", {"k/d1", "k/d2"}).ok());
+  EXPECT_EQ(state_->TakeReleasedKeys(), Keys{"k/e"});
+  ASSERT_TRUE(Done(v, job, "png", {"k/v"}).ok());
+  EXPECT_EQ(state_->TakeReleasedKeys(), (Keys{"k/d1", "k/d2", "k/v"}));
+  EXPECT_FALSE(Done(e, job, "late", {"k/late"}).ok()) << "the job is over";
+  EXPECT_EQ(state_->TakeReleasedKeys(), Keys{"k/late"});
+}
+
+// A lost payload is not released (there is nothing to remove): its stage
+// runs again, and the new output's keys are released in their turn.
+TEST_F(OrchestratorStateTest, ALostPayloadsStageRunsAgainAndItsNewKeysAreReleased) {
+  using Keys = std::vector<std::string>;
+  const WorkerId e = Worker("encode");
+  Worker("decode");  // Denoise is admitted with a decode slot held.
+  const JobId job = Submit();
+  ASSERT_TRUE(Done(e, job, "cond", {"k/e1"}).ok());  // No denoise worker yet.
+  state_->PayloadLost("k/e1");
+  state_->PayloadLost("k/unknown");  // Nobody's: ignored.
+  EXPECT_EQ(state_->TakeReleasedKeys(), Keys{});
+  ASSERT_EQ(sent_[e].size(), 2u) << "encode runs again";
+  ASSERT_TRUE(Done(e, job, "cond", {"k/e2"}).ok());
+  const WorkerId d = Worker("denoise");
+  ASSERT_EQ(sent_[d].size(), 1u);
+  ASSERT_TRUE(Done(d, job, "latent", {"k/d"}).ok());
+  EXPECT_EQ(state_->TakeReleasedKeys(), Keys{"k/e2"});
+  ASSERT_TRUE(state_->Cancel(job).ok());
+  EXPECT_EQ(state_->TakeReleasedKeys(), Keys{"k/d"}) << "a cancelled job's payloads go too";
 }
 
 }  // namespace
