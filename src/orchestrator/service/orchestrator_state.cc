@@ -34,6 +34,7 @@ OrchestratorState::OrchestratorState(ServiceOptions o, JobJournal* journal, Resu
       results_(results),
       scheduler_(options_.scheduler),
       autoscaler_(options_.autoscale),
+      registry_(options_.worker_timeout),
       checkpoints_(options_.checkpoint_retention) {
   for (const ModelSpec& m : options_.models) {
     if (Status s = DeclareModel(m); !s.ok()) {
@@ -177,17 +178,11 @@ Result<WorkerId> OrchestratorState::Register(Registration r, std::string* sessio
   if (replaced.has_value()) {
     if (auto old = workers_.find(*replaced); old != workers_.end()) {
       SLUICE_LOG(info, "worker {} ({}) registered again: the older registration goes", old->first,
-                 old->second.stage);
+                 registry_.Find(old->first)->stage);
       LoseWorkerLocked(old, now, "registered again");
     }
   }
-  // Random, so an id says nothing of another worker's; below 2^53, so
-  // JSON readers keep it exact.
-  WorkerId id = 0;
-  while (id == 0 || workers_.count(id) != 0) {
-    internal::RandomBytes(&id, sizeof(id));
-    id &= (WorkerId{1} << 53) - 1;
-  }
+  const WorkerId id = registry_.NewId();
   std::string secret(kSessionSecretBytes, '\0');
   internal::RandomBytes(secret.data(), secret.size());
   SLUICE_RETURN_IF_ERROR(scheduler_.WorkerUp(
@@ -202,10 +197,7 @@ Result<WorkerId> OrchestratorState::Register(Registration r, std::string* sessio
     sizes.image = r.image_size.empty() ? sizes.image : r.image_size;
     sizes.video = r.video_size.empty() ? sizes.video : r.video_size;
   }
-  w.stage = r.stage;
-  w.capacity = r.capacity;
-  w.last_heartbeat = now;
-  w.instance = r.instance;
+  registry_.Add(id, r.stage, r.capacity, r.instance, now);
   w.session = std::make_shared<internal::CallVerifier>(secret, std::chrono::seconds(60),
                                                        std::size_t{1} << 16, "session secret");
   instances_.Bind(r.instance, r.attempt, id);
@@ -287,7 +279,7 @@ Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
   if (it == workers_.end()) {
     return NotFoundError("unknown worker " + std::to_string(r.worker_id()) + " (register again)");
   }
-  it->second.last_heartbeat = now;
+  registry_.Heard(it->first, now);
   RecordCachesLocked(it->second, r);
   RecordTransportsLocked(it->second, r);
   if (r.draining()) {
@@ -295,7 +287,7 @@ Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
   }
   // Free slots counted before a report this state already processed are
   // stale: that report gave the slot back.
-  if (!r.has_reports() || r.reports() >= it->second.reports) {
+  if (!r.has_reports() || r.reports() >= registry_.Find(it->first)->reports) {
     (void)scheduler_.Credits(r.worker_id(),
                              static_cast<int>(std::min<std::uint32_t>(r.free_slots(), 1024)), now);
   }
@@ -346,10 +338,7 @@ void OrchestratorState::FirstOutputLocked(std::uint64_t job, TimePoint now) {
 }
 
 void OrchestratorState::CountReportLocked(WorkerId w) {
-  auto it = workers_.find(w);
-  if (it != workers_.end()) {
-    ++it->second.reports;
-  }
+  registry_.CountReport(w);
 }
 
 Status OrchestratorState::Done(const v1::DoneRequest& r) {
@@ -442,10 +431,10 @@ Status OrchestratorState::RefuseOutputLocked(JobRecord& j, const v1::DoneRequest
       "bad output from worker " + std::to_string(r.worker_id()) + ": " + std::string(why.message());
   // Refused before the attempt is re-queued, so the retry never goes back
   // to it.
-  auto w = workers_.find(r.worker_id());
-  if (w != workers_.end() && ++w->second.bad_outputs == options_.max_bad_outputs) {
+  if (const int bad = registry_.CountBadOutput(r.worker_id());
+      bad > 0 && bad == options_.max_bad_outputs) {
     SLUICE_LOG(warn, "orchestrator: worker {} returned {} bad outputs; it gets no further work",
-               r.worker_id(), w->second.bad_outputs);
+               r.worker_id(), bad);
     (void)scheduler_.Draining(r.worker_id(), now);
   }
   SLUICE_RETURN_IF_ERROR(
@@ -677,7 +666,7 @@ Status OrchestratorState::Unregister(WorkerId id) {
   if (it == workers_.end()) {
     return NotFoundError("no worker " + std::to_string(id));
   }
-  SLUICE_LOG(info, "worker {} ({}) unregistered", id, it->second.stage);
+  SLUICE_LOG(info, "worker {} ({}) unregistered", id, registry_.Find(id)->stage);
   LoseWorkerLocked(it, now, "unregistered");
   ApplyLocked(now);
   return Status::Ok();
@@ -686,10 +675,11 @@ Status OrchestratorState::Unregister(WorkerId id) {
 std::map<WorkerId, OrchestratorState::WorkerRecord>::iterator OrchestratorState::LoseWorkerLocked(
     std::map<WorkerId, WorkerRecord>::iterator it, TimePoint now, const std::string& why) {
   const WorkerId id = it->first;
+  const RegisteredWorker& reg = *registry_.Find(id);
   for (JobId job : scheduler_.AssignedTo(id)) {
     if (auto j = jobs_.find(job); j != jobs_.end()) {
       EventLocked(j->second, now, "worker_lost",
-                  "worker " + std::to_string(id) + " (" + it->second.stage + ") " + why +
+                  "worker " + std::to_string(id) + " (" + reg.stage + ") " + why +
                       "; the stage runs again");
     }
   }
@@ -697,21 +687,20 @@ std::map<WorkerId, OrchestratorState::WorkerRecord>::iterator OrchestratorState:
   if (it->second.closed) {
     it->second.closed();
   }
-  RetireCachesLocked(it->second);
-  instances_.Lost(it->second.instance, id);
+  RetireCachesLocked(it->second, reg.stage);
+  instances_.Lost(reg.instance, id);
+  registry_.Remove(id);  // `reg` goes with it.
   return workers_.erase(it);
 }
 
 void OrchestratorState::Tick() {
   const TimePoint now = Now();
   MutexLock lock(mu_);
-  for (auto it = workers_.begin(); it != workers_.end();) {
-    if (now - it->second.last_heartbeat > options_.worker_timeout) {
-      SLUICE_LOG(warn, "worker {} ({}) missed its heartbeats; re-queueing its work", it->first,
-                 it->second.stage);
-      it = LoseWorkerLocked(it, now, "missed its heartbeats");
-    } else {
-      ++it;
+  for (WorkerId id : registry_.Silent(now)) {
+    SLUICE_LOG(warn, "worker {} ({}) missed its heartbeats; re-queueing its work", id,
+               registry_.Find(id)->stage);
+    if (auto it = workers_.find(id); it != workers_.end()) {
+      LoseWorkerLocked(it, now, "missed its heartbeats");
     }
   }
   scheduler_.Tick(now);
@@ -764,7 +753,7 @@ ServiceStats OrchestratorState::Stats() {
       s.caches[kind] += c;
     }
     for (const auto& [transport, b] : w.transports) {
-      s.transports[{w.stage, transport}] += b;
+      s.transports[{registry_.Find(id)->stage, transport}] += b;
     }
   }
   return s;

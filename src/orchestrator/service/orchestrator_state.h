@@ -29,6 +29,7 @@
 #include "orchestrator/core/payload_ledger.h"
 #include "orchestrator/core/scheduler.h"
 #include "orchestrator/core/worker_instances.h"
+#include "orchestrator/core/worker_registry.h"
 #include "orchestrator/service/job_status.h"
 #include "orchestrator/service/result_dir.h"
 #include "proto/orchestrator/v1/orchestrator.pb.h"
@@ -488,19 +489,15 @@ class OrchestratorState {
     std::string stage;
     std::string input;  // A cached input (sluice/cache/condition.h).
   };
+  // A registered worker's link (its stage, liveness and counts are
+  // registry_'s): how assignments reach it, its session and its counters.
   struct WorkerRecord {
-    std::string stage;
-    int capacity = 1;
-    TimePoint last_heartbeat;
-    std::uint64_t reports = 0;           // Done/Failed calls received from it.
-    int bad_outputs = 0;                 // Final outputs that failed CheckOutput.
     std::deque<v1::Assignment> pending;  // Until the stream attaches.
     Sink sink;
     std::function<void()> closed;
     const void* stream = nullptr;                      // The attached stream's identity.
     std::map<std::string, cache::CacheStats> caches;   // Its last heartbeat's.
     std::map<std::string, TransportBytes> transports;  // Likewise, per transport.
-    std::uint64_t instance = 0;                        // Registration::instance.
     // Checks the proofs of its session secret (shared: checked unlocked).
     std::shared_ptr<internal::CallVerifier> session;
   };
@@ -592,7 +589,7 @@ class OrchestratorState {
   // Its engine's bytes per transport, from a heartbeat.
   void RecordTransportsLocked(WorkerRecord& w, const v1::HeartbeatRequest& r) SLUICE_REQUIRES(mu_);
   // A departing worker's counters (caches, transports) join the totals.
-  void RetireCachesLocked(const WorkerRecord& w) SLUICE_REQUIRES(mu_);
+  void RetireCachesLocked(const WorkerRecord& w, const std::string& stage) SLUICE_REQUIRES(mu_);
   // A stage that failed with kNotFound on a cached input: runs the stage
   // that produced the input again (bounded by max_cache_reruns) and says so.
   bool RerunOnEvictedInputLocked(JobRecord& j, const v1::FailedRequest& r, TimePoint now)
@@ -625,8 +622,9 @@ class OrchestratorState {
   std::map<JobId, JobRecord> jobs_ SLUICE_GUARDED_BY(mu_);
   std::deque<JobId> finished_order_ SLUICE_GUARDED_BY(mu_);  // Oldest finished first.
   TimePoint next_prune_ SLUICE_GUARDED_BY(mu_);              // Of the journal's finished jobs.
-  std::map<WorkerId, WorkerRecord> workers_ SLUICE_GUARDED_BY(mu_);
-  PayloadLedger payloads_ SLUICE_GUARDED_BY(mu_);  // Stage outputs' store keys.
+  WorkerRegistry registry_ SLUICE_GUARDED_BY(mu_);
+  std::map<WorkerId, WorkerRecord> workers_ SLUICE_GUARDED_BY(mu_);  // Their links; same ids.
+  PayloadLedger payloads_ SLUICE_GUARDED_BY(mu_);                    // Stage outputs' store keys.
   std::map<std::string, std::int64_t> model_declared_unix_s_ SLUICE_GUARDED_BY(mu_);
   // Per model: the default sizes its workers declared ("": none).
   struct ModelSizes {

@@ -123,12 +123,12 @@ void OrchestratorState::RecordTransportsLocked(WorkerRecord& w, const v1::Heartb
   }
 }
 
-void OrchestratorState::RetireCachesLocked(const WorkerRecord& w) {
+void OrchestratorState::RetireCachesLocked(const WorkerRecord& w, const std::string& stage) {
   for (const auto& [kind, c] : w.caches) {
     retired_caches_[kind] += c;
   }
   for (const auto& [transport, b] : w.transports) {
-    retired_transports_[{w.stage, transport}] += b;
+    retired_transports_[{stage, transport}] += b;
   }
 }
 
