@@ -8,7 +8,9 @@ its index) with the PyTorch mirror, scores it (scenes.score) and prints the
 mean of each attribute: color_accuracy, shape_accuracy, position_accuracy,
 background_accuracy, and for --videos direction_accuracy, with samples;
 for images also small_shape_accuracy and large_shape_accuracy, shape over
-the one-object scenes of each size (null where there are none).
+the one-object scenes of each size (null where there are none), and
+shape_read_as: for each shape asked for (each scene's first object), what
+the analyser read the object of that colour as ("none": no such object).
 --grid writes a PNG of the first 16 outputs (the prompts go to stderr).
 """
 
@@ -41,6 +43,21 @@ def shape_by_size(sc, marks) -> dict:
     return out
 
 
+def shape_read_as(sc, outs) -> dict:
+    """{shape asked for: {shape read: count}} over each image scene's first
+    object: the detection of its colour (the largest one), "none" where the
+    analyser found no object of that colour."""
+    out = {}
+    for s, img in zip(sc, outs):
+        want = s.objects[0]
+        _, dets = scenes.analyse_image(img, max(2, len(s.objects)))
+        same = [d for d in dets if d.colour == want.colour]
+        read = same[0].shape if same else "none"
+        row = out.setdefault(want.shape, {})
+        row[read] = row.get(read, 0) + 1
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prompts", type=int, default=64)
@@ -69,6 +86,7 @@ def main(argv=None) -> int:
     result = {f"{k}_accuracy": float(np.mean([m[k] for m in marks])) for k in marks[0]}
     if not args.videos:
         result.update(shape_by_size(sc, marks))
+        result["shape_read_as"] = shape_read_as(sc, outs)
     result["samples"] = len(marks)
     result["split"] = args.split
     result["guidance"] = args.guidance

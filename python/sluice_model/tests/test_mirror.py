@@ -79,3 +79,14 @@ def test_shape_by_size_counts_one_object_scenes_of_each_size():
     assert evaluate.shape_by_size(sc, marks) == {"small_shape_accuracy": 0.5,
                                                  "large_shape_accuracy": 1.0}
     assert evaluate.shape_by_size(sc[:2], marks[:2])["large_shape_accuracy"] is None
+
+
+def test_shape_read_as_says_what_each_asked_shape_came_out_as():
+    def scene(shape, colour="red"):
+        return scenes.Scene("blue", (scenes.SceneObject("large", colour, shape, "left"),))
+
+    asked = [scene("diamond"), scene("diamond"), scene("circle"), scene("square")]
+    drawn = [scene("circle"), scene("diamond"), scene("circle"), scene("square", "green")]
+    outs = [scenes.render(s, 128) for s in drawn]
+    assert evaluate.shape_read_as(asked, outs) == {
+        "diamond": {"circle": 1, "diamond": 1}, "circle": {"circle": 1}, "square": {"none": 1}}
