@@ -26,9 +26,11 @@ from . import golden, net, png, scenes
 
 def generate_torch(model, prompts, seeds, guidance, steps, video):
     if video:
-        z = net.sample(model, prompts, (5, 16, 16), seeds, steps=steps, guidance=guidance)
+        g = 128 // net.SCALE
+        z = net.sample(model, prompts, (5, g, g), seeds, steps=steps, guidance=guidance)
         return [net.to_uint8(net.frames_from_latent(model, z[i], 17)) for i in range(len(prompts))]
-    z = net.sample(model, prompts, (1, 16, 16), seeds, steps=steps, guidance=guidance)
+    g = 128 // net.SCALE
+    z = net.sample(model, prompts, (1, g, g), seeds, steps=steps, guidance=guidance)
     return list(net.to_uint8(model.decode(z[:, :, 0])))
 
 

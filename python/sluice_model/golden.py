@@ -35,7 +35,8 @@ def load(path: str = WEIGHTS) -> net.Model:
 
 def golden_image(model: net.Model) -> np.ndarray:
     torch.set_num_threads(1)
-    z = net.sample(model, [GOLDEN_PROMPT], (1, 16, 16), [1], steps=12, guidance=4.0)
+    g = 128 // net.SCALE
+    z = net.sample(model, [GOLDEN_PROMPT], (1, g, g), [1], steps=12, guidance=4.0)
     return net.to_uint8(model.decode(z[:, :, 0]))[0]
 
 
@@ -43,7 +44,8 @@ def golden_video_frames(model: net.Model) -> np.ndarray:
     """uint8 [128, 384, 3]: frames GOLDEN_VIDEO_FRAMES of the golden
     video, left to right."""
     torch.set_num_threads(1)
-    z = net.sample(model, [GOLDEN_VIDEO_PROMPT], (5, 16, 16), [1], steps=12, guidance=4.0)
+    g = 128 // net.SCALE
+    z = net.sample(model, [GOLDEN_VIDEO_PROMPT], (5, g, g), [1], steps=12, guidance=4.0)
     frames = net.to_uint8(net.frames_from_latent(model, z[0], 17))
     return np.concatenate([frames[i] for i in GOLDEN_VIDEO_FRAMES], axis=1)
 

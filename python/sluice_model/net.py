@@ -7,15 +7,15 @@ is [in, out] and computes x @ w + b; a 3x3 convolution's is [out, in, 3, 3]).
   TextEncoder  word tokens (scenes.tokenize) -> [64, 64]: embedding plus
                sinusoidal positions, two pre-norm transformer layers (4
                heads, keys past the prompt masked), a final layer norm.
-  Denoiser     latent [16, t, h, w] -> the clean latent it predicts: 2x2
+  Denoiser     latent [4, t, h, w] -> the clean latent it predicts: 4x4
                patches, DIT_DEPTH blocks of width DIT_DIM (adaptive layer
                norm on the noise level, self-attention over every token,
                cross-attention to the text, MLP), a modulated output layer.
-  Decoder      latent frame [16, h, w] -> RGB [3, 8h, 8w] in [-1, 1]: a
-               convolution, three (nearest 2x upsampling, convolution)
+  Decoder      latent frame [4, h, w] -> RGB [3, 4h, 4w] in [-1, 1]: a
+               convolution, two (nearest 2x upsampling, convolution)
                stages, an output convolution; SiLU between, tanh last.
   Encoder      RGB -> latent (training and image edits): convolutions with
-               stride 2, 2, 2.
+               stride 2, 2.
   Preview      latent -> RGB per latent cell, a linear map fitted on the
                training set.
 
@@ -32,10 +32,11 @@ import torch.nn.functional as F
 from . import scenes
 
 TEXT_LEN, TEXT_DIM, TEXT_LAYERS, TEXT_HEADS, VOCAB_ROWS = 64, 64, 2, 4, 256
-LATENT, PATCH = 16, 2
+LATENT, PATCH = 4, 4
+SCALE = 4  # Pixels per latent cell, each axis.
 DIT_DIM, DIT_DEPTH, DIT_HEADS = 96, 3, 4
-DEC_CHANNELS = [(LATENT, 96), (96, 64), (64, 32), (32, 16), (16, 3)]
-ENC_CHANNELS = [(3, 16, 1), (16, 32, 2), (32, 64, 2), (64, 64, 2), (64, LATENT, 1)]
+DEC_CHANNELS = [(LATENT, 64), (64, 32), (32, 16), (16, 3)]
+ENC_CHANNELS = [(3, 16, 1), (16, 32, 2), (32, 64, 2), (64, LATENT, 1)]
 FORMAT = "sluice-reference"
 VERSION = "2"
 # The token positions' scale when the weights' metadata names none (the
@@ -227,7 +228,7 @@ class Model:
                                 sinusoidal(s * jj.reshape(-1).float(), b)], dim=-1)
 
     def denoise(self, x: torch.Tensor, sigma: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
-        """The clean latent predicted from x [B, 16, t, h, w] at noise level
+        """The clean latent predicted from x [B, 4, t, h, w] at noise level
         sigma [B] given text [B, 64, 64]."""
         w, d, p = self.w, DIT_DIM, PATCH
         bsz, c, t, h, wd = x.shape
@@ -259,10 +260,11 @@ class Model:
 
     # --- VAE ----------------------------------------------------------------
     def decode(self, z: torch.Tensor) -> torch.Tensor:
-        """[B, 16, h, w] -> [B, 3, 8h, 8w] in [-1, 1]."""
+        """[B, 4, h, w] -> [B, 3, 4h, 4w] in [-1, 1]."""
         w = self.w
         a = F.silu(F.conv2d(z, w["vae.dec.0.w"], w["vae.dec.0.b"], padding=1))
-        for i in (0, 1, 2, 3):
+        last = len(DEC_CHANNELS) - 1
+        for i in range(last):
             if i:
                 a = F.interpolate(a, scale_factor=2, mode="nearest")
                 a = F.silu(F.conv2d(a, w[f"vae.dec.{i}.w"], w[f"vae.dec.{i}.b"], padding=1))
@@ -270,10 +272,10 @@ class Model:
                 p = f"vae.dec.res{i}."
                 h = F.silu(F.conv2d(a, w[p + "a.w"], w[p + "a.b"], padding=1))
                 a = a + F.conv2d(h, w[p + "b.w"], w[p + "b.b"], padding=1)
-        return torch.tanh(F.conv2d(a, w["vae.dec.4.w"], w["vae.dec.4.b"], padding=1))
+        return torch.tanh(F.conv2d(a, w[f"vae.dec.{last}.w"], w[f"vae.dec.{last}.b"], padding=1))
 
     def encode(self, rgb: torch.Tensor) -> torch.Tensor:
-        """[B, 3, H, W] in [-1, 1] (H, W multiples of 8) -> [B, 16, H/8, W/8]."""
+        """[B, 3, H, W] in [-1, 1] (H, W multiples of 4) -> [B, 4, H/4, W/4]."""
         w = self.w
         a = rgb
         last = len(ENC_CHANNELS) - 1
@@ -284,7 +286,7 @@ class Model:
         return a
 
     def preview(self, z: torch.Tensor) -> torch.Tensor:
-        """[B, 16, h, w] -> [B, 3, h, w] in about [-1, 1]."""
+        """[B, 4, h, w] -> [B, 3, h, w] in about [-1, 1]."""
         return (torch.einsum("bchw,co->bohw", z, self.w["preview.rgb"])
                 + self.w["preview.rgb_b"][None, :, None, None])
 
@@ -315,7 +317,7 @@ def sample(model: Model, prompts: List[str], latent_shape, seeds: Sequence[int],
            guidance: float = 4.0, negative: str = "") -> torch.Tensor:
     """Flow-matching Euler with classifier-free guidance, as the C++ sampler:
     sigma_i = 1 - i/steps; x0 = x0_u + g (x0_c - x0_u);
-    x += (sigma_next - sigma) (x - x0) / sigma. Returns [B, 16, t, h, w]."""
+    x += (sigma_next - sigma) (x - x0) / sigma. Returns [B, 4, t, h, w]."""
     b = len(prompts)
     x = torch.tensor(np.stack([initial_noise(s, (LATENT, *latent_shape)) for s in seeds]))
     cond = model.encode_text(prompts)
@@ -331,7 +333,7 @@ def sample(model: Model, prompts: List[str], latent_shape, seeds: Sequence[int],
 
 
 def frames_from_latent(model: Model, z: torch.Tensor, frames: int) -> torch.Tensor:
-    """Decoded frames [frames, 3, H, W] of one latent [16, t, h, w]: frame 0
+    """Decoded frames [frames, 3, H, W] of one latent [4, t, h, w]: frame 0
     from latent frame 0, frames 4k-3..4k blend latent frames k-1 and k."""
     out = [z[:, 0]]
     for k in range(1, z.shape[1]):

@@ -10,7 +10,7 @@ mix in one deployment (a job's encode on one, its denoise on the other):
     encode  -> f32 [2, 64, 64]       the prompt's and the negative prompt's
                                      embeddings (or, with a condition cache,
                                      the C++ encoder's cached entries)
-    denoise -> f32 [16, t, h, w]     the latent, one chunk per latent frame
+    denoise -> f32 [4, t, h, w]      the latent, one chunk per latent frame
     decode  -> image/png, or a frames archive (a tar of PNG frames)
 
 Run one stage as a worker process:
@@ -60,7 +60,10 @@ class Request:
 
     def latent_shape(self):
         t = 1 + (self.frames - 1 + 3) // 4
-        return (net.LATENT, t, (self.height + 15) // 16 * 2, (self.width + 15) // 16 * 2)
+        # Latent cells: a multiple of the DiT's patch covering px / SCALE.
+        cells = net.SCALE * net.PATCH
+        return (net.LATENT, t, (self.height + cells - 1) // cells * net.PATCH,
+                (self.width + cells - 1) // cells * net.PATCH)
 
 
 class TorchStages:
@@ -148,9 +151,11 @@ class TorchStages:
                            content_type="application/x-sluice-frames+tar")
 
     def preview_png(self, z: torch.Tensor) -> bytes:
-        """z [16, h, w] through the shipped latent->RGB map, 4x enlarged."""
+        """z [4, h, w] through the shipped latent->RGB map, at half the
+        picture's resolution (each cell SCALE / 2 pixels a side)."""
         rgb = net.to_uint8(self.model.preview(z[None]))[0]
-        return png.encode(np.repeat(np.repeat(rgb, 4, axis=0), 4, axis=1))
+        k = net.SCALE // 2
+        return png.encode(np.repeat(np.repeat(rgb, k, axis=0), k, axis=1))
 
 
 def store_keys(descriptor: bytes):

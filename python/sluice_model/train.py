@@ -83,7 +83,7 @@ def object_mask(imgs: np.ndarray) -> torch.Tensor:
 
 
 def object_crops(rng: np.random.Generator, imgs: np.ndarray, size: int) -> np.ndarray:
-    """A size x size window (on the latent's 8-pixel grid) of each picture
+    """A size x size window (on an 8-pixel grid) of each picture
     around one of its object pixels, drawn at random, at a random offset
     (at least 16 pixels of margin where the picture allows): objects cover a
     few percent of a picture, so crops put several times more object edges
@@ -167,7 +167,7 @@ def fit_preview(model: net.Model, rng, n: int) -> float:
         x = to_tensor(vae_batch(rng, 32))
         z = model.encode(x)
         xs.append(z.permute(0, 2, 3, 1).reshape(-1, net.LATENT))
-        ys.append(torch.nn.functional.avg_pool2d(x, 8).permute(0, 2, 3, 1).reshape(-1, 3))
+        ys.append(torch.nn.functional.avg_pool2d(x, net.SCALE).permute(0, 2, 3, 1).reshape(-1, 3))
     a = torch.cat(xs).double()
     b = torch.cat(ys).double()
     a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype)], dim=1)
@@ -179,7 +179,7 @@ def fit_preview(model: net.Model, rng, n: int) -> float:
 
 def shape_cells(scene: scenes.Scene, size: int = SIZE, frame: int = 0,
                 frames: int = 1) -> np.ndarray:
-    """float32 [size/8, size/8]: where the picture (frame `frame` of
+    """float32 [size/4, size/4]: where the picture (frame `frame` of
     `frames` of a video) would change if its objects took other shapes —
     per latent cell, the share of its pixels inside some but not all of the
     four shapes' masks of an object, scaled so the largest is 1 (all 0 when
@@ -195,15 +195,16 @@ def shape_cells(scene: scenes.Scene, size: int = SIZE, frame: int = 0,
         masks = np.stack([scenes.shape_mask(sh, cx, cy, scenes.SIZES[o.size] * size, size)
                           for sh in scenes.SHAPES])
         diff += masks.any(axis=0) & ~masks.all(axis=0)
-    cells = diff.reshape(size // 8, 8, size // 8, 8).mean(axis=(1, 3))
+    k = net.SCALE
+    cells = diff.reshape(size // k, k, size // k, k).mean(axis=(1, 3))
     top = cells.max()
     return cells / top if top > 0 else cells
 
 
 @torch.no_grad()
 def build_dataset(model: net.Model, rng, images: int, videos: int):
-    """(image latents [N, 16, 1, 16, 16], captions, shape cells [N, 1, 1,
-    16, 16] (shape_cells)), (video latents [M, 16, 5, 16, 16], captions):
+    """(image latents [N, 4, 1, 32, 32], captions, shape cells [N, 1, 1,
+    32, 32] (shape_cells)), (video latents [M, 4, 5, 32, 32], captions):
     latent frame k of a video is frame 4k encoded."""
     img_caps, img_lat, img_shape = [], [], []
     for start in range(0, images, 64):
@@ -216,7 +217,7 @@ def build_dataset(model: net.Model, rng, images: int, videos: int):
         sc = [scenes.random_scene(rng, "train", video=True) for _ in range(min(16, videos - start))]
         vid_caps += [s.caption() for s in sc]
         frames = np.stack([scenes.render(s, SIZE, f, FRAMES) for s in sc for f in range(0, FRAMES, 4)])
-        z = model.encode(to_tensor(frames))  # [B*5, 16, 16, 16]
+        z = model.encode(to_tensor(frames))  # [B*5, 4, 32, 32]
         vid_lat.append(z.view(len(sc), 5, *z.shape[1:]).permute(0, 2, 1, 3, 4))
         vid_shape.append(torch.from_numpy(np.stack(
             [np.stack([shape_cells(s, SIZE, f, FRAMES) for f in range(0, FRAMES, 4)])
@@ -332,7 +333,8 @@ def vae_eval(model: net.Model, n: int, seed: int) -> dict:
 def quick_eval(model: net.Model, n: int, seed: int, guidance: float, split: str) -> dict:
     rng = np.random.default_rng(seed)
     sc = [scenes.random_scene(rng, split) for _ in range(n)]
-    z = net.sample(model, [s.caption() for s in sc], (1, 16, 16), range(n), guidance=guidance)
+    g = SIZE // net.SCALE
+    z = net.sample(model, [s.caption() for s in sc], (1, g, g), range(n), guidance=guidance)
     imgs = net.to_uint8(model.decode(z[:, :, 0]))
     marks = [scenes.score(s, im) for s, im in zip(sc, imgs)]
     return {k: float(np.mean([m[k] for m in marks])) for k in marks[0]}

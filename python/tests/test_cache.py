@@ -239,5 +239,5 @@ def test_python_finds_the_reference_denoisers_checkpoint_keys():
             assert _sluice.reference_checkpoint_key(text, step) == checkpoint_key(
                 model="sluice-reference", model_version=version, sampler="flow_euler_cfg",
                 seed=request["seed"], guidance=g32, condition_keys=encoder.keys_for(text),
-                total_steps=request["steps"], step=step, shape=[16, 1, h // 8, w // 8],
+                total_steps=request["steps"], step=step, shape=[4, 1, h // 4, w // 4],
                 dtype="f32")

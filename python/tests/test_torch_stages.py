@@ -79,7 +79,7 @@ def test_cpp_and_torch_workers_serve_one_model(store):
 
 def test_request_defaults_and_frames_archive_match_the_cpp_stages():
     r = stages.Request(json.dumps({"prompt": "a", "size": "96x64", "frames": 17}))
-    assert r.latent_shape() == (16, 5, 8, 12)
+    assert r.latent_shape() == (4, 5, 16, 24)
     assert r.steps == 12 and r.guidance == 4.0 and r.video
     tar = stages.frames_archive([b"one", b"two"])
     assert len(tar) % 512 == 0 and b"frame_000001.png" in tar

@@ -360,9 +360,10 @@ Result<StageOutput> Decode(StageContext& ctx, DiffusionConnector& conn,
   SLUICE_ASSIGN_OR_RETURN(PayloadDescriptor d, PayloadDescriptor::Decode(ctx.input()));
   const reference::LatentShape s = r.latent();
   if (d.dtype != DType::kF32 || d.shape != LatentDims(s)) {
-    return InvalidArgumentError("input: the latent must be f32 [16, " + std::to_string(s.t) + ", " +
-                                std::to_string(s.h) + ", " + std::to_string(s.w) +
-                                "] for this request");
+    return InvalidArgumentError("input: the latent must be f32 [" +
+                                std::to_string(reference::kLatentChannels) + ", " +
+                                std::to_string(s.t) + ", " + std::to_string(s.h) + ", " +
+                                std::to_string(s.w) + "] for this request");
   }
   std::vector<float> latent(s.elements());
   FrameDecoder dec(r);

@@ -29,7 +29,7 @@ TEST(ReferenceCheckpointKeyTest, IsTheStandardKeyOverEveryInput) {
   p.condition_keys = *cache::ConditionKeysFor(ReferenceConditionEncoder(), req);
   p.total_steps = 6;
   p.step = 2;
-  p.shape = {16, 1, 8, 8};
+  p.shape = {reference::kLatentChannels, 1, 16, 16};
   p.dtype = "f32";
   EXPECT_EQ(Key(req, 2), *cache::CheckpointKey(p));
   EXPECT_EQ(Key(req, 2).rfind("cache/ckpt/", 0), 0u);

@@ -45,13 +45,14 @@ def test_a_vae_of_other_arguments_is_refused(tmp_path, capsys):
 def test_shape_cells_mark_where_the_shapes_differ():
     obj = scenes.SceneObject("large", "red", "circle", "left")
     cells = train.shape_cells(scenes.Scene("blue", (obj,)))
-    assert cells.shape == (16, 16) and cells.max() == 1.0
+    assert cells.shape == (32, 32) and cells.max() == 1.0
     # The object spans x 0.095..0.345, y 0.375..0.625 of the picture: cells
-    # 1..5 across, 6..9 down; nothing is marked away from it.
+    # 3..11 across, 12..19 down (4 pixels each); nothing is marked away
+    # from it.
     ys, xs = np.nonzero(cells)
-    assert xs.min() >= 1 and xs.max() <= 5 and ys.min() >= 5 and ys.max() <= 10, (xs, ys)
+    assert xs.min() >= 3 and xs.max() <= 11 and ys.min() >= 11 and ys.max() <= 20, (xs, ys)
     # Every shape's centre pixel is inside all four masks: not marked.
-    assert cells[8, 3] < cells.max()
+    assert cells[16, 7] < cells.max()
 
 
 def test_the_position_scale_shape_weight_and_layout_share_reach_the_weights(tmp_path, capsys):
@@ -116,7 +117,7 @@ def test_decoder_blocks_reach_the_weights_and_leave_the_rest_alone(tmp_path, cap
     assert "decoder_blocks" not in meta_a and meta_b["decoder_blocks"] == "3"
     extra = sorted(set(b) - set(a))
     assert extra == sorted(f"vae.dec.res{i}.{p}.{k}" for i in range(3) for p in "ab" for k in "wb")
-    assert b["vae.dec.res1.a.w"].shape == (64, 64, 3, 3)
+    assert b["vae.dec.res1.a.w"].shape == (32, 32, 3, 3)  # The second stage: 32 channels.
     model = golden.load(str(blocks))
     assert model.decoder_blocks == 3
     try:
@@ -174,7 +175,7 @@ def test_video_shape_cells_follow_the_moving_object():
         cells = train.shape_cells(video, 128, frame, 17)
         assert cells.max() == 1.0
         ys, xs = np.nonzero(cells)
-        assert 6 <= xs.mean() <= 9, xs  # Centred across, all the way down.
+        assert 14 <= xs.mean() <= 17, xs  # Centred across, all the way down.
         rows.append(ys.mean())
     assert rows[0] < rows[1] < rows[2], rows
     # Frame 0 of a video is where the still picture's object is moved to.

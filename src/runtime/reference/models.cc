@@ -18,8 +18,12 @@ namespace sluice::reference {
 namespace {
 
 constexpr int kPad = 0, kBos = 1;
-constexpr int kDecChannels[5][2] = {{kLatentChannels, 96}, {96, 64}, {64, 32}, {32, 16}, {16, 3}};
-constexpr int kEncChannels[5][2] = {{3, 16}, {16, 32}, {32, 64}, {64, 64}, {64, kLatentChannels}};
+// The VAE: the decoder's convolutions (the first at the latent's size, one
+// per 2x upsampling stage, the output one) and the encoder's.
+constexpr int kDecLayers = 4, kEncLayers = 4;
+constexpr int kDecChannels[kDecLayers][2] = {{kLatentChannels, 64}, {64, 32}, {32, 16}, {16, 3}};
+constexpr int kEncChannels[kEncLayers][2] = {{3, 16}, {16, 32}, {32, 64}, {64, kLatentChannels}};
+static_assert(1 << (kDecLayers - 2) == kSpatialDown, "one 2x stage per halving");
 
 // x ← x · (1 + scale) + shift, per row of d.
 void Modulate(float* x, int n, int d, const float* shift, const float* scale) {
@@ -87,12 +91,12 @@ std::vector<TensorSpec> BuildArchitecture(int decoder_blocks) {
     add(p + "fc2", {4 * d, d});
     add(p + "fc2_b", {d});
   }
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < kDecLayers; ++i) {
     const std::string p = "vae.dec." + std::to_string(i) + ".";
     add(p + "w", {kDecChannels[i][1], kDecChannels[i][0], 3, 3});
     add(p + "b", {kDecChannels[i][1]});
   }
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < kEncLayers; ++i) {
     const std::string p = "vae.enc." + std::to_string(i) + ".";
     add(p + "w", {kEncChannels[i][1], kEncChannels[i][0], 3, 3});
     add(p + "b", {kEncChannels[i][1]});
@@ -224,7 +228,7 @@ std::shared_ptr<const WeightsFile> RandomReferenceWeights(std::uint64_t seed) {
       } else if (EndsWith(name, "fc1") || name == "dit.t1") {
         gain = 2.0f;
       } else if (name.substr(0, 8) == "vae.dec.") {
-        gain = name == "vae.dec.4.w" ? 2.0f : 1.5f;
+        gain = name == "vae.dec." + std::to_string(kDecLayers - 1) + ".w" ? 2.0f : 1.5f;
       }
       values = rng.Fill(n, std::sqrt(3.0f * gain / fan_in));
     }
@@ -472,7 +476,7 @@ void Decoder::DecodeFrame(const float* z, int h, int w, std::uint8_t* rgb) const
   conv(0, z, kLatentChannels, h, w, a.data(), col);
   Silu(a.data(), a.size());
   int ch = kDecChannels[0][1];
-  for (int i = 0; i <= 3; ++i) {
+  for (int i = 0; i < kDecLayers - 1; ++i) {
     if (i > 0) {  // Stage i: upsample, convolve.
       b.resize(a.size() * 4);
       Upsample2x(a.data(), ch, h, w, b.data());
@@ -488,7 +492,7 @@ void Decoder::DecodeFrame(const float* z, int h, int w, std::uint8_t* rgb) const
     }
   }
   b.resize(static_cast<std::size_t>(3) * h * w);
-  conv(4, a.data(), ch, h, w, b.data(), col);
+  conv(kDecLayers - 1, a.data(), ch, h, w, b.data(), col);
   Tanh(b.data(), b.size());
   const std::size_t plane = static_cast<std::size_t>(h) * w;
   for (std::size_t px = 0; px < plane; ++px) {

@@ -31,10 +31,10 @@ inline constexpr int kTextLen = 64;  // Tokens per prompt (BOS + words, padded).
 inline constexpr int kTextDim = 64;  // Text embedding width.
 inline constexpr int kTextLayers = 2, kTextHeads = 4;
 inline constexpr int kVocabRows = 256;  // PAD, BOS, the vocabulary, hash buckets.
-inline constexpr int kLatentChannels = 16;
-inline constexpr int kSpatialDown = 8;   // Pixels per latent cell, each axis.
+inline constexpr int kLatentChannels = 4;
+inline constexpr int kSpatialDown = 4;   // Pixels per latent cell, each axis.
 inline constexpr int kTemporalDown = 4;  // Frames per latent frame after the first.
-inline constexpr int kPatch = 2;         // Latent cells per token, each axis.
+inline constexpr int kPatch = 4;         // Latent cells per token, each axis.
 inline constexpr int kMaxTokens = 4096;  // Denoiser sequence limit.
 // The denoiser's token positions are sinusoids of scale * (t, i, j); the
 // scale is the weights' "position_scale" metadata, this without it.
@@ -45,7 +45,7 @@ inline constexpr float kMaxPositionScale = 4.0f;
 // metadata says after how many (absent: none).
 inline constexpr int kMaxDecoderBlocks = 3;
 
-// Latent geometry of a request: [16, t, h, w].
+// Latent geometry of a request: [kLatentChannels, t, h, w].
 struct LatentShape {
   int t = 1, h = 0, w = 0;
   std::size_t elements() const { return static_cast<std::size_t>(kLatentChannels) * t * h * w; }
@@ -96,10 +96,11 @@ class Denoiser {
   // condition [kTextLen, kTextDim] (the same at every step): [kDepth,
   // kTextLen, 2 * kDim]. Velocity given them computes bit-identically.
   std::vector<float> CrossKv(const float* cond) const;
-  // The clean latent x0 [16, t, h, w] the model predicts at noise level
-  // `sigma` (1: pure noise) for latent x and condition [kTextLen,
-  // kTextDim], written to `v`; `cross_kv` (optional): CrossKv(cond),
-  // computed once. REQUIRES h, w even and s.tokens() <= kMaxTokens.
+  // The clean latent x0 [kLatentChannels, t, h, w] the model predicts at
+  // noise level `sigma` (1: pure noise) for latent x and condition
+  // [kTextLen, kTextDim], written to `v`; `cross_kv` (optional):
+  // CrossKv(cond), computed once. REQUIRES h, w multiples of kPatch and
+  // s.tokens() <= kMaxTokens.
   void Velocity(const float* x, const LatentShape& s, float sigma, const float* cond, float* v,
                 const float* cross_kv = nullptr) const;
 
@@ -115,7 +116,7 @@ class Decoder {
   // kMaxDecoderBlocks] (LoadModels checks the metadata and the tensors).
   explicit Decoder(std::shared_ptr<const WeightsFile> w, int blocks = 0);
   int blocks() const { return blocks_; }
-  // One frame: z [16, h, w] → rgb [8h, 8w, 3] (interleaved uint8).
+  // One frame: z [kLatentChannels, h, w] → rgb [4h, 4w, 3] (interleaved uint8).
   void DecodeFrame(const float* z, int h, int w, std::uint8_t* rgb) const;
 
  private:

@@ -20,8 +20,10 @@ Status BadRequest(std::string_view field, std::string_view what) {
   return InvalidArgumentError(std::string(field) + ": " + std::string(what));
 }
 
-int RoundUp16(int px) {
-  return (px + 15) / 16 * 2;  // Latent cells: an even count covering px / 8.
+// Latent cells covering `px` pixels: a whole number of the DiT's patches.
+int LatentCells(int px) {
+  constexpr int kTokenPx = kSpatialDown * kPatch;
+  return (px + kTokenPx - 1) / kTokenPx * kPatch;
 }
 
 }  // namespace
@@ -29,8 +31,8 @@ int RoundUp16(int px) {
 LatentShape Request::latent() const {
   LatentShape s;
   s.t = 1 + (frames - 1 + kTemporalDown - 1) / kTemporalDown;
-  s.h = RoundUp16(height);
-  s.w = RoundUp16(width);
+  s.h = LatentCells(height);
+  s.w = LatentCells(width);
   return s;
 }
 
@@ -170,10 +172,11 @@ bool PreviewSchedule::Want(int done) {
 
 Result<std::string> PreviewPng(const std::vector<float>& x0, const LatentShape& s) {
   const WeightsFile& w = *ReferenceModels().weights;
-  const float* map = w.Data("preview.rgb");  // [16, 3]
+  const float* map = w.Data("preview.rgb");  // [kLatentChannels, 3]
   const float* bias = w.Data("preview.rgb_b");
   const int side = std::max(s.h, s.w);
-  const int scale = std::clamp(kMaxPreviewSide / side, 1, 4);
+  // Up to half the picture's resolution (a 64×64 preview of 128×128).
+  const int scale = std::clamp(kMaxPreviewSide / side, 1, kSpatialDown / 2);
   const int stride = (side + kMaxPreviewSide - 1) / kMaxPreviewSide;  // >1 past 128 cells.
   const int ch = (s.h + stride - 1) / stride, cw = (s.w + stride - 1) / stride;
   const int W = cw * scale, H = ch * scale;

@@ -42,7 +42,7 @@ Result<Request> ParseRequest(std::string_view json, int default_steps, float def
 std::vector<float> EncodeCondition(const Request& r);
 // [kTextLen, kTextDim]: one text's embedding (half of EncodeCondition's).
 std::vector<float> EncodeText(std::string_view text);
-// The seed's Gaussian noise, [16, t, h, w].
+// The seed's Gaussian noise, [kLatentChannels, t, h, w].
 std::vector<float> InitialNoise(const Request& r);
 // Sampler step `step` (0-based) of r.steps, σ(i) = 1 − i/steps: the model
 // predicts the clean latent x0 = x0_u + g · (x0_c − x0_u) (guidance g), and
@@ -73,10 +73,11 @@ class PreviewSchedule {
 
 // Largest side of a preview, pixels.
 inline constexpr int kMaxPreviewSide = 128;
-// A preview of the clean latent x0 [16, t, h, w] (its first frame): each
-// latent cell through the weights' linear latent→RGB map (preview.rgb),
-// enlarged up to 4× or subsampled so neither side exceeds
-// kMaxPreviewSide; PNG. Errors: kInternal (PNG encoding).
+// A preview of the clean latent x0 [kLatentChannels, t, h, w] (its first
+// frame): each latent cell through the weights' linear latent→RGB map
+// (preview.rgb), enlarged up to kSpatialDown / 2 times (half the picture's
+// resolution) or subsampled so neither side exceeds kMaxPreviewSide; PNG.
+// Errors: kInternal (PNG encoding).
 Result<std::string> PreviewPng(const std::vector<float>& x0, const LatentShape& s);
 
 // Decodes output frames as latent frames arrive, in order. Frame 0 comes
@@ -84,8 +85,8 @@ Result<std::string> PreviewPng(const std::vector<float>& x0, const LatentShape& 
 class FrameDecoder {
  public:
   explicit FrameDecoder(const Request& r);
-  // Latent frame k (0, 1, ... in order) of `latent` [16, t, h, w] has
-  // landed; decodes and encodes (PNG) the frames it completes.
+  // Latent frame k (0, 1, ... in order) of `latent` [kLatentChannels, t,
+  // h, w] has landed; decodes and encodes (PNG) the frames it completes.
   // Errors: kInternal (PNG encoding).
   Status AddLatentFrame(const float* latent, int k);
   std::size_t frames_done() const { return pngs_.size(); }

@@ -26,8 +26,8 @@ TEST(ReferenceRequestTest, ParsesFieldsAndNamesBadOnes) {
   EXPECT_EQ(r.height, 40);
   EXPECT_EQ(r.steps, 5);
   EXPECT_FALSE(r.video);
-  EXPECT_EQ(r.latent().h, 6);  // 40 px → 48 px of latent cells (multiple of 16).
-  EXPECT_EQ(r.latent().w, 10);
+  EXPECT_EQ(r.latent().h, 12);  // 40 px → 48 px of latent cells (multiple of 16).
+  EXPECT_EQ(r.latent().w, 20);
   const Request v = Parse(R"({"prompt":"waves","size":"64x48","frames":9})");
   EXPECT_TRUE(v.video);
   EXPECT_EQ(v.latent().t, 3);

@@ -248,7 +248,7 @@ TEST(ReferenceWeightsTest, ModelsReadThePositionScaleAndRefuseABadOne) {
 // the identity; a bad count is refused naming the entry.
 TEST(ReferenceWeightsTest, DecoderBlocksFollowTheMetadata) {
   const std::string path = ::testing::TempDir() + "/decoder_blocks.safetensors";
-  constexpr int kChannels[2] = {96, 64};
+  constexpr int kChannels[2] = {64, 32};  // The decoder's first two stages.
   auto blocks = [&](float second) {
     std::map<std::string, std::pair<std::vector<std::int64_t>, std::vector<float>>> out;
     for (int i = 0; i < 2; ++i) {
@@ -288,7 +288,7 @@ TEST(ReferenceWeightsTest, DecoderBlocksFollowTheMetadata) {
   for (std::size_t i = 0; i < z.size(); ++i) {
     z[i] = std::sin(0.29f * static_cast<float>(i));
   }
-  std::vector<std::uint8_t> a(32 * 32 * 3), b(a.size()), c(a.size());
+  std::vector<std::uint8_t> a(4 * kSpatialDown * 4 * kSpatialDown * 3), b(a.size()), c(a.size());
   (*plain)->decoder.DecodeFrame(z.data(), 4, 4, a.data());
   (*identity)->decoder.DecodeFrame(z.data(), 4, 4, b.data());
   (*changed)->decoder.DecodeFrame(z.data(), 4, 4, c.data());
