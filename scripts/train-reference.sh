@@ -6,7 +6,7 @@
 #   docs/models/sluice-reference-loss.png            its plot
 #   tests/golden/reference_torch_128.png             the PyTorch mirror's golden picture
 #   tests/golden/reference_torch_video_128.png       and three frames of its golden video
-# Then prints the held-out scores of the PyTorch mirror. ~55 min on this machine
+# Then prints the held-out scores of the PyTorch mirror. ~50 min on this machine
 # (one torch thread; docs/models/sluice-reference.md).
 # CI never runs this; the committed weights are its output.
 # Usage: scripts/train-reference.sh [train.py flags]     (as root on Debian 12)
