@@ -151,11 +151,10 @@ class TorchStages:
                            content_type="application/x-sluice-frames+tar")
 
     def preview_png(self, z: torch.Tensor) -> bytes:
-        """z [4, h, w] through the shipped latent->RGB map, at half the
-        picture's resolution (each cell SCALE / 2 pixels a side)."""
+        """z [4, h, w] through the shipped latent->RGB map, a pixel per
+        cell (as the C++ denoise stage makes them)."""
         rgb = net.to_uint8(self.model.preview(z[None]))[0]
-        k = net.SCALE // 2
-        return png.encode(np.repeat(np.repeat(rgb, k, axis=0), k, axis=1))
+        return png.encode(rgb)
 
 
 def store_keys(descriptor: bytes):

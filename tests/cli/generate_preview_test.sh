@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `sluice generate --preview` against `sluice serve`: exits 0, prints a line
 # per preview it wrote (the last step's among them) and leaves
-# OUTPUT.preview.png, a 64x64 PNG, beside the 128x128 result.
+# OUTPUT.preview.png, a 32x32 PNG (a pixel per latent cell), beside the
+# 128x128 result.
 # Usage: generate_preview_test.sh SLUICE_BIN
 set -uo pipefail
 bin=$1
@@ -33,7 +34,7 @@ def size(path):
     data = open(path, "rb").read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", path
     return struct.unpack(">II", data[16:24])
-ok = size(sys.argv[1]) == (64, 64) and size(sys.argv[2]) == (128, 128)
+ok = size(sys.argv[1]) == (32, 32) and size(sys.argv[2]) == (128, 128)
 print("ok" if ok else f"FAIL sizes {size(sys.argv[1])} {size(sys.argv[2])}")
 sys.exit(0 if ok else 1)
 PY

@@ -68,24 +68,24 @@ client::GenerateRequest Image(int steps, std::optional<int> every) {
   return r;
 }
 
-// The mean absolute difference per channel of a 64×64 preview and the
-// 128×128 result averaged over 2×2 blocks.
+// The mean absolute difference per channel of a 32×32 preview and the
+// 128×128 result averaged over 4×4 blocks.
 double PreviewError(const media::RgbImage& preview, const media::RgbImage& result) {
   double sum = 0;
-  for (int y = 0; y < 64; ++y) {
-    for (int x = 0; x < 64; ++x) {
+  for (int y = 0; y < 32; ++y) {
+    for (int x = 0; x < 32; ++x) {
       for (int c = 0; c < 3; ++c) {
         double mean = 0;
-        for (int dy = 0; dy < 2; ++dy) {
-          for (int dx = 0; dx < 2; ++dx) {
-            mean += result.rgb[((2 * y + dy) * 128 + 2 * x + dx) * 3 + c] / 4.0;
+        for (int dy = 0; dy < 4; ++dy) {
+          for (int dx = 0; dx < 4; ++dx) {
+            mean += result.rgb[((4 * y + dy) * 128 + 4 * x + dx) * 3 + c] / 16.0;
           }
         }
-        sum += std::abs(mean - preview.rgb[(y * 64 + x) * 3 + c]);
+        sum += std::abs(mean - preview.rgb[(y * 32 + x) * 3 + c]);
       }
     }
   }
-  return sum / (64 * 64 * 3);
+  return sum / (32 * 32 * 3);
 }
 
 TEST(PreviewTest, PreviewsStreamAsEventsAndTheLastShowsTheResult) {
@@ -109,8 +109,8 @@ TEST(PreviewTest, PreviewsStreamAsEventsAndTheLastShowsTheResult) {
       ++with_image;
       auto png = media::DecodePng(Unbase64(e.data["image"].get<std::string>()));
       ASSERT_TRUE(png.ok()) << png.status().ToString();
-      EXPECT_EQ(png->width, 64);
-      EXPECT_EQ(png->height, 64);
+      EXPECT_EQ(png->width, 32);
+      EXPECT_EQ(png->height, 32);
     }
   }
   // At most one preview per heartbeat reaches the server; at least the

@@ -75,9 +75,8 @@ class PreviewSchedule {
 inline constexpr int kMaxPreviewSide = 128;
 // A preview of the clean latent x0 [kLatentChannels, t, h, w] (its first
 // frame): each latent cell through the weights' linear latent→RGB map
-// (preview.rgb), enlarged up to kSpatialDown / 2 times (half the picture's
-// resolution) or subsampled so neither side exceeds kMaxPreviewSide; PNG.
-// Errors: kInternal (PNG encoding).
+// (preview.rgb), a pixel per cell, subsampled so neither side exceeds
+// kMaxPreviewSide; PNG. Errors: kInternal (PNG encoding).
 Result<std::string> PreviewPng(const std::vector<float>& x0, const LatentShape& s);
 
 // Decodes output frames as latent frames arrive, in order. Frame 0 comes
