@@ -13,22 +13,29 @@ void PayloadLedger::Record(JobId job, const std::string& stage, std::vector<std:
   }
 }
 
-void PayloadLedger::Release(JobId job, const std::string& stage) {
+std::vector<std::string> PayloadLedger::Take(JobId job, const std::string& stage) {
   auto j = by_job_.find(job);
   if (j == by_job_.end()) {
-    return;
+    return {};
   }
   auto s = j->second.find(stage);
   if (s == j->second.end()) {
-    return;
+    return {};
   }
-  for (std::string& k : s->second) {
+  std::vector<std::string> keys = std::move(s->second);
+  for (const std::string& k : keys) {
     owner_.erase(k);
-    released_.push_back(std::move(k));
   }
   j->second.erase(s);
   if (j->second.empty()) {
     by_job_.erase(j);
+  }
+  return keys;
+}
+
+void PayloadLedger::Release(JobId job, const std::string& stage) {
+  for (std::string& k : Take(job, stage)) {
+    released_.push_back(std::move(k));
   }
 }
 
@@ -59,21 +66,7 @@ void PayloadLedger::ReleaseKeys(const std::vector<std::string>& keys) {
 }
 
 void PayloadLedger::Drop(JobId job, const std::string& stage) {
-  auto j = by_job_.find(job);
-  if (j == by_job_.end()) {
-    return;
-  }
-  auto s = j->second.find(stage);
-  if (s == j->second.end()) {
-    return;
-  }
-  for (const std::string& k : s->second) {
-    owner_.erase(k);
-  }
-  j->second.erase(s);
-  if (j->second.empty()) {
-    by_job_.erase(j);
-  }
+  (void)Take(job, stage);
 }
 
 std::optional<std::pair<JobId, std::string>> PayloadLedger::Owner(const std::string& key) const {

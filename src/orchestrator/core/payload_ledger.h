@@ -45,6 +45,10 @@ class PayloadLedger {
   std::size_t owned() const { return owner_.size(); }
 
  private:
+  // Removes the keys of `job`'s stage `stage` from the ledger (none: {})
+  // and hands them over, disowned and not released.
+  std::vector<std::string> Take(JobId job, const std::string& stage);
+
   std::map<JobId, std::map<std::string, std::vector<std::string>>>
       by_job_;                                                  // job -> stage -> keys.
   std::map<std::string, std::pair<JobId, std::string>> owner_;  // key -> (job, stage).
