@@ -55,9 +55,20 @@ void FrameConn::OnTick(Clock::time_point now) {
     return;
   }
   if (now - last_progress_ > timeout_) {
-    Close(DeadlineExceededError(
-        "peer " + peer_ + " made no progress for " + std::to_string(timeout_.count()) + " ms",
-        FailureScope::kEndpoint));
+    std::string what;
+    if (in_frame_) {
+      what = std::to_string(follow_left_) + " bytes of a frame still to read";
+    }
+    if (!out_.empty()) {
+      what += std::string(what.empty() ? "" : ", ") + std::to_string(out_.size()) +
+              " frames not yet written (" + std::to_string(out_sent_) + " bytes of the first sent)";
+    }
+    if (what.empty()) {
+      what = "an answer awaited";
+    }
+    Close(DeadlineExceededError("peer " + peer_ + " made no progress for " +
+                                    std::to_string(timeout_.count()) + " ms (" + what + ")",
+                                FailureScope::kEndpoint));
   }
 }
 
@@ -189,7 +200,7 @@ bool FrameConn::ConsumeBuffered() {
 
 void FrameConn::OnReadable() {
   // Bounded so one busy connection cannot starve others on this loop.
-  for (int round = 0; round < 64 && !closed_; ++round) {
+  for (int round = 0; round < kReadRounds && !closed_; ++round) {
     if (!ConsumeBuffered()) {
       return;
     }
@@ -231,6 +242,12 @@ void FrameConn::OnReadable() {
     } else {
       in_len_ += static_cast<std::size_t>(got);
     }
+  }
+  // Out of rounds: what the last read buffered is taken now. The socket may
+  // hold nothing more, and then no event would come for these bytes (a
+  // frame's tail left here stalled the connection until its timeout).
+  if (!closed_) {
+    ConsumeBuffered();
   }
 }
 

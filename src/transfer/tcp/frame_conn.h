@@ -36,6 +36,12 @@ namespace sluice::internal {
 
 class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameConn> {
  public:
+  // The read buffer (headers, bodies, drained payload), and the reads one
+  // readiness event takes at most: then other connections on the loop get
+  // their turn, and level-triggered epoll brings this one back.
+  static constexpr std::size_t kInBufSize = 64 * 1024;
+  static constexpr int kReadRounds = 64;
+
   FrameConn(UniqueFd fd, EventLoop* loop, std::string peer, std::chrono::milliseconds timeout);
   ~FrameConn() override;
 
@@ -124,8 +130,6 @@ class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameCon
   // false when no send buffer is free yet.
   Result<bool> SealFrame(OutFrame& f);
   void ReleaseFrame(const OutFrame& f);
-
-  static constexpr std::size_t kInBufSize = 64 * 1024;
 
   UniqueFd fd_;
   EventLoop* loop_;
