@@ -22,6 +22,7 @@
 #include "orchestrator/service/journal.h"
 #include "orchestrator/service/orchestrator_state.h"
 #include "orchestrator/service/video_mux.h"
+#include "orchestrator/service/worker_messages.h"
 #include "proto/orchestrator/v1/orchestrator.grpc.pb.h"
 
 namespace sluice::internal {
@@ -356,7 +357,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     }
     Status s = Prove(*ctx, req->worker_id(), worker_method::kHeartbeat);
     if (s.ok()) {
-      s = state_.Heartbeat(*req);
+      s = state_.Heartbeat(orchestrator::FromWire(*req));
     }
     if (s.code() == StatusCode::kNotFound) {
       resp->set_reregister(true);
@@ -376,7 +377,9 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
       return w;
     }
     Status s = state_.Attach(
-        req->worker_id(), w, [w](const pb::Assignment& a) { w->Push(a); }, [w] { w->Close(); });
+        req->worker_id(), w,
+        [w](const orchestrator::AssignmentOrder& a) { w->Push(orchestrator::ToWire(a)); },
+        [w] { w->Close(); });
     if (!s.ok()) {
       w->Refuse(ToGrpc(s));
     }
@@ -388,7 +391,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
       return r;
     }
     Status proof = Prove(*ctx, req->worker_id(), worker_method::kDone);
-    return Done(ctx, proof.ok() ? state_.Done(*req) : proof);
+    return Done(ctx, proof.ok() ? state_.Done(orchestrator::FromWire(*req)) : proof);
   }
   grpc::ServerUnaryReactor* Failed(grpc::CallbackServerContext* ctx, const pb::FailedRequest* req,
                                    pb::FailedResponse*) override {
@@ -396,7 +399,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
       return r;
     }
     Status proof = Prove(*ctx, req->worker_id(), worker_method::kFailed);
-    return Done(ctx, proof.ok() ? state_.Failed(*req) : proof);
+    return Done(ctx, proof.ok() ? state_.Failed(orchestrator::FromWire(*req)) : proof);
   }
   grpc::ServerUnaryReactor* Unregister(grpc::CallbackServerContext* ctx,
                                        const pb::UnregisterRequest* req,

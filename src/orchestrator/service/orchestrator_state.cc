@@ -70,9 +70,9 @@ namespace {
 // A Done's timings as a stage_done event shows them: at most 8 names of
 // 1..32 of [a-z_] with values in [0, 1e7] ms; anything else a worker sends
 // is dropped.
-std::map<std::string, double> CheckedTimings(const v1::DoneRequest& r) {
+std::map<std::string, double> CheckedTimings(const DoneReport& r) {
   std::map<std::string, double> out;
-  for (const auto& [name, ms] : r.timings_ms()) {
+  for (const auto& [name, ms] : r.timings_ms) {
     if (IsTimingName(name) && ms >= 0 && ms <= kMaxTimingMs && out.size() < kMaxTimings) {
       out.emplace(name, ms);
     }
@@ -96,14 +96,14 @@ void OrchestratorState::EventLocked(JobRecord& j, TimePoint now, std::string typ
   watchers_.Wake(j.view.id);
 }
 
-void OrchestratorState::PreviewLocked(JobRecord& j, const v1::StepProgress& p, TimePoint now) {
+void OrchestratorState::PreviewLocked(JobRecord& j, const StepReport& p, TimePoint now) {
   constexpr std::string_view kPngMagic("\x89PNG\r\n\x1a\n", 8);
-  if (j.view.finished() || p.preview().size() > kMaxPreviewBytes ||
-      std::string_view(p.preview()).substr(0, 8) != kPngMagic) {
+  if (j.view.finished() || p.preview.size() > kMaxPreviewBytes ||
+      p.preview.substr(0, 8) != kPngMagic) {
     return;
   }
-  j.preview.png = p.preview();
-  j.preview.step = static_cast<int>(p.preview_step());
+  j.preview.png = p.preview;
+  j.preview.step = static_cast<int>(p.preview_step);
   if (j.preview_event < j.view.events.size() && j.view.events[j.preview_event].type == "preview") {
     j.view.events[j.preview_event].detail.clear();
   }
@@ -260,7 +260,7 @@ void OrchestratorState::Detach(WorkerId id, const void* stream) {
   }
 }
 
-void OrchestratorState::SendLocked(WorkerId id, v1::Assignment a) {
+void OrchestratorState::SendLocked(WorkerId id, AssignmentOrder a) {
   auto it = workers_.find(id);
   if (it == workers_.end()) {
     return;
@@ -272,57 +272,58 @@ void OrchestratorState::SendLocked(WorkerId id, v1::Assignment a) {
   }
 }
 
-Status OrchestratorState::Heartbeat(const v1::HeartbeatRequest& r) {
+Status OrchestratorState::Heartbeat(const HeartbeatReport& r) {
   const TimePoint now = Now();
   MutexLock lock(mu_);
-  auto it = workers_.find(r.worker_id());
+  auto it = workers_.find(r.worker);
   if (it == workers_.end()) {
-    return NotFoundError("unknown worker " + std::to_string(r.worker_id()) + " (register again)");
+    return NotFoundError("unknown worker " + std::to_string(r.worker) + " (register again)");
   }
   registry_.Heard(it->first, now);
   RecordCachesLocked(it->second, r);
   RecordTransportsLocked(it->second, r);
-  if (r.draining()) {
-    (void)scheduler_.Draining(r.worker_id(), now);
+  if (r.draining) {
+    (void)scheduler_.Draining(r.worker, now);
   }
   // Free slots counted before a report this state already processed are
   // stale: that report gave the slot back.
-  if (!r.has_reports() || r.reports() >= registry_.Find(it->first)->reports) {
-    (void)scheduler_.Credits(r.worker_id(),
-                             static_cast<int>(std::min<std::uint32_t>(r.free_slots(), 1024)), now);
+  if (!r.reports.has_value() || *r.reports >= registry_.Find(it->first)->reports) {
+    (void)scheduler_.Credits(r.worker,
+                             static_cast<int>(std::min<std::uint32_t>(r.free_slots, 1024)), now);
   }
-  for (const v1::StepProgress& p : r.progress()) {
-    ProgressLocked(r.worker_id(), p, now);
+  for (const StepReport& p : r.progress) {
+    ProgressLocked(r.worker, p, now);
   }
-  for (std::uint64_t id : r.first_output()) {
+  for (JobId id : r.first_output) {
     FirstOutputLocked(id, now);
   }
   ApplyLocked(now);
   return Status::Ok();
 }
 
-void OrchestratorState::ProgressLocked(WorkerId w, const v1::StepProgress& p, TimePoint now) {
-  if (!scheduler_.Progress(p.job_id(), w, static_cast<int>(p.step()), p.checkpointed(), now).ok()) {
+void OrchestratorState::ProgressLocked(WorkerId w, const StepReport& p, TimePoint now) {
+  const int step = static_cast<int>(p.step);
+  if (!scheduler_.Progress(p.job, w, step, p.checkpointed, now).ok()) {
     return;  // Stale: the job moved on.
   }
-  auto j = jobs_.find(p.job_id());
+  auto j = jobs_.find(p.job);
   if (j == jobs_.end()) {
     return;
   }
   JobRecord& rec = j->second;
-  if (p.checkpointed() && rec.request.keep_checkpoints) {
-    KeepLocked(rec, static_cast<int>(p.step()), now);
+  if (p.checkpointed && rec.request.keep_checkpoints) {
+    KeepLocked(rec, step, now);
   }
-  if (p.checkpointed() && static_cast<int>(p.step()) > rec.saved.checkpoint_step) {
-    rec.saved.checkpoint_step = static_cast<int>(p.step());
+  if (p.checkpointed && step > rec.saved.checkpoint_step) {
+    rec.saved.checkpoint_step = step;
     SaveProgressLocked(rec);
   }
-  if (rec.view.step != static_cast<int>(p.step())) {
-    rec.view.step = static_cast<int>(p.step());
-    rec.view.steps = static_cast<int>(p.steps());
+  if (rec.view.step != step) {
+    rec.view.step = step;
+    rec.view.steps = static_cast<int>(p.steps);
     EventLocked(rec, now, "step");
   }
-  if (!p.preview().empty()) {
+  if (!p.preview.empty()) {
     PreviewLocked(rec, p, now);
   }
 }
@@ -341,7 +342,7 @@ void OrchestratorState::CountReportLocked(WorkerId w) {
   registry_.CountReport(w);
 }
 
-Status OrchestratorState::Done(const v1::DoneRequest& r) {
+Status OrchestratorState::Done(const DoneReport& r) {
   // A final output is checked outside the lock: decoding it takes
   // milliseconds for a large image, and every other call waits on the lock.
   Status bad = Status::Ok();
@@ -349,41 +350,41 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
     std::optional<JobRequest> asked;
     {
       MutexLock lock(mu_);
-      auto j = jobs_.find(r.job_id());
+      auto j = jobs_.find(r.job);
       if (j != jobs_.end() && !j->second.view.finished() &&
           j->second.view.stage == j->second.request.pipeline.back()) {
         asked = j->second.request;
       }
     }
     if (asked.has_value()) {
-      bad = CheckOutput(asked->kind, asked->request_json, r.output_type(), r.output());
+      bad = CheckOutput(asked->kind, asked->request_json, r.output_type, r.output);
     }
   }
   const TimePoint now = Now();
   MutexLock lock(mu_);
   // What the stage reported since its last heartbeat goes first, as that
   // heartbeat would have (its last step, its first output).
-  for (const v1::StepProgress& p : r.progress()) {
-    if (p.job_id() == r.job_id()) {
-      ProgressLocked(r.worker_id(), p, now);
+  for (const StepReport& p : r.progress) {
+    if (p.job == r.job) {
+      ProgressLocked(r.worker, p, now);
     }
   }
-  if (r.first_output()) {
-    FirstOutputLocked(r.job_id(), now);
+  if (r.first_output) {
+    FirstOutputLocked(r.job, now);
   }
-  CountReportLocked(r.worker_id());
-  auto j = jobs_.find(r.job_id());
+  CountReportLocked(r.worker);
+  auto j = jobs_.find(r.job);
   if (!bad.ok() && j != jobs_.end()) {
     // StageFailed refuses it if the job moved on meanwhile (a stale report).
     return RefuseOutputLocked(j->second, r, bad, now);
   }
-  Status s = j == jobs_.end() ? NotFoundError("unknown job " + std::to_string(r.job_id()))
-                              : scheduler_.StageDone(r.job_id(), r.worker_id(), now);
+  Status s = j == jobs_.end() ? NotFoundError("unknown job " + std::to_string(r.job))
+                              : scheduler_.StageDone(r.job, r.worker, now);
   if (!s.ok()) {
     // A report nobody waits for (the job was cancelled or finished, or the
     // work was given to another worker): its payloads are garbage unless a
     // live job owns the same keys.
-    for (const std::string& k : r.payload_keys()) {
+    for (const std::string& k : r.payload_keys) {
       payloads_.ReleaseUnlessOwned(k);
     }
     return s;
@@ -393,28 +394,28 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
   const bool final_stage = *st == rec.request.pipeline.back();
   {
     if (!final_stage) {
-      rec.outputs[*st] = r.output();  // The next stage's input.
+      rec.outputs[*st] = std::string(r.output);  // The next stage's input.
     }
-    const std::vector<std::string> keys(r.payload_keys().begin(), r.payload_keys().end());
-    payloads_.Record(r.job_id(), *st, keys);  // A re-run replaces the lost output's keys.
+    const std::vector<std::string>& keys = r.payload_keys;
+    payloads_.Record(r.job, *st, keys);  // A re-run replaces the lost output's keys.
     if (rec.view.finished()) {
       // Cancelled while the stage ran to its end: nobody will read it.
-      payloads_.Release(r.job_id(), *st);
+      payloads_.Release(r.job, *st);
     }
     // This stage consumed the previous stage's output: it can go now (not
     // before, so a re-queued stage can read its input again).
     const auto& pipe = rec.request.pipeline;
     auto at = std::find(pipe.begin(), pipe.end(), *st);
     if (at != pipe.begin() && at != pipe.end()) {
-      payloads_.Release(r.job_id(), *std::prev(at));
+      payloads_.Release(r.job, *std::prev(at));
     }
     if (final_stage) {
       if (!rec.view.finished()) {
-        StoreResultLocked(rec, r.output());
+        StoreResultLocked(rec, r.output);
       }
-      rec.view.result_type = r.output_type();
+      rec.view.result_type = r.output_type;
     } else if (!rec.view.finished()) {
-      rec.saved = JobProgress{*st, r.output(), keys, 0};
+      rec.saved = JobProgress{*st, std::string(r.output), keys, 0};
       SaveProgressLocked(rec);
     }
   }
@@ -425,21 +426,20 @@ Status OrchestratorState::Done(const v1::DoneRequest& r) {
   return Status::Ok();
 }
 
-Status OrchestratorState::RefuseOutputLocked(JobRecord& j, const v1::DoneRequest& r,
-                                             const Status& why, TimePoint now) {
+Status OrchestratorState::RefuseOutputLocked(JobRecord& j, const DoneReport& r, const Status& why,
+                                             TimePoint now) {
   const std::string reason =
-      "bad output from worker " + std::to_string(r.worker_id()) + ": " + std::string(why.message());
+      "bad output from worker " + std::to_string(r.worker) + ": " + std::string(why.message());
   // Refused before the attempt is re-queued, so the retry never goes back
   // to it.
-  if (const int bad = registry_.CountBadOutput(r.worker_id());
+  if (const int bad = registry_.CountBadOutput(r.worker);
       bad > 0 && bad == options_.max_bad_outputs) {
     SLUICE_LOG(warn, "orchestrator: worker {} returned {} bad outputs; it gets no further work",
-               r.worker_id(), bad);
-    (void)scheduler_.Draining(r.worker_id(), now);
+               r.worker, bad);
+    (void)scheduler_.Draining(r.worker, now);
   }
-  SLUICE_RETURN_IF_ERROR(
-      scheduler_.StageFailed(r.job_id(), r.worker_id(), reason, /*retryable=*/true, now));
-  for (const std::string& k : r.payload_keys()) {
+  SLUICE_RETURN_IF_ERROR(scheduler_.StageFailed(r.job, r.worker, reason, /*retryable=*/true, now));
+  for (const std::string& k : r.payload_keys) {
     payloads_.ReleaseUnlessOwned(k);  // Nobody reads a refused output.
   }
   j.queued_since = now;
@@ -449,33 +449,28 @@ Status OrchestratorState::RefuseOutputLocked(JobRecord& j, const v1::DoneRequest
   return InvalidArgumentError("output refused: " + std::string(why.message()));
 }
 
-Status OrchestratorState::Failed(const v1::FailedRequest& r) {
+Status OrchestratorState::Failed(const FailedReport& r) {
   const TimePoint now = Now();
   MutexLock lock(mu_);
-  CountReportLocked(r.worker_id());
-  auto j = jobs_.find(r.job_id());
+  CountReportLocked(r.worker);
+  auto j = jobs_.find(r.job);
   if (j == jobs_.end()) {
-    return NotFoundError("unknown job " + std::to_string(r.job_id()));
+    return NotFoundError("unknown job " + std::to_string(r.job));
   }
-  if (r.preempted()) {
-    SLUICE_RETURN_IF_ERROR(scheduler_.Preempted(r.job_id(), r.worker_id(), now));
+  if (r.preempted) {
+    SLUICE_RETURN_IF_ERROR(scheduler_.Preempted(r.job, r.worker, now));
     EventLocked(j->second, now, "preempted");
   } else {
-    // Workers before codes send only `retryable`.
-    const auto code = static_cast<StatusCode>(r.code());
-    const bool retryable =
-        r.code() == 0 ? r.retryable()
-                      : code == StatusCode::kUnavailable || code == StatusCode::kResourceExhausted;
     // A cached input evicted before it was read: its producer runs again
     // (the failure below then re-queues the producer, not this stage).
     (void)RerunOnEvictedInputLocked(j->second, r, now);
-    if (code == StatusCode::kInvalidArgument) {
+    if (r.code == StatusCode::kInvalidArgument) {
       j->second.view.error_type = "invalid_request_error";  // The client's input.
     }
-    SLUICE_RETURN_IF_ERROR(
-        scheduler_.StageFailed(r.job_id(), r.worker_id(), r.reason(), retryable, now));
+    const std::string reason(r.reason);
+    SLUICE_RETURN_IF_ERROR(scheduler_.StageFailed(r.job, r.worker, reason, r.retryable, now));
     j->second.queued_since = now;
-    EventLocked(j->second, now, "stage_failed", r.reason());
+    EventLocked(j->second, now, "stage_failed", reason);
   }
   ApplyLocked(now);
   return Status::Ok();
@@ -570,19 +565,19 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         rec.view.step = a.resume_step;
         EventLocked(rec, now, "stage_started",
                     a.resume_step > 0 ? "resumed from step " + std::to_string(a.resume_step) : "");
-        v1::Assignment out;
-        out.set_kind(v1::Assignment::RUN);
-        out.set_job_id(a.job);
-        out.set_stage(rec.view.stage);
-        out.set_model(rec.request.model);
-        out.set_resume_step(static_cast<std::uint32_t>(a.resume_step));
-        out.set_request_json(rec.request.request_json);
+        AssignmentOrder out;
+        out.kind = AssignmentOrder::Kind::kRun;
+        out.job = a.job;
+        out.stage = rec.view.stage;
+        out.model = rec.request.model;
+        out.resume_step = static_cast<std::uint32_t>(a.resume_step);
+        out.request_json = rec.request.request_json;
         const auto& pipe = rec.request.pipeline;
         auto at = std::find(pipe.begin(), pipe.end(), a.stage);
         if (at != pipe.begin() && at != pipe.end()) {
           auto in = rec.outputs.find(*std::prev(at));
           if (in != rec.outputs.end()) {
-            out.set_input(in->second);
+            out.input = in->second;
           }
         }
         SendLocked(a.worker, std::move(out));
@@ -590,13 +585,13 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
       }
       case Action::Kind::kStop:
       case Action::Kind::kCheckpoint: {
-        v1::Assignment out;
-        out.set_kind(a.kind == Action::Kind::kStop ? v1::Assignment::STOP
-                                                   : v1::Assignment::CHECKPOINT);
-        out.set_job_id(a.job);
-        out.set_stage(a.stage);
+        AssignmentOrder out;
+        out.kind = a.kind == Action::Kind::kStop ? AssignmentOrder::Kind::kStop
+                                                 : AssignmentOrder::Kind::kCheckpoint;
+        out.job = a.job;
+        out.stage = a.stage;
         if (j != jobs_.end()) {
-          out.set_model(j->second.request.model);
+          out.model = j->second.request.model;
           if (!a.reason.empty()) {  // Taken back: its lease lapsed.
             SLUICE_LOG(warn, "job {}: {} on worker {}: {}; re-queued", a.job, a.stage, a.worker,
                        a.reason);

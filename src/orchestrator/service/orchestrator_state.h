@@ -30,9 +30,9 @@
 #include "orchestrator/core/scheduler.h"
 #include "orchestrator/core/worker_instances.h"
 #include "orchestrator/core/worker_registry.h"
+#include "orchestrator/core/worker_reports.h"
 #include "orchestrator/service/job_status.h"
 #include "orchestrator/service/result_dir.h"
-#include "proto/orchestrator/v1/orchestrator.pb.h"
 
 namespace sluice::orchestrator {
 
@@ -318,7 +318,7 @@ struct ServiceStats {
 
 class OrchestratorState {
  public:
-  using Sink = std::function<void(const v1::Assignment&)>;
+  using Sink = std::function<void(const AssignmentOrder&)>;
   // `journal` (optional) must outlive the state.
   // `results` (optional, beside the journal): where succeeded jobs' result
   // bytes go, so memory holds none of them; both must outlive the state.
@@ -400,10 +400,10 @@ class OrchestratorState {
   // nothing (the newer one stays attached).
   void Detach(WorkerId w, const void* stream);
   // Errors: kNotFound (unknown worker: it must register again).
-  Status Heartbeat(const v1::HeartbeatRequest& r);
+  Status Heartbeat(const HeartbeatReport& r);
   // Errors: kNotFound, kFailedPrecondition (stale or duplicate report).
-  Status Done(const v1::DoneRequest& r);
-  Status Failed(const v1::FailedRequest& r);
+  Status Done(const DoneReport& r);
+  Status Failed(const FailedReport& r);
   // Forgets worker `w` now (it leaves on purpose), re-queueing what it still
   // holds. Errors: kNotFound (unknown worker; already gone).
   Status Unregister(WorkerId w);
@@ -492,7 +492,7 @@ class OrchestratorState {
   // A registered worker's link (its stage, liveness and counts are
   // registry_'s): how assignments reach it, its session and its counters.
   struct WorkerRecord {
-    std::deque<v1::Assignment> pending;  // Until the stream attaches.
+    std::deque<AssignmentOrder> pending;  // Until the stream attaches.
     Sink sink;
     std::function<void()> closed;
     const void* stream = nullptr;                      // The attached stream's identity.
@@ -510,20 +510,20 @@ class OrchestratorState {
   void ApplyLocked(TimePoint now) SLUICE_REQUIRES(mu_);
   // A worker's preview of a running job: kept (newest only) and sent as a
   // "preview" event. Ignored for a finished job or one over kMaxPreviewBytes.
-  void PreviewLocked(JobRecord& j, const v1::StepProgress& p, TimePoint now) SLUICE_REQUIRES(mu_);
+  void PreviewLocked(JobRecord& j, const StepReport& p, TimePoint now) SLUICE_REQUIRES(mu_);
   // Worker `w`'s step progress (stale entries, for a job that moved on,
   // are skipped) and a job's first output (TTFF; once per job), from a
   // heartbeat or a Done.
-  void ProgressLocked(WorkerId w, const v1::StepProgress& p, TimePoint now) SLUICE_REQUIRES(mu_);
+  void ProgressLocked(WorkerId w, const StepReport& p, TimePoint now) SLUICE_REQUIRES(mu_);
   void FirstOutputLocked(std::uint64_t job, TimePoint now) SLUICE_REQUIRES(mu_);
   void EventLocked(JobRecord& j, TimePoint now, std::string type, std::string detail = {})
       SLUICE_REQUIRES(mu_);
-  void SendLocked(WorkerId w, v1::Assignment a) SLUICE_REQUIRES(mu_);
+  void SendLocked(WorkerId w, AssignmentOrder a) SLUICE_REQUIRES(mu_);
   void CountReportLocked(WorkerId w) SLUICE_REQUIRES(mu_);
   // A final stage's output that failed its check: the attempt fails
   // (retryable) and the worker is counted, refused work past the limit.
-  Status RefuseOutputLocked(JobRecord& j, const v1::DoneRequest& r, const Status& why,
-                            TimePoint now) SLUICE_REQUIRES(mu_);
+  Status RefuseOutputLocked(JobRecord& j, const DoneReport& r, const Status& why, TimePoint now)
+      SLUICE_REQUIRES(mu_);
   void FinishLocked(JobRecord& j, JobStatus status, std::string error, TimePoint now)
       SLUICE_REQUIRES(mu_);
   // Cancels an unfinished job. Errors: the scheduler's.
@@ -538,7 +538,7 @@ class OrchestratorState {
   std::int64_t UnixNowMs() const;  // Milliseconds, likewise.
   // Keeps a succeeded job's result: in the result dir when there is one
   // (in memory if writing it fails), else in memory.
-  void StoreResultLocked(JobRecord& rec, const std::string& bytes) SLUICE_REQUIRES(mu_);
+  void StoreResultLocked(JobRecord& rec, std::string_view bytes) SLUICE_REQUIRES(mu_);
   // Removes results in the dir that no restored job answers for.
   void RemoveUnownedResultsLocked() SLUICE_REQUIRES(mu_);
 
@@ -584,15 +584,15 @@ class OrchestratorState {
   // there is replaced. A request that is not a JSON object is unchanged.
   std::string WithCacheScope(const std::string& request_json, const std::string& tenant) const;
   // (orchestrator_state_cache.cc) A heartbeat's cache counters.
-  static void RecordCachesLocked(WorkerRecord& w, const v1::HeartbeatRequest& r);
+  static void RecordCachesLocked(WorkerRecord& w, const HeartbeatReport& r);
   // Keeps a departing worker's cache counters in the totals.
   // Its engine's bytes per transport, from a heartbeat.
-  void RecordTransportsLocked(WorkerRecord& w, const v1::HeartbeatRequest& r) SLUICE_REQUIRES(mu_);
+  void RecordTransportsLocked(WorkerRecord& w, const HeartbeatReport& r) SLUICE_REQUIRES(mu_);
   // A departing worker's counters (caches, transports) join the totals.
   void RetireCachesLocked(const WorkerRecord& w, const std::string& stage) SLUICE_REQUIRES(mu_);
   // A stage that failed with kNotFound on a cached input: runs the stage
   // that produced the input again (bounded by max_cache_reruns) and says so.
-  bool RerunOnEvictedInputLocked(JobRecord& j, const v1::FailedRequest& r, TimePoint now)
+  bool RerunOnEvictedInputLocked(JobRecord& j, const FailedReport& r, TimePoint now)
       SLUICE_REQUIRES(mu_);
   // Writes `j.saved` to the journal (failures are logged: the job runs on).
   void SaveProgressLocked(JobRecord& j) SLUICE_REQUIRES(mu_);

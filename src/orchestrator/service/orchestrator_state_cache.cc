@@ -98,28 +98,28 @@ std::optional<OrchestratorState::CachedStart> OrchestratorState::CachedStartFor(
   return CachedStart{decl.stage, cache::EncodeCachedInput(*keys)};
 }
 
-void OrchestratorState::RecordCachesLocked(WorkerRecord& w, const v1::HeartbeatRequest& r) {
-  for (const v1::CacheCounters& c : r.caches()) {
-    if (c.kind().empty() || c.kind().size() > 32 || w.caches.size() >= 16) {
+void OrchestratorState::RecordCachesLocked(WorkerRecord& w, const HeartbeatReport& r) {
+  for (const CacheReport& c : r.caches) {
+    if (c.kind.empty() || c.kind.size() > 32 || w.caches.size() >= 16) {
       continue;  // Bounded: a worker cannot grow the metrics without end.
     }
-    cache::CacheStats& s = w.caches[c.kind()];
-    s.lookups = c.lookups();
-    s.hits = c.hits();
-    s.misses = c.misses();
-    s.computes = c.computes();
-    s.single_flight_waits = c.single_flight_waits();
-    s.takeovers = c.takeovers();
-    s.bytes_inserted = c.bytes_inserted();
+    cache::CacheStats& s = w.caches[std::string(c.kind)];
+    s.lookups = c.lookups;
+    s.hits = c.hits;
+    s.misses = c.misses;
+    s.computes = c.computes;
+    s.single_flight_waits = c.single_flight_waits;
+    s.takeovers = c.takeovers;
+    s.bytes_inserted = c.bytes_inserted;
   }
 }
 
-void OrchestratorState::RecordTransportsLocked(WorkerRecord& w, const v1::HeartbeatRequest& r) {
-  for (const v1::TransportCounters& t : r.transports()) {
-    if (t.transport().empty() || t.transport().size() > 16 || w.transports.size() >= 8) {
+void OrchestratorState::RecordTransportsLocked(WorkerRecord& w, const HeartbeatReport& r) {
+  for (const TransportReport& t : r.transports) {
+    if (t.transport.empty() || t.transport.size() > 16 || w.transports.size() >= 8) {
       continue;  // Bounded, as the caches are.
     }
-    w.transports[t.transport()] = TransportBytes{t.bytes_read(), t.bytes_written()};
+    w.transports[std::string(t.transport)] = TransportBytes{t.bytes_read, t.bytes_written};
   }
 }
 
@@ -132,9 +132,9 @@ void OrchestratorState::RetireCachesLocked(const WorkerRecord& w, const std::str
   }
 }
 
-bool OrchestratorState::RerunOnEvictedInputLocked(JobRecord& j, const v1::FailedRequest& r,
+bool OrchestratorState::RerunOnEvictedInputLocked(JobRecord& j, const FailedReport& r,
                                                   TimePoint now) {
-  if (static_cast<StatusCode>(r.code()) != StatusCode::kNotFound) {
+  if (r.code != StatusCode::kNotFound) {
     return false;
   }
   const std::vector<std::string>& pipeline = j.request.pipeline;
@@ -155,7 +155,7 @@ bool OrchestratorState::RerunOnEvictedInputLocked(JobRecord& j, const v1::Failed
   ++j.cache_reruns;
   ++stats_.cache_reruns;
   j.outputs.erase(input);
-  EventLocked(j, now, "cache_evicted", producer + " runs again: " + r.reason());
+  EventLocked(j, now, "cache_evicted", producer + " runs again: " + std::string(r.reason));
   return true;
 }
 

@@ -170,7 +170,7 @@ void OrchestratorState::SaveProgressLocked(JobRecord& j) {
   }
 }
 
-void OrchestratorState::StoreResultLocked(JobRecord& rec, const std::string& bytes) {
+void OrchestratorState::StoreResultLocked(JobRecord& rec, std::string_view bytes) {
   if (results_ != nullptr) {
     if (Status s = results_->Write(rec.view.id, bytes); s.ok()) {
       rec.view.result.clear();

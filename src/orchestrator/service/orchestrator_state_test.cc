@@ -13,7 +13,7 @@ namespace sluice::orchestrator {
 namespace {
 
 using namespace std::chrono_literals;
-namespace pb = ::sluice::orchestrator::v1;
+using Kind = AssignmentOrder::Kind;
 
 class OrchestratorStateTest : public ::testing::Test {
  protected:
@@ -48,7 +48,7 @@ class OrchestratorStateTest : public ::testing::Test {
     EXPECT_TRUE(state_
                     ->Attach(
                         id, &streams_[id],
-                        [this, id](const pb::Assignment& a) { sent_[id].push_back(a); },
+                        [this, id](const AssignmentOrder& a) { sent_[id].push_back(a); },
                         [this, id] { lost_[id] = true; })
                     .ok());
     return id;
@@ -56,22 +56,20 @@ class OrchestratorStateTest : public ::testing::Test {
 
   Status Done(WorkerId w, JobId job, const std::string& output,
               const std::vector<std::string>& keys = {}) {
-    pb::DoneRequest d;
-    d.set_worker_id(w);
-    d.set_job_id(job);
-    d.set_output(output);
-    for (const std::string& k : keys) {
-      d.add_payload_keys(k);
-    }
-    d.set_output_type("image/png");
+    DoneReport d;
+    d.worker = w;
+    d.job = job;
+    d.output = output;
+    d.payload_keys = keys;
+    d.output_type = "image/png";
     return state_->Done(d);
   }
 
   // A heartbeat of worker `w` with `free` of its one slot free.
   Status Heartbeat(WorkerId w, int free) {
-    pb::HeartbeatRequest h;
-    h.set_worker_id(w);
-    h.set_free_slots(static_cast<std::uint32_t>(free));
+    HeartbeatReport h;
+    h.worker = w;
+    h.free_slots = static_cast<std::uint32_t>(free);
     return state_->Heartbeat(h);
   }
 
@@ -87,7 +85,7 @@ class OrchestratorStateTest : public ::testing::Test {
   std::int64_t unix_ms_ = 1'790'000'000'000;
   std::unique_ptr<OrchestratorState> state_;
   std::map<WorkerId, int> streams_;  // Their addresses are the streams' identities.
-  std::map<WorkerId, std::vector<pb::Assignment>> sent_;
+  std::map<WorkerId, std::vector<AssignmentOrder>> sent_;
   std::map<WorkerId, bool> lost_;
 };
 
@@ -97,12 +95,12 @@ TEST_F(OrchestratorStateTest, AJobsTimesAreTheFedClocks) {
   const WorkerId e = Worker("encode"), d = Worker("denoise"), v = Worker("decode");
   const JobId job = Submit();
   ASSERT_EQ(sent_[e].size(), 1u);
-  EXPECT_EQ(sent_[e][0].job_id(), job);
-  EXPECT_EQ(sent_[e][0].stage(), "encode");
+  EXPECT_EQ(sent_[e][0].job, job);
+  EXPECT_EQ(sent_[e][0].stage, "encode");
   Advance(10ms);
   ASSERT_TRUE(Done(e, job, "cond").ok());
   ASSERT_EQ(sent_[d].size(), 1u);
-  EXPECT_EQ(sent_[d][0].input(), "cond");
+  EXPECT_EQ(sent_[d][0].input, "cond");
   Advance(100ms);
   ASSERT_TRUE(Done(d, job, "latent").ok());
   ASSERT_EQ(sent_[v].size(), 1u);
@@ -161,12 +159,12 @@ TEST_F(OrchestratorStateTest, ASilentWorkerIsLostAtItsTimeoutAndItsStageRunsElse
   EXPECT_EQ(Heartbeat(first, 0).code(), StatusCode::kNotFound) << "a lost worker registers again";
   const WorkerId second = Worker("encode");
   ASSERT_EQ(sent_[second].size(), 1u) << "the job's encode runs again on the new worker";
-  EXPECT_EQ(sent_[second][0].job_id(), job);
-  EXPECT_EQ(sent_[second][0].stage(), "encode");
+  EXPECT_EQ(sent_[second][0].job, job);
+  EXPECT_EQ(sent_[second][0].stage, "encode");
   EXPECT_FALSE(Done(first, job, "stale").ok()) << "the lost worker's report is refused";
   ASSERT_TRUE(Done(second, job, "cond").ok());
   ASSERT_EQ(sent_[d].size(), 1u);
-  EXPECT_EQ(sent_[d][0].input(), "cond");
+  EXPECT_EQ(sent_[d][0].input, "cond");
   const std::optional<JobView> view = state_->Get(job);
   ASSERT_TRUE(view.has_value());
   EXPECT_EQ(view->stage, "denoise");
@@ -205,7 +203,7 @@ TEST_F(OrchestratorStateTest, AnAssignmentWithoutProgressForItsLeaseRunsElsewher
   const JobId job = Submit();
   ASSERT_TRUE(Done(e, job, "cond").ok());
   ASSERT_EQ(sent_[stuck].size(), 1u);
-  EXPECT_EQ(sent_[stuck][0].kind(), pb::Assignment::RUN);
+  EXPECT_EQ(sent_[stuck][0].kind, Kind::kRun);
   const WorkerId spare = Worker("denoise", 2000ms);
   EXPECT_TRUE(sent_[spare].empty());
   const auto beat = [&] {
@@ -223,11 +221,11 @@ TEST_F(OrchestratorStateTest, AnAssignmentWithoutProgressForItsLeaseRunsElsewher
   beat();
   state_->Tick();
   ASSERT_EQ(sent_[stuck].size(), 2u);
-  EXPECT_EQ(sent_[stuck][1].kind(), pb::Assignment::STOP);
-  EXPECT_EQ(sent_[stuck][1].job_id(), job);
+  EXPECT_EQ(sent_[stuck][1].kind, Kind::kStop);
+  EXPECT_EQ(sent_[stuck][1].job, job);
   ASSERT_EQ(sent_[spare].size(), 1u) << "the stage runs on the other worker";
-  EXPECT_EQ(sent_[spare][0].kind(), pb::Assignment::RUN);
-  EXPECT_EQ(sent_[spare][0].stage(), "denoise");
+  EXPECT_EQ(sent_[spare][0].kind, Kind::kRun);
+  EXPECT_EQ(sent_[spare][0].stage, "denoise");
   EXPECT_FALSE(lost_[stuck]) << "it kept beating: only the assignment lapsed";
   ASSERT_TRUE(Done(spare, job, "latent").ok());
   ASSERT_TRUE(Done(v, job, "png").ok());
