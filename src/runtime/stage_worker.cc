@@ -63,6 +63,7 @@ struct RunState {
   // Latest checkpointed step a heartbeat the orchestrator answered carried
   // (0: none).
   int acked_checkpoint SLUICE_GUARDED_BY(mu) = 0;
+  std::uint64_t steps_reported SLUICE_GUARDED_BY(mu) = 0;  // Progress calls that moved the step.
 
   // Moves unsent progress into `hb`: each checkpointed step a later step
   // superseded, oldest first (a resumed job starts from the latest), then
@@ -223,6 +224,19 @@ class StageWorkerImpl {
 
   std::uint64_t completed() const { return completed_.load(); }
   std::uint64_t adopted() const { return adopted_.load(); }
+
+  StageWorkerMetrics Metrics() {
+    StageWorkerMetrics m;
+    {
+      MutexLock lock(metrics_mu_);
+      m = metrics_;
+    }
+    m.stage = config_.stage;
+    m.capacity = config_.capacity;
+    MutexLock lock(mu_);
+    m.running = static_cast<int>(running_.size());
+    return m;
+  }
 
   bool WaitRegistered(std::chrono::milliseconds timeout) {
     MutexLock lock(mu_);
@@ -520,9 +534,24 @@ class StageWorkerImpl {
     Result<StageOutput> out = handler_(ctx);
     {
       using Ms = std::chrono::duration<double, std::milli>;
-      MutexLock sl(s->mu);
-      s->timings_ms["start"] = Ms(started - s->received).count();
-      s->timings_ms["run"] = Ms(std::chrono::steady_clock::now() - started).count();
+      const double run_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      std::uint64_t steps = 0;
+      {
+        MutexLock sl(s->mu);
+        s->timings_ms["start"] = Ms(started - s->received).count();
+        s->timings_ms["run"] = run_s * 1000;
+        steps = s->steps_reported;
+      }
+      MutexLock ml(metrics_mu_);
+      const auto& bounds = StageWorkerMetrics::kRunBounds;
+      const auto bucket = std::lower_bound(bounds.begin(), bounds.end(), run_s) - bounds.begin();
+      if (bucket < static_cast<std::ptrdiff_t>(bounds.size())) {
+        ++metrics_.run_counts[static_cast<std::size_t>(bucket)];
+      }
+      ++metrics_.runs;
+      metrics_.run_seconds += run_s;
+      metrics_.steps += steps;
     }
     // Counted before the report: once the orchestrator has heard of it (and
     // a client may have its result), `completed()` includes it.
@@ -548,6 +577,10 @@ class StageWorkerImpl {
           d.mutable_timings_ms()->insert(s->timings_ms.begin(), s->timings_ms.end());
         }
         const auto [id, secret] = CountReport(*s);
+        {
+          MutexLock ml(metrics_mu_);
+          ++metrics_.done;
+        }
         d.set_worker_id(id);
         d.set_job_id(s->job_id);
         d.set_output(std::move(out->output));  // Megabytes for a final stage: not copied.
@@ -635,6 +668,14 @@ class StageWorkerImpl {
   // code: retry elsewhere, fail as the client's error, or fail).
   void ReportFailed(const RunState& s, const Status& why, bool preempted) {
     const auto [id, secret] = CountReport(s);
+    {
+      MutexLock ml(metrics_mu_);
+      if (preempted) {
+        ++metrics_.preempted;
+      } else {
+        ++metrics_.failed[why.code()];
+      }
+    }
     pb::FailedRequest f;
     f.set_worker_id(id);
     f.set_job_id(s.job_id);
@@ -765,6 +806,8 @@ class StageWorkerImpl {
   std::list<Runner> runners_ SLUICE_GUARDED_BY(mu_);
   std::atomic<std::uint64_t> completed_{0};
   std::atomic<std::uint64_t> adopted_{0};
+  Mutex metrics_mu_;  // Taken with no other lock held.
+  StageWorkerMetrics metrics_ SLUICE_GUARDED_BY(metrics_mu_);
   std::thread reader_, beater_;
 };
 
@@ -792,6 +835,9 @@ int StageContext::resume_step() const {
 }
 void StageContext::Progress(int step, int steps, bool checkpointed) {
   MutexLock lock(s_->mu);
+  if (step != s_->step) {
+    ++s_->steps_reported;
+  }
   s_->step = step;
   s_->steps = steps;
   s_->checkpointed = checkpointed;
@@ -875,6 +921,9 @@ std::uint64_t StageWorker::completed() const {
 
 std::uint64_t StageWorker::adopted() const {
   return impl_->adopted();
+}
+StageWorkerMetrics StageWorker::Metrics() const {
+  return impl_->Metrics();
 }
 bool StageWorker::WaitRegistered(std::chrono::milliseconds timeout) {
   return impl_->WaitRegistered(timeout);

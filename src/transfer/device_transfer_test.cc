@@ -46,6 +46,15 @@ std::uint64_t BytesOf(const TransferEngine& e, const std::string& transport) {
   return 0;
 }
 
+TransportStats TcpOf(const TransferEngine& e) {
+  for (const TransportStats& s : e.TransportCounters()) {
+    if (s.name == "tcp") {
+      return s;
+    }
+  }
+  return {};
+}
+
 Status RunOp(TransferEngine& e, OpKind kind, void* local, SegmentId seg, RegionKey key,
              std::uint64_t offset, std::uint64_t len, TransportHint hint = TransportHint::kAuto) {
   TransferRequest op;
@@ -332,6 +341,11 @@ TEST_F(DeviceTransferTest, TcpCarriesDeviceMemoryThroughPinnedStagingAtEitherEnd
     mem_.Copy(back.data(), dev + len, len);
     ASSERT_EQ(back, c);
   }
+  // What the target served over tcp: every op above, counted once.
+  const std::uint64_t sum = 1 + 4099 + (std::uint64_t{3} << 20) + 5;
+  TransportStats served = TcpOf(*target_);
+  EXPECT_EQ(served.bytes_served_read, 3 * sum);
+  EXPECT_EQ(served.bytes_served_written, 3 * sum);
   EXPECT_EQ(BytesOf(**staging, "devipc"), 0u) << "device_ipc = false still used devipc";
   EXPECT_GT(BytesOf(**staging, "tcp"), std::uint64_t{6} << 20);
 
@@ -351,6 +365,9 @@ TEST_F(DeviceTransferTest, TcpCarriesDeviceMemoryThroughPinnedStagingAtEitherEnd
   const std::vector<char> d = Pattern(4096, 99);
   std::memcpy(buf.data(), d.data(), d.size());
   EXPECT_TRUE(RunOp(**plain, OpKind::kWrite, buf.data(), *plain_seg, key_, 0, d.size()).ok());
+  served = TcpOf(*target_);
+  EXPECT_EQ(served.bytes_served_read, 3 * sum) << "a refused write counted";
+  EXPECT_EQ(served.bytes_served_written, 3 * sum + d.size()) << "a refused write counted";
 }
 
 }  // namespace

@@ -539,6 +539,10 @@ std::vector<TransportStats> EngineImpl::TransportCounters() const {
   std::vector<TransportStats> out;
   for (const auto& t : transports_) {
     out.push_back(t->Stats());
+    if (out.back().name == "tcp") {
+      out.back().bytes_served_read = served_read_.load(std::memory_order_relaxed);
+      out.back().bytes_served_written = served_written_.load(std::memory_order_relaxed);
+    }
   }
   return out;
 }

@@ -58,6 +58,10 @@ class EngineImpl final : public ServerHost {
   std::chrono::milliseconds handshake_timeout() const override { return config_.handshake_timeout; }
   void HandshakeEnded() override { pending_handshakes_.fetch_sub(1); }
   RefusalLog& refusals() override { return refusals_; }
+  void CountServed(std::uint64_t read, std::uint64_t written) override {
+    served_read_.fetch_add(read, std::memory_order_relaxed);
+    served_written_.fetch_add(written, std::memory_order_relaxed);
+  }
 
   // Accepts a connection (called by the acceptor on loop 0).
   void Accept(UniqueFd fd, std::string peer);
@@ -97,7 +101,8 @@ class EngineImpl final : public ServerHost {
       SLUICE_GUARDED_BY(peers_mu_);  // By endpoint.
 
   RefusalLog refusals_{"transfer engine"};
-  std::atomic<int> pending_handshakes_{0};  // Accepted, handshake not ended.
+  std::atomic<int> pending_handshakes_{0};                         // Accepted, handshake not ended.
+  std::atomic<std::uint64_t> served_read_{0}, served_written_{0};  // Over tcp.
   std::vector<std::unique_ptr<EventLoop>> loops_;
   std::atomic<std::uint64_t> next_loop_{0};
 };

@@ -1,5 +1,6 @@
 // `sluice master`, `store-node`, `orchestrator` and `worker`: the roles of a
 // cluster, each running until SIGTERM/SIGINT (or stdin closing).
+#include <atomic>
 #include <charconv>
 #include <iostream>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "sluice_cli/commands.h"
 #include "sluice_cli/etcd_flags.h"
 #include "sluice_cli/http_flags.h"
+#include "sluice_cli/role_metrics.h"
 #include "sluice_cli/security_flags.h"
 #include "sluice_cli/serve.h"
 #include "sluice_cli/signals.h"
@@ -81,7 +83,7 @@ int RunMaster(MasterConfig config, bool exit_on_eof, const EtcdOptions& eo) {
 }
 
 int RunStoreNode(const std::string& listen, const std::string& advertise, StoreNodeConfig config,
-                 bool exit_on_eof, const EtcdOptions& eo) {
+                 bool exit_on_eof, const EtcdOptions& eo, int metrics_port) {
   BlockStopSignals();
   bool failed = false;
   std::unique_ptr<discovery::EtcdClient> etcd = ConnectEtcd("sluice store-node", eo, &failed);
@@ -106,13 +108,28 @@ int RunStoreNode(const std::string& listen, const std::string& advertise, StoreN
     std::cerr << "sluice store-node: " << engine.status().ToString() << "\n";
     return 1;
   }
-  auto node = StoreNode::Start(engine->get(), config);
-  if (!node.ok()) {
-    std::cerr << "sluice store-node: " << node.status().ToString() << "\n";
+  // The metrics endpoint first: a port it cannot take stops the node before
+  // it registers. Declared after `node`, so it stops first.
+  std::unique_ptr<StoreNode> node;
+  std::atomic<const StoreNode*> live{nullptr};
+  Result<std::unique_ptr<internal::MetricsEndpoint>> metrics =
+      StartRoleMetrics("sluice store-node", listen, metrics_port, [&live, e = engine->get()] {
+        const StoreNode* n = live.load();
+        return StoreNodeMetricsText(n != nullptr ? n->Metrics() : StoreNodeMetrics{}, *e);
+      });
+  if (!metrics.ok()) {
+    std::cerr << "sluice store-node: --metrics-port: " << metrics.status().message() << "\n";
+    return 2;
+  }
+  auto started = StoreNode::Start(engine->get(), config);
+  if (!started.ok()) {
+    std::cerr << "sluice store-node: " << started.status().ToString() << "\n";
     return 1;
   }
-  std::cout << "READY store-node " << (*node)->node_id() << " " << (*engine)->endpoint()
-            << std::endl;
+  node = std::move(*started);
+  live.store(node.get());
+  std::cout << "READY store-node " << node->node_id() << " " << (*engine)->endpoint() << " "
+            << (*metrics != nullptr ? (*metrics)->endpoint() : "-") << std::endl;
   WaitForStopSignal(exit_on_eof);
   return 0;
 }
@@ -303,6 +320,7 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
     std::string advertise, host_id;
     EtcdOptions etcd;
     bool exit_on_eof = false;
+    int metrics_port = -1;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd =
@@ -329,25 +347,30 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
                   "cap on disk-tier copies per second, e.g. 200MiB (0: none)")
       ->check(ByteSizeValidator())
       ->capture_default_str();
+  cmd->add_option("--metrics-port", o->metrics_port,
+                  "serve Prometheus /metrics on this port of --listen's host (0 picks one; "
+                  "printed on the READY line)")
+      ->check(CLI::Range(0, 65535));
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   AddEtcdFlags(cmd, &o->etcd);
   SecurityResolver security = AddSecurityFlags(cmd);
-  out->push_back(
-      {cmd, [o, security] {
-         std::optional<SecurityConfig> s = security("sluice store-node", {o->listen}, false);
-         if (!s || !ApplyHostId("sluice store-node", o->host_id)) {
-           return 2;
-         }
-         o->config.security = std::move(*s);
-         o->config.memory_bytes = *ParseByteSize(o->memory);
-         o->config.disk_bytes = *ParseByteSize(o->disk_size);
-         o->config.disk_bytes_per_s = *ParseByteSize(o->disk_rate);
-         if (o->config.disk_dir.empty() != (o->config.disk_bytes == 0)) {
-           std::cerr << "sluice store-node: --disk and --disk-size go together\n";
-           return 2;
-         }
-         return RunStoreNode(o->listen, o->advertise, o->config, o->exit_on_eof, o->etcd);
-       }});
+  out->push_back({cmd, [o, security] {
+                    std::optional<SecurityConfig> s =
+                        security("sluice store-node", {o->listen}, false);
+                    if (!s || !ApplyHostId("sluice store-node", o->host_id)) {
+                      return 2;
+                    }
+                    o->config.security = std::move(*s);
+                    o->config.memory_bytes = *ParseByteSize(o->memory);
+                    o->config.disk_bytes = *ParseByteSize(o->disk_size);
+                    o->config.disk_bytes_per_s = *ParseByteSize(o->disk_rate);
+                    if (o->config.disk_dir.empty() != (o->config.disk_bytes == 0)) {
+                      std::cerr << "sluice store-node: --disk and --disk-size go together\n";
+                      return 2;
+                    }
+                    return RunStoreNode(o->listen, o->advertise, o->config, o->exit_on_eof, o->etcd,
+                                        o->metrics_port);
+                  }});
 }
 
 void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
@@ -557,6 +580,10 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
                   "10x the profile's step, encode or decode time, at least 30 s; without "
                   "--profile, the orchestrator's)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{86400000}));
+  cmd->add_option("--metrics-port", w.metrics_port,
+                  "serve Prometheus /metrics on this port of --listen's host (0 picks one; "
+                  "printed on the READY line)")
+      ->check(CLI::Range(0, 65535));
   cmd->add_flag("--exit-on-stdin-eof", o->exit_on_eof, kExitOnEofHelp);
   AddEtcdFlags(cmd, &o->etcd);
   SecurityResolver security = AddSecurityFlags(cmd);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "sluice/store/client.h"
 
 #include "orchestrator/core/model.h"
+#include "sluice_cli/role_metrics.h"
 #include "sluice_cli/signals.h"
 
 namespace sluice::cli {
@@ -480,27 +482,51 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
       }
     };
   }
-  auto worker = StageWorker::Start(wc, std::move(*handler));
-  if (!worker.ok()) {
-    std::cerr << "sluice worker: " << worker.status().ToString() << "\n";
+  // The metrics endpoint first: a port it cannot take stops the worker
+  // before it registers. Declared after `worker`, so it stops first.
+  std::unique_ptr<StageWorker> worker;
+  std::atomic<const StageWorker*> live{nullptr};
+  Result<std::unique_ptr<internal::MetricsEndpoint>> metrics = StartRoleMetrics(
+      "sluice worker", o.listen, o.metrics_port,
+      [&live, e = &(*conn)->engine(), caches = wc.caches, stage = o.stage, capacity = o.capacity] {
+        const StageWorker* w = live.load();
+        StageWorkerMetrics m;
+        if (w != nullptr) {
+          m = w->Metrics();
+        } else {  // Not started yet.
+          m.stage = stage;
+          m.capacity = capacity;
+        }
+        return WorkerMetricsText(m, *e, caches);
+      });
+  if (!metrics.ok()) {
+    std::cerr << "sluice worker: --metrics-port: " << metrics.status().message() << "\n";
     return 2;
   }
+  auto started = StageWorker::Start(wc, std::move(*handler));
+  if (!started.ok()) {
+    std::cerr << "sluice worker: " << started.status().ToString() << "\n";
+    return 2;
+  }
+  worker = std::move(*started);
+  live.store(worker.get());
   // READY only once the orchestrator knows it; until then the worker
   // retries (logging each failure), and a stop signal (or EOF on stdin)
   // still stops it.
   if (exit_on_eof) {
     StopOnStdinEof();
   }
-  while (!(*worker)->WaitRegistered(std::chrono::milliseconds(200))) {
+  while (!worker->WaitRegistered(std::chrono::milliseconds(200))) {
     if (StopSignalPending()) {
       std::cerr << "sluice worker: stopped before the orchestrator at " << o.orchestrator
                 << " accepted it\n";
       return 1;
     }
   }
-  std::cout << "READY worker " << o.stage << " " << (*conn)->engine().endpoint() << std::endl;
+  std::cout << "READY worker " << o.stage << " " << (*conn)->engine().endpoint() << " "
+            << (*metrics != nullptr ? (*metrics)->endpoint() : "-") << std::endl;
   WaitForStopSignal(exit_on_eof);
-  (*worker)->Drain(std::chrono::seconds(30));
+  worker->Drain(std::chrono::seconds(30));
   return 0;
 }
 

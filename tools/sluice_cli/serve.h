@@ -55,6 +55,8 @@ struct WorkerOptions {
   SecurityConfig security;  // For the orchestrator, the store and the engine.
   // Its assignments' lease; 0: from the profile, else the orchestrator's.
   std::int64_t assignment_timeout_ms = 0;
+  // Serves /metrics on this port of --listen's host (0 picks one; -1: none).
+  int metrics_port = -1;
 };
 // A stage worker (`sluice worker`); SIGTERM/SIGINT drain it: running work
 // finishes or is handed back.

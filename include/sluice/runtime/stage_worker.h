@@ -14,10 +14,12 @@
 #ifndef SLUICE_RUNTIME_STAGE_WORKER_H_
 #define SLUICE_RUNTIME_STAGE_WORKER_H_
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -158,6 +160,29 @@ struct StageWorkerConfig {
   std::function<void(const std::vector<std::string>& keys)> discard_payloads;
 };
 
+// What a worker has done since it started, for its /metrics (`sluice
+// worker --metrics-port`). Reports count when sent, whether or not the
+// orchestrator took them.
+struct StageWorkerMetrics {
+  // Upper bounds (seconds) of the handler run-time histogram's buckets.
+  static constexpr std::array<double, 14> kRunBounds{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                     1,     2.5,  5,     10,   30,  60,   120};
+  std::string stage;
+  int capacity = 0;
+  int running = 0;              // Assignments running now.
+  std::uint64_t done = 0;       // Done reports.
+  std::uint64_t preempted = 0;  // Yields after a checkpoint order.
+  // Failed reports by code (kCancelled: stopped on request), refusals of
+  // assignments it could not take (draining, duplicate) included.
+  std::map<StatusCode, std::uint64_t> failed;
+  std::uint64_t steps = 0;  // Steps its handlers reported (StageContext::Progress).
+  // Handler run times: `run_counts[i]` runs of at most kRunBounds[i]
+  // seconds (and above the previous bound); `runs` in all.
+  std::array<std::uint64_t, kRunBounds.size()> run_counts{};
+  std::uint64_t runs = 0;
+  double run_seconds = 0;
+};
+
 class StageWorker {
  public:
   // Registers (retrying while the orchestrator is away) and starts serving.
@@ -180,6 +205,8 @@ class StageWorker {
   // still ran to it again (the run reports to the new registration; it is
   // neither refused nor run twice).
   std::uint64_t adopted() const;
+  // A snapshot of its counters. Thread-safe.
+  StageWorkerMetrics Metrics() const;
   // Blocks until the orchestrator has accepted its registration (true) or
   // `timeout` passes (false). While it is unreachable the worker retries
   // with backoff (200 ms doubling to 5 s), logging each failure; a refused

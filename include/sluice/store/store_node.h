@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -59,6 +60,25 @@ struct StoreNodeConfig {
   SecurityConfig security;
 };
 
+// What a store node holds and has moved, for its /metrics (`sluice
+// store-node --metrics-port`).
+struct StoreNodeMetrics {
+  std::uint64_t memory_bytes = 0;  // Contributed.
+  std::uint64_t disk_bytes = 0;    // Its disk tier (0: none).
+  bool registered = false;
+  struct Held {
+    std::uint64_t objects = 0;
+    std::uint64_t memory_bytes = 0;
+    std::uint64_t disk_bytes = 0;  // Spilled to its disk tier.
+  };
+  // The objects the master placed here, as of its last heartbeat answer,
+  // by lease policy ("cache", "soft_pin", "delete_on_consume", "ttl") and
+  // cache class ("" for none).
+  std::map<std::pair<std::string, std::string>, Held> held;
+  // Disk-tier copies run to the end, their bytes, and copies that failed.
+  std::uint64_t spills = 0, loads = 0, bytes_spilled = 0, bytes_loaded = 0, disk_failures = 0;
+};
+
 class StoreNode {
  public:
   // Allocates and registers the memory, then registers with the master
@@ -77,6 +97,8 @@ class StoreNode {
   const std::string& node_id() const;
   // True once the master has accepted the node's registration.
   bool registered() const;
+  // A snapshot of its counters. Thread-safe.
+  StoreNodeMetrics Metrics() const;
 
  private:
   explicit StoreNode(std::unique_ptr<internal::StoreNodeImpl> impl);

@@ -124,9 +124,14 @@ enum class TransportHint : std::uint8_t { kAuto, kSameHostOnly };
 
 // Bytes an engine's transport has carried (ops posted, by direction).
 struct TransportStats {
-  std::string name;  // As in EngineConfig::transports.
-  std::uint64_t bytes_read = 0;
-  std::uint64_t bytes_written = 0;
+  std::string name;                 // As in EngineConfig::transports.
+  std::uint64_t bytes_read = 0;     // By this engine's ops, from peers.
+  std::uint64_t bytes_written = 0;  // By this engine's ops, to peers.
+  // By peers' ops, from and to this engine's memory: counted where this
+  // engine moves the bytes itself (tcp); shm and devipc peers copy without
+  // it, and count only at their end.
+  std::uint64_t bytes_served_read = 0;
+  std::uint64_t bytes_served_written = 0;
 };
 
 // A peer segment opened by OpenSegment(); valid for the engine's lifetime.

@@ -1,6 +1,5 @@
 // The master's faces: the gRPC service, the fast lane (both thin shells
 // over MasterCore) and the Prometheus endpoint.
-#include <httplib.h>
 
 #include <deque>
 #include <functional>
@@ -10,6 +9,7 @@
 #include "sluice/store/master.h"
 
 #include "common/log.h"
+#include "common/metrics_endpoint.h"
 #include "common/mutex.h"
 #include "common/net.h"
 #include "common/protobuf_log.h"
@@ -448,8 +448,7 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   std::string lane_offered_;  // The fast lane's endpoint as clients are told it.
   std::unique_ptr<grpc::Server> server_;
   std::string endpoint_;
-  httplib::Server http_;
-  std::thread http_thread_;
+  std::unique_ptr<MetricsEndpoint> metrics_;
   std::string metrics_endpoint_;
 
  public:
@@ -457,31 +456,13 @@ class MasterServerImpl final : public pb::Master::CallbackService {
     if (metrics_port < 0) {
       return Status::Ok();
     }
-    if (metrics_port > 65535) {
-      return InvalidArgumentError("master: metrics_port must be in 0..65535");
-    }
     SLUICE_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(listen, true));
-    hp.port = static_cast<std::uint16_t>(metrics_port);
-    http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(MetricsText(), "text/plain; version=0.0.4");
-    });
-    const int port = hp.port == 0 ? http_.bind_to_any_port(hp.host)
-                                  : (http_.bind_to_port(hp.host, hp.port) ? hp.port : -1);
-    if (port <= 0) {
-      return UnavailableError("metrics endpoint cannot listen on " + hp.ToString(),
-                              FailureScope::kTransport);
-    }
-    hp.port = static_cast<std::uint16_t>(port);
-    metrics_endpoint_ = hp.ToString();
-    http_thread_ = std::thread([this] { http_.listen_after_bind(); });
+    SLUICE_ASSIGN_OR_RETURN(metrics_, MetricsEndpoint::Start("master", hp.host, metrics_port,
+                                                             [this] { return MetricsText(); }));
+    metrics_endpoint_ = metrics_->endpoint();
     return Status::Ok();
   }
-  void StopMetrics() {
-    if (http_thread_.joinable()) {
-      http_.stop();
-      http_thread_.join();
-    }
-  }
+  void StopMetrics() { metrics_.reset(); }
   const std::string& metrics_endpoint() const { return metrics_endpoint_; }
 
   std::string MetricsText() {

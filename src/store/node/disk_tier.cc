@@ -167,6 +167,15 @@ void DiskTier::Loop() {
     pb::CommandResult r = Run(c);
     lock.Lock();
     running_ = false;
+    if (!r.ok()) {
+      ++counters_.failed;
+    } else if (c.kind() == pb::NodeCommand::SPILL) {
+      ++counters_.spills;
+      counters_.bytes_spilled += c.size();
+    } else {
+      ++counters_.loads;
+      counters_.bytes_loaded += c.size();
+    }
     cv_.NotifyAll();  // Quiesce.
     if (stopping_) {
       return;

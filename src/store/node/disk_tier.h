@@ -68,6 +68,15 @@ class DiskTier {
   // save is logged (once per failure streak). Heartbeat thread.
   void ApplyDeltas(const google::protobuf::RepeatedPtrField<store::v1::NodeDelta>& deltas);
 
+  // Commands run to the end since the tier opened, and their bytes.
+  struct Counters {
+    std::uint64_t spills = 0, loads = 0, bytes_spilled = 0, bytes_loaded = 0, failed = 0;
+  };
+  Counters counters() const {
+    MutexLock lock(mu_);
+    return counters_;
+  }
+
   std::uint64_t bytes() const { return bytes_; }
   const std::string& path() const { return path_; }
 
@@ -86,8 +95,9 @@ class DiskTier {
   std::unique_ptr<DiskIndex> index_;
   std::vector<store::v1::ObjectRecord> recovered_;  // Until TakeRecovered (heartbeat thread).
   bool index_failing_ = false;                      // Heartbeat thread.
-  Mutex mu_;
+  mutable Mutex mu_;
   CondVar cv_;
+  Counters counters_ SLUICE_GUARDED_BY(mu_);
   std::deque<store::v1::NodeCommand> queue_ SLUICE_GUARDED_BY(mu_);
   std::set<std::uint64_t> listed_ SLUICE_GUARDED_BY(mu_);  // Ids the master lists.
   std::map<std::uint64_t, store::v1::CommandResult> results_ SLUICE_GUARDED_BY(mu_);

@@ -93,6 +93,7 @@ class StoreNodeImpl {
       const auto now = std::chrono::steady_clock::now();
       for (pb::ObjectRecord& r : tier_->TakeRecovered()) {
         DirectoryEntry& e = directory_[r.key()];
+        Count(r, +1);
         if (r.ttl_left_ms() > 0) {
           e.expires = now + std::chrono::milliseconds(r.ttl_left_ms());
         }
@@ -263,18 +264,61 @@ class StoreNodeImpl {
     for (const pb::NodeDelta& d : resp.deltas()) {
       if (d.added()) {
         DirectoryEntry& e = directory_[d.record().key()];
+        if (!e.record.key().empty()) {
+          Count(e.record, -1);  // Replaced (moved to disk, or back).
+        }
+        Count(d.record(), +1);
         e.record = d.record();
         e.expires.reset();
         if (d.record().ttl_left_ms() > 0) {
           e.expires = now + std::chrono::milliseconds(d.record().ttl_left_ms());
         }
-      } else {
-        directory_.erase(d.record().key());
+      } else if (auto it = directory_.find(d.record().key()); it != directory_.end()) {
+        Count(it->second.record, -1);
+        directory_.erase(it);
       }
       acked_seq_ = std::max(acked_seq_, d.seq());
     }
   }
 
+  // Adds (`sign` +1) or takes away (-1) `r` in the held-object counts.
+  void Count(const pb::ObjectRecord& r, int sign) {
+    static constexpr std::string_view kPolicies[] = {"cache", "delete_on_consume", "ttl",
+                                                     "soft_pin"};
+    const auto kind = static_cast<std::size_t>(r.policy().kind());
+    const std::string policy(kind < std::size(kPolicies) ? kPolicies[kind] : "unknown");
+    MutexLock lock(metrics_mu_);
+    StoreNodeMetrics::Held& h = held_[{policy, r.policy().cache_class()}];
+    const auto add = [sign](std::uint64_t& v, std::uint64_t by) { v = sign > 0 ? v + by : v - by; };
+    add(h.objects, 1);
+    add(r.on_disk() ? h.disk_bytes : h.memory_bytes, r.size());
+    if (h.objects == 0) {
+      held_.erase({policy, r.policy().cache_class()});
+    }
+  }
+
+ public:
+  StoreNodeMetrics Metrics() const {
+    StoreNodeMetrics m;
+    for (std::uint64_t size : sizes_) {
+      m.memory_bytes += size;
+    }
+    m.registered = registered_.load();
+    if (tier_ != nullptr) {
+      m.disk_bytes = tier_->bytes();
+      const DiskTier::Counters c = tier_->counters();
+      m.spills = c.spills;
+      m.loads = c.loads;
+      m.bytes_spilled = c.bytes_spilled;
+      m.bytes_loaded = c.bytes_loaded;
+      m.disk_failures = c.failed;
+    }
+    MutexLock lock(metrics_mu_);
+    m.held = held_;
+    return m;
+  }
+
+ private:
   // The node memory [offset, offset + size) of region `key`, or null.
   char* Memory(std::uint64_t key, std::uint64_t offset, std::uint64_t size) {
     for (std::size_t i = 0; i < keys_.size(); ++i) {
@@ -302,6 +346,9 @@ class StoreNodeImpl {
   std::unique_ptr<pb::Master::Stub> stub_;
   std::chrono::milliseconds interval_{500};
   std::atomic<bool> registered_{false};
+  mutable Mutex metrics_mu_;  // Taken with no other lock held.
+  std::map<std::pair<std::string, std::string>, StoreNodeMetrics::Held> held_
+      SLUICE_GUARDED_BY(metrics_mu_);
   Mutex mu_;
   CondVar cv_;
   bool stopping_ SLUICE_GUARDED_BY(mu_) = false;
@@ -332,6 +379,9 @@ const std::string& StoreNode::node_id() const {
 }
 bool StoreNode::registered() const {
   return impl_->registered();
+}
+StoreNodeMetrics StoreNode::Metrics() const {
+  return impl_->Metrics();
 }
 
 }  // namespace sluice

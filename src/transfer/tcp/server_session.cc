@@ -252,6 +252,9 @@ Status ServerSession::OnFrame(const WireHeader& h, std::string_view body) {
         }
         RegionTableLocal::Unpin(write_region_);
         write_region_ = nullptr;
+        if (landed.ok()) {
+          host_->CountServed(0, h.length);
+        }
         SendStatus(FrameType::kWriteAck, h.request_id,
                    landed.ok() ? landed : landed.WithContext("writing device memory"));
       } else {
@@ -281,6 +284,7 @@ Status ServerSession::OnFrame(const WireHeader& h, std::string_view body) {
       f.fill = device;    // Device memory: staged as the frame goes out.
       f.cookie = region;  // Unpinned once sent (or dropped).
       Send(std::move(f));
+      host_->CountServed(h.length, 0);
       return Status::Ok();
     }
     case FrameType::kNotify:

@@ -48,6 +48,9 @@ class ServerHost {
   virtual void HandshakeEnded() = 0;
   // Refused peers, logged at most once a second.
   virtual RefusalLog& refusals() = 0;
+  // Payload bytes a peer's op read from this engine's memory or wrote to
+  // it (TransportStats::bytes_served_*). Any loop thread.
+  virtual void CountServed(std::uint64_t read, std::uint64_t written) = 0;
 };
 
 // ClientHello header `key` flags.
