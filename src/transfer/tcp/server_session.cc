@@ -281,10 +281,10 @@ Status ServerSession::OnFrame(const WireHeader& h, std::string_view body) {
       f.hdr = MakeHeader(FrameType::kReadResp, h.request_id, h.length);
       f.payload = *src;
       f.payload_len = h.length;
-      f.fill = device;    // Device memory: staged as the frame goes out.
-      f.cookie = region;  // Unpinned once sent (or dropped).
+      f.fill = device;                  // Device memory: staged as the frame goes out.
+      f.cookie = region;                // Unpinned once sent (or dropped).
+      host_->CountServed(h.length, 0);  // Before the peer can see its op done.
       Send(std::move(f));
-      host_->CountServed(h.length, 0);
       return Status::Ok();
     }
     case FrameType::kNotify:
