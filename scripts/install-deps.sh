@@ -15,7 +15,7 @@ PACKAGES=(
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest libdlpack-dev
   clang-format-16 clang-16 libclang-rt-16-dev libfuzzer-16-dev llvm-16
   ffmpeg nodejs
-  iproute2 iptables libnetfilter-queue-dev gdb mmdebstrap etcd-server gnuplot-nox
+  iproute2 iptables libnetfilter-queue-dev gdb mmdebstrap etcd-server gnuplot-nox prometheus
 )
 
 missing=()
