@@ -147,6 +147,7 @@ Result<bool> Journal::HasColumn(const char* table, const char* column) {
 }
 
 Status Journal::Add(JobId id, const JobRequest& r, const std::vector<StageDecl>& model_stages) {
+  MutexLock lock(mu_);
   Stmt st;
   if (sqlite3_prepare_v2(db_,
                          "INSERT INTO jobs (id, kind, request, pipeline, priority, "
@@ -183,6 +184,7 @@ Status Journal::Add(JobId id, const JobRequest& r, const std::vector<StageDecl>&
 }
 
 Status Journal::SaveProgress(JobId id, const JobProgress& p) {
+  MutexLock lock(mu_);
   Stmt st;
   if (sqlite3_prepare_v2(db_,
                          "INSERT OR REPLACE INTO progress (job_id, done_stage, output, keys, "
@@ -211,6 +213,7 @@ Status Journal::SaveProgress(JobId id, const JobProgress& p) {
 }
 
 Status Journal::Finish(JobId id, const JobOutcome& o) {
+  MutexLock lock(mu_);
   Stmt st, gone, result;
   if (sqlite3_prepare_v2(db_,
                          "UPDATE jobs SET status = ?, error = ?, error_type = ?, result_type = ?, "
@@ -249,6 +252,7 @@ Status Journal::Finish(JobId id, const JobOutcome& o) {
 }
 
 Result<std::vector<FinishedRecord>> Journal::Finished(std::size_t keep, std::int64_t since_unix_s) {
+  MutexLock lock(mu_);
   Stmt st;
   if (sqlite3_prepare_v2(db_,
                          "SELECT * FROM (SELECT id, kind, request, name, tenant, model, status, "
@@ -297,6 +301,7 @@ Result<std::vector<FinishedRecord>> Journal::Finished(std::size_t keep, std::int
 }
 
 Status Journal::Keep(const KeptCheckpoint& k) {
+  MutexLock lock(mu_);
   Stmt st;
   if (sqlite3_prepare_v2(db_, "INSERT OR IGNORE INTO kept (job_id, step, unix_ms) VALUES (?, ?, ?)",
                          -1, &st.s, nullptr) != SQLITE_OK) {
@@ -312,6 +317,7 @@ Status Journal::Keep(const KeptCheckpoint& k) {
 }
 
 Result<std::vector<KeptCheckpoint>> Journal::Kept() {
+  MutexLock lock(mu_);
   Stmt st;
   if (sqlite3_prepare_v2(db_,
                          "SELECT job_id, step, unix_ms FROM kept WHERE job_id IN "
@@ -333,6 +339,7 @@ Result<std::vector<KeptCheckpoint>> Journal::Kept() {
 
 Status Journal::Prune(std::size_t keep, std::int64_t since_unix_s,
                       std::int64_t kept_since_unix_ms) {
+  MutexLock lock(mu_);
   Stmt st;
   if (sqlite3_prepare_v2(db_,
                          "DELETE FROM jobs WHERE status != 'accepted' AND (finished_unix_s < ? OR "
@@ -361,6 +368,7 @@ Status Journal::Prune(std::size_t keep, std::int64_t since_unix_s,
 }
 
 Result<std::vector<JournaledJob>> Journal::Unfinished() {
+  MutexLock lock(mu_);
   Stmt st;
   if (sqlite3_prepare_v2(
           db_,
@@ -434,6 +442,7 @@ Result<std::vector<JournaledJob>> Journal::Unfinished() {
 }
 
 Result<JobId> Journal::MaxId() {
+  MutexLock lock(mu_);
   Stmt st;
   if (sqlite3_prepare_v2(db_, "SELECT COALESCE(MAX(id), 0) FROM jobs", -1, &st.s, nullptr) !=
           SQLITE_OK ||

@@ -4,8 +4,8 @@
 // job's progress (its last finished stage's output and store keys, the
 // latest checkpointed step after it) is saved as it happens, so the job can
 // run on from there; so are the steps a job keeps for edit and resume. Survives a process crash;
-// with synchronous=NORMAL a power loss may drop the last commits. Not thread-safe: the caller
-// serializes (OrchestratorState's lock).
+// with synchronous=NORMAL a power loss may drop the last commits. Thread-safe: its own lock
+// serializes calls (the state calls it under its lock, and writes its outbox after it).
 #ifndef SLUICE_ORCHESTRATOR_SERVICE_JOURNAL_H_
 #define SLUICE_ORCHESTRATOR_SERVICE_JOURNAL_H_
 
@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "orchestrator/service/orchestrator_state.h"
 
 struct sqlite3;
@@ -72,6 +73,7 @@ class Journal : public JobJournal {
   Status Exec(const char* sql);
   // Whether `table` has `column` (names are literals of this file).
   Result<bool> HasColumn(const char* table, const char* column);
+  Mutex mu_;  // Every public call holds it.
   sqlite3* db_;
 };
 

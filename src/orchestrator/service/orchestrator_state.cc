@@ -7,6 +7,7 @@
 #include "common/mutex.h"
 #include "common/random.h"
 #include "orchestrator/core/worker_session.h"
+#include "orchestrator/service/journal_outbox.h"
 #include "orchestrator/service/output_check.h"
 
 namespace sluice::orchestrator {
@@ -32,6 +33,7 @@ OrchestratorState::OrchestratorState(ServiceOptions o, JobJournal* journal, Resu
     : options_(std::move(o)),
       journal_(journal),
       results_(results),
+      outbox_(std::make_unique<JournalOutbox>()),
       scheduler_(options_.scheduler),
       autoscaler_(options_.autoscale),
       registry_(options_.worker_timeout),
@@ -46,6 +48,21 @@ OrchestratorState::OrchestratorState(ServiceOptions o, JobJournal* journal, Resu
       SLUICE_LOG(error, "default model not declared: {}", s.ToString());
     }
   }
+}
+
+OrchestratorState::~OrchestratorState() {
+  WriteJournal();
+}
+
+void OrchestratorState::WriteJournal() {
+  if (journal_ == nullptr || !outbox_->pending()) {
+    return;
+  }
+  // Batches are taken and written under one lock: written in the order
+  // they were decided.
+  MutexLock lock(journal_write_mu_);
+  std::vector<JournalOutbox::Write> batch = outbox_->Take();
+  JournalOutbox::Apply(batch, *journal_);
 }
 
 Status OrchestratorState::DeclareModel(const ModelSpec& m) {
@@ -136,6 +153,7 @@ std::string OrchestratorState::DefaultSize(const std::string& model, bool video)
 }
 
 Result<WorkerId> OrchestratorState::Register(Registration r, std::string* session_secret) {
+  const JournalFlush flush(this);  // After the lock is released.
   SLUICE_RETURN_IF_ERROR(ValidateStageName(r.stage));
   if (r.capacity < 1 || r.capacity > 1024) {
     return InvalidArgumentError("capacity must be in 1..1024");
@@ -273,6 +291,7 @@ void OrchestratorState::SendLocked(WorkerId id, AssignmentOrder a) {
 }
 
 Status OrchestratorState::Heartbeat(const HeartbeatReport& r) {
+  const JournalFlush flush(this);  // After the lock is released.
   const TimePoint now = Now();
   MutexLock lock(mu_);
   auto it = workers_.find(r.worker);
@@ -343,6 +362,7 @@ void OrchestratorState::CountReportLocked(WorkerId w) {
 }
 
 Status OrchestratorState::Done(const DoneReport& r) {
+  const JournalFlush flush(this);  // After the lock is released.
   // A final output is checked outside the lock: decoding it takes
   // milliseconds for a large image, and every other call waits on the lock.
   Status bad = Status::Ok();
@@ -450,6 +470,7 @@ Status OrchestratorState::RefuseOutputLocked(JobRecord& j, const DoneReport& r, 
 }
 
 Status OrchestratorState::Failed(const FailedReport& r) {
+  const JournalFlush flush(this);  // After the lock is released.
   const TimePoint now = Now();
   MutexLock lock(mu_);
   CountReportLocked(r.worker);
@@ -477,6 +498,7 @@ Status OrchestratorState::Failed(const FailedReport& r) {
 }
 
 Status OrchestratorState::Cancel(JobId id) {
+  const JournalFlush flush(this);  // After the lock is released.
   const TimePoint now = Now();
   MutexLock lock(mu_);
   auto j = jobs_.find(id);
@@ -510,9 +532,7 @@ void OrchestratorState::FinishLocked(JobRecord& j, JobStatus status, std::string
     o.result_type = j.view.result_type;
     o.result = j.view.result;
     o.finished_unix_s = j.view.finished_unix_s;
-    if (Status s = journal_->Finish(j.view.id, o); !s.ok()) {
-      SLUICE_LOG(error, "{}", s.ToString());
-    }
+    outbox_->Finish(j.view.id, o);
   }
   if (j.view.status == JobStatus::kSucceeded) {
     ++stats_.succeeded;
@@ -623,6 +643,7 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
 }
 
 void OrchestratorState::PayloadLost(const std::string& key) {
+  const JournalFlush flush(this);  // After the lock is released.
   const TimePoint now = Now();
   MutexLock lock(mu_);
   std::optional<std::pair<JobId, std::string>> owner = payloads_.Owner(key);
@@ -655,6 +676,7 @@ std::vector<std::string> OrchestratorState::TakeReleasedKeys() {
 }
 
 Status OrchestratorState::Unregister(WorkerId id) {
+  const JournalFlush flush(this);  // After the lock is released.
   const TimePoint now = Now();
   MutexLock lock(mu_);
   auto it = workers_.find(id);
@@ -689,6 +711,7 @@ std::map<WorkerId, OrchestratorState::WorkerRecord>::iterator OrchestratorState:
 }
 
 void OrchestratorState::Tick() {
+  const JournalFlush flush(this);  // After the lock is released.
   const TimePoint now = Now();
   MutexLock lock(mu_);
   for (WorkerId id : registry_.Silent(now)) {

@@ -171,6 +171,8 @@ struct KeptCheckpoint {
   std::int64_t unix_ms = 0;
 };
 
+class JournalOutbox;  // service/journal_outbox.h
+
 class JobJournal {
  public:
   virtual ~JobJournal() = default;
@@ -324,6 +326,8 @@ class OrchestratorState {
   // bytes go, so memory holds none of them; both must outlive the state.
   explicit OrchestratorState(ServiceOptions o, JobJournal* journal = nullptr,
                              ResultDir* results = nullptr);
+  // Writes what its outbox still holds.
+  ~OrchestratorState();
   // Whether every one of the store keys still holds a complete object.
   using PayloadsExist = std::function<bool(const std::vector<std::string>& keys)>;
   // Resubmits the journal's unfinished jobs (same ids). A job whose last
@@ -467,6 +471,21 @@ class OrchestratorState {
   const ServiceOptions& options() const { return options_; }
 
  private:
+  // Writes the journal outbox after the calling method released the lock
+  // (declared before the lock in every method that may queue writes).
+  class JournalFlush {
+   public:
+    explicit JournalFlush(OrchestratorState* s) : s_(s) {}
+    ~JournalFlush() { s_->WriteJournal(); }
+    JournalFlush(const JournalFlush&) = delete;
+    JournalFlush& operator=(const JournalFlush&) = delete;
+
+   private:
+    OrchestratorState* s_;
+  };
+  // Writes the queued journal writes, in the order they were decided.
+  void WriteJournal() SLUICE_EXCLUDES(mu_);
+
   struct JobRecord {
     JobView view;
     JobRequest request;
@@ -610,6 +629,11 @@ class OrchestratorState {
   ServiceOptions options_;
   JobJournal* journal_;
   ResultDir* results_;
+  // Journal writes decided under mu_, written after it (WriteJournal);
+  // batches are taken and written under journal_write_mu_, never with mu_
+  // held.
+  std::unique_ptr<JournalOutbox> outbox_;
+  Mutex journal_write_mu_;
   Mutex mu_;
   // Submissions between their checks and their entry (a concurrent
   // journal's Add runs outside the lock): counted against the queue bound.

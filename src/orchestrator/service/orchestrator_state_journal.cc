@@ -4,11 +4,13 @@
 #include <utility>
 
 #include "common/log.h"
+#include "orchestrator/service/journal_outbox.h"
 #include "orchestrator/service/orchestrator_state.h"
 
 namespace sluice::orchestrator {
 
 Status OrchestratorState::Restore(const PayloadsExist& exist) {
+  const JournalFlush flush(this);  // After the lock is released.
   if (journal_ == nullptr) {
     return Status::Ok();
   }
@@ -85,9 +87,7 @@ void OrchestratorState::KeepLocked(JobRecord& j, int step, TimePoint now) {
   if (!checkpoints_.Keep(j.view.id, step, now) || journal_ == nullptr) {
     return;
   }
-  if (Status s = journal_->Keep({j.view.id, step, UnixNowMs()}); !s.ok()) {
-    SLUICE_LOG(error, "{}", s.ToString());
-  }
+  outbox_->Keep({j.view.id, step, UnixNowMs()});
 }
 
 Status OrchestratorState::RestoreFinishedLocked() {
@@ -165,9 +165,7 @@ void OrchestratorState::SaveProgressLocked(JobRecord& j) {
   if (journal_ == nullptr) {
     return;
   }
-  if (Status s = journal_->SaveProgress(j.view.id, j.saved); !s.ok()) {
-    SLUICE_LOG(error, "{}", s.ToString());
-  }
+  outbox_->SaveProgress(j.view.id, j.saved);
 }
 
 void OrchestratorState::StoreResultLocked(JobRecord& rec, std::string_view bytes) {

@@ -22,6 +22,7 @@ std::string Names(const std::vector<const ModelSpec*>& models) {
 }  // namespace
 
 Result<JobId> OrchestratorState::Submit(const JobRequest& request) {
+  const JournalFlush flush(this);  // After the lock is released.
   const TimePoint now = Now();
   JobRequest r = request;
   if (options_.pipeline.has_value()) {

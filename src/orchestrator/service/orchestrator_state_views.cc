@@ -77,6 +77,7 @@ std::vector<JobView> OrchestratorState::List(std::string_view kind, std::string_
 }
 
 Status OrchestratorState::Forget(JobId id) {
+  const JournalFlush flush(this);  // After the lock is released.
   const TimePoint now = Now();
   MutexLock lock(mu_);
   auto j = jobs_.find(id);
