@@ -69,6 +69,10 @@ def test_workers_and_store_nodes_serve_their_own_metrics(cluster):
     # The reference denoiser's 12 steps; the encoder's two texts through its
     # condition cache; the latent written by denoise and read by decode.
     assert value(stages["denoise"], "sluice_worker_steps_total", stage="denoise") == 12
+    step_count = value(stages["denoise"], "sluice_worker_step_seconds_count", stage="denoise")
+    step_sum = value(stages["denoise"], "sluice_worker_step_seconds_sum", stage="denoise")
+    run_sum = value(stages["denoise"], "sluice_worker_run_seconds_sum", stage="denoise")
+    assert step_count == 12 and 0 < step_sum <= run_sum, (step_count, step_sum, run_sum)
     assert value(stages["encode"], "sluice_worker_cache_lookups_total", stage="encode",
                  kind="condition") == 2
     assert value(stages["encode"], "sluice_worker_cache_computes_total", stage="encode",

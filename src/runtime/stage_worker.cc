@@ -64,6 +64,10 @@ struct RunState {
   // (0: none).
   int acked_checkpoint SLUICE_GUARDED_BY(mu) = 0;
   std::uint64_t steps_reported SLUICE_GUARDED_BY(mu) = 0;  // Progress calls that moved the step.
+  // When the step last moved (the run's start before the first), and how
+  // long each step took, in seconds (the first 4096).
+  std::chrono::steady_clock::time_point last_step_at SLUICE_GUARDED_BY(mu);
+  std::vector<double> step_seconds SLUICE_GUARDED_BY(mu);
 
   // Moves unsent progress into `hb`: each checkpointed step a later step
   // superseded, oldest first (a resumed job starts from the latest), then
@@ -531,26 +535,29 @@ class StageWorkerImpl {
   void Run(const std::shared_ptr<RunState>& s) {
     StageContext ctx(s);
     const auto started = std::chrono::steady_clock::now();
+    {
+      MutexLock sl(s->mu);
+      s->last_step_at = started;
+    }
     Result<StageOutput> out = handler_(ctx);
     {
       using Ms = std::chrono::duration<double, std::milli>;
       const double run_s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       std::uint64_t steps = 0;
+      std::vector<double> step_seconds;
       {
         MutexLock sl(s->mu);
         s->timings_ms["start"] = Ms(started - s->received).count();
         s->timings_ms["run"] = run_s * 1000;
         steps = s->steps_reported;
+        step_seconds.swap(s->step_seconds);
       }
       MutexLock ml(metrics_mu_);
-      const auto& bounds = StageWorkerMetrics::kRunBounds;
-      const auto bucket = std::lower_bound(bounds.begin(), bounds.end(), run_s) - bounds.begin();
-      if (bucket < static_cast<std::ptrdiff_t>(bounds.size())) {
-        ++metrics_.run_counts[static_cast<std::size_t>(bucket)];
+      metrics_.run.Add(run_s);
+      for (double d : step_seconds) {
+        metrics_.step.Add(d);
       }
-      ++metrics_.runs;
-      metrics_.run_seconds += run_s;
       metrics_.steps += steps;
     }
     // Counted before the report: once the orchestrator has heard of it (and
@@ -837,6 +844,11 @@ void StageContext::Progress(int step, int steps, bool checkpointed) {
   MutexLock lock(s_->mu);
   if (step != s_->step) {
     ++s_->steps_reported;
+    const auto now = std::chrono::steady_clock::now();
+    if (s_->step_seconds.size() < 4096) {
+      s_->step_seconds.push_back(std::chrono::duration<double>(now - s_->last_step_at).count());
+    }
+    s_->last_step_at = now;
   }
   s_->step = step;
   s_->steps = steps;
@@ -924,6 +936,14 @@ std::uint64_t StageWorker::adopted() const {
 }
 StageWorkerMetrics StageWorker::Metrics() const {
   return impl_->Metrics();
+}
+void StageWorkerMetrics::Seconds::Add(double seconds) {
+  const auto at = std::lower_bound(kBounds.begin(), kBounds.end(), seconds) - kBounds.begin();
+  if (at < static_cast<std::ptrdiff_t>(kBounds.size())) {
+    ++counts[static_cast<std::size_t>(at)];
+  }
+  ++count;
+  sum += seconds;
 }
 bool StageWorker::WaitRegistered(std::chrono::milliseconds timeout) {
   return impl_->WaitRegistered(timeout);

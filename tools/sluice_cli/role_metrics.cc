@@ -60,8 +60,13 @@ std::string WorkerMetricsText(const StageWorkerMetrics& m, const TransferEngine&
   out.Family("sluice_worker_steps_total", "Steps the stage's handlers reported.", "counter");
   out.Sample("sluice_worker_steps_total", {{"stage", stage}}, static_cast<double>(m.steps));
   out.Family("sluice_worker_run_seconds", "Handler run time per assignment.", "histogram");
-  out.Histogram("sluice_worker_run_seconds", {{"stage", stage}}, StageWorkerMetrics::kRunBounds,
-                m.run_counts, m.runs, m.run_seconds);
+  out.Histogram("sluice_worker_run_seconds", {{"stage", stage}},
+                StageWorkerMetrics::Seconds::kBounds, m.run.counts, m.run.count, m.run.sum);
+  out.Family("sluice_worker_step_seconds",
+             "Time per step its handlers reported (from the previous step, or the run's start).",
+             "histogram");
+  out.Histogram("sluice_worker_step_seconds", {{"stage", stage}},
+                StageWorkerMetrics::Seconds::kBounds, m.step.counts, m.step.count, m.step.sum);
   EngineBytes(out, engine);
   if (!caches.empty()) {
     const std::pair<const char*, std::uint64_t cache::CacheStats::*> fields[] = {

@@ -164,9 +164,16 @@ struct StageWorkerConfig {
 // worker --metrics-port`). Reports count when sent, whether or not the
 // orchestrator took them.
 struct StageWorkerMetrics {
-  // Upper bounds (seconds) of the handler run-time histogram's buckets.
-  static constexpr std::array<double, 14> kRunBounds{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                                     1,     2.5,  5,     10,   30,  60,   120};
+  // A histogram of seconds: `counts[i]` observations of at most
+  // kBounds[i] (and above the bound before), `count` in all, `sum`.
+  struct Seconds {
+    static constexpr std::array<double, 14> kBounds{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                    1,     2.5,  5,     10,   30,  60,   120};
+    std::array<std::uint64_t, kBounds.size()> counts{};
+    std::uint64_t count = 0;
+    double sum = 0;
+    void Add(double seconds);
+  };
   std::string stage;
   int capacity = 0;
   int running = 0;              // Assignments running now.
@@ -176,11 +183,8 @@ struct StageWorkerMetrics {
   // assignments it could not take (draining, duplicate) included.
   std::map<StatusCode, std::uint64_t> failed;
   std::uint64_t steps = 0;  // Steps its handlers reported (StageContext::Progress).
-  // Handler run times: `run_counts[i]` runs of at most kRunBounds[i]
-  // seconds (and above the previous bound); `runs` in all.
-  std::array<std::uint64_t, kRunBounds.size()> run_counts{};
-  std::uint64_t runs = 0;
-  double run_seconds = 0;
+  Seconds run;              // Handler run time per assignment.
+  Seconds step;  // Per step: since the previous step moved (the run's start for the first).
 };
 
 class StageWorker {
