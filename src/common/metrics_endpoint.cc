@@ -1,7 +1,10 @@
 #include "common/metrics_endpoint.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "common/net.h"
@@ -11,6 +14,7 @@ namespace sluice::internal {
 struct MetricsEndpoint::Server {
   httplib::Server http;
   std::thread thread;
+  std::atomic<bool> ended{false};  // listen_after_bind returned.
 };
 
 Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
@@ -26,6 +30,12 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   std::unique_ptr<MetricsEndpoint> e(new MetricsEndpoint());
   e->server_ = std::make_unique<Server>();
   httplib::Server& http = e->server_->http;
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which two
+  // roles given one --metrics-port would share it and split its scrapes.
+  http.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   http.Get("/metrics",
            [render = std::move(render)](const httplib::Request&, httplib::Response& res) {
              res.set_content(render(), "text/plain; version=0.0.4");
@@ -41,7 +51,20 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   }
   hp.port = static_cast<std::uint16_t>(bound);
   e->endpoint_ = hp.ToString();
-  e->server_->thread = std::thread([s = e->server_.get()] { s->http.listen_after_bind(); });
+  e->server_->thread = std::thread([s = e->server_.get()] {
+    s->http.listen_after_bind();
+    s->ended = true;
+  });
+  // Serving before it is handed out: a stop() before the listen loop began
+  // would be missed, and the destructor would wait for the loop forever.
+  while (!http.is_running()) {
+    if (e->server_->ended) {
+      return UnavailableError(
+          role + ": the metrics endpoint on " + e->endpoint_ + " stopped before serving",
+          FailureScope::kTransport);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return e;
 }
 
