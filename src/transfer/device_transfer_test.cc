@@ -37,22 +37,19 @@ std::vector<char> Pattern(std::size_t len, int seed) {
   return v;
 }
 
-std::uint64_t BytesOf(const TransferEngine& e, const std::string& transport) {
+// `transport`'s counters in `e` (zeros when it has none).
+TransportStats StatsOf(const TransferEngine& e, const std::string& transport) {
   for (const TransportStats& s : e.TransportCounters()) {
     if (s.name == transport) {
-      return s.bytes_read + s.bytes_written;
-    }
-  }
-  return 0;
-}
-
-TransportStats TcpOf(const TransferEngine& e) {
-  for (const TransportStats& s : e.TransportCounters()) {
-    if (s.name == "tcp") {
       return s;
     }
   }
   return {};
+}
+
+std::uint64_t BytesOf(const TransferEngine& e, const std::string& transport) {
+  const TransportStats s = StatsOf(e, transport);
+  return s.bytes_read + s.bytes_written;
 }
 
 Status RunOp(TransferEngine& e, OpKind kind, void* local, SegmentId seg, RegionKey key,
@@ -343,7 +340,7 @@ TEST_F(DeviceTransferTest, TcpCarriesDeviceMemoryThroughPinnedStagingAtEitherEnd
   }
   // What the target served over tcp: every op above, counted once.
   const std::uint64_t sum = 1 + 4099 + (std::uint64_t{3} << 20) + 5;
-  TransportStats served = TcpOf(*target_);
+  TransportStats served = StatsOf(*target_, "tcp");
   EXPECT_EQ(served.bytes_served_read, 3 * sum);
   EXPECT_EQ(served.bytes_served_written, 3 * sum);
   EXPECT_EQ(BytesOf(**staging, "devipc"), 0u) << "device_ipc = false still used devipc";
@@ -365,7 +362,7 @@ TEST_F(DeviceTransferTest, TcpCarriesDeviceMemoryThroughPinnedStagingAtEitherEnd
   const std::vector<char> d = Pattern(4096, 99);
   std::memcpy(buf.data(), d.data(), d.size());
   EXPECT_TRUE(RunOp(**plain, OpKind::kWrite, buf.data(), *plain_seg, key_, 0, d.size()).ok());
-  served = TcpOf(*target_);
+  served = StatsOf(*target_, "tcp");
   EXPECT_EQ(served.bytes_served_read, 3 * sum) << "a refused write counted";
   EXPECT_EQ(served.bytes_served_written, 3 * sum + d.size()) << "a refused write counted";
 }
