@@ -14,6 +14,7 @@
 #include "common/random.h"
 #include "common/rpc_auth.h"
 #include "orchestrator/core/model.h"
+#include "orchestrator/core/worker_reports.h"
 #include "orchestrator/core/worker_session.h"
 #include "proto/orchestrator/v1/orchestrator.grpc.pb.h"
 
@@ -687,8 +688,7 @@ class StageWorkerImpl {
     f.set_worker_id(id);
     f.set_job_id(s.job_id);
     f.set_reason(std::string(why.message()));
-    f.set_retryable(why.code() == StatusCode::kUnavailable ||
-                    why.code() == StatusCode::kResourceExhausted);
+    f.set_retryable(orchestrator::RetryableCode(why.code()));
     f.set_code(static_cast<std::uint32_t>(why.code()));
     f.set_scope(static_cast<std::uint32_t>(why.scope()));
     f.set_preempted(preempted);

@@ -75,6 +75,12 @@ struct DoneReport {
   std::map<std::string, double> timings_ms;  // As sent; the state checks them.
 };
 
+// Whether a stage failure with `code` may succeed on another attempt (the
+// worker's report and the orchestrator's retry agree on it).
+constexpr bool RetryableCode(StatusCode code) {
+  return code == StatusCode::kUnavailable || code == StatusCode::kResourceExhausted;
+}
+
 // A stage gave its job back: failed, or yielded after a checkpoint order.
 struct FailedReport {
   WorkerId worker = 0;

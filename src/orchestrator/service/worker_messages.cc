@@ -60,7 +60,7 @@ FailedReport FromWire(const v1::FailedRequest& m) {
     r.code = m.code() <= static_cast<std::uint32_t>(kMaxStatusCode)
                  ? static_cast<StatusCode>(m.code())
                  : StatusCode::kInternal;
-    r.retryable = r.code == StatusCode::kUnavailable || r.code == StatusCode::kResourceExhausted;
+    r.retryable = RetryableCode(r.code);
   }
   return r;
 }
