@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs every Debian package sluice needs to build, test and run.
-# Idempotent: packages already present are skipped and nothing is printed.
+# Installs every Debian package sluice needs to build, test and run, and
+# the browser tests' driver (playwright-core, the exact version of
+# tests/browser/package-lock.json) from the npm registry; the browser is
+# Debian's chromium. Idempotent: what is present is skipped and nothing is
+# printed.
 # Usage: scripts/install-deps.sh            (as root, or with sudo available)
 set -euo pipefail
 
@@ -16,6 +19,7 @@ PACKAGES=(
   clang-format-16 clang-16 libclang-rt-16-dev libfuzzer-16-dev llvm-16
   ffmpeg nodejs
   iproute2 iptables libnetfilter-queue-dev gdb mmdebstrap etcd-server gnuplot-nox prometheus
+  chromium
 )
 
 missing=()
@@ -24,14 +28,23 @@ for pkg in "${PACKAGES[@]}"; do
     missing+=("$pkg")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+# npm comes with some builds of nodejs; Debian's own nodejs needs its npm.
+command -v npm >/dev/null || missing+=(npm)
 
 SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-  SUDO="sudo"
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    SUDO="sudo"
+  fi
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "install-deps: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq >/dev/null
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+browser="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+if [ ! -f "$browser/node_modules/playwright-core/package.json" ]; then
+  echo "install-deps: installing playwright-core (npm) in tests/browser" >&2
+  npm ci --prefix "$browser" --no-audit --no-fund --loglevel=error >/dev/null
+fi

@@ -10,6 +10,7 @@
 #include "http/server.h"
 #include "media/frames_archive.h"
 #include "orchestrator/service/http_access.h"
+#include "orchestrator/service/http_console.h"
 #include "orchestrator/service/http_views.h"
 #include "orchestrator/service/video_mux.h"
 
@@ -445,8 +446,12 @@ void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
 }
 
 // GET /v1/videos: OpenAI's list (after, limit 1..100, order asc|desc).
-void ListVideos(OrchestratorState& state, const Request& req, const ExchangePtr& ex,
-                const Caller& caller) {
+// A page of the caller's jobs of `kind` ("": every kind) as OpenAI's
+// list object, each written by `view`: `limit` (1..100, default 20),
+// `order` ("asc" or "desc", default newest first) and `after` (an id of
+// the list's) from the query.
+void ListJobs(OrchestratorState& state, const Request& req, const ExchangePtr& ex,
+              const Caller& caller, std::string_view kind, json (*view)(const JobView&)) {
   std::size_t limit = 20;
   if (std::optional<std::string> l = req.Query("limit")) {
     auto [end, ec] = std::from_chars(l->data(), l->data() + l->size(), limit);
@@ -463,20 +468,21 @@ void ListVideos(OrchestratorState& state, const Request& req, const ExchangePtr&
   JobId after = 0;
   if (std::optional<std::string> a = req.Query("after")) {
     std::optional<JobView> v = FindJob(state, *a, caller);
-    if (!v.has_value()) {
-      return ex->Respond(http::ErrorResponse(400, "invalid_request_error", "after: a video id",
-                                             "after", "invalid_value"));
+    if (!v.has_value() || (!kind.empty() && v->kind != kind)) {
+      const std::string what = kind.empty() ? "job" : std::string(kind);
+      return ex->Respond(http::ErrorResponse(400, "invalid_request_error",
+                                             "after: a " + what + " id", "after", "invalid_value"));
     }
     after = v->id;
   }
   // One more than asked, to know whether there is more.
   std::vector<JobView> views =
-      state.List("video", caller.tenant, !caller.closed, after, limit + 1, order == "asc");
+      state.List(kind, caller.tenant, !caller.closed, after, limit + 1, order == "asc");
   const bool more = views.size() > limit;
   views.resize(std::min(views.size(), limit));
   json data = json::array();
   for (const JobView& v : views) {
-    data.push_back(VideoJson(v));
+    data.push_back(view(v));
   }
   ex->Respond(
       JsonResponse(200, {{"object", "list"},
@@ -655,8 +661,9 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
       SubmitVideo(*st, o, req, ex, c);
     }
   });
-  add("GET", "/v1/videos",
-      [st](Request& req, const ExchangePtr& ex, const Caller& c) { ListVideos(*st, req, ex, c); });
+  add("GET", "/v1/videos", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
+    ListJobs(*st, req, ex, c, "video", VideoJson);
+  });
   add("DELETE", "/v1/videos/{id}", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
     std::optional<JobView> v = FindJob(*st, req.params[0], c);
     if (!v.has_value() || v->kind != "video" || !st->Forget(v->id).ok()) {
@@ -699,6 +706,18 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
   add("GET", "/v1/models/{org}/{name}", [st](Request& req, const ExchangePtr& ex, const Caller&) {
     ModelById(*st, http::PercentDecode(req.params[0]) + "/" + http::PercentDecode(req.params[1]),
               ex);
+  });
+  add("GET", "/v1/jobs", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
+    ListJobs(*st, req, ex, c, "", JobJson);
+  });
+  // The cluster as the console shows it (ClusterJson): now, or as
+  // server-sent events, one each time it changes (checked every second).
+  // Any key: pools and counters are the cluster's, not a tenant's.
+  add("GET", "/v1/cluster", [st](Request&, const ExchangePtr& ex, const Caller&) {
+    ex->Respond(JsonResponse(200, ClusterJson(st->Stats())));
+  });
+  add("GET", "/v1/cluster/events", [st](Request&, const ExchangePtr& ex, const Caller&) {
+    StreamCluster(*st, ex, std::chrono::seconds(1));
   });
   add("GET", "/v1/jobs/{id}", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
     std::optional<JobView> v = FindJob(*st, req.params[0], c);
@@ -784,6 +803,7 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
   router.Add("GET", "/v1/autoscale", [st](Request&, ExchangePtr ex) {
     ex->Respond(JsonResponse(200, AutoscaleJson(st->Recommendations())));
   });
+  InstallConsoleFiles(router);
   router.Add("GET", "/metrics", [st](Request&, ExchangePtr ex) {
     Response r;
     r.content_type = "text/plain; version=0.0.4";

@@ -4,8 +4,11 @@
 //   POST   /v1/videos               JSON or multipart/form-data: a video job
 //   GET    /v1/videos               list (after, limit, order)
 //   GET    /v1/videos/{id}[/content], DELETE /v1/videos/{id}
+//   GET    /v1/jobs                 list, every kind (after, limit, order)
 //   GET    /v1/jobs/{id}[/content], DELETE /v1/jobs/{id}
 //   GET    /v1/jobs/{id}/events     server-sent events until the job ends
+//   GET    /v1/cluster[/events]     pools and counters, now or as events
+//   GET    /console[/...]           the web console (no key to load it)
 //   GET    /metrics, /healthz (/health), /readyz    (no key needed)
 // Refusals answer OpenAI's error object: a malformed body 400 naming the
 // field, a missing key 401, another tenant's job 404, a full queue or a

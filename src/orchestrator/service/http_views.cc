@@ -28,7 +28,12 @@ json JobJson(const JobView& v) {
   j["model"] = v.model;
   j["status"] = JobStatusName(v.status);
   j["stage"] = v.stage;
-  j["progress"] = {{"step", v.step}, {"steps", v.steps}};
+  // `fraction`: 0..1 through the job's stages (PipelineProgress).
+  j["progress"] = {{"step", v.step}, {"steps", v.steps}, {"fraction", v.progress}};
+  j["created_at"] = v.created_unix_s;
+  if (v.finished_unix_s != 0) {
+    j["finished_at"] = v.finished_unix_s;
+  }
   if (!v.error.empty()) {
     j["error"] = v.error;
     j["error_type"] = v.error_type;
@@ -56,6 +61,9 @@ json EventJson(const JobEvent& e) {
   }
   if (!e.timings_ms.empty()) {
     j["timings_ms"] = e.timings_ms;
+  }
+  if (e.worker != 0) {
+    j["worker"] = std::to_string(e.worker);  // A string: ids are 64-bit.
   }
   return j;
 }
@@ -123,6 +131,50 @@ nlohmann::json AutoscaleJson(const std::vector<PoolRecommendation>& r) {
                      {"latency_p99_s", p.latency_p99_s}});
   }
   return {{"pools", pools}};
+}
+
+json ClusterJson(const ServiceStats& s) {
+  json models = json::array();
+  for (const PoolStats& p : s.scheduler.pools) {
+    if (models.empty() || models.back()["id"] != p.model) {
+      models.push_back({{"id", p.model}, {"stages", json::array()}});
+    }
+    const auto rec = std::find_if(
+        s.recommendations.begin(), s.recommendations.end(),
+        [&p](const PoolRecommendation& r) { return r.model == p.model && r.stage == p.stage; });
+    json by_class = json::object();
+    for (int c = 0; c < kClassCount; ++c) {
+      by_class[kClassNames[c]] = p.queued_by_class[c];
+    }
+    const std::size_t busy = p.slots - std::min(p.free_slots, p.slots);
+    json stage = {{"stage", p.stage},
+                  {"kind", p.kind == StageKind::kAdmission ? "admission" : "work"},
+                  {"workers", p.workers},
+                  {"slots", p.slots},
+                  {"busy", busy},
+                  {"credits", p.free_slots},
+                  {"reserved", p.reserved},
+                  {"queued", p.queued},
+                  {"queued_by_class", std::move(by_class)},
+                  {"utilization", p.slots == 0 ? 0.0 : static_cast<double>(busy) / p.slots}};
+    if (rec != s.recommendations.end()) {
+      stage["autoscale"] = {{"recommended", rec->recommended},
+                            {"utilization", rec->utilization},
+                            {"queued", rec->queued},
+                            {"latency_p99_s", rec->latency_p99_s}};
+    }
+    models.back()["stages"].push_back(std::move(stage));
+  }
+  return {{"object", "cluster"},
+          {"jobs",
+           {{"submitted", s.submitted},
+            {"succeeded", s.succeeded},
+            {"failed", s.failed},
+            {"cancelled", s.cancelled},
+            {"rejected", s.rejected},
+            {"in_system", s.scheduler.jobs},
+            {"running", s.scheduler.running}}},
+          {"models", std::move(models)}};
 }
 
 std::string MetricsText(const ServiceStats& s) {

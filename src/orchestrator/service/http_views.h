@@ -19,6 +19,12 @@ nlohmann::json VideoJson(const JobView& v);
 std::string Base64(const std::string& in);
 // {"pools": [{model, stage, workers, recommended, utilization, queued}]}.
 nlohmann::json AutoscaleJson(const std::vector<PoolRecommendation>& r);
+// What the console's cluster view shows: each model's
+// pools (stage, kind, workers, slots, busy, credits — free slots —,
+// reserved, queued in all and per class, utilization now, and the
+// autoscaler's latest decision when it made one) and the job counters.
+// {"object": "cluster", "jobs": {...}, "models": [...]}.
+nlohmann::json ClusterJson(const ServiceStats& s);
 // The orchestrator's Prometheus exposition.
 std::string MetricsText(const ServiceStats& s);
 

@@ -587,6 +587,7 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
                     a.resume_step > 0 ? "resumed from step " + std::to_string(a.resume_step) : "");
         AssignmentOrder out;
         out.kind = AssignmentOrder::Kind::kRun;
+        rec.view.events.back().worker = a.worker;
         out.job = a.job;
         out.stage = rec.view.stage;
         out.model = rec.request.model;

@@ -244,6 +244,8 @@ struct JobEvent {
   // stage_done: where the run's time went on its worker (DoneRequest's
   // timings_ms, checked).
   std::map<std::string, double> timings_ms;
+  // stage_started: the worker the stage runs on (0: none).
+  std::uint64_t worker = 0;
 };
 
 struct JobView {
@@ -434,11 +436,11 @@ class OrchestratorState {
   // no lock held). Errors: kNotFound (expired, forgotten or deleted from
   // the dir meanwhile); kUnavailable (the file cannot be read).
   Result<std::string> ResultBytes(const JobView& v) const;
-  // Jobs of `kind` the state still holds, in id (submission) order:
-  // ascending from just after `after` (0: from the oldest), or descending
-  // from just before it (0: from the newest); at most `limit`. Views carry
-  // no result bytes and no events. Only `tenant`'s jobs unless
-  // `any_tenant`.
+  // Jobs of `kind` ("": every kind) the state still holds, in id
+  // (submission) order: ascending from just after `after` (0: from the
+  // oldest), or descending from just before it (0: from the newest); at
+  // most `limit`. Views carry no result bytes and no events. Only
+  // `tenant`'s jobs unless `any_tenant`.
   std::vector<JobView> List(std::string_view kind, std::string_view tenant, bool any_tenant,
                             JobId after, std::size_t limit, bool ascending);
   // Cancels job `id` if it is unfinished, then forgets it (its result and

@@ -56,7 +56,7 @@ std::vector<JobView> OrchestratorState::List(std::string_view kind, std::string_
   MutexLock lock(mu_);
   std::vector<JobView> out;
   auto add = [&](const JobRecord& j) SLUICE_REQUIRES(mu_) {
-    if (j.view.kind != kind || (!any_tenant && j.view.tenant != tenant)) {
+    if ((!kind.empty() && j.view.kind != kind) || (!any_tenant && j.view.tenant != tenant)) {
       return true;
     }
     JobView v = WithProgress(j.view, scheduler_, j.request.pipeline);

@@ -1,0 +1,196 @@
+// The web console in a real browser: Debian's headless Chromium driven by
+// playwright-core (tests/browser/package.json; no browser download) against
+// `sluice serve` clusters this test starts. The console loads and lists the
+// pools, the playground submits a job whose preview and result appear, a
+// job is cancelled from its view, and with API keys the console refuses to
+// show anything until it is given a key the server accepts.
+//
+// Run: SLUICE_BIN=build/bin/sluice node --test tests/browser/console_test.mjs
+// SLUICE_SCREENSHOTS=DIR also writes the console's screenshots there.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+let chromium;
+try {
+  ({ chromium } = await import('playwright-core'));
+} catch (e) {
+  throw new Error('playwright-core is missing: run scripts/install-deps.sh (' + e.message + ')');
+}
+
+const SLUICE = process.env.SLUICE_BIN;
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const SHOTS = process.env.SLUICE_SCREENSHOTS || '';
+const KEY = 'sk-console-test-0123456789';
+assert.ok(SLUICE, 'SLUICE_BIN must name the sluice binary');
+
+// Starts `sluice serve` on a free port; resolves with its URL once it
+// prints READY (60 s at most), with its output so far on failure.
+function startServe(args) {
+  const proc = spawn(SLUICE, ['serve', '--http', '127.0.0.1:0', '--exit-on-stdin-eof', ...args],
+    { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('sluice serve not ready in 60 s:\n' + out)), 60000);
+    const onData = (d) => {
+      out += d;
+      const m = out.match(/READY serve (\S+)/);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ proc, url: m[1] });
+      }
+    };
+    proc.stdout.on('data', onData);
+    proc.stderr.on('data', (d) => { out += d; });
+    proc.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error('sluice serve exited (' + code + '):\n' + out));
+    });
+  });
+}
+
+async function stopServe(s) {
+  if (!s) return;
+  const exited = new Promise((r) => s.proc.once('exit', r));
+  s.proc.stdin.end();  // --exit-on-stdin-eof
+  const timer = setTimeout(() => s.proc.kill('SIGKILL'), 20000);
+  await exited;
+  clearTimeout(timer);
+}
+
+async function shot(page, name) {
+  if (SHOTS) await page.screenshot({ path: join(SHOTS, name + '.png'), fullPage: true });
+}
+
+let browser;
+before(async () => {
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+});
+after(async () => {
+  await browser?.close();
+});
+
+describe('an open API', () => {
+  let serve, page;
+  const errors = [];
+  before(async () => {
+    serve = await startServe(['--steps', '12']);
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(serve.url + '/console');
+  });
+  after(async () => {
+    await page?.close();
+    await stopServe(serve);
+  });
+
+  test('the console loads and lists every pool with its workers', async () => {
+    const row = (stage) => page.locator(`[data-model="sluice-reference"] tr[data-stage="${stage}"]`);
+    await row('decode').waitFor({ timeout: 15000 });
+    assert.equal(await row('encode').locator('td.workers').textContent(), '1');
+    assert.equal(await row('denoise').locator('td.workers').textContent(), '2');
+    assert.equal(await row('decode').locator('td.workers').textContent(), '1');
+    assert.equal(await row('denoise').locator('td').nth(1).textContent(), 'admission');
+    assert.equal(await page.locator('#live').textContent(), 'live');
+  });
+
+  test('the playground submits a job whose previews and result appear', async () => {
+    await page.click('nav button[data-view="playground"]');
+    await page.fill('#play-prompt', 'a small green square at the top on a white background');
+    await page.fill('#play-seed', '7');
+    await page.fill('#play-preview', '2');
+    const curl = await page.locator('#snippet-curl').textContent();
+    assert.match(curl, /\/v1\/images\/generations/);
+    assert.match(curl, /"seed":7/);
+    assert.match(await page.locator('#snippet-sdk').textContent(), /client\.images\.generate\(/);
+    await page.click('#play-submit');
+    // The jobs view follows the new job to its end.
+    await page.locator('#job-status.succeeded').waitFor({ timeout: 60000 });
+    const preview = await page.locator('#job-preview').getAttribute('src');
+    assert.match(preview, /^data:image\/png;base64,/);
+    assert.match(await page.locator('#job-preview-step').textContent(), /step \d+ \/ 12/);
+    const result = page.locator('#job-result-image');
+    await result.waitFor({ timeout: 15000 });
+    await page.waitForFunction(() => document.getElementById('job-result-image').naturalWidth > 0);
+    const [w, h] = await result.evaluate((img) => [img.naturalWidth, img.naturalHeight]);
+    assert.ok(w >= 64 && h >= 64, `result ${w}x${h}`);
+    // The timeline names each stage's worker, in pipeline order.
+    const started = await page.locator('#job-timeline tr.ev-stage_started').allTextContents();
+    assert.equal(started.length, 3, started.join('\n'));
+    ['encode', 'denoise', 'decode'].forEach((s, i) => assert.match(started[i], new RegExp(s + 'worker \\d+')));
+    // The list shows it, succeeded.
+    const id = await page.locator('#job-title').textContent();
+    await page.locator(`#job-list tr[data-job="${id}"] .status.succeeded`).waitFor({ timeout: 5000 });
+    await shot(page, 'console-job');
+  });
+
+  test('a running job is cancelled from its view', async () => {
+    // A long video (200 steps), submitted by another client.
+    const r = await fetch(serve.url + '/v1/videos', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ prompt: 'a red circle moving right', steps: 200, priority: 'batch' }),
+    });
+    assert.equal(r.status, 200);
+    const { id } = await r.json();
+    await page.click('nav button[data-view="jobs"]');
+    await page.locator(`#job-list tr[data-job="${id}"]`).click({ timeout: 10000 });
+    await page.locator('#job-title', { hasText: id }).waitFor();
+    await page.click('#job-cancel');
+    await page.locator('#job-status.cancelled').waitFor({ timeout: 10000 });
+    const job = await (await fetch(serve.url + '/v1/jobs/' + id)).json();
+    assert.equal(job.status, 'cancelled');
+  });
+
+  test('the cluster view follows the jobs live', async () => {
+    await page.click('nav button[data-view="cluster"]');
+    const count = (name) => page.locator(`[data-counter="${name}"] b`);
+    await page.waitForFunction(() =>
+      document.querySelector('[data-counter="cancelled"] b')?.textContent === '1', null,
+    { timeout: 10000 });
+    assert.equal(await count('submitted').textContent(), '2');
+    assert.equal(await count('succeeded').textContent(), '1');
+    await shot(page, 'console-cluster');
+  });
+
+  test('the page raised no script error', () => {
+    assert.deepEqual(errors, []);
+  });
+});
+
+describe('an API with keys', () => {
+  let serve, page;
+  const errors = [];
+  before(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-console-'));
+    writeFileSync(join(dir, 'keys.yaml'), `keys:\n  ${KEY}: ops\n`, { mode: 0o600 });
+    serve = await startServe(['--api-keys', join(dir, 'keys.yaml')]);
+    page = await browser.newPage();
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(serve.url + '/console');
+  });
+  after(async () => {
+    await page?.close();
+    await stopServe(serve);
+  });
+
+  test('shows nothing without a key, refuses a wrong one, then shows the pools', async () => {
+    await page.locator('#auth').waitFor({ state: 'visible', timeout: 15000 });
+    assert.equal(await page.locator('#live').textContent(), 'needs a key');
+    assert.equal(await page.locator('[data-model]').count(), 0);
+    await page.fill('#auth-key', 'sk-not-the-key-0000000000');
+    await page.click('#auth-form button');
+    await page.locator('#auth-error', { hasText: 'That key was refused.' }).waitFor({ timeout: 10000 });
+    assert.equal(await page.locator('[data-model]').count(), 0);
+    await page.fill('#auth-key', KEY);
+    await page.click('#auth-form button');
+    await page.locator('[data-model="sluice-reference"] tr[data-stage="denoise"]').waitFor({ timeout: 15000 });
+    assert.equal(await page.locator('#auth').isHidden(), true);
+    // The key stays in the page's memory: nothing in storage or cookies.
+    assert.equal(await page.evaluate(() => localStorage.length + sessionStorage.length), 0);
+    assert.deepEqual(await page.context().cookies(), []);
+    assert.deepEqual(errors, []);
+  });
+});
