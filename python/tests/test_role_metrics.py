@@ -82,6 +82,20 @@ def test_workers_and_store_nodes_serve_their_own_metrics(cluster):
     read = sum(v for (n, l), v in stages["decode"].items()
                if n == "sluice_engine_bytes_total" and ("direction", "read") in l)
     assert written > 0 and read > 0, (written, read)
+    # Payloads through each worker's connector: what a stage published the
+    # next consumed, byte for byte. The encoder's conditions go through its
+    # condition cache instead (cache bytes above), and decode's output is
+    # the job's result, not a payload.
+    def payloads(stage, direction):
+        return (value(stages[stage], "sluice_worker_payloads_total", stage=stage,
+                      direction=direction),
+                value(stages[stage], "sluice_worker_payload_bytes_total", stage=stage,
+                      direction=direction))
+    for stage, direction in (("encode", "in"), ("encode", "out"), ("denoise", "in"),
+                             ("decode", "out")):
+        assert payloads(stage, direction) == (0, 0), (stage, direction)
+    dn_out, dec_in = payloads("denoise", "out"), payloads("decode", "in")
+    assert dn_out[0] == 1 and dn_out[1] > 0 and dn_out == dec_in, (dn_out, dec_in)
 
     node = cluster["node"]
     assert node.words[:2] == ["READY", "store-node"]

@@ -393,17 +393,40 @@ Result<std::unique_ptr<DiffusionConnector>> DiffusionConnector::Create(Connector
 }
 
 Result<std::unique_ptr<StageHandle>> DiffusionConnector::Publish(const StagePayload& payload) {
-  return impl_->Publish(payload);
+  Result<std::unique_ptr<StageHandle>> h = impl_->Publish(payload);
+  if (h.ok()) {
+    published_.fetch_add(1, std::memory_order_relaxed);
+    published_bytes_.fetch_add(payload.tensor.nbytes(), std::memory_order_relaxed);
+  }
+  return h;
 }
 Result<std::unique_ptr<ChunkStream>> DiffusionConnector::Consume(const PayloadDescriptor& d,
                                                                  const TensorView& dst) {
-  return impl_->Consume(d, dst);
+  Result<std::unique_ptr<ChunkStream>> s = impl_->Consume(d, dst);
+  if (s.ok()) {
+    consumed_.fetch_add(1, std::memory_order_relaxed);
+    consumed_bytes_.fetch_add(d.nbytes(), std::memory_order_relaxed);
+  }
+  return s;
+}
+DiffusionConnector::Counters DiffusionConnector::counters() const {
+  Counters c;
+  c.published = published_.load(std::memory_order_relaxed);
+  c.published_bytes = published_bytes_.load(std::memory_order_relaxed);
+  c.consumed = consumed_.load(std::memory_order_relaxed);
+  c.consumed_bytes = consumed_bytes_.load(std::memory_order_relaxed);
+  return c;
 }
 Status DiffusionConnector::Release(const PayloadDescriptor& d) {
   return impl_->Release(d);
 }
 Result<PayloadView> DiffusionConnector::ConsumeInPlace(const PayloadDescriptor& d) {
-  return impl_->ConsumeInPlace(d);
+  Result<PayloadView> v = impl_->ConsumeInPlace(d);
+  if (v.ok()) {
+    consumed_.fetch_add(1, std::memory_order_relaxed);
+    consumed_bytes_.fetch_add(d.nbytes(), std::memory_order_relaxed);
+  }
+  return v;
 }
 void DiffusionConnector::Forget(const void* data) {
   impl_->Forget(data);

@@ -38,7 +38,7 @@ Result<std::unique_ptr<internal::MetricsEndpoint>> StartRoleMetrics(
   return internal::MetricsEndpoint::Start(role, hp.host, port, std::move(render));
 }
 
-std::string WorkerMetricsText(const StageWorkerMetrics& m, const TransferEngine& engine,
+std::string WorkerMetricsText(const StageWorkerMetrics& m, DiffusionConnector& connector,
                               const std::vector<const cache::Cache*>& caches) {
   MetricsText out;
   const std::string_view stage = m.stage;
@@ -67,7 +67,22 @@ std::string WorkerMetricsText(const StageWorkerMetrics& m, const TransferEngine&
              "histogram");
   out.Histogram("sluice_worker_step_seconds", {{"stage", stage}},
                 StageWorkerMetrics::Seconds::kBounds, m.step.counts, m.step.count, m.step.sum);
-  EngineBytes(out, engine);
+  const DiffusionConnector::Counters payloads = connector.counters();
+  out.Family("sluice_worker_payloads_total",
+             "Stage payloads through the worker's connector: consumed (in) and published (out).",
+             "counter");
+  out.Sample("sluice_worker_payloads_total", {{"stage", stage}, {"direction", "in"}},
+             static_cast<double>(payloads.consumed));
+  out.Sample("sluice_worker_payloads_total", {{"stage", stage}, {"direction", "out"}},
+             static_cast<double>(payloads.published));
+  out.Family("sluice_worker_payload_bytes_total",
+             "Bytes of the stage payloads the worker consumed (in) and published (out).",
+             "counter");
+  out.Sample("sluice_worker_payload_bytes_total", {{"stage", stage}, {"direction", "in"}},
+             static_cast<double>(payloads.consumed_bytes));
+  out.Sample("sluice_worker_payload_bytes_total", {{"stage", stage}, {"direction", "out"}},
+             static_cast<double>(payloads.published_bytes));
+  EngineBytes(out, connector.engine());
   if (!caches.empty()) {
     const std::pair<const char*, std::uint64_t cache::CacheStats::*> fields[] = {
         {"sluice_worker_cache_lookups_total", &cache::CacheStats::lookups},

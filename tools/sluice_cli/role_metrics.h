@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sluice/cache/cache.h"
+#include "sluice/connector/connector.h"
 #include "sluice/runtime/stage_worker.h"
 #include "sluice/store/store_node.h"
 #include "sluice/transfer/engine.h"
@@ -27,8 +28,10 @@ Result<std::unique_ptr<internal::MetricsEndpoint>> StartRoleMetrics(
 
 // sluice_worker_* of one stage worker (its caches' counters as
 // sluice_worker_cache_*_total; the orchestrator's sluice_cache_*_total sum
-// every worker's), sluice_engine_bytes_total of its engine.
-std::string WorkerMetricsText(const StageWorkerMetrics& m, const TransferEngine& engine,
+// every worker's; its connector's payloads as sluice_worker_payloads_total
+// and sluice_worker_payload_bytes_total, direction in or out),
+// sluice_engine_bytes_total of its connector's engine.
+std::string WorkerMetricsText(const StageWorkerMetrics& m, DiffusionConnector& connector,
                               const std::vector<const cache::Cache*>& caches);
 // sluice_store_node_* of one store node, sluice_engine_bytes_total of its
 // engine.

@@ -488,7 +488,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   std::atomic<const StageWorker*> live{nullptr};
   Result<std::unique_ptr<internal::MetricsEndpoint>> metrics = StartRoleMetrics(
       "sluice worker", o.listen, o.metrics_port,
-      [&live, e = &(*conn)->engine(), caches = wc.caches, stage = o.stage, capacity = o.capacity] {
+      [&live, c = conn->get(), caches = wc.caches, stage = o.stage, capacity = o.capacity] {
         const StageWorker* w = live.load();
         StageWorkerMetrics m;
         if (w != nullptr) {
@@ -497,7 +497,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
           m.stage = stage;
           m.capacity = capacity;
         }
-        return WorkerMetricsText(m, *e, caches);
+        return WorkerMetricsText(m, *c, caches);
       });
   if (!metrics.ok()) {
     std::cerr << "sluice worker: --metrics-port: " << metrics.status().message() << "\n";

@@ -25,6 +25,7 @@
 #ifndef SLUICE_CONNECTOR_CONNECTOR_H_
 #define SLUICE_CONNECTOR_CONNECTOR_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -253,10 +254,22 @@ class DiffusionConnector {
   // client's staging copies included). Publish and Consume never copy, so
   // this stays 0; benchmarks report it as the proof.
   std::uint64_t bytes_copied_outside_transfers() const;
+  // Payloads through this connector so far (what a worker's /metrics
+  // shows as its stage's payloads in and out). Thread-safe.
+  struct Counters {
+    // Publish calls that succeeded, and their tensors' bytes.
+    std::uint64_t published = 0, published_bytes = 0;
+    // Consume and ConsumeInPlace calls that succeeded (a Consume counts
+    // when its fetch starts), and their payloads' bytes (descriptor nbytes).
+    std::uint64_t consumed = 0, consumed_bytes = 0;
+  };
+  Counters counters() const;
 
  private:
   explicit DiffusionConnector(std::unique_ptr<internal::ConnectorImpl> impl);
   std::unique_ptr<internal::ConnectorImpl> impl_;
+  std::atomic<std::uint64_t> published_{0}, published_bytes_{0};
+  std::atomic<std::uint64_t> consumed_{0}, consumed_bytes_{0};
 };
 
 }  // namespace sluice
