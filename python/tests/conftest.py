@@ -17,9 +17,9 @@ PRODUCER = str(pathlib.Path(__file__).with_name("producer.py"))
 class Proc:
     """A child whose first stdout line starts with READY; killed on close."""
 
-    def __init__(self, argv, env=None):
+    def __init__(self, argv, env=None, stderr=None):
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True, env=env)
+                                  text=True, env=env, stderr=stderr)
         self.words = self.p.stdout.readline().split()
         assert self.words and self.words[0] == "READY", f"{argv[:3]} did not start: {self.words}"
 

@@ -37,7 +37,7 @@ struct RunState {
   // and read under the worker's mu_ (Adopt, CountReport).
   std::uint64_t worker_id = 0;
   std::string session_secret;
-  std::string stage, model, request_json, input;
+  std::string job_name, stage, model, request_json, input;
   int resume_step = 0;
   std::atomic<bool> stop{false}, checkpoint{false};
   std::atomic<bool> reported{false};  // Done/Failed sent (by the runner or by Drain).
@@ -478,6 +478,7 @@ class StageWorkerImpl {
       cv_.NotifyAll();
     };
     s->job_id = a.job_id();
+    s->job_name = a.job_name();
     s->worker_id = worker_id;
     s->session_secret = secret;
     s->stage = a.stage();
@@ -534,6 +535,13 @@ class StageWorkerImpl {
   }
 
   void Run(const std::shared_ptr<RunState>& s) {
+    // What this thread logs is about this job (JSON logs carry it).
+    const internal::LogFields fields{
+        {"job", s->job_name.empty() ? std::to_string(s->job_id) : s->job_name},
+        {"stage", s->stage},
+        {"worker", std::to_string(s->worker_id)}};
+    SLUICE_LOG(debug, "stage worker {}: job {} starts{}", config_.stage, s->job_id,
+               s->resume_step > 0 ? " from step " + std::to_string(s->resume_step) : "");
     StageContext ctx(s);
     const auto started = std::chrono::steady_clock::now();
     {
@@ -541,6 +549,10 @@ class StageWorkerImpl {
       s->last_step_at = started;
     }
     Result<StageOutput> out = handler_(ctx);
+    SLUICE_LOG(debug, "stage worker {}: job {} {}", config_.stage, s->job_id,
+               !out.ok()        ? "failed: " + out.status().ToString()
+               : out->preempted ? std::string("yields at a checkpoint")
+                                : std::string("done"));
     {
       using Ms = std::chrono::duration<double, std::milli>;
       const double run_s =
@@ -830,6 +842,9 @@ const std::string& StageContext::stage() const {
 }
 const std::string& StageContext::model() const {
   return s_->model;
+}
+const std::string& StageContext::job_name() const {
+  return s_->job_name;
 }
 const std::string& StageContext::request_json() const {
   return s_->request_json;

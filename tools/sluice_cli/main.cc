@@ -60,6 +60,11 @@ int main(int argc, char** argv) {
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str();
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format,
+                 "text, or json: a JSON object per line with the job, stage and worker a line "
+                 "is about")
+      ->capture_default_str();
   app.add_subcommand("version", "print the version")->callback([] {
     std::cout << "sluice 0.1.0\n";
   });
@@ -86,7 +91,11 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (sluice::Status s = sluice::SetLogLevel(log_level); !s.ok()) {
-    std::cerr << "sluice: " << s.message() << "\n";
+    std::cerr << "sluice: --log-level: " << s.message() << "\n";
+    return 2;
+  }
+  if (sluice::Status s = sluice::SetLogFormat(log_format); !s.ok()) {
+    std::cerr << "sluice: --log-format: " << s.message() << "\n";
     return 2;
   }
   for (const sluice::cli::Command& c : commands) {

@@ -44,7 +44,10 @@ class StageContext {
  public:
   std::uint64_t job_id() const;
   const std::string& stage() const;
-  const std::string& model() const;         // The job's model (one of the worker's).
+  const std::string& model() const;  // The job's model (one of the worker's).
+  // The job's public id (what clients, the console and the orchestrator's
+  // logs name it by); empty from an orchestrator that does not send it.
+  const std::string& job_name() const;
   const std::string& request_json() const;  // The job's request, as submitted.
   const std::string& input() const;         // The previous stage's output (a descriptor), or empty.
   int resume_step() const;                  // Denoise: continue after this checkpointed step.

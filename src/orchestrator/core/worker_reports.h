@@ -103,6 +103,7 @@ struct AssignmentOrder {
   std::string stage;
   std::string model;
   std::uint32_t resume_step = 0;  // kRun: continue from this checkpointed step.
+  std::string job_name;           // kRun: the job's public id.
   std::string request_json;       // kRun: the job's request.
   std::string input;              // kRun: the previous stage's output, if any.
 };

@@ -464,7 +464,9 @@ Status OrchestratorState::RefuseOutputLocked(JobRecord& j, const DoneReport& r, 
   }
   j.queued_since = now;
   EventLocked(j, now, "bad_output", reason);
-  SLUICE_LOG(warn, "orchestrator: job {}: {}", j.request.name, reason);
+  const internal::LogFields fields{
+      {"job", j.view.name}, {"stage", j.view.stage}, {"worker", std::to_string(r.worker)}};
+  SLUICE_LOG(warn, "orchestrator: job {}: {}", j.view.name, reason);
   ApplyLocked(now);
   return InvalidArgumentError("output refused: " + std::string(why.message()));
 }
@@ -585,10 +587,12 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         rec.view.step = a.resume_step;
         EventLocked(rec, now, "stage_started",
                     a.resume_step > 0 ? "resumed from step " + std::to_string(a.resume_step) : "");
+        rec.view.events.back().worker = a.worker;
         AssignmentOrder out;
         out.kind = AssignmentOrder::Kind::kRun;
         rec.view.events.back().worker = a.worker;
         out.job = a.job;
+        out.job_name = rec.view.name;
         out.stage = rec.view.stage;
         out.model = rec.request.model;
         out.resume_step = static_cast<std::uint32_t>(a.resume_step);
@@ -614,8 +618,11 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         if (j != jobs_.end()) {
           out.model = j->second.request.model;
           if (!a.reason.empty()) {  // Taken back: its lease lapsed.
-            SLUICE_LOG(warn, "job {}: {} on worker {}: {}; re-queued", a.job, a.stage, a.worker,
-                       a.reason);
+            const internal::LogFields fields{{"job", j->second.view.name},
+                                             {"stage", a.stage},
+                                             {"worker", std::to_string(a.worker)}};
+            SLUICE_LOG(warn, "job {}: {} on worker {}: {}; re-queued", j->second.view.name, a.stage,
+                       a.worker, a.reason);
             j->second.queued_since = now;
             EventLocked(j->second, now, "lease_expired", "worker " + std::to_string(a.worker));
           }
@@ -658,7 +665,9 @@ void OrchestratorState::PayloadLost(const std::string& key) {
     return;
   }
   if (Status s = scheduler_.PayloadLost(job, stage, now); !s.ok()) {
-    SLUICE_LOG(warn, "job {}: lost payload '{}' not re-run: {}", job, key, s.ToString());
+    const internal::LogFields fields{{"job", j->second.view.name}, {"stage", stage}};
+    SLUICE_LOG(warn, "job {}: lost payload '{}' not re-run: {}", j->second.view.name, key,
+               s.ToString());
     return;
   }
   payloads_.Drop(job, stage);

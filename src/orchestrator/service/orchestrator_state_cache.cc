@@ -149,7 +149,8 @@ bool OrchestratorState::RerunOnEvictedInputLocked(JobRecord& j, const FailedRepo
     return false;
   }
   if (Status s = scheduler_.PayloadLost(j.view.id, producer, now); !s.ok()) {
-    SLUICE_LOG(warn, "job {}: evicted cached input not re-run: {}", j.view.id, s.ToString());
+    const internal::LogFields fields{{"job", j.view.name}, {"stage", producer}};
+    SLUICE_LOG(warn, "job {}: evicted cached input not re-run: {}", j.view.name, s.ToString());
     return false;
   }
   ++j.cache_reruns;

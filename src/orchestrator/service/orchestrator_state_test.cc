@@ -126,6 +126,19 @@ TEST_F(OrchestratorStateTest, AJobsTimesAreTheFedClocks) {
   EXPECT_DOUBLE_EQ(stage_done["denoise"], 110);
   EXPECT_DOUBLE_EQ(stage_done["decode"], 130);
   EXPECT_DOUBLE_EQ(done_ms, 130);
+  // Each run order names the job as clients know it (workers' logs do),
+  // and each stage_started event the worker it went to (the console's
+  // timeline).
+  EXPECT_EQ(sent_[e][0].job_name, view->name);
+  EXPECT_EQ(sent_[v][0].job_name, view->name);
+  EXPECT_TRUE(view->name.starts_with("job-")) << view->name;
+  std::vector<std::uint64_t> started_on;
+  for (const JobEvent& ev : view->events) {
+    if (ev.type == "stage_started") {
+      started_on.push_back(ev.worker);
+    }
+  }
+  EXPECT_EQ(started_on, (std::vector<std::uint64_t>{e, d, v}));
   const ServiceStats stats = state_->Stats();
   EXPECT_EQ(stats.succeeded, 1u);
   EXPECT_EQ(stats.job_latency.count, 1u);

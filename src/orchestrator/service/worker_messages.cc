@@ -82,6 +82,7 @@ v1::Assignment ToWire(const AssignmentOrder& a) {
   out.set_stage(a.stage);
   out.set_model(a.model);
   out.set_resume_step(a.resume_step);
+  out.set_job_name(a.job_name);
   out.set_request_json(a.request_json);
   out.set_input(a.input);
   return out;

@@ -133,6 +133,7 @@ TEST(WorkerMessagesTest, AnOrderOfEachKindGoesOnTheWire) {
   AssignmentOrder a;
   a.kind = AssignmentOrder::Kind::kRun;
   a.job = 5;
+  a.job_name = "job-0123abcd";
   a.stage = "denoise";
   a.model = "sluice-reference";
   a.resume_step = 8;
@@ -141,6 +142,7 @@ TEST(WorkerMessagesTest, AnOrderOfEachKindGoesOnTheWire) {
   v1::Assignment m = ToWire(a);
   EXPECT_EQ(m.kind(), v1::Assignment::RUN);
   EXPECT_EQ(m.job_id(), 5u);
+  EXPECT_EQ(m.job_name(), "job-0123abcd");
   EXPECT_EQ(m.stage(), "denoise");
   EXPECT_EQ(m.model(), "sluice-reference");
   EXPECT_EQ(m.resume_step(), 8u);
