@@ -152,6 +152,12 @@ describe('an open API', () => {
     { timeout: 10000 });
     assert.equal(await count('submitted').textContent(), '2');
     assert.equal(await count('succeeded').textContent(), '1');
+    // The store, as its master answers: memory in use, and the encoder's
+    // cached conditions in their class.
+    await page.locator('#store [data-tier="memory"]').waitFor({ timeout: 10000 });
+    assert.match(await page.locator('#store [data-tier="memory"] b').textContent(), /\/ \d/);
+    await page.locator('#store tr[data-class="condition"]').waitFor({ timeout: 10000 });
+    assert.ok(Number(await page.locator('#store tr[data-class="condition"] td.objects').textContent()) >= 1);
     await shot(page, 'console-cluster');
   });
 

@@ -101,6 +101,7 @@ TEST_F(ConsoleHttpTest, TheClusterShowsEachPoolAndStreamsOnlyItsChanges) {
     EXPECT_EQ(s["queued_by_class"].size(), 3u) << s.dump();
   }
   EXPECT_EQ(c["jobs"]["submitted"], 0);
+  EXPECT_TRUE(c["store"].is_null()) << c.dump();  // No store master.
 
   Conn feed(server_->http_endpoint());
   ASSERT_TRUE(feed.Send("GET /v1/cluster/events HTTP/1.1\r\nHost: t\r\n\r\n"));
@@ -138,6 +139,52 @@ TEST_F(ConsoleHttpTest, TheClusterShowsEachPoolAndStreamsOnlyItsChanges) {
     ++started;
   }
   EXPECT_EQ(started, 3u) << timeline;
+}
+
+TEST_F(ConsoleHttpTest, TheClusterShowsWhatTheStoreHoldsAsItsMasterLastAnswered) {
+  MasterConfig mc;
+  mc.heartbeat_interval = 100ms;
+  mc.reservation_ttl = 0ms;  // Used bytes are the objects' alone.
+  mc.cache_budgets = {{"condition", 0.25}};
+  InProcessStore st;
+  ASSERT_EQ(st.Start(mc), "");
+  store_master_ = st.master->endpoint();
+  Start();
+  ASSERT_TRUE(st.client->Put("job/1/encode", std::vector<std::byte>(65536, std::byte{1})).ok());
+  PutOptions cached;
+  cached.policy.cache_class = "condition";
+  ASSERT_TRUE(
+      st.client->Put("cond/heron", std::vector<std::byte>(4096, std::byte{2}), cached).ok());
+  json store;
+  ASSERT_TRUE(internal::Eventually(
+      [&] {
+        store = json::parse(http_->Get("/v1/cluster")->body)["store"];
+        return store.is_object() && store["objects"] == 2;
+      },
+      10s))
+      << store.dump();
+  EXPECT_EQ(store["answered"], true);
+  EXPECT_EQ(store["nodes"], 1);
+  EXPECT_EQ(store["memory"]["capacity_bytes"], 16 << 20);
+  EXPECT_GE(store["memory"]["used_bytes"].get<std::uint64_t>(), 65536u + 4096u);
+  EXPECT_EQ(store["disk"]["capacity_bytes"], 0);
+  const json& condition = store["cache_classes"]["condition"];
+  EXPECT_EQ(condition["objects"], 1) << store.dump();
+  EXPECT_EQ(condition["bytes"], 4096) << store.dump();
+  EXPECT_EQ(condition["budget_bytes"], 4 << 20) << store.dump();
+
+  // The master goes: the view keeps what it last said, marked old.
+  st.client.reset();
+  st.node.reset();
+  st.master.reset();
+  ASSERT_TRUE(internal::Eventually(
+      [&] {
+        store = json::parse(http_->Get("/v1/cluster")->body)["store"];
+        return store["answered"] == false;
+      },
+      20s))
+      << store.dump();
+  EXPECT_EQ(store["objects"], 2);
 }
 
 TEST_F(ConsoleHttpTest, JobsListEveryKindNewestFirstAndOnlyTheCallersUnderKeys) {

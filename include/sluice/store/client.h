@@ -175,6 +175,13 @@ class StoreClient {
   // Returns once `key` is committed (at once if it is), or
   // kDeadlineExceeded after `timeout`. Idempotent.
   Status WaitFor(std::string_view key, std::chrono::milliseconds timeout);
+  // What the store holds now, as its master's directory has it: nodes,
+  // objects, memory and disk bytes (capacity and used), and the cache
+  // objects of each class with the class's budget. One call to the master
+  // (no retry: a view to show, not state to act on). Errors: kUnavailable
+  // (the master did not answer); kPermissionDenied (a credential its role
+  // does not allow Describe).
+  Result<StoreUsage> Usage();
 
   // Opens now what the first put or get would open on its way: the
   // master's channel and fast lane, and the engine's connection to every

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -94,6 +95,20 @@ enum class StoreEventKind : std::uint8_t {
 struct StoreEvent {
   StoreEventKind kind;
   std::string key;
+};
+
+// What a store holds (StoreClient::Usage), as its master's directory has it.
+struct StoreUsage {
+  std::uint64_t nodes = 0;    // Registered store nodes.
+  std::uint64_t objects = 0;  // Committed objects.
+  std::uint64_t memory_capacity_bytes = 0, memory_used_bytes = 0;
+  std::uint64_t disk_capacity_bytes = 0, disk_used_bytes = 0;  // 0: no disk tier.
+  struct CacheClass {
+    std::uint64_t objects = 0;
+    std::uint64_t bytes = 0;
+    std::uint64_t budget_bytes = 0;  // 0: no budget.
+  };
+  std::map<std::string, CacheClass> cache_classes;  // Cache objects per class.
 };
 
 }  // namespace sluice

@@ -165,7 +165,25 @@ json ClusterJson(const ServiceStats& s) {
     }
     models.back()["stages"].push_back(std::move(stage));
   }
+  json store = nullptr;
+  if (s.store.has_value()) {
+    const StoreUsage& u = *s.store;
+    json classes = json::object();
+    for (const auto& [name, c] : u.cache_classes) {
+      classes[name] = {
+          {"objects", c.objects}, {"bytes", c.bytes}, {"budget_bytes", c.budget_bytes}};
+    }
+    store = {
+        {"answered", s.store_answered},
+        {"nodes", u.nodes},
+        {"objects", u.objects},
+        {"memory",
+         {{"capacity_bytes", u.memory_capacity_bytes}, {"used_bytes", u.memory_used_bytes}}},
+        {"disk", {{"capacity_bytes", u.disk_capacity_bytes}, {"used_bytes", u.disk_used_bytes}}},
+        {"cache_classes", std::move(classes)}};
+  }
   return {{"object", "cluster"},
+          {"store", std::move(store)},
           {"jobs",
            {{"submitted", s.submitted},
             {"succeeded", s.succeeded},

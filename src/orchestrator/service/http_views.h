@@ -22,8 +22,9 @@ nlohmann::json AutoscaleJson(const std::vector<PoolRecommendation>& r);
 // What the console's cluster view shows: each model's
 // pools (stage, kind, workers, slots, busy, credits — free slots —,
 // reserved, queued in all and per class, utilization now, and the
-// autoscaler's latest decision when it made one) and the job counters.
-// {"object": "cluster", "jobs": {...}, "models": [...]}.
+// autoscaler's latest decision when it made one), the job counters, and
+// the store's usage (null without a store or before its master answered).
+// {"object": "cluster", "store": {...}, "jobs": {...}, "models": [...]}.
 nlohmann::json ClusterJson(const ServiceStats& s);
 // The orchestrator's Prometheus exposition.
 std::string MetricsText(const ServiceStats& s);

@@ -463,11 +463,20 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   // Removes released payloads on its own thread, so a slow or absent
   // master never holds back the scheduler's ticks. Best effort: a key
   // already consumed or gone answers kNotFound.
+  // Also asks the master what the store holds once a second (the
+  // console's store view).
   void ReleaseLoop() {
     MutexLock lock(tick_mu_);
+    auto next_usage = std::chrono::steady_clock::now();
     while (!stopping_) {
       tick_cv_.WaitFor(lock, std::chrono::milliseconds(100));
       lock.Unlock();
+      if (std::chrono::steady_clock::now() >= next_usage) {
+        Result<StoreUsage> usage = cache_store_->Usage();
+        state_.SetStoreUsage(usage.ok() ? std::optional<StoreUsage>(std::move(*usage))
+                                        : std::nullopt);
+        next_usage = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      }
       for (const std::string& key : state_.TakeReleasedKeys()) {
         const Status s = store_->Remove(key);
         if (!s.ok() && s.code() != StatusCode::kNotFound) {

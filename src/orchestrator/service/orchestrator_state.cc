@@ -769,6 +769,14 @@ std::vector<PoolRecommendation> OrchestratorState::Recommendations() {
   return recommendations_;
 }
 
+void OrchestratorState::SetStoreUsage(std::optional<StoreUsage> usage) {
+  MutexLock lock(mu_);
+  stats_.store_answered = usage.has_value();
+  if (usage.has_value()) {
+    stats_.store = std::move(usage);
+  }
+}
+
 ServiceStats OrchestratorState::Stats() {
   MutexLock lock(mu_);
   ServiceStats s = stats_;

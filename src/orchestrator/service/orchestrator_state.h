@@ -20,6 +20,7 @@
 #include "sluice/cache/cache.h"
 #include "sluice/cache/condition.h"
 #include "sluice/orchestrator/server.h"
+#include "sluice/store/types.h"
 
 #include "common/call_mac.h"
 #include "common/mutex.h"
@@ -318,6 +319,11 @@ struct ServiceStats {
   // Queued for a stage to dispatched, per (model, stage).
   std::map<std::pair<std::string, std::string>, Histogram> dispatch_latency;
   std::vector<PoolRecommendation> recommendations;  // The latest.
+  // The store's usage as its master last answered (SetStoreUsage); nullopt
+  // without a store or before its first answer. `store_answered`: whether
+  // the master answered the latest ask (false: `store` is older).
+  std::optional<StoreUsage> store;
+  bool store_answered = false;
 };
 
 class OrchestratorState {
@@ -470,6 +476,9 @@ class OrchestratorState {
   // The autoscaler's latest recommendations (Tick samples the load at
   // every tick and decides once a second).
   std::vector<PoolRecommendation> Recommendations();
+  // What the store holds, as its master answered (nullopt: it did not
+  // answer; the last answer is kept, marked old). Shown by Stats.
+  void SetStoreUsage(std::optional<StoreUsage> usage);
   const ServiceOptions& options() const { return options_; }
 
  private:

@@ -90,6 +90,26 @@ Result<bool> StoreClientImpl::Exists(std::string_view key) {
   return resp.exists();
 }
 
+Result<StoreUsage> StoreClientImpl::Usage() {
+  pb::DescribeRequest req;
+  req.set_usage(true);
+  pb::DescribeResponse resp;
+  SLUICE_RETURN_IF_ERROR(
+      Call(&pb::Master::Stub::Describe, req, &resp, "Describe", config_.rpc_timeout));
+  const pb::StoreUsage& u = resp.usage();
+  StoreUsage out;
+  out.nodes = u.nodes();
+  out.objects = u.objects();
+  out.memory_capacity_bytes = u.memory_capacity_bytes();
+  out.memory_used_bytes = u.memory_used_bytes();
+  out.disk_capacity_bytes = u.disk_capacity_bytes();
+  out.disk_used_bytes = u.disk_used_bytes();
+  for (const auto& [name, c] : u.cache_classes()) {
+    out.cache_classes[name] = {c.objects(), c.bytes(), c.budget_bytes()};
+  }
+  return out;
+}
+
 Status StoreClientImpl::WaitFor(std::string_view key, std::chrono::milliseconds timeout) {
   pb::WaitForRequest req;
   req.set_key(std::string(key));
@@ -317,6 +337,9 @@ Result<bool> StoreClient::Exists(std::string_view key) {
 }
 Status StoreClient::WaitFor(std::string_view key, std::chrono::milliseconds timeout) {
   return impl_->WaitFor(key, timeout);
+}
+Result<StoreUsage> StoreClient::Usage() {
+  return impl_->Usage();
 }
 Status StoreClient::Warm() {
   if (!impl_->has_engine()) {

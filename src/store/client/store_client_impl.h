@@ -85,6 +85,7 @@ class StoreClientImpl {
   void EndViewAsync(const std::string& key, std::uint64_t lease_id);
   Result<bool> Exists(std::string_view key);
   Status WaitFor(std::string_view key, std::chrono::milliseconds timeout);
+  Result<StoreUsage> Usage();
   Status Warm();
   void Subscribe(std::function<void(const StoreEvent&)> handler);
 

@@ -183,10 +183,27 @@ class MasterServerImpl final : public pb::Master::CallbackService {
   const std::string& endpoint() const { return endpoint_; }
   MasterMetrics Metrics() { return core_.Metrics(); }
 
-  grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* ctx, const pb::DescribeRequest*,
+  grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* ctx,
+                                     const pb::DescribeRequest* req,
                                      pb::DescribeResponse* resp) override {
     if (grpc::ServerUnaryReactor* r = auth_.Refused(ctx)) {
       return r;
+    }
+    if (req->usage()) {
+      const MasterMetrics m = core_.Metrics();
+      pb::StoreUsage* u = resp->mutable_usage();
+      u->set_nodes(m.nodes);
+      u->set_objects(m.objects);
+      u->set_memory_capacity_bytes(m.capacity_bytes);
+      u->set_memory_used_bytes(m.used_bytes);
+      u->set_disk_capacity_bytes(m.disk_capacity_bytes);
+      u->set_disk_used_bytes(m.disk_used_bytes);
+      for (const auto& [name, c] : m.cache_classes) {
+        pb::StoreUsage::CacheClass& out = (*u->mutable_cache_classes())[name];
+        out.set_objects(c.objects);
+        out.set_bytes(c.bytes);
+        out.set_budget_bytes(c.budget_bytes);
+      }
     }
     if (fast_lane_) {
       resp->set_fast_lane_endpoint(lane_offered_);

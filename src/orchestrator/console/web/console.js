@@ -123,6 +123,42 @@ function pct(x) {
   return Math.round(100 * x) + '%';
 }
 
+function bytes(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return (i === 0 ? n : n.toFixed(1)) + ' ' + units[i];
+}
+
+// The store as its master last answered: memory and disk, objects, and
+// each cache class against its budget.
+function renderStore(s) {
+  if (!s) {
+    $('store').replaceChildren();
+    return;
+  }
+  const tier = (name, t) => el('div', { class: 'counter', 'data-tier': name },
+    el('b', {}, bytes(t.used_bytes) + ' / ' + bytes(t.capacity_bytes)),
+    el('meter', { min: 0, max: 1, value: t.capacity_bytes ? t.used_bytes / t.capacity_bytes : 0 }),
+    el('span', {}, name));
+  const counters = [tier('memory', s.memory)];
+  if (s.disk.capacity_bytes) counters.push(tier('disk', s.disk));
+  counters.push(el('div', { class: 'counter' }, el('b', {}, s.objects), el('span', {}, 'objects')),
+    el('div', { class: 'counter' }, el('b', {}, s.nodes), el('span', {}, 'nodes')));
+  const rows = Object.entries(s.cache_classes).map(([name, c]) => el('tr', { 'data-class': name },
+    el('td', {}, name), el('td', { class: 'objects' }, c.objects), el('td', { class: 'bytes' }, bytes(c.bytes)),
+    el('td', {}, c.budget_bytes ? bytes(c.budget_bytes) : 'shared')));
+  $('store').replaceChildren(
+    el('h2', {}, 'Store', s.answered ? '' : el('span', { class: 'error' }, ' (master not answering: as last seen)')),
+    el('div', { class: 'counters' }, ...counters),
+    rows.length ? el('table', { class: 'pools' },
+      el('thead', {}, el('tr', {}, ...['cache class', 'objects', 'bytes', 'budget'].map((h) => el('th', {}, h)))),
+      el('tbody', {}, ...rows)) : el('p', { class: 'muted' }, 'No cache objects.'));
+}
+
 function renderCluster(c) {
   const j = c.jobs;
   $('counters').replaceChildren(
@@ -152,6 +188,7 @@ function renderCluster(c) {
   });
   $('pools').replaceChildren(...(blocks.length ? blocks
     : [el('p', { class: 'muted' }, 'No model declared yet: start a worker.')]));
+  renderStore(c.store);
   // The job list follows the counters (at most once per cluster event).
   const counters = JSON.stringify(j);
   if (counters !== state.jobCounters && !$('view-jobs').hidden) refreshJobs();
