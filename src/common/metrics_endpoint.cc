@@ -20,6 +20,20 @@ struct MetricsEndpoint::Server {
 Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& role, const std::string& host, int port,
     std::function<std::string()> render) {
+  return Start(role, host, port,
+               std::function<std::string(bool)>([render](bool) { return render(); }),
+               /*openmetrics=*/false);
+}
+
+Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
+    const std::string& role, const std::string& host, int port,
+    std::function<std::string(bool openmetrics)> render) {
+  return Start(role, host, port, std::move(render), /*openmetrics=*/true);
+}
+
+Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
+    const std::string& role, const std::string& host, int port,
+    std::function<std::string(bool openmetrics)> render, bool openmetrics) {
   if (port < 0 || port > 65535) {
     return InvalidArgumentError(role + ": the metrics port must be in 0..65535, not " +
                                 std::to_string(port));
@@ -36,10 +50,13 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  http.Get("/metrics",
-           [render = std::move(render)](const httplib::Request&, httplib::Response& res) {
-             res.set_content(render(), "text/plain; version=0.0.4");
-           });
+  http.Get("/metrics", [render = std::move(render), openmetrics](const httplib::Request& req,
+                                                                 httplib::Response& res) {
+    const bool om = openmetrics && req.get_header_value("Accept").find(
+                                       "application/openmetrics-text") != std::string::npos;
+    res.set_content(render(om), om ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                                   : "text/plain; version=0.0.4");
+  });
   const int bound =
       port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
   HostPort hp;

@@ -21,6 +21,13 @@ class MetricsEndpoint {
   static Result<std::unique_ptr<MetricsEndpoint>> Start(const std::string& role,
                                                         const std::string& host, int port,
                                                         std::function<std::string()> render);
+  // As above, for a role that can also write OpenMetrics (exemplars): a
+  // scrape whose Accept names application/openmetrics-text (Prometheus
+  // asks for it) gets `render(true)`, served as OpenMetrics; any other
+  // gets `render(false)`, Prometheus text 0.0.4.
+  static Result<std::unique_ptr<MetricsEndpoint>> Start(
+      const std::string& role, const std::string& host, int port,
+      std::function<std::string(bool openmetrics)> render);
   // Stops serving (a scrape in progress ends first).
   ~MetricsEndpoint();
   MetricsEndpoint(const MetricsEndpoint&) = delete;
@@ -32,6 +39,9 @@ class MetricsEndpoint {
  private:
   struct Server;
   MetricsEndpoint() = default;
+  static Result<std::unique_ptr<MetricsEndpoint>> Start(
+      const std::string& role, const std::string& host, int port,
+      std::function<std::string(bool openmetrics)> render, bool openmetrics);
   std::unique_ptr<Server> server_;
   std::string endpoint_;
 };

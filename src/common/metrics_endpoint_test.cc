@@ -27,6 +27,39 @@ TEST(MetricsEndpointTest, ServesWhatRenderGivesAtMetrics) {
   EXPECT_EQ(scrapes.load(), 1);
 }
 
+// A role that can write OpenMetrics gets it when the scraper asks for it
+// (Prometheus's Accept names it); anyone else gets Prometheus text, and a
+// text-only role never answers OpenMetrics.
+TEST(MetricsEndpointTest, OpenMetricsOnlyWhenAskedForAndOffered) {
+  auto e = MetricsEndpoint::Start(
+      "test", "127.0.0.1", 0, [](bool om) { return std::string(om ? "om\n# EOF\n" : "text\n"); });
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  const std::string ep = (*e)->endpoint();
+  httplib::Client c("127.0.0.1", std::stoi(ep.substr(ep.rfind(':') + 1)));
+  auto plain = c.Get("/metrics");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->body, "text\n");
+  EXPECT_EQ(plain->get_header_value("Content-Type"), "text/plain; version=0.0.4");
+  const httplib::Headers asks = {
+      {"Accept",
+       "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+       "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"}};
+  auto om = c.Get("/metrics", asks);
+  ASSERT_TRUE(om);
+  EXPECT_EQ(om->body, "om\n# EOF\n");
+  EXPECT_EQ(om->get_header_value("Content-Type"),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8");
+
+  auto text_only =
+      MetricsEndpoint::Start("test", "127.0.0.1", 0, [] { return std::string("text\n"); });
+  ASSERT_TRUE(text_only.ok());
+  const std::string ep2 = (*text_only)->endpoint();
+  httplib::Client c2("127.0.0.1", std::stoi(ep2.substr(ep2.rfind(':') + 1)));
+  auto res = c2.Get("/metrics", asks);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4");
+}
+
 // Stopped at once after starting: the stop is never missed (a stop before
 // the listen loop began used to leave the destructor waiting forever).
 TEST(MetricsEndpointTest, StoppingRightAfterStartingReturns) {

@@ -41,6 +41,9 @@ void AppendNumber(std::string& out, double v) {
 }  // namespace
 
 void MetricsText::Family(std::string_view name, std::string_view help, std::string_view type) {
+  if (openmetrics_ && type == "counter" && name.ends_with("_total")) {
+    name.remove_suffix(6);  // OpenMetrics names the family; its sample is name_total.
+  }
   out_ += "# HELP ";
   out_ += name;
   out_ += ' ';
@@ -53,7 +56,8 @@ void MetricsText::Family(std::string_view name, std::string_view help, std::stri
 }
 
 void MetricsText::Line(std::string_view name, std::string_view suffix, MetricLabels labels,
-                       std::string_view extra_label, std::string_view extra_value, double value) {
+                       std::string_view extra_label, std::string_view extra_value, double value,
+                       const MetricExemplar* exemplar) {
   out_ += name;
   out_ += suffix;
   if (labels.size() > 0 || !extra_label.empty()) {
@@ -78,6 +82,14 @@ void MetricsText::Line(std::string_view name, std::string_view suffix, MetricLab
   }
   out_ += ' ';
   AppendNumber(out_, value);
+  if (openmetrics_ && exemplar != nullptr && !exemplar->value.empty()) {
+    out_ += " # {";
+    out_ += exemplar->label;
+    out_ += "=\"";
+    AppendEscaped(out_, exemplar->value);
+    out_ += "\"} ";
+    AppendNumber(out_, exemplar->observed);
+  }
   out_ += '\n';
 }
 
@@ -97,16 +109,18 @@ void MetricsText::Gauge(std::string_view name, std::string_view help, double val
 
 void MetricsText::Histogram(std::string_view name, MetricLabels labels,
                             std::span<const double> bounds, std::span<const std::uint64_t> counts,
-                            std::uint64_t count, double sum) {
+                            std::uint64_t count, double sum,
+                            std::span<const MetricExemplar> exemplars) {
+  auto exemplar = [&](std::size_t i) { return i < exemplars.size() ? &exemplars[i] : nullptr; };
   std::uint64_t cumulative = 0;
   std::string le;
   for (std::size_t i = 0; i < bounds.size(); ++i) {
     cumulative += i < counts.size() ? counts[i] : 0;
     le.clear();
     AppendNumber(le, bounds[i]);
-    Line(name, "_bucket", labels, "le", le, static_cast<double>(cumulative));
+    Line(name, "_bucket", labels, "le", le, static_cast<double>(cumulative), exemplar(i));
   }
-  Line(name, "_bucket", labels, "le", "+Inf", static_cast<double>(count));
+  Line(name, "_bucket", labels, "le", "+Inf", static_cast<double>(count), exemplar(bounds.size()));
   Line(name, "_sum", labels, "", "", sum);
   Line(name, "_count", labels, "", "", static_cast<double>(count));
 }

@@ -1,7 +1,8 @@
-// Prometheus text exposition (format 0.0.4) for every role's /metrics: one
-// writer, so names, label escaping and histogram layout agree across the
-// master, the orchestrator, workers and store nodes. Metric names follow
-// `sluice_<role>_<what>[_total|_seconds|_bytes]`.
+// Prometheus text exposition (format 0.0.4) for every role's /metrics, or
+// OpenMetrics 1.0 when the scraper asks for it (what carries exemplars):
+// one writer, so names, label escaping and histogram layout agree across
+// the master, the orchestrator, workers and store nodes. Metric names
+// follow `sluice_<role>_<what>[_total|_seconds|_bytes]`.
 #ifndef SLUICE_COMMON_METRICS_TEXT_H_
 #define SLUICE_COMMON_METRICS_TEXT_H_
 
@@ -16,8 +17,21 @@ namespace sluice::internal {
 
 using MetricLabels = std::initializer_list<std::pair<std::string_view, std::string_view>>;
 
+// One observation a histogram bucket points at (OpenMetrics exemplars):
+// which job it was (`label`="`value`") and what it measured. An empty
+// value: none.
+struct MetricExemplar {
+  std::string_view label;
+  std::string_view value;
+  double observed = 0;
+};
+
 class MetricsText {
  public:
+  // `openmetrics`: OpenMetrics 1.0 (a counter family's name without its
+  // `_total`, exemplars, a final `# EOF`); else Prometheus text 0.0.4.
+  explicit MetricsText(bool openmetrics = false) : openmetrics_(openmetrics) {}
+
   // Starts a family: its HELP and TYPE lines ("counter", "gauge",
   // "histogram"). Samples of it follow.
   void Family(std::string_view name, std::string_view help, std::string_view type);
@@ -30,15 +44,26 @@ class MetricsText {
   // One histogram's samples (after Family(name, ..., "histogram")):
   // `counts[i]` observations at most `bounds[i]` (not cumulative), `count`
   // in all (those above the last bound included), their `sum`.
+  // `exemplars` (OpenMetrics only; empty: none): one per bucket, the +Inf
+  // bucket last (bounds.size() + 1).
   void Histogram(std::string_view name, MetricLabels labels, std::span<const double> bounds,
-                 std::span<const std::uint64_t> counts, std::uint64_t count, double sum);
+                 std::span<const std::uint64_t> counts, std::uint64_t count, double sum,
+                 std::span<const MetricExemplar> exemplars = {});
 
-  const std::string& text() const { return out_; }
+  // The exposition so far (OpenMetrics: ended by `# EOF`).
+  std::string text() const { return openmetrics_ ? out_ + "# EOF\n" : out_; }
+  // Its Content-Type.
+  const char* content_type() const {
+    return openmetrics_ ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                        : "text/plain; version=0.0.4";
+  }
 
  private:
   void Line(std::string_view name, std::string_view suffix, MetricLabels labels,
-            std::string_view extra_label, std::string_view extra_value, double value);
+            std::string_view extra_label, std::string_view extra_value, double value,
+            const MetricExemplar* exemplar = nullptr);
 
+  bool openmetrics_;
   std::string out_;
 };
 

@@ -38,5 +38,35 @@ TEST(MetricsTextTest, AHistogramsBucketsAreCumulative) {
             "sluice_run_seconds_count{stage=\"decode\"} 6\n");
 }
 
+// OpenMetrics (what Prometheus asks for): a counter's family is named
+// without _total, buckets carry their exemplars, the text ends with # EOF.
+TEST(MetricsTextTest, OpenMetricsNamesCounterFamiliesAndCarriesExemplars) {
+  MetricsText m(/*openmetrics=*/true);
+  m.Counter("sluice_x_total", "Things done.", 3);
+  m.Family("sluice_run_seconds", "Run time.", "histogram");
+  const std::array<double, 2> bounds{0.1, 1};
+  const std::array<std::uint64_t, 2> counts{1, 1};
+  const std::array<MetricExemplar, 3> exemplars{MetricExemplar{"job_id", "job-a\"1", 0.05},
+                                                MetricExemplar{"job_id", "", 0},
+                                                MetricExemplar{"job_id", "job-b", 2.5}};
+  m.Histogram("sluice_run_seconds", {{"stage", "decode"}}, bounds, counts, 3, 2.75, exemplars);
+  EXPECT_STREQ(m.content_type(), "application/openmetrics-text; version=1.0.0; charset=utf-8");
+  EXPECT_EQ(
+      m.text(),
+      "# HELP sluice_x Things done.\n# TYPE sluice_x counter\nsluice_x_total 3\n"
+      "# HELP sluice_run_seconds Run time.\n# TYPE sluice_run_seconds histogram\n"
+      "sluice_run_seconds_bucket{stage=\"decode\",le=\"0.1\"} 1 # {job_id=\"job-a\\\"1\"} 0.05\n"
+      "sluice_run_seconds_bucket{stage=\"decode\",le=\"1\"} 2\n"
+      "sluice_run_seconds_bucket{stage=\"decode\",le=\"+Inf\"} 3 # {job_id=\"job-b\"} 2.5\n"
+      "sluice_run_seconds_sum{stage=\"decode\"} 2.75\n"
+      "sluice_run_seconds_count{stage=\"decode\"} 3\n"
+      "# EOF\n");
+  // Prometheus text ignores exemplars.
+  MetricsText text;
+  text.Family("sluice_run_seconds", "Run time.", "histogram");
+  text.Histogram("sluice_run_seconds", {}, bounds, counts, 3, 2.75, exemplars);
+  EXPECT_EQ(text.text().find('#', 60), std::string::npos) << text.text();
+}
+
 }  // namespace
 }  // namespace sluice::internal

@@ -567,9 +567,9 @@ class StageWorkerImpl {
         step_seconds.swap(s->step_seconds);
       }
       MutexLock ml(metrics_mu_);
-      metrics_.run.Add(run_s);
+      metrics_.run.Add(run_s, s->job_name);
       for (double d : step_seconds) {
-        metrics_.step.Add(d);
+        metrics_.step.Add(d, s->job_name);
       }
       metrics_.steps += steps;
     }
@@ -952,13 +952,18 @@ std::uint64_t StageWorker::adopted() const {
 StageWorkerMetrics StageWorker::Metrics() const {
   return impl_->Metrics();
 }
-void StageWorkerMetrics::Seconds::Add(double seconds) {
-  const auto at = std::lower_bound(kBounds.begin(), kBounds.end(), seconds) - kBounds.begin();
-  if (at < static_cast<std::ptrdiff_t>(kBounds.size())) {
-    ++counts[static_cast<std::size_t>(at)];
+void StageWorkerMetrics::Seconds::Add(double seconds, std::string_view job) {
+  const auto at = static_cast<std::size_t>(
+      std::lower_bound(kBounds.begin(), kBounds.end(), seconds) - kBounds.begin());
+  if (at < kBounds.size()) {
+    ++counts[at];
   }
   ++count;
   sum += seconds;
+  if (!job.empty()) {
+    exemplars[at].job.assign(job);  // Reuses the string's storage once grown.
+    exemplars[at].seconds = seconds;
+  }
 }
 bool StageWorker::WaitRegistered(std::chrono::milliseconds timeout) {
   return impl_->WaitRegistered(timeout);

@@ -103,7 +103,7 @@ def prometheus(cluster):
         address = f"127.0.0.1:{free_port()}"
         p = subprocess.Popen([PROMETHEUS, f"--config.file={config}",
                               f"--storage.tsdb.path={tmp}/data", f"--web.listen-address={address}",
-                              "--log.level=warn"],
+                              "--log.level=warn", "--enable-feature=exemplar-storage"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.time() + 30
@@ -132,11 +132,14 @@ def test_every_role_is_scraped_and_every_dashboard_query_answers(cluster, promet
     # Jobs while Prometheus scrapes: two prompts, each asked twice (the
     # second time from the condition cache), spread over several scrapes.
     prompts = ["a large red circle on the left", "a small blue square at the top"] * 3
+    started = time.time()
+    jobs = set()
     for prompt in prompts:
         req = urllib.request.Request(f"http://{cluster['http']}/v1/images/generations",
                                      data=json.dumps({"prompt": prompt}).encode(), method="POST")
         with urllib.request.urlopen(req, timeout=60) as r:
             assert r.status == 200
+            jobs.add(json.loads(r.read())["id"])
         time.sleep(0.5)
 
     # Every target up, and scraped after the last job.
@@ -172,6 +175,23 @@ def test_every_role_is_scraped_and_every_dashboard_query_answers(cluster, promet
     assert done == {"encode": 2.0, "denoise": 6.0, "decode": 6.0}, done
     succeeded = query(prometheus, "sum(sluice_orchestrator_jobs_succeeded_total)")
     assert float(succeeded[0]["value"][1]) == 6
+
+    # Workers' run-time buckets carry exemplars (Prometheus scrapes them as
+    # OpenMetrics): each names one of these jobs, in the bucket its value
+    # fell in.
+    url = f"http://{prometheus}/api/v1/query_exemplars?" + urllib.parse.urlencode(
+        {"query": "sluice_worker_run_seconds_bucket", "start": started - 60,
+         "end": time.time() + 60})
+    series = get_json(url)["data"]
+    stages = set()
+    for s in series:
+        upper = float(s["seriesLabels"]["le"])
+        for e in s["exemplars"]:
+            assert e["labels"]["job_id"] in jobs, (e, jobs)
+            assert 0 < float(e["value"]) <= upper, (s["seriesLabels"], e)
+        if s["exemplars"]:
+            stages.add(s["seriesLabels"]["stage"])
+    assert stages == {"encode", "denoise", "decode"}, series
 
 
 def _scraped_after(stamp, t):

@@ -26,11 +26,21 @@ void EngineBytes(MetricsText& out, const TransferEngine& engine) {
   }
 }
 
+// Each bucket's newest job as its exemplar (views into `h`).
+std::array<internal::MetricExemplar, StageWorkerMetrics::Seconds::kBounds.size() + 1> Exemplars(
+    const StageWorkerMetrics::Seconds& h) {
+  std::array<internal::MetricExemplar, StageWorkerMetrics::Seconds::kBounds.size() + 1> out;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i] = {"job_id", h.exemplars[i].job, h.exemplars[i].seconds};
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<internal::MetricsEndpoint>> StartRoleMetrics(
     const std::string& role, const std::string& listen, int port,
-    std::function<std::string()> render) {
+    std::function<std::string(bool openmetrics)> render) {
   if (port < 0) {
     return std::unique_ptr<internal::MetricsEndpoint>();
   }
@@ -39,8 +49,8 @@ Result<std::unique_ptr<internal::MetricsEndpoint>> StartRoleMetrics(
 }
 
 std::string WorkerMetricsText(const StageWorkerMetrics& m, DiffusionConnector& connector,
-                              const std::vector<const cache::Cache*>& caches) {
-  MetricsText out;
+                              const std::vector<const cache::Cache*>& caches, bool openmetrics) {
+  MetricsText out(openmetrics);
   const std::string_view stage = m.stage;
   out.Family("sluice_worker_capacity", "Assignments the worker runs at once.", "gauge");
   out.Sample("sluice_worker_capacity", {{"stage", stage}}, m.capacity);
@@ -61,12 +71,14 @@ std::string WorkerMetricsText(const StageWorkerMetrics& m, DiffusionConnector& c
   out.Sample("sluice_worker_steps_total", {{"stage", stage}}, static_cast<double>(m.steps));
   out.Family("sluice_worker_run_seconds", "Handler run time per assignment.", "histogram");
   out.Histogram("sluice_worker_run_seconds", {{"stage", stage}},
-                StageWorkerMetrics::Seconds::kBounds, m.run.counts, m.run.count, m.run.sum);
+                StageWorkerMetrics::Seconds::kBounds, m.run.counts, m.run.count, m.run.sum,
+                Exemplars(m.run));
   out.Family("sluice_worker_step_seconds",
              "Time per step its handlers reported (from the previous step, or the run's start).",
              "histogram");
   out.Histogram("sluice_worker_step_seconds", {{"stage", stage}},
-                StageWorkerMetrics::Seconds::kBounds, m.step.counts, m.step.count, m.step.sum);
+                StageWorkerMetrics::Seconds::kBounds, m.step.counts, m.step.count, m.step.sum,
+                Exemplars(m.step));
   const DiffusionConnector::Counters payloads = connector.counters();
   out.Family("sluice_worker_payloads_total",
              "Stage payloads through the worker's connector: consumed (in) and published (out).",
@@ -101,8 +113,9 @@ std::string WorkerMetricsText(const StageWorkerMetrics& m, DiffusionConnector& c
   return out.text();
 }
 
-std::string StoreNodeMetricsText(const StoreNodeMetrics& m, const TransferEngine& engine) {
-  MetricsText out;
+std::string StoreNodeMetricsText(const StoreNodeMetrics& m, const TransferEngine& engine,
+                                 bool openmetrics) {
+  MetricsText out(openmetrics);
   out.Family("sluice_store_node_capacity_bytes", "Memory and disk the node contributes.", "gauge");
   out.Sample("sluice_store_node_capacity_bytes", {{"tier", "memory"}},
              static_cast<double>(m.memory_bytes));

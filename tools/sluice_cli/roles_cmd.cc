@@ -112,10 +112,10 @@ int RunStoreNode(const std::string& listen, const std::string& advertise, StoreN
   // it registers. Declared after `node`, so it stops first.
   std::unique_ptr<StoreNode> node;
   std::atomic<const StoreNode*> live{nullptr};
-  Result<std::unique_ptr<internal::MetricsEndpoint>> metrics =
-      StartRoleMetrics("sluice store-node", listen, metrics_port, [&live, e = engine->get()] {
+  Result<std::unique_ptr<internal::MetricsEndpoint>> metrics = StartRoleMetrics(
+      "sluice store-node", listen, metrics_port, [&live, e = engine->get()](bool om) {
         const StoreNode* n = live.load();
-        return StoreNodeMetricsText(n != nullptr ? n->Metrics() : StoreNodeMetrics{}, *e);
+        return StoreNodeMetricsText(n != nullptr ? n->Metrics() : StoreNodeMetrics{}, *e, om);
       });
   if (!metrics.ok()) {
     std::cerr << "sluice store-node: --metrics-port: " << metrics.status().message() << "\n";

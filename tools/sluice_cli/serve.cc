@@ -486,19 +486,20 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   // before it registers. Declared after `worker`, so it stops first.
   std::unique_ptr<StageWorker> worker;
   std::atomic<const StageWorker*> live{nullptr};
-  Result<std::unique_ptr<internal::MetricsEndpoint>> metrics = StartRoleMetrics(
-      "sluice worker", o.listen, o.metrics_port,
-      [&live, c = conn->get(), caches = wc.caches, stage = o.stage, capacity = o.capacity] {
-        const StageWorker* w = live.load();
-        StageWorkerMetrics m;
-        if (w != nullptr) {
-          m = w->Metrics();
-        } else {  // Not started yet.
-          m.stage = stage;
-          m.capacity = capacity;
-        }
-        return WorkerMetricsText(m, *c, caches);
-      });
+  Result<std::unique_ptr<internal::MetricsEndpoint>> metrics =
+      StartRoleMetrics("sluice worker", o.listen, o.metrics_port,
+                       [&live, c = conn->get(), caches = wc.caches, stage = o.stage,
+                        capacity = o.capacity](bool om) {
+                         const StageWorker* w = live.load();
+                         StageWorkerMetrics m;
+                         if (w != nullptr) {
+                           m = w->Metrics();
+                         } else {  // Not started yet.
+                           m.stage = stage;
+                           m.capacity = capacity;
+                         }
+                         return WorkerMetricsText(m, *c, caches, om);
+                       });
   if (!metrics.ok()) {
     std::cerr << "sluice worker: --metrics-port: " << metrics.status().message() << "\n";
     return 2;

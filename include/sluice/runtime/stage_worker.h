@@ -168,14 +168,21 @@ struct StageWorkerConfig {
 // orchestrator took them.
 struct StageWorkerMetrics {
   // A histogram of seconds: `counts[i]` observations of at most
-  // kBounds[i] (and above the bound before), `count` in all, `sum`.
+  // kBounds[i] (and above the bound before), `count` in all, `sum`; and
+  // per bucket (the last: above every bound) the newest observation's job
+  // (its public id; empty: none yet) and value, its exemplar.
   struct Seconds {
     static constexpr std::array<double, 14> kBounds{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                                     1,     2.5,  5,     10,   30,  60,   120};
     std::array<std::uint64_t, kBounds.size()> counts{};
     std::uint64_t count = 0;
     double sum = 0;
-    void Add(double seconds);
+    struct Exemplar {
+      std::string job;
+      double seconds = 0;
+    };
+    std::array<Exemplar, kBounds.size() + 1> exemplars;
+    void Add(double seconds, std::string_view job = {});
   };
   std::string stage;
   int capacity = 0;
