@@ -179,19 +179,22 @@ def test_every_role_is_scraped_and_every_dashboard_query_answers(cluster, promet
     # Workers' run-time buckets carry exemplars (Prometheus scrapes them as
     # OpenMetrics): each names one of these jobs, in the bucket its value
     # fell in.
-    url = f"http://{prometheus}/api/v1/query_exemplars?" + urllib.parse.urlencode(
-        {"query": "sluice_worker_run_seconds_bucket", "start": started - 60,
-         "end": time.time() + 60})
-    series = get_json(url)["data"]
-    stages = set()
-    for s in series:
-        upper = float(s["seriesLabels"]["le"])
-        for e in s["exemplars"]:
-            assert e["labels"]["job_id"] in jobs, (e, jobs)
-            assert 0 < float(e["value"]) <= upper, (s["seriesLabels"], e)
-        if s["exemplars"]:
-            stages.add(s["seriesLabels"]["stage"])
-    assert stages == {"encode", "denoise", "decode"}, series
+    def exemplars(metric):
+        url = f"http://{prometheus}/api/v1/query_exemplars?" + urllib.parse.urlencode(
+            {"query": metric, "start": started - 60, "end": time.time() + 60})
+        series = get_json(url)["data"]
+        for s in series:
+            upper = float(s["seriesLabels"]["le"])
+            for e in s["exemplars"]:
+                assert e["labels"]["job_id"] in jobs, (e, jobs)
+                assert 0 < float(e["value"]) <= upper, (s["seriesLabels"], e)
+        return [s for s in series if s["exemplars"]]
+
+    stages = {s["seriesLabels"]["stage"] for s in exemplars("sluice_worker_run_seconds_bucket")}
+    assert stages == {"encode", "denoise", "decode"}, stages
+    # The orchestrator's job latency and TTFF buckets likewise.
+    for metric in ("sluice_orchestrator_job_seconds_bucket", "sluice_orchestrator_ttff_seconds_bucket"):
+        assert exemplars(metric), metric
 
 
 def _scraped_after(stamp, t):

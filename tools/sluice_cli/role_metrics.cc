@@ -96,13 +96,8 @@ std::string WorkerMetricsText(const StageWorkerMetrics& m, DiffusionConnector& c
              static_cast<double>(payloads.published_bytes));
   EngineBytes(out, connector.engine());
   if (!caches.empty()) {
-    const std::pair<const char*, std::uint64_t cache::CacheStats::*> fields[] = {
-        {"sluice_worker_cache_lookups_total", &cache::CacheStats::lookups},
-        {"sluice_worker_cache_hits_total", &cache::CacheStats::hits},
-        {"sluice_worker_cache_misses_total", &cache::CacheStats::misses},
-        {"sluice_worker_cache_computes_total", &cache::CacheStats::computes},
-        {"sluice_worker_cache_bytes_inserted_total", &cache::CacheStats::bytes_inserted}};
-    for (const auto& [name, field] : fields) {
+    for (const auto& [counter, field] : cache::kCacheCounters) {
+      const std::string name = std::string("sluice_worker_cache_") + counter + "_total";
       out.Family(name, "This worker's cache counters, per cache kind.", "counter");
       for (const cache::Cache* c : caches) {
         out.Sample(name, {{"stage", stage}, {"kind", c->options().name}},

@@ -26,6 +26,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sluice/status.h"
@@ -69,6 +70,18 @@ struct CacheStats {
     return *this;
   }
 };
+
+// Every counter of CacheStats with its name, in declaration order: what
+// each role's /metrics exports (sluice_cache_<name>_total on the
+// orchestrator, sluice_worker_cache_<name>_total on a worker).
+inline constexpr std::pair<const char*, std::uint64_t CacheStats::*> kCacheCounters[] = {
+    {"lookups", &CacheStats::lookups},
+    {"hits", &CacheStats::hits},
+    {"misses", &CacheStats::misses},
+    {"computes", &CacheStats::computes},
+    {"single_flight_waits", &CacheStats::single_flight_waits},
+    {"takeovers", &CacheStats::takeovers},
+    {"bytes_inserted", &CacheStats::bytes_inserted}};
 
 class Cache {
  public:

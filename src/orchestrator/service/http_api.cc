@@ -804,10 +804,15 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
     ex->Respond(JsonResponse(200, AutoscaleJson(st->Recommendations())));
   });
   InstallConsoleFiles(router);
-  router.Add("GET", "/metrics", [st](Request&, ExchangePtr ex) {
+  // OpenMetrics (exemplars) to a scraper that asks for it, as Prometheus
+  // does; Prometheus text to anyone else.
+  router.Add("GET", "/metrics", [st](Request& req, ExchangePtr ex) {
+    const bool om =
+        req.Header("accept").find("application/openmetrics-text") != std::string_view::npos;
     Response r;
-    r.content_type = "text/plain; version=0.0.4";
-    r.body = MetricsText(st->Stats());
+    r.content_type = om ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                        : "text/plain; version=0.0.4";
+    r.body = MetricsText(st->Stats(), om);
     ex->Respond(std::move(r));
   });
 }

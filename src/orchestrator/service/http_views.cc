@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include "common/metrics_text.h"
+
 namespace sluice::orchestrator {
 
 using nlohmann::json;
@@ -195,16 +197,13 @@ json ClusterJson(const ServiceStats& s) {
           {"models", std::move(models)}};
 }
 
-std::string MetricsText(const ServiceStats& s) {
-  std::ostringstream out;
+std::string MetricsText(const ServiceStats& s, bool openmetrics) {
+  internal::MetricsText out(openmetrics);
   // Per pool: one (model, stage).
-  auto pool_label = [](const PoolStats& p) {
-    return "model=\"" + p.model + "\",stage=\"" + p.stage + "\"";
-  };
   auto pool_gauge = [&](const char* name, const char* help, auto value) {
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n";
+    out.Family(name, help, "gauge");
     for (const PoolStats& p : s.scheduler.pools) {
-      out << name << "{" << pool_label(p) << "} " << value(p) << "\n";
+      out.Sample(name, {{"model", p.model}, {"stage", p.stage}}, static_cast<double>(value(p)));
     }
   };
   pool_gauge("sluice_orchestrator_queued", "Queued stage work.",
@@ -215,111 +214,112 @@ std::string MetricsText(const ServiceStats& s) {
              [](const PoolStats& p) { return p.free_slots; });
   pool_gauge("sluice_orchestrator_reserved_slots", "Slots held for jobs admitted upstream.",
              [](const PoolStats& p) { return p.reserved; });
-  out << "# HELP sluice_orchestrator_recommended_workers Pool size for its load (autoscale).\n"
-      << "# TYPE sluice_orchestrator_recommended_workers gauge\n";
+  out.Family("sluice_orchestrator_recommended_workers", "Pool size for its load (autoscale).",
+             "gauge");
   for (const PoolRecommendation& r : s.recommendations) {
-    out << "sluice_orchestrator_recommended_workers{model=\"" << r.model << "\",stage=\"" << r.stage
-        << "\"} " << r.recommended << "\n";
+    out.Sample("sluice_orchestrator_recommended_workers", {{"model", r.model}, {"stage", r.stage}},
+               r.recommended);
   }
-  out << "# HELP sluice_orchestrator_pool_utilization Busy slots over slots, autoscale window.\n"
-      << "# TYPE sluice_orchestrator_pool_utilization gauge\n";
+  out.Family("sluice_orchestrator_pool_utilization", "Busy slots over slots, autoscale window.",
+             "gauge");
   for (const PoolRecommendation& r : s.recommendations) {
-    out << "sluice_orchestrator_pool_utilization{model=\"" << r.model << "\",stage=\"" << r.stage
-        << "\"} " << r.utilization << "\n";
+    out.Sample("sluice_orchestrator_pool_utilization", {{"model", r.model}, {"stage", r.stage}},
+               r.utilization);
   }
-  auto counter = [&](const char* name, const char* help, std::uint64_t v) {
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
-        << name << " " << v << "\n";
-  };
-  out << "# HELP sluice_orchestrator_queued_by_class Queued stage work per priority class.\n"
-      << "# TYPE sluice_orchestrator_queued_by_class gauge\n";
+  out.Family("sluice_orchestrator_queued_by_class", "Queued stage work per priority class.",
+             "gauge");
   for (const PoolStats& p : s.scheduler.pools) {
     for (int c = 0; c < kClassCount; ++c) {
-      out << "sluice_orchestrator_queued_by_class{" << pool_label(p) << ",class=\""
-          << kClassNames[c] << "\"} " << p.queued_by_class[c] << "\n";
+      out.Sample("sluice_orchestrator_queued_by_class",
+                 {{"model", p.model}, {"stage", p.stage}, {"class", kClassNames[c]}},
+                 static_cast<double>(p.queued_by_class[c]));
     }
   }
-  auto hist = [&](const char* name, const char* help, const Histogram& h,
-                  const std::string& labels) {
-    const std::string sep = labels.empty() ? "" : ",";
-    for (std::size_t b = 0; b < Histogram::kBuckets.size(); ++b) {
-      out << name << "_bucket{" << labels << sep << "le=\"" << Histogram::kBuckets[b] << "\"} "
-          << h.counts[b] << "\n";
+  // The orchestrator's histograms count cumulatively; the writer takes
+  // each bucket's own count. Exemplars: each bucket's newest job.
+  auto hist = [&](const char* name, const Histogram& h, internal::MetricLabels labels) {
+    std::array<std::uint64_t, Histogram::kBuckets.size()> own{};
+    std::array<internal::MetricExemplar, Histogram::kBuckets.size() + 1> exemplars;
+    for (std::size_t b = 0; b < own.size(); ++b) {
+      own[b] = h.counts[b] - (b == 0 ? 0 : h.counts[b - 1]);
     }
-    out << name << "_bucket{" << labels << sep << "le=\"+Inf\"} " << h.count << "\n"
-        << name << "_sum" << (labels.empty() ? "" : "{" + labels + "}") << " " << h.sum << "\n"
-        << name << "_count" << (labels.empty() ? "" : "{" + labels + "}") << " " << h.count << "\n";
-    (void)help;
+    for (std::size_t b = 0; b < exemplars.size(); ++b) {
+      exemplars[b] = {"job_id", h.exemplars[b].job, h.exemplars[b].seconds};
+    }
+    out.Histogram(name, labels, Histogram::kBuckets, own, h.count, h.sum, exemplars);
   };
-  out << "# HELP sluice_orchestrator_job_seconds Submission to success.\n"
-      << "# TYPE sluice_orchestrator_job_seconds histogram\n";
-  hist("sluice_orchestrator_job_seconds", "", s.job_latency, "");
-  out << "# HELP sluice_orchestrator_ttff_seconds Submission to the first decoded frame.\n"
-      << "# TYPE sluice_orchestrator_ttff_seconds histogram\n";
-  hist("sluice_orchestrator_ttff_seconds", "", s.ttff, "");
-  out << "# HELP sluice_orchestrator_dispatch_seconds Queued to dispatched, per model and stage.\n"
-      << "# TYPE sluice_orchestrator_dispatch_seconds histogram\n";
+  out.Family("sluice_orchestrator_job_seconds", "Submission to success.", "histogram");
+  hist("sluice_orchestrator_job_seconds", s.job_latency, {});
+  out.Family("sluice_orchestrator_ttff_seconds", "Submission to the first decoded frame.",
+             "histogram");
+  hist("sluice_orchestrator_ttff_seconds", s.ttff, {});
+  out.Family("sluice_orchestrator_dispatch_seconds", "Queued to dispatched, per model and stage.",
+             "histogram");
   for (const auto& [pool, h] : s.dispatch_latency) {
-    hist("sluice_orchestrator_dispatch_seconds", "", h,
-         "model=\"" + pool.first + "\",stage=\"" + pool.second + "\"");
+    hist("sluice_orchestrator_dispatch_seconds", h,
+         {{"model", pool.first}, {"stage", pool.second}});
   }
-  out << "# TYPE sluice_orchestrator_running gauge\nsluice_orchestrator_running "
-      << s.scheduler.running << "\n";
-  counter("sluice_orchestrator_jobs_submitted_total", "Jobs accepted.", s.submitted);
-  counter("sluice_orchestrator_jobs_rejected_total", "Submissions answered 429.", s.rejected);
-  counter("sluice_orchestrator_jobs_succeeded_total", "Jobs done.", s.succeeded);
-  counter("sluice_orchestrator_jobs_failed_total", "Jobs failed.", s.failed);
-  counter("sluice_orchestrator_jobs_cancelled_total", "Jobs cancelled.", s.cancelled);
-  counter("sluice_orchestrator_dispatches_total", "Stage dispatches.", s.scheduler.dispatches);
-  counter("sluice_orchestrator_preemptions_total", "Checkpoint preemptions.",
-          s.scheduler.preemptions);
-  counter("sluice_orchestrator_payloads_lost_total", "Store payloads lost; producer re-run.",
-          s.payloads_lost);
-  counter("sluice_orchestrator_jobs_restored_total", "Unfinished jobs taken back from the journal.",
-          s.restored);
-  counter("sluice_orchestrator_cache_skips_total",
-          "Jobs that skipped a stage: every condition was cached.", s.cache_skips);
-  counter("sluice_orchestrator_cache_reruns_total",
-          "Stages re-run because a cached input was evicted before it was read.", s.cache_reruns);
-  out << "# HELP sluice_orchestrator_condition_lookups_total Submissions' condition lookups, "
-         "per request text field.\n# TYPE sluice_orchestrator_condition_lookups_total counter\n";
-  for (const auto& [field, n] : s.condition_lookups) {
-    out << "sluice_orchestrator_condition_lookups_total{field=\"" << field << "\"} " << n.first
-        << "\n";
+  out.Gauge("sluice_orchestrator_running", "Stage work running on workers.",
+            static_cast<double>(s.scheduler.running));
+  const std::pair<const char*, const char*> counters[] = {
+      {"sluice_orchestrator_jobs_submitted_total", "Jobs accepted."},
+      {"sluice_orchestrator_jobs_rejected_total", "Submissions answered 429."},
+      {"sluice_orchestrator_jobs_succeeded_total", "Jobs done."},
+      {"sluice_orchestrator_jobs_failed_total", "Jobs failed."},
+      {"sluice_orchestrator_jobs_cancelled_total", "Jobs cancelled."},
+      {"sluice_orchestrator_dispatches_total", "Stage dispatches."},
+      {"sluice_orchestrator_preemptions_total", "Checkpoint preemptions."},
+      {"sluice_orchestrator_payloads_lost_total", "Store payloads lost; producer re-run."},
+      {"sluice_orchestrator_jobs_restored_total", "Unfinished jobs taken back from the journal."},
+      {"sluice_orchestrator_cache_skips_total",
+       "Jobs that skipped a stage: every condition was cached."},
+      {"sluice_orchestrator_cache_reruns_total",
+       "Stages re-run because a cached input was evicted before it was read."}};
+  const std::uint64_t values[] = {s.submitted,
+                                  s.rejected,
+                                  s.succeeded,
+                                  s.failed,
+                                  s.cancelled,
+                                  s.scheduler.dispatches,
+                                  s.scheduler.preemptions,
+                                  s.payloads_lost,
+                                  s.restored,
+                                  s.cache_skips,
+                                  s.cache_reruns};
+  for (std::size_t i = 0; i < std::size(counters); ++i) {
+    out.Counter(counters[i].first, counters[i].second, static_cast<double>(values[i]));
   }
-  out << "# HELP sluice_orchestrator_condition_hits_total Of those, found cached.\n# TYPE "
-         "sluice_orchestrator_condition_hits_total counter\n";
+  out.Family("sluice_orchestrator_condition_lookups_total",
+             "Submissions' condition lookups, per request text field.", "counter");
   for (const auto& [field, n] : s.condition_lookups) {
-    out << "sluice_orchestrator_condition_hits_total{field=\"" << field << "\"} " << n.second
-        << "\n";
+    out.Sample("sluice_orchestrator_condition_lookups_total", {{"field", field}},
+               static_cast<double>(n.first));
+  }
+  out.Family("sluice_orchestrator_condition_hits_total", "Of those, found cached.", "counter");
+  for (const auto& [field, n] : s.condition_lookups) {
+    out.Sample("sluice_orchestrator_condition_hits_total", {{"field", field}},
+               static_cast<double>(n.second));
   }
   // Workers' caches, per cache kind, summed over every worker.
-  const std::pair<const char*, std::uint64_t cache::CacheStats::*> fields[] = {
-      {"lookups", &cache::CacheStats::lookups},
-      {"hits", &cache::CacheStats::hits},
-      {"misses", &cache::CacheStats::misses},
-      {"computes", &cache::CacheStats::computes},
-      {"single_flight_waits", &cache::CacheStats::single_flight_waits},
-      {"takeovers", &cache::CacheStats::takeovers},
-      {"bytes_inserted", &cache::CacheStats::bytes_inserted}};
-  for (const auto& [field, member] : fields) {
+  for (const auto& [field, member] : cache::kCacheCounters) {
     const std::string name = std::string("sluice_cache_") + field + "_total";
-    out << "# HELP " << name << " Workers' cache " << field << ", per cache kind.\n# TYPE " << name
-        << " counter\n";
+    out.Family(name, std::string("Workers' cache ") + field + ", per cache kind.", "counter");
     for (const auto& [kind, c] : s.caches) {
-      out << name << "{kind=\"" << kind << "\"} " << c.*member << "\n";
+      out.Sample(name, {{"kind", kind}}, static_cast<double>(c.*member));
     }
   }
-  out << "# HELP sluice_worker_transfer_bytes_total Bytes workers' transfer engines moved, per "
-         "stage, transport and direction.\n# TYPE sluice_worker_transfer_bytes_total counter\n";
+  out.Family("sluice_worker_transfer_bytes_total",
+             "Bytes workers' transfer engines moved, per stage, transport and direction.",
+             "counter");
   for (const auto& [key, b] : s.transports) {
-    const std::string labels = "stage=\"" + key.first + "\",transport=\"" + key.second + "\"";
-    out << "sluice_worker_transfer_bytes_total{" << labels << ",direction=\"read\"} " << b.read
-        << "\n";
-    out << "sluice_worker_transfer_bytes_total{" << labels << ",direction=\"write\"} " << b.written
-        << "\n";
+    out.Sample("sluice_worker_transfer_bytes_total",
+               {{"stage", key.first}, {"transport", key.second}, {"direction", "read"}},
+               static_cast<double>(b.read));
+    out.Sample("sluice_worker_transfer_bytes_total",
+               {{"stage", key.first}, {"transport", key.second}, {"direction", "write"}},
+               static_cast<double>(b.written));
   }
-  return out.str();
+  return out.text();
 }
 
 }  // namespace sluice::orchestrator

@@ -26,8 +26,9 @@ nlohmann::json AutoscaleJson(const std::vector<PoolRecommendation>& r);
 // the store's usage (null without a store or before its master answered).
 // {"object": "cluster", "store": {...}, "jobs": {...}, "models": [...]}.
 nlohmann::json ClusterJson(const ServiceStats& s);
-// The orchestrator's Prometheus exposition.
-std::string MetricsText(const ServiceStats& s);
+// The orchestrator's /metrics: Prometheus text, or OpenMetrics with each
+// latency bucket's newest job as its exemplar (job_id) when `openmetrics`.
+std::string MetricsText(const ServiceStats& s, bool openmetrics = false);
 
 }  // namespace sluice::orchestrator
 

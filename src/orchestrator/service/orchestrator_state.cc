@@ -352,7 +352,7 @@ void OrchestratorState::FirstOutputLocked(std::uint64_t job, TimePoint now) {
   if (j != jobs_.end() && j->second.view.ttff_ms < 0 && !j->second.view.finished()) {
     const double s = std::chrono::duration<double>(now - j->second.submitted).count();
     j->second.view.ttff_ms = s * 1000;
-    stats_.ttff.Add(s);
+    stats_.ttff.Add(s, j->second.view.name);
     EventLocked(j->second, now, "first_output");
   }
 }
@@ -539,7 +539,7 @@ void OrchestratorState::FinishLocked(JobRecord& j, JobStatus status, std::string
   if (j.view.status == JobStatus::kSucceeded) {
     ++stats_.succeeded;
     const double latency_s = std::chrono::duration<double>(now - j.submitted).count();
-    stats_.job_latency.Add(latency_s);
+    stats_.job_latency.Add(latency_s, j.view.name);
     autoscaler_.ObserveLatency(j.view.model, latency_s, now);
     if (j.view.ttff_ms < 0) {
       // No first output recorded before the result: an image's first
@@ -548,7 +548,7 @@ void OrchestratorState::FinishLocked(JobRecord& j, JobStatus status, std::string
       // out by now: its latency bounds its TTFF, and every succeeded job
       // counts in the TTFF figures (a late report is then ignored).
       j.view.ttff_ms = latency_s * 1000;
-      stats_.ttff.Add(latency_s);
+      stats_.ttff.Add(latency_s, j.view.name);
       EventLocked(j, now, "first_output");
     }
     EventLocked(j, now, "done");
@@ -581,7 +581,7 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         }
         JobRecord& rec = j->second;
         stats_.dispatch_latency[{rec.request.model, a.stage}].Add(
-            std::chrono::duration<double>(now - rec.queued_since).count());
+            std::chrono::duration<double>(now - rec.queued_since).count(), rec.view.name);
         rec.view.status = JobStatus::kRunning;
         rec.view.stage = a.stage;
         rec.view.step = a.resume_step;

@@ -217,17 +217,31 @@ class JobJournal {
 };
 
 // Fixed-bucket latency histogram (seconds), Prometheus style.
+// Seconds: `counts[i]` observations at most kBuckets[i] (cumulative),
+// `count` in all, their `sum`; per bucket (the last: above every bound)
+// the newest observation's job (public id) and value, its exemplar.
 struct Histogram {
   static constexpr std::array<double, 12> kBuckets = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5,
                                                       1,     2,     5,    10,   60,  300};
   std::array<std::uint64_t, kBuckets.size()> counts{};
   std::uint64_t count = 0;
   double sum = 0;
-  void Add(double seconds) {
+  struct Exemplar {
+    std::string job;
+    double seconds = 0;
+  };
+  std::array<Exemplar, kBuckets.size() + 1> exemplars;
+  void Add(double seconds, std::string_view job = {}) {
     ++count;
     sum += seconds;
+    std::size_t own = kBuckets.size();
     for (std::size_t i = 0; i < kBuckets.size(); ++i) {
       counts[i] += seconds <= kBuckets[i] ? 1 : 0;
+      own = seconds <= kBuckets[i] && own == kBuckets.size() ? i : own;
+    }
+    if (!job.empty()) {
+      exemplars[own].job.assign(job);
+      exemplars[own].seconds = seconds;
     }
   }
 };

@@ -9,6 +9,8 @@
 
 #include "gtest/gtest.h"
 
+#include "orchestrator/service/http_views.h"
+
 namespace sluice::orchestrator {
 namespace {
 
@@ -143,6 +145,23 @@ TEST_F(OrchestratorStateTest, AJobsTimesAreTheFedClocks) {
   EXPECT_EQ(stats.succeeded, 1u);
   EXPECT_EQ(stats.job_latency.count, 1u);
   EXPECT_DOUBLE_EQ(stats.job_latency.sum, 0.13);
+  // Its bucket (0.1, 0.5] keeps it as the exemplar /metrics shows in
+  // OpenMetrics; Prometheus text leaves exemplars out.
+  EXPECT_EQ(stats.job_latency.exemplars[5].job, view->name);
+  const std::string om = MetricsText(stats, /*openmetrics=*/true);
+  EXPECT_NE(om.find("sluice_orchestrator_job_seconds_bucket{le=\"0.5\"} 1 # {job_id=\"" +
+                    view->name + "\"} 0.13\n"),
+            std::string::npos)
+      << om;
+  EXPECT_TRUE(om.ends_with("# EOF\n"));
+  EXPECT_NE(om.find("# TYPE sluice_orchestrator_jobs_succeeded counter\n"
+                    "sluice_orchestrator_jobs_succeeded_total 1\n"),
+            std::string::npos)
+      << om;
+  const std::string text = MetricsText(stats);
+  EXPECT_NE(text.find("sluice_orchestrator_job_seconds_bucket{le=\"0.5\"} 1\n"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("job_id"), std::string::npos);
 }
 
 // A worker silent past worker_timeout is lost at the next Tick, not
