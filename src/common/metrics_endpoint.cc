@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/metrics_text.h"
 #include "common/net.h"
 
 namespace sluice::internal {
@@ -52,10 +53,8 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   });
   http.Get("/metrics", [render = std::move(render), openmetrics](const httplib::Request& req,
                                                                  httplib::Response& res) {
-    const bool om = openmetrics && req.get_header_value("Accept").find(
-                                       "application/openmetrics-text") != std::string::npos;
-    res.set_content(render(om), om ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
-                                   : "text/plain; version=0.0.4");
+    const bool om = openmetrics && WantsOpenMetrics(req.get_header_value("Accept"));
+    res.set_content(render(om), MetricsContentType(om));
   });
   const int bound =
       port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);

@@ -17,6 +17,16 @@ namespace sluice::internal {
 
 using MetricLabels = std::initializer_list<std::pair<std::string_view, std::string_view>>;
 
+// The Content-Type of an exposition in OpenMetrics or Prometheus text.
+inline const char* MetricsContentType(bool openmetrics) {
+  return openmetrics ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                     : "text/plain; version=0.0.4";
+}
+// Whether a scrape's Accept header asks for OpenMetrics (Prometheus's does).
+inline bool WantsOpenMetrics(std::string_view accept) {
+  return accept.find("application/openmetrics-text") != std::string_view::npos;
+}
+
 // One observation a histogram bucket points at (OpenMetrics exemplars):
 // which job it was (`label`="`value`") and what it measured. An empty
 // value: none.
@@ -53,10 +63,7 @@ class MetricsText {
   // The exposition so far (OpenMetrics: ended by `# EOF`).
   std::string text() const { return openmetrics_ ? out_ + "# EOF\n" : out_; }
   // Its Content-Type.
-  const char* content_type() const {
-    return openmetrics_ ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
-                        : "text/plain; version=0.0.4";
-  }
+  const char* content_type() const { return MetricsContentType(openmetrics_); }
 
  private:
   void Line(std::string_view name, std::string_view suffix, MetricLabels labels,

@@ -25,10 +25,10 @@ std::string SourceFile(const std::string& path) {
   return s.str();
 }
 
-// The `data:` of each `event: cluster` in an event stream's text.
-std::vector<json> ClusterEvents(const std::string& text) {
+// The `data:` of each event of `type` in an event stream's text.
+std::vector<json> EventData(const std::string& text, const std::string& type) {
   std::vector<json> out;
-  const std::string marker = "event: cluster\ndata: ";
+  const std::string marker = "event: " + type + "\ndata: ";
   for (std::size_t at = text.find(marker); at != std::string::npos;
        at = text.find(marker, at + 1)) {
     const std::size_t from = at + marker.size();
@@ -116,7 +116,7 @@ TEST_F(ConsoleHttpTest, TheClusterShowsEachPoolAndStreamsOnlyItsChanges) {
   const std::string rest = feed.ReadUntil("\"succeeded\":1");
   ASSERT_NE(rest, "") << seen;
   seen += rest + feed.ReadUntil("\n\n");
-  const std::vector<json> views = ClusterEvents(seen);
+  const std::vector<json> views = EventData(seen, "cluster");
   ASSERT_GE(views.size(), 2u) << seen;
   for (std::size_t i = 1; i < views.size(); ++i) {
     EXPECT_NE(views[i], views[i - 1]) << "a view sent twice: " << views[i].dump();
@@ -129,16 +129,12 @@ TEST_F(ConsoleHttpTest, TheClusterShowsEachPoolAndStreamsOnlyItsChanges) {
   Conn events(server_->http_endpoint());
   ASSERT_TRUE(events.Send("GET /v1/jobs/" + id + "/events HTTP/1.1\r\nHost: t\r\n\r\n"));
   const std::string timeline = events.ReadUntil("event: end\n");
-  std::size_t started = 0;
-  for (std::size_t at = timeline.find("event: stage_started\ndata: "); at != std::string::npos;
-       at = timeline.find("event: stage_started\ndata: ", at + 1)) {
-    const std::size_t from = timeline.find("data: ", at) + 6;
-    const json ev = json::parse(timeline.substr(from, timeline.find('\n', from) - from));
+  const std::vector<json> started = EventData(timeline, "stage_started");
+  EXPECT_EQ(started.size(), 3u) << timeline;
+  for (const json& ev : started) {
     EXPECT_TRUE(ev.contains("worker") && ev["worker"].is_string() && ev["worker"] != "0")
         << ev.dump();
-    ++started;
   }
-  EXPECT_EQ(started, 3u) << timeline;
 }
 
 TEST_F(ConsoleHttpTest, TheClusterShowsWhatTheStoreHoldsAsItsMasterLastAnswered) {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "common/metrics_text.h"
 #include "common/mutex.h"
 #include "http/multipart.h"
 #include "http/server.h"
@@ -807,11 +808,9 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
   // OpenMetrics (exemplars) to a scraper that asks for it, as Prometheus
   // does; Prometheus text to anyone else.
   router.Add("GET", "/metrics", [st](Request& req, ExchangePtr ex) {
-    const bool om =
-        req.Header("accept").find("application/openmetrics-text") != std::string_view::npos;
+    const bool om = internal::WantsOpenMetrics(req.Header("accept"));
     Response r;
-    r.content_type = om ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
-                        : "text/plain; version=0.0.4";
+    r.content_type = internal::MetricsContentType(om);
     r.body = MetricsText(st->Stats(), om);
     ex->Respond(std::move(r));
   });
