@@ -148,7 +148,10 @@ Result<UniqueFd> Listen(const HostPort& hp, std::uint16_t* bound_port) {
   if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
     return ErrnoStatus("bind " + hp.ToString(), errno, FailureScope::kTransport);
   }
-  if (::listen(fd.get(), 1024) != 0) {
+  // The largest accept queue the kernel allows (it caps this at
+  // net.core.somaxconn): a burst of connects past a full queue is dropped
+  // by the kernel before the acceptor can refuse it with a reason.
+  if (::listen(fd.get(), SOMAXCONN) != 0) {
     return ErrnoStatus("listen " + hp.ToString(), errno, FailureScope::kTransport);
   }
   sockaddr_storage ss{};
