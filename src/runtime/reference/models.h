@@ -104,6 +104,22 @@ class Denoiser {
   void Velocity(const float* x, const LatentShape& s, float sigma, const float* cond, float* v,
                 const float* cross_kv = nullptr) const;
 
+  // Velocity's three parts, for a sampler that shares the embedding
+  // between guidance's branches (it does not depend on the condition) or
+  // skips the blocks on a step (the step cache, pipeline.h); Velocity is
+  // Embed, Blocks, Head, bit for bit.
+  // The tokens of x at noise level sigma, X [s.tokens(), kDim], and the
+  // timestep conditioning c [kDim].
+  void Embed(const float* x, const LatentShape& s, float sigma, float* X, float* c) const;
+  // Block 0's modulated input of X [n, kDim] (its normed, timestep-
+  // modulated self-attention input), written to out [n, kDim]: what the
+  // step cache compares between steps.
+  void ModulatedInput(const float* X, int n, const float* c, float* out) const;
+  // Every block over X [n, kDim], in place; cond and cross_kv as Velocity's.
+  void Blocks(float* X, int n, const float* c, const float* cond, const float* cross_kv) const;
+  // The output layer: X [s.tokens(), kDim] (overwritten) to v.
+  void Head(float* X, const LatentShape& s, const float* c, float* v) const;
+
  private:
   const float* W(const std::string& name) const { return w_->Data(name); }
   std::shared_ptr<const WeightsFile> w_;

@@ -27,6 +27,25 @@ void Linear(const float* x, int n, int in, int ldx, const float* w, const float*
               ldy);
 }
 
+void Modulate(float* x, int n, int d, const float* shift, const float* scale) {
+  for (int r = 0; r < n; ++r) {
+    float* row = x + static_cast<std::size_t>(r) * d;
+    for (int i = 0; i < d; ++i) {
+      row[i] = row[i] * (1.0f + scale[i]) + shift[i];
+    }
+  }
+}
+
+void AddGated(float* x, const float* y, int n, int d, const float* gate) {
+  for (int r = 0; r < n; ++r) {
+    float* row = x + static_cast<std::size_t>(r) * d;
+    const float* add = y + static_cast<std::size_t>(r) * d;
+    for (int i = 0; i < d; ++i) {
+      row[i] += gate == nullptr ? add[i] : gate[i] * add[i];
+    }
+  }
+}
+
 void LayerNorm(float* x, int n, int d) {
   for (int r = 0; r < n; ++r) {
     float* row = x + static_cast<std::size_t>(r) * d;

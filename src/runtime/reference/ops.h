@@ -26,6 +26,12 @@ inline void Linear(const float* x, int n, int in, const float* w, const float* b
   Linear(x, n, in, in, w, b, out, y, out);
 }
 
+// x ← x · (1 + scale) + shift, per row of d (adaptive layer norm's
+// modulation; shift and scale are d wide).
+void Modulate(float* x, int n, int d, const float* shift, const float* scale);
+// x += gate ⊙ y, per row of d (gate null: 1).
+void AddGated(float* x, const float* y, int n, int d, const float* gate);
+
 // Normalizes each of the n rows of d values in place (no affine; eps 1e-6).
 void LayerNorm(float* x, int n, int d);
 void Gelu(float* x, std::size_t n);  // tanh approximation.
