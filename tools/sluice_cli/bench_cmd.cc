@@ -13,6 +13,7 @@
 #include "bench/journal_bench.h"
 #include "bench/orchestrator_bench.h"
 #include "bench/preview_bench.h"
+#include "bench/step_cache_bench.h"
 #include "bench/store_bench.h"
 #include "bench/transfer_bench.h"
 #include "sluice_cli/bench_report.h"
@@ -336,6 +337,37 @@ void AddPreview(CLI::App& bench, std::vector<Command>* out) {
   out->push_back({cmd, [o] { return Report("preview", bench::RunPreviewBench(o->b)); }});
 }
 
+void AddStepCache(CLI::App& bench, std::vector<Command>* out) {
+  struct Opts {
+    bench::StepCacheBenchOptions b;
+    bool json = true;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = bench.add_subcommand(
+      "step-cache",
+      "the denoiser's step cache: speed-up and prompt adherence lost per threshold (same run)");
+  cmd->add_option("--prompts", o->b.prompts, "captioned scenes, each generated once per setting")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--split", o->b.split, "scenes of: train | heldout")
+      ->check(CLI::IsMember({"train", "heldout"}))
+      ->capture_default_str();
+  cmd->add_option("--seed", o->b.seed, "seed of the scenes drawn")->capture_default_str();
+  cmd->add_option("--steps", o->b.steps, "denoise steps")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--guidance", o->b.guidance, "classifier-free guidance")
+      ->check(CLI::Range(0.0f, 30.0f))
+      ->capture_default_str();
+  cmd->add_option("--thresholds", o->b.thresholds,
+                  "step-cache thresholds to measure (relative L1, each in (0, 1])")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
+  out->push_back({cmd, [o] { return Report("step-cache", bench::RunStepCacheBench(o->b)); }});
+}
+
 void AddJournal(CLI::App& bench, std::vector<Command>* out) {
   struct Opts {
     bench::JournalBenchOptions b;
@@ -401,6 +433,7 @@ void AddBenchCommands(CLI::App& bench, std::vector<Command>* out) {
   AddOrchestratorBench(bench, out);
   AddJournal(bench, out);
   AddPreview(bench, out);
+  AddStepCache(bench, out);
   AddTransferTarget(bench, out);
 }
 

@@ -92,6 +92,16 @@ Result<Request> ParseRequest(std::string_view text, int default_steps, float def
     }
     r.preview_every = j["preview_every"].get<int>();
   }
+  if (j.contains("step_cache")) {
+    const json& c = j["step_cache"];
+    const bool ok = c.is_object() && c.size() == 1 && c.contains("threshold") &&
+                    c["threshold"].is_number() && c["threshold"] >= 0 &&
+                    c["threshold"] <= StepCache::kMaxThreshold;
+    if (!ok) {
+      return BadRequest("step_cache", "{\"threshold\": a number in 0..1} (0: off)");
+    }
+    r.step_cache = c["threshold"].get<float>();
+  }
   if (j.contains("frames")) {
     if (!j["frames"].is_number_integer() || j["frames"] < 1 || j["frames"] > 1024) {
       return BadRequest("frames", "an integer in 1..1024");
@@ -131,15 +141,77 @@ std::vector<float> InitialNoise(const Request& r) {
   return x;
 }
 
+namespace {
+
+// sum |a - b| / sum |b| over n values (0 when b is all zeros and a = b).
+float RelativeL1(const float* a, const float* b, std::size_t n) {
+  double diff = 0, base = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    diff += std::fabs(static_cast<double>(a[i]) - b[i]);
+    base += std::fabs(static_cast<double>(b[i]));
+  }
+  return base > 0 ? static_cast<float>(diff / base) : (diff > 0 ? INFINITY : 0.0f);
+}
+
+}  // namespace
+
 void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x,
-                 const float* negative_kv, std::vector<float>* x0) {
-  const Models& m = ReferenceModels();
+                 const float* negative_kv, std::vector<float>* x0, StepCache* cache) {
+  const Denoiser& dit = ReferenceModels().denoiser;
   const LatentShape s = r.latent();
+  const int n = s.tokens();
+  const std::size_t width = static_cast<std::size_t>(n) * Denoiser::kDim;
   const float sigma = 1.0f - static_cast<float>(step) / static_cast<float>(r.steps);
   const float next = 1.0f - static_cast<float>(step + 1) / static_cast<float>(r.steps);
+  // The embedding does not depend on the condition: once for both branches.
+  std::vector<float> X(width), Xu(width);
+  float c[Denoiser::kDim];
+  dit.Embed(x.data(), s, sigma, X.data(), c);
+  Xu = X;
+  const float* branch_cond[2] = {cond, cond + kTextLen * kTextDim};
+  const float* branch_kv[2] = {nullptr, negative_kv};
+  float* branch_x[2] = {X.data(), Xu.data()};
+  bool skip = false;
+  std::vector<float> modulated;
+  if (cache != nullptr && cache->threshold > 0) {
+    modulated.resize(width);
+    dit.ModulatedInput(X.data(), n, c, modulated.data());
+    skip = cache->anchor.size() == width && cache->residual.size() == 2 * width &&
+           RelativeL1(modulated.data(), cache->anchor.data(), width) < cache->threshold;
+  }
+  if (skip) {
+    for (int b = 0; b < 2; ++b) {
+      const float* res = cache->residual.data() + b * width;
+      for (std::size_t i = 0; i < width; ++i) {
+        branch_x[b][i] += res[i];
+      }
+    }
+    ++cache->skipped;
+  } else {
+    const bool keep = cache != nullptr && cache->threshold > 0;
+    if (keep) {
+      cache->residual.resize(2 * width);
+      cache->anchor.swap(modulated);
+    }
+    for (int b = 0; b < 2; ++b) {
+      float* res = keep ? cache->residual.data() + b * width : nullptr;
+      if (res != nullptr) {
+        std::memcpy(res, branch_x[b], width * sizeof(float));
+      }
+      dit.Blocks(branch_x[b], n, c, branch_cond[b], branch_kv[b]);
+      if (res != nullptr) {
+        for (std::size_t i = 0; i < width; ++i) {
+          res[i] = branch_x[b][i] - res[i];
+        }
+      }
+    }
+    if (cache != nullptr) {
+      ++cache->computed;
+    }
+  }
   std::vector<float> vc(x.size()), vu(x.size());
-  m.denoiser.Velocity(x.data(), s, sigma, cond, vc.data());
-  m.denoiser.Velocity(x.data(), s, sigma, cond + kTextLen * kTextDim, vu.data(), negative_kv);
+  dit.Head(X.data(), s, c, vc.data());
+  dit.Head(Xu.data(), s, c, vu.data());
   // The network predicts the clean latent x0; guided, x0 = x0_u + g · (x0_c −
   // x0_u). The flow's velocity at x is (x − x0) / σ, so the last step
   // (σ → 0) lands on the prediction.

@@ -28,13 +28,16 @@ struct Request {
   int steps = 12;
   float guidance = 4.0f;
   int preview_every = 0;  // Denoise: a preview every k steps (0: none).
+  // step_cache.threshold (StepCache; 0: off); absent: the deployment's.
+  std::optional<float> step_cache;
   // Latent cells cover the image rounded up to 16 pixels (decoded frames
   // are cropped back); t = 1 + ceil((frames - 1) / 4).
   LatentShape latent() const;
 };
 
 // The orchestrator's request JSON (prompt, size "WxH", seed, steps,
-// guidance, negative_prompt, preview_every; video: frames, fps). Errors: kInvalidArgument
+// guidance, negative_prompt, preview_every, step_cache {"threshold": t};
+// video: frames, fps). Errors: kInvalidArgument
 // naming the field, including sizes beyond the model (kMaxTokens).
 Result<Request> ParseRequest(std::string_view json, int default_steps, float default_guidance);
 
@@ -44,6 +47,21 @@ std::vector<float> EncodeCondition(const Request& r);
 std::vector<float> EncodeText(std::string_view text);
 // The seed's Gaussian noise, [kLatentChannels, t, h, w].
 std::vector<float> InitialNoise(const Request& r);
+// The step cache (TeaCache / FBCache family), one per sampled job. A step
+// whose block-0 modulated input (Denoiser::ModulatedInput) differs from
+// the one of the last step that ran the blocks by less than `threshold`
+// (relative L1: sum |a - b| / sum |b|) runs no block: each of guidance's
+// branches adds that step's residual (the blocks' output minus their
+// input) to its tokens instead. The first step always runs them.
+struct StepCache {
+  // The largest threshold a request may ask for.
+  static constexpr float kMaxThreshold = 1.0f;
+  float threshold = 0;            // 0: off, every step runs the blocks.
+  std::vector<float> anchor;      // [n, kDim]: the modulated input at the last full step.
+  std::vector<float> residual;    // [2, n, kDim]: conditional then unconditional residual there.
+  int computed = 0, skipped = 0;  // Steps that ran the blocks, steps that did not.
+};
+
 // Sampler step `step` (0-based) of r.steps, σ(i) = 1 − i/steps: the model
 // predicts the clean latent x0 = x0_u + g · (x0_c − x0_u) (guidance g), and
 // x += (σ(step+1) − σ(step)) · (x − x0) / σ(step).
@@ -51,8 +69,11 @@ std::vector<float> InitialNoise(const Request& r);
 // (shared by every request with that negative prompt); bit-identical.
 // `x0` (optional): receives the step's guided prediction of the clean
 // latent (for previews; no extra compute).
+// `cache` (optional): the job's step cache; with threshold 0 or null the
+// step runs every block (bit-identical either way).
 void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x,
-                 const float* negative_kv = nullptr, std::vector<float>* x0 = nullptr);
+                 const float* negative_kv = nullptr, std::vector<float>* x0 = nullptr,
+                 StepCache* cache = nullptr);
 
 // Which denoise steps make a preview: every r.preview_every steps and the
 // last, but at most one per `min_interval` besides the last (a worker sends

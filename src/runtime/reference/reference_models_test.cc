@@ -37,6 +37,18 @@ TEST(ReferenceRequestTest, ParsesFieldsAndNamesBadOnes) {
         R"({"prompt":"x","guidance":"high"})", R"({"prompt":"x","frames":0})", "[1,2]"}) {
     EXPECT_EQ(ParseRequest(bad, 3, 4.0f).status().code(), StatusCode::kInvalidArgument) << bad;
   }
+  EXPECT_FALSE(r.step_cache.has_value());
+  EXPECT_EQ(Parse(R"({"prompt":"x","step_cache":{"threshold":0.25}})").step_cache, 0.25f);
+  EXPECT_EQ(Parse(R"({"prompt":"x","step_cache":{"threshold":0}})").step_cache, 0.0f);
+  for (const char* bad : {R"({"prompt":"x","step_cache":0.2})", R"({"prompt":"x","step_cache":{}})",
+                          R"({"prompt":"x","step_cache":{"threshold":1.5}})",
+                          R"({"prompt":"x","step_cache":{"threshold":-0.1}})",
+                          R"({"prompt":"x","step_cache":{"threshold":"0.2"}})",
+                          R"({"prompt":"x","step_cache":{"threshold":0.2,"warmup":1}})"}) {
+    const Status s = ParseRequest(bad, 3, 4.0f).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(s.message().rfind("step_cache: ", 0), 0u) << s.message();
+  }
   auto big = ParseRequest(R"({"prompt":"x","size":"2048x2048"})", 3, 4.0f);
   ASSERT_FALSE(big.ok());
   EXPECT_NE(big.status().message().find("size: the reference model takes at most 4096"),
@@ -129,6 +141,51 @@ TEST(ReferenceModelsTest, SharedNegativeCrossKvIsBitIdentical) {
   std::vector<float> d = InitialNoise(r);
   DenoiseStep(r, cond.data(), 0, d);
   EXPECT_NE(std::memcmp(c.data(), d.data(), c.size() * sizeof(float)), 0);
+}
+
+// The step cache: off (threshold 0) or asking for no change at all gives
+// the uncached bytes; on, it skips the blocks on some steps (never the
+// first) and lands near the uncached result, not on it.
+TEST(ReferenceModelsTest, StepCacheSkipsStepsAndStaysNearTheUncachedResult) {
+  const Request r =
+      Parse(R"({"prompt":"a large red circle on the left on a blue background","size":"128x128",)"
+            R"("steps":12,"seed":3})");
+  const std::vector<float> cond = EncodeCondition(r);
+  auto run = [&](float threshold, StepCache* out) {
+    std::vector<float> x = InitialNoise(r);
+    StepCache cache;
+    cache.threshold = threshold;
+    for (int i = 0; i < r.steps; ++i) {
+      DenoiseStep(r, cond.data(), i, x, nullptr, nullptr, threshold < 0 ? nullptr : &cache);
+    }
+    if (out != nullptr) {
+      *out = cache;
+    }
+    return x;
+  };
+  const std::vector<float> plain = run(-1, nullptr);
+  StepCache off, tiny, on;
+  for (auto [threshold, cache] :
+       {std::pair<float, StepCache*>{0, &off}, {1e-6f, &tiny}, {0.3f, &on}}) {
+    const std::vector<float> x = run(threshold, cache);
+    const bool same = std::memcmp(x.data(), plain.data(), x.size() * sizeof(float)) == 0;
+    EXPECT_EQ(same, threshold < 0.1f) << "threshold " << threshold;
+    if (threshold > 0.1f) {
+      double diff = 0, base = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        diff += std::fabs(x[i] - plain[i]);
+        base += std::fabs(plain[i]);
+      }
+      EXPECT_LT(diff / base, 0.25) << "the cached latent strays from the uncached one";
+    }
+  }
+  EXPECT_EQ(off.skipped, 0);
+  EXPECT_TRUE(off.anchor.empty()) << "off keeps nothing";
+  EXPECT_EQ(tiny.skipped, 0);
+  EXPECT_EQ(tiny.computed, r.steps);
+  EXPECT_GT(on.skipped, 0);
+  EXPECT_GE(on.computed, 1);
+  EXPECT_EQ(on.computed + on.skipped, r.steps);
 }
 
 // Cache and checkpoint keys carry the weights' identity: other weights,
