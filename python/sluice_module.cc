@@ -327,6 +327,16 @@ class Context {
     }
     c_->AddTiming(phase, std::chrono::duration<double>(seconds));
   }
+  // What the handler counted: shown on the job's stage_done event.
+  void add_count(const std::string& name, std::int64_t n) {
+    if (!IsCountName(name)) {
+      Check(InvalidArgumentError("add_count: name '" + name + "' is not 1..32 of [a-z_]"));
+    }
+    if (n < 0) {
+      Check(InvalidArgumentError("add_count: n must be >= 0, got " + std::to_string(n)));
+    }
+    c_->AddCount(name, n);
+  }
   void keep_alive() { c_->KeepAlive(); }
   bool should_stop() const { return c_->ShouldStop(); }
   bool should_checkpoint() const { return c_->ShouldCheckpoint(); }
@@ -532,6 +542,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def("preview", &Context::preview, py::arg("step"), py::arg("png"))
       .def("first_output", &Context::first_output)
       .def("add_timing", &Context::add_timing, py::arg("phase"), py::arg("seconds"))
+      .def("add_count", &Context::add_count, py::arg("name"), py::arg("n"))
       .def("keep_alive", &Context::keep_alive)
       .def("should_stop", &Context::should_stop)
       .def("should_checkpoint", &Context::should_checkpoint);

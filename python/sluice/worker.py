@@ -45,6 +45,11 @@ ctx.add_timing(phase, seconds) says where the handler's time went ("input",
 `sluice bench e2e`'s stage breakdown. A bad phase or a negative or
 non-finite time raises InvalidArgumentError.
 
+ctx.add_count(name, n) adds n (>= 0) to what the run counted under `name`
+(1..32 of [a-z_], at most 8 names; e.g. "steps_skipped" by a step cache); it
+shows on the job's stage_done event (counts). A bad name or a negative n
+raises InvalidArgumentError.
+
 The handler runs on a sluice thread (holding the GIL while it runs Python),
 up to `capacity` at once. Returning bytes is shorthand for
 StageOutput(output=bytes). Raising fails the assignment; UnavailableError and
@@ -60,6 +65,7 @@ from .errors import InvalidArgumentError, translated
 
 # A handler's context raises typed errors, as the rest of the package does.
 _sluice.StageContext.add_timing = translated(_sluice.StageContext.add_timing)
+_sluice.StageContext.add_count = translated(_sluice.StageContext.add_count)
 
 
 

@@ -63,7 +63,7 @@ def test_python_handlers_run_every_stage(orchestrator):
             w.close()
 
 
-def test_a_handlers_timings_show_on_its_stage_done_event(orchestrator):
+def test_a_handlers_timings_and_counts_show_on_its_stage_done_event(orchestrator):
     grpc, http = orchestrator
     refused = []
 
@@ -73,6 +73,14 @@ def test_a_handlers_timings_show_on_its_stage_done_event(orchestrator):
         for phase, seconds in (("Input", 1), ("run", 1), ("output", -1), ("output", float("nan"))):
             try:
                 ctx.add_timing(phase, seconds)
+            except sluice.InvalidArgumentError as e:
+                refused.append(str(e))
+        ctx.add_count("steps", 12)
+        ctx.add_count("steps_skipped", 4)
+        ctx.add_count("steps_skipped", 1)  # Added up.
+        for name, n in (("Steps", 1), ("steps", -1)):
+            try:
+                ctx.add_count(name, n)
             except sluice.InvalidArgumentError as e:
                 refused.append(str(e))
         return StageOutput(output=b"latent")
@@ -93,8 +101,12 @@ def test_a_handlers_timings_show_on_its_stage_done_event(orchestrator):
         assert timings["denoise"]["input"] == pytest.approx(3.0), timings
         assert set(timings["denoise"]) == {"input", "start", "run"}, timings
         assert timings["denoise"]["run"] > 0 and timings["encode"]["run"] > 0, timings
-        assert len(refused) == 4, refused
+        counts = {e["stage"]: e.get("counts", {}) for e in done}
+        assert counts == {"encode": {}, "denoise": {"steps": 12, "steps_skipped": 5},
+                          "decode": {}}, counts
+        assert len(refused) == 6, refused
         assert "phase 'Input'" in refused[0] and "finite" in refused[3], refused
+        assert "name 'Steps'" in refused[4] and ">= 0" in refused[5], refused
     finally:
         for w in workers:
             w.close()

@@ -1,5 +1,6 @@
 #include "sluice/runtime/reference_stages.h"
 
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -15,16 +16,29 @@ namespace {
 using reference::FrameDecoder;
 using reference::Request;
 
+// The step cache's threshold a request runs with: its own, else the
+// deployment's (0: off).
+float StepCacheThreshold(const Request& r, const ReferenceStageOptions& o) {
+  return r.step_cache.value_or(o.step_cache_threshold);
+}
+
 // The standard checkpoint key's parts for the reference DiT's sampler
 // state after `step` (guidance as the model reads it: a float, widened).
+// A step-cached run's states differ from an uncached one's: its sampler
+// names the threshold.
 cache::CheckpointKeyParts ReferenceCheckpointParts(const Request& r,
                                                    const std::vector<std::string>& cond_keys,
-                                                   int step) {
+                                                   int step, float step_cache) {
   const reference::LatentShape s = r.latent();
   cache::CheckpointKeyParts p;
   p.model = std::string(kReferenceModelName);
   p.model_version = reference::ReferenceModels().identity;
   p.sampler = "flow_euler_cfg";
+  if (step_cache > 0) {
+    char t[32];
+    std::snprintf(t, sizeof(t), "%.9g", static_cast<double>(step_cache));
+    p.sampler += std::string("+step_cache=") + t;
+  }
   p.seed = r.seed;
   p.guidance = static_cast<double>(r.guidance);
   p.condition_keys = cond_keys;
@@ -150,7 +164,8 @@ Status ReadCheckpointing(const std::string& request_json, const Request& r,
   SLUICE_ASSIGN_OR_RETURN(run.from_key, ReferenceCheckpointKey(earlier, run.from_step, o));
   SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> earlier_keys,
                           cache::ConditionKeysFor(ReferenceConditionEncoder(), earlier));
-  run.edited = earlier_keys != cond_keys || r0.guidance != r.guidance;
+  run.edited = earlier_keys != cond_keys || r0.guidance != r.guidance ||
+               StepCacheThreshold(r0, o) != StepCacheThreshold(r, o);
   // Unedited, its states are the earlier job's under the same keys: they
   // are that job's to keep, never this run's to remove.
   run.keep = run.keep || !run.edited;
@@ -171,8 +186,10 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
   if (o.feature_cache != nullptr) {
     negative_kv = NegativeCrossKv(ctx, *o.feature_cache, cond_keys[1], cond);
   }
-  run.key = [&r, cond_keys](int step) {
-    return *cache::CheckpointKey(ReferenceCheckpointParts(r, cond_keys, step));
+  reference::StepCache step_cache;
+  step_cache.threshold = StepCacheThreshold(r, o);
+  run.key = [&r, cond_keys, t = step_cache.threshold](int step) {
+    return *cache::CheckpointKey(ReferenceCheckpointParts(r, cond_keys, step, t));
   };
   run.resumed = ctx.resume_step() > 0;
   run.ttl = std::chrono::duration_cast<std::chrono::seconds>(o.checkpoint_ttl);
@@ -221,7 +238,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
     const bool preview = previews.Want(done);
     reference::DenoiseStep(r, cond.data(), step, x,
                            negative_kv.empty() ? nullptr : negative_kv.data(),
-                           preview ? &x0 : nullptr);
+                           preview ? &x0 : nullptr, &step_cache);
     if (preview) {
       if (Result<std::string> png = reference::PreviewPng(x0, r.latent()); png.ok()) {
         ctx.Preview(done, std::move(*png));
@@ -257,8 +274,13 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
     ctx.Progress(done, r.steps, saved);
     if (yield && saved) {
       run.preempted = true;
-      return run;
+      break;
     }
+  }
+  // What this run sampled, and of it what the step cache skipped.
+  ctx.AddCount("steps", step_cache.computed + step_cache.skipped);
+  if (step_cache.threshold > 0) {
+    ctx.AddCount("steps_skipped", step_cache.skipped);
   }
   return run;
 }
@@ -395,7 +417,8 @@ Result<std::string> ReferenceCheckpointKey(std::string_view request_json, int st
       Request r, reference::ParseRequest(request_json, o.default_steps, o.default_guidance));
   SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> cond_keys,
                           cache::ConditionKeysFor(ReferenceConditionEncoder(), request_json));
-  return cache::CheckpointKey(ReferenceCheckpointParts(r, cond_keys, step));
+  return cache::CheckpointKey(
+      ReferenceCheckpointParts(r, cond_keys, step, StepCacheThreshold(r, o)));
 }
 
 Status LoadReferenceWeights(const std::string& weights) {
@@ -423,6 +446,10 @@ Status Validate(const ReferenceStageOptions& o) {
   }
   if (o.checkpoint_every < 0) {
     return InvalidArgumentError("checkpoint_every: must be >= 0");
+  }
+  if (!(o.step_cache_threshold >= 0 &&
+        o.step_cache_threshold <= reference::StepCache::kMaxThreshold)) {
+    return InvalidArgumentError("step_cache_threshold: must be in 0..1 (0: off)");
   }
   if (o.checkpoint_every > 0 && o.store == nullptr) {
     return InvalidArgumentError("checkpoint_every: checkpoints need a store");

@@ -53,6 +53,8 @@ struct RunState {
   // and the worker's own "start" and "run").
   std::chrono::steady_clock::time_point received = std::chrono::steady_clock::now();
   std::map<std::string, double, std::less<>> timings_ms SLUICE_GUARDED_BY(mu);
+  // The run's counts (StageContext::AddCount).
+  std::map<std::string, std::int64_t, std::less<>> counts SLUICE_GUARDED_BY(mu);
   int preview_step SLUICE_GUARDED_BY(mu) = 0;
   // Sends the next heartbeat now (the worker's; it outlives its runs):
   // a first output reaches the orchestrator at once, not a beat later.
@@ -595,6 +597,7 @@ class StageWorkerImpl {
           d.mutable_progress()->Swap(unsent.mutable_progress());
           d.set_first_output(unsent.first_output_size() > 0);
           d.mutable_timings_ms()->insert(s->timings_ms.begin(), s->timings_ms.end());
+          d.mutable_counts()->insert(s->counts.begin(), s->counts.end());
         }
         const auto [id, secret] = CountReport(*s);
         {
@@ -919,6 +922,25 @@ void StageContext::AddTiming(std::string_view phase, std::chrono::duration<doubl
     it = s_->timings_ms.emplace(std::string(phase), 0.0).first;
   }
   it->second += std::chrono::duration<double, std::milli>(d).count();
+}
+
+bool IsCountName(std::string_view name) {
+  return orchestrator::IsTimingName(name);
+}
+
+void StageContext::AddCount(std::string_view name, std::int64_t n) {
+  if (!IsCountName(name) || n < 0) {
+    return;
+  }
+  MutexLock lock(s_->mu);
+  auto it = s_->counts.find(name);
+  if (it == s_->counts.end()) {
+    if (s_->counts.size() >= orchestrator::kMaxCounts) {
+      return;
+    }
+    it = s_->counts.emplace(std::string(name), 0).first;
+  }
+  it->second = std::min(it->second + n, orchestrator::kMaxCount);
 }
 
 bool StageContext::ShouldStop() const {

@@ -54,6 +54,7 @@ Status EmbeddedClusterImpl::AddWorker(const std::vector<std::string>& stages) {
       ReferenceStageOptions ro;
       ro.default_steps = config.default_steps;
       ro.checkpoint_every = config.checkpoint_every;
+      ro.step_cache_threshold = config.step_cache_threshold;
       ro.store = w.checkpoints.get();
       if (stage == roles.condition && config.condition_cache) {
         SLUICE_ASSIGN_OR_RETURN(w.conditions,
@@ -174,6 +175,9 @@ Status Validate(const EmbeddedConfig& c) {
   }
   if (c.checkpoint_every < 0) {
     return InvalidArgumentError("checkpoint_every: must be >= 0");
+  }
+  if (!(c.step_cache_threshold >= 0 && c.step_cache_threshold <= 1)) {
+    return InvalidArgumentError("step_cache_threshold: must be in 0..1 (0: off)");
   }
   if (c.elastic && !c.colocated && (c.light_on_denoise || c.edge_workers > 0)) {
     return InvalidArgumentError(

@@ -197,6 +197,11 @@ TEST_F(OrchestratorHttpTest, WhatStagesWouldRefuseAndCostLimitsAre400AtSubmissio
            // 60 s at 60 fps: 3,601 frames, past the 1,024-frame limit.
            Case{"/v1/videos", R"({"prompt":"x","seconds":60,"fps":60})", "seconds"},
            Case{"/v1/videos", R"({"prompt":"x","size":"1920x1080","frames":129})", "size"},
+           Case{"/v1/images/generations", R"({"prompt":"x","step_cache":{"threshold":2}})",
+                "step_cache"},
+           Case{"/v1/images/generations", R"({"prompt":"x","step_cache":0.2})", "step_cache"},
+           Case{"/v1/videos", R"({"prompt":"x","step_cache":{"threshold":0.2,"every":2}})",
+                "step_cache"},
        }) {
     auto r = http_->Post(c.path, c.body, "application/json");
     ASSERT_TRUE(r);
@@ -372,6 +377,18 @@ TEST(GenerationRequestTest, SeedsAreSixtyFourBitsEndToEnd) {
   EXPECT_NE(seed_of(R"({"prompt":"x","seed":4294967296})"), seed_of(R"({"prompt":"x"})"));
   EXPECT_EQ(seed_of(R"({"prompt":"x","seed":18446744073709551615})"), UINT64_MAX);
   EXPECT_EQ(seed_of(R"({"prompt":"x","seed":-1})"), UINT64_MAX);  // The same 64 bits.
+}
+
+// step_cache goes to the stages as asked, on images and videos alike.
+TEST(GenerationRequestTest, AStepCacheIsPassedToTheStages) {
+  orchestrator::HttpOptions o;
+  bool async = false;
+  for (const char* kind : {"image", "video"}) {
+    auto r = orchestrator::ParseGenerationRequest(
+        R"({"prompt":"x","step_cache":{"threshold":0.25}})", kind, o, &async);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(json::parse(r->request_json)["step_cache"]["threshold"], 0.25) << kind;
+  }
 }
 
 }  // namespace

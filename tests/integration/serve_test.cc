@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -149,6 +150,75 @@ bool WaitJob(const std::string& url, const std::string& id,
     std::this_thread::sleep_for(10ms);
   }
   return false;
+}
+
+// A served job with the step cache on (asked for, or the deployment's
+// default) gives the pipeline's cached bytes and counts the steps it
+// skipped on its denoise stage_done event; off, the uncached bytes.
+TEST(ServeTest, AStepCachedJobGivesThePipelinesBytesAndCountsItsSkippedSteps) {
+  const std::string base =
+      R"({"prompt":"a large red circle on the left on a blue background","size":"128x128",)"
+      R"("seed":5,"steps":12)";
+  // The pipeline in one place at `threshold`: the PNG and the steps skipped.
+  auto local = [&](float threshold) {
+    auto r = reference::ParseRequest(base + "}", 12, 4.0f);
+    EXPECT_TRUE(r.ok());
+    const std::vector<float> cond = reference::EncodeCondition(*r);
+    std::vector<float> x = reference::InitialNoise(*r);
+    reference::StepCache cache;
+    cache.threshold = threshold;
+    for (int i = 0; i < r->steps; ++i) {
+      reference::DenoiseStep(*r, cond.data(), i, x, nullptr, nullptr, &cache);
+    }
+    reference::FrameDecoder dec(*r);
+    EXPECT_TRUE(dec.AddLatentFrame(x.data(), 0).ok());
+    return std::make_pair(dec.Output(), cache.skipped);
+  };
+  const std::string plain = local(0).first;
+  const auto [cached, skipped] = local(0.3f);
+  ASSERT_GT(skipped, 0);
+  ASSERT_NE(plain, cached);
+  for (const float deployment : {0.0f, 0.3f}) {
+    SCOPED_TRACE("deployment default " + std::to_string(deployment));
+    EmbeddedConfig c;
+    c.workers = 3;
+    c.step_cache_threshold = deployment;
+    auto cluster = StartEmbedded(c);
+    ASSERT_NE(cluster, nullptr);
+    httplib::Client http("http://" + cluster->http_endpoint());
+    http.set_read_timeout(60, 0);
+    struct Case {
+      std::string extra;  // Fields added to the request.
+      const std::string* want;
+      int skipped;
+    };
+    const int by_default = deployment > 0 ? skipped : 0;
+    for (const Case& k : {Case{"", deployment > 0 ? &cached : &plain, by_default},
+                          Case{R"(,"step_cache":{"threshold":0.3})", &cached, skipped},
+                          Case{R"(,"step_cache":{"threshold":0})", &plain, 0}}) {
+      SCOPED_TRACE(k.extra);
+      auto r = http.Post("/v1/images/generations", base + k.extra + "}", "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      const json body = json::parse(r->body);
+      EXPECT_EQ(Unbase64(body["data"][0]["b64_json"]), *k.want);
+      auto events = http.Get("/v1/jobs/" + body["id"].get<std::string>() + "/events");
+      ASSERT_TRUE(events);
+      json counts;
+      std::istringstream lines(events->body);
+      for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("data: ", 0) == 0) {
+          const json ev = json::parse(line.substr(6));
+          if (ev.value("type", "") == "stage_done" && ev.value("stage", "") == "denoise") {
+            counts = ev.value("counts", json());
+          }
+        }
+      }
+      EXPECT_EQ(counts.value("steps", -1), 12) << counts;
+      EXPECT_EQ(counts.value("steps_skipped", 0), k.skipped) << counts;
+      EXPECT_EQ(counts.contains("steps_skipped"), k.want == &cached) << "only with the cache on";
+    }
+  }
 }
 
 TEST(ServeTest, CancelInEveryStageLeavesTheStoreEmpty) {

@@ -557,6 +557,12 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
                   "reference denoise: store the state every k steps (0: never; needs --master)")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
+  cmd->add_option("--step-cache-threshold", w.step_cache_threshold,
+                  "reference denoise: skip the denoiser's blocks on a step whose input moved less "
+                  "than this since the last full step, for requests that name no step_cache "
+                  "(0: off)")
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
   CLI::Option* condition_cache =
       cmd->add_flag("--condition-cache,!--no-condition-cache", w.condition_cache,
                     "encode with --master: cache each text's embedding in the store, so a job "

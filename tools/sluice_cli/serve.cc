@@ -420,6 +420,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   } else {
     ReferenceStageOptions ro;
     ro.default_steps = o.steps;
+    ro.step_cache_threshold = o.step_cache_threshold;
     if (store != nullptr) {
       ro.store = store.get();
       ro.checkpoint_every = o.checkpoint_every;

@@ -42,6 +42,7 @@ struct WorkerOptions {
   int capacity = 1;
   int steps = 12;
   int checkpoint_every = 4;
+  float step_cache_threshold = 0;  // Reference denoise: for requests naming none; 0: off.
   // Encode with --master: cache each text's embedding in the store
   // (condition cache) and let jobs whose conditions are all cached skip
   // encode. Reference stages: on unless turned off. Profile stages: only

@@ -70,6 +70,12 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
                   "store the denoise state every k steps (0: never)")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
+  cmd->add_option("--step-cache-threshold", c.step_cache_threshold,
+                  "reference denoise: skip the denoiser's blocks on a step whose input moved less "
+                  "than this since the last full step, for requests that name no step_cache "
+                  "(0: off; docs/benchmarks/step-cache.md)")
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
   cmd->add_option("--max-queued-jobs", c.max_queued_jobs)
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();

@@ -24,8 +24,8 @@
 // orchestrator runs encode again.
 //
 // Request fields (the orchestrator's JSON): prompt, negative_prompt, size
-// "WxH" (16..2048, at most 4096 latent tokens), seed, steps, guidance;
-// videos: frames, fps.
+// "WxH" (16..2048, at most 4096 latent tokens), seed, steps, guidance,
+// preview_every, step_cache {"threshold": 0..1}; videos: frames, fps.
 
 #ifndef SLUICE_RUNTIME_REFERENCE_STAGES_H_
 #define SLUICE_RUNTIME_REFERENCE_STAGES_H_
@@ -74,6 +74,12 @@ struct ReferenceStageOptions {
   // effort: a cache that fails is logged and the keys computed here.
   // Null: computed at every step. Must outlive the handler.
   cache::Cache* feature_cache = nullptr;
+  // Denoise: the step cache's threshold for a request that names none
+  // (step_cache {"threshold": t}), in 0..1; 0: off. A step whose
+  // modulated input moved less than this since the last full step runs
+  // none of the denoiser's blocks (pipeline.h's StepCache); the stage
+  // counts "steps" and "steps_skipped" on its Done.
+  float step_cache_threshold = 0;
   // Checkpoints of jobs nobody resumes expire after this.
   std::chrono::seconds checkpoint_ttl{600};
 };

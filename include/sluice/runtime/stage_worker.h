@@ -79,6 +79,11 @@ class StageContext {
   // the worker's own "start" and "run". Names: 1..32 of [a-z_] ("input",
   // "output"); at most 6 per run; others are dropped.
   void AddTiming(std::string_view phase, std::chrono::duration<double> d);
+  // Adds `n` (>= 0) to the run's count `name`: reported with the stage's
+  // Done and shown on the job's stage_done event (counts), e.g. the steps
+  // the step cache skipped. Names as AddTiming's; at most 8 per run;
+  // others, and negative n, are dropped.
+  void AddCount(std::string_view name, std::int64_t n);
   // The job was cancelled: stop at the next step boundary and return any
   // status (it is discarded).
   bool ShouldStop() const;
@@ -95,6 +100,8 @@ class StageContext {
 // Whether `phase` may name a handler's timing (StageContext::AddTiming):
 // 1..32 of [a-z_], and not the worker's own "start" or "run".
 bool IsTimingPhase(std::string_view phase);
+// Whether `name` may name a count (StageContext::AddCount): 1..32 of [a-z_].
+bool IsCountName(std::string_view name);
 
 struct StageOutput {
   std::string output;  // Descriptor for the next stage, or the final result bytes.

@@ -65,6 +65,9 @@ struct EmbeddedConfig {
   int latent_chunks = 1;
   int default_steps = 12;    // Reference stages: steps when a request names none.
   int checkpoint_every = 4;  // Reference denoise: checkpoint every k steps (0: never).
+  // Reference denoise: the step cache's threshold for a request that names
+  // none (ReferenceStageOptions::step_cache_threshold), 0..1; 0: off.
+  float step_cache_threshold = 0;
   // Reference encode: each text's embedding cached in the store; a job
   // whose prompt and negative prompt are cached skips encode.
   bool condition_cache = true;

@@ -52,6 +52,11 @@ inline constexpr std::size_t kMaxTimings = 8;
 inline constexpr double kMaxTimingMs = 1e7;
 // 1..32 of [a-z_].
 bool IsTimingName(std::string_view name);
+// A stage's counts on its Done (DoneRequest.counts): at most kMaxCounts,
+// each under a name IsTimingName accepts and 0..kMaxCount. Others are
+// dropped by the worker and by the orchestrator.
+inline constexpr std::size_t kMaxCounts = 8;
+inline constexpr std::int64_t kMaxCount = 1'000'000'000'000;
 
 // encode (work) -> denoise (admission) -> decode (work): the pipeline of
 // the reference and profile models, and of a worker that declares none.

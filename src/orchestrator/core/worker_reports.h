@@ -72,7 +72,8 @@ struct DoneReport {
   std::vector<std::string> payload_keys;  // Store keys the output holds.
   std::vector<StepReport> progress;       // Since the last heartbeat.
   bool first_output = false;
-  std::map<std::string, double> timings_ms;  // As sent; the state checks them.
+  std::map<std::string, double> timings_ms;    // As sent; the state checks them.
+  std::map<std::string, std::int64_t> counts;  // As sent; the state checks them.
 };
 
 // Whether a stage failure with `code` may succeed on another attempt (the

@@ -51,7 +51,8 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
                                                "guidance",
                                                "keep_checkpoints",
                                                "resume_from",
-                                               "preview_every"};
+                                               "preview_every",
+                                               "step_cache"};
   static const std::set<std::string> kVideo = {"prompt",      "size",
                                                "seconds",     "frames",
                                                "fps",         "negative_prompt",
@@ -59,7 +60,8 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
                                                "model",       "priority",
                                                "deadline_ms", "user",
                                                "guidance",    "keep_checkpoints",
-                                               "resume_from", "preview_every"};
+                                               "resume_from", "preview_every",
+                                               "step_cache"};
   for (const auto& [k, v] : j.items()) {
     if ((video ? kVideo : kImage).count(k) == 0) {
       return bad(k.c_str(), "unknown field");
@@ -196,6 +198,15 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
       (!j["preview_every"].is_number_integer() || j["preview_every"] < 0 ||
        j["preview_every"] > limits.max_steps)) {
     return bad("preview_every", "an integer in 0.." + std::to_string(limits.max_steps));
+  }
+  // Step caching (opt-in): the denoiser skips its blocks on a step whose
+  // input moved less than the threshold; 0 turns a deployment's default off.
+  if (j.contains("step_cache")) {
+    const json& c = j["step_cache"];
+    if (!c.is_object() || c.size() != 1 || !c.contains("threshold") ||
+        !c["threshold"].is_number() || c["threshold"] < 0 || c["threshold"] > 1) {
+      return bad("step_cache", "{\"threshold\": a number in 0..1} (0: off)");
+    }
   }
   if (j.contains("async") && !j["async"].is_boolean()) {
     return bad("async", "true or false");

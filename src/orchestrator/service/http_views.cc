@@ -64,6 +64,9 @@ json EventJson(const JobEvent& e) {
   if (!e.timings_ms.empty()) {
     j["timings_ms"] = e.timings_ms;
   }
+  if (!e.counts.empty()) {
+    j["counts"] = e.counts;
+  }
   if (e.worker != 0) {
     j["worker"] = std::to_string(e.worker);  // A string: ids are 64-bit.
   }

@@ -97,6 +97,17 @@ std::map<std::string, double> CheckedTimings(const DoneReport& r) {
   return out;
 }
 
+// A Done's counts as a stage_done event shows them, checked as timings are.
+std::map<std::string, std::int64_t> CheckedCounts(const DoneReport& r) {
+  std::map<std::string, std::int64_t> out;
+  for (const auto& [name, n] : r.counts) {
+    if (IsTimingName(name) && n >= 0 && n <= kMaxCount && out.size() < kMaxCounts) {
+      out.emplace(name, n);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void OrchestratorState::EventLocked(JobRecord& j, TimePoint now, std::string type,
@@ -442,6 +453,7 @@ Status OrchestratorState::Done(const DoneReport& r) {
   rec.queued_since = now;
   EventLocked(rec, now, "stage_done");
   rec.view.events.back().timings_ms = CheckedTimings(r);
+  rec.view.events.back().counts = CheckedCounts(r);
   ApplyLocked(now);
   return Status::Ok();
 }

@@ -259,6 +259,8 @@ struct JobEvent {
   // stage_done: where the run's time went on its worker (DoneRequest's
   // timings_ms, checked).
   std::map<std::string, double> timings_ms;
+  // stage_done: what the run counted (DoneRequest's counts, checked).
+  std::map<std::string, std::int64_t> counts;
   // stage_started: the worker the stage runs on (0: none).
   std::uint64_t worker = 0;
 };

@@ -45,6 +45,7 @@ DoneReport FromWire(const v1::DoneRequest& m) {
   r.progress = Steps(m.progress());
   r.first_output = m.first_output();
   r.timings_ms.insert(m.timings_ms().begin(), m.timings_ms().end());
+  r.counts.insert(m.counts().begin(), m.counts().end());
   return r;
 }
 
