@@ -70,7 +70,26 @@ struct SamplerRun {
   // once the orchestrator has heard of a later one: until then a lost job
   // resumes from it, however many newer ones this run wrote since.
   std::deque<std::pair<int, std::string>> checkpoints;
+  bool step_cached = false;  // The step cache is on: its state goes beside each checkpoint.
 };
+
+// Where the step cache's state after a checkpoint's step is kept: a
+// feature key naming the checkpoint (cache class "feature", evictable; a
+// run that finds none starts the cache empty).
+std::string StepCacheStateKey(const std::string& checkpoint_key) {
+  const std::vector<cache::Field> parts = {{"checkpoint", checkpoint_key},
+                                           {"part", std::string("step_cache")}};
+  return *cache::FeatureKey("sluice.reference.dit", parts);
+}
+
+// Removes a checkpoint and the step cache's state beside it.
+void RemoveCheckpoint(const ReferenceStageOptions& o, const SamplerRun& run,
+                      const std::string& key) {
+  (void)o.store->Remove(key);
+  if (run.step_cached) {
+    (void)o.store->Remove(StepCacheStateKey(key));
+  }
+}
 
 // Removes the job's checkpoints once they are of no use (done, cancelled).
 // After a resume, every step's key is removed: a run that died may have
@@ -80,13 +99,47 @@ void RemoveCheckpoints(const ReferenceStageOptions& o, const Request& r, Sampler
     return;
   }
   for (const auto& [step, key] : run.checkpoints) {
-    (void)o.store->Remove(key);
+    RemoveCheckpoint(o, run, key);
   }
   run.checkpoints.clear();
   if (run.resumed && !run.keep) {
     for (int step = 1; step < r.steps; ++step) {
-      (void)o.store->Remove(run.key(step));
+      RemoveCheckpoint(o, run, run.key(step));
     }
+  }
+}
+
+// Stores the step cache's state beside checkpoint `key` (best effort: a
+// resumed run without it starts the cache empty).
+void SaveStepCache(StageContext& ctx, const ReferenceStageOptions& o, const reference::StepCache& c,
+                   const std::string& key) {
+  const std::string state = reference::SerializeStepCache(c);
+  PutOptions po;
+  po.policy = LeasePolicy::Cache();
+  po.policy.cache_class = "feature";
+  const Status s = o.store->Put(
+      StepCacheStateKey(key),
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(state.data()), state.size()),
+      po);
+  if (!s.ok() && s.code() != StatusCode::kAlreadyExists) {
+    SLUICE_LOG(warn, "job {}: step cache state beside {} not stored: {}", ctx.job_id(), key,
+               s.ToString());
+  }
+}
+
+// Restores the step cache's state kept beside checkpoint `key`; logs and
+// leaves it empty when there is none or it does not fit.
+void LoadStepCache(StageContext& ctx, const ReferenceStageOptions& o, const Request& r,
+                   const std::string& key, reference::StepCache& c) {
+  Result<std::vector<std::byte>> got = o.store->Get(StepCacheStateKey(key));
+  Status s = got.status();
+  if (got.ok()) {
+    s = reference::RestoreStepCache(
+        std::string_view(reinterpret_cast<const char*>(got->data()), got->size()),
+        r.latent().tokens(), &c);
+  }
+  if (!s.ok()) {
+    SLUICE_LOG(info, "job {}: step cache starts empty ({})", ctx.job_id(), s.ToString());
   }
 }
 
@@ -188,6 +241,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
   }
   reference::StepCache step_cache;
   step_cache.threshold = StepCacheThreshold(r, o);
+  run.step_cached = step_cache.threshold > 0;
   run.key = [&r, cond_keys, t = step_cache.threshold](int step) {
     return *cache::CheckpointKey(ReferenceCheckpointParts(r, cond_keys, step, t));
   };
@@ -203,6 +257,9 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
       start = ctx.resume_step();
       SLUICE_LOG(info, "job {}: resuming denoise from the checkpoint of step {}", ctx.job_id(),
                  start);
+      if (run.step_cached) {
+        LoadStepCache(ctx, o, r, key, step_cache);
+      }
     } else {
       SLUICE_LOG(warn, "job {}: checkpoint of step {} unavailable ({}); starting over",
                  ctx.job_id(), ctx.resume_step(),
@@ -221,6 +278,11 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
     }
     std::memcpy(x.data(), kept->data(), kept->size());
     start = run.from_step;
+    // Unedited, the earlier job's cache state is this one's (edited, its
+    // residuals are of other conditions: the cache starts empty).
+    if (run.step_cached && !run.edited) {
+      LoadStepCache(ctx, o, r, run.from_key, step_cache);
+    }
     SLUICE_LOG(info, "job {}: denoise resumes another job's step {}{}", ctx.job_id(), start,
                run.edited ? " under changed conditions" : "");
   }
@@ -259,11 +321,14 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
                        po);
       // Already there: an earlier run wrote the same step (same bytes).
       saved = s.ok() || s.code() == StatusCode::kAlreadyExists;
+      if (saved && run.step_cached) {
+        SaveStepCache(ctx, o, step_cache, key);
+      }
       if (saved && !run.keep) {
         run.checkpoints.emplace_back(done, key);
         const int reported = ctx.ReportedCheckpoint();
         while (run.checkpoints.size() > 1 && run.checkpoints.front().first < reported) {
-          (void)o.store->Remove(run.checkpoints.front().second);
+          RemoveCheckpoint(o, run, run.checkpoints.front().second);
           run.checkpoints.pop_front();
         }
       } else if (!saved) {

@@ -101,6 +101,55 @@ TEST_F(ResumeTest, AKeptJobResumesUnchangedByteIdenticalAndEditedLikeOneProcess)
   EXPECT_EQ(png_d, png_a);
 }
 
+// A step-cached job resumed unchanged picks up the cache state kept beside
+// the checkpoint: its bytes are the first job's, where a cache started
+// empty at that step would give others.
+TEST_F(ResumeTest, AStepCachedJobResumesWithItsCacheWarm) {
+  json body = {{"prompt", "a small green square at the top"},
+               {"size", "128x128"},
+               {"steps", 12},
+               {"seed", 4},
+               {"step_cache", {{"threshold", 0.3}}}};
+  // In one process: the whole run, and runs whose cache starts empty at k.
+  auto r = reference::ParseRequest(body.dump(), 12, 4.0f);
+  ASSERT_TRUE(r.ok());
+  const std::vector<float> cond = reference::EncodeCondition(*r);
+  auto sample = [&](int cold_at) {
+    std::vector<float> x = reference::InitialNoise(*r);
+    reference::StepCache c;
+    c.threshold = 0.3f;
+    for (int i = 0; i < r->steps; ++i) {
+      if (i == cold_at) {
+        c = reference::StepCache{};
+        c.threshold = 0.3f;
+      }
+      reference::DenoiseStep(*r, cond.data(), i, x, nullptr, nullptr, &c);
+    }
+    reference::FrameDecoder dec(*r);
+    EXPECT_TRUE(dec.AddLatentFrame(x.data(), 0).ok());
+    return dec.Output();
+  };
+  const std::string whole = sample(-1);
+  // A step where the kept state matters: an empty cache there gives other bytes.
+  int step = 1;
+  while (step < r->steps && sample(step) == whole) {
+    ++step;
+  }
+  ASSERT_LT(step, r->steps) << "no step shows the kept state";
+
+  json keep = body;
+  keep["keep_checkpoints"] = true;
+  const auto [status_a, a, png_a] = Generate(keep);
+  ASSERT_EQ(status_a, 200) << a;
+  EXPECT_TRUE(png_a == whole) << "the served job is not the pipeline's";
+  json same = body;
+  same["resume_from"] = {{"job", a}, {"step", step}};
+  const auto [status_b, b, png_b] = Generate(same);
+  ASSERT_EQ(status_b, 200) << b;
+  EXPECT_TRUE(png_b == whole) << "the job resumed at step " << step
+                              << " did not start with its cache warm";
+}
+
 TEST_F(ResumeTest, MissingJobsUnkeptStepsAndMismatchedRequestsAreRefusedByName) {
   json keep = Body("a lighthouse");
   keep["keep_checkpoints"] = true;

@@ -218,6 +218,12 @@ TEST(ServeTest, AStepCachedJobGivesThePipelinesBytesAndCountsItsSkippedSteps) {
       EXPECT_EQ(counts.value("steps_skipped", 0), k.skipped) << counts;
       EXPECT_EQ(counts.contains("steps_skipped"), k.want == &cached) << "only with the cache on";
     }
+    // The cache states kept beside the checkpoints (every 4 steps) went
+    // with them.
+    const auto classes = cluster->store_metrics().cache_classes;
+    const auto feature = classes.find("feature");
+    EXPECT_TRUE(feature == classes.end() || feature->second.objects == 0)
+        << feature->second.objects << " step cache states left";
   }
 }
 

@@ -227,6 +227,67 @@ void DenoiseStep(const Request& r, const float* cond, int step, std::vector<floa
   }
 }
 
+namespace {
+
+constexpr char kStepCacheMagic[4] = {'S', 'S', 'C', '1'};
+
+struct StepCacheHeader {
+  char magic[4];
+  std::int32_t tokens, width, computed, skipped, has_state;
+};
+
+}  // namespace
+
+std::string SerializeStepCache(const StepCache& c) {
+  const std::size_t width = c.anchor.size();
+  const bool has = width > 0 && c.residual.size() == 2 * width;
+  StepCacheHeader h{};
+  std::memcpy(h.magic, kStepCacheMagic, sizeof(h.magic));
+  h.tokens = has ? static_cast<std::int32_t>(width / Denoiser::kDim) : 0;
+  h.width = Denoiser::kDim;
+  h.computed = c.computed;
+  h.skipped = c.skipped;
+  h.has_state = has ? 1 : 0;
+  std::string out(reinterpret_cast<const char*>(&h), sizeof(h));
+  if (has) {
+    out.append(reinterpret_cast<const char*>(c.anchor.data()), width * sizeof(float));
+    out.append(reinterpret_cast<const char*>(c.residual.data()), 2 * width * sizeof(float));
+  }
+  return out;
+}
+
+Status RestoreStepCache(std::string_view bytes, int tokens, StepCache* c) {
+  StepCacheHeader h{};
+  if (bytes.size() < sizeof(h)) {
+    return InvalidArgumentError("step cache state: " + std::to_string(bytes.size()) +
+                                " bytes, shorter than its header");
+  }
+  std::memcpy(&h, bytes.data(), sizeof(h));
+  if (std::memcmp(h.magic, kStepCacheMagic, sizeof(h.magic)) != 0 || h.width != Denoiser::kDim ||
+      h.computed < 0 || h.skipped < 0 || (h.has_state != 0 && h.has_state != 1)) {
+    return InvalidArgumentError("step cache state: not one (magic, width or counts)");
+  }
+  const std::size_t width = static_cast<std::size_t>(tokens) * Denoiser::kDim;
+  const std::size_t want = sizeof(h) + (h.has_state ? 3 * width * sizeof(float) : 0);
+  if ((h.has_state && h.tokens != tokens) || bytes.size() != want) {
+    return InvalidArgumentError("step cache state: for " + std::to_string(h.tokens) +
+                                " tokens in " + std::to_string(bytes.size()) + " bytes, not " +
+                                std::to_string(tokens) + " tokens");
+  }
+  c->computed = h.computed;
+  c->skipped = h.skipped;
+  c->anchor.clear();
+  c->residual.clear();
+  if (h.has_state) {
+    const char* p = bytes.data() + sizeof(h);
+    c->anchor.resize(width);
+    c->residual.resize(2 * width);
+    std::memcpy(c->anchor.data(), p, width * sizeof(float));
+    std::memcpy(c->residual.data(), p + width * sizeof(float), 2 * width * sizeof(float));
+  }
+  return Status::Ok();
+}
+
 PreviewSchedule::PreviewSchedule(const Request& r, std::chrono::milliseconds min_interval)
     : every_(r.preview_every), steps_(r.steps), min_interval_(min_interval) {}
 

@@ -62,6 +62,18 @@ struct StepCache {
   int computed = 0, skipped = 0;  // Steps that ran the blocks, steps that did not.
 };
 
+// The step cache's state as bytes, kept beside a step checkpoint so a job
+// resumed there continues with the cache it had (and the bytes it would
+// have had): a header (magic, tokens, width, computed, skipped) and, once
+// a step ran the blocks, the anchor and the residuals. The threshold is
+// the request's, not part of the state.
+std::string SerializeStepCache(const StepCache& c);
+// Restores `c`'s state (not its threshold) from SerializeStepCache's
+// bytes for a latent of `tokens` tokens. Errors: kInvalidArgument (not
+// such a state: wrong magic, token count or width, or size); `c` is then
+// unchanged.
+Status RestoreStepCache(std::string_view bytes, int tokens, StepCache* c);
+
 // Sampler step `step` (0-based) of r.steps, σ(i) = 1 − i/steps: the model
 // predicts the clean latent x0 = x0_u + g · (x0_c − x0_u) (guidance g), and
 // x += (σ(step+1) − σ(step)) · (x − x0) / σ(step).

@@ -188,6 +188,55 @@ TEST(ReferenceModelsTest, StepCacheSkipsStepsAndStaysNearTheUncachedResult) {
   EXPECT_EQ(on.computed + on.skipped, r.steps);
 }
 
+// The step cache's state survives a checkpoint: restored at any step k,
+// the run goes on bit-identically to one never interrupted; started empty
+// at k instead, it does not (for some k). Malformed states are refused.
+TEST(ReferenceModelsTest, AStepCacheRestoredAtAStepGoesOnAsIfNeverInterrupted) {
+  const Request r = Parse(R"({"prompt":"a small green square at the top","size":"128x128",)"
+                          R"("steps":12,"seed":4})");
+  const std::vector<float> cond = EncodeCondition(r);
+  auto run = [&](int from, std::vector<float> x, StepCache c) {
+    for (int i = from; i < r.steps; ++i) {
+      DenoiseStep(r, cond.data(), i, x, nullptr, nullptr, &c);
+    }
+    return x;
+  };
+  StepCache fresh;
+  fresh.threshold = 0.3f;
+  const std::vector<float> whole = run(0, InitialNoise(r), fresh);
+  int cold_differs = 0;
+  for (int k = 1; k < r.steps; ++k) {
+    std::vector<float> x = InitialNoise(r);
+    StepCache c = fresh;
+    for (int i = 0; i < k; ++i) {
+      DenoiseStep(r, cond.data(), i, x, nullptr, nullptr, &c);
+    }
+    StepCache restored = fresh;
+    ASSERT_TRUE(RestoreStepCache(SerializeStepCache(c), r.latent().tokens(), &restored).ok());
+    EXPECT_EQ(restored.computed + restored.skipped, k);
+    const std::vector<float> warm = run(k, x, restored);
+    EXPECT_EQ(std::memcmp(warm.data(), whole.data(), whole.size() * sizeof(float)), 0)
+        << "resumed at step " << k;
+    const std::vector<float> cold = run(k, x, fresh);
+    cold_differs += std::memcmp(cold.data(), whole.data(), whole.size() * sizeof(float)) != 0;
+  }
+  EXPECT_GT(cold_differs, 0) << "no step shows what the kept state is for";
+
+  StepCache c = fresh;
+  std::vector<float> x = InitialNoise(r);
+  DenoiseStep(r, cond.data(), 0, x, nullptr, nullptr, &c);
+  const std::string state = SerializeStepCache(c);
+  StepCache target = fresh;
+  EXPECT_FALSE(
+      RestoreStepCache(state.substr(0, state.size() - 4), r.latent().tokens(), &target).ok());
+  EXPECT_FALSE(RestoreStepCache(state, r.latent().tokens() / 2, &target).ok());
+  EXPECT_FALSE(RestoreStepCache("SSC0" + state.substr(4), r.latent().tokens(), &target).ok());
+  EXPECT_FALSE(RestoreStepCache("", r.latent().tokens(), &target).ok());
+  EXPECT_TRUE(target.anchor.empty()) << "a refused state leaves the cache as it was";
+  // Before any step: a header only.
+  EXPECT_TRUE(RestoreStepCache(SerializeStepCache(fresh), r.latent().tokens(), &target).ok());
+}
+
 // Cache and checkpoint keys carry the weights' identity: other weights,
 // another identity; the same weights, the same one.
 TEST(ReferenceModelsTest, IdentityNamesTheWeights) {
