@@ -229,8 +229,16 @@ class Model:
 
     def denoise(self, x: torch.Tensor, sigma: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         """The clean latent predicted from x [B, 4, t, h, w] at noise level
-        sigma [B] given text [B, 64, 64]."""
-        w, d, p = self.w, DIT_DIM, PATCH
+        sigma [B] given text [B, 64, 64]: embed, blocks, head."""
+        X, c2 = self.embed(x, sigma)
+        return self.head(self.blocks(X, c2, cond), c2, x.shape)
+
+    # The denoiser's three parts (the C++ Denoiser's Embed, Blocks, Head):
+    # a sampler with a step cache runs the blocks only on some steps.
+    def embed(self, x: torch.Tensor, sigma: torch.Tensor):
+        """Tokens X [B, n, DIT_DIM] of x [B, 4, t, h, w] and the timestep
+        conditioning c2 [B, DIT_DIM] at sigma [B]."""
+        w, p = self.w, PATCH
         bsz, c, t, h, wd = x.shape
         hp, wp = h // p, wd // p
         tok = (x.reshape(bsz, c, t, hp, p, wp, p).permute(0, 2, 3, 5, 1, 4, 6)
@@ -238,6 +246,18 @@ class Model:
         X = tok @ w["dit.patch"] + w["dit.patch_b"] + self.positions(t, hp, wp)
         c2 = F.silu(F.silu(sinusoidal(sigma * 1000.0, 64) @ w["dit.t1"] + w["dit.t1_b"])
                     @ w["dit.t2"] + w["dit.t2_b"])
+        return X, c2
+
+    def modulated_input(self, X: torch.Tensor, c2: torch.Tensor) -> torch.Tensor:
+        """Block 0's modulated input of X: what a step cache compares."""
+        w, d = self.w, DIT_DIM
+        mod = (c2 @ w["dit.blocks.0.ada"] + w["dit.blocks.0.ada_b"])[:, None, :]
+        sh1, sc1 = mod[..., :d], mod[..., d:2 * d]
+        return layer_norm(X) * (1 + sc1) + sh1
+
+    def blocks(self, X: torch.Tensor, c2: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        """Every block over X [B, n, DIT_DIM] given text [B, 64, 64]."""
+        w, d = self.w, DIT_DIM
         for b in range(DIT_DEPTH):
             q = f"dit.blocks.{b}."
             mod = (c2 @ w[q + "ada"] + w[q + "ada_b"])[:, None, :]
@@ -252,6 +272,14 @@ class Model:
             H = layer_norm(X) * (1 + sc2) + sh2
             H = F.gelu(H @ w[q + "fc1"] + w[q + "fc1_b"], approximate="tanh")
             X = X + g2 * (H @ w[q + "fc2"] + w[q + "fc2_b"])
+        return X
+
+    def head(self, X: torch.Tensor, c2: torch.Tensor, shape) -> torch.Tensor:
+        """The output layer: X [B, n, DIT_DIM] to a latent of `shape`
+        [B, 4, t, h, w]."""
+        w, d, p = self.w, DIT_DIM, PATCH
+        bsz, c, t, h, wd = shape
+        hp, wp = h // p, wd // p
         mod = (c2 @ w["dit.final_ada"] + w["dit.final_ada_b"])[:, None, :]
         shift, scale = mod.split(d, dim=-1)
         out = (layer_norm(X) * (1 + scale) + shift) @ w["dit.out"] + w["dit.out_b"]
@@ -310,6 +338,40 @@ def initial_noise(seed: int, shape: Sequence[int]) -> np.ndarray:
     u2 = (z[1::2] >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
     v = np.sqrt(-2.0 * np.log(u1)) * np.cos(6.283185307179586 * u2)
     return v.astype(np.float32).reshape(shape)
+
+
+class StepCache:
+    """The step cache (the C++ reference::StepCache): a step whose block-0
+    modulated input differs from the one of the last step that ran the
+    blocks by less than `threshold` (relative L1) runs no block; each of
+    guidance's branches adds that step's residual instead. The first step
+    always runs them; threshold 0 is off."""
+
+    def __init__(self, threshold: float = 0.0):
+        self.threshold = float(threshold)
+        self.anchor = None    # [1, n, DIT_DIM]
+        self.residual = None  # [B, n, DIT_DIM]: the branches' residuals.
+        self.computed = 0
+        self.skipped = 0
+
+    def step(self, model: "Model", x: torch.Tensor, sigma: torch.Tensor,
+             cond: torch.Tensor) -> torch.Tensor:
+        """model.denoise(x, sigma, cond) for a batch of guidance's branches
+        of one latent (the same x and sigma in each), through the cache."""
+        X, c2 = model.embed(x, sigma)
+        if self.threshold > 0:
+            m = model.modulated_input(X[:1], c2[:1])
+            if (self.anchor is not None
+                    and float((m - self.anchor).abs().double().sum()
+                              / self.anchor.abs().double().sum()) < self.threshold):
+                self.skipped += 1
+                return model.head(X + self.residual, c2, x.shape)
+            self.anchor = m
+        out = model.blocks(X, c2, cond)
+        if self.threshold > 0:
+            self.residual = out - X
+        self.computed += 1
+        return model.head(out, c2, x.shape)
 
 
 @torch.no_grad()

@@ -57,6 +57,16 @@ class Request:
         self.frames = int(j.get("frames", 1))
         self.video = "frames" in j
         self.preview_every = int(j.get("preview_every", 0))
+        # step_cache {"threshold": t}, 0..1 (0: off); None: the worker's default.
+        self.step_cache = None
+        if "step_cache" in j:
+            c = j["step_cache"]
+            t = c.get("threshold") if isinstance(c, dict) and len(c) == 1 else None
+            if (not isinstance(t, (int, float)) or isinstance(t, bool)
+                    or not 0 <= t <= 1):
+                raise sluice.InvalidArgumentError(
+                    'step_cache: {"threshold": a number in 0..1} (0: off)')
+            self.step_cache = float(t)
 
     def latent_shape(self):
         t = 1 + (self.frames - 1 + 3) // 4
@@ -71,9 +81,12 @@ class TorchStages:
     (a sluice store client) reads condition-cache entries when encode ran
     with the cache."""
 
-    def __init__(self, model: net.Model, conn: DiffusionConnector, store=None):
+    def __init__(self, model: net.Model, conn: DiffusionConnector, store=None,
+                 step_cache_threshold: float = 0.0):
         self.model = model
         self.conn = conn
+        # Denoise: the step cache's threshold for a request naming none.
+        self.step_cache_threshold = step_cache_threshold
         self.cache = None if store is None else cache.Cache(store, "condition")
 
     # -- helpers -------------------------------------------------------------
@@ -117,6 +130,8 @@ class TorchStages:
         shape = r.latent_shape()
         x = torch.from_numpy(net.initial_noise(r.seed, shape))[None]
         c, u = cond[0:1], cond[1:2]
+        step_cache = net.StepCache(
+            self.step_cache_threshold if r.step_cache is None else r.step_cache)
         for i in range(r.steps):
             if ctx.should_stop():
                 raise sluice.CancelledError(f"stopped at step {i}")
@@ -124,13 +139,16 @@ class TorchStages:
             sigma = np.float32(1) - np.float32(i) / np.float32(r.steps)
             nxt = np.float32(1) - np.float32(i + 1) / np.float32(r.steps)
             sig = torch.full((2,), float(sigma))
-            both = self.model.denoise(torch.cat([x, x]), sig, torch.cat([c, u]))
+            both = step_cache.step(self.model, torch.cat([x, x]), sig, torch.cat([c, u]))
             x0 = both[1:2] + np.float32(r.guidance) * (both[0:1] - both[1:2])
             x = x + float(np.float32((nxt - sigma) / sigma)) * (x - x0)
             done = i + 1
             if r.preview_every > 0 and (done % r.preview_every == 0 or done == r.steps):
                 ctx.preview(done, self.preview_png(x0[0, :, 0]))
             ctx.progress(done, r.steps)
+        ctx.add_count("steps", step_cache.computed + step_cache.skipped)
+        if step_cache.threshold > 0:
+            ctx.add_count("steps_skipped", step_cache.skipped)
         latent = np.ascontiguousarray(x[0].numpy().astype(np.float32))
         return self._publish(ctx, "denoise", "latent", latent, shape[1] if shape[1] > 1 else 1)
 
@@ -181,15 +199,18 @@ def frames_archive(pngs) -> bytes:
 
 
 def serve(stage: str, orchestrator: str, master: Optional[str], weights: str = golden.WEIGHTS,
-          name: str = "") -> StageWorker:
-    """A worker serving `stage` of the reference model from torch."""
+          name: str = "", step_cache_threshold: float = 0.0) -> StageWorker:
+    """A worker serving `stage` of the reference model from torch;
+    `step_cache_threshold` (denoise, 0..1): for requests naming none."""
+    if not 0 <= step_cache_threshold <= 1:
+        raise sluice.InvalidArgumentError("step_cache_threshold: must be in 0..1 (0: off)")
     torch.set_num_threads(1)
     model = golden.load(weights)
     store_cfg = StoreConfig(master=master) if master else None
     conn = DiffusionConnector(stage, "store" if master else "p2p", store_config=store_cfg)
     conn.warm()
     store = sluice.Store(master) if master and stage == "denoise" else None
-    stages = TorchStages(model, conn, store)
+    stages = TorchStages(model, conn, store, step_cache_threshold)
     return StageWorker(stage, orchestrator, getattr(stages, stage), model="sluice-reference",
                        name=name or f"torch-{stage}", assignment_timeout=120.0)
 
@@ -200,8 +221,13 @@ def main(argv=None) -> int:
     ap.add_argument("--orchestrator", required=True)
     ap.add_argument("--master", default="")
     ap.add_argument("--weights", default=golden.WEIGHTS)
+    ap.add_argument("--step-cache-threshold", type=float, default=0.0,
+                    help="denoise: the step cache's threshold for requests naming none (0..1)")
     args = ap.parse_args(argv)
-    worker = serve(args.stage, args.orchestrator, args.master or None, args.weights)
+    if not 0 <= args.step_cache_threshold <= 1:
+        ap.error("--step-cache-threshold: must be in 0..1 (0: off)")
+    worker = serve(args.stage, args.orchestrator, args.master or None, args.weights,
+                   step_cache_threshold=args.step_cache_threshold)
     if not worker.wait_registered(30):
         print("torch worker: not registered within 30 s", file=sys.stderr)
         return 1

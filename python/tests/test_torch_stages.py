@@ -11,6 +11,9 @@ import sys
 import urllib.request
 
 import numpy as np
+import pytest
+
+import sluice
 
 from conftest import SLUICE_BIN, Proc
 
@@ -22,12 +25,29 @@ REQUEST = {"prompt": golden.GOLDEN_PROMPT, "size": "128x128", "seed": 1, "steps"
            "guidance": 4, "preview_every": 4}
 
 
-def generate(http: str) -> np.ndarray:
+STEP_CACHED = {**REQUEST, "step_cache": {"threshold": 0.3}}
+
+
+def generate(http: str, request=None) -> np.ndarray:
     req = urllib.request.Request(f"http://{http}/v1/images/generations",
-                                 data=json.dumps(REQUEST).encode(), method="POST")
+                                 data=json.dumps(request or REQUEST).encode(), method="POST")
     with urllib.request.urlopen(req, timeout=120) as r:
         body = json.loads(r.read())
     return png.decode(base64.b64decode(body["data"][0]["b64_json"]))
+
+
+def generate_counted(http: str, request):
+    """The picture and the denoise stage_done event's counts."""
+    req = urllib.request.Request(f"http://{http}/v1/images/generations",
+                                 data=json.dumps(request).encode(), method="POST")
+    with urllib.request.urlopen(req, timeout=120) as r:
+        body = json.loads(r.read())
+    with urllib.request.urlopen(f"http://{http}/v1/jobs/{body['id']}/events", timeout=60) as r:
+        events = [json.loads(line[6:]) for line in r.read().decode().splitlines()
+                  if line.startswith("data: ")]
+    counts = [e.get("counts") for e in events
+              if e.get("type") == "stage_done" and e["stage"] == "denoise"][0]
+    return png.decode(base64.b64decode(body["data"][0]["b64_json"])), counts
 
 
 def cpp_worker(stage, orch, master):
@@ -57,6 +77,7 @@ def test_cpp_and_torch_workers_serve_one_model(store):
         cpp["encode"] = cpp_worker("encode", grpc, store.endpoint)
         cpp["decode"] = cpp_worker("decode", grpc, store.endpoint)
         want = generate(http)
+        want_cached, cpp_counts = generate_counted(http, STEP_CACHED)
 
         # The C++ denoise worker leaves, torch's joins: it reads the cached
         # condition and hands its latent to the C++ decoder.
@@ -65,12 +86,18 @@ def test_cpp_and_torch_workers_serve_one_model(store):
         try:
             assert w.wait_registered(30)
             inside = generate(http)
-            assert w.completed == 1
+            inside_cached, torch_counts = generate_counted(http, STEP_CACHED)
+            assert w.completed == 2
         finally:
             w.close()
         for got in (around, inside):
             assert got.shape == want.shape == (128, 128, 3)
             assert golden.psnr(got, want) >= 40.0, golden.psnr(got, want)
+        # The step cache skips the same steps in both runtimes.
+        assert cpp_counts["steps"] == 12 and 0 < cpp_counts["steps_skipped"] < 12, cpp_counts
+        assert torch_counts == cpp_counts, (torch_counts, cpp_counts)
+        assert golden.psnr(inside_cached, want_cached) >= 40.0, golden.psnr(inside_cached,
+                                                                            want_cached)
     finally:
         for p in cpp.values():
             p.close()
@@ -81,5 +108,12 @@ def test_request_defaults_and_frames_archive_match_the_cpp_stages():
     r = stages.Request(json.dumps({"prompt": "a", "size": "96x64", "frames": 17}))
     assert r.latent_shape() == (4, 5, 16, 24)
     assert r.steps == 12 and r.guidance == 4.0 and r.video
+    assert r.step_cache is None
+    cached = stages.Request(json.dumps({"prompt": "a", "step_cache": {"threshold": 0.25}}))
+    assert cached.step_cache == 0.25
+    for bad in (0.2, {}, {"threshold": 2}, {"threshold": "0.2"}, {"threshold": True},
+                {"threshold": 0.2, "every": 1}):
+        with pytest.raises(sluice.InvalidArgumentError, match="step_cache"):
+            stages.Request(json.dumps({"prompt": "a", "step_cache": bad}))
     tar = stages.frames_archive([b"one", b"two"])
     assert len(tar) % 512 == 0 and b"frame_000001.png" in tar

@@ -90,3 +90,30 @@ def test_shape_read_as_says_what_each_asked_shape_came_out_as():
     outs = [scenes.render(s, 128) for s in drawn]
     assert evaluate.shape_read_as(asked, outs) == {
         "diamond": {"circle": 1, "diamond": 1}, "circle": {"circle": 1}, "square": {"none": 1}}
+
+
+def test_the_step_cache_off_is_the_plain_denoiser_and_on_skips_steps():
+    import torch
+    model = golden.load()
+    cond = torch.cat([model.encode_text(["a small red circle on the left"]),
+                      model.encode_text([""])])
+    x0 = torch.tensor(net.initial_noise(3, (net.LATENT, 1, 32, 32)))[None]
+
+    def run(cache):
+        x = x0
+        for i in range(12):
+            sigma, nxt = 1.0 - i / 12, 1.0 - (i + 1) / 12
+            sig = torch.full((2,), sigma)
+            both = (model.denoise(torch.cat([x, x]), sig, cond) if cache is None
+                    else cache.step(model, torch.cat([x, x]), sig, cond))
+            x = x + ((nxt - sigma) / sigma) * (x - (both[1:2] + 4.0 * (both[0:1] - both[1:2])))
+        return x
+
+    with torch.no_grad():
+        plain = run(None)
+        off, on = net.StepCache(0), net.StepCache(0.3)
+        assert torch.equal(run(off), plain) and off.skipped == 0 and off.computed == 12
+        cached = run(on)
+    assert 0 < on.skipped < 12 and on.computed + on.skipped == 12
+    rel = float((cached - plain).abs().sum() / plain.abs().sum())
+    assert 0 < rel < 0.5, rel  # Near the uncached latent, not on it.
