@@ -7,6 +7,7 @@
 
 #include "sluice/units.h"
 
+#include "bench/batch_forward_bench.h"
 #include "bench/cache_bench.h"
 #include "bench/connector_bench.h"
 #include "bench/http_bench.h"
@@ -337,6 +338,27 @@ void AddPreview(CLI::App& bench, std::vector<Command>* out) {
   out->push_back({cmd, [o] { return Report("preview", bench::RunPreviewBench(o->b)); }});
 }
 
+void AddBatchForward(CLI::App& bench, std::vector<Command>* out) {
+  struct Opts {
+    bench::BatchForwardBenchOptions b;
+    bool json = true;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = bench.add_subcommand(
+      "batch-forward",
+      "the reference denoiser's job-steps per second batched over one job at a time (same run)");
+  cmd->add_option("--batch-sizes", o->b.batch_sizes, "jobs stepped together, each in 1..64")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--rounds", o->b.rounds, "alternating pairs of one-step sweeps per size")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--size", o->b.size, "WIDTHxHEIGHT of every job")->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
+  out->push_back({cmd, [o] { return Report("batch-forward", bench::RunBatchForwardBench(o->b)); }});
+}
+
 void AddStepCache(CLI::App& bench, std::vector<Command>* out) {
   struct Opts {
     bench::StepCacheBenchOptions b;
@@ -434,6 +456,7 @@ void AddBenchCommands(CLI::App& bench, std::vector<Command>* out) {
   AddJournal(bench, out);
   AddPreview(bench, out);
   AddStepCache(bench, out);
+  AddBatchForward(bench, out);
   AddTransferTarget(bench, out);
 }
 

@@ -107,47 +107,81 @@ void Denoiser::ModulatedInput(const float* X, int n, const float* c, float* out)
 
 void Denoiser::Blocks(float* X, int n, const float* c, const float* cond,
                       const float* cross_kv) const {
+  BlocksBatch(X, 1, n, &c, &cond, &cross_kv);
+}
+
+void Denoiser::BlocksBatch(float* X, int batch, int n, const float* const* c,
+                           const float* const* cond, const float* const* cross_kv) const {
   constexpr int d = kDim;
-  const std::size_t size = static_cast<std::size_t>(n) * d;
-  std::vector<float> H(size), qkv(size * 3), A(size), F(size * 4),
-      kv(static_cast<std::size_t>(kTextLen) * 2 * d), scratch;
-  float mod[6 * d];
+  const int rows = batch * n;  // The products run over every sample's tokens at once.
+  const std::size_t per = static_cast<std::size_t>(n) * d, size = per * batch;
+  // The thread's buffers, reused from call to call (a fresh one is first-
+  // touched page by page: the larger a batch, the more that costs).
+  struct Buffers {
+    std::vector<float> H, qkv, A, F, kv, scratch, mods;
+  };
+  thread_local Buffers buf;
+  buf.H.resize(size);
+  buf.qkv.resize(size * 3);
+  buf.A.resize(size);
+  buf.F.resize(size * 4);
+  buf.kv.resize(static_cast<std::size_t>(kTextLen) * 2 * d);
+  buf.mods.resize(static_cast<std::size_t>(batch) * 6 * d);
+  std::vector<float>&H = buf.H, &qkv = buf.qkv, &A = buf.A, &F = buf.F, &kv = buf.kv,
+  &scratch = buf.scratch, &mods = buf.mods;
   for (int bi = 0; bi < kDepth; ++bi) {
     const std::string b = "dit.blocks." + std::to_string(bi) + ".";
-    Linear(c, 1, d, W(b + "ada"), W(b + "ada_b"), 6 * d, mod);
-    const float *sh1 = mod, *sc1 = mod + d, *g1 = mod + 2 * d, *sh2 = mod + 3 * d,
-                *sc2 = mod + 4 * d, *g2 = mod + 5 * d;
-    // Self-attention over all tokens (space and time).
-    std::memcpy(H.data(), X, size * sizeof(float));
-    LayerNorm(H.data(), n, d);
-    Modulate(H.data(), n, d, sh1, sc1);
-    Linear(H.data(), n, d, W(b + "qkv"), W(b + "qkv_b"), 3 * d, qkv.data());
-    Attention(qkv.data(), 3 * d, qkv.data() + d, 3 * d, qkv.data() + 2 * d, 3 * d, n, n, d, kHeads,
-              n, A.data(), d, scratch);
-    Linear(A.data(), n, d, W(b + "proj"), W(b + "proj_b"), d, H.data());
-    AddGated(X, H.data(), n, d, g1);
-    // Cross-attention to the text condition.
-    std::memcpy(H.data(), X, size * sizeof(float));
-    LayerNorm(H.data(), n, d);
-    Linear(H.data(), n, d, W(b + "xq"), nullptr, d, qkv.data());
-    const float* keys = kv.data();
-    if (cross_kv != nullptr) {
-      keys = cross_kv + static_cast<std::size_t>(bi) * kTextLen * 2 * d;
-    } else {
-      Linear(cond, kTextLen, kTextDim, W(b + "xkv"), nullptr, 2 * d, kv.data());
+    for (int s = 0; s < batch; ++s) {
+      Linear(c[s], 1, d, W(b + "ada"), W(b + "ada_b"), 6 * d, mods.data() + s * 6 * d);
     }
-    Attention(qkv.data(), d, keys, 2 * d, keys + d, 2 * d, n, kTextLen, d, kHeads, kTextLen,
-              A.data(), d, scratch);
-    Linear(A.data(), n, d, W(b + "xproj"), nullptr, d, H.data());
-    AddGated(X, H.data(), n, d, nullptr);
+    // Sample s's modulation part k (0..5: shift 1, scale 1, gate 1, shift 2,
+    // scale 2, gate 2).
+    auto mod = [&](int s, int k) { return mods.data() + (s * 6 + k) * d; };
+    auto rows_of = [&](float* m, int s) { return m + s * per; };
+    // Self-attention over each sample's tokens (space and time).
+    std::memcpy(H.data(), X, size * sizeof(float));
+    LayerNorm(H.data(), rows, d);
+    for (int s = 0; s < batch; ++s) {
+      Modulate(rows_of(H.data(), s), n, d, mod(s, 0), mod(s, 1));
+    }
+    Linear(H.data(), rows, d, W(b + "qkv"), W(b + "qkv_b"), 3 * d, qkv.data());
+    for (int s = 0; s < batch; ++s) {
+      const float* q = qkv.data() + s * per * 3;
+      Attention(q, 3 * d, q + d, 3 * d, q + 2 * d, 3 * d, n, n, d, kHeads, n, rows_of(A.data(), s),
+                d, scratch);
+    }
+    Linear(A.data(), rows, d, W(b + "proj"), W(b + "proj_b"), d, H.data());
+    for (int s = 0; s < batch; ++s) {
+      AddGated(rows_of(X, s), rows_of(H.data(), s), n, d, mod(s, 2));
+    }
+    // Cross-attention to each sample's text condition.
+    std::memcpy(H.data(), X, size * sizeof(float));
+    LayerNorm(H.data(), rows, d);
+    Linear(H.data(), rows, d, W(b + "xq"), nullptr, d, qkv.data());
+    for (int s = 0; s < batch; ++s) {
+      const float* keys = kv.data();
+      if (cross_kv[s] != nullptr) {
+        keys = cross_kv[s] + static_cast<std::size_t>(bi) * kTextLen * 2 * d;
+      } else {
+        Linear(cond[s], kTextLen, kTextDim, W(b + "xkv"), nullptr, 2 * d, kv.data());
+      }
+      Attention(rows_of(qkv.data(), s), d, keys, 2 * d, keys + d, 2 * d, n, kTextLen, d, kHeads,
+                kTextLen, rows_of(A.data(), s), d, scratch);
+    }
+    Linear(A.data(), rows, d, W(b + "xproj"), nullptr, d, H.data());
+    AddGated(X, H.data(), rows, d, nullptr);
     // MLP.
     std::memcpy(H.data(), X, size * sizeof(float));
-    LayerNorm(H.data(), n, d);
-    Modulate(H.data(), n, d, sh2, sc2);
-    Linear(H.data(), n, d, W(b + "fc1"), W(b + "fc1_b"), 4 * d, F.data());
-    Gelu(F.data(), F.size());
-    Linear(F.data(), n, 4 * d, W(b + "fc2"), W(b + "fc2_b"), d, H.data());
-    AddGated(X, H.data(), n, d, g2);
+    LayerNorm(H.data(), rows, d);
+    for (int s = 0; s < batch; ++s) {
+      Modulate(rows_of(H.data(), s), n, d, mod(s, 3), mod(s, 4));
+    }
+    Linear(H.data(), rows, d, W(b + "fc1"), W(b + "fc1_b"), 4 * d, F.data());
+    Gelu(F.data(), size * 4);
+    Linear(F.data(), rows, 4 * d, W(b + "fc2"), W(b + "fc2_b"), d, H.data());
+    for (int s = 0; s < batch; ++s) {
+      AddGated(rows_of(X, s), rows_of(H.data(), s), n, d, mod(s, 5));
+    }
   }
 }
 

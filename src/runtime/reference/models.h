@@ -116,7 +116,16 @@ class Denoiser {
   // step cache compares between steps.
   void ModulatedInput(const float* X, int n, const float* c, float* out) const;
   // Every block over X [n, kDim], in place; cond and cross_kv as Velocity's.
+  // BlocksBatch with a batch of one, bit for bit.
   void Blocks(float* X, int n, const float* c, const float* cond, const float* cross_kv) const;
+  // Every block over `batch` samples X [batch, n, kDim] at once, in place:
+  // the products run over every sample's tokens together, attention and
+  // the modulation per sample (c[s], cond[s], cross_kv[s] as Blocks'; the
+  // samples may be at different noise levels). A sample's result equals
+  // Blocks' on it alone up to float32 rounding, not bit for bit: BLAS
+  // orders its sums by the products' sizes.
+  void BlocksBatch(float* X, int batch, int n, const float* const* c, const float* const* cond,
+                   const float* const* cross_kv) const;
   // The output layer: X [s.tokens(), kDim] (overwritten) to v.
   void Head(float* X, const LatentShape& s, const float* c, float* v) const;
 

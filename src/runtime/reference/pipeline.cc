@@ -157,73 +157,106 @@ float RelativeL1(const float* a, const float* b, std::size_t n) {
 
 void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x,
                  const float* negative_kv, std::vector<float>* x0, StepCache* cache) {
+  SampleStep one{&r, cond, step, &x, negative_kv, x0, cache};
+  DenoiseSteps({&one, 1}, /*batched=*/false);
+}
+
+void DenoiseSteps(std::span<SampleStep> items, bool batched) {
+  if (items.empty()) {
+    return;
+  }
   const Denoiser& dit = ReferenceModels().denoiser;
-  const LatentShape s = r.latent();
+  const LatentShape s = items[0].r->latent();
   const int n = s.tokens();
   const std::size_t width = static_cast<std::size_t>(n) * Denoiser::kDim;
-  const float sigma = 1.0f - static_cast<float>(step) / static_cast<float>(r.steps);
-  const float next = 1.0f - static_cast<float>(step + 1) / static_cast<float>(r.steps);
-  // The embedding does not depend on the condition: once for both branches.
-  std::vector<float> X(width), Xu(width);
-  float c[Denoiser::kDim];
-  dit.Embed(x.data(), s, sigma, X.data(), c);
-  Xu = X;
-  const float* branch_cond[2] = {cond, cond + kTextLen * kTextDim};
-  const float* branch_kv[2] = {nullptr, negative_kv};
-  float* branch_x[2] = {X.data(), Xu.data()};
-  bool skip = false;
+  // Per item: its timestep conditioning, and both branches' tokens
+  // (conditional, unconditional) side by side in X.
+  std::vector<float> X(2 * items.size() * width), cs(items.size() * Denoiser::kDim);
+  std::vector<char> skip(items.size(), 0);
   std::vector<float> modulated;
-  if (cache != nullptr && cache->threshold > 0) {
-    modulated.resize(width);
-    dit.ModulatedInput(X.data(), n, c, modulated.data());
-    skip = cache->anchor.size() == width && cache->residual.size() == 2 * width &&
-           RelativeL1(modulated.data(), cache->anchor.data(), width) < cache->threshold;
-  }
-  if (skip) {
-    for (int b = 0; b < 2; ++b) {
-      const float* res = cache->residual.data() + b * width;
-      for (std::size_t i = 0; i < width; ++i) {
-        branch_x[b][i] += res[i];
+  // The branches that run the blocks: their rows, conditioning, text and keys.
+  std::vector<float*> run_x;
+  std::vector<const float*> run_c, run_cond, run_kv;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    SampleStep& it = items[k];
+    const float sigma = 1.0f - static_cast<float>(it.step) / static_cast<float>(it.r->steps);
+    float* xc = X.data() + 2 * k * width;
+    float* c = cs.data() + k * Denoiser::kDim;
+    // The embedding does not depend on the condition: once for both branches.
+    dit.Embed(it.x->data(), s, sigma, xc, c);
+    std::memcpy(xc + width, xc, width * sizeof(float));
+    StepCache* cache = it.cache;
+    if (cache != nullptr && cache->threshold > 0) {
+      modulated.resize(width);
+      dit.ModulatedInput(xc, n, c, modulated.data());
+      skip[k] = cache->anchor.size() == width && cache->residual.size() == 2 * width &&
+                RelativeL1(modulated.data(), cache->anchor.data(), width) < cache->threshold;
+      if (!skip[k]) {
+        cache->anchor.swap(modulated);
+        cache->residual.resize(2 * width);
+        std::memcpy(cache->residual.data(), xc, 2 * width * sizeof(float));
       }
     }
-    ++cache->skipped;
-  } else {
-    const bool keep = cache != nullptr && cache->threshold > 0;
-    if (keep) {
-      cache->residual.resize(2 * width);
-      cache->anchor.swap(modulated);
-    }
-    for (int b = 0; b < 2; ++b) {
-      float* res = keep ? cache->residual.data() + b * width : nullptr;
-      if (res != nullptr) {
-        std::memcpy(res, branch_x[b], width * sizeof(float));
+    if (skip[k]) {
+      for (std::size_t i = 0; i < 2 * width; ++i) {
+        xc[i] += cache->residual[i];
       }
-      dit.Blocks(branch_x[b], n, c, branch_cond[b], branch_kv[b]);
-      if (res != nullptr) {
-        for (std::size_t i = 0; i < width; ++i) {
-          res[i] = branch_x[b][i] - res[i];
-        }
-      }
+      ++cache->skipped;
+      continue;
     }
     if (cache != nullptr) {
       ++cache->computed;
     }
+    for (int b = 0; b < 2; ++b) {
+      run_x.push_back(xc + b * width);
+      run_c.push_back(c);
+      run_cond.push_back(it.cond + b * kTextLen * kTextDim);
+      run_kv.push_back(b == 0 ? nullptr : it.negative_kv);
+    }
   }
-  std::vector<float> vc(x.size()), vu(x.size());
-  dit.Head(X.data(), s, c, vc.data());
-  dit.Head(Xu.data(), s, c, vu.data());
-  // The network predicts the clean latent x0; guided, x0 = x0_u + g · (x0_c −
-  // x0_u). The flow's velocity at x is (x − x0) / σ, so the last step
-  // (σ → 0) lands on the prediction.
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    vc[i] = vu[i] + r.guidance * (vc[i] - vu[i]);
+  // The branches that run are contiguous per item; batched, each run of
+  // adjacent rows goes as one product.
+  for (std::size_t i = 0; i < run_x.size();) {
+    std::size_t j = i + 1;
+    while (batched && j < run_x.size() && run_x[j] == run_x[j - 1] + width) {
+      ++j;
+    }
+    dit.BlocksBatch(run_x[i], static_cast<int>(j - i), n, run_c.data() + i, run_cond.data() + i,
+                    run_kv.data() + i);
+    i = j;
   }
-  const float ratio = (next - sigma) / sigma;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    x[i] += ratio * (x[i] - vc[i]);
-  }
-  if (x0 != nullptr) {
-    x0->swap(vc);
+  std::vector<float> vc, vu;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    SampleStep& it = items[k];
+    float* xc = X.data() + 2 * k * width;
+    StepCache* cache = it.cache;
+    if (!skip[k] && cache != nullptr && cache->threshold > 0) {
+      for (std::size_t i = 0; i < 2 * width; ++i) {
+        cache->residual[i] = xc[i] - cache->residual[i];
+      }
+    }
+    std::vector<float>& x = *it.x;
+    const float* c = cs.data() + k * Denoiser::kDim;
+    vc.resize(x.size());
+    vu.resize(x.size());
+    dit.Head(xc, s, c, vc.data());
+    dit.Head(xc + width, s, c, vu.data());
+    // The network predicts the clean latent x0; guided, x0 = x0_u + g · (x0_c −
+    // x0_u). The flow's velocity at x is (x − x0) / σ, so the last step
+    // (σ → 0) lands on the prediction.
+    const float g = it.r->guidance;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      vc[i] = vu[i] + g * (vc[i] - vu[i]);
+    }
+    const float sigma = 1.0f - static_cast<float>(it.step) / static_cast<float>(it.r->steps);
+    const float next = 1.0f - static_cast<float>(it.step + 1) / static_cast<float>(it.r->steps);
+    const float ratio = (next - sigma) / sigma;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      x[i] += ratio * (x[i] - vc[i]);
+    }
+    if (it.x0 != nullptr) {
+      it.x0->swap(vc);
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,6 +87,25 @@ Status RestoreStepCache(std::string_view bytes, int tokens, StepCache* c);
 void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x,
                  const float* negative_kv = nullptr, std::vector<float>* x0 = nullptr,
                  StepCache* cache = nullptr);
+
+// One job's sampler step in a batch (DenoiseStep's arguments); the
+// pointers must outlive the call.
+struct SampleStep {
+  const Request* r = nullptr;
+  const float* cond = nullptr;  // [2, kTextLen, kTextDim]
+  int step = 0;
+  std::vector<float>* x = nullptr;
+  const float* negative_kv = nullptr;
+  std::vector<float>* x0 = nullptr;
+  StepCache* cache = nullptr;
+};
+// DenoiseStep for every item (jobs at any step of their own schedules, each
+// with its own condition, guidance and step cache). With `batched`, the
+// denoiser's blocks run once over every branch of every item that runs
+// them (Denoiser::BlocksBatch: each item's result within float32 rounding
+// of DenoiseStep's, not bit for bit); without, per branch, bit-identical
+// to DenoiseStep. REQUIRES: every item's latent shape the same.
+void DenoiseSteps(std::span<SampleStep> items, bool batched = true);
 
 // Which denoise steps make a preview: every r.preview_every steps and the
 // last, but at most one per `min_interval` besides the last (a worker sends

@@ -237,6 +237,87 @@ TEST(ReferenceModelsTest, AStepCacheRestoredAtAStepGoesOnAsIfNeverInterrupted) {
   EXPECT_TRUE(RestoreStepCache(SerializeStepCache(fresh), r.latent().tokens(), &target).ok());
 }
 
+// Jobs sampled together, each at its own step (one joining late, one with
+// the step cache on): unbatched, each is DenoiseStep's bit for bit;
+// batched, each lands within float32 rounding of it (BLAS sums in another
+// order for larger products): the same picture, give or take one level in
+// a few pixels.
+TEST(ReferenceModelsTest, ABatchOfJobsSamplesEachAsItWouldAlone) {
+  const char* prompts[] = {"a large red circle on the left on a blue background",
+                           "a small green square at the top", "a yellow triangle on the right",
+                           "a large blue diamond in the centre on a white background"};
+  struct Job {
+    Request r;
+    std::vector<float> cond, x, alone;
+    StepCache cache;
+    int start = 0;  // The step this job joins the batch at.
+  };
+  std::vector<Job> jobs(4);
+  for (int k = 0; k < 4; ++k) {
+    Job& j = jobs[k];
+    j.r = Parse(std::string(R"({"prompt":")") + prompts[k] + R"(","size":"128x128","steps":12,)" +
+                R"("seed":)" + std::to_string(k) + R"(,"guidance":)" + std::to_string(3 + k) + "}");
+    j.cond = EncodeCondition(j.r);
+    j.cache.threshold = k == 3 ? 0.3f : 0.0f;
+    j.start = k == 2 ? 5 : 0;  // Joins after the others' step 5.
+    StepCache c = j.cache;
+    j.alone = InitialNoise(j.r);
+    for (int i = 0; i < j.r.steps; ++i) {
+      DenoiseStep(j.r, j.cond.data(), i, j.alone, nullptr, nullptr, &c);
+    }
+  }
+  for (const bool batched : {false, true}) {
+    SCOPED_TRACE(batched ? "batched" : "unbatched");
+    std::vector<int> step(4, 0);
+    std::vector<StepCache> caches;
+    for (Job& j : jobs) {
+      j.x = InitialNoise(j.r);
+      caches.push_back(j.cache);
+    }
+    for (int round = 0; round < 17; ++round) {
+      std::vector<SampleStep> batch;
+      for (int k = 0; k < 4; ++k) {
+        Job& j = jobs[k];
+        if (round >= j.start && step[k] < j.r.steps) {
+          batch.push_back({&j.r, j.cond.data(), step[k]++, &j.x, nullptr, nullptr, &caches[k]});
+        }
+      }
+      DenoiseSteps(batch, batched);
+    }
+    for (int k = 0; k < 4; ++k) {
+      const Job& j = jobs[k];
+      ASSERT_EQ(step[k], j.r.steps);
+      const bool same = std::memcmp(j.x.data(), j.alone.data(), j.x.size() * sizeof(float)) == 0;
+      if (!batched) {
+        EXPECT_TRUE(same) << "job " << k;
+        continue;
+      }
+      float worst = 0;
+      for (std::size_t i = 0; i < j.x.size(); ++i) {
+        worst = std::max(worst, std::fabs(j.x[i] - j.alone[i]));
+      }
+      EXPECT_LT(worst, 1e-3f) << "job " << k;
+      FrameDecoder a(j.r), b(j.r);
+      ASSERT_TRUE(a.AddLatentFrame(j.x.data(), 0).ok());
+      ASSERT_TRUE(b.AddLatentFrame(j.alone.data(), 0).ok());
+      auto pa = media::DecodePng(a.Output()), pb = media::DecodePng(b.Output());
+      ASSERT_TRUE(pa.ok() && pb.ok());
+      int off = 0, far = 0;
+      for (std::size_t i = 0; i < pa->rgb.size(); ++i) {
+        const int diff = std::abs(pa->rgb[i] - pb->rgb[i]);
+        off += diff > 0;
+        far += diff > 1;
+      }
+      std::printf(
+          "job %d batched: latent max |diff| %.2e, %d of %zu channel values off by 1, %d "
+          "by more\n",
+          k, worst, off, pa->rgb.size(), far);
+      EXPECT_EQ(far, 0) << "job " << k;
+      EXPECT_LT(off, static_cast<int>(pa->rgb.size() / 100)) << "job " << k;
+    }
+  }
+}
+
 // Cache and checkpoint keys carry the weights' identity: other weights,
 // another identity; the same weights, the same one.
 TEST(ReferenceModelsTest, IdentityNamesTheWeights) {
