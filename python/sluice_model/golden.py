@@ -6,7 +6,9 @@ PSNR 40 dB) and that the mirror itself must keep producing.
 
 The requests: GOLDEN_PROMPT, seed 1, 12 steps, guidance 4, 128x128; and
 GOLDEN_VIDEO_PROMPT, the same with 17 frames, of which frames 0, 8 and 16
-are stored side by side (GOLDEN_VIDEO, 384x128).
+are stored side by side (GOLDEN_VIDEO, 384x128). For image edits: the
+golden image through the VAE's encoder and decoder (GOLDEN_ROUNDTRIP), and
+edited to GOLDEN_EDIT_PROMPT at strength 0.6 (GOLDEN_EDIT).
 """
 
 import os
@@ -25,6 +27,12 @@ GOLDEN = os.path.join(ROOT, "tests", "golden", "reference_torch_128.png")
 GOLDEN_VIDEO_PROMPT = "a large red circle moving right on a blue background"
 GOLDEN_VIDEO = os.path.join(ROOT, "tests", "golden", "reference_torch_video_128.png")
 GOLDEN_VIDEO_FRAMES = (0, 8, 16)
+# Image edits: the golden image encoded by the VAE's encoder and decoded
+# again; and edited to GOLDEN_EDIT_PROMPT (seed 2, strength 0.6, 12 steps,
+# guidance 4).
+GOLDEN_ROUNDTRIP = os.path.join(ROOT, "tests", "golden", "reference_torch_roundtrip_128.png")
+GOLDEN_EDIT = os.path.join(ROOT, "tests", "golden", "reference_torch_edit_128.png")
+GOLDEN_EDIT_PROMPT = "a large green circle on the left on a blue background"
 
 
 def load(path: str = WEIGHTS) -> net.Model:
@@ -50,6 +58,21 @@ def golden_video_frames(model: net.Model) -> np.ndarray:
     return np.concatenate([frames[i] for i in GOLDEN_VIDEO_FRAMES], axis=1)
 
 
+def golden_roundtrip(model: net.Model) -> np.ndarray:
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        z = net.encode_picture(model, png.decode(open(GOLDEN, "rb").read()))
+        return net.to_uint8(model.decode(z[:, :, 0]))[0]
+
+
+def golden_edit(model: net.Model) -> np.ndarray:
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        z0 = net.encode_picture(model, png.decode(open(GOLDEN, "rb").read()))
+        z = net.sample_edit(model, GOLDEN_EDIT_PROMPT, z0, 2, steps=12, guidance=4.0, strength=0.6)
+        return net.to_uint8(model.decode(z[:, :, 0]))[0]
+
+
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
     mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
     return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
@@ -62,7 +85,11 @@ def main() -> int:
         f.write(png.encode(golden_image(model)))
     with open(GOLDEN_VIDEO, "wb") as f:
         f.write(png.encode(golden_video_frames(model)))
-    print(f"wrote {GOLDEN} and {GOLDEN_VIDEO}")
+    with open(GOLDEN_ROUNDTRIP, "wb") as f:
+        f.write(png.encode(golden_roundtrip(model)))
+    with open(GOLDEN_EDIT, "wb") as f:
+        f.write(png.encode(golden_edit(model)))
+    print(f"wrote {GOLDEN}, {GOLDEN_VIDEO}, {GOLDEN_ROUNDTRIP} and {GOLDEN_EDIT}")
     return 0
 
 

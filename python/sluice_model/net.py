@@ -380,11 +380,45 @@ def sample(model: Model, prompts: List[str], latent_shape, seeds: Sequence[int],
     """Flow-matching Euler with classifier-free guidance, as the C++ sampler:
     sigma_i = 1 - i/steps; x0 = x0_u + g (x0_c - x0_u);
     x += (sigma_next - sigma) (x - x0) / sigma. Returns [B, 4, t, h, w]."""
-    b = len(prompts)
     x = torch.tensor(np.stack([initial_noise(s, (LATENT, *latent_shape)) for s in seeds]))
+    return sample_from(model, prompts, x, 0, steps, guidance, negative)
+
+
+def edit_start_step(steps: int, strength: float) -> int:
+    """The first step an edit of `strength` (0, 1] samples (the C++
+    reference::EditStartStep): steps - floor(strength * steps), at most
+    steps - 1."""
+    noised = int(math.floor(np.float32(strength) * np.float32(steps)))
+    return min(max(steps - noised, 0), steps - 1)
+
+
+def encode_picture(model: Model, rgb: np.ndarray) -> torch.Tensor:
+    """uint8 [H, W, 3] (H, W multiples of 16) -> the latent [1, 4, 1, H/4, W/4]
+    the C++ reference::EncodePicture gives at the picture's own size."""
+    x = torch.from_numpy(rgb.astype(np.float32) / np.float32(127.5) - 1).permute(2, 0, 1)
+    return model.encode(x[None])[:, :, None]
+
+
+@torch.no_grad()
+def sample_edit(model: Model, prompt: str, z0: torch.Tensor, seed: int, steps: int = 12,
+                guidance: float = 4.0, strength: float = 0.6, negative: str = "") -> torch.Tensor:
+    """An image edit as the C++ sampler runs it: from step
+    edit_start_step(steps, strength), x = (1 - sigma) z0 + sigma * noise."""
+    start = edit_start_step(steps, strength)
+    sigma = np.float32(1) - np.float32(start) / np.float32(steps)
+    noise = torch.tensor(initial_noise(seed, tuple(z0.shape[1:])))[None]
+    x = float(np.float32(1) - sigma) * z0 + float(sigma) * noise
+    return sample_from(model, [prompt], x, start, steps, guidance, negative)
+
+
+@torch.no_grad()
+def sample_from(model: Model, prompts: List[str], x: torch.Tensor, start: int, steps: int,
+                guidance: float, negative: str = "") -> torch.Tensor:
+    """The sampler's steps start..steps-1 from x [B, 4, t, h, w]."""
+    b = len(prompts)
     cond = model.encode_text(prompts)
     unc = model.encode_text([negative] * b)
-    for i in range(steps):
+    for i in range(start, steps):
         sigma, nxt = 1.0 - i / steps, 1.0 - (i + 1) / steps
         sig = torch.full((b,), sigma)
         both = model.denoise(torch.cat([x, x]), torch.cat([sig, sig]), torch.cat([cond, unc]))

@@ -38,6 +38,17 @@ def test_the_mirror_reproduces_the_golden_video():
     assert golden.psnr(got, want) >= 40.0
 
 
+def test_the_mirror_reproduces_the_golden_roundtrip_and_edit():
+    model = golden.load()
+    for path, got in ((golden.GOLDEN_ROUNDTRIP, golden.golden_roundtrip(model)),
+                      (golden.GOLDEN_EDIT, golden.golden_edit(model))):
+        want = png.decode(open(path, "rb").read())
+        assert got.shape == want.shape == (128, 128, 3)
+        assert golden.psnr(got, want) >= 40.0, path
+    assert net.edit_start_step(12, 0.6) == 5 and net.edit_start_step(12, 1.0) == 0
+    assert net.edit_start_step(12, 0.01) == 11
+
+
 def test_the_noise_matches_the_cpp_generator():
     # Rng(1 * 0x2545f4914f6cdd1d + 0x1234567).Normal() x 3, from the C++
     # pipeline (reference_models_test prints the same values).

@@ -352,6 +352,31 @@ void Decoder::DecodeFrame(const float* z, int h, int w, std::uint8_t* rgb) const
   }
 }
 
+void ImageEncoder::EncodeFrame(const float* rgb, int h, int w, float* z) const {
+  // Convolutions with strides 1, 2, 2, 1 (python/sluice_model/net.py's
+  // ENC_CHANNELS), SiLU between.
+  constexpr int kStride[kEncLayers] = {1, 2, 2, 1};
+  std::vector<float> a(rgb, rgb + static_cast<std::size_t>(3) * 4 * h * 4 * w), b, col;
+  int ah = 4 * h, aw = 4 * w;
+  for (int i = 0; i < kEncLayers; ++i) {
+    const std::string p = "vae.enc." + std::to_string(i) + ".";
+    const int oh = (ah - 1) / kStride[i] + 1, ow = (aw - 1) / kStride[i] + 1;
+    float* out = z;
+    if (i + 1 < kEncLayers) {
+      b.resize(static_cast<std::size_t>(kEncChannels[i][1]) * oh * ow);
+      out = b.data();
+    }
+    Conv3x3(a.data(), kEncChannels[i][0], ah, aw, w_->Data(p + "w"), w_->Data(p + "b"),
+            kEncChannels[i][1], out, col, kStride[i]);
+    if (i + 1 < kEncLayers) {
+      Silu(b.data(), b.size());
+      a.swap(b);
+    }
+    ah = oh;
+    aw = ow;
+  }
+}
+
 std::string DefaultReferenceWeights() {
   constexpr const char* kFile = "sluice-reference.safetensors";
   std::error_code ec;
@@ -429,7 +454,7 @@ Result<std::unique_ptr<Models>> LoadModels(const std::string& weights) {
   std::string identity = Identity(*file, *vocabulary, *position_scale, *blocks);
   return std::unique_ptr<Models>(new Models{file, TextEncoder(file, std::move(*vocabulary)),
                                             Denoiser(file, *position_scale), Decoder(file, *blocks),
-                                            std::move(identity)});
+                                            ImageEncoder(file), std::move(identity)});
 }
 
 namespace {

@@ -55,8 +55,7 @@ struct LatentShape {
 // Every tensor of the architecture with its shape (the names and shapes of
 // python/sluice_model/net.py's shapes(decoder_blocks)): text.*, dit.*,
 // vae.dec.* (with vae.dec.res<i>.{a,b}.{w,b} for i < decoder_blocks),
-// vae.enc.* (the encoder, loaded and checked, run only by the PyTorch
-// mirror for now) and preview.*. REQUIRES 0 <= decoder_blocks <=
+// vae.enc.* (the encoder: image edits) and preview.*. REQUIRES 0 <= decoder_blocks <=
 // kMaxDecoderBlocks.
 const std::vector<TensorSpec>& ReferenceArchitecture(int decoder_blocks = 0);
 
@@ -149,12 +148,25 @@ class Decoder {
   int blocks_;
 };
 
+// The VAE's encoder (image edits: the picture to start from).
+class ImageEncoder {
+ public:
+  explicit ImageEncoder(std::shared_ptr<const WeightsFile> w) : w_(std::move(w)) {}
+  // One picture: rgb [3, 4h, 4w] in [-1, 1] (planar) → z [kLatentChannels,
+  // h, w]. REQUIRES h, w > 0.
+  void EncodeFrame(const float* rgb, int h, int w, float* z) const;
+
+ private:
+  std::shared_ptr<const WeightsFile> w_;
+};
+
 // The models over one weights file.
 struct Models {
   std::shared_ptr<const WeightsFile> weights;
   TextEncoder text;
   Denoiser denoiser;
   Decoder decoder;
+  ImageEncoder image_encoder;
   // "2/" (the architecture's version) and a 64-bit FNV-1a digest of every
   // tensor's values, the vocabulary and the position scale, in hex: what cache and checkpoint
   // keys carry as the model's version, so workers on other weights never

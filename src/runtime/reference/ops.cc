@@ -116,32 +116,44 @@ void Attention(const float* q, int ldq, const float* k, int ldk, const float* v,
 }
 
 void Conv3x3(const float* x, int cin, int h, int w, const float* weight, const float* bias,
-             int cout, float* y, std::vector<float>& col) {
+             int cout, float* y, std::vector<float>& col, int stride) {
+  const int oh = (h - 1) / stride + 1, ow = (w - 1) / stride + 1;
   const std::size_t hw = static_cast<std::size_t>(h) * w;
-  col.assign(static_cast<std::size_t>(cin) * 9 * hw, 0.0f);
+  const std::size_t ohw = static_cast<std::size_t>(oh) * ow;
+  col.assign(static_cast<std::size_t>(cin) * 9 * ohw, 0.0f);
   for (int c = 0; c < cin; ++c) {
     const float* plane = x + c * hw;
     for (int ky = 0; ky < 3; ++ky) {
       for (int kx = 0; kx < 3; ++kx) {
-        float* dst = col.data() + (static_cast<std::size_t>(c) * 9 + ky * 3 + kx) * hw;
-        for (int yy = 0; yy < h; ++yy) {
-          const int sy = yy + ky - 1;
+        float* dst = col.data() + (static_cast<std::size_t>(c) * 9 + ky * 3 + kx) * ohw;
+        for (int yy = 0; yy < oh; ++yy) {
+          const int sy = yy * stride + ky - 1;
           if (sy < 0 || sy >= h) {
             continue;
           }
-          const int x0 = std::max(0, 1 - kx), x1 = std::min(w, w + 1 - kx);
-          std::memcpy(dst + static_cast<std::size_t>(yy) * w + x0,
-                      plane + static_cast<std::size_t>(sy) * w + x0 + kx - 1,
-                      sizeof(float) * static_cast<std::size_t>(x1 - x0));
+          const float* src = plane + static_cast<std::size_t>(sy) * w;
+          float* row = dst + static_cast<std::size_t>(yy) * ow;
+          if (stride == 1) {
+            const int x0 = std::max(0, 1 - kx), x1 = std::min(w, w + 1 - kx);
+            std::memcpy(row + x0, src + x0 + kx - 1,
+                        sizeof(float) * static_cast<std::size_t>(x1 - x0));
+            continue;
+          }
+          for (int xx = 0; xx < ow; ++xx) {
+            const int sx = xx * stride + kx - 1;
+            if (sx >= 0 && sx < w) {
+              row[xx] = src[sx];
+            }
+          }
         }
       }
     }
   }
   for (int o = 0; o < cout; ++o) {
-    std::fill(y + o * hw, y + (o + 1) * hw, bias[o]);
+    std::fill(y + o * ohw, y + (o + 1) * ohw, bias[o]);
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cout, static_cast<int>(hw), cin * 9, 1.0f,
-              weight, cin * 9, col.data(), static_cast<int>(hw), 1.0f, y, static_cast<int>(hw));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cout, static_cast<int>(ohw), cin * 9, 1.0f,
+              weight, cin * 9, col.data(), static_cast<int>(ohw), 1.0f, y, static_cast<int>(ohw));
 }
 
 void Upsample2x(const float* x, int c, int h, int w, float* y) {

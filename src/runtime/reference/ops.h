@@ -46,10 +46,11 @@ void Attention(const float* q, int ldq, const float* k, int ldk, const float* v,
                int nk, int d, int heads, int key_len, float* out, int ldo,
                std::vector<float>& scratch);
 
-// 3×3 convolution, stride 1, zero padding 1: x [cin, h, w] → y [cout, h, w].
-// weight [cout, cin·9], bias [cout]. `col` is resized to cin·9 × h·w.
+// 3×3 convolution, zero padding 1, stride 1 or 2: x [cin, h, w] → y [cout,
+// oh, ow] with oh = (h − 1) / stride + 1 (ow alike). weight [cout, cin·9],
+// bias [cout]. `col` is resized to cin·9 × oh·ow.
 void Conv3x3(const float* x, int cin, int h, int w, const float* weight, const float* bias,
-             int cout, float* y, std::vector<float>& col);
+             int cout, float* y, std::vector<float>& col, int stride = 1);
 // Nearest-neighbour 2× upsampling: x [c, h, w] → y [c, 2h, 2w].
 void Upsample2x(const float* x, int c, int h, int w, float* y);
 

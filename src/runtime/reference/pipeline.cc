@@ -321,6 +321,60 @@ Status RestoreStepCache(std::string_view bytes, int tokens, StepCache* c) {
   return Status::Ok();
 }
 
+std::vector<float> EncodePicture(const Request& r, const std::uint8_t* rgb, int width, int height) {
+  const LatentShape s = r.latent();
+  const int H = s.h * kSpatialDown, W = s.w * kSpatialDown;
+  const std::size_t plane = static_cast<std::size_t>(H) * W;
+  std::vector<float> planar(3 * plane);
+  // The source coordinate of target pixel i of n across a side of `src`
+  // pixels (centres aligned), clamped: the lower neighbour and its weight.
+  auto sample = [](int i, int n, int src, int* lo, float* frac) {
+    const float at = std::clamp(
+        (static_cast<float>(i) + 0.5f) * static_cast<float>(src) / static_cast<float>(n) - 0.5f,
+        0.0f, static_cast<float>(src - 1));
+    *lo = std::min(static_cast<int>(at), src - 1);
+    *frac = at - static_cast<float>(*lo);
+  };
+  for (int y = 0; y < H; ++y) {
+    int y0 = 0;
+    float fy = 0;
+    sample(std::min(y, r.height - 1), r.height, height, &y0, &fy);
+    const int y1 = std::min(y0 + 1, height - 1);
+    for (int x = 0; x < W; ++x) {
+      int x0 = 0;
+      float fx = 0;
+      sample(std::min(x, r.width - 1), r.width, width, &x0, &fx);
+      const int x1 = std::min(x0 + 1, width - 1);
+      for (int c = 0; c < 3; ++c) {
+        auto px = [&](int yy, int xx) {
+          return static_cast<float>(rgb[(static_cast<std::size_t>(yy) * width + xx) * 3 + c]);
+        };
+        const float top = px(y0, x0) + fx * (px(y0, x1) - px(y0, x0));
+        const float bottom = px(y1, x0) + fx * (px(y1, x1) - px(y1, x0));
+        const float v = top + fy * (bottom - top);
+        planar[c * plane + static_cast<std::size_t>(y) * W + x] = v / 127.5f - 1.0f;
+      }
+    }
+  }
+  std::vector<float> z(s.elements() / s.t);  // One latent frame.
+  ReferenceModels().image_encoder.EncodeFrame(planar.data(), s.h, s.w, z.data());
+  return z;
+}
+
+int EditStartStep(int steps, float strength) {
+  const int noised = static_cast<int>(std::floor(strength * static_cast<float>(steps)));
+  return std::clamp(steps - noised, 0, steps - 1);
+}
+
+std::vector<float> EditStartLatent(const Request& r, const std::vector<float>& z0, int start) {
+  std::vector<float> x = InitialNoise(r);
+  const float sigma = 1.0f - static_cast<float>(start) / static_cast<float>(r.steps);
+  for (std::size_t i = 0; i < x.size() && i < z0.size(); ++i) {
+    x[i] = (1.0f - sigma) * z0[i] + sigma * x[i];
+  }
+  return x;
+}
+
 PreviewSchedule::PreviewSchedule(const Request& r, std::chrono::milliseconds min_interval)
     : every_(r.preview_every), steps_(r.steps), min_interval_(min_interval) {}
 

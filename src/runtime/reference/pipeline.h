@@ -107,6 +107,20 @@ struct SampleStep {
 // to DenoiseStep. REQUIRES: every item's latent shape the same.
 void DenoiseSteps(std::span<SampleStep> items, bool batched = true);
 
+// Image edits (img2img). The picture rgb [height][width][3] (uint8)
+// scaled (bilinear, pixel centres) to r.width × r.height, extended to the
+// latent cells' size by repeating its last row and column, and encoded by
+// the VAE's encoder: z0 [kLatentChannels, 1, h, w]. REQUIRES width,
+// height > 0 and r an image request.
+std::vector<float> EncodePicture(const Request& r, const std::uint8_t* rgb, int width, int height);
+// The first step an edit of `strength` (in (0, 1]) samples: steps −
+// floor(strength · steps), at most steps − 1 (at least one step runs).
+int EditStartStep(int steps, float strength);
+// The latent an edit starts sampling from at step `start`: (1 − σ) z0 +
+// σ ε with σ = 1 − start/steps (the flow's interpolation) and ε the seed's
+// noise (InitialNoise).
+std::vector<float> EditStartLatent(const Request& r, const std::vector<float>& z0, int start);
+
 // Which denoise steps make a preview: every r.preview_every steps and the
 // last, but at most one per `min_interval` besides the last (a worker sends
 // only the newest preview per heartbeat, so more would be encoded for
