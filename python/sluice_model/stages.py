@@ -22,6 +22,7 @@ It prints "READY worker STAGE" once registered and runs until stdin closes.
 """
 
 import argparse
+import base64
 import io
 import json
 import sys
@@ -67,6 +68,22 @@ class Request:
                 raise sluice.InvalidArgumentError(
                     'step_cache: {"threshold": a number in 0..1} (0: off)')
             self.step_cache = float(t)
+        # An image edit: the picture (a base64 PNG; the orchestrator scaled
+        # it to the request's size) and its strength (0, 1], default 0.8.
+        self.picture = None
+        self.strength = 0.8
+        if "image" in j:
+            if self.video:
+                raise sluice.InvalidArgumentError(
+                    "image: edits are of images; a video takes no picture")
+            try:
+                self.picture = png.decode(base64.b64decode(j["image"], validate=True))
+            except Exception as e:  # noqa: BLE001 - any malformed picture is the request's fault
+                raise sluice.InvalidArgumentError(f"image: not a base64 PNG ({e})") from e
+            s = j.get("strength", 0.8)
+            if not isinstance(s, (int, float)) or isinstance(s, bool) or not 0 < s <= 1:
+                raise sluice.InvalidArgumentError("strength: a number in (0, 1]")
+            self.strength = float(s)
 
     def latent_shape(self):
         t = 1 + (self.frames - 1 + 3) // 4
@@ -129,10 +146,13 @@ class TorchStages:
         cond = self._condition(ctx)
         shape = r.latent_shape()
         x = torch.from_numpy(net.initial_noise(r.seed, shape))[None]
+        start = 0
+        if r.picture is not None:
+            x, start = self.edit_start(r, x)
         c, u = cond[0:1], cond[1:2]
         step_cache = net.StepCache(
             self.step_cache_threshold if r.step_cache is None else r.step_cache)
-        for i in range(r.steps):
+        for i in range(start, r.steps):
             if ctx.should_stop():
                 raise sluice.CancelledError(f"stopped at step {i}")
             # The C++ sampler's float32 arithmetic: sigma, next and their ratio.
@@ -167,6 +187,23 @@ class TorchStages:
             return StageOutput(output=pngs[0], content_type="image/png")
         return StageOutput(output=frames_archive(pngs),
                            content_type="application/x-sluice-frames+tar")
+
+    def edit_start(self, r: Request, noise: torch.Tensor):
+        """An edit's first latent and step (the C++ EditStartLatent and
+        EditStartStep): its picture, extended to the latent cells' size by
+        repeating the last row and column, encoded, and noised at the
+        strength's step."""
+        if r.picture.shape[:2] != (r.height, r.width):
+            raise sluice.InvalidArgumentError(
+                f"image: {r.picture.shape[1]}x{r.picture.shape[0]}, not the request's "
+                f"{r.width}x{r.height}")
+        _, _, h, w = r.latent_shape()
+        pic = np.pad(r.picture, ((0, h * net.SCALE - r.height), (0, w * net.SCALE - r.width),
+                                 (0, 0)), mode="edge")
+        z0 = net.encode_picture(self.model, pic)
+        start = net.edit_start_step(r.steps, r.strength)
+        sigma = np.float32(1) - np.float32(start) / np.float32(r.steps)
+        return float(np.float32(1) - sigma) * z0 + float(sigma) * noise, start
 
     def preview_png(self, z: torch.Tensor) -> bytes:
         """z [4, h, w] through the shipped latent->RGB map, a pixel per

@@ -36,6 +36,24 @@ def generate(http: str, request=None) -> np.ndarray:
     return png.decode(base64.b64decode(body["data"][0]["b64_json"]))
 
 
+def edit(http: str) -> np.ndarray:
+    """The golden picture edited to a green circle (multipart, as OpenAI's
+    SDKs send it), decoded."""
+    boundary = "sluice-torch-edit"
+    fields = {"prompt": golden.GOLDEN_EDIT_PROMPT, "strength": "0.6", "seed": "2",
+              "steps": "12", "size": "128x128"}
+    body = b"".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'
+                    .encode() for k, v in fields.items())
+    body += (f'--{boundary}\r\nContent-Disposition: form-data; name="image"; '
+             f'filename="in.png"\r\nContent-Type: image/png\r\n\r\n').encode()
+    body += open(golden.GOLDEN, "rb").read() + f"\r\n--{boundary}--\r\n".encode()
+    req = urllib.request.Request(f"http://{http}/v1/images/edits", data=body, method="POST",
+                                 headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        out = json.loads(r.read())
+    return png.decode(base64.b64decode(out["data"][0]["b64_json"]))
+
+
 def generate_counted(http: str, request):
     """The picture and the denoise stage_done event's counts."""
     req = urllib.request.Request(f"http://{http}/v1/images/generations",
@@ -78,6 +96,7 @@ def test_cpp_and_torch_workers_serve_one_model(store):
         cpp["decode"] = cpp_worker("decode", grpc, store.endpoint)
         want = generate(http)
         want_cached, cpp_counts = generate_counted(http, STEP_CACHED)
+        want_edit = edit(http)
 
         # The C++ denoise worker leaves, torch's joins: it reads the cached
         # condition and hands its latent to the C++ decoder.
@@ -87,7 +106,8 @@ def test_cpp_and_torch_workers_serve_one_model(store):
             assert w.wait_registered(30)
             inside = generate(http)
             inside_cached, torch_counts = generate_counted(http, STEP_CACHED)
-            assert w.completed == 2
+            inside_edit = edit(http)
+            assert w.completed == 3
         finally:
             w.close()
         for got in (around, inside):
@@ -98,6 +118,10 @@ def test_cpp_and_torch_workers_serve_one_model(store):
         assert torch_counts == cpp_counts, (torch_counts, cpp_counts)
         assert golden.psnr(inside_cached, want_cached) >= 40.0, golden.psnr(inside_cached,
                                                                             want_cached)
+        # An image edit denoised in torch is the C++ one's, and the mirror's golden edit.
+        assert golden.psnr(inside_edit, want_edit) >= 40.0, golden.psnr(inside_edit, want_edit)
+        golden_edit = png.decode(open(golden.GOLDEN_EDIT, "rb").read())
+        assert golden.psnr(want_edit, golden_edit) >= 40.0, golden.psnr(want_edit, golden_edit)
     finally:
         for p in cpp.values():
             p.close()
@@ -115,5 +139,10 @@ def test_request_defaults_and_frames_archive_match_the_cpp_stages():
                 {"threshold": 0.2, "every": 1}):
         with pytest.raises(sluice.InvalidArgumentError, match="step_cache"):
             stages.Request(json.dumps({"prompt": "a", "step_cache": bad}))
+    for bad in ({"image": "not base64!"}, {"image": base64.b64encode(b"png?").decode()},
+                {"image": base64.b64encode(open(golden.GOLDEN, "rb").read()).decode(),
+                 "strength": 0}):
+        with pytest.raises(sluice.InvalidArgumentError, match="image|strength"):
+            stages.Request(json.dumps({"prompt": "a", **bad}))
     tar = stages.frames_archive([b"one", b"two"])
     assert len(tar) % 512 == 0 and b"frame_000001.png" in tar

@@ -12,36 +12,23 @@
 
 #include "sluice/security.h"
 
+#include "common/base64.h"
+
 namespace sluice::discovery {
 namespace {
 
 using nlohmann::json;
 
 std::string Base64(std::string_view in) {
-  std::string out(4 * ((in.size() + 2) / 3), '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(in.data()),
-                                static_cast<int>(in.size()));
-  out.resize(static_cast<std::size_t>(n));
-  return out;
+  return internal::Base64Encode(in);
 }
 
 Result<std::string> Unbase64(std::string_view in) {
-  if (in.size() % 4 != 0) {
-    return InternalError("etcd: a base64 field of " + std::to_string(in.size()) + " characters");
+  Result<std::string> out = internal::Base64Decode(in);
+  if (!out.ok()) {
+    return InternalError("etcd: a field is not base64 (" + std::string(out.status().message()) +
+                         ")");
   }
-  std::string out(in.size() / 4 * 3, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(in.data()),
-                                static_cast<int>(in.size()));
-  if (n < 0) {
-    return InternalError("etcd: a field is not base64");
-  }
-  std::size_t pad = 0;
-  for (std::size_t i = in.size(); i > 0 && in[i - 1] == '='; --i) {
-    ++pad;
-  }
-  out.resize(static_cast<std::size_t>(n) - pad);
   return out;
 }
 

@@ -22,6 +22,19 @@ float StepCacheThreshold(const Request& r, const ReferenceStageOptions& o) {
   return r.step_cache.value_or(o.step_cache_threshold);
 }
 
+// The condition-cache key of an edit's encoded picture: its pixels at the
+// request's size, through this model's VAE encoder.
+std::string PictureKey(const Request& r) {
+  const Request::Edit& p = *r.edit;
+  const std::vector<cache::Field> params = {{"width", std::int64_t{p.width}},
+                                            {"height", std::int64_t{p.height}},
+                                            {"out_width", std::int64_t{r.width}},
+                                            {"out_height", std::int64_t{r.height}}};
+  return *cache::ConditionKey(
+      "sluice-reference-vae", reference::ReferenceModels().identity,
+      std::string_view(reinterpret_cast<const char*>(p.rgb.data()), p.rgb.size()), params);
+}
+
 // The standard checkpoint key's parts for the reference DiT's sampler
 // state after `step` (guidance as the model reads it: a float, widened).
 // A step-cached run's states differ from an uncached one's: its sampler
@@ -38,6 +51,11 @@ cache::CheckpointKeyParts ReferenceCheckpointParts(const Request& r,
     char t[32];
     std::snprintf(t, sizeof(t), "%.9g", static_cast<double>(step_cache));
     p.sampler += std::string("+step_cache=") + t;
+  }
+  if (r.edit) {  // An edit's states are its picture's and strength's.
+    char s[32];
+    std::snprintf(s, sizeof(s), "%.9g", static_cast<double>(r.edit->strength));
+    p.sampler += "+edit=" + PictureKey(r) + "+strength=" + s;
   }
   p.seed = r.seed;
   p.guidance = static_cast<double>(r.guidance);
@@ -175,6 +193,24 @@ std::vector<float> NegativeCrossKv(StageContext& ctx, cache::Cache& features,
   return kv;
 }
 
+// An edit's encoded picture: the condition cache's entry (an encode stage
+// with the cache put it there), else computed here.
+std::vector<float> EditLatent(StageContext& ctx, const Request& r, const ReferenceStageOptions& o) {
+  const reference::LatentShape s = r.latent();
+  const std::size_t floats = s.elements() / s.t;
+  if (o.store != nullptr) {
+    Result<std::vector<std::byte>> got = o.store->Get(PictureKey(r));
+    if (got.ok() && got->size() == floats * sizeof(float)) {
+      std::vector<float> z(floats);
+      std::memcpy(z.data(), got->data(), got->size());
+      return z;
+    }
+    SLUICE_LOG(debug, "job {}: encoded picture not cached ({}); encoding it here", ctx.job_id(),
+               got.ok() ? "wrong size" : got.status().ToString());
+  }
+  return reference::EncodePicture(r, r.edit->rgb.data(), r.edit->width, r.edit->height);
+}
+
 // What the request asks of checkpoints: keep_checkpoints (every step, for
 // keep_checkpoints_s) and resume_checkpoint (an earlier job's request and
 // kept step, put there by the orchestrator for resume_from). Errors:
@@ -207,6 +243,9 @@ Status ReadCheckpointing(const std::string& request_json, const Request& r,
   run.from_step = (*rc)["step"].get<int>();
   SLUICE_ASSIGN_OR_RETURN(Request r0,
                           reference::ParseRequest(earlier, o.default_steps, o.default_guidance));
+  if (r.edit || r0.edit) {
+    return InvalidArgumentError("resume_from: not with image edits");
+  }
   const reference::LatentShape a = r0.latent(), b = r.latent();
   if (r0.seed != r.seed || r0.steps != r.steps || a.t != b.t || a.h != b.h || a.w != b.w) {
     return InvalidArgumentError("resume_from: the seed, steps and size must be the earlier job's");
@@ -286,7 +325,11 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
     SLUICE_LOG(info, "job {}: denoise resumes another job's step {}{}", ctx.job_id(), start,
                run.edited ? " under changed conditions" : "");
   }
-  if (start == 0) {
+  if (start == 0 && r.edit) {
+    // An edit starts at its strength's step from its picture, noised.
+    start = reference::EditStartStep(r.steps, r.edit->strength);
+    x = reference::EditStartLatent(r, EditLatent(ctx, r, o), start);
+  } else if (start == 0) {
     x = reference::InitialNoise(r);
   }
   std::vector<float> x0;  // The step's prediction, when it makes a preview.
@@ -381,6 +424,21 @@ Result<StageOutput> EncodeCached(StageContext& ctx, const Request& r,
           return std::vector<std::byte>(p, p + e.size() * sizeof(float));
         },
         meta));
+  }
+  if (r.edit) {
+    // The picture's latent goes to the cache beside the texts' embeddings;
+    // denoise reads it there (or encodes the picture itself without it).
+    const reference::LatentShape s = r.latent();
+    const TensorMeta picture{"f32", {reference::kLatentChannels, s.h, s.w}, {}, ""};
+    SLUICE_RETURN_IF_ERROR(o.condition_cache->Ensure(
+        PictureKey(r),
+        [&]() -> Result<std::vector<std::byte>> {
+          const std::vector<float> z =
+              reference::EncodePicture(r, r.edit->rgb.data(), r.edit->width, r.edit->height);
+          const auto* p = reinterpret_cast<const std::byte*>(z.data());
+          return std::vector<std::byte>(p, p + z.size() * sizeof(float));
+        },
+        picture));
   }
   StageOutput out;
   out.output = cache::EncodeCachedInput(keys);  // No payload keys: nobody removes entries.

@@ -4,12 +4,15 @@
 #include <deque>
 #include <set>
 
+#include "common/base64.h"
 #include "common/log.h"
 #include "common/metrics_text.h"
 #include "common/mutex.h"
 #include "http/multipart.h"
 #include "http/server.h"
 #include "media/frames_archive.h"
+#include "media/png.h"
+#include "media/resize.h"
 #include "orchestrator/service/http_access.h"
 #include "orchestrator/service/http_console.h"
 #include "orchestrator/service/http_views.h"
@@ -340,14 +343,115 @@ class Mp4Cache {
   std::deque<std::pair<JobId, std::string>> items_ SLUICE_GUARDED_BY(mu_);
 };
 
+// Image edits' bounds: the picture as uploaded, and the output (the
+// picture rides with the request, scaled to the output's size).
+constexpr std::size_t kMaxEditUploadBytes = 4 << 20;
+constexpr std::int64_t kMaxEditUploadPixels = std::int64_t{2048} * 2048;
+constexpr int kMaxEditSide = 512;
+
+// A multipart/form-data edit body (OpenAI's images.edit) as the JSON body
+// of its job, and its picture (PNG bytes) in `*picture`.
+Result<std::string> EditFormAsJson(const Request& req, std::string* picture) {
+  SLUICE_ASSIGN_OR_RETURN(std::vector<http::FormPart> parts,
+                          http::ParseMultipartForm(req.Header("content-type"), req.body));
+  static const std::set<std::string> kIntegers = {"n", "steps", "seed", "deadline_ms",
+                                                  "preview_every"};
+  static const std::set<std::string> kNumbers = {"strength", "guidance"};
+  json j = json::object();
+  bool have_picture = false;
+  for (http::FormPart& p : parts) {
+    if (p.name == "mask") {
+      return InvalidArgumentError(
+          "mask: not served (the whole picture is redrawn, as much as strength says)");
+    }
+    if (p.name == "image" || p.name == "image[]") {
+      if (have_picture) {
+        return InvalidArgumentError("image: one picture per edit");
+      }
+      have_picture = true;
+      *picture = std::move(p.data);
+      continue;
+    }
+    if (p.is_file()) {
+      return InvalidArgumentError(p.name + ": a file where a text field is expected");
+    }
+    if (j.contains(p.name)) {
+      return InvalidArgumentError(p.name + ": given twice");
+    }
+    const char* b = p.data.data();
+    const char* e = b + p.data.size();
+    std::int64_t n = 0;
+    double d = 0;
+    if (auto [end, ec] = std::from_chars(b, e, n);
+        kIntegers.count(p.name) != 0 && ec == std::errc() && end == e) {
+      j[p.name] = n;
+    } else if (auto [dend, dec] = std::from_chars(b, e, d);
+               kNumbers.count(p.name) != 0 && dec == std::errc() && dend == e) {
+      j[p.name] = d;
+    } else if (p.name == "async") {
+      j[p.name] = p.data == "true" ? json(true) : p.data == "false" ? json(false) : json(p.data);
+    } else {
+      j[p.name] = std::move(p.data);
+    }
+  }
+  if (!have_picture) {
+    return InvalidArgumentError("image: required, the PNG to edit");
+  }
+  if (picture->size() > kMaxEditUploadBytes) {
+    return InvalidArgumentError("image: " + std::to_string(picture->size()) +
+                                " bytes; at most 4 MiB");
+  }
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// The edit's picture decoded (bounded), scaled to the job's size and
+// encoded again, into `body` as "image" (base64 PNG). Errors:
+// kInvalidArgument naming image or size.
+Status AttachPicture(const std::string& picture, json& body) {
+  const auto wh = ParseSize(body["size"].get<std::string>());
+  if (!wh.ok() || wh->first > kMaxEditSide || wh->second > kMaxEditSide) {
+    return InvalidArgumentError("size: edits are at most " + std::to_string(kMaxEditSide) + "x" +
+                                std::to_string(kMaxEditSide));
+  }
+  Result<media::RgbImage> in = media::DecodePng(picture, kMaxEditUploadPixels);
+  if (!in.ok()) {
+    return InvalidArgumentError("image: " + std::string(in.status().message()) +
+                                " (a PNG of at most 2048x2048 pixels)");
+  }
+  const media::RgbImage sized = media::ResizeRgb(*in, wh->first, wh->second);
+  SLUICE_ASSIGN_OR_RETURN(std::string png,
+                          media::EncodePng(sized.rgb.data(), sized.width, sized.height));
+  body["image"] = internal::Base64Encode(png);
+  return Status::Ok();
+}
+
 void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
-                  const ExchangePtr& ex, const Caller& caller) {
+                  const ExchangePtr& ex, const Caller& caller, bool edit = false) {
   bool async = false;
+  std::string picture, form;
+  if (edit) {
+    if (!http::IsMultipartForm(req.Header("content-type"))) {
+      return ex->Respond(BadRequest(
+          InvalidArgumentError("body: multipart/form-data with the image and the prompt")));
+    }
+    Result<std::string> body = EditFormAsJson(req, &picture);
+    if (!body.ok()) {
+      return ex->Respond(BadRequest(body.status()));
+    }
+    form = std::move(*body);
+  }
   Result<JobRequest> r = ParseGenerationRequest(
-      req.body, "image", o, &async,
+      edit ? form : req.body, edit ? "edit" : "image", o, &async,
       [&state](const std::string& m) { return state.DefaultSize(m, false); });
   if (!r.ok()) {
     return ex->Respond(BadRequest(r.status()));
+  }
+  if (edit) {
+    json with_picture = json::parse(r->request_json);
+    if (Status s = AttachPicture(picture, with_picture); !s.ok()) {
+      return ex->Respond(BadRequest(s));
+    }
+    r->request_json = with_picture.dump();
   }
   r->tenant = caller.tenant;
   // One job per image (seed + i), all or none accepted.
@@ -655,6 +759,12 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
       [st, o, submit](Request& req, const ExchangePtr& ex, const Caller& c) {
         if (submit(c, ex)) {
           SubmitImages(*st, o, req, ex, c);
+        }
+      });
+  add("POST", "/v1/images/edits",
+      [st, o, submit](Request& req, const ExchangePtr& ex, const Caller& c) {
+        if (submit(c, ex)) {
+          SubmitImages(*st, o, req, ex, c, /*edit=*/true);
         }
       });
   add("POST", "/v1/videos", [st, o, submit](Request& req, const ExchangePtr& ex, const Caller& c) {

@@ -1,6 +1,8 @@
 // The orchestrator's HTTP/JSON face for clients (OpenAI's images and
 // videos APIs plus sluice's jobs):
 //   POST   /v1/images/generations   an images body: waits, or 202 with "async"
+//   POST   /v1/images/edits         multipart/form-data: a picture (image), a
+//                                    prompt, strength, size...: as generations
 //   POST   /v1/videos               JSON or multipart/form-data: a video job
 //   GET    /v1/videos               list (after, limit, order)
 //   GET    /v1/videos/{id}[/content], DELETE /v1/videos/{id}
@@ -52,6 +54,8 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
 // `model_size` (optional): the default size of a model ("" for the
 // default model; "" back: none declared), used when the body has no size.
 using ModelSizeFn = std::function<std::string(const std::string& model)>;
+// `kind`: "image", "video", or "edit" (an image job that may also carry
+// "strength", in (0, 1]; the picture is added by the caller).
 Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_view kind,
                                           const HttpOptions& o, bool* async,
                                           const ModelSizeFn& model_size = nullptr);

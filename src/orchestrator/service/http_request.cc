@@ -23,6 +23,7 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
                                           const HttpOptions& o, bool* async,
                                           const ModelSizeFn& model_size) {
   const bool video = kind == "video";
+  const bool edit = kind == "edit";  // An image edit: an image job with a strength.
   const RequestLimits& limits = o.limits;
   SLUICE_ASSIGN_OR_RETURN(json j, http::ParseJsonBody(body, o.max_json_depth));
   if (!j.is_object()) {
@@ -63,9 +64,13 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
                                                "resume_from", "preview_every",
                                                "step_cache"};
   for (const auto& [k, v] : j.items()) {
-    if ((video ? kVideo : kImage).count(k) == 0) {
+    if ((video ? kVideo : kImage).count(k) == 0 && !(edit && k == "strength")) {
       return bad(k.c_str(), "unknown field");
     }
+  }
+  if (j.contains("strength") &&
+      (!j["strength"].is_number() || !(j["strength"] > 0) || j["strength"] > 1)) {
+    return bad("strength", "a number in (0, 1]: how much of the picture is redrawn");
   }
   if (video) {
     // OpenAI sends seconds as a string ("4"); numbers are accepted too.
@@ -231,7 +236,7 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
   JobRequest r;
   r.keep_checkpoints = j.value("keep_checkpoints", false);
   r.resume_from = std::move(resume);
-  r.kind = std::string(kind);
+  r.kind = edit ? std::string("image") : std::string(kind);
   if (j.contains("model")) {
     if (!j["model"].is_string()) {
       return bad("model", "a model id (GET /v1/models lists them)");

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/base64.h"
 #include "common/metrics_text.h"
 
 namespace sluice::orchestrator {
@@ -14,12 +15,7 @@ namespace sluice::orchestrator {
 using nlohmann::json;
 
 std::string Base64(const std::string& in) {
-  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(in.data()),
-                                static_cast<int>(in.size()));
-  out.resize(static_cast<std::size_t>(n));
-  return out;
+  return internal::Base64Encode(in);
 }
 
 json JobJson(const JobView& v) {

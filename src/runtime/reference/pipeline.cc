@@ -7,8 +7,10 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "common/base64.h"
 #include "media/frames_archive.h"
 #include "media/png.h"
+#include "media/resize.h"
 #include "runtime/reference/ops.h"
 
 namespace sluice::reference {
@@ -102,7 +104,37 @@ Result<Request> ParseRequest(std::string_view text, int default_steps, float def
     }
     r.step_cache = c["threshold"].get<float>();
   }
+  if (j.contains("strength") && !j.contains("image")) {
+    return BadRequest("strength", "only with an image to edit");
+  }
+  if (j.contains("image")) {
+    if (!j["image"].is_string()) {
+      return BadRequest("image", "a base64 PNG");
+    }
+    Result<std::string> png = internal::Base64Decode(j["image"].get<std::string>());
+    if (!png.ok()) {
+      return BadRequest("image", std::string(png.status().message()));
+    }
+    Result<media::RgbImage> picture = media::DecodePng(*png, kMaxEditPixels);
+    if (!picture.ok()) {
+      return BadRequest("image", std::string(picture.status().message()));
+    }
+    Request::Edit e;
+    e.width = picture->width;
+    e.height = picture->height;
+    e.rgb = std::move(picture->rgb);
+    if (j.contains("strength")) {
+      if (!j["strength"].is_number() || !(j["strength"] > 0) || j["strength"] > 1) {
+        return BadRequest("strength", "a number in (0, 1]");
+      }
+      e.strength = j["strength"].get<float>();
+    }
+    r.edit = std::move(e);
+  }
   if (j.contains("frames")) {
+    if (r.edit) {
+      return BadRequest("image", "edits are of images; a video takes no picture");
+    }
     if (!j["frames"].is_number_integer() || j["frames"] < 1 || j["frames"] > 1024) {
       return BadRequest("frames", "an integer in 1..1024");
     }
@@ -322,37 +354,25 @@ Status RestoreStepCache(std::string_view bytes, int tokens, StepCache* c) {
 }
 
 std::vector<float> EncodePicture(const Request& r, const std::uint8_t* rgb, int width, int height) {
+  media::RgbImage in;
+  in.width = width;
+  in.height = height;
+  in.rgb.assign(rgb, rgb + static_cast<std::size_t>(width) * height * 3);
+  const media::RgbImage sized = media::ResizeRgb(in, r.width, r.height);
+  // Extended to the latent cells' size by repeating the last row and column.
   const LatentShape s = r.latent();
   const int H = s.h * kSpatialDown, W = s.w * kSpatialDown;
   const std::size_t plane = static_cast<std::size_t>(H) * W;
   std::vector<float> planar(3 * plane);
-  // The source coordinate of target pixel i of n across a side of `src`
-  // pixels (centres aligned), clamped: the lower neighbour and its weight.
-  auto sample = [](int i, int n, int src, int* lo, float* frac) {
-    const float at = std::clamp(
-        (static_cast<float>(i) + 0.5f) * static_cast<float>(src) / static_cast<float>(n) - 0.5f,
-        0.0f, static_cast<float>(src - 1));
-    *lo = std::min(static_cast<int>(at), src - 1);
-    *frac = at - static_cast<float>(*lo);
-  };
   for (int y = 0; y < H; ++y) {
-    int y0 = 0;
-    float fy = 0;
-    sample(std::min(y, r.height - 1), r.height, height, &y0, &fy);
-    const int y1 = std::min(y0 + 1, height - 1);
+    const int sy = std::min(y, r.height - 1);
     for (int x = 0; x < W; ++x) {
-      int x0 = 0;
-      float fx = 0;
-      sample(std::min(x, r.width - 1), r.width, width, &x0, &fx);
-      const int x1 = std::min(x0 + 1, width - 1);
+      const std::uint8_t* px =
+          sized.rgb.data() +
+          (static_cast<std::size_t>(sy) * r.width + std::min(x, r.width - 1)) * 3;
       for (int c = 0; c < 3; ++c) {
-        auto px = [&](int yy, int xx) {
-          return static_cast<float>(rgb[(static_cast<std::size_t>(yy) * width + xx) * 3 + c]);
-        };
-        const float top = px(y0, x0) + fx * (px(y0, x1) - px(y0, x0));
-        const float bottom = px(y1, x0) + fx * (px(y1, x1) - px(y1, x0));
-        const float v = top + fy * (bottom - top);
-        planar[c * plane + static_cast<std::size_t>(y) * W + x] = v / 127.5f - 1.0f;
+        planar[c * plane + static_cast<std::size_t>(y) * W + x] =
+            static_cast<float>(px[c]) / 127.5f - 1.0f;
       }
     }
   }

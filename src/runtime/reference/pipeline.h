@@ -20,6 +20,10 @@
 
 namespace sluice::reference {
 
+// The most pixels an edit's picture may have (its header is checked
+// before any pixel buffer is allocated).
+inline constexpr std::int64_t kMaxEditPixels = std::int64_t{2048} * 2048;
+
 struct Request {
   std::string prompt, negative_prompt;
   int width = 128, height = 128;  // The size the shipped weights were trained at.
@@ -31,6 +35,14 @@ struct Request {
   int preview_every = 0;  // Denoise: a preview every k steps (0: none).
   // step_cache.threshold (StepCache; 0: off); absent: the deployment's.
   std::optional<float> step_cache;
+  // An image edit: the picture to start from (the request's "image", a
+  // base64 PNG) and how much of it is redrawn ("strength", (0, 1]).
+  struct Edit {
+    int width = 0, height = 0;
+    std::vector<std::uint8_t> rgb;  // [height][width][3]
+    float strength = 0.8f;
+  };
+  std::optional<Edit> edit;
   // Latent cells cover the image rounded up to 16 pixels (decoded frames
   // are cropped back); t = 1 + ceil((frames - 1) / 4).
   LatentShape latent() const;
@@ -38,6 +50,7 @@ struct Request {
 
 // The orchestrator's request JSON (prompt, size "WxH", seed, steps,
 // guidance, negative_prompt, preview_every, step_cache {"threshold": t};
+// image edits: image (a base64 PNG, at most kMaxEditPixels), strength;
 // video: frames, fps). Errors: kInvalidArgument
 // naming the field, including sizes beyond the model (kMaxTokens).
 Result<Request> ParseRequest(std::string_view json, int default_steps, float default_guidance);
@@ -108,7 +121,7 @@ struct SampleStep {
 void DenoiseSteps(std::span<SampleStep> items, bool batched = true);
 
 // Image edits (img2img). The picture rgb [height][width][3] (uint8)
-// scaled (bilinear, pixel centres) to r.width × r.height, extended to the
+// scaled (media::ResizeRgb) to r.width × r.height, extended to the
 // latent cells' size by repeating its last row and column, and encoded by
 // the VAE's encoder: z0 [kLatentChannels, 1, h, w]. REQUIRES width,
 // height > 0 and r an image request.

@@ -1,0 +1,158 @@
+// Image edits on the embedded deployment (`POST /v1/images/edits`,
+// reference stages, the condition cache on): a served edit gives the
+// pipeline's bytes in one process, a repeated one finds its encoded
+// picture in the cache, and every malformed part is refused by name.
+#include <httplib.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "sluice/serve/embedded.h"
+
+#include "base64.h"
+#include "embedded_start.h"
+#include "media/png.h"
+#include "runtime/reference/pipeline.h"
+
+namespace sluice::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kBoundary[] = "sluice-edit-test-boundary";
+
+std::string Golden(const std::string& name) {
+  std::ifstream f(std::string(SLUICE_SOURCE_DIR) + "/tests/golden/" + name, std::ios::binary);
+  std::stringstream bytes;
+  bytes << f.rdbuf();
+  return bytes.str();
+}
+
+// A multipart/form-data body of text fields and, when `picture` is not
+// empty, the picture as the file part `picture_field`.
+std::string Form(const std::vector<std::pair<std::string, std::string>>& fields,
+                 const std::string& picture, const std::string& picture_field = "image") {
+  std::string body;
+  for (const auto& [name, value] : fields) {
+    body += std::string("--") + kBoundary + "\r\nContent-Disposition: form-data; name=\"" + name +
+            "\"\r\n\r\n" + value + "\r\n";
+  }
+  if (!picture.empty()) {
+    body += std::string("--") + kBoundary + "\r\nContent-Disposition: form-data; name=\"" +
+            picture_field + "\"; filename=\"in.png\"\r\nContent-Type: image/png\r\n\r\n" + picture +
+            "\r\n";
+  }
+  return body + "--" + kBoundary + "--\r\n";
+}
+
+const std::string kType = std::string("multipart/form-data; boundary=") + kBoundary;
+const std::vector<std::pair<std::string, std::string>> kFields = {
+    {"prompt", "a large green circle on the left on a blue background"},
+    {"strength", "0.6"},
+    {"seed", "2"},
+    {"steps", "12"},
+    {"size", "128x128"}};
+
+// The same edit in one process: the picture encoded, noised at the
+// strength's step, sampled to the end and decoded.
+std::string OneProcess(const std::string& picture) {
+  auto r = reference::ParseRequest(
+      R"({"prompt":"a large green circle on the left on a blue background","size":"128x128",)"
+      R"("seed":2,"steps":12})",
+      12, 4.0f);
+  EXPECT_TRUE(r.ok());
+  auto px = media::DecodePng(picture);
+  EXPECT_TRUE(px.ok());
+  const std::vector<float> z0 = reference::EncodePicture(*r, px->rgb.data(), px->width, px->height);
+  const int start = reference::EditStartStep(r->steps, 0.6f);
+  std::vector<float> x = reference::EditStartLatent(*r, z0, start);
+  const std::vector<float> cond = reference::EncodeCondition(*r);
+  for (int i = start; i < r->steps; ++i) {
+    reference::DenoiseStep(*r, cond.data(), i, x);
+  }
+  reference::FrameDecoder dec(*r);
+  EXPECT_TRUE(dec.AddLatentFrame(x.data(), 0).ok());
+  return dec.Output();
+}
+
+TEST(EditTest, AServedEditIsThePipelinesAndBadPartsAreRefusedByName) {
+  EmbeddedConfig c;
+  c.workers = 3;
+  auto cluster = StartEmbedded(c);
+  ASSERT_NE(cluster, nullptr);
+  httplib::Client http("http://" + cluster->http_endpoint());
+  http.set_read_timeout(60, 0);
+  const std::string picture = Golden("reference_torch_128.png");
+  ASSERT_FALSE(picture.empty());
+  const std::string want = OneProcess(picture);
+
+  for (int round = 0; round < 2; ++round) {  // The second finds its picture encoded.
+    auto r = http.Post("/v1/images/edits", Form(kFields, picture), kType);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json body = json::parse(r->body);
+    EXPECT_TRUE(Unbase64(body["data"][0]["b64_json"]) == want)
+        << "round " << round << ": the served edit is not the pipeline's";
+  }
+  // The texts' embeddings and the encoded picture: three condition entries.
+  EXPECT_EQ(cluster->store_metrics().cache_classes["condition"].objects, 3u);
+
+  // The edit redrew the circle green where the red one was.
+  auto out = media::DecodePng(want);
+  ASSERT_TRUE(out.ok());
+  EXPECT_GT(out->rgb[(64 * 128 + 28) * 3 + 1], 120);
+  EXPECT_LT(out->rgb[(64 * 128 + 28) * 3 + 0], 100);
+
+  struct Case {
+    std::string body, content_type, param;
+  };
+  auto with = [&](const std::string& name, const std::string& value) {
+    std::vector<std::pair<std::string, std::string>> f = kFields;
+    for (auto& [k, v] : f) {
+      if (k == name) {
+        v = value;
+        return f;
+      }
+    }
+    f.emplace_back(name, value);
+    return f;
+  };
+  const std::vector<Case> cases = {
+      {Form(kFields, ""), kType, "image"},
+      {Form(kFields, "not a png at all"), kType, "image"},
+      {Form(with("mask", "x"), picture), kType, "mask"},
+      {Form(with("strength", "0"), picture), kType, "strength"},
+      {Form(with("strength", "1.5"), picture), kType, "strength"},
+      {Form(with("size", "1024x1024"), picture), kType, "size"},
+      {Form(with("colour", "red"), picture), kType, "colour"},
+      {Form(with("prompt", ""), picture), kType, "prompt"},
+      {R"({"prompt":"x"})", "application/json", "body"},
+  };
+  for (const Case& k : cases) {
+    auto r = http.Post("/v1/images/edits", k.body, k.content_type);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << k.param << ": " << r->body;
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], k.param) << r->body;
+  }
+  // Two pictures are one too many; so is a picture larger than 4 MiB.
+  std::string two = Form(kFields, picture);
+  two.insert(two.rfind(std::string("--") + kBoundary + "--"),
+             std::string("--") + kBoundary +
+                 "\r\nContent-Disposition: form-data; name=\"image\"; "
+                 "filename=\"b.png\"\r\n\r\n" +
+                 picture + "\r\n");
+  auto r = http.Post("/v1/images/edits", two, kType);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("one picture per edit"), std::string::npos) << r->body.substr(0, 300);
+  r = http.Post("/v1/images/edits", Form(kFields, std::string(5 << 20, 'x')), kType);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body.substr(0, 200);
+  EXPECT_NE(r->body.find("at most 4 MiB"), std::string::npos) << r->body.substr(0, 200);
+}
+
+}  // namespace
+}  // namespace sluice::testing
