@@ -46,7 +46,7 @@ void CheckAccepted(const sluice::orchestrator::JobRequest& r, std::string_view k
   const std::string& text = r.request_json;
   const json j = json::parse(text, nullptr, false);
   Require(j.is_object(), "its JSON is no object", text);
-  Require(r.kind == kind, "another kind", text);
+  Require(r.kind == (kind == "edit" ? "image" : kind), "another kind", text);
   Require(j.contains("prompt") && j["prompt"].is_string() &&
               !j["prompt"].get<std::string>().empty() &&
               j["prompt"].get<std::string>().size() <= 10000,
@@ -65,6 +65,13 @@ void CheckAccepted(const sluice::orchestrator::JobRequest& r, std::string_view k
               std::from_chars(size.data() + x + 1, size.data() + size.size(), h).ec == std::errc(),
           "size is WIDTHxHEIGHT", text);
   Require(w >= 64 && h >= 64 && w <= 2048 && h <= 2048 && w % 8 == 0 && h % 8 == 0, "size", text);
+  if (kind == "edit") {
+    Require(!j.contains("strength") ||
+                (j["strength"].is_number() && j["strength"] > 0 && j["strength"] <= 1),
+            "strength", text);
+  } else {
+    Require(!j.contains("strength"), "strength only on edits", text);
+  }
   std::uint64_t frames = 1;
   if (kind == "video") {
     Require(IntIn(j, "frames", 1, l.max_frames), "frames filled in and in range", text);
@@ -109,7 +116,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)sluice::http::ParseMultipartForm(type, req.body);
   }
   bool async = false;
-  for (const char* kind : {"image", "video"}) {
+  for (const char* kind : {"image", "video", "edit"}) {
     sluice::Result<sluice::orchestrator::JobRequest> r =
         sluice::orchestrator::ParseGenerationRequest(req.body, kind, api, &async);
     if (r.ok()) {
