@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian package sluice needs to build, test and run, and
-# the browser tests' driver (playwright-core, the exact version of
-# tests/browser/package-lock.json) from the npm registry; the browser is
-# Debian's chromium. Idempotent: what is present is skipped and nothing is
+# from the npm registry the browser tests' driver (playwright-core, the
+# exact version of tests/browser/package-lock.json; the browser is
+# Debian's chromium) and OpenAI's Node SDK for the client tests
+# (tests/clients/package-lock.json). Idempotent: what is present is skipped and nothing is
 # printed.
 # Usage: scripts/install-deps.sh            (as root, or with sudo available)
 set -euo pipefail
@@ -47,4 +48,9 @@ browser="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
 if [ ! -f "$browser/node_modules/playwright-core/package.json" ]; then
   echo "install-deps: installing playwright-core (npm) in tests/browser" >&2
   npm ci --prefix "$browser" --no-audit --no-fund --loglevel=error >/dev/null
+fi
+clients="$(dirname "$browser")/clients"
+if [ ! -f "$clients/node_modules/openai/package.json" ]; then
+  echo "install-deps: installing OpenAI's Node SDK (npm) in tests/clients" >&2
+  npm ci --prefix "$clients" --no-audit --no-fund --loglevel=error >/dev/null
 fi

@@ -8,11 +8,12 @@
 // Run: SLUICE_BIN=build/bin/sluice node --test tests/browser/console_test.mjs
 // SLUICE_SCREENSHOTS=DIR also writes the console's screenshots there.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+
+import { startServe as start, stopServe } from '../clients/serve_process.mjs';
 
 let chromium;
 try {
@@ -26,40 +27,7 @@ const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const SHOTS = process.env.SLUICE_SCREENSHOTS || '';
 const KEY = 'sk-console-test-0123456789';
 assert.ok(SLUICE, 'SLUICE_BIN must name the sluice binary');
-
-// Starts `sluice serve` on a free port; resolves with its URL once it
-// prints READY (60 s at most), with its output so far on failure.
-function startServe(args) {
-  const proc = spawn(SLUICE, ['serve', '--http', '127.0.0.1:0', '--exit-on-stdin-eof', ...args],
-    { stdio: ['pipe', 'pipe', 'pipe'] });
-  let out = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('sluice serve not ready in 60 s:\n' + out)), 60000);
-    const onData = (d) => {
-      out += d;
-      const m = out.match(/READY serve (\S+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ proc, url: m[1] });
-      }
-    };
-    proc.stdout.on('data', onData);
-    proc.stderr.on('data', (d) => { out += d; });
-    proc.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error('sluice serve exited (' + code + '):\n' + out));
-    });
-  });
-}
-
-async function stopServe(s) {
-  if (!s) return;
-  const exited = new Promise((r) => s.proc.once('exit', r));
-  s.proc.stdin.end();  // --exit-on-stdin-eof
-  const timer = setTimeout(() => s.proc.kill('SIGKILL'), 20000);
-  await exited;
-  clearTimeout(timer);
-}
+const startServe = (args) => start(SLUICE, args);
 
 async function shot(page, name) {
   if (SHOTS) await page.screenshot({ path: join(SHOTS, name + '.png'), fullPage: true });
