@@ -73,9 +73,6 @@ class Request:
         self.picture = None
         self.strength = 0.8
         if "image" in j:
-            if self.video:
-                raise sluice.InvalidArgumentError(
-                    "image: edits are of images; a video takes no picture")
             try:
                 self.picture = png.decode(base64.b64decode(j["image"], validate=True))
             except Exception as e:  # noqa: BLE001 - any malformed picture is the request's fault
@@ -200,7 +197,8 @@ class TorchStages:
         _, _, h, w = r.latent_shape()
         pic = np.pad(r.picture, ((0, h * net.SCALE - r.height), (0, w * net.SCALE - r.width),
                                  (0, 0)), mode="edge")
-        z0 = net.encode_picture(self.model, pic)
+        z0 = net.encode_picture(self.model, pic)  # [1, 4, 1, h, w]: every frame starts from it.
+        z0 = z0.expand(-1, -1, noise.shape[2], -1, -1)
         start = net.edit_start_step(r.steps, r.strength)
         sigma = np.float32(1) - np.float32(start) / np.float32(r.steps)
         return float(np.float32(1) - sigma) * z0 + float(sigma) * noise, start

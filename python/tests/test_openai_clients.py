@@ -145,7 +145,7 @@ def test_videos_from_a_multipart_form_list_fetch_and_delete(server):
     assert status == 404
     assert_error_shape(missing)
 
-    # A reference image the served model cannot take: 400 naming it.
+    # A reference picture that is no PNG: 400 naming it.
     ctype, body = form_data({"prompt": "from a picture"},
                             [("input_reference", "ref.png", b"not really a png")])
     conn.request("POST", "/v1/videos", body, {"Content-Type": ctype})

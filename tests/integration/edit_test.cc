@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sluice/client/http_client.h"
 #include "sluice/serve/embedded.h"
 
 #include "base64.h"
@@ -152,6 +153,63 @@ TEST(EditTest, AServedEditIsThePipelinesAndBadPartsAreRefusedByName) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body.substr(0, 200);
   EXPECT_NE(r->body.find("at most 4 MiB"), std::string::npos) << r->body.substr(0, 200);
+}
+
+// A video from a reference picture (OpenAI's input_reference, multipart):
+// every latent frame starts from the picture, noised at the strength's
+// step; the served frames are the pipeline's in one process. A strength
+// without a picture is refused.
+TEST(EditTest, AVideoFromAReferencePictureIsThePipelines) {
+  EmbeddedConfig c;
+  c.workers = 3;
+  auto cluster = StartEmbedded(c);
+  ASSERT_NE(cluster, nullptr);
+  const std::string url = "http://" + cluster->http_endpoint();
+  httplib::Client http(url);
+  http.set_read_timeout(60, 0);
+  const std::string picture = Golden("reference_torch_128.png");
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"prompt", "a large green circle moving right on a blue background"},
+      {"strength", "0.7"},
+      {"seed", "3"},
+      {"steps", "12"},
+      {"frames", "5"},
+      {"size", "128x128"}};
+  auto r = http.Post("/v1/videos", Form(fields, picture, "input_reference"), kType);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string id = json::parse(r->body)["id"];
+  auto got = client::WaitAndFetch(url, id, /*mp4=*/false, std::chrono::steady_clock::now(),
+                                  std::chrono::seconds(120));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->status, "succeeded") << got->error;
+
+  auto req = reference::ParseRequest(
+      R"({"prompt":"a large green circle moving right on a blue background","size":"128x128",)"
+      R"("seed":3,"steps":12,"frames":5})",
+      12, 4.0f);
+  ASSERT_TRUE(req.ok());
+  auto px = media::DecodePng(picture);
+  ASSERT_TRUE(px.ok());
+  const std::vector<float> z0 =
+      reference::EncodePicture(*req, px->rgb.data(), px->width, px->height);
+  const int start = reference::EditStartStep(req->steps, 0.7f);
+  std::vector<float> x = reference::EditStartLatent(*req, z0, start);
+  const std::vector<float> cond = reference::EncodeCondition(*req);
+  for (int i = start; i < req->steps; ++i) {
+    reference::DenoiseStep(*req, cond.data(), i, x);
+  }
+  reference::FrameDecoder dec(*req);
+  for (int k = 0; k < req->latent().t; ++k) {
+    ASSERT_TRUE(dec.AddLatentFrame(x.data(), k).ok());
+  }
+  EXPECT_EQ(dec.frames_done(), 5u);
+  EXPECT_TRUE(got->content == dec.Output()) << "the served frames are not the pipeline's";
+
+  r = http.Post("/v1/videos", Form(fields, ""), kType);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "strength") << r->body;
 }
 
 }  // namespace

@@ -407,16 +407,16 @@ Result<std::string> EditFormAsJson(const Request& req, std::string* picture) {
 // The edit's picture decoded (bounded), scaled to the job's size and
 // encoded again, into `body` as "image" (base64 PNG). Errors:
 // kInvalidArgument naming image or size.
-Status AttachPicture(const std::string& picture, json& body) {
-  const auto wh = ParseSize(body["size"].get<std::string>());
-  if (!wh.ok() || wh->first > kMaxEditSide || wh->second > kMaxEditSide) {
-    return InvalidArgumentError("size: edits are at most " + std::to_string(kMaxEditSide) + "x" +
-                                std::to_string(kMaxEditSide));
-  }
+Status AttachPicture(const std::string& picture, json& body, const std::string& field = "image") {
   Result<media::RgbImage> in = media::DecodePng(picture, kMaxEditUploadPixels);
   if (!in.ok()) {
-    return InvalidArgumentError("image: " + std::string(in.status().message()) +
+    return InvalidArgumentError(field + ": " + std::string(in.status().message()) +
                                 " (a PNG of at most 2048x2048 pixels)");
+  }
+  const auto wh = ParseSize(body["size"].get<std::string>());
+  if (!wh.ok() || wh->first > kMaxEditSide || wh->second > kMaxEditSide) {
+    return InvalidArgumentError("size: with a picture to start from, at most " +
+                                std::to_string(kMaxEditSide) + "x" + std::to_string(kMaxEditSide));
   }
   const media::RgbImage sized = media::ResizeRgb(*in, wh->first, wh->second);
   SLUICE_ASSIGN_OR_RETURN(std::string png,
@@ -497,16 +497,33 @@ void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
 }
 
 // A multipart/form-data video body (OpenAI's SDKs) as the JSON body it
-// stands for: every field is text; sluice's integer fields are converted.
-Result<std::string> VideoFormAsJson(const Request& req) {
+// stands for: every field is text; sluice's integer fields and strength are
+// converted. A reference picture (input_reference) goes to `*picture`.
+Result<std::string> VideoFormAsJson(const Request& req, std::string* picture) {
   SLUICE_ASSIGN_OR_RETURN(std::vector<http::FormPart> parts,
                           http::ParseMultipartForm(req.Header("content-type"), req.body));
   static const std::set<std::string> kIntegers = {"frames", "fps", "steps", "seed", "deadline_ms"};
   json j = json::object();
+  bool have_picture = false;
   for (http::FormPart& p : parts) {
     if (p.name == "input_reference") {
-      return InvalidArgumentError(
-          "input_reference: the served model takes no reference image (text to video only)");
+      if (have_picture) {
+        return InvalidArgumentError("input_reference: one picture per video");
+      }
+      have_picture = true;
+      *picture = std::move(p.data);
+      if (picture->size() > kMaxEditUploadBytes) {
+        return InvalidArgumentError("input_reference: " + std::to_string(picture->size()) +
+                                    " bytes; at most 4 MiB");
+      }
+      continue;
+    }
+    if (p.name == "strength") {
+      double d = 0;
+      auto [end, ec] = std::from_chars(p.data.data(), p.data.data() + p.data.size(), d);
+      j[p.name] =
+          ec == std::errc() && end == p.data.data() + p.data.size() ? json(d) : json(p.data);
+      continue;
     }
     if (p.is_file()) {
       return InvalidArgumentError(p.name + ": a file where a text field is expected");
@@ -527,20 +544,27 @@ Result<std::string> VideoFormAsJson(const Request& req) {
 
 void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
                  const ExchangePtr& ex, const Caller& caller) {
-  std::string form;
+  std::string form, picture;
   if (http::IsMultipartForm(req.Header("content-type"))) {
-    Result<std::string> body = VideoFormAsJson(req);
+    Result<std::string> body = VideoFormAsJson(req, &picture);
     if (!body.ok()) {
       return ex->Respond(BadRequest(body.status()));
     }
     form = std::move(*body);
   }
   bool async = true;
-  Result<JobRequest> r =
-      ParseGenerationRequest(form.empty() ? req.body : form, "video", o, &async,
-                             [&state](const std::string& m) { return state.DefaultSize(m, true); });
+  Result<JobRequest> r = ParseGenerationRequest(
+      form.empty() ? req.body : form, picture.empty() ? "video" : "video_reference", o, &async,
+      [&state](const std::string& m) { return state.DefaultSize(m, true); });
   if (!r.ok()) {
     return ex->Respond(BadRequest(r.status()));
+  }
+  if (!picture.empty()) {
+    json with_picture = json::parse(r->request_json);
+    if (Status s = AttachPicture(picture, with_picture, "input_reference"); !s.ok()) {
+      return ex->Respond(BadRequest(s));
+    }
+    r->request_json = with_picture.dump();
   }
   r->tenant = caller.tenant;
   Result<JobId> id = state.Submit(*r);

@@ -54,8 +54,9 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
 // `model_size` (optional): the default size of a model ("" for the
 // default model; "" back: none declared), used when the body has no size.
 using ModelSizeFn = std::function<std::string(const std::string& model)>;
-// `kind`: "image", "video", or "edit" (an image job that may also carry
-// "strength", in (0, 1]; the picture is added by the caller).
+// `kind`: "image", "video", "edit" (an image job that may also carry
+// "strength", in (0, 1]; the picture is added by the caller) or
+// "video_reference" (a video job from a reference picture, likewise).
 Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_view kind,
                                           const HttpOptions& o, bool* async,
                                           const ModelSizeFn& model_size = nullptr);

@@ -22,8 +22,10 @@ std::uint64_t SeedBits(const json& j) {
 Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_view kind,
                                           const HttpOptions& o, bool* async,
                                           const ModelSizeFn& model_size) {
-  const bool video = kind == "video";
-  const bool edit = kind == "edit";  // An image edit: an image job with a strength.
+  // An edit (an image from a picture) and a video from a reference picture
+  // may carry a strength; the caller adds the picture.
+  const bool edit = kind == "edit" || kind == "video_reference";
+  const bool video = kind == "video" || kind == "video_reference";
   const RequestLimits& limits = o.limits;
   SLUICE_ASSIGN_OR_RETURN(json j, http::ParseJsonBody(body, o.max_json_depth));
   if (!j.is_object()) {
@@ -236,7 +238,7 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
   JobRequest r;
   r.keep_checkpoints = j.value("keep_checkpoints", false);
   r.resume_from = std::move(resume);
-  r.kind = edit ? std::string("image") : std::string(kind);
+  r.kind = video ? "video" : "image";
   if (j.contains("model")) {
     if (!j["model"].is_string()) {
       return bad("model", "a model id (GET /v1/models lists them)");

@@ -132,9 +132,6 @@ Result<Request> ParseRequest(std::string_view text, int default_steps, float def
     r.edit = std::move(e);
   }
   if (j.contains("frames")) {
-    if (r.edit) {
-      return BadRequest("image", "edits are of images; a video takes no picture");
-    }
     if (!j["frames"].is_number_integer() || j["frames"] < 1 || j["frames"] > 1024) {
       return BadRequest("frames", "an integer in 1..1024");
     }
@@ -388,9 +385,18 @@ int EditStartStep(int steps, float strength) {
 
 std::vector<float> EditStartLatent(const Request& r, const std::vector<float>& z0, int start) {
   std::vector<float> x = InitialNoise(r);
+  const LatentShape s = r.latent();
+  const std::size_t plane = static_cast<std::size_t>(s.h) * s.w;
   const float sigma = 1.0f - static_cast<float>(start) / static_cast<float>(r.steps);
-  for (std::size_t i = 0; i < x.size() && i < z0.size(); ++i) {
-    x[i] = (1.0f - sigma) * z0[i] + sigma * x[i];
+  // [c, t, h, w]: every latent frame starts from the picture's latent.
+  for (int c = 0; c < kLatentChannels; ++c) {
+    for (int t = 0; t < s.t; ++t) {
+      float* dst = x.data() + (static_cast<std::size_t>(c) * s.t + t) * plane;
+      const float* src = z0.data() + static_cast<std::size_t>(c) * plane;
+      for (std::size_t i = 0; i < plane; ++i) {
+        dst[i] = (1.0f - sigma) * src[i] + sigma * dst[i];
+      }
+    }
   }
   return x;
 }

@@ -50,8 +50,8 @@ struct Request {
 
 // The orchestrator's request JSON (prompt, size "WxH", seed, steps,
 // guidance, negative_prompt, preview_every, step_cache {"threshold": t};
-// image edits: image (a base64 PNG, at most kMaxEditPixels), strength;
-// video: frames, fps). Errors: kInvalidArgument
+// edits and videos from a picture: image (a base64 PNG, at most
+// kMaxEditPixels), strength; video: frames, fps). Errors: kInvalidArgument
 // naming the field, including sizes beyond the model (kMaxTokens).
 Result<Request> ParseRequest(std::string_view json, int default_steps, float default_guidance);
 
@@ -120,18 +120,19 @@ struct SampleStep {
 // to DenoiseStep. REQUIRES: every item's latent shape the same.
 void DenoiseSteps(std::span<SampleStep> items, bool batched = true);
 
-// Image edits (img2img). The picture rgb [height][width][3] (uint8)
-// scaled (media::ResizeRgb) to r.width × r.height, extended to the
-// latent cells' size by repeating its last row and column, and encoded by
-// the VAE's encoder: z0 [kLatentChannels, 1, h, w]. REQUIRES width,
-// height > 0 and r an image request.
+// Image edits (img2img) and videos from a reference picture. The picture
+// rgb [height][width][3] (uint8) scaled (media::ResizeRgb) to r.width ×
+// r.height, extended to the latent cells' size by repeating its last row
+// and column, and encoded by the VAE's encoder: z0 [kLatentChannels, 1,
+// h, w]. REQUIRES width, height > 0.
 std::vector<float> EncodePicture(const Request& r, const std::uint8_t* rgb, int width, int height);
 // The first step an edit of `strength` (in (0, 1]) samples: steps −
 // floor(strength · steps), at most steps − 1 (at least one step runs).
 int EditStartStep(int steps, float strength);
 // The latent an edit starts sampling from at step `start`: (1 − σ) z0 +
 // σ ε with σ = 1 − start/steps (the flow's interpolation) and ε the seed's
-// noise (InitialNoise).
+// noise (InitialNoise); a video's every latent frame starts from z0 (one
+// frame, EncodePicture's). REQUIRES z0 of r's latent frame size.
 std::vector<float> EditStartLatent(const Request& r, const std::vector<float>& z0, int start);
 
 // Which denoise steps make a preview: every r.preview_every steps and the
