@@ -70,10 +70,14 @@ describe('an open API', () => {
     await page.fill('#play-prompt', 'a small green square at the top on a white background');
     await page.fill('#play-seed', '7');
     await page.fill('#play-preview', '2');
+    await page.fill('#play-step-cache', '0.2');
     const curl = await page.locator('#snippet-curl').textContent();
     assert.match(curl, /\/v1\/images\/generations/);
     assert.match(curl, /"seed":7/);
-    assert.match(await page.locator('#snippet-sdk').textContent(), /client\.images\.generate\(/);
+    assert.match(curl, /"step_cache":\{"threshold":0.2\}/);
+    const sdk = await page.locator('#snippet-sdk').textContent();
+    assert.match(sdk, /client\.images\.generate\(/);
+    assert.match(sdk, /"step_cache": \{"threshold":0.2\}/);
     await page.click('#play-submit');
     // The jobs view follows the new job to its end.
     await page.locator('#job-status.succeeded').waitFor({ timeout: 60000 });
@@ -89,6 +93,9 @@ describe('an open API', () => {
     const started = await page.locator('#job-timeline tr.ev-stage_started').allTextContents();
     assert.equal(started.length, 3, started.join('\n'));
     ['encode', 'denoise', 'decode'].forEach((s, i) => assert.match(started[i], new RegExp(s + 'worker \\d+')));
+    // Denoise's stage_done row says what the step cache skipped.
+    const done = await page.locator('#job-timeline tr.ev-stage_done', { hasText: 'denoise' }).textContent();
+    assert.match(done, /12 steps, [1-9]\d* skipped by the step cache/);
     // The list shows it, succeeded.
     const id = await page.locator('#job-title').textContent();
     await page.locator(`#job-list tr[data-job="${id}"] .status.succeeded`).waitFor({ timeout: 5000 });

@@ -262,9 +262,25 @@ function renderJob(j) {
   if (j.error) $('job-error').textContent = j.error;
 }
 
+// What a stage_done event's counts say: the steps a denoise ran and, with
+// the step cache on, how many of them skipped the blocks; other counts as
+// name and value.
+function countsText(c) {
+  const parts = [];
+  if (c.steps !== undefined) {
+    parts.push(c.steps + ' steps' + (c.steps_skipped !== undefined ? ', ' + c.steps_skipped +
+      ' skipped by the step cache' : ''));
+  }
+  for (const [k, v] of Object.entries(c)) {
+    if (k !== 'steps' && k !== 'steps_skipped') parts.push(k + ' ' + v);
+  }
+  return parts.join(', ');
+}
+
 function addEvent(e) {
-  const detail = e.timings_ms ? Object.entries(e.timings_ms).map(([k, v]) =>
+  let detail = e.timings_ms ? Object.entries(e.timings_ms).map(([k, v]) =>
     k + ' ' + v.toFixed(1) + ' ms').join(', ') : (e.detail || (e.steps ? e.step + '/' + e.steps : ''));
+  if (e.counts && Object.keys(e.counts).length) detail += ' · ' + countsText(e.counts);
   $('job-timeline').tBodies[0].append(el('tr', { class: 'ev-' + e.type },
     el('td', {}, e.t_ms.toFixed(1)), el('td', {}, e.type), el('td', {}, e.stage || ''),
     el('td', { class: 'mono' }, e.worker ? 'worker ' + e.worker : ''), el('td', {}, detail)));
@@ -339,6 +355,8 @@ function playBody() {
   const fields = { steps: num('play-steps'), guidance: num('play-guidance'), seed: num('play-seed'),
     preview_every: num('play-preview') };
   if (video) fields.frames = num('play-frames');
+  const threshold = num('play-step-cache');
+  if (threshold !== undefined) fields.step_cache = { threshold };
   for (const [k, v] of Object.entries(fields)) if (v !== undefined) b[k] = v;
   b.priority = $('play-priority').value;
   return { video, body: b };
@@ -349,7 +367,7 @@ function shellQuote(s) {
 }
 
 function pyValue(v) {
-  return typeof v === 'string' ? JSON.stringify(v) : String(v);
+  return typeof v === 'string' || typeof v === 'object' ? JSON.stringify(v) : String(v);
 }
 
 function renderSnippets() {
