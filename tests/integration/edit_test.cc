@@ -58,8 +58,9 @@ const std::vector<std::pair<std::string, std::string>> kFields = {
     {"size", "128x128"}};
 
 // The same edit in one process: the picture encoded, noised at the
-// strength's step, sampled to the end and decoded.
-std::string OneProcess(const std::string& picture) {
+// strength's step, sampled to the end (through a step cache of
+// `step_cache`, 0: none) and decoded.
+std::string OneProcess(const std::string& picture, float step_cache = 0) {
   auto r = reference::ParseRequest(
       R"({"prompt":"a large green circle on the left on a blue background","size":"128x128",)"
       R"("seed":2,"steps":12})",
@@ -71,9 +72,12 @@ std::string OneProcess(const std::string& picture) {
   const int start = reference::EditStartStep(r->steps, 0.6f);
   std::vector<float> x = reference::EditStartLatent(*r, z0, start);
   const std::vector<float> cond = reference::EncodeCondition(*r);
+  reference::StepCache cache;
+  cache.threshold = step_cache;
   for (int i = start; i < r->steps; ++i) {
-    reference::DenoiseStep(*r, cond.data(), i, x);
+    reference::DenoiseStep(*r, cond.data(), i, x, nullptr, nullptr, &cache);
   }
+  EXPECT_EQ(cache.skipped > 0, step_cache > 0) << "the cache skipped no step of the edit";
   reference::FrameDecoder dec(*r);
   EXPECT_TRUE(dec.AddLatentFrame(x.data(), 0).ok());
   return dec.Output();
@@ -153,6 +157,27 @@ TEST(EditTest, AServedEditIsThePipelinesAndBadPartsAreRefusedByName) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body.substr(0, 200);
   EXPECT_NE(r->body.find("at most 4 MiB"), std::string::npos) << r->body.substr(0, 200);
+}
+
+// Edits compose with the step cache (here the deployment's default): the
+// edit's steps go through it from the first one it samples, giving the
+// pipeline's cached bytes, not the uncached ones.
+TEST(EditTest, AnEditRunsThroughTheStepCache) {
+  EmbeddedConfig c;
+  c.workers = 3;
+  c.step_cache_threshold = 0.3f;
+  auto cluster = StartEmbedded(c);
+  ASSERT_NE(cluster, nullptr);
+  httplib::Client http("http://" + cluster->http_endpoint());
+  http.set_read_timeout(60, 0);
+  const std::string picture = Golden("reference_torch_128.png");
+  const std::string cached = OneProcess(picture, 0.3f);
+  ASSERT_FALSE(cached == OneProcess(picture)) << "the cache changes nothing here";
+  auto r = http.Post("/v1/images/edits", Form(kFields, picture), kType);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_TRUE(Unbase64(json::parse(r->body)["data"][0]["b64_json"]) == cached)
+      << "the served edit did not go through the step cache";
 }
 
 // A video from a reference picture (OpenAI's input_reference, multipart):
