@@ -35,28 +35,37 @@ std::string PictureKey(const Request& r) {
       std::string_view(reinterpret_cast<const char*>(p.rgb.data()), p.rgb.size()), params);
 }
 
+// The sampler a request's checkpoints name: a step-cached run's states
+// differ from an uncached one's (the threshold is named), an edit's are
+// its picture's and strength's. Computed once per run (an edit's hashes
+// its picture).
+std::string SamplerName(const Request& r, const ReferenceStageOptions& o) {
+  auto number = [](float v) {
+    char t[32];
+    std::snprintf(t, sizeof(t), "%.9g", static_cast<double>(v));
+    return std::string(t);
+  };
+  std::string sampler = "flow_euler_cfg";
+  if (const float t = StepCacheThreshold(r, o); t > 0) {
+    sampler += "+step_cache=" + number(t);
+  }
+  if (r.edit) {
+    sampler += "+edit=" + PictureKey(r) + "+strength=" + number(r.edit->strength);
+  }
+  return sampler;
+}
+
 // The standard checkpoint key's parts for the reference DiT's sampler
-// state after `step` (guidance as the model reads it: a float, widened).
-// A step-cached run's states differ from an uncached one's: its sampler
-// names the threshold.
+// state after `step` (guidance as the model reads it: a float, widened),
+// under `sampler` (SamplerName).
 cache::CheckpointKeyParts ReferenceCheckpointParts(const Request& r,
                                                    const std::vector<std::string>& cond_keys,
-                                                   int step, float step_cache) {
+                                                   int step, const std::string& sampler) {
   const reference::LatentShape s = r.latent();
   cache::CheckpointKeyParts p;
   p.model = std::string(kReferenceModelName);
   p.model_version = reference::ReferenceModels().identity;
-  p.sampler = "flow_euler_cfg";
-  if (step_cache > 0) {
-    char t[32];
-    std::snprintf(t, sizeof(t), "%.9g", static_cast<double>(step_cache));
-    p.sampler += std::string("+step_cache=") + t;
-  }
-  if (r.edit) {  // An edit's states are its picture's and strength's.
-    char s[32];
-    std::snprintf(s, sizeof(s), "%.9g", static_cast<double>(r.edit->strength));
-    p.sampler += "+edit=" + PictureKey(r) + "+strength=" + s;
-  }
+  p.sampler = sampler;
   p.seed = r.seed;
   p.guidance = static_cast<double>(r.guidance);
   p.condition_keys = cond_keys;
@@ -281,8 +290,8 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
   reference::StepCache step_cache;
   step_cache.threshold = StepCacheThreshold(r, o);
   run.step_cached = step_cache.threshold > 0;
-  run.key = [&r, cond_keys, t = step_cache.threshold](int step) {
-    return *cache::CheckpointKey(ReferenceCheckpointParts(r, cond_keys, step, t));
+  run.key = [&r, cond_keys, sampler = SamplerName(r, o)](int step) {
+    return *cache::CheckpointKey(ReferenceCheckpointParts(r, cond_keys, step, sampler));
   };
   run.resumed = ctx.resume_step() > 0;
   run.ttl = std::chrono::duration_cast<std::chrono::seconds>(o.checkpoint_ttl);
@@ -540,8 +549,7 @@ Result<std::string> ReferenceCheckpointKey(std::string_view request_json, int st
       Request r, reference::ParseRequest(request_json, o.default_steps, o.default_guidance));
   SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> cond_keys,
                           cache::ConditionKeysFor(ReferenceConditionEncoder(), request_json));
-  return cache::CheckpointKey(
-      ReferenceCheckpointParts(r, cond_keys, step, StepCacheThreshold(r, o)));
+  return cache::CheckpointKey(ReferenceCheckpointParts(r, cond_keys, step, SamplerName(r, o)));
 }
 
 Status LoadReferenceWeights(const std::string& weights) {
