@@ -349,13 +349,18 @@ constexpr std::size_t kMaxEditUploadBytes = 4 << 20;
 constexpr std::int64_t kMaxEditUploadPixels = std::int64_t{2048} * 2048;
 constexpr int kMaxEditSide = 512;
 
-// A multipart/form-data edit body (OpenAI's images.edit) as the JSON body
-// of its job, and its picture (PNG bytes) in `*picture`.
-Result<std::string> EditFormAsJson(const Request& req, std::string* picture) {
+// A multipart/form-data body (OpenAI's SDKs: images.edit, videos.create)
+// as the JSON body it stands for: every field is text; sluice's integer
+// fields, strength and guidance are converted, async to a boolean. The
+// one file part named `picture_field` (images.edit also sends it as
+// "image[]"), if any, goes to `*picture`, at most kMaxEditUploadBytes;
+// `job` names what the body asks for in errors ("edit", "video").
+Result<std::string> FormAsJson(const Request& req, const std::string& picture_field,
+                               const std::string& job, std::string* picture) {
   SLUICE_ASSIGN_OR_RETURN(std::vector<http::FormPart> parts,
                           http::ParseMultipartForm(req.Header("content-type"), req.body));
-  static const std::set<std::string> kIntegers = {"n", "steps", "seed", "deadline_ms",
-                                                  "preview_every"};
+  static const std::set<std::string> kIntegers = {"n",    "frames",      "fps",          "steps",
+                                                  "seed", "deadline_ms", "preview_every"};
   static const std::set<std::string> kNumbers = {"strength", "guidance"};
   json j = json::object();
   bool have_picture = false;
@@ -364,9 +369,13 @@ Result<std::string> EditFormAsJson(const Request& req, std::string* picture) {
       return InvalidArgumentError(
           "mask: not served (the whole picture is redrawn, as much as strength says)");
     }
-    if (p.name == "image" || p.name == "image[]") {
+    if (p.name == picture_field || p.name == picture_field + "[]") {
       if (have_picture) {
-        return InvalidArgumentError("image: one picture per edit");
+        return InvalidArgumentError(picture_field + ": one picture per " + job);
+      }
+      if (p.data.size() > kMaxEditUploadBytes) {
+        return InvalidArgumentError(picture_field + ": " + std::to_string(p.data.size()) +
+                                    " bytes; at most 4 MiB");
       }
       have_picture = true;
       *picture = std::move(p.data);
@@ -393,13 +402,6 @@ Result<std::string> EditFormAsJson(const Request& req, std::string* picture) {
     } else {
       j[p.name] = std::move(p.data);
     }
-  }
-  if (!have_picture) {
-    return InvalidArgumentError("image: required, the PNG to edit");
-  }
-  if (picture->size() > kMaxEditUploadBytes) {
-    return InvalidArgumentError("image: " + std::to_string(picture->size()) +
-                                " bytes; at most 4 MiB");
   }
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -434,9 +436,12 @@ void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
       return ex->Respond(BadRequest(
           InvalidArgumentError("body: multipart/form-data with the image and the prompt")));
     }
-    Result<std::string> body = EditFormAsJson(req, &picture);
+    Result<std::string> body = FormAsJson(req, "image", "edit", &picture);
     if (!body.ok()) {
       return ex->Respond(BadRequest(body.status()));
+    }
+    if (picture.empty()) {
+      return ex->Respond(BadRequest(InvalidArgumentError("image: required, the PNG to edit")));
     }
     form = std::move(*body);
   }
@@ -496,57 +501,11 @@ void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
   wait->Start(o.sync_timeout);
 }
 
-// A multipart/form-data video body (OpenAI's SDKs) as the JSON body it
-// stands for: every field is text; sluice's integer fields and strength are
-// converted. A reference picture (input_reference) goes to `*picture`.
-Result<std::string> VideoFormAsJson(const Request& req, std::string* picture) {
-  SLUICE_ASSIGN_OR_RETURN(std::vector<http::FormPart> parts,
-                          http::ParseMultipartForm(req.Header("content-type"), req.body));
-  static const std::set<std::string> kIntegers = {"frames", "fps", "steps", "seed", "deadline_ms"};
-  json j = json::object();
-  bool have_picture = false;
-  for (http::FormPart& p : parts) {
-    if (p.name == "input_reference") {
-      if (have_picture) {
-        return InvalidArgumentError("input_reference: one picture per video");
-      }
-      have_picture = true;
-      *picture = std::move(p.data);
-      if (picture->size() > kMaxEditUploadBytes) {
-        return InvalidArgumentError("input_reference: " + std::to_string(picture->size()) +
-                                    " bytes; at most 4 MiB");
-      }
-      continue;
-    }
-    if (p.name == "strength") {
-      double d = 0;
-      auto [end, ec] = std::from_chars(p.data.data(), p.data.data() + p.data.size(), d);
-      j[p.name] =
-          ec == std::errc() && end == p.data.data() + p.data.size() ? json(d) : json(p.data);
-      continue;
-    }
-    if (p.is_file()) {
-      return InvalidArgumentError(p.name + ": a file where a text field is expected");
-    }
-    if (j.contains(p.name)) {
-      return InvalidArgumentError(p.name + ": given twice");
-    }
-    std::int64_t n = 0;
-    auto [end, ec] = std::from_chars(p.data.data(), p.data.data() + p.data.size(), n);
-    if (kIntegers.count(p.name) != 0 && ec == std::errc() && end == p.data.data() + p.data.size()) {
-      j[p.name] = n;
-    } else {
-      j[p.name] = std::move(p.data);
-    }
-  }
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
                  const ExchangePtr& ex, const Caller& caller) {
   std::string form, picture;
   if (http::IsMultipartForm(req.Header("content-type"))) {
-    Result<std::string> body = VideoFormAsJson(req, &picture);
+    Result<std::string> body = FormAsJson(req, "input_reference", "video", &picture);
     if (!body.ok()) {
       return ex->Respond(BadRequest(body.status()));
     }
