@@ -1,10 +1,12 @@
 """Fixtures: a store master and a store node as processes, producer processes."""
 
+import json
 import os
 import pathlib
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -12,6 +14,18 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SLUICE_BIN = os.environ.get("SLUICE_BIN", str(ROOT / "build" / "bin" / "sluice"))
 PRODUCER = str(pathlib.Path(__file__).with_name("producer.py"))
+
+
+def post_image(http, body, timeout=30):
+    """(status, parsed JSON) of POST /v1/images/generations with `body` at
+    the orchestrator's HTTP address `http`, an error status included."""
+    req = urllib.request.Request(f"http://{http}/v1/images/generations",
+                                 data=json.dumps(body).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
 
 
 class Proc:

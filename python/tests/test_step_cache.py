@@ -7,23 +7,16 @@ refused by name: the request's field with a 400, the worker's flag at start."""
 import base64
 import json
 import subprocess
-import urllib.error
 import urllib.request
 
-from conftest import SLUICE_BIN, Proc
+from conftest import SLUICE_BIN, Proc, post_image
 
 REQUEST = {"prompt": "a large red circle on the left on a blue background",
            "size": "128x128", "seed": 5, "steps": 12}
 
 
 def post(http, body):
-    req = urllib.request.Request(f"http://{http}/v1/images/generations",
-                                 data=json.dumps(body).encode(), method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    return post_image(http, body, timeout=120)
 
 
 def denoise_counts(http, job):

@@ -11,7 +11,7 @@ import pytest
 import sluice
 from sluice import StageOutput, StageWorker
 
-from conftest import SLUICE_BIN, Proc
+from conftest import SLUICE_BIN, Proc, post_image
 
 
 @pytest.fixture
@@ -22,14 +22,7 @@ def orchestrator():
     p.close()
 
 
-def post(http, body):
-    req = urllib.request.Request(f"http://{http}/v1/images/generations",
-                                 data=json.dumps(body).encode(), method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+post = post_image
 
 
 def test_python_handlers_run_every_stage(orchestrator):

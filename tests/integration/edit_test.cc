@@ -57,19 +57,22 @@ const std::vector<std::pair<std::string, std::string>> kFields = {
     {"steps", "12"},
     {"size", "128x128"}};
 
-// The same edit in one process: the picture encoded, noised at the
-// strength's step, sampled to the end (through a step cache of
-// `step_cache`, 0: none) and decoded.
-std::string OneProcess(const std::string& picture, float step_cache = 0) {
-  auto r = reference::ParseRequest(
-      R"({"prompt":"a large green circle on the left on a blue background","size":"128x128",)"
-      R"("seed":2,"steps":12})",
-      12, 4.0f);
+constexpr char kEditRequest[] =
+    R"({"prompt":"a large green circle on the left on a blue background","size":"128x128",)"
+    R"("seed":2,"steps":12})";
+
+// The same edit of `request` (JSON, as a stage sees it without the
+// picture) in one process: the picture encoded, noised at the strength's
+// step, sampled to the end (through a step cache of `step_cache`, 0: none)
+// and decoded — the PNG, or a video's frames archive.
+std::string OneProcess(const std::string& picture, const char* request = kEditRequest,
+                       float strength = 0.6f, float step_cache = 0) {
+  auto r = reference::ParseRequest(request, 12, 4.0f);
   EXPECT_TRUE(r.ok());
   auto px = media::DecodePng(picture);
   EXPECT_TRUE(px.ok());
   const std::vector<float> z0 = reference::EncodePicture(*r, px->rgb.data(), px->width, px->height);
-  const int start = reference::EditStartStep(r->steps, 0.6f);
+  const int start = reference::EditStartStep(r->steps, strength);
   std::vector<float> x = reference::EditStartLatent(*r, z0, start);
   const std::vector<float> cond = reference::EncodeCondition(*r);
   reference::StepCache cache;
@@ -79,7 +82,10 @@ std::string OneProcess(const std::string& picture, float step_cache = 0) {
   }
   EXPECT_EQ(cache.skipped > 0, step_cache > 0) << "the cache skipped no step of the edit";
   reference::FrameDecoder dec(*r);
-  EXPECT_TRUE(dec.AddLatentFrame(x.data(), 0).ok());
+  for (int k = 0; k < r->latent().t; ++k) {
+    EXPECT_TRUE(dec.AddLatentFrame(x.data(), k).ok());
+  }
+  EXPECT_EQ(dec.frames_done(), static_cast<std::size_t>(r->frames));
   return dec.Output();
 }
 
@@ -171,7 +177,7 @@ TEST(EditTest, AnEditRunsThroughTheStepCache) {
   httplib::Client http("http://" + cluster->http_endpoint());
   http.set_read_timeout(60, 0);
   const std::string picture = Golden("reference_torch_128.png");
-  const std::string cached = OneProcess(picture, 0.3f);
+  const std::string cached = OneProcess(picture, kEditRequest, 0.6f, 0.3f);
   ASSERT_FALSE(cached == OneProcess(picture)) << "the cache changes nothing here";
   auto r = http.Post("/v1/images/edits", Form(kFields, picture), kType);
   ASSERT_TRUE(r);
@@ -209,27 +215,12 @@ TEST(EditTest, AVideoFromAReferencePictureIsThePipelines) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->status, "succeeded") << got->error;
 
-  auto req = reference::ParseRequest(
-      R"({"prompt":"a large green circle moving right on a blue background","size":"128x128",)"
-      R"("seed":3,"steps":12,"frames":5})",
-      12, 4.0f);
-  ASSERT_TRUE(req.ok());
-  auto px = media::DecodePng(picture);
-  ASSERT_TRUE(px.ok());
-  const std::vector<float> z0 =
-      reference::EncodePicture(*req, px->rgb.data(), px->width, px->height);
-  const int start = reference::EditStartStep(req->steps, 0.7f);
-  std::vector<float> x = reference::EditStartLatent(*req, z0, start);
-  const std::vector<float> cond = reference::EncodeCondition(*req);
-  for (int i = start; i < req->steps; ++i) {
-    reference::DenoiseStep(*req, cond.data(), i, x);
-  }
-  reference::FrameDecoder dec(*req);
-  for (int k = 0; k < req->latent().t; ++k) {
-    ASSERT_TRUE(dec.AddLatentFrame(x.data(), k).ok());
-  }
-  EXPECT_EQ(dec.frames_done(), 5u);
-  EXPECT_TRUE(got->content == dec.Output()) << "the served frames are not the pipeline's";
+  const std::string want =
+      OneProcess(picture,
+                 R"({"prompt":"a large green circle moving right on a blue background",)"
+                 R"("size":"128x128","seed":3,"steps":12,"frames":5})",
+                 0.7f);
+  EXPECT_TRUE(got->content == want) << "the served frames are not the pipeline's";
 
   r = http.Post("/v1/videos", Form(fields, ""), kType);
   ASSERT_TRUE(r);
