@@ -2,13 +2,15 @@
 mirror: the picture the C++ reference pipeline must reproduce (within
 PSNR 40 dB) and that the mirror itself must keep producing.
 
-    cd python && /usr/bin/python3 -m sluice_model.golden
+    cd python && /usr/bin/python3 -m sluice_model.golden [--adapters]
 
 The requests: GOLDEN_PROMPT, seed 1, 12 steps, guidance 4, 128x128; and
 GOLDEN_VIDEO_PROMPT, the same with 17 frames, of which frames 0, 8 and 16
 are stored side by side (GOLDEN_VIDEO, 384x128). For image edits: the
 golden image through the VAE's encoder and decoder (GOLDEN_ROUNDTRIP), and
-edited to GOLDEN_EDIT_PROMPT at strength 0.6 (GOLDEN_EDIT).
+edited to GOLDEN_EDIT_PROMPT at strength 0.6 (GOLDEN_EDIT). With
+--adapters (after an adapter is trained again): GOLDEN_PROMPT through the
+mirror adapter (GOLDEN_MIRROR).
 """
 
 import os
@@ -33,6 +35,10 @@ GOLDEN_VIDEO_FRAMES = (0, 8, 16)
 GOLDEN_ROUNDTRIP = os.path.join(ROOT, "tests", "golden", "reference_torch_roundtrip_128.png")
 GOLDEN_EDIT = os.path.join(ROOT, "tests", "golden", "reference_torch_edit_128.png")
 GOLDEN_EDIT_PROMPT = "a large green circle on the left on a blue background"
+# Adapters: the shipped mirror adapter at scale 1 on GOLDEN_PROMPT (seed 1):
+# the circle drawn on the right.
+MIRROR_ADAPTER = os.path.join(ROOT, "models", "adapters", "mirror.safetensors")
+GOLDEN_MIRROR = os.path.join(ROOT, "tests", "golden", "reference_torch_mirror_128.png")
 
 
 def load(path: str = WEIGHTS) -> net.Model:
@@ -73,6 +79,15 @@ def golden_edit(model: net.Model) -> np.ndarray:
         return net.to_uint8(model.decode(z[:, :, 0]))[0]
 
 
+def golden_mirror(model: net.Model, adapter_path: str = MIRROR_ADAPTER) -> np.ndarray:
+    torch.set_num_threads(1)
+    g = 128 // net.SCALE
+    adapter = net.load_adapter(adapter_path)
+    z = net.sample(model, [GOLDEN_PROMPT], (1, g, g), [1], steps=12, guidance=4.0,
+                   lora=[(adapter, 1.0)])
+    return net.to_uint8(model.decode(z[:, :, 0]))[0]
+
+
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
     mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
     return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
@@ -90,6 +105,10 @@ def main() -> int:
     with open(GOLDEN_EDIT, "wb") as f:
         f.write(png.encode(golden_edit(model)))
     print(f"wrote {GOLDEN}, {GOLDEN_VIDEO}, {GOLDEN_ROUNDTRIP} and {GOLDEN_EDIT}")
+    if "--adapters" in sys.argv[1:]:
+        with open(GOLDEN_MIRROR, "wb") as f:
+            f.write(png.encode(golden_mirror(model)))
+        print(f"wrote {GOLDEN_MIRROR}")
     return 0
 
 

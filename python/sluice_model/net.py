@@ -183,6 +183,50 @@ def init_weights(seed: int, decoder_blocks: int = 0) -> Dict[str, np.ndarray]:
     return out
 
 
+# --- adapters (LoRA) -----------------------------------------------------------
+# An adapter is a safetensors file of low-rank updates to the denoiser's
+# block layers: for layer L of block b (L one of ADAPTED_LAYERS),
+# dit.blocks.b.L.lora_a [in, rank] and dit.blocks.b.L.lora_b [rank, out];
+# metadata "format" ADAPTER_FORMAT, "version", "base" (the weights' format
+# and version it was trained on), "rank", "name". A request's scale
+# multiplies the update (1: as trained). The C++ reference::Adapter loads
+# the same files.
+ADAPTER_FORMAT = "sluice-lora"
+ADAPTER_VERSION = "1"
+ADAPTED_LAYERS = ("qkv", "proj", "xq", "xproj", "fc1", "fc2")
+MAX_ADAPTER_RANK = 64
+Lora = Sequence  # of (Dict[str, torch.Tensor], float): adapter tensors, scale.
+
+
+def adapter_shapes(rank: int, layers: Sequence[str] = ADAPTED_LAYERS) -> Dict[str, Sequence[int]]:
+    """The tensors of an adapter of `rank` on `layers` of every block."""
+    base = shapes()
+    out = {}
+    for b in range(DIT_DEPTH):
+        for layer in layers:
+            name = f"dit.blocks.{b}.{layer}"
+            fan_in, fan_out = base[name]
+            out[name + ".lora_a"] = (fan_in, rank)
+            out[name + ".lora_b"] = (rank, fan_out)
+    return out
+
+
+def load_adapter(path: str) -> Dict[str, torch.Tensor]:
+    """An adapter file's tensors (checked against the architecture)."""
+    from . import safetensors
+    tensors, meta = safetensors.load(path)
+    if meta.get("format") != ADAPTER_FORMAT:
+        raise ValueError(f"{path}: metadata format {meta.get('format')!r} is not "
+                         f"{ADAPTER_FORMAT!r}")
+    rank = int(meta.get("rank", "0"))
+    allowed = adapter_shapes(rank)
+    for name, a in tensors.items():
+        if tuple(allowed.get(name, ())) != tuple(a.shape):
+            raise ValueError(f"{path}: tensor {name} {list(a.shape)} is not an adapter tensor "
+                             f"of rank {rank}")
+    return {n: torch.tensor(np.asarray(a, np.float32)) for n, a in tensors.items()}
+
+
 class Model:
     """The four networks over one Weights. `position_scale`: the denoiser's
     token positions are sinusoids of position_scale * (t, i, j); the
@@ -227,11 +271,13 @@ class Model:
                                 sinusoidal(s * ii.reshape(-1).float(), b),
                                 sinusoidal(s * jj.reshape(-1).float(), b)], dim=-1)
 
-    def denoise(self, x: torch.Tensor, sigma: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+    def denoise(self, x: torch.Tensor, sigma: torch.Tensor, cond: torch.Tensor,
+                lora: "Lora" = ()) -> torch.Tensor:
         """The clean latent predicted from x [B, 4, t, h, w] at noise level
-        sigma [B] given text [B, 64, 64]: embed, blocks, head."""
+        sigma [B] given text [B, 64, 64]: embed, blocks, head; `lora`: the
+        adapters every sample runs with (blocks)."""
         X, c2 = self.embed(x, sigma)
-        return self.head(self.blocks(X, c2, cond), c2, x.shape)
+        return self.head(self.blocks(X, c2, cond, lora), c2, x.shape)
 
     # The denoiser's three parts (the C++ Denoiser's Embed, Blocks, Head):
     # a sampler with a step cache runs the blocks only on some steps.
@@ -255,23 +301,36 @@ class Model:
         sh1, sc1 = mod[..., :d], mod[..., d:2 * d]
         return layer_norm(X) * (1 + sc1) + sh1
 
-    def blocks(self, X: torch.Tensor, c2: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
-        """Every block over X [B, n, DIT_DIM] given text [B, 64, 64]."""
+    def blocks(self, X: torch.Tensor, c2: torch.Tensor, cond: torch.Tensor,
+               lora: "Lora" = ()) -> torch.Tensor:
+        """Every block over X [B, n, DIT_DIM] given text [B, 64, 64]. `lora`:
+        (adapter tensors, scale) pairs; each adapted layer computes
+        h @ w + sum(scale (h @ lora_a) @ lora_b) (+ its bias)."""
         w, d = self.w, DIT_DIM
+
+        def lin(h, q, name, bias=True):
+            out = h @ w[q + name]
+            for tensors, scale in lora:
+                a = tensors.get(q + name + ".lora_a")
+                if a is not None:
+                    out = out + scale * ((h @ a) @ tensors[q + name + ".lora_b"])
+            return out + w[q + name + "_b"] if bias else out
+
         for b in range(DIT_DEPTH):
             q = f"dit.blocks.{b}."
             mod = (c2 @ w[q + "ada"] + w[q + "ada_b"])[:, None, :]
             sh1, sc1, g1, sh2, sc2, g2 = mod.split(d, dim=-1)
             H = layer_norm(X) * (1 + sc1) + sh1
-            qkv = H @ w[q + "qkv"] + w[q + "qkv_b"]
+            qkv = lin(H, q, "qkv")
             qq, kk, vv = qkv.split(d, dim=-1)
-            X = X + g1 * (attention(qq, kk, vv, DIT_HEADS) @ w[q + "proj"] + w[q + "proj_b"])
+            X = X + g1 * lin(attention(qq, kk, vv, DIT_HEADS), q, "proj")
             kv = cond @ w[q + "xkv"]
             xk, xv = kv.split(d, dim=-1)
-            X = X + attention(layer_norm(X) @ w[q + "xq"], xk, xv, DIT_HEADS) @ w[q + "xproj"]
+            X = X + lin(attention(lin(layer_norm(X), q, "xq", False), xk, xv, DIT_HEADS), q,
+                        "xproj", False)
             H = layer_norm(X) * (1 + sc2) + sh2
-            H = F.gelu(H @ w[q + "fc1"] + w[q + "fc1_b"], approximate="tanh")
-            X = X + g2 * (H @ w[q + "fc2"] + w[q + "fc2_b"])
+            H = F.gelu(lin(H, q, "fc1"), approximate="tanh")
+            X = X + g2 * lin(H, q, "fc2")
         return X
 
     def head(self, X: torch.Tensor, c2: torch.Tensor, shape) -> torch.Tensor:
@@ -355,7 +414,7 @@ class StepCache:
         self.skipped = 0
 
     def step(self, model: "Model", x: torch.Tensor, sigma: torch.Tensor,
-             cond: torch.Tensor) -> torch.Tensor:
+             cond: torch.Tensor, lora: Lora = ()) -> torch.Tensor:
         """model.denoise(x, sigma, cond) for a batch of guidance's branches
         of one latent (the same x and sigma in each), through the cache."""
         X, c2 = model.embed(x, sigma)
@@ -367,7 +426,7 @@ class StepCache:
                 self.skipped += 1
                 return model.head(X + self.residual, c2, x.shape)
             self.anchor = m
-        out = model.blocks(X, c2, cond)
+        out = model.blocks(X, c2, cond, lora)
         if self.threshold > 0:
             self.residual = out - X
         self.computed += 1
@@ -376,12 +435,12 @@ class StepCache:
 
 @torch.no_grad()
 def sample(model: Model, prompts: List[str], latent_shape, seeds: Sequence[int], steps: int = 12,
-           guidance: float = 4.0, negative: str = "") -> torch.Tensor:
+           guidance: float = 4.0, negative: str = "", lora: Lora = ()) -> torch.Tensor:
     """Flow-matching Euler with classifier-free guidance, as the C++ sampler:
     sigma_i = 1 - i/steps; x0 = x0_u + g (x0_c - x0_u);
     x += (sigma_next - sigma) (x - x0) / sigma. Returns [B, 4, t, h, w]."""
     x = torch.tensor(np.stack([initial_noise(s, (LATENT, *latent_shape)) for s in seeds]))
-    return sample_from(model, prompts, x, 0, steps, guidance, negative)
+    return sample_from(model, prompts, x, 0, steps, guidance, negative, lora)
 
 
 def edit_start_step(steps: int, strength: float) -> int:
@@ -413,15 +472,17 @@ def sample_edit(model: Model, prompt: str, z0: torch.Tensor, seed: int, steps: i
 
 @torch.no_grad()
 def sample_from(model: Model, prompts: List[str], x: torch.Tensor, start: int, steps: int,
-                guidance: float, negative: str = "") -> torch.Tensor:
-    """The sampler's steps start..steps-1 from x [B, 4, t, h, w]."""
+                guidance: float, negative: str = "", lora: Lora = ()) -> torch.Tensor:
+    """The sampler's steps start..steps-1 from x [B, 4, t, h, w]; `lora`:
+    the adapters every sample runs with (Model.blocks)."""
     b = len(prompts)
     cond = model.encode_text(prompts)
     unc = model.encode_text([negative] * b)
     for i in range(start, steps):
         sigma, nxt = 1.0 - i / steps, 1.0 - (i + 1) / steps
         sig = torch.full((b,), sigma)
-        both = model.denoise(torch.cat([x, x]), torch.cat([sig, sig]), torch.cat([cond, unc]))
+        both = model.denoise(torch.cat([x, x]), torch.cat([sig, sig]), torch.cat([cond, unc]),
+                             lora)
         xc, xu = both[:b], both[b:]
         x0 = xu + guidance * (xc - xu)
         x = x + ((nxt - sigma) / sigma) * (x - x0)

@@ -38,7 +38,7 @@ Result<Jobs> MakeJobs(int n, const std::string& size) {
 double Sweep(Jobs& j, int step, bool batched) {
   std::vector<ref::SampleStep> items;
   for (std::size_t k = 0; k < j.r.size(); ++k) {
-    items.push_back({&j.r[k], j.cond[k].data(), step, &j.x[k], nullptr, nullptr, nullptr});
+    items.push_back({&j.r[k], j.cond[k].data(), step, &j.x[k], nullptr, nullptr, nullptr, {}});
   }
   const Clock::time_point t0 = Clock::now();
   ref::DenoiseSteps(items, batched);

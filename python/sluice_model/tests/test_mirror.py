@@ -5,6 +5,8 @@ import hashlib
 import os
 
 import numpy as np
+import pytest
+import torch
 
 from sluice_model import evaluate, golden, net, png, safetensors, scenes
 
@@ -128,3 +130,32 @@ def test_the_step_cache_off_is_the_plain_denoiser_and_on_skips_steps():
     assert 0 < on.skipped < 12 and on.computed + on.skipped == 12
     rel = float((cached - plain).abs().sum() / plain.abs().sum())
     assert 0 < rel < 0.5, rel  # Near the uncached latent, not on it.
+
+
+def test_the_shipped_adapters_match_their_recorded_digests():
+    for path in (golden.MIRROR_ADAPTER,):
+        digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+        assert digest == open(path + ".sha256").read().split()[0], path
+
+
+def test_the_mirror_adapter_reproduces_its_golden_picture_and_scale_0_is_the_base():
+    model = golden.load()
+    want = png.decode(open(golden.GOLDEN_MIRROR, "rb").read())
+    got = golden.golden_mirror(model)
+    assert golden.psnr(got, want) >= 40.0
+    assert golden.psnr(got, png.decode(open(golden.GOLDEN, "rb").read())) < 20.0
+    g = 128 // net.SCALE
+    adapter = net.load_adapter(golden.MIRROR_ADAPTER)
+    with torch.no_grad():
+        plain = net.sample(model, [golden.GOLDEN_PROMPT], (1, g, g), [1])
+        off = net.sample(model, [golden.GOLDEN_PROMPT], (1, g, g), [1], lora=[(adapter, 0.0)])
+    assert torch.equal(plain, off)
+
+
+def test_an_adapter_of_other_shapes_is_refused_by_name(tmp_path):
+    path = str(tmp_path / "bad.safetensors")
+    safetensors.save(path, {"dit.blocks.0.qkv.lora_a": np.zeros((96, 4), np.float32),
+                            "dit.blocks.0.qkv.lora_b": np.zeros((4, 96), np.float32)},
+                     {"format": net.ADAPTER_FORMAT, "rank": "4"})
+    with pytest.raises(ValueError, match="dit.blocks.0.qkv.lora_b"):
+        net.load_adapter(path)

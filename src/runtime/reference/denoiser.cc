@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/reference/adapter.h"
 #include "runtime/reference/models.h"
 #include "runtime/reference/ops.h"
 
@@ -105,20 +106,21 @@ void Denoiser::ModulatedInput(const float* X, int n, const float* c, float* out)
   Modulate(out, n, d, mod, mod + d);
 }
 
-void Denoiser::Blocks(float* X, int n, const float* c, const float* cond,
-                      const float* cross_kv) const {
-  BlocksBatch(X, 1, n, &c, &cond, &cross_kv);
+void Denoiser::Blocks(float* X, int n, const float* c, const float* cond, const float* cross_kv,
+                      LoraTerms lora) const {
+  BlocksBatch(X, 1, n, &c, &cond, &cross_kv, &lora);
 }
 
 void Denoiser::BlocksBatch(float* X, int batch, int n, const float* const* c,
-                           const float* const* cond, const float* const* cross_kv) const {
+                           const float* const* cond, const float* const* cross_kv,
+                           const LoraTerms* lora) const {
   constexpr int d = kDim;
   const int rows = batch * n;  // The products run over every sample's tokens at once.
   const std::size_t per = static_cast<std::size_t>(n) * d, size = per * batch;
   // The thread's buffers, reused from call to call (a fresh one is first-
   // touched page by page: the larger a batch, the more that costs).
   struct Buffers {
-    std::vector<float> H, qkv, A, F, kv, scratch, mods;
+    std::vector<float> H, qkv, A, F, kv, scratch, mods, low_rank;
   };
   thread_local Buffers buf;
   buf.H.resize(size);
@@ -129,6 +131,16 @@ void Denoiser::BlocksBatch(float* X, int batch, int n, const float* const* c,
   buf.mods.resize(static_cast<std::size_t>(batch) * 6 * d);
   std::vector<float>&H = buf.H, &qkv = buf.qkv, &A = buf.A, &F = buf.F, &kv = buf.kv,
   &scratch = buf.scratch, &mods = buf.mods;
+  // Each sample's adapters' updates of a layer's output y [rows, out] from
+  // its input x [rows, in] (per sample: a batch may mix adapters).
+  auto adapt = [&](int block, AdaptedLayer layer, const float* x, int in, float* y, int out) {
+    for (int s = 0; lora != nullptr && s < batch; ++s) {
+      if (!lora[s].empty()) {
+        AddLora(x + s * static_cast<std::size_t>(n) * in, n, in, lora[s], block, layer, out,
+                y + s * static_cast<std::size_t>(n) * out, buf.low_rank);
+      }
+    }
+  };
   for (int bi = 0; bi < kDepth; ++bi) {
     const std::string b = "dit.blocks." + std::to_string(bi) + ".";
     for (int s = 0; s < batch; ++s) {
@@ -145,12 +157,14 @@ void Denoiser::BlocksBatch(float* X, int batch, int n, const float* const* c,
       Modulate(rows_of(H.data(), s), n, d, mod(s, 0), mod(s, 1));
     }
     Linear(H.data(), rows, d, W(b + "qkv"), W(b + "qkv_b"), 3 * d, qkv.data());
+    adapt(bi, AdaptedLayer::kQkv, H.data(), d, qkv.data(), 3 * d);
     for (int s = 0; s < batch; ++s) {
       const float* q = qkv.data() + s * per * 3;
       Attention(q, 3 * d, q + d, 3 * d, q + 2 * d, 3 * d, n, n, d, kHeads, n, rows_of(A.data(), s),
                 d, scratch);
     }
     Linear(A.data(), rows, d, W(b + "proj"), W(b + "proj_b"), d, H.data());
+    adapt(bi, AdaptedLayer::kProj, A.data(), d, H.data(), d);
     for (int s = 0; s < batch; ++s) {
       AddGated(rows_of(X, s), rows_of(H.data(), s), n, d, mod(s, 2));
     }
@@ -158,6 +172,7 @@ void Denoiser::BlocksBatch(float* X, int batch, int n, const float* const* c,
     std::memcpy(H.data(), X, size * sizeof(float));
     LayerNorm(H.data(), rows, d);
     Linear(H.data(), rows, d, W(b + "xq"), nullptr, d, qkv.data());
+    adapt(bi, AdaptedLayer::kXq, H.data(), d, qkv.data(), d);
     for (int s = 0; s < batch; ++s) {
       const float* keys = kv.data();
       if (cross_kv[s] != nullptr) {
@@ -169,6 +184,7 @@ void Denoiser::BlocksBatch(float* X, int batch, int n, const float* const* c,
                 kTextLen, rows_of(A.data(), s), d, scratch);
     }
     Linear(A.data(), rows, d, W(b + "xproj"), nullptr, d, H.data());
+    adapt(bi, AdaptedLayer::kXproj, A.data(), d, H.data(), d);
     AddGated(X, H.data(), rows, d, nullptr);
     // MLP.
     std::memcpy(H.data(), X, size * sizeof(float));
@@ -177,8 +193,10 @@ void Denoiser::BlocksBatch(float* X, int batch, int n, const float* const* c,
       Modulate(rows_of(H.data(), s), n, d, mod(s, 3), mod(s, 4));
     }
     Linear(H.data(), rows, d, W(b + "fc1"), W(b + "fc1_b"), 4 * d, F.data());
+    adapt(bi, AdaptedLayer::kFc1, H.data(), d, F.data(), 4 * d);
     Gelu(F.data(), size * 4);
     Linear(F.data(), rows, 4 * d, W(b + "fc2"), W(b + "fc2_b"), d, H.data());
+    adapt(bi, AdaptedLayer::kFc2, F.data(), 4 * d, H.data(), d);
     for (int s = 0; s < batch; ++s) {
       AddGated(rows_of(X, s), rows_of(H.data(), s), n, d, mod(s, 5));
     }
@@ -209,12 +227,12 @@ void Denoiser::Head(float* X, const LatentShape& s, const float* c, float* v) co
 }
 
 void Denoiser::Velocity(const float* x, const LatentShape& s, float sigma, const float* cond,
-                        float* v, const float* cross_kv) const {
+                        float* v, const float* cross_kv, LoraTerms lora) const {
   const int n = s.tokens();
   std::vector<float> X(static_cast<std::size_t>(n) * kDim);
   float c[kDim];
   Embed(x, s, sigma, X.data(), c);
-  Blocks(X.data(), n, c, cond, cross_kv);
+  Blocks(X.data(), n, c, cond, cross_kv, lora);
   Head(X.data(), s, c, v);
 }
 

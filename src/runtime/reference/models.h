@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,16 @@ inline constexpr float kMaxPositionScale = 4.0f;
 // each of its first kMaxDecoderBlocks stages: the weights' "decoder_blocks"
 // metadata says after how many (absent: none).
 inline constexpr int kMaxDecoderBlocks = 3;
+
+class Adapter;  // A LoRA adapter (adapter.h).
+// One adapter a sample runs with, and its scale (0: no effect). The
+// adapter must outlive the calls it is passed to.
+struct LoraTerm {
+  const Adapter* adapter = nullptr;
+  float scale = 1.0f;
+};
+// The adapters a sample runs with (empty: the base model).
+using LoraTerms = std::span<const LoraTerm>;
 
 // Latent geometry of a request: [kLatentChannels, t, h, w].
 struct LatentShape {
@@ -98,10 +109,10 @@ class Denoiser {
   // The clean latent x0 [kLatentChannels, t, h, w] the model predicts at
   // noise level `sigma` (1: pure noise) for latent x and condition
   // [kTextLen, kTextDim], written to `v`; `cross_kv` (optional):
-  // CrossKv(cond), computed once. REQUIRES h, w multiples of kPatch and
-  // s.tokens() <= kMaxTokens.
+  // CrossKv(cond), computed once; `lora`: adapters (Blocks). REQUIRES h,
+  // w multiples of kPatch and s.tokens() <= kMaxTokens.
   void Velocity(const float* x, const LatentShape& s, float sigma, const float* cond, float* v,
-                const float* cross_kv = nullptr) const;
+                const float* cross_kv = nullptr, LoraTerms lora = {}) const;
 
   // Velocity's three parts, for a sampler that shares the embedding
   // between guidance's branches (it does not depend on the condition) or
@@ -114,17 +125,22 @@ class Denoiser {
   // modulated self-attention input), written to out [n, kDim]: what the
   // step cache compares between steps.
   void ModulatedInput(const float* X, int n, const float* c, float* out) const;
-  // Every block over X [n, kDim], in place; cond and cross_kv as Velocity's.
-  // BlocksBatch with a batch of one, bit for bit.
-  void Blocks(float* X, int n, const float* c, const float* cond, const float* cross_kv) const;
+  // Every block over X [n, kDim], in place; cond and cross_kv as Velocity's;
+  // `lora`: the adapters' low-rank updates added to the layers they adapt
+  // (adapter.h; empty: the base model, bit for bit). BlocksBatch with a
+  // batch of one, bit for bit.
+  void Blocks(float* X, int n, const float* c, const float* cond, const float* cross_kv,
+              LoraTerms lora = {}) const;
   // Every block over `batch` samples X [batch, n, kDim] at once, in place:
   // the products run over every sample's tokens together, attention and
   // the modulation per sample (c[s], cond[s], cross_kv[s] as Blocks'; the
   // samples may be at different noise levels). A sample's result equals
   // Blocks' on it alone up to float32 rounding, not bit for bit: BLAS
-  // orders its sums by the products' sizes.
+  // orders its sums by the products' sizes. `lora` (null: none): each
+  // sample's adapters, `batch` of them; a batch may mix adapters (each
+  // sample's low-rank updates run on its own rows).
   void BlocksBatch(float* X, int batch, int n, const float* const* c, const float* const* cond,
-                   const float* const* cross_kv) const;
+                   const float* const* cross_kv, const LoraTerms* lora = nullptr) const;
   // The output layer: X [s.tokens(), kDim] (overwritten) to v.
   void Head(float* X, const LatentShape& s, const float* c, float* v) const;
 

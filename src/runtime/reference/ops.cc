@@ -27,6 +27,12 @@ void Linear(const float* x, int n, int in, int ldx, const float* w, const float*
               ldy);
 }
 
+void LinearAccumulate(const float* x, int n, int in, const float* w, float alpha, int out,
+                      float* y) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, out, in, alpha, x, in, w, out, 1.0f, y,
+              out);
+}
+
 void Modulate(float* x, int n, int d, const float* shift, const float* scale) {
   for (int r = 0; r < n; ++r) {
     float* row = x + static_cast<std::size_t>(r) * d;

@@ -26,6 +26,10 @@ inline void Linear(const float* x, int n, int in, const float* w, const float* b
   Linear(x, n, in, in, w, b, out, y, out);
 }
 
+// y[n, out] += alpha · x[n, in] · w[in, out] (low-rank updates).
+void LinearAccumulate(const float* x, int n, int in, const float* w, float alpha, int out,
+                      float* y);
+
 // x ← x · (1 + scale) + shift, per row of d (adaptive layer norm's
 // modulation; shift and scale are d wide).
 void Modulate(float* x, int n, int d, const float* shift, const float* scale);

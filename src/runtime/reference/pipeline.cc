@@ -7,6 +7,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "sluice/adapters.h"
+
 #include "common/base64.h"
 #include "media/frames_archive.h"
 #include "media/png.h"
@@ -104,6 +106,37 @@ Result<Request> ParseRequest(std::string_view text, int default_steps, float def
     }
     r.step_cache = c["threshold"].get<float>();
   }
+  if (j.contains("lora")) {
+    const json& l = j["lora"];
+    if (!l.is_array() || l.size() > kMaxAdaptersPerRequest) {
+      return BadRequest("lora", "a list of at most " + std::to_string(kMaxAdaptersPerRequest) +
+                                    " {\"name\", \"scale\"} objects");
+    }
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      const std::string field = "lora[" + std::to_string(i) + "]";
+      const json& e = l[i];
+      if (!e.is_object() || !e.contains("name") || !e["name"].is_string() ||
+          !ValidAdapterName(e["name"].get<std::string>())) {
+        return BadRequest(field + ".name", "required, an adapter's name");
+      }
+      Request::Lora a;
+      a.name = e["name"].get<std::string>();
+      if (e.contains("scale")) {
+        if (!e["scale"].is_number() || !(e["scale"] >= -kMaxAdapterScale) ||
+            !(e["scale"] <= kMaxAdapterScale)) {
+          return BadRequest(field + ".scale", "a number in -4..4");
+        }
+        a.scale = e["scale"].get<float>();
+      }
+      if (e.contains("digest")) {
+        if (!e["digest"].is_string() || !ValidAdapterDigest(e["digest"].get<std::string>())) {
+          return BadRequest(field + ".digest", "16 hex digits");
+        }
+        a.digest = e["digest"].get<std::string>();
+      }
+      r.lora.push_back(std::move(a));
+    }
+  }
   if (j.contains("strength") && !j.contains("image")) {
     return BadRequest("strength", "only with an image to edit");
   }
@@ -185,8 +218,9 @@ float RelativeL1(const float* a, const float* b, std::size_t n) {
 }  // namespace
 
 void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x,
-                 const float* negative_kv, std::vector<float>* x0, StepCache* cache) {
-  SampleStep one{&r, cond, step, &x, negative_kv, x0, cache};
+                 const float* negative_kv, std::vector<float>* x0, StepCache* cache,
+                 LoraTerms lora) {
+  SampleStep one{&r, cond, step, &x, negative_kv, x0, cache, lora};
   DenoiseSteps({&one, 1}, /*batched=*/false);
 }
 
@@ -206,6 +240,7 @@ void DenoiseSteps(std::span<SampleStep> items, bool batched) {
   // The branches that run the blocks: their rows, conditioning, text and keys.
   std::vector<float*> run_x;
   std::vector<const float*> run_c, run_cond, run_kv;
+  std::vector<LoraTerms> run_lora;
   for (std::size_t k = 0; k < items.size(); ++k) {
     SampleStep& it = items[k];
     const float sigma = 1.0f - static_cast<float>(it.step) / static_cast<float>(it.r->steps);
@@ -241,6 +276,7 @@ void DenoiseSteps(std::span<SampleStep> items, bool batched) {
       run_c.push_back(c);
       run_cond.push_back(it.cond + b * kTextLen * kTextDim);
       run_kv.push_back(b == 0 ? nullptr : it.negative_kv);
+      run_lora.push_back(it.lora);
     }
   }
   // The branches that run are contiguous per item; batched, each run of
@@ -251,7 +287,7 @@ void DenoiseSteps(std::span<SampleStep> items, bool batched) {
       ++j;
     }
     dit.BlocksBatch(run_x[i], static_cast<int>(j - i), n, run_c.data() + i, run_cond.data() + i,
-                    run_kv.data() + i);
+                    run_kv.data() + i, run_lora.data() + i);
     i = j;
   }
   std::vector<float> vc, vu;
@@ -496,11 +532,11 @@ std::string FrameDecoder::OutputType() const {
   return r_.video ? std::string(media::kFramesArchiveType) : "image/png";
 }
 
-Result<std::pair<std::string, std::string>> GenerateAll(const Request& r) {
+Result<std::pair<std::string, std::string>> GenerateAll(const Request& r, LoraTerms lora) {
   const std::vector<float> cond = EncodeCondition(r);
   std::vector<float> x = InitialNoise(r);
   for (int i = 0; i < r.steps; ++i) {
-    DenoiseStep(r, cond.data(), i, x);
+    DenoiseStep(r, cond.data(), i, x, nullptr, nullptr, nullptr, lora);
   }
   FrameDecoder dec(r);
   for (int k = 0; k < r.latent().t; ++k) {

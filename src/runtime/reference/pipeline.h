@@ -43,13 +43,21 @@ struct Request {
     float strength = 0.8f;
   };
   std::optional<Edit> edit;
+  // LoRA adapters ("lora"): each by name, scale and digest (the
+  // orchestrator adds the digest of the file registered under the name).
+  struct Lora {
+    std::string name, digest;
+    float scale = 1.0f;
+  };
+  std::vector<Lora> lora;
   // Latent cells cover the image rounded up to 16 pixels (decoded frames
   // are cropped back); t = 1 + ceil((frames - 1) / 4).
   LatentShape latent() const;
 };
 
 // The orchestrator's request JSON (prompt, size "WxH", seed, steps,
-// guidance, negative_prompt, preview_every, step_cache {"threshold": t};
+// guidance, negative_prompt, preview_every, step_cache {"threshold": t},
+// lora [{"name", "scale", "digest"}] (common/adapters.h's limits);
 // edits and videos from a picture: image (a base64 PNG, at most
 // kMaxEditPixels), strength; video: frames, fps). Errors: kInvalidArgument
 // naming the field, including sizes beyond the model (kMaxTokens).
@@ -97,9 +105,11 @@ Status RestoreStepCache(std::string_view bytes, int tokens, StepCache* c);
 // latent (for previews; no extra compute).
 // `cache` (optional): the job's step cache; with threshold 0 or null the
 // step runs every block (bit-identical either way).
+// `lora`: the adapters both branches run with (Denoiser::Blocks; empty:
+// the base model).
 void DenoiseStep(const Request& r, const float* cond, int step, std::vector<float>& x,
                  const float* negative_kv = nullptr, std::vector<float>* x0 = nullptr,
-                 StepCache* cache = nullptr);
+                 StepCache* cache = nullptr, LoraTerms lora = {});
 
 // One job's sampler step in a batch (DenoiseStep's arguments); the
 // pointers must outlive the call.
@@ -111,6 +121,7 @@ struct SampleStep {
   const float* negative_kv = nullptr;
   std::vector<float>* x0 = nullptr;
   StepCache* cache = nullptr;
+  LoraTerms lora;  // Its adapters (each item its own).
 };
 // DenoiseStep for every item (jobs at any step of their own schedules, each
 // with its own condition, guidance and step cache). With `batched`, the
@@ -182,8 +193,9 @@ class FrameDecoder {
   std::vector<std::string> pngs_;
 };
 
-// Runs the three steps in one place (the colocated deployment and tests).
-Result<std::pair<std::string, std::string>> GenerateAll(const Request& r);
+// Runs the three steps in one place (tests), with `lora` (the request's
+// adapters, resolved by the caller).
+Result<std::pair<std::string, std::string>> GenerateAll(const Request& r, LoraTerms lora = {});
 
 }  // namespace sluice::reference
 

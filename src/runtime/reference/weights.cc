@@ -12,13 +12,6 @@
 #include <nlohmann/json.hpp>
 
 namespace sluice::reference {
-namespace {
-
-using nlohmann::json;
-
-// Elements beyond this in one tensor are refused (no product overflows).
-constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 34;
-
 std::string ShapeText(const std::vector<std::int64_t>& shape) {
   std::string out = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -26,6 +19,13 @@ std::string ShapeText(const std::vector<std::int64_t>& shape) {
   }
   return out + "]";
 }
+
+namespace {
+
+using nlohmann::json;
+
+// Elements beyond this in one tensor are refused (no product overflows).
+constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 34;
 
 Status Bad(const std::string& where, const std::string& what) {
   return InvalidArgumentError(where + ": " + what);

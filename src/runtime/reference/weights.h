@@ -33,6 +33,9 @@ struct TensorSpec {
   std::vector<std::int64_t> shape;
 };
 
+// "[a, b, ...]": a shape in error messages.
+std::string ShapeText(const std::vector<std::int64_t>& shape);
+
 class WeightsFile {
  public:
   struct Tensor {
