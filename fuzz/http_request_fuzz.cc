@@ -3,7 +3,8 @@
 // validated as the API does: query parameters, a multipart form, and the
 // body as an image and as a video generation request. A request the API
 // accepts must keep every documented limit (RequestLimits, the server's
-// body limit): one that does not aborts the run.
+// body limit, the adapter entries' names and scales): one that does not
+// aborts the run.
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
@@ -14,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+
+#include "sluice/adapters.h"
 
 #include "http/message.h"
 #include "http/multipart.h"
@@ -71,6 +74,21 @@ void CheckAccepted(const sluice::orchestrator::JobRequest& r, std::string_view k
             "strength", text);
   } else {
     Require(!j.contains("strength"), "strength only on edits", text);
+  }
+  if (j.contains("lora")) {
+    const json& l = j["lora"];
+    Require(l.is_array() && l.size() <= static_cast<std::size_t>(sluice::kMaxAdaptersPerRequest),
+            "lora a short list", text);
+    for (const json& e : l) {
+      Require(e.is_object() && e.contains("name") && e["name"].is_string() &&
+                  sluice::ValidAdapterName(e["name"].get<std::string>()),
+              "lora name", text);
+      Require(!e.contains("scale") ||
+                  (e["scale"].is_number() && e["scale"] >= -sluice::kMaxAdapterScale &&
+                   e["scale"] <= sluice::kMaxAdapterScale),
+              "lora scale", text);
+      Require(!e.contains("digest"), "a client's own digest", text);
+    }
   }
   std::uint64_t frames = 1;
   if (kind == "video") {

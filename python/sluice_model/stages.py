@@ -68,6 +68,12 @@ class Request:
                 raise sluice.InvalidArgumentError(
                     'step_cache: {"threshold": a number in 0..1} (0: off)')
             self.step_cache = float(t)
+        # LoRA adapters are served by the C++ reference workers only: a job
+        # naming one fails here rather than drawing the base model's picture.
+        if j.get("lora"):
+            raise sluice.InvalidArgumentError(
+                "lora: adapters are not served by the PyTorch workers (run the C++ denoise "
+                "workers for them)")
         # An image edit: the picture (a base64 PNG; the orchestrator scaled
         # it to the request's size) and its strength (0, 1], default 0.8.
         self.picture = None

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "runtime/adapter_cache.h"
 #include "runtime/payload_io.h"
 #include "runtime/reference/pipeline.h"
 
@@ -37,7 +38,8 @@ std::string PictureKey(const Request& r) {
 
 // The sampler a request's checkpoints name: a step-cached run's states
 // differ from an uncached one's (the threshold is named), an edit's are
-// its picture's and strength's. Computed once per run (an edit's hashes
+// its picture's and strength's, an adapted one's its adapters' (digest
+// and scale). Computed once per run (an edit's hashes
 // its picture).
 std::string SamplerName(const Request& r, const ReferenceStageOptions& o) {
   auto number = [](float v) {
@@ -51,6 +53,9 @@ std::string SamplerName(const Request& r, const ReferenceStageOptions& o) {
   }
   if (r.edit) {
     sampler += "+edit=" + PictureKey(r) + "+strength=" + number(r.edit->strength);
+  }
+  for (const Request::Lora& a : r.lora) {
+    sampler += "+lora=" + a.digest + "*" + number(a.scale);
   }
   return sampler;
 }
@@ -266,10 +271,34 @@ Status ReadCheckpointing(const std::string& request_json, const Request& r,
   SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> earlier_keys,
                           cache::ConditionKeysFor(ReferenceConditionEncoder(), earlier));
   run.edited = earlier_keys != cond_keys || r0.guidance != r.guidance ||
-               StepCacheThreshold(r0, o) != StepCacheThreshold(r, o);
+               StepCacheThreshold(r0, o) != StepCacheThreshold(r, o) ||
+               SamplerName(r0, o) != SamplerName(r, o);  // Adapters, say.
   // Unedited, its states are the earlier job's under the same keys: they
   // are that job's to keep, never this run's to remove.
   run.keep = run.keep || !run.edited;
+  return Status::Ok();
+}
+
+// A request's adapters, resolved through the worker's adapter cache: held
+// (`held`) for the run, with the terms the sampler takes. Errors: a
+// request entry without a digest (kInvalidArgument), the cache's.
+Status ResolveAdapters(const Request& r, internal::AdapterCache* cache,
+                       std::vector<std::shared_ptr<const reference::Adapter>>& held,
+                       std::vector<reference::LoraTerm>& terms) {
+  for (std::size_t i = 0; i < r.lora.size(); ++i) {
+    const Request::Lora& a = r.lora[i];
+    if (a.digest.empty()) {
+      return InvalidArgumentError("lora[" + std::to_string(i) +
+                                  "]: no digest (the orchestrator names each adapter's file)");
+    }
+    if (cache == nullptr) {
+      return FailedPreconditionError("lora: this stage serves no adapters");
+    }
+    SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<const reference::Adapter> adapter,
+                            cache->Get(a.digest, a.name));
+    terms.push_back({adapter.get(), a.scale});
+    held.push_back(std::move(adapter));
+  }
   return Status::Ok();
 }
 
@@ -279,8 +308,11 @@ Status ReadCheckpointing(const std::string& request_json, const Request& r,
 // and stopping at a step boundary on cancel.
 Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::vector<float>& cond,
                               std::vector<float>& x, const ReferenceStageOptions& o,
-                              bool may_yield) {
+                              internal::AdapterCache* adapters, bool may_yield) {
   SamplerRun run;
+  std::vector<std::shared_ptr<const reference::Adapter>> held;
+  std::vector<reference::LoraTerm> lora;
+  SLUICE_RETURN_IF_ERROR(ResolveAdapters(r, adapters, held, lora));
   SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> cond_keys,
                           cache::ConditionKeysFor(ReferenceConditionEncoder(), ctx.request_json()));
   std::vector<float> negative_kv;  // CFG sharing: the negative branch's keys and values.
@@ -352,7 +384,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
     const bool preview = previews.Want(done);
     reference::DenoiseStep(r, cond.data(), step, x,
                            negative_kv.empty() ? nullptr : negative_kv.data(),
-                           preview ? &x0 : nullptr, &step_cache);
+                           preview ? &x0 : nullptr, &step_cache, lora);
     if (preview) {
       if (Result<std::string> png = reference::PreviewPng(x0, r.latent()); png.ok()) {
         ctx.Preview(done, std::move(*png));
@@ -466,7 +498,7 @@ Result<std::vector<float>> ReadCachedCondition(const std::string& input,
 }
 
 Result<StageOutput> Encode(StageContext& ctx, DiffusionConnector& conn,
-                           const ReferenceStageOptions& o) {
+                           const ReferenceStageOptions& o, internal::AdapterCache*) {
   SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, o));
   if (o.condition_cache != nullptr) {
     return EncodeCached(ctx, r, o);
@@ -477,7 +509,7 @@ Result<StageOutput> Encode(StageContext& ctx, DiffusionConnector& conn,
 }
 
 Result<StageOutput> Denoise(StageContext& ctx, DiffusionConnector& conn,
-                            const ReferenceStageOptions& o) {
+                            const ReferenceStageOptions& o, internal::AdapterCache* adapters) {
   SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, o));
   std::vector<float> cond;
   if (cache::IsCachedInput(ctx.input())) {
@@ -491,7 +523,8 @@ Result<StageOutput> Denoise(StageContext& ctx, DiffusionConnector& conn,
   }
   const reference::LatentShape s = r.latent();
   std::vector<float> x(s.elements());
-  SLUICE_ASSIGN_OR_RETURN(SamplerRun run, RunSampler(ctx, r, cond, x, o, /*may_yield=*/true));
+  SLUICE_ASSIGN_OR_RETURN(SamplerRun run,
+                          RunSampler(ctx, r, cond, x, o, adapters, /*may_yield=*/true));
   if (run.preempted) {
     StageOutput out;
     out.preempted = true;
@@ -509,7 +542,7 @@ Result<StageOutput> Denoise(StageContext& ctx, DiffusionConnector& conn,
 }
 
 Result<StageOutput> Decode(StageContext& ctx, DiffusionConnector& conn,
-                           const ReferenceStageOptions& o) {
+                           const ReferenceStageOptions& o, internal::AdapterCache*) {
   SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, o));
   SLUICE_ASSIGN_OR_RETURN(PayloadDescriptor d, PayloadDescriptor::Decode(ctx.input()));
   const reference::LatentShape s = r.latent();
@@ -596,8 +629,8 @@ Result<StageHandler> ReferenceStageHandler(const std::string& stage, DiffusionCo
   if (connector == nullptr) {
     return InvalidArgumentError("connector: required");
   }
-  using Fn =
-      Result<StageOutput> (*)(StageContext&, DiffusionConnector&, const ReferenceStageOptions&);
+  using Fn = Result<StageOutput> (*)(StageContext&, DiffusionConnector&,
+                                     const ReferenceStageOptions&, internal::AdapterCache*);
   Fn fn = stage == "encode"    ? &Encode
           : stage == "denoise" ? &Denoise
           : stage == "decode"  ? &Decode
@@ -605,18 +638,30 @@ Result<StageHandler> ReferenceStageHandler(const std::string& stage, DiffusionCo
   if (fn == nullptr) {
     return InvalidArgumentError("stage: '" + stage + "' is not encode, denoise or decode");
   }
-  return StageHandler(
-      [fn, connector, options](StageContext& ctx) { return fn(ctx, *connector, options); });
+  // Denoise's adapters, resident across the handler's jobs.
+  auto adapters =
+      std::make_shared<internal::AdapterCache>(options.store, options.adapter_cache_bytes);
+  return StageHandler([fn, connector, options, adapters](StageContext& ctx) {
+    return fn(ctx, *connector, options, adapters.get());
+  });
+}
+
+Result<AdapterFacts> CheckReferenceAdapter(std::string bytes) {
+  SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<const reference::Adapter> a,
+                          reference::Adapter::Parse(std::move(bytes)));
+  return AdapterFacts{a->digest(), a->rank(), a->bytes()};
 }
 
 Result<StageHandler> ReferenceColocatedHandler(const ReferenceStageOptions& options) {
   SLUICE_RETURN_IF_ERROR(Validate(options));
-  return StageHandler([options](StageContext& ctx) -> Result<StageOutput> {
+  auto adapters =
+      std::make_shared<internal::AdapterCache>(options.store, options.adapter_cache_bytes);
+  return StageHandler([options, adapters](StageContext& ctx) -> Result<StageOutput> {
     SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, options));
     const std::vector<float> cond = reference::EncodeCondition(r);
     std::vector<float> x(r.latent().elements());
-    SLUICE_ASSIGN_OR_RETURN(SamplerRun run,
-                            RunSampler(ctx, r, cond, x, options, /*may_yield=*/false));
+    SLUICE_ASSIGN_OR_RETURN(SamplerRun run, RunSampler(ctx, r, cond, x, options, adapters.get(),
+                                                       /*may_yield=*/false));
     StageOutput out;
     if (run.preempted) {
       out.preempted = true;

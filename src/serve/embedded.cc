@@ -229,6 +229,10 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const EmbeddedCo
   oc.journal_path = config.journal_path;
   oc.colocated = config.colocated;
   oc.autoscale = config.autoscale;
+  if (config.stages == "reference") {
+    oc.adapters.dir = config.adapters_dir;
+    oc.adapters.check = CheckReferenceAdapter;
+  }
   // Disaggregated pools: denoise workers and the workers decoding.
   const int denoise =
       config.workers - config.encode_workers - config.decode_workers - config.edge_workers;

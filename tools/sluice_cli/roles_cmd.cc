@@ -154,6 +154,8 @@ Result<std::string> PublishedEndpoints(const OrchestratorServer& orch,
 
 int RunOrchestrator(OrchestratorConfig config, bool exit_on_eof, const EtcdOptions& eo,
                     bool journal_in_etcd, const std::string& advertise) {
+  // The orchestrator checks adapter files against the reference model.
+  config.adapters.check = CheckReferenceAdapter;
   if (journal_in_etcd && (eo.endpoints.empty() || !config.journal_path.empty())) {
     std::cerr << "sluice orchestrator: --journal-in-etcd needs --etcd and no --journal\n";
     return 2;
@@ -429,6 +431,10 @@ void AddOrchestrator(CLI::App& app, std::vector<Command>* out) {
                   "store master host:port (release cancelled payloads, re-run lost ones)");
   cmd->add_option("--journal", o->config.journal_path,
                   "SQLite file journaling accepted jobs (they survive a restart)");
+  cmd->add_option("--adapters", o->config.adapters.dir,
+                  "directory of the reference model's LoRA adapters (NAME.safetensors, "
+                  "registered at start; POST /v1/adapters writes there too); needs "
+                  "--store-master");
   cmd->add_flag("--journal-in-etcd", o->journal_in_etcd,
                 "with --etcd: journal accepted jobs in etcd (under /sluice/CLUSTER/orchestrator/"
                 "journal/), so a standby that takes over runs them on; results up to 1 MiB are "
@@ -562,6 +568,11 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
                   "than this since the last full step, for requests that name no step_cache "
                   "(0: off)")
       ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
+  cmd->add_option("--adapter-cache", w.adapter_cache,
+                  "reference denoise: LoRA adapters kept in memory (read from the store on first "
+                  "use) up to this size; beyond, the least recently used is dropped")
+      ->check(ByteSizeValidator())
       ->capture_default_str();
   CLI::Option* condition_cache =
       cmd->add_flag("--condition-cache,!--no-condition-cache", w.condition_cache,

@@ -15,6 +15,7 @@
 #include "sluice/runtime/reference_stages.h"
 #include "sluice/runtime/stage_worker.h"
 #include "sluice/store/client.h"
+#include "sluice/units.h"
 
 #include "orchestrator/core/model.h"
 #include "sluice_cli/role_metrics.h"
@@ -421,6 +422,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
     ReferenceStageOptions ro;
     ro.default_steps = o.steps;
     ro.step_cache_threshold = o.step_cache_threshold;
+    ro.adapter_cache_bytes = static_cast<std::size_t>(*ParseByteSize(o.adapter_cache));
     if (store != nullptr) {
       ro.store = store.get();
       ro.checkpoint_every = o.checkpoint_every;

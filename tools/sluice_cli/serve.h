@@ -43,6 +43,9 @@ struct WorkerOptions {
   int steps = 12;
   int checkpoint_every = 4;
   float step_cache_threshold = 0;  // Reference denoise: for requests naming none; 0: off.
+  // Reference denoise: resident LoRA adapters beyond this many bytes drop
+  // the least recently used (ReferenceStageOptions::adapter_cache_bytes).
+  std::string adapter_cache = "256MiB";
   // Encode with --master: cache each text's embedding in the store
   // (condition cache) and let jobs whose conditions are all cached skip
   // encode. Reference stages: on unless turned off. Profile stages: only

@@ -76,6 +76,10 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
                   "(0: off; docs/benchmarks/step-cache.md)")
       ->check(CLI::Range(0.0f, 1.0f))
       ->capture_default_str();
+  cmd->add_option("--adapters", c.adapters_dir,
+                  "reference stages: directory of LoRA adapters served by name "
+                  "(NAME.safetensors; POST /v1/adapters writes there too; the shipped ones: "
+                  "models/adapters)");
   cmd->add_option("--max-queued-jobs", c.max_queued_jobs)
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "sluice/adapters.h"
 #include "sluice/orchestrator/autoscale.h"
 #include "sluice/security.h"
 #include "sluice/status.h"
@@ -212,6 +213,19 @@ struct OrchestratorConfig {
   // GET /v1/autoscale and the metric
   // sluice_orchestrator_recommended_workers, for an external autoscaler.
   AutoscaleOptions autoscale;
+
+  // Per-request LoRA adapters ("lora": [{"name", "scale"}] on images and
+  // videos): registered by name from `dir` at start (every
+  // NAME.safetensors) or by POST /v1/adapters (written to `dir` too), each
+  // checked by `check` (the served model's: the reference model's is
+  // CheckReferenceAdapter) and put in the store, where workers load it.
+  // Needs store_master. No check: no adapters (POST /v1/adapters answers
+  // 501, a request naming one 404).
+  struct AdapterConfig {
+    std::string dir;
+    std::function<Result<AdapterFacts>(std::string bytes)> check;
+  };
+  AdapterConfig adapters;
 
   HttpFrontConfig http;
   RequestLimits limits;

@@ -25,7 +25,8 @@
 //
 // Request fields (the orchestrator's JSON): prompt, negative_prompt, size
 // "WxH" (16..2048, at most 4096 latent tokens), seed, steps, guidance,
-// preview_every, step_cache {"threshold": 0..1}; videos: frames, fps.
+// preview_every, step_cache {"threshold": 0..1}, lora [{"name", "scale",
+// "digest"}]; videos: frames, fps.
 
 #ifndef SLUICE_RUNTIME_REFERENCE_STAGES_H_
 #define SLUICE_RUNTIME_REFERENCE_STAGES_H_
@@ -34,6 +35,7 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/adapters.h"
 #include "sluice/cache/cache.h"
 #include "sluice/cache/condition.h"
 #include "sluice/connector/connector.h"
@@ -80,6 +82,11 @@ struct ReferenceStageOptions {
   // none of the denoiser's blocks (pipeline.h's StepCache); the stage
   // counts "steps" and "steps_skipped" on its Done.
   float step_cache_threshold = 0;
+  // Denoise: the LoRA adapters a request names ("lora": [{"name", "scale",
+  // "digest"}]) are read from `store` (where the orchestrator put each file
+  // when it was registered) on first use and kept in memory, the least
+  // recently used dropped once they pass this many bytes.
+  std::size_t adapter_cache_bytes = std::size_t{256} << 20;
   // Checkpoints of jobs nobody resumes expire after this.
   std::chrono::seconds checkpoint_ttl{600};
 };
@@ -109,6 +116,11 @@ cache::ConditionEncoder ReferenceConditionEncoder();
 // Errors: kInvalidArgument (a bad request; step outside 1..steps-1).
 Result<std::string> ReferenceCheckpointKey(std::string_view request_json, int step,
                                            const ReferenceStageOptions& options = {});
+
+// Checks `bytes` is an adapter of the reference model (runtime/reference/
+// adapter.h: the format, the base weights' architecture, every tensor's
+// shape). Errors: kInvalidArgument naming what does not fit.
+Result<AdapterFacts> CheckReferenceAdapter(std::string bytes);
 
 // The handler for `stage` (encode | denoise | decode). `connector` (store
 // mode, or p2p: then a producer's slot is held until its consumer read the

@@ -68,6 +68,10 @@ struct EmbeddedConfig {
   // Reference denoise: the step cache's threshold for a request that names
   // none (ReferenceStageOptions::step_cache_threshold), 0..1; 0: off.
   float step_cache_threshold = 0;
+  // Reference stages: the directory of LoRA adapters served by name
+  // (OrchestratorConfig::AdapterConfig; POST /v1/adapters writes there
+  // too). Empty: adapters registered by POST live as long as the process.
+  std::string adapters_dir;
   // Reference encode: each text's embedding cached in the store; a job
   // whose prompt and negative prompt are cached skips encode.
   bool condition_cache = true;

@@ -180,6 +180,7 @@ Status Scheduler::WorkerUp(WorkerId id, WorkerSpec spec, TimePoint now) {
   w.pools = std::move(pools);
   w.capacity = spec.capacity;
   w.labels = std::move(spec.labels);
+  w.learned.clear();  // A rejoining process holds nothing it learned before.
   w.assignment_timeout = spec.assignment_timeout;
   SetFree(w, std::max(0, w.capacity - static_cast<int>(w.assigned.size())));
   Dispatch(now);
@@ -213,6 +214,38 @@ Status Scheduler::Draining(WorkerId id, TimePoint now) {
   }
   SetFree(it->second, 0);
   Dispatch(now);  // Preemption may now be due: fewer admission slots.
+  return Status::Ok();
+}
+
+Status Scheduler::LearnLabel(WorkerId worker, const std::string& label) {
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) {
+    return NotFoundError("worker " + std::to_string(worker));
+  }
+  Worker& w = it->second;
+  auto known = std::find(w.learned.begin(), w.learned.end(), label);
+  if (known != w.learned.end()) {
+    w.learned.erase(known);
+    w.learned.push_back(label);
+    return Status::Ok();
+  }
+  if (std::find(w.labels.begin(), w.labels.end(), label) != w.labels.end()) {
+    return Status::Ok();  // A registered label: kept for good.
+  }
+  // The free sets are keyed by the worker's labels: out with the old ones,
+  // in with the new.
+  const int free = w.free;
+  SetFree(w, 0);
+  w.learned.push_back(label);
+  w.labels.push_back(label);
+  if (w.learned.size() > kMaxLearnedLabels) {
+    auto old = std::find(w.labels.begin(), w.labels.end(), w.learned.front());
+    if (old != w.labels.end()) {
+      w.labels.erase(old);
+    }
+    w.learned.pop_front();
+  }
+  SetFree(w, free);
   return Status::Ok();
 }
 

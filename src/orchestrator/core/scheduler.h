@@ -199,6 +199,15 @@ class Scheduler {
   // new, so it gets no further assignment, even for the slots its reports
   // give back. Idempotent. Errors: kNotFound.
   Status Draining(WorkerId worker, TimePoint now);
+  // The worker now holds something jobs may name by `label` as their
+  // affinity (e.g. "adapter=DIGEST": a LoRA adapter it loaded): a free
+  // worker with it is preferred for them, as with its registered labels.
+  // At most kMaxLearnedLabels are kept per worker, the oldest forgotten
+  // first (workers drop what they hold least recently used, too); a label
+  // it has already becomes the newest. Errors: kNotFound.
+  static constexpr std::size_t kMaxLearnedLabels = 16;
+  Status LearnLabel(WorkerId worker, const std::string& label);
+
   // `job`'s current stage finished on `worker`; the next stage is queued.
   // Errors: kNotFound (unknown job/worker); kFailedPrecondition (the job is
   // not running that stage on that worker: a stale or duplicate report).
@@ -311,6 +320,7 @@ class Scheduler {
     int capacity = 0;
     int free = 0;
     std::vector<std::string> labels;
+    std::deque<std::string> learned;  // LearnLabel's, oldest first (also in labels).
     std::set<JobId> assigned;
     std::uint64_t seq = 0;                            // Registration order.
     bool draining = false;                            // No free slot, ever again.

@@ -427,6 +427,31 @@ Status AttachPicture(const std::string& picture, json& body, const std::string& 
   return Status::Ok();
 }
 
+// Names a request's adapters by their digests (AdapterRegistry::Resolve).
+// Errors: kNotFound naming the unknown adapter.
+Status ResolveAdapters(const HttpOptions& o, JobRequest& r) {
+  if (r.request_json.find("\"lora\"") == std::string::npos) {
+    return Status::Ok();
+  }
+  json j = json::parse(r.request_json);
+  if (!j.contains("lora") || j["lora"].empty()) {
+    return Status::Ok();
+  }
+  if (o.adapters == nullptr) {
+    return NotFoundError("lora[0].name: no adapter \"" + j["lora"][0]["name"].get<std::string>() +
+                         "\" (this deployment serves no adapters)");
+  }
+  SLUICE_RETURN_IF_ERROR(o.adapters->Resolve(j));
+  r.request_json = j.dump();
+  r.affinity = std::string(kAdapterAffinity) + j["lora"][0]["digest"].get<std::string>();
+  return Status::Ok();
+}
+
+Response AdapterNotFound(const Status& s) {
+  return http::ErrorResponse(404, "invalid_request_error", s.message(), "lora",
+                             "adapter_not_found");
+}
+
 void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
                   const ExchangePtr& ex, const Caller& caller, bool edit = false) {
   bool async = false;
@@ -450,6 +475,9 @@ void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
       [&state](const std::string& m) { return state.DefaultSize(m, false); });
   if (!r.ok()) {
     return ex->Respond(BadRequest(r.status()));
+  }
+  if (Status s = ResolveAdapters(o, *r); !s.ok()) {
+    return ex->Respond(AdapterNotFound(s));
   }
   if (edit) {
     json with_picture = json::parse(r->request_json);
@@ -517,6 +545,9 @@ void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
       [&state](const std::string& m) { return state.DefaultSize(m, true); });
   if (!r.ok()) {
     return ex->Respond(BadRequest(r.status()));
+  }
+  if (Status s = ResolveAdapters(o, *r); !s.ok()) {
+    return ex->Respond(AdapterNotFound(s));
   }
   if (!picture.empty()) {
     json with_picture = json::parse(r->request_json);
@@ -693,6 +724,61 @@ void ModelById(OrchestratorState& state, const std::string& id, const ExchangePt
 
 }  // namespace
 
+json AdapterJson(const AdapterRegistry::Entry& e) {
+  return {{"id", e.name},
+          {"object", "adapter"},
+          {"digest", e.digest},
+          {"rank", e.rank},
+          {"bytes", e.bytes}};
+}
+
+// /v1/adapters: list, register (the file as the body, its name in the
+// query: POST /v1/adapters?name=NAME), remove.
+template <typename Add>
+void InstallAdapterRoutes(const HttpOptions& o, Add& add) {
+  std::shared_ptr<AdapterRegistry> reg = o.adapters;
+  add("GET", "/v1/adapters", [reg](Request&, const ExchangePtr& ex, const Caller&) {
+    json list = {{"object", "list"}, {"data", json::array()}};
+    for (const AdapterRegistry::Entry& e :
+         reg ? reg->List() : std::vector<AdapterRegistry::Entry>{}) {
+      list["data"].push_back(AdapterJson(e));
+    }
+    ex->Respond(JsonResponse(200, list));
+  });
+  add("POST", "/v1/adapters", [reg](Request& req, const ExchangePtr& ex, const Caller&) {
+    if (reg == nullptr || !reg->serving()) {
+      return ex->Respond(http::ErrorResponse(501, "invalid_request_error",
+                                             "this deployment serves no adapters", {},
+                                             "adapters_not_served"));
+    }
+    const std::string name = req.Query("name").value_or("");
+    if (name.empty()) {
+      return ex->Respond(BadRequest(
+          InvalidArgumentError("name: required, in the query (POST /v1/adapters?name=NAME)")));
+    }
+    if (req.body.empty()) {
+      return ex->Respond(BadRequest(InvalidArgumentError("body: the adapter's safetensors file")));
+    }
+    Result<AdapterRegistry::Entry> e = reg->Register(name, std::move(req.body));
+    if (!e.ok()) {
+      if (e.status().code() == StatusCode::kAlreadyExists) {
+        return ex->Respond(http::ErrorResponse(409, "invalid_request_error", e.status().message(),
+                                               "name", "adapter_exists"));
+      }
+      return ex->Respond(StatusError(e.status()));
+    }
+    ex->Respond(JsonResponse(201, AdapterJson(*e)));
+  });
+  add("DELETE", "/v1/adapters/{id}", [reg](Request& req, const ExchangePtr& ex, const Caller&) {
+    const std::string name = http::PercentDecode(req.params[0]);
+    if (reg == nullptr || !reg->Remove(name).ok()) {
+      return ex->Respond(NoSuch("adapter", name));
+    }
+    ex->Respond(
+        JsonResponse(200, {{"id", name}, {"object", "adapter.deleted"}, {"deleted", true}}));
+  });
+}
+
 void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOptions& options) {
   OrchestratorState* st = &state;
   const HttpOptions o = options;
@@ -801,6 +887,7 @@ void InstallHttpApi(http::Router& router, OrchestratorState& state, const HttpOp
     ModelById(*st, http::PercentDecode(req.params[0]) + "/" + http::PercentDecode(req.params[1]),
               ex);
   });
+  InstallAdapterRoutes(o, add);
   add("GET", "/v1/jobs", [st](Request& req, const ExchangePtr& ex, const Caller& c) {
     ListJobs(*st, req, ex, c, "", JobJson);
   });

@@ -22,10 +22,12 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 
 #include "sluice/orchestrator/server.h"
 
 #include "http/router.h"
+#include "orchestrator/service/adapter_registry.h"
 #include "orchestrator/service/orchestrator_state.h"
 
 namespace sluice::orchestrator {
@@ -39,6 +41,8 @@ struct HttpOptions {
   bool keep_abandoned_jobs = false;
   RequestLimits limits;
   AccessConfig access;  // API keys and tenant limits; no keys: open.
+  // The adapters requests may name (/v1/adapters); null: none.
+  std::shared_ptr<AdapterRegistry> adapters;
 };
 
 // Adds the API's routes to `router`. `state` must outlive the server that

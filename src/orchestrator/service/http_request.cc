@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/adapters.h"
+
 #include "http/json_body.h"
 #include "orchestrator/service/http_api.h"
 
@@ -55,7 +57,8 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
                                                "keep_checkpoints",
                                                "resume_from",
                                                "preview_every",
-                                               "step_cache"};
+                                               "step_cache",
+                                               "lora"};
   static const std::set<std::string> kVideo = {"prompt",      "size",
                                                "seconds",     "frames",
                                                "fps",         "negative_prompt",
@@ -64,7 +67,7 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
                                                "deadline_ms", "user",
                                                "guidance",    "keep_checkpoints",
                                                "resume_from", "preview_every",
-                                               "step_cache"};
+                                               "step_cache",  "lora"};
   for (const auto& [k, v] : j.items()) {
     if ((video ? kVideo : kImage).count(k) == 0 && !(edit && k == "strength")) {
       return bad(k.c_str(), "unknown field");
@@ -213,6 +216,32 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
     if (!c.is_object() || c.size() != 1 || !c.contains("threshold") ||
         !c["threshold"].is_number() || c["threshold"] < 0 || c["threshold"] > 1) {
       return bad("step_cache", "{\"threshold\": a number in 0..1} (0: off)");
+    }
+  }
+  // LoRA adapters by name (the caller resolves the names: 404 for an
+  // unknown one) and scale.
+  if (j.contains("lora")) {
+    const json& l = j["lora"];
+    if (!l.is_array() || l.size() > static_cast<std::size_t>(kMaxAdaptersPerRequest)) {
+      return bad("lora", "a list of at most " + std::to_string(kMaxAdaptersPerRequest) +
+                             " {\"name\": an adapter, \"scale\": a number} objects");
+    }
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      const std::string at = "lora[" + std::to_string(i) + "]";
+      const json& e = l[i];
+      if (!e.is_object() || !e.contains("name") || !e["name"].is_string() ||
+          !ValidAdapterName(e["name"].get<std::string>())) {
+        return bad((at + ".name").c_str(), "required, an adapter's name (GET /v1/adapters)");
+      }
+      for (const auto& [k, v] : e.items()) {
+        if (k != "name" && k != "scale") {
+          return bad((at + "." + k).c_str(), "unknown field (name and scale are)");
+        }
+      }
+      if (e.contains("scale") && (!e["scale"].is_number() || !(e["scale"] >= -kMaxAdapterScale) ||
+                                  !(e["scale"] <= kMaxAdapterScale))) {
+        return bad((at + ".scale").c_str(), "a number in -4..4 (1: as trained)");
+      }
     }
   }
   if (j.contains("async") && !j["async"].is_boolean()) {

@@ -7,6 +7,7 @@
 
 #include "sluice/orchestrator/server.h"
 #include "sluice/store/client.h"
+#include "sluice/transfer/engine.h"
 
 #include "common/log.h"
 #include "common/mutex.h"
@@ -201,9 +202,36 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     store_.reset();  // Its event thread calls into state_: gone before it.
     cache_store_.reset();
     http_.reset();
+    adapter_store_.reset();  // After the HTTP face: its routes register adapters.
     if (server_ != nullptr) {
       server_->Shutdown(std::chrono::system_clock::now());
     }
+  }
+
+  // The adapter registry, with a store client of its own that moves bytes
+  // (an engine on the gRPC face's host): registered files go to the store,
+  // where workers read them.
+  Status StartAdapters() {
+    if (!config_.adapters.check) {
+      return Status::Ok();
+    }
+    if (!config_.store_master.empty()) {
+      SLUICE_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(config_.listen, true));
+      EngineConfig ec;
+      ec.listen = HostPort{hp.host, 0}.ToString();
+      ec.io_threads = 1;
+      ec.secret = TransferSecret(config_.security);
+      SLUICE_ASSIGN_OR_RETURN(adapter_engine_, TransferEngine::Create(ec));
+      StoreClientConfig sc;
+      sc.master = config_.store_master;
+      sc.resolve_master = config_.resolve_store_master;
+      sc.security = config_.security;
+      sc.transfer_timeout = std::chrono::seconds(10);
+      SLUICE_ASSIGN_OR_RETURN(adapter_store_, StoreClient::Create(adapter_engine_.get(), sc));
+    }
+    adapters_ =
+        std::make_shared<orchestrator::AdapterRegistry>(config_.adapters, adapter_store_.get());
+    return adapters_->LoadDir();
   }
 
   Status Start() {
@@ -225,6 +253,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
       sc.master_retry = std::chrono::milliseconds(0);
       SLUICE_ASSIGN_OR_RETURN(cache_store_, StoreClient::CreateMetadataOnly(sc));
     }
+    SLUICE_RETURN_IF_ERROR(StartAdapters());
     SLUICE_RETURN_IF_ERROR(state_.Restore(
         store_ == nullptr ? orchestrator::OrchestratorState::PayloadsExist()
                           : [this](const std::vector<std::string>& keys) { return Exist(keys); }));
@@ -252,6 +281,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     ho.keep_abandoned_jobs = config_.http.keep_abandoned_jobs;
     ho.limits = config_.limits;
     ho.access = config_.access;
+    ho.adapters = adapters_;
     http::Router router;
     orchestrator::InstallHttpApi(router, state_, ho);
     http::ServerOptions so;
@@ -501,6 +531,9 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
   CondVar tick_cv_;
   bool stopping_ SLUICE_GUARDED_BY(tick_mu_) = false;
   std::thread ticker_;
+  std::unique_ptr<TransferEngine> adapter_engine_;  // Adapters' files to the store.
+  std::unique_ptr<StoreClient> adapter_store_;
+  std::shared_ptr<orchestrator::AdapterRegistry> adapters_;
   std::unique_ptr<StoreClient> store_;        // The master alone (CreateMetadataOnly).
   std::unique_ptr<StoreClient> cache_store_;  // The same, failing fast: cache lookups.
   bool store_unreachable_ = false;            // Exist() met a master that did not answer.

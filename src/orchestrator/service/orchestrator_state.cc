@@ -600,6 +600,11 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         EventLocked(rec, now, "stage_started",
                     a.resume_step > 0 ? "resumed from step " + std::to_string(a.resume_step) : "");
         rec.view.events.back().worker = a.worker;
+        if (rec.request.affinity.starts_with(kAdapterAffinity)) {
+          // The worker loads the job's adapter: later jobs naming it go
+          // there while it is free (an affinity, not a constraint).
+          (void)scheduler_.LearnLabel(a.worker, rec.request.affinity);
+        }
         AssignmentOrder out;
         out.kind = AssignmentOrder::Kind::kRun;
         rec.view.events.back().worker = a.worker;

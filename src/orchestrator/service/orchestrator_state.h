@@ -97,6 +97,10 @@ struct ResumeFrom {
   int step = 0;
 };
 
+// The affinity of a job naming LoRA adapters: this and its first
+// adapter's digest.
+inline constexpr std::string_view kAdapterAffinity = "adapter=";
+
 struct JobRequest {
   std::string kind = "image";  // "image" | "video".
   // The job's public id ("job-" + 128 random bits in hex); empty: one is
@@ -110,6 +114,9 @@ struct JobRequest {
   std::vector<std::string> pipeline;
   PriorityClass priority = PriorityClass::kStandard;
   std::optional<std::chrono::milliseconds> deadline;  // From submission.
+  // A worker label preferred for its stages (Scheduler JobSpec::affinity);
+  // kAdapterAffinity + a digest for a job with LoRA adapters, which the
+  // workers it is dispatched to then carry (Scheduler::LearnLabel).
   std::string affinity;
   // Its denoise keeps a checkpoint of every step for checkpoint_retention
   // (the request JSON carries keep_checkpoints and keep_checkpoints_s).

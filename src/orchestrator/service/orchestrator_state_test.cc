@@ -39,10 +39,11 @@ class OrchestratorStateTest : public ::testing::Test {
   // sent lands in sent_[its id], and lost_[its id] says whether its stream
   // was closed (it was declared lost).
   WorkerId Worker(const std::string& stage,
-                  std::chrono::milliseconds lease = std::chrono::milliseconds(0)) {
+                  std::chrono::milliseconds lease = std::chrono::milliseconds(0),
+                  int capacity = 1) {
     OrchestratorState::Registration r;
     r.stage = stage;
-    r.capacity = 1;
+    r.capacity = capacity;
     r.assignment_timeout = lease;
     Result<WorkerId> w = state_->Register(r);
     EXPECT_TRUE(w.ok()) << w.status().ToString();
@@ -75,9 +76,10 @@ class OrchestratorStateTest : public ::testing::Test {
     return state_->Heartbeat(h);
   }
 
-  JobId Submit() {
+  JobId Submit(const std::string& affinity = "") {
     JobRequest r;
     r.request_json = R"({"prompt":"a red circle"})";
+    r.affinity = affinity;
     Result<JobId> id = state_->Submit(r);
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     return id.ok() ? *id : 0;
@@ -200,6 +202,37 @@ TEST_F(OrchestratorStateTest, ASilentWorkerIsLostAtItsTimeoutAndItsStageRunsElse
   const std::optional<JobView> view = state_->Get(job);
   ASSERT_TRUE(view.has_value());
   EXPECT_EQ(view->stage, "denoise");
+}
+
+// A job with a LoRA adapter teaches the workers it runs on that they hold
+// it (kAdapterAffinity): the next job naming it goes to its denoise worker,
+// not to the freest one.
+TEST_F(OrchestratorStateTest, AnAdaptersJobsGoWhereItWasLoaded) {
+  const WorkerId e = Worker("encode", 0ms, 3), d1 = Worker("denoise", 0ms, 1),
+                 d2 = Worker("denoise", 0ms, 2), v = Worker("decode", 0ms, 6);
+  (void)v;
+  const std::string adapter = std::string(kAdapterAffinity) + "0123456789abcdef";
+  auto denoised_on = [&](JobId job) -> WorkerId {
+    EXPECT_TRUE(Done(e, job, "cond").ok());
+    for (WorkerId w : {d1, d2}) {
+      for (const AssignmentOrder& a : sent_[w]) {
+        if (a.job == job && a.kind == Kind::kRun) {
+          return w;
+        }
+      }
+    }
+    return 0;
+  };
+  const JobId plain = Submit();
+  EXPECT_EQ(denoised_on(plain), d2) << "the freest";
+  const JobId first = Submit(adapter);
+  EXPECT_EQ(denoised_on(first), d1) << "as free as d2 now; registered first";
+  ASSERT_TRUE(Done(d2, plain, "latent").ok());
+  ASSERT_TRUE(Done(d1, first, "latent").ok());
+  const JobId second = Submit(adapter);
+  EXPECT_EQ(denoised_on(second), d1) << "where the adapter was loaded, though d2 is freer";
+  const JobId third = Submit();
+  EXPECT_EQ(denoised_on(third), d2);
 }
 
 // A finished job answers for result_ttl (an hour by default) and is

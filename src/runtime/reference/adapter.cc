@@ -41,8 +41,11 @@ Result<std::shared_ptr<const Adapter>> Adapter::Parse(std::string bytes) {
                std::to_string(kMaxAdapterBytes));
   }
   const std::size_t size = bytes.size();
-  SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<const WeightsFile> file,
-                          WeightsFile::Parse(std::move(bytes)));
+  Result<std::shared_ptr<const WeightsFile>> parsed = WeightsFile::Parse(std::move(bytes));
+  if (!parsed.ok()) {
+    return Bad("not a safetensors file (" + std::string(parsed.status().message()) + ")");
+  }
+  std::shared_ptr<const WeightsFile> file = std::move(*parsed);
   const auto& meta = file->metadata();
   auto field = [&meta](const char* key) {
     auto it = meta.find(key);
@@ -62,9 +65,11 @@ Result<std::shared_ptr<const Adapter>> Adapter::Parse(std::string bytes) {
   }
   const std::string rank_text = field("rank");
   int rank = 0;
-  const auto parsed = std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
-  if (rank_text.empty() || parsed.ec != std::errc() ||
-      parsed.ptr != rank_text.data() + rank_text.size() || rank < 1 || rank > kMaxAdapterRank) {
+  const auto rank_parsed =
+      std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
+  if (rank_text.empty() || rank_parsed.ec != std::errc() ||
+      rank_parsed.ptr != rank_text.data() + rank_text.size() || rank < 1 ||
+      rank > kMaxAdapterRank) {
     return Bad("metadata rank \"" + rank_text + "\" is not an integer in 1.." +
                std::to_string(kMaxAdapterRank));
   }
