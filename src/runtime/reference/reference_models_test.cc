@@ -465,30 +465,38 @@ TEST(ReferenceModelsTest, AnAdapterMatchesThePyTorchMirrorsPicture) {
 }
 
 // A batch may mix adapters: each sample's low-rank updates run on its own
-// rows, so a job with the adapter and one without, batched, each land
-// within float32 rounding of their pictures alone.
+// rows, so jobs with the adapter, without it and at half its scale, some
+// through the step cache, batched, each land within float32 rounding of
+// their pictures alone (adapters, step caching and batching compose).
 TEST(ReferenceModelsTest, ABatchMixingAdaptersSamplesEachAsItWouldAlone) {
   const std::shared_ptr<const Adapter> mirror = MirrorAdapter();
   ASSERT_NE(mirror, nullptr);
-  const LoraTerm on[] = {{mirror.get(), 1.0f}};
+  const LoraTerm full[] = {{mirror.get(), 1.0f}}, half[] = {{mirror.get(), 0.5f}};
+  const LoraTerms terms[] = {full, {}, half, full};
+  const float thresholds[] = {0, 0, 0.3f, 0.3f};
   const Request r =
       Parse(R"({"prompt":"a large red circle on the left on a blue background","size":"128x128",)"
             R"("seed":1,"steps":12,"guidance":4})");
   const std::vector<float> cond = EncodeCondition(r);
-  std::vector<float> alone[2], batched[2];
-  for (int k = 0; k < 2; ++k) {
+  std::vector<float> alone[4], batched[4];
+  StepCache caches[4];
+  for (int k = 0; k < 4; ++k) {
     alone[k] = batched[k] = InitialNoise(r);
+    StepCache c;
+    c.threshold = caches[k].threshold = thresholds[k];
     for (int i = 0; i < r.steps; ++i) {
-      DenoiseStep(r, cond.data(), i, alone[k], nullptr, nullptr, nullptr,
-                  k == 0 ? LoraTerms(on) : LoraTerms());
+      DenoiseStep(r, cond.data(), i, alone[k], nullptr, nullptr, &c, terms[k]);
     }
+    EXPECT_EQ(c.skipped > 0, thresholds[k] > 0) << "job " << k;
   }
   for (int i = 0; i < r.steps; ++i) {
-    SampleStep items[2] = {{&r, cond.data(), i, &batched[0], nullptr, nullptr, nullptr, on},
-                           {&r, cond.data(), i, &batched[1], nullptr, nullptr, nullptr, {}}};
+    std::vector<SampleStep> items;
+    for (int k = 0; k < 4; ++k) {
+      items.push_back({&r, cond.data(), i, &batched[k], nullptr, nullptr, &caches[k], terms[k]});
+    }
     DenoiseSteps(items, /*batched=*/true);
   }
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < 4; ++k) {
     float worst = 0;
     for (std::size_t i = 0; i < alone[k].size(); ++i) {
       worst = std::max(worst, std::fabs(alone[k][i] - batched[k][i]));
