@@ -100,6 +100,9 @@ Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r
   if (r.guidance.has_value()) {
     body["guidance"] = *r.guidance;
   }
+  for (const auto& [name, scale] : r.lora) {
+    body["lora"].push_back({{"name", name}, {"scale", scale}});
+  }
   if (r.preview_every.has_value()) {
     body["preview_every"] = *r.preview_every;
   }

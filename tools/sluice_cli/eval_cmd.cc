@@ -23,6 +23,7 @@
 
 #include "media/frames_archive.h"
 #include "media/png.h"
+#include "runtime/reference/models.h"
 #include "runtime/reference/scenes.h"
 #include "sluice_cli/commands.h"
 #include "sluice_cli/http_flags.h"
@@ -60,7 +61,23 @@ struct EvalOptions {
   int concurrency = 8;
   int timeout_s = 600;
   bool json = false;
+  // Adapters every request names ("NAME" or "NAME:SCALE"), the embedded
+  // deployment's adapters directory, and whether outputs are mirrored
+  // left to right before they are scored (the mirror adapter's scenes).
+  std::vector<std::pair<std::string, double>> lora;
+  std::string adapters;
+  bool mirrored = false;
 };
+
+// Mirrors each row of an RGB picture of kSize x kSize, in place.
+void MirrorRows(std::vector<std::uint8_t>& rgb) {
+  for (int y = 0; y < kSize; ++y) {
+    std::uint8_t* row = rgb.data() + static_cast<std::size_t>(y) * kSize * 3;
+    for (int x = 0; x < kSize / 2; ++x) {
+      std::swap_ranges(row + x * 3, row + x * 3 + 3, row + (kSize - 1 - x) * 3);
+    }
+  }
+}
 
 // Frames [w·h·3] of a result: one for a PNG, each frame of a frames archive.
 Result<std::vector<std::vector<std::uint8_t>>> Pixels(const JobOutcome& o, bool video) {
@@ -148,6 +165,11 @@ int RunEval(const EvalOptions& o) {
     c.http_listen = "127.0.0.1:0";
     c.colocated = o.mode == "colocated";
     c.workers = o.workers;
+    c.adapters_dir = o.adapters;
+    if (c.adapters_dir.empty() && !o.lora.empty()) {  // The shipped ones, read in place.
+      c.adapters_dir =
+          std::filesystem::path(ref::DefaultReferenceWeights()).parent_path() / "adapters";
+    }
     auto started = EmbeddedCluster::Start(c);
     if (!started.ok()) {
       std::cerr << "sluice eval: " << started.status().ToString() << "\n";
@@ -155,10 +177,12 @@ int RunEval(const EvalOptions& o) {
     }
     cluster = std::move(*started);
     base = cluster->http_endpoint();
-  } else if (!o.weights.empty()) {
-    std::cerr << "sluice eval: --weights: only without --server (the server loads its own)\n";
+  } else if (!o.weights.empty() || !o.adapters.empty()) {
+    std::cerr << "sluice eval: --weights and --adapters: only without --server (the server "
+                 "loads its own)\n";
     return 2;
   }
+
   auto url = BaseUrl(base);
   if (!url.ok()) {
     std::cerr << "sluice eval: --server: " << url.status().message() << "\n";
@@ -190,6 +214,7 @@ int RunEval(const EvalOptions& o) {
       r.steps = o.steps;
       r.guidance = o.guidance;
       r.api_key = o.api_key;
+      r.lora = o.lora;
       const Clock::time_point at = Clock::now();
       auto id = Submit(*url, r);
       if (!id.ok()) {
@@ -217,6 +242,11 @@ int RunEval(const EvalOptions& o) {
       std::cerr << "sluice eval: \"" << s.Caption() << "\": " << frames.status().ToString() << "\n";
       ++failed;
       continue;
+    }
+    if (o.mirrored) {
+      for (std::vector<std::uint8_t>& f : *frames) {
+        MirrorRows(f);
+      }
     }
     const ref::Analysis a =
         s.video() ? ref::AnalyseVideo(*frames, kSize, kSize)
@@ -247,6 +277,8 @@ int RunEval(const EvalOptions& o) {
             {"split", o.split},
             {"guidance", o.guidance ? json(*o.guidance) : json("server default")},
             {"mode", o.server.empty() ? o.mode : std::string("server")},
+            {"lora", json(o.lora)},
+            {"mirrored", o.mirrored},
             {"seconds", seconds},
             {"color_accuracy", mean(tally.color, scored)},
             {"shape_accuracy", mean(tally.shape, scored)},
@@ -305,11 +337,20 @@ void AddEvalCommand(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--timeout", o->timeout_s, "seconds to wait for each job")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  auto lora = AddLoraFlag(cmd, &o->lora);
+  cmd->add_option("--adapters", o->adapters,
+                  "the embedded deployment's adapters directory (default with --lora: the "
+                  "shipped ones)");
+  cmd->add_flag("--mirrored", o->mirrored,
+                "mirror each output left to right before scoring it (for the mirror adapter: "
+                "position then scores the mirrored layout)");
   cmd->add_flag("--json", o->json, "print one JSON object");
-  out->push_back({cmd, [o, api_key] {
-                    if (Status s = api_key(); !s.ok()) {
-                      std::cerr << "sluice eval: --" << s.message() << "\n";
-                      return 2;
+  out->push_back({cmd, [o, api_key, lora] {
+                    for (Status s : {api_key(), lora()}) {
+                      if (!s.ok()) {
+                        std::cerr << "sluice eval: --" << s.message() << "\n";
+                        return 2;
+                      }
                     }
                     if (o->prompts + o->videos == 0) {
                       std::cerr << "sluice eval: --prompts and --videos are both 0\n";

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <memory>
 
+#include "sluice/adapters.h"
 #include "sluice/security.h"
 #include "sluice/units.h"
 
@@ -165,6 +166,34 @@ std::function<Status()> AddApiKeyFlags(CLI::App* cmd, std::string* key) {
     }
     const char* env = std::getenv("SLUICE_API_KEY");
     *key = env == nullptr ? std::string() : std::string(env);
+    return Status::Ok();
+  };
+}
+
+std::function<Status()> AddLoraFlag(CLI::App* cmd,
+                                    std::vector<std::pair<std::string, double>>* lora) {
+  auto texts = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--lora", *texts,
+                  "NAME or NAME:SCALE: run with this LoRA adapter (repeatable; GET /v1/adapters "
+                  "lists them; scale -4..4, default 1)");
+  return [texts, lora]() -> Status {
+    for (const std::string& text : *texts) {
+      const auto colon = text.rfind(':');
+      std::pair<std::string, double> one{text.substr(0, colon), 1.0};
+      if (colon != std::string::npos) {
+        const std::string scale = text.substr(colon + 1);
+        char* end = nullptr;
+        one.second = std::strtod(scale.c_str(), &end);
+        if (scale.empty() || end != scale.c_str() + scale.size() ||
+            !(one.second >= -kMaxAdapterScale) || !(one.second <= kMaxAdapterScale)) {
+          return InvalidArgumentError("lora: \"" + text + "\": the scale is a number in -4..4");
+        }
+      }
+      if (!ValidAdapterName(one.first)) {
+        return InvalidArgumentError("lora: \"" + text + "\": NAME or NAME:SCALE");
+      }
+      lora->push_back(std::move(one));
+    }
     return Status::Ok();
   };
 }

@@ -4,6 +4,9 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sluice/orchestrator/server.h"
 
@@ -29,6 +32,12 @@ std::function<Status()> AddApiKeysFlag(CLI::App* cmd, AccessConfig* access);
 // returned function sets `*key` from the file, else from $SLUICE_API_KEY.
 // Errors: kInvalidArgument naming the flag or file.
 std::function<Status()> AddApiKeyFlags(CLI::App* cmd, std::string* key);
+// Declares --lora NAME[:SCALE] (repeatable): a LoRA adapter every request
+// of a client command names; the returned function writes them into
+// `*lora` (after parsing). Errors: kInvalidArgument naming the flag (a
+// bad name, a scale outside -4..4).
+std::function<Status()> AddLoraFlag(CLI::App* cmd,
+                                    std::vector<std::pair<std::string, double>>* lora);
 
 }  // namespace sluice::cli
 

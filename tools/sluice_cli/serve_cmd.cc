@@ -165,14 +165,17 @@ void AddGenerate(CLI::App& app, std::vector<Command>* out) {
       ->capture_default_str();
   cmd->add_option("--model", r.model, "the model to run (default: the server's)");
   auto api_key = AddApiKeyFlags(cmd, &r.api_key);
+  auto lora = AddLoraFlag(cmd, &r.lora);
   cmd->add_option("-o,--output", o->gen.output, "file to write")->required();
   cmd->add_option("--timeout", o->gen.timeout_s, "seconds to wait; then the job is cancelled")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
-  out->push_back({cmd, [o, api_key] {
-                    if (Status s = api_key(); !s.ok()) {
-                      std::cerr << "sluice generate: --" << s.message() << "\n";
-                      return 2;
+  out->push_back({cmd, [o, api_key, lora] {
+                    for (Status s : {api_key(), lora()}) {
+                      if (!s.ok()) {
+                        std::cerr << "sluice generate: --" << s.message() << "\n";
+                        return 2;
+                      }
                     }
                     if (o->steps > 0) {
                       o->gen.request.steps = o->steps;

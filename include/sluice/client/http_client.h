@@ -14,6 +14,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sluice/status.h"
 
@@ -27,6 +29,8 @@ struct GenerateRequest {
   std::optional<int> steps;
   std::optional<double> guidance;    // Empty: the server's default.
   std::optional<int> preview_every;  // Previews every k denoise steps.
+  // LoRA adapters by name, with their scales ("lora"; empty: none).
+  std::vector<std::pair<std::string, double>> lora;
   std::int64_t seed = 0;
   std::string priority = "standard";
   std::string model;    // Empty: the server's default.
