@@ -355,6 +355,14 @@ void AddBatchForward(CLI::App& bench, std::vector<Command>* out) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   cmd->add_option("--size", o->b.size, "WIDTHxHEIGHT of every job")->capture_default_str();
+  cmd->add_option("--adapters", o->b.adapters,
+                  "also time the batch with job j on LoRA adapter j mod K, mixed in one batch "
+                  "and grouped by adapter, against it without (0: not)")
+      ->check(CLI::Range(0, 16))
+      ->capture_default_str();
+  cmd->add_option("--rank", o->b.rank, "those adapters' rank")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
   out->push_back({cmd, [o] { return Report("batch-forward", bench::RunBatchForwardBench(o->b)); }});
 }

@@ -2,6 +2,7 @@
 // split into its embedding, its blocks and its output layer so a sampler
 // can share the embedding between classifier-free guidance's branches and
 // skip the blocks on a step the step cache deems unchanged (pipeline.h).
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -132,13 +133,26 @@ void Denoiser::BlocksBatch(float* X, int batch, int n, const float* const* c,
   std::vector<float>&H = buf.H, &qkv = buf.qkv, &A = buf.A, &F = buf.F, &kv = buf.kv,
   &scratch = buf.scratch, &mods = buf.mods;
   // Each sample's adapters' updates of a layer's output y [rows, out] from
-  // its input x [rows, in] (per sample: a batch may mix adapters).
+  // its input x [rows, in] (per sample: a batch may mix adapters). Adjacent
+  // samples with the same adapters and scales (guidance's two branches of
+  // a job, say) go as one product over their rows.
+  auto same = [](LoraTerms a, LoraTerms b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                      [](const LoraTerm& p, const LoraTerm& q) {
+                        return p.adapter == q.adapter && p.scale == q.scale;
+                      });
+  };
   auto adapt = [&](int block, AdaptedLayer layer, const float* x, int in, float* y, int out) {
-    for (int s = 0; lora != nullptr && s < batch; ++s) {
-      if (!lora[s].empty()) {
-        AddLora(x + s * static_cast<std::size_t>(n) * in, n, in, lora[s], block, layer, out,
-                y + s * static_cast<std::size_t>(n) * out, buf.low_rank);
+    for (int s = 0; lora != nullptr && s < batch;) {
+      int e = s + 1;
+      while (e < batch && same(lora[s], lora[e])) {
+        ++e;
       }
+      if (!lora[s].empty()) {
+        AddLora(x + s * static_cast<std::size_t>(n) * in, (e - s) * n, in, lora[s], block, layer,
+                out, y + s * static_cast<std::size_t>(n) * out, buf.low_rank);
+      }
+      s = e;
     }
   };
   for (int bi = 0; bi < kDepth; ++bi) {
