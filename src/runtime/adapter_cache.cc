@@ -4,8 +4,18 @@
 
 namespace sluice::internal {
 
+AdapterCache::AdapterCache(StoreClient* store, std::size_t budget_bytes) : budget_(budget_bytes) {
+  if (store != nullptr) {
+    load_ = [store](const std::string& key) { return store->Get(key); };
+  }
+}
+
 Result<std::shared_ptr<const reference::Adapter>> AdapterCache::Get(const std::string& digest,
-                                                                    const std::string& name) {
+                                                                    const std::string& name,
+                                                                    bool* loaded) {
+  if (loaded != nullptr) {
+    *loaded = false;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = index_.find(digest); it != index_.end()) {
@@ -15,10 +25,10 @@ Result<std::shared_ptr<const reference::Adapter>> AdapterCache::Get(const std::s
     }
   }
   const std::string what = "adapter \"" + name + "\" (" + digest + ")";
-  if (store_ == nullptr) {
+  if (!load_) {
     return FailedPreconditionError(what + ": this worker has no store client (--master)");
   }
-  Result<std::vector<std::byte>> bytes = store_->Get(sluice::AdapterStoreKey(digest));
+  Result<std::vector<std::byte>> bytes = load_(AdapterStoreKey(digest));
   if (!bytes.ok()) {
     return NotFoundError(what + ": not in the store (" + bytes.status().ToString() + ")");
   }
@@ -32,6 +42,9 @@ Result<std::shared_ptr<const reference::Adapter>> AdapterCache::Get(const std::s
   }
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.loads;
+  if (loaded != nullptr) {
+    *loaded = true;
+  }
   if (auto it = index_.find(digest); it != index_.end()) {  // Loaded meanwhile.
     return it->second->second;
   }

@@ -11,12 +11,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "sluice/status.h"
 #include "sluice/store/client.h"
@@ -32,22 +34,29 @@ class AdapterCache {
     std::size_t resident = 0, resident_bytes = 0;
   };
 
-  // `store` (may be null: every Get fails) must outlive the cache.
-  AdapterCache(StoreClient* store, std::size_t budget_bytes)
-      : store_(store), budget_(budget_bytes) {}
+  // Reads a stored object's bytes by key (a StoreClient's Get).
+  using Loader = std::function<Result<std::vector<std::byte>>(const std::string& key)>;
+
+  // `load` (null: every Get fails: the worker has no store).
+  AdapterCache(Loader load, std::size_t budget_bytes)
+      : load_(std::move(load)), budget_(budget_bytes) {}
+  // Loading from `store` (may be null), which must outlive the cache.
+  AdapterCache(StoreClient* store, std::size_t budget_bytes);
 
   // The adapter whose digest is `digest`, resident or read from the store
   // and checked (reference::Adapter::Parse, and that it has that digest).
-  // `name` only names it in errors. Errors: kFailedPrecondition (no store),
-  // kNotFound (not in the store), kInvalidArgument (the stored file is not
-  // an adapter of that digest).
+  // `name` only names it in errors; `*loaded` (optional) says whether it
+  // was read from the store by this call. Errors: kFailedPrecondition (no
+  // store), kNotFound (not in the store), kInvalidArgument (the stored file
+  // is not an adapter of that digest).
   Result<std::shared_ptr<const reference::Adapter>> Get(const std::string& digest,
-                                                        const std::string& name);
+                                                        const std::string& name,
+                                                        bool* loaded = nullptr);
   Stats stats() const;
 
  private:
   using Lru = std::list<std::pair<std::string, std::shared_ptr<const reference::Adapter>>>;
-  StoreClient* store_;
+  Loader load_;
   std::size_t budget_;
   mutable std::mutex mu_;
   Lru lru_;  // Most recently used first.

@@ -280,11 +280,13 @@ Status ReadCheckpointing(const std::string& request_json, const Request& r,
 }
 
 // A request's adapters, resolved through the worker's adapter cache: held
-// (`held`) for the run, with the terms the sampler takes. Errors: a
-// request entry without a digest (kInvalidArgument), the cache's.
-Status ResolveAdapters(const Request& r, internal::AdapterCache* cache,
+// (`held`) for the run, with the terms the sampler takes; the job counts
+// "adapter_loads", those read from the store (0: all were resident).
+// Errors: a request entry without a digest (kInvalidArgument), the cache's.
+Status ResolveAdapters(StageContext& ctx, const Request& r, internal::AdapterCache* cache,
                        std::vector<std::shared_ptr<const reference::Adapter>>& held,
                        std::vector<reference::LoraTerm>& terms) {
+  int loads = 0;
   for (std::size_t i = 0; i < r.lora.size(); ++i) {
     const Request::Lora& a = r.lora[i];
     if (a.digest.empty()) {
@@ -294,10 +296,15 @@ Status ResolveAdapters(const Request& r, internal::AdapterCache* cache,
     if (cache == nullptr) {
       return FailedPreconditionError("lora: this stage serves no adapters");
     }
+    bool loaded = false;
     SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<const reference::Adapter> adapter,
-                            cache->Get(a.digest, a.name));
+                            cache->Get(a.digest, a.name, &loaded));
+    loads += loaded ? 1 : 0;
     terms.push_back({adapter.get(), a.scale});
     held.push_back(std::move(adapter));
+  }
+  if (!r.lora.empty()) {
+    ctx.AddCount("adapter_loads", loads);
   }
   return Status::Ok();
 }
@@ -312,7 +319,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
   SamplerRun run;
   std::vector<std::shared_ptr<const reference::Adapter>> held;
   std::vector<reference::LoraTerm> lora;
-  SLUICE_RETURN_IF_ERROR(ResolveAdapters(r, adapters, held, lora));
+  SLUICE_RETURN_IF_ERROR(ResolveAdapters(ctx, r, adapters, held, lora));
   SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> cond_keys,
                           cache::ConditionKeysFor(ReferenceConditionEncoder(), ctx.request_json()));
   std::vector<float> negative_kv;  // CFG sharing: the negative branch's keys and values.

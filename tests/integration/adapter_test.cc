@@ -47,6 +47,24 @@ std::string OneProcess(float scale) {
   return out.ok() ? out->first : std::string();
 }
 
+// kRequest with the mirror adapter for the steps before `k` and without it
+// from `k` on, in one process (a resume that drops the adapter).
+std::string Switched(int k) {
+  auto r = reference::ParseRequest(kRequest, 12, 4.0f);
+  auto mirror = reference::Adapter::Open(kMirror);
+  EXPECT_TRUE(r.ok() && mirror.ok());
+  const reference::LoraTerm terms[] = {{mirror->get(), 1.0f}};
+  const std::vector<float> cond = reference::EncodeCondition(*r);
+  std::vector<float> x = reference::InitialNoise(*r);
+  for (int i = 0; i < r->steps; ++i) {
+    reference::DenoiseStep(*r, cond.data(), i, x, nullptr, nullptr, nullptr,
+                           i < k ? reference::LoraTerms(terms) : reference::LoraTerms());
+  }
+  reference::FrameDecoder dec(*r);
+  EXPECT_TRUE(dec.AddLatentFrame(x.data(), 0).ok());
+  return dec.Output();
+}
+
 std::string WithLora(const std::string& lora) {
   json j = json::parse(kRequest);
   j["lora"] = json::parse(lora);
@@ -85,17 +103,58 @@ TEST(AdapterTest, AServedAdapterIsThePipelinesAndBadInputIsRefusedByName) {
   const std::string want = OneProcess(1.0f);
   const std::string plain = OneProcess(0.0f);
   ASSERT_FALSE(want == plain) << "the adapter changes nothing";
+  // The denoise stage's counts on a job's stage_done event.
+  auto denoise_counts = [&](const std::string& job) {
+    auto events = http.Get("/v1/jobs/" + job + "/events");
+    EXPECT_TRUE(events);
+    std::istringstream lines(events ? events->body : "");
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("data: ", 0) == 0 && line.find("\"stage_done\"") != std::string::npos) {
+        const json e = json::parse(line.substr(6));
+        if (e["stage"] == "denoise") {
+          return e.value("counts", json::object());
+        }
+      }
+    }
+    return json::object();
+  };
   auto [status, body] = generate(WithLora(R"([{"name":"mirror","scale":1}])"));
   ASSERT_EQ(status, 200) << body;
   EXPECT_TRUE(Unbase64(json::parse(body)["data"][0]["b64_json"]) == want)
       << "the served picture is not the pipeline's with the adapter";
+  EXPECT_EQ(denoise_counts(json::parse(body)["id"])["adapter_loads"], 1)
+      << "the first job naming it loads it from the store";
   std::tie(status, body) = generate(WithLora(R"([{"name":"mirror","scale":0.5}])"));
   ASSERT_EQ(status, 200) << body;
   EXPECT_TRUE(Unbase64(json::parse(body)["data"][0]["b64_json"]) == OneProcess(0.5f));
+  EXPECT_EQ(denoise_counts(json::parse(body)["id"])["adapter_loads"], 0)
+      << "the next finds it resident";
   std::tie(status, body) = generate(kRequest);
   ASSERT_EQ(status, 200) << body;
   EXPECT_TRUE(Unbase64(json::parse(body)["data"][0]["b64_json"]) == plain)
       << "a job without adapters after one with them is the base model's";
+
+  // Checkpoints name the adapter: a kept job resumed with it is
+  // byte-identical, one resumed without it runs its last steps unadapted.
+  json keep = json::parse(WithLora(R"([{"name":"mirror"}])"));
+  keep["keep_checkpoints"] = true;
+  std::tie(status, body) = generate(keep.dump());
+  ASSERT_EQ(status, 200) << body;
+  const std::string kept = json::parse(body)["id"];
+  json same = json::parse(WithLora(R"([{"name":"mirror"}])"));
+  same["resume_from"] = {{"job", kept}, {"step", 6}};
+  std::tie(status, body) = generate(same.dump());
+  ASSERT_EQ(status, 200) << body;
+  EXPECT_TRUE(Unbase64(json::parse(body)["data"][0]["b64_json"]) == want)
+      << "resumed with its adapter, not byte-identical";
+  json dropped = json::parse(kRequest);
+  dropped["resume_from"] = {{"job", kept}, {"step", 6}};
+  std::tie(status, body) = generate(dropped.dump());
+  ASSERT_EQ(status, 200) << body;
+  const std::string switched = Switched(6);
+  EXPECT_FALSE(switched == want || switched == plain);
+  EXPECT_TRUE(Unbase64(json::parse(body)["data"][0]["b64_json"]) == switched)
+      << "resumed without the adapter: not the pipeline's";
 
   // Registered by POST: the same file under another name (one copy in the
   // store: same digest), written to the directory; refused twice.
