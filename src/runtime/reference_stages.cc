@@ -4,12 +4,15 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/log.h"
 #include "runtime/adapter_cache.h"
 #include "runtime/payload_io.h"
 #include "runtime/reference/pipeline.h"
+#include "runtime/step_batcher.h"
 
 namespace sluice {
 namespace {
@@ -279,6 +282,21 @@ Status ReadCheckpointing(const std::string& request_json, const Request& r,
   return Status::Ok();
 }
 
+// What a handler's jobs share: the adapters resident on the worker, and
+// (with ReferenceStageOptions::denoise_batch > 1) the batcher their steps
+// go through. Lives as long as the handler.
+struct Shared {
+  explicit Shared(const ReferenceStageOptions& o) : adapters(o.store, o.adapter_cache_bytes) {
+    if (o.denoise_batch > 1) {
+      internal::StepBatcher::Options b;
+      b.max_batch = o.denoise_batch;
+      batcher = std::make_unique<internal::StepBatcher>(b);
+    }
+  }
+  internal::AdapterCache adapters;
+  std::unique_ptr<internal::StepBatcher> batcher;
+};
+
 // A request's adapters, resolved through the worker's adapter cache: held
 // (`held`) for the run, with the terms the sampler takes; the job counts
 // "adapter_loads", those read from the store (0: all were resident).
@@ -314,12 +332,12 @@ Status ResolveAdapters(StageContext& ctx, const Request& r, internal::AdapterCac
 // checkpoints every k steps and (with `may_yield`) when asked to yield,
 // and stopping at a step boundary on cancel.
 Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::vector<float>& cond,
-                              std::vector<float>& x, const ReferenceStageOptions& o,
-                              internal::AdapterCache* adapters, bool may_yield) {
+                              std::vector<float>& x, const ReferenceStageOptions& o, Shared& shared,
+                              bool may_yield) {
   SamplerRun run;
   std::vector<std::shared_ptr<const reference::Adapter>> held;
   std::vector<reference::LoraTerm> lora;
-  SLUICE_RETURN_IF_ERROR(ResolveAdapters(ctx, r, adapters, held, lora));
+  SLUICE_RETURN_IF_ERROR(ResolveAdapters(ctx, r, &shared.adapters, held, lora));
   SLUICE_ASSIGN_OR_RETURN(std::vector<std::string> cond_keys,
                           cache::ConditionKeysFor(ReferenceConditionEncoder(), ctx.request_json()));
   std::vector<float> negative_kv;  // CFG sharing: the negative branch's keys and values.
@@ -382,6 +400,13 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
   }
   std::vector<float> x0;  // The step's prediction, when it makes a preview.
   reference::PreviewSchedule previews(r);
+  // Batching: a member of the worker's batch from its first step to its
+  // last (or its stop), counting the steps it shared with other jobs.
+  std::optional<internal::StepBatcher::Member> member;
+  if (shared.batcher != nullptr) {
+    member.emplace(shared.batcher.get());
+  }
+  int batched = 0;
   for (int step = start; step < r.steps; ++step) {
     if (ctx.ShouldStop()) {
       RemoveCheckpoints(o, r, run);
@@ -389,9 +414,19 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
     }
     const int done = step + 1;
     const bool preview = previews.Want(done);
-    reference::DenoiseStep(r, cond.data(), step, x,
-                           negative_kv.empty() ? nullptr : negative_kv.data(),
-                           preview ? &x0 : nullptr, &step_cache, lora);
+    const reference::SampleStep item{&r,
+                                     cond.data(),
+                                     step,
+                                     &x,
+                                     negative_kv.empty() ? nullptr : negative_kv.data(),
+                                     preview ? &x0 : nullptr,
+                                     &step_cache,
+                                     lora};
+    if (member.has_value()) {
+      batched += shared.batcher->Step(item) > 1 ? 1 : 0;
+    } else {
+      reference::DenoiseStep(r, item.cond, step, x, item.negative_kv, item.x0, &step_cache, lora);
+    }
     if (preview) {
       if (Result<std::string> png = reference::PreviewPng(x0, r.latent()); png.ok()) {
         ctx.Preview(done, std::move(*png));
@@ -433,8 +468,12 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
       break;
     }
   }
-  // What this run sampled, and of it what the step cache skipped.
+  // What this run sampled, and of it what the step cache skipped and what
+  // ran in a batch with other jobs.
   ctx.AddCount("steps", step_cache.computed + step_cache.skipped);
+  if (member.has_value()) {
+    ctx.AddCount("steps_batched", batched);
+  }
   if (step_cache.threshold > 0) {
     ctx.AddCount("steps_skipped", step_cache.skipped);
   }
@@ -505,7 +544,7 @@ Result<std::vector<float>> ReadCachedCondition(const std::string& input,
 }
 
 Result<StageOutput> Encode(StageContext& ctx, DiffusionConnector& conn,
-                           const ReferenceStageOptions& o, internal::AdapterCache*) {
+                           const ReferenceStageOptions& o, Shared&) {
   SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, o));
   if (o.condition_cache != nullptr) {
     return EncodeCached(ctx, r, o);
@@ -516,7 +555,7 @@ Result<StageOutput> Encode(StageContext& ctx, DiffusionConnector& conn,
 }
 
 Result<StageOutput> Denoise(StageContext& ctx, DiffusionConnector& conn,
-                            const ReferenceStageOptions& o, internal::AdapterCache* adapters) {
+                            const ReferenceStageOptions& o, Shared& shared) {
   SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, o));
   std::vector<float> cond;
   if (cache::IsCachedInput(ctx.input())) {
@@ -531,7 +570,7 @@ Result<StageOutput> Denoise(StageContext& ctx, DiffusionConnector& conn,
   const reference::LatentShape s = r.latent();
   std::vector<float> x(s.elements());
   SLUICE_ASSIGN_OR_RETURN(SamplerRun run,
-                          RunSampler(ctx, r, cond, x, o, adapters, /*may_yield=*/true));
+                          RunSampler(ctx, r, cond, x, o, shared, /*may_yield=*/true));
   if (run.preempted) {
     StageOutput out;
     out.preempted = true;
@@ -549,7 +588,7 @@ Result<StageOutput> Denoise(StageContext& ctx, DiffusionConnector& conn,
 }
 
 Result<StageOutput> Decode(StageContext& ctx, DiffusionConnector& conn,
-                           const ReferenceStageOptions& o, internal::AdapterCache*) {
+                           const ReferenceStageOptions& o, Shared&) {
   SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, o));
   SLUICE_ASSIGN_OR_RETURN(PayloadDescriptor d, PayloadDescriptor::Decode(ctx.input()));
   const reference::LatentShape s = r.latent();
@@ -622,6 +661,9 @@ Status Validate(const ReferenceStageOptions& o) {
         o.step_cache_threshold <= reference::StepCache::kMaxThreshold)) {
     return InvalidArgumentError("step_cache_threshold: must be in 0..1 (0: off)");
   }
+  if (o.denoise_batch < 1 || o.denoise_batch > 64) {
+    return InvalidArgumentError("denoise_batch: must be in 1..64 (1: every job alone)");
+  }
   if (o.checkpoint_every > 0 && o.store == nullptr) {
     return InvalidArgumentError("checkpoint_every: checkpoints need a store");
   }
@@ -637,7 +679,7 @@ Result<StageHandler> ReferenceStageHandler(const std::string& stage, DiffusionCo
     return InvalidArgumentError("connector: required");
   }
   using Fn = Result<StageOutput> (*)(StageContext&, DiffusionConnector&,
-                                     const ReferenceStageOptions&, internal::AdapterCache*);
+                                     const ReferenceStageOptions&, Shared&);
   Fn fn = stage == "encode"    ? &Encode
           : stage == "denoise" ? &Denoise
           : stage == "decode"  ? &Decode
@@ -645,11 +687,10 @@ Result<StageHandler> ReferenceStageHandler(const std::string& stage, DiffusionCo
   if (fn == nullptr) {
     return InvalidArgumentError("stage: '" + stage + "' is not encode, denoise or decode");
   }
-  // Denoise's adapters, resident across the handler's jobs.
-  auto adapters =
-      std::make_shared<internal::AdapterCache>(options.store, options.adapter_cache_bytes);
-  return StageHandler([fn, connector, options, adapters](StageContext& ctx) {
-    return fn(ctx, *connector, options, adapters.get());
+  // Denoise's adapters and batcher, shared by the handler's jobs.
+  auto shared = std::make_shared<Shared>(options);
+  return StageHandler([fn, connector, options, shared](StageContext& ctx) {
+    return fn(ctx, *connector, options, *shared);
   });
 }
 
@@ -661,14 +702,13 @@ Result<AdapterFacts> CheckReferenceAdapter(std::string bytes) {
 
 Result<StageHandler> ReferenceColocatedHandler(const ReferenceStageOptions& options) {
   SLUICE_RETURN_IF_ERROR(Validate(options));
-  auto adapters =
-      std::make_shared<internal::AdapterCache>(options.store, options.adapter_cache_bytes);
-  return StageHandler([options, adapters](StageContext& ctx) -> Result<StageOutput> {
+  auto shared = std::make_shared<Shared>(options);
+  return StageHandler([options, shared](StageContext& ctx) -> Result<StageOutput> {
     SLUICE_ASSIGN_OR_RETURN(Request r, Parse(ctx, options));
     const std::vector<float> cond = reference::EncodeCondition(r);
     std::vector<float> x(r.latent().elements());
-    SLUICE_ASSIGN_OR_RETURN(SamplerRun run, RunSampler(ctx, r, cond, x, options, adapters.get(),
-                                                       /*may_yield=*/false));
+    SLUICE_ASSIGN_OR_RETURN(SamplerRun run,
+                            RunSampler(ctx, r, cond, x, options, *shared, /*may_yield=*/false));
     StageOutput out;
     if (run.preempted) {
       out.preempted = true;

@@ -55,6 +55,7 @@ Status EmbeddedClusterImpl::AddWorker(const std::vector<std::string>& stages) {
       ro.default_steps = config.default_steps;
       ro.checkpoint_every = config.checkpoint_every;
       ro.step_cache_threshold = config.step_cache_threshold;
+      ro.denoise_batch = config.denoise_batch;
       ro.store = w.checkpoints.get();
       if (stage == roles.condition && config.condition_cache) {
         SLUICE_ASSIGN_OR_RETURN(w.conditions,
@@ -105,7 +106,11 @@ Status EmbeddedClusterImpl::AddWorker(const std::vector<std::string>& stages) {
     if ((stage == roles.loop || colocated) && w.features != nullptr) {
       wc.caches = {w.features.get()};
     }
-    wc.capacity = stage == roles.output ? decode_capacity : 1;
+    // A batching denoise worker takes as many jobs as it batches.
+    wc.capacity = stage == roles.output ? decode_capacity
+                  : (stage == roles.loop || colocated) && config.stages == "reference"
+                      ? config.denoise_batch
+                      : 1;
     wc.security = security;
     {
       MutexLock lock(workers_mu);

@@ -569,6 +569,11 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
                   "(0: off)")
       ->check(CLI::Range(0.0f, 1.0f))
       ->capture_default_str();
+  cmd->add_option("--denoise-batch", w.denoise_batch,
+                  "reference denoise: run the steps of up to this many concurrent jobs as one "
+                  "batch (raises --capacity to it; 1: each job alone)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--adapter-cache", w.adapter_cache,
                   "reference denoise: LoRA adapters kept in memory (read from the store on first "
                   "use) up to this size; beyond, the least recently used is dropped")

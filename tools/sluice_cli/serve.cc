@@ -423,6 +423,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
     ro.default_steps = o.steps;
     ro.step_cache_threshold = o.step_cache_threshold;
     ro.adapter_cache_bytes = static_cast<std::size_t>(*ParseByteSize(o.adapter_cache));
+    ro.denoise_batch = o.denoise_batch;
     if (store != nullptr) {
       ro.store = store.get();
       ro.checkpoint_every = o.checkpoint_every;
@@ -453,7 +454,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   if (o.profile.empty()) {  // The reference stages.
     wc.image_size = wc.video_size = std::string(kReferenceTrainedSize);
   }
-  wc.capacity = o.capacity;
+  wc.capacity = std::max(o.capacity, o.denoise_batch);  // A batch needs its jobs at once.
   wc.name = o.stage + "@" + (*conn)->engine().endpoint();
   wc.security = o.security;
   wc.engine = &(*conn)->engine();

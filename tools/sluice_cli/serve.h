@@ -46,6 +46,9 @@ struct WorkerOptions {
   // Reference denoise: resident LoRA adapters beyond this many bytes drop
   // the least recently used (ReferenceStageOptions::adapter_cache_bytes).
   std::string adapter_cache = "256MiB";
+  // Reference denoise: step-level batching of up to this many of its
+  // concurrent jobs (ReferenceStageOptions::denoise_batch); 1: off.
+  int denoise_batch = 1;
   // Encode with --master: cache each text's embedding in the store
   // (condition cache) and let jobs whose conditions are all cached skip
   // encode. Reference stages: on unless turned off. Profile stages: only

@@ -76,6 +76,11 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
                   "(0: off; docs/benchmarks/step-cache.md)")
       ->check(CLI::Range(0.0f, 1.0f))
       ->capture_default_str();
+  cmd->add_option("--denoise-batch", c.denoise_batch,
+                  "reference denoise: run the steps of up to this many concurrent jobs per worker "
+                  "as one batch (each worker then takes as many jobs; 1: each job alone)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--adapters", c.adapters_dir,
                   "reference stages: directory of LoRA adapters served by name "
                   "(NAME.safetensors; POST /v1/adapters writes there too; the shipped ones: "

@@ -87,6 +87,16 @@ struct ReferenceStageOptions {
   // when it was registered) on first use and kept in memory, the least
   // recently used dropped once they pass this many bytes.
   std::size_t adapter_cache_bytes = std::size_t{256} << 20;
+  // Denoise: step-level batching. With k > 1, the worker's concurrent
+  // jobs (up to its capacity) hand each step to one batcher, which runs
+  // the steps of up to k jobs that arrive within a few milliseconds as one
+  // batch (the denoiser's products over all their tokens at once); each
+  // job keeps its own loop, checkpoints, previews and cancellation, and
+  // joins or leaves at a step boundary. A step run with others is within
+  // float32 rounding of it alone, not bit for bit. The job counts
+  // "steps_batched" (its steps that shared a batch). 1: every job alone;
+  // 1..64.
+  int denoise_batch = 1;
   // Checkpoints of jobs nobody resumes expire after this.
   std::chrono::seconds checkpoint_ttl{600};
 };

@@ -68,6 +68,10 @@ struct EmbeddedConfig {
   // Reference denoise: the step cache's threshold for a request that names
   // none (ReferenceStageOptions::step_cache_threshold), 0..1; 0: off.
   float step_cache_threshold = 0;
+  // Reference denoise: step-level batching of up to this many jobs per
+  // worker (ReferenceStageOptions::denoise_batch; the workers take as many
+  // at once), 1..64; 1: each job alone.
+  int denoise_batch = 1;
   // Reference stages: the directory of LoRA adapters served by name
   // (OrchestratorConfig::AdapterConfig; POST /v1/adapters writes there
   // too). Empty: adapters registered by POST live as long as the process.

@@ -1,0 +1,103 @@
+// Step-level batching on the embedded deployment (reference stages,
+// `denoise_batch`): concurrent jobs on one denoise worker share their
+// steps, each job's picture is its pipeline's within float32 rounding
+// (PSNR >= 40 dB against the job alone), and a cancelled member leaves
+// while the others go on.
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "sluice/serve/embedded.h"
+
+#include "base64.h"
+#include "embedded_start.h"
+#include "media/png.h"
+#include "runtime/reference/pipeline.h"
+
+namespace sluice::testing {
+namespace {
+
+using nlohmann::json;
+
+double Psnr(const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b) {
+  double se = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    se += d * d;
+  }
+  return se == 0 ? 1e9 : 10 * std::log10(255.0 * 255.0 / (se / static_cast<double>(a.size())));
+}
+
+TEST(BatchingTest, ConcurrentJobsShareStepsAndEachIsItsPipelines) {
+  EmbeddedConfig c;
+  c.workers = 3;
+  c.denoise_batch = 4;
+  auto cluster = StartEmbedded(c);
+  ASSERT_NE(cluster, nullptr);
+  httplib::Client http("http://" + cluster->http_endpoint());
+  http.set_read_timeout(120, 0);
+  const char* prompts[] = {"a large red circle on the left on a blue background",
+                           "a small green square at the top on a black background",
+                           "a large yellow triangle on the right on a white background",
+                           "a small white diamond in the centre on a red background"};
+  std::vector<std::string> ids, bodies;
+  for (int k = 0; k < 4; ++k) {
+    const json body = {
+        {"prompt", prompts[k]}, {"size", "128x128"}, {"seed", k}, {"steps", 30}, {"async", true}};
+    bodies.push_back(body.dump());
+    auto r = http.Post("/v1/images/generations", body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 202) << r->body;
+    ids.push_back(json::parse(r->body)["id"]);
+  }
+  // A fifth joins and is cancelled while the others run: it leaves the
+  // batch, they finish.
+  auto fifth = http.Post("/v1/images/generations",
+                         json({{"prompt", "a small blue circle at the bottom"},
+                               {"size", "128x128"},
+                               {"steps", 100},
+                               {"async", true}})
+                             .dump(),
+                         "application/json");
+  ASSERT_TRUE(fifth);
+  ASSERT_EQ(fifth->status, 202) << fifth->body;
+  const std::string cancelled = json::parse(fifth->body)["id"];
+  auto gone = http.Delete("/v1/jobs/" + cancelled);
+  ASSERT_TRUE(gone);
+  int batched = 0;
+  for (int k = 0; k < 4; ++k) {
+    auto events = http.Get("/v1/jobs/" + ids[k] + "/events");  // Ends with the job.
+    ASSERT_TRUE(events);
+    std::istringstream lines(events->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("data: ", 0) == 0 && line.find("\"stage_done\"") != std::string::npos) {
+        const json e = json::parse(line.substr(6));
+        if (e["stage"] == "denoise") {
+          EXPECT_EQ(e["counts"]["steps"], 30) << line;
+          batched += e["counts"].value("steps_batched", 0);
+        }
+      }
+    }
+    auto content = http.Get("/v1/jobs/" + ids[k] + "/content");
+    ASSERT_TRUE(content);
+    ASSERT_EQ(content->status, 200) << content->body.substr(0, 200);
+    auto got = media::DecodePng(content->body);
+    auto r = reference::ParseRequest(bodies[k], 12, 4.0f);
+    ASSERT_TRUE(got.ok() && r.ok());
+    auto alone = reference::GenerateAll(*r);
+    ASSERT_TRUE(alone.ok());
+    auto want = media::DecodePng(alone->first);
+    ASSERT_TRUE(want.ok());
+    EXPECT_GE(Psnr(got->rgb, want->rgb), 40.0) << "job " << k;
+  }
+  EXPECT_GT(batched, 0) << "no step of the four concurrent jobs shared a batch";
+  auto job = http.Get("/v1/jobs/" + cancelled);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(json::parse(job->body)["status"], "cancelled") << job->body;
+}
+
+}  // namespace
+}  // namespace sluice::testing
