@@ -103,6 +103,10 @@ Status ValidateE2eOptions(const E2eBenchOptions& o) {
   if (!(o.warmup_s >= 0 && o.warmup_s <= 600)) {
     return InvalidArgumentError("--warmup must be in [0, 600]");
   }
+  if (o.denoise_batch < 1 || o.denoise_batch > 64 ||
+      (o.denoise_batch > 1 && o.workload != "reference")) {
+    return InvalidArgumentError("--denoise-batch: 1..64, above 1 with the reference workload");
+  }
   return Status::Ok();
 }
 
@@ -125,6 +129,7 @@ Result<E2eBenchResult> RunE2eBench(const E2eBenchOptions& o) {
                  : (o.workload == "wan480-profile" ? "wan2.1-480p" : "flux-1024");
   c.time_factor = o.time_factor;
   c.latent_chunks = o.latent_chunks;
+  c.denoise_batch = o.denoise_batch;
   c.max_queued_jobs = 100000;
   c.worker_timeout = std::chrono::seconds(30);  // Loaded 2-core machines stall heartbeats.
   SLUICE_ASSIGN_OR_RETURN(auto cluster, EmbeddedCluster::Start(c));
@@ -253,6 +258,9 @@ std::string ToJson(const E2eBenchResult& r) {
             {"stage_p50_s", r.stage_p50_s},
             {"first_output_in_decode_p50_s", r.first_output_in_decode_p50_s},
             {"stage_breakdown_p50_ms", r.stage_breakdown_p50_ms}};
+  if (r.options.denoise_batch > 1) {
+    j["denoise_batch"] = r.options.denoise_batch;
+  }
   return j.dump();
 }
 

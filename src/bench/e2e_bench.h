@@ -45,6 +45,9 @@ struct E2eBenchOptions {
   int latent_chunks = 1;
   int encode_workers = 1;  // "pools" only.
   int decode_workers = 1;  // "pools" only.
+  // Reference workload: step-level batching of up to this many jobs per
+  // denoise worker (EmbeddedConfig::denoise_batch), 1..64; 1: off.
+  int denoise_batch = 1;
 };
 
 struct E2eBenchResult {

@@ -404,7 +404,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
   // last (or its stop), counting the steps it shared with other jobs.
   std::optional<internal::StepBatcher::Member> member;
   if (shared.batcher != nullptr) {
-    member.emplace(shared.batcher.get());
+    member.emplace(shared.batcher.get(), r.latent());
   }
   int batched = 0;
   for (int step = start; step < r.steps; ++step) {

@@ -4,77 +4,61 @@
 
 namespace sluice::internal {
 
-void StepBatcher::Join() {
+void StepBatcher::Join(std::uint64_t key) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++members_;
+  ++groups_[key].members;
 }
 
-void StepBatcher::Leave() {
+void StepBatcher::Leave(std::uint64_t key) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    --members_;
+    Group& g = groups_[key];
+    if (--g.members == 0 && g.waiting.empty() && !g.leading) {
+      groups_.erase(key);
+    }
   }
   cv_.notify_all();  // A gathering step may now have every member's.
 }
 
-void StepBatcher::Run(std::vector<Pending*>& taken) {
-  // Jobs of one latent shape go together; a lone step runs unbatched
-  // (DenoiseStep's bits).
-  std::vector<bool> ran(taken.size(), false);
-  std::vector<reference::SampleStep> group;
-  for (std::size_t i = 0; i < taken.size(); ++i) {
-    if (ran[i]) {
-      continue;
-    }
-    const reference::LatentShape s = taken[i]->item.r->latent();
-    group.clear();
-    std::vector<std::size_t> members;
-    for (std::size_t j = i; j < taken.size(); ++j) {
-      const reference::LatentShape t = taken[j]->item.r->latent();
-      if (!ran[j] && t.t == s.t && t.h == s.h && t.w == s.w) {
-        ran[j] = true;
-        group.push_back(taken[j]->item);
-        members.push_back(j);
-      }
-    }
-    reference::DenoiseSteps(group, /*batched=*/group.size() > 1);
-    for (std::size_t j : members) {
-      taken[j]->batch = static_cast<int>(group.size());
-    }
-  }
-}
-
 int StepBatcher::Step(const reference::SampleStep& item) {
   Pending p{item};
+  const std::uint64_t key = Key(item.r->latent());
   std::unique_lock<std::mutex> lock(mu_);
-  waiting_.push_back(&p);
+  Group& g = groups_[key];  // Stable: a member's group stays while it is one.
+  g.waiting.push_back(&p);
   cv_.notify_all();
   while (!p.done) {
-    if (leading_) {
-      cv_.wait(lock, [&] { return p.done || !leading_; });
+    if (g.leading) {
+      cv_.wait(lock, [&] { return p.done || !g.leading; });
       continue;
     }
-    // This step leads: it waits for every member's step (or the window's
-    // end, or a full batch), then runs the batch.
-    leading_ = true;
+    // This step leads its shape's batch: it waits for every member's step
+    // (or the window's end, or a full batch), then runs the batch.
+    g.leading = true;
     const auto until = std::chrono::steady_clock::now() + o_.gather;
     cv_.wait_until(lock, until, [&] {
-      const int want = std::min(std::max(members_, 1), o_.max_batch);
-      return static_cast<int>(waiting_.size()) >= want;
+      const int want = std::min(std::max(g.members, 1), o_.max_batch);
+      return static_cast<int>(g.waiting.size()) >= want;
     });
-    const std::size_t n = std::min<std::size_t>(waiting_.size(), o_.max_batch);
-    std::vector<Pending*> taken(waiting_.begin(), waiting_.begin() + n);
-    waiting_.erase(waiting_.begin(), waiting_.begin() + n);
+    const std::size_t n = std::min<std::size_t>(g.waiting.size(), o_.max_batch);
+    std::vector<Pending*> taken(g.waiting.begin(), g.waiting.begin() + n);
+    g.waiting.erase(g.waiting.begin(), g.waiting.begin() + n);
     lock.unlock();
-    Run(taken);
+    std::vector<reference::SampleStep> batch;
+    for (Pending* t : taken) {
+      batch.push_back(t->item);
+    }
+    // A lone step runs unbatched: DenoiseStep's bits.
+    reference::DenoiseSteps(batch, /*batched=*/n > 1);
     lock.lock();
     for (Pending* t : taken) {
       t->done = true;
+      t->batch = static_cast<int>(n);
     }
     ++stats_.batches;
     stats_.steps += n;
     stats_.largest = std::max(stats_.largest, static_cast<int>(n));
-    leading_ = false;
+    g.leading = false;
     cv_.notify_all();
   }
   return p.batch;

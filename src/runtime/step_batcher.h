@@ -4,10 +4,12 @@
 // — and hands each step to the batcher, which runs the steps of every job
 // that arrives within a short gather window as one batch
 // (reference::DenoiseSteps: the denoiser's products over every job's
-// tokens at once; jobs of other latent shapes go as batches of their own).
-// A job joins before its first step and leaves after its last, so jobs
-// join and leave the running batch at step boundaries: a new job waits at
-// most one step, not a whole job.
+// tokens at once). Jobs batch with jobs of their latent shape only: each
+// shape has its own gathering and its own batches, which run at the same
+// time on their members' threads (an interactive image never waits on a
+// video's step). A job joins before its first step and leaves after its
+// last, so jobs join and leave the running batch at step boundaries: a
+// new job waits at most one step, not a whole job.
 //
 // A step run alone is DenoiseStep's, bit for bit; in a batch it is within
 // float32 rounding of that (BLAS orders its sums by the products' sizes:
@@ -21,6 +23,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -43,24 +46,27 @@ class StepBatcher {
 
   explicit StepBatcher(Options o) : o_(o) {}
 
-  // A job's membership: from before its first step to after its last.
-  // While it is a member, the batcher waits (up to the gather window) for
-  // its next step before running a batch without it.
+  // A job's membership: from before its first step to after its last, for
+  // its latent shape. While it is a member, a batch of its shape waits (up
+  // to the gather window) for its next step before running without it.
   class Member {
    public:
-    explicit Member(StepBatcher* b) : b_(b) { b_->Join(); }
-    ~Member() { b_->Leave(); }
+    Member(StepBatcher* b, const reference::LatentShape& s) : b_(b), key_(Key(s)) {
+      b_->Join(key_);
+    }
+    ~Member() { b_->Leave(key_); }
     Member(const Member&) = delete;
     Member& operator=(const Member&) = delete;
 
    private:
     StepBatcher* b_;
+    std::uint64_t key_;
   };
 
   // Runs `item` (one step of a member's job; its pointers must stay valid
-  // until the call returns) in a batch with the steps other members hand
-  // in within the gather window, and returns the number of job-steps that
-  // batch held (1: alone).
+  // until the call returns) in a batch with the steps other members of its
+  // shape hand in within the gather window, and returns the number of
+  // job-steps that batch held (1: alone).
   int Step(const reference::SampleStep& item);
   Stats stats() const;
 
@@ -70,17 +76,23 @@ class StepBatcher {
     bool done = false;
     int batch = 0;
   };
-  void Join();
-  void Leave();
-  // Runs `taken` (the lock released), grouped by latent shape.
-  static void Run(std::vector<Pending*>& taken);
+  // One latent shape's jobs.
+  struct Group {
+    int members = 0;
+    std::vector<Pending*> waiting;  // Handed in, not yet taken, in arrival order.
+    bool leading = false;           // A step is gathering or running a batch.
+  };
+  static std::uint64_t Key(const reference::LatentShape& s) {
+    return (static_cast<std::uint64_t>(s.t) << 40) | (static_cast<std::uint64_t>(s.h) << 20) |
+           static_cast<std::uint64_t>(s.w);
+  }
+  void Join(std::uint64_t key);
+  void Leave(std::uint64_t key);
 
   Options o_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  int members_ = 0;
-  std::vector<Pending*> waiting_;  // Handed in, not yet taken, in arrival order.
-  bool leading_ = false;           // A step is gathering or running a batch.
+  std::map<std::uint64_t, Group> groups_;  // A shape's, while it has members or steps.
   Stats stats_;
 };
 

@@ -1,8 +1,8 @@
 // Step-level batching of concurrent jobs: jobs on their own threads hand
 // their steps to one batcher; steps run in batches (several jobs' steps at
 // once), each job lands within float32 rounding of itself alone, a job of
-// another size runs beside them in a batch of its own (bit for bit), and a
-// job joining late joins at a step boundary.
+// another size runs beside them in batches of its own shape (alone: bit
+// for bit), and a job joining late joins at a step boundary.
 #include "runtime/step_batcher.h"
 
 #include <cmath>
@@ -63,7 +63,7 @@ TEST(StepBatcherTest, ConcurrentJobsShareStepsAndLandAsTheyWouldAlone) {
           std::this_thread::yield();
         }
       }
-      StepBatcher::Member member(&batcher);
+      StepBatcher::Member member(&batcher, j.r.latent());
       if (j.start_after == 0) {
         joined.arrive_and_wait();  // Every early job is a member before any steps.
       }
@@ -100,7 +100,7 @@ TEST(StepBatcherTest, ALoneJobRunsItsStepsAtOnceAsDenoiseStepDoes) {
   StepBatcher::Options o;
   o.gather = std::chrono::seconds(30);  // Never waited out: it is the only member.
   StepBatcher batcher(o);
-  StepBatcher::Member member(&batcher);
+  StepBatcher::Member member(&batcher, j.r.latent());
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < j.r.steps; ++i) {
     ref::SampleStep s{&j.r, j.cond.data(), i, &j.x, nullptr, nullptr, nullptr, {}};

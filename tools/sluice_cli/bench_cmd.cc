@@ -8,6 +8,7 @@
 #include "sluice/units.h"
 
 #include "bench/batch_forward_bench.h"
+#include "bench/batching_bench.h"
 #include "bench/cache_bench.h"
 #include "bench/connector_bench.h"
 #include "bench/http_bench.h"
@@ -367,6 +368,39 @@ void AddBatchForward(CLI::App& bench, std::vector<Command>* out) {
   out->push_back({cmd, [o] { return Report("batch-forward", bench::RunBatchForwardBench(o->b)); }});
 }
 
+void AddBatching(CLI::App& bench, std::vector<Command>* out) {
+  struct Opts {
+    bench::BatchingBenchOptions b;
+    bool json = true;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = bench.add_subcommand(
+      "batching",
+      "step-level batching in the denoise pool against one job per slot (reference workload, "
+      "same run): throughput at saturation and interactive p99 TTFF at a load");
+  cmd->add_option("--workers", o->b.workers, "workers of each deployment (equal in both)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--batch", o->b.batch, "jobs per denoise worker's batch")
+      ->check(CLI::Range(2, 64))
+      ->capture_default_str();
+  cmd->add_option("--saturation-rate", o->b.saturation_rate,
+                  "arrivals per second of the saturation runs (above what is served)")
+      ->check(CLI::Range(0.01, 1000.0))
+      ->capture_default_str();
+  cmd->add_option("--load", o->b.load, "the loaded runs' rate, a share of the unbatched throughput")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--duration", o->b.duration_s, "seconds of arrivals measured per run")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->b.warmup_s, "seconds of arrivals before each run's measurement")
+      ->check(CLI::Range(0.0, 600.0))
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
+  out->push_back({cmd, [o] { return Report("batching", bench::RunBatchingBench(o->b)); }});
+}
+
 void AddStepCache(CLI::App& bench, std::vector<Command>* out) {
   struct Opts {
     bench::StepCacheBenchOptions b;
@@ -465,6 +499,7 @@ void AddBenchCommands(CLI::App& bench, std::vector<Command>* out) {
   AddPreview(bench, out);
   AddStepCache(bench, out);
   AddBatchForward(bench, out);
+  AddBatching(bench, out);
   AddTransferTarget(bench, out);
 }
 
