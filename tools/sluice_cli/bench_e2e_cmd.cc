@@ -106,6 +106,11 @@ void AddE2e(CLI::App& bench, std::vector<Command>* out) {
                   "light stages in pools: decode workers of their own")
       ->check(CLI::Range(1, 63))
       ->capture_default_str();
+  cmd->add_option("--denoise-batch", b.denoise_batch,
+                  "reference workload: denoise workers batch the steps of up to this many jobs "
+                  "(1: each job alone)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--simulate", o->simulate,
                   "measured: run it (default); simulated: only the simulator's replay of it "
                   "(same workers, timings and arrivals); both: run it, replay it, and print "
