@@ -26,6 +26,8 @@ const SLUICE = process.env.SLUICE_BIN;
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const SHOTS = process.env.SLUICE_SCREENSHOTS || '';
 const KEY = 'sk-console-test-0123456789';
+// The shipped LoRA adapters (the playground offers them; read in place).
+const ADAPTERS = new URL('../../models/adapters', import.meta.url).pathname;
 assert.ok(SLUICE, 'SLUICE_BIN must name the sluice binary');
 const startServe = (args) => start(SLUICE, args);
 
@@ -45,7 +47,7 @@ describe('an open API', () => {
   let serve, page;
   const errors = [];
   before(async () => {
-    serve = await startServe(['--steps', '12']);
+    serve = await startServe(['--steps', '12', '--adapters', ADAPTERS]);
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on('pageerror', (e) => errors.push(String(e)));
     await page.goto(serve.url + '/console');
@@ -71,7 +73,9 @@ describe('an open API', () => {
     await page.fill('#play-seed', '7');
     await page.fill('#play-preview', '2');
     await page.fill('#play-step-cache', '0.2');
+    await page.selectOption('#play-lora', 'mirror');
     const curl = await page.locator('#snippet-curl').textContent();
+    assert.match(curl, /"lora":\[\{"name":"mirror"\}\]/);
     assert.match(curl, /\/v1\/images\/generations/);
     assert.match(curl, /"seed":7/);
     assert.match(curl, /"step_cache":\{"threshold":0.2\}/);
@@ -96,6 +100,7 @@ describe('an open API', () => {
     // Denoise's stage_done row says what the step cache skipped.
     const done = await page.locator('#job-timeline tr.ev-stage_done', { hasText: 'denoise' }).textContent();
     assert.match(done, /12 steps, [1-9]\d* skipped by the step cache/);
+    assert.match(done, /adapter_loads 1/);
     // The list shows it, succeeded.
     const id = await page.locator('#job-title').textContent();
     await page.locator(`#job-list tr[data-job="${id}"] .status.succeeded`).waitFor({ timeout: 5000 });

@@ -357,6 +357,11 @@ function playBody() {
   if (video) fields.frames = num('play-frames');
   const threshold = num('play-step-cache');
   if (threshold !== undefined) fields.step_cache = { threshold };
+  if ($('play-lora').value) {
+    const scale = num('play-lora-scale');
+    fields.lora = [scale === undefined ? { name: $('play-lora').value }
+      : { name: $('play-lora').value, scale }];
+  }
   for (const [k, v] of Object.entries(fields)) if (v !== undefined) b[k] = v;
   b.priority = $('play-priority').value;
   return { video, body: b };
@@ -414,6 +419,10 @@ async function loadModels() {
       state.models = list.data;
       $('play-model').replaceChildren(...list.data.map((m) =>
         el('option', m.default ? { value: m.id, selected: '' } : { value: m.id }, m.id)));
+      // The LoRA adapters requests may name (none: the field offers none).
+      const adapters = (await (await api('/v1/adapters')).json()).data;
+      $('play-lora').replaceChildren(el('option', { value: '' }, 'none'),
+        ...adapters.map((a) => el('option', { value: a.id }, a.id + ' (rank ' + a.rank + ')')));
       renderSnippets();
       return;
     } catch (e) {
