@@ -213,17 +213,26 @@ def adapter_shapes(rank: int, layers: Sequence[str] = ADAPTED_LAYERS) -> Dict[st
 
 def load_adapter(path: str) -> Dict[str, torch.Tensor]:
     """An adapter file's tensors (checked against the architecture)."""
+    with open(path, "rb") as f:
+        return adapter_from_bytes(f.read(), path)
+
+
+def adapter_from_bytes(data: bytes, where: str = "adapter") -> Dict[str, torch.Tensor]:
+    """An adapter's tensors from its file's bytes; ValueError naming what
+    does not fit (the format, the rank, a tensor's name or shape)."""
     from . import safetensors
-    tensors, meta = safetensors.load(path)
+    tensors, meta = safetensors.loads(data, where)
     if meta.get("format") != ADAPTER_FORMAT:
-        raise ValueError(f"{path}: metadata format {meta.get('format')!r} is not "
+        raise ValueError(f"{where}: metadata format {meta.get('format')!r} is not "
                          f"{ADAPTER_FORMAT!r}")
-    rank = int(meta.get("rank", "0"))
-    allowed = adapter_shapes(rank)
+    rank_text = meta.get("rank", "")
+    if not rank_text.isdigit() or not 1 <= int(rank_text) <= MAX_ADAPTER_RANK:
+        raise ValueError(f"{where}: metadata rank {rank_text!r} is not in 1..{MAX_ADAPTER_RANK}")
+    allowed = adapter_shapes(int(rank_text))
     for name, a in tensors.items():
         if tuple(allowed.get(name, ())) != tuple(a.shape):
-            raise ValueError(f"{path}: tensor {name} {list(a.shape)} is not an adapter tensor "
-                             f"of rank {rank}")
+            raise ValueError(f"{where}: tensor {name} {list(a.shape)} is not an adapter tensor "
+                             f"of rank {rank_text}")
     return {n: torch.tensor(np.asarray(a, np.float32)) for n, a in tensors.items()}
 
 

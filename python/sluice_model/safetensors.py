@@ -44,7 +44,11 @@ def load(path: str) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
     """(tensors, metadata) of an F32 safetensors file; ValueError naming the
     problem on a malformed one."""
     with open(path, "rb") as f:
-        data = f.read()
+        return loads(f.read(), path)
+
+
+def loads(data: bytes, path: str = "bytes") -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
+    """load() of a file's bytes; `path` names them in errors."""
     if len(data) < 8:
         raise ValueError(f"{path}: shorter than the 8-byte header length")
     (n,) = struct.unpack("<Q", data[:8])

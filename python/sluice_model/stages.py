@@ -13,6 +13,10 @@ mix in one deployment (a job's encode on one, its denoise on the other):
     denoise -> f32 [4, t, h, w]      the latent, one chunk per latent frame
     decode  -> image/png, or a frames archive (a tar of PNG frames)
 
+A job's LoRA adapters ("lora", each with the digest the orchestrator adds)
+are read from the store (sluice/adapter/DIGEST) by the denoise worker on
+first use and kept, the newest MAX_ADAPTERS.
+
 Run one stage as a worker process:
 
     PYTHONPATH=build/python:python /usr/bin/python3 -m sluice_model.stages \\
@@ -23,6 +27,7 @@ It prints "READY worker STAGE" once registered and runs until stdin closes.
 
 import argparse
 import base64
+import collections
 import io
 import json
 import sys
@@ -39,6 +44,8 @@ from sluice.diffusion import DiffusionConnector, StagePayload, StoreConfig, desc
 from . import golden, net, png
 
 TEXT_BYTES = net.TEXT_LEN * net.TEXT_DIM * 4
+# Adapters a denoise worker keeps in memory (by digest; the oldest dropped).
+MAX_ADAPTERS = 16
 
 
 class Request:
@@ -68,12 +75,25 @@ class Request:
                 raise sluice.InvalidArgumentError(
                     'step_cache: {"threshold": a number in 0..1} (0: off)')
             self.step_cache = float(t)
-        # LoRA adapters are served by the C++ reference workers only: a job
-        # naming one fails here rather than drawing the base model's picture.
-        if j.get("lora"):
-            raise sluice.InvalidArgumentError(
-                "lora: adapters are not served by the PyTorch workers (run the C++ denoise "
-                "workers for them)")
+        # LoRA adapters: (name, scale, digest) each, the digest the
+        # orchestrator's (it names the file in the store).
+        self.lora = []
+        lora = j.get("lora", [])
+        if not isinstance(lora, list) or len(lora) > 4:
+            raise sluice.InvalidArgumentError("lora: a list of at most 4 adapters")
+        for i, e in enumerate(lora):
+            name, scale, digest = (e.get("name"), e.get("scale", 1.0), e.get("digest")) \
+                if isinstance(e, dict) else (None, None, None)
+            if not isinstance(name, str) or not name:
+                raise sluice.InvalidArgumentError(f"lora[{i}].name: required, a string")
+            if (not isinstance(scale, (int, float)) or isinstance(scale, bool)
+                    or not -4 <= scale <= 4):
+                raise sluice.InvalidArgumentError(f"lora[{i}].scale: a number in -4..4")
+            if (not isinstance(digest, str) or len(digest) != 16
+                    or any(c not in "0123456789abcdef" for c in digest)):
+                raise sluice.InvalidArgumentError(
+                    f"lora[{i}]: no digest (the orchestrator names each adapter's file)")
+            self.lora.append((name, float(scale), digest))
         # An image edit: the picture (a base64 PNG; the orchestrator scaled
         # it to the request's size) and its strength (0, 1], default 0.8.
         self.picture = None
@@ -107,7 +127,11 @@ class TorchStages:
         self.conn = conn
         # Denoise: the step cache's threshold for a request naming none.
         self.step_cache_threshold = step_cache_threshold
+        self.store = store
         self.cache = None if store is None else cache.Cache(store, "condition")
+        # Denoise: adapters read from the store, by digest, the newest
+        # MAX_ADAPTERS kept (a dropped one is read again when named).
+        self.adapters = collections.OrderedDict()
 
     # -- helpers -------------------------------------------------------------
     def _publish(self, ctx, stage: str, kind: str, tensor: np.ndarray, chunks: int) -> StageOutput:
@@ -136,6 +160,35 @@ class TorchStages:
             pass
         return torch.from_numpy(cond)
 
+    def _adapters(self, ctx, r: "Request"):
+        """The request's adapters as Model.blocks takes them, each read from
+        the store on first use (counted as the job's adapter_loads)."""
+        terms, loads = [], 0
+        for name, scale, digest in r.lora:
+            tensors = self.adapters.get(digest)
+            if tensors is None:
+                if self.store is None:
+                    raise sluice.FailedPreconditionError(
+                        f'adapter "{name}" ({digest}): this worker has no store (--master)')
+                try:
+                    data = self.store.get(f"sluice/adapter/{digest}")
+                except sluice.SluiceError as e:
+                    raise sluice.NotFoundError(
+                        f'adapter "{name}" ({digest}): not in the store ({e})') from e
+                try:
+                    tensors = net.adapter_from_bytes(data, f'adapter "{name}"')
+                except ValueError as e:
+                    raise sluice.InvalidArgumentError(str(e)) from e
+                loads += 1
+                self.adapters[digest] = tensors
+                while len(self.adapters) > MAX_ADAPTERS:
+                    self.adapters.popitem(last=False)
+            self.adapters.move_to_end(digest)
+            terms.append((tensors, scale))
+        if r.lora:
+            ctx.add_count("adapter_loads", loads)
+        return terms
+
     # -- the stages ----------------------------------------------------------
     @torch.no_grad()
     def encode(self, ctx) -> StageOutput:
@@ -155,6 +208,7 @@ class TorchStages:
         c, u = cond[0:1], cond[1:2]
         step_cache = net.StepCache(
             self.step_cache_threshold if r.step_cache is None else r.step_cache)
+        lora = self._adapters(ctx, r)
         for i in range(start, r.steps):
             if ctx.should_stop():
                 raise sluice.CancelledError(f"stopped at step {i}")
@@ -162,7 +216,7 @@ class TorchStages:
             sigma = np.float32(1) - np.float32(i) / np.float32(r.steps)
             nxt = np.float32(1) - np.float32(i + 1) / np.float32(r.steps)
             sig = torch.full((2,), float(sigma))
-            both = step_cache.step(self.model, torch.cat([x, x]), sig, torch.cat([c, u]))
+            both = step_cache.step(self.model, torch.cat([x, x]), sig, torch.cat([c, u]), lora)
             x0 = both[1:2] + np.float32(r.guidance) * (both[0:1] - both[1:2])
             x = x + float(np.float32((nxt - sigma) / sigma)) * (x - x0)
             done = i + 1

@@ -26,6 +26,7 @@ REQUEST = {"prompt": golden.GOLDEN_PROMPT, "size": "128x128", "seed": 1, "steps"
 
 
 STEP_CACHED = {**REQUEST, "step_cache": {"threshold": 0.3}}
+MIRRORED = {**REQUEST, "lora": [{"name": "mirror"}]}
 
 
 def generate(http: str, request=None) -> np.ndarray:
@@ -73,9 +74,12 @@ def cpp_worker(stage, orch, master):
                  master, "--exit-on-stdin-eof"])
 
 
-def test_cpp_and_torch_workers_serve_one_model(store):
+def test_cpp_and_torch_workers_serve_one_model(store, tmp_path):
+    adapters = tmp_path / "adapters"
+    adapters.mkdir()
+    (adapters / "mirror.safetensors").write_bytes(open(golden.MIRROR_ADAPTER, "rb").read())
     orch = Proc([SLUICE_BIN, "orchestrator", "--store-master", store.endpoint,
-                 "--exit-on-stdin-eof"])
+                 "--adapters", str(adapters), "--exit-on-stdin-eof"])
     grpc, http = orch.words[2], orch.words[3]
     cpp = {}
     try:
@@ -107,9 +111,17 @@ def test_cpp_and_torch_workers_serve_one_model(store):
             inside = generate(http)
             inside_cached, torch_counts = generate_counted(http, STEP_CACHED)
             inside_edit = edit(http)
-            assert w.completed == 3
+            # A LoRA adapter, read from the store where the orchestrator
+            # put it, once: the mirror's golden picture.
+            mirrored, first_counts = generate_counted(http, MIRRORED)
+            _, again_counts = generate_counted(http, MIRRORED)
+            assert w.completed == 5
         finally:
             w.close()
+        want_mirror = png.decode(open(golden.GOLDEN_MIRROR, "rb").read())
+        assert golden.psnr(mirrored, want_mirror) >= 40.0, golden.psnr(mirrored, want_mirror)
+        assert first_counts["adapter_loads"] == 1 and again_counts["adapter_loads"] == 0, \
+            (first_counts, again_counts)
         for got in (around, inside):
             assert got.shape == want.shape == (128, 128, 3)
             assert golden.psnr(got, want) >= 40.0, golden.psnr(got, want)
@@ -144,5 +156,14 @@ def test_request_defaults_and_frames_archive_match_the_cpp_stages():
                  "strength": 0}):
         with pytest.raises(sluice.InvalidArgumentError, match="image|strength"):
             stages.Request(json.dumps({"prompt": "a", **bad}))
+    lora = stages.Request(json.dumps({"prompt": "a", "lora": [
+        {"name": "mirror", "scale": 0.5, "digest": "0123456789abcdef"}]}))
+    assert lora.lora == [("mirror", 0.5, "0123456789abcdef")]
+    for bad, field in (({"name": "m"}, "lora\\[0\\]: no digest"),
+                       ({"digest": "0123456789abcdef"}, "lora\\[0\\].name"),
+                       ({"name": "m", "scale": 9, "digest": "0123456789abcdef"},
+                        "lora\\[0\\].scale")):
+        with pytest.raises(sluice.InvalidArgumentError, match=field):
+            stages.Request(json.dumps({"prompt": "a", "lora": [bad]}))
     tar = stages.frames_archive([b"one", b"two"])
     assert len(tar) % 512 == 0 and b"frame_000001.png" in tar
