@@ -172,9 +172,10 @@ class TorchStages:
                         f'adapter "{name}" ({digest}): this worker has no store (--master)')
                 try:
                     data = self.store.get(f"sluice/adapter/{digest}")
-                except sluice.SluiceError as e:
-                    raise sluice.NotFoundError(
-                        f'adapter "{name}" ({digest}): not in the store ({e})') from e
+                except sluice.SluiceError as e:  # Not NotFound: that re-runs encode.
+                    raise sluice.FailedPreconditionError(
+                        f'adapter "{name}" ({digest}): not in the store ({e}); register it '
+                        'again') from e
                 try:
                     tensors = net.adapter_from_bytes(data, f'adapter "{name}"')
                 except ValueError as e:

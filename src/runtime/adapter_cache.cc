@@ -30,7 +30,11 @@ Result<std::shared_ptr<const reference::Adapter>> AdapterCache::Get(const std::s
   }
   Result<std::vector<std::byte>> bytes = load_(AdapterStoreKey(digest));
   if (!bytes.ok()) {
-    return NotFoundError(what + ": not in the store (" + bytes.status().ToString() + ")");
+    // Not kNotFound: that code tells the orchestrator a cached input was
+    // evicted (it re-runs the stage before); nothing upstream brings an
+    // adapter back.
+    return FailedPreconditionError(what + ": not in the store (" + bytes.status().ToString() +
+                                   "); register it again");
   }
   Result<std::shared_ptr<const reference::Adapter>> a = reference::Adapter::Parse(
       std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size()));

@@ -47,8 +47,8 @@ class AdapterCache {
   // and checked (reference::Adapter::Parse, and that it has that digest).
   // `name` only names it in errors; `*loaded` (optional) says whether it
   // was read from the store by this call. Errors: kFailedPrecondition (no
-  // store), kNotFound (not in the store), kInvalidArgument (the stored file
-  // is not an adapter of that digest).
+  // store, or not in the store: lost with a store node, say),
+  // kInvalidArgument (the stored file is not an adapter of that digest).
   Result<std::shared_ptr<const reference::Adapter>> Get(const std::string& digest,
                                                         const std::string& name,
                                                         bool* loaded = nullptr);

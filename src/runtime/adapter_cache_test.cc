@@ -52,7 +52,8 @@ TEST(AdapterCacheTest, LoadsOnceDropsTheLeastRecentlyUsedAndRefusesByName) {
   // Misses, by name: not in the store; stored bytes of another digest.
   const std::string other = "0123456789abcdef";
   auto missing = cache.Get(other, "ghost");
-  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().code(), StatusCode::kFailedPrecondition)
+      << "not kNotFound: the orchestrator would re-run encode for it";
   EXPECT_NE(missing.status().message().find("adapter \"ghost\" (0123456789abcdef)"),
             std::string::npos)
       << missing.status().message();
