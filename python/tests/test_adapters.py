@@ -12,6 +12,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 
 from conftest import SLUICE_BIN, Proc, post_image
@@ -99,3 +100,55 @@ def test_a_misshapen_adapter_file_or_flag_is_refused_at_start(tmp_path):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode != 0, r
     assert "--adapter-cache" in r.stderr, r.stderr
+
+
+def test_an_adapter_lost_with_its_store_node_is_put_back(tmp_path):
+    """The store node holding an adapter's file dies: the master reports it
+    lost, the orchestrator puts the file again on the node left, and jobs
+    naming the adapter succeed again (within the node timeout and a
+    margin)."""
+    adapters = tmp_path / "adapters"
+    adapters.mkdir()
+    shutil.copy(golden.MIRROR_ADAPTER, adapters / "mirror.safetensors")
+    procs = []
+
+    def start(argv):
+        p = Proc([SLUICE_BIN, *argv, "--exit-on-stdin-eof"])
+        procs.append(p)
+        return p
+
+    try:
+        store = start(["master", "--listen", "127.0.0.1:0", "--node-timeout-ms", "2000"]).words[2]
+        first = start(["store-node", "--master", store, "--memory", "64MiB"])
+        orch = start(["orchestrator", "--store-master", store, "--adapters", str(adapters)])
+        start(["store-node", "--master", store, "--memory", "64MiB"])  # After the put: empty.
+        workers = {stage: start(["worker", "--stage", stage, "--orchestrator", orch.words[2],
+                                 "--master", store])
+                   for stage in ("encode", "denoise", "decode")}
+        http = orch.words[3]
+        status, body = post_image(http, {**REQUEST, "lora": [{"name": "mirror"}]}, timeout=120)
+        assert status == 200, body
+        want = picture(body)
+        first.kill()
+        # A fresh denoise worker (the first holds the adapter in memory):
+        # it must read the file from the store.
+        workers["denoise"].close()
+        start(["worker", "--stage", "denoise", "--orchestrator", orch.words[2], "--master", store])
+        # Until the master declares the node lost and the orchestrator puts
+        # the file back, a job naming the adapter may fail; then they pass.
+        deadline = time.monotonic() + 60
+        seed = 100
+        while True:
+            seed += 1
+            status, body = post_image(http, {**REQUEST, "seed": seed,
+                                             "lora": [{"name": "mirror"}]}, timeout=120)
+            if status == 200 and "error" not in body:
+                break
+            assert time.monotonic() < deadline, f"no job with the adapter passed: {body}"
+            time.sleep(0.5)
+        status, body = post_image(http, {**REQUEST, "lora": [{"name": "mirror"}]}, timeout=120)
+        assert status == 200, body
+        assert (picture(body) == want).all()
+    finally:
+        for p in reversed(procs):
+            p.close()

@@ -73,12 +73,7 @@ Result<AdapterRegistry::Entry> AdapterRegistry::Register(const std::string& name
     done();
     return InvalidArgumentError(std::string(facts.status().message()));
   }
-  PutOptions po;
-  po.policy = LeasePolicy::SoftPin();
-  Status put = store_->Put(
-      AdapterStoreKey(facts->digest),
-      std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()),
-      po);
+  Status put = Put(facts->digest, bytes);
   if (!put.ok() && put.code() != StatusCode::kAlreadyExists) {
     done();
     return UnavailableError("adapters: the store refused the file: " + put.ToString(),
@@ -100,11 +95,49 @@ Result<AdapterRegistry::Entry> AdapterRegistry::Register(const std::string& name
       }
     }
   }
-  Entry e{name, facts->digest, facts->rank, facts->bytes};
+  Entry e{name, facts->digest, facts->rank, facts->bytes,
+          std::make_shared<const std::string>(std::move(bytes))};
   std::lock_guard<std::mutex> lock(mu_);
   pending_.erase(name);
   by_name_[name] = e;
   return e;
+}
+
+Status AdapterRegistry::Put(const std::string& digest, const std::string& bytes) {
+  PutOptions po;
+  po.policy = LeasePolicy::SoftPin();
+  return store_->Put(
+      AdapterStoreKey(digest),
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()),
+      po);
+}
+
+void AdapterRegistry::Lost(const std::string& key) {
+  const std::string prefix = AdapterStoreKey("");
+  if (!key.starts_with(prefix) || store_ == nullptr) {
+    return;
+  }
+  const std::string digest = key.substr(prefix.size());
+  std::shared_ptr<const std::string> file;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, e] : by_name_) {
+      if (e.digest == digest) {
+        file = e.file;
+        break;
+      }
+    }
+  }
+  if (file == nullptr) {
+    return;  // No name has it any more.
+  }
+  const Status s = Put(digest, *file);
+  if (s.ok() || s.code() == StatusCode::kAlreadyExists) {
+    SLUICE_LOG(info, "adapter {}: the store lost its file; put it again", digest);
+  } else {
+    SLUICE_LOG(warn, "adapter {}: the store lost its file, and putting it again failed: {}", digest,
+               s.ToString());
+  }
 }
 
 Status AdapterRegistry::Remove(const std::string& name) {

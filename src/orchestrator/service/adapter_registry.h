@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -33,6 +34,7 @@ class AdapterRegistry {
     std::string name, digest;
     int rank = 0;
     std::size_t bytes = 0;
+    std::shared_ptr<const std::string> file;  // Its bytes, to put again if the store loses them.
   };
 
   // `store` (may be null: registration then fails) must outlive the
@@ -54,12 +56,19 @@ class AdapterRegistry {
   // Errors: kNotFound.
   Status Remove(const std::string& name);
   std::vector<Entry> List() const;
+  // The store reported `key` lost (a node holding it died): when it is an
+  // adapter's file, puts it again (logged; best effort). Call from the
+  // store's event thread; other keys are ignored.
+  void Lost(const std::string& key);
   // Adds each "lora" entry's "digest" to a validated request body.
   // Errors: kNotFound naming the entry ("lora[i].name: no adapter ...").
   Status Resolve(nlohmann::json& request) const;
   bool serving() const { return static_cast<bool>(config_.check); }
 
  private:
+  // Puts an adapter's file in the store (soft-pinned).
+  Status Put(const std::string& digest, const std::string& bytes);
+
   OrchestratorConfig::AdapterConfig config_;
   StoreClient* store_;
   mutable std::mutex mu_;

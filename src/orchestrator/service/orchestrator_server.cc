@@ -308,6 +308,9 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
       store_->Subscribe([this](const StoreEvent& e) {
         if (e.kind == StoreEventKind::kLost) {
           state_.PayloadLost(e.key);
+          if (adapters_ != nullptr) {
+            adapters_->Lost(e.key);  // An adapter's file goes back in.
+          }
         }
       });
       releaser_ = std::thread([this] { ReleaseLoop(); });
