@@ -154,8 +154,10 @@ Result<std::string> PublishedEndpoints(const OrchestratorServer& orch,
 
 int RunOrchestrator(OrchestratorConfig config, bool exit_on_eof, const EtcdOptions& eo,
                     bool journal_in_etcd, const std::string& advertise) {
-  // The orchestrator checks adapter files against the reference model.
+  // The orchestrator checks adapter files against the reference model
+  // and puts them in the store from the host it advertises.
   config.adapters.check = CheckReferenceAdapter;
+  config.adapters.advertise = advertise;
   if (journal_in_etcd && (eo.endpoints.empty() || !config.journal_path.empty())) {
     std::cerr << "sluice orchestrator: --journal-in-etcd needs --etcd and no --journal\n";
     return 2;

@@ -221,9 +221,15 @@ struct OrchestratorConfig {
   // CheckReferenceAdapter) and put in the store, where workers load it.
   // Needs store_master. No check: no adapters (POST /v1/adapters answers
   // 501, a request naming one 404).
+  // The files go to the store through a transfer engine of the
+  // orchestrator's own, on the gRPC face's host; listening on every
+  // address, it needs `advertise` (the host store nodes reach it at), and
+  // without one adapters are not served (POST answers 503 saying so; a
+  // `dir` then fails the start).
   struct AdapterConfig {
     std::string dir;
     std::function<Result<AdapterFacts>(std::string bytes)> check;
+    std::string advertise;
   };
   AdapterConfig adapters;
 

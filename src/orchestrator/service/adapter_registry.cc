@@ -56,7 +56,9 @@ Result<AdapterRegistry::Entry> AdapterRegistry::Register(const std::string& name
                                 " letters, digits, '-', '_' or '.', not starting with '.'");
   }
   if (store_ == nullptr) {
-    return FailedPreconditionError("adapters: need a store (the orchestrator's store master)");
+    return FailedPreconditionError(
+        "adapters: need a store this orchestrator can write to (--store-master; listening on "
+        "every address, --advertise)");
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -219,9 +219,20 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
       SLUICE_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(config_.listen, true));
       EngineConfig ec;
       ec.listen = HostPort{hp.host, 0}.ToString();
+      ec.advertise = config_.adapters.advertise;
       ec.io_threads = 1;
       ec.secret = TransferSecret(config_.security);
-      SLUICE_ASSIGN_OR_RETURN(adapter_engine_, TransferEngine::Create(ec));
+      Result<std::unique_ptr<TransferEngine>> engine = TransferEngine::Create(ec);
+      if (!engine.ok()) {
+        if (!config_.adapters.dir.empty()) {
+          return engine.status().WithContext("adapters");
+        }
+        // The rest of the orchestrator works without adapters.
+        SLUICE_LOG(warn, "orchestrator: no adapters served: {}", engine.status().ToString());
+        adapters_ = std::make_shared<orchestrator::AdapterRegistry>(config_.adapters, nullptr);
+        return Status::Ok();
+      }
+      adapter_engine_ = std::move(*engine);
       StoreClientConfig sc;
       sc.master = config_.store_master;
       sc.resolve_master = config_.resolve_store_master;
