@@ -6,90 +6,13 @@
 
 #include "gtest/gtest.h"
 
+#include "orchestrator/core/scheduler_test_fixture.h"
+
 namespace sluice::orchestrator {
 namespace {
 
-using namespace std::chrono_literals;
-using Kind = Action::Kind;
+using namespace scheduler_testing;
 
-constexpr const char* kModel = "m";
-
-// A worker of `stage` for model "m".
-WorkerSpec W(std::string stage, int capacity, std::vector<std::string> labels = {},
-             std::vector<std::string> models = {kModel}) {
-  return WorkerSpec{std::move(models), std::move(stage), capacity, std::move(labels)};
-}
-
-// `s` with model "m" (encode, denoise (admission), decode) declared.
-Scheduler& Declared(Scheduler& s) {
-  EXPECT_TRUE(s.DeclareModel({kModel, StandardPipeline()}).ok());
-  return s;
-}
-
-// Model "m", and with `two_models` a second model "other" served at once:
-// idle workers 1001..1003 (one per stage, two slots each) that must never
-// take m's work, nor count as m's downstream slots.
-class SchedulerFixture : public ::testing::Test {
- protected:
-  explicit SchedulerFixture(SchedulerOptions o = {}, bool two_models = false) : s_(o) {
-    Declared(s_);
-    if (two_models) {
-      EXPECT_TRUE(s_.DeclareModel({"other", StandardPipeline()}).ok());
-      WorkerId id = 1001;
-      for (const char* stage : {"encode", "denoise", "decode"}) {
-        EXPECT_TRUE(s_.WorkerUp(id++, W(stage, 2, {}, {"other"}), now_).ok());
-      }
-    }
-  }
-
-  JobSpec Job(JobId id, PriorityClass p = PriorityClass::kStandard,
-              std::vector<std::string> pipeline = {"encode"}) {
-    JobSpec j;
-    j.id = id;
-    j.model = kModel;
-    j.priority = p;
-    j.pipeline = std::move(pipeline);
-    return j;
-  }
-  // Dispatch actions since the last call, as (job, worker) pairs.
-  std::vector<std::pair<JobId, WorkerId>> Dispatched() {
-    std::vector<std::pair<JobId, WorkerId>> out;
-    for (const Action& a : s_.TakeActions()) {
-      if (a.kind == Kind::kDispatch) {
-        out.emplace_back(a.job, a.worker);
-      }
-    }
-    return out;
-  }
-  std::vector<JobId> DispatchedJobs() {
-    std::vector<JobId> out;
-    for (auto [j, w] : Dispatched()) {
-      out.push_back(j);
-    }
-    return out;
-  }
-
-  // Queued at `stage` of `model`.
-  std::size_t Queued(const std::string& stage, const std::string& model = kModel) {
-    for (const PoolStats& p : s_.Stats().pools) {
-      if (p.model == model && p.stage == stage) {
-        return p.queued;
-      }
-    }
-    ADD_FAILURE() << "no pool " << model << "/" << stage;
-    return 0;
-  }
-
-  TimePoint now_ = TimePoint{} + 1h;
-  Scheduler s_;
-};
-
-// Every SchedulerTest runs with model "m" alone and with a second model
-// served beside it.
-class SchedulerTest : public SchedulerFixture, public ::testing::WithParamInterface<bool> {
- protected:
-  SchedulerTest() : SchedulerFixture({}, GetParam()) {}
-};
 INSTANTIATE_TEST_SUITE_P(Models, SchedulerTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return i.param ? "BesideAnotherModel" : "OneModel";
@@ -675,64 +598,6 @@ TEST_P(SchedulerTest, LostPayloadRerunsItsProducer) {
   EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 2}}))
       << "denoise re-runs once decode has room";
   EXPECT_EQ(s_.PayloadLost(99, "encode", now_).code(), StatusCode::kNotFound);
-}
-
-TEST_P(SchedulerTest, AffinityPrefersTheWorkerNextToThePayload) {
-  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1, {"node=a"}), now_).ok());
-  ASSERT_TRUE(s_.WorkerUp(2, W("encode", 4, {"node=b"}), now_).ok());
-  JobSpec near = Job(1);
-  near.affinity = "node=a";
-  ASSERT_TRUE(s_.Submit(near, now_).ok());
-  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 1}}));
-  JobSpec again = Job(2);
-  again.affinity = "node=a";  // Its node is busy: any free worker will do.
-  ASSERT_TRUE(s_.Submit(again, now_).ok());
-  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{2, 2}}));
-}
-
-// A label learned at run time (a LoRA adapter a worker loaded) draws the
-// jobs naming it to that worker, as a registered one does; a worker keeps
-// the newest kMaxLearnedLabels, forgets older ones, and a rejoin forgets
-// them all.
-TEST_P(SchedulerTest, ALearnedLabelDrawsJobsToItsWorker) {
-  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
-  ASSERT_TRUE(s_.WorkerUp(2, W("encode", 4), now_).ok());
-  JobSpec first = Job(1);
-  first.affinity = "adapter=a";
-  ASSERT_TRUE(s_.Submit(first, now_).ok());
-  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 2}})) << "the freest";
-  ASSERT_TRUE(s_.StageDone(1, 2, now_).ok());
-  s_.TakeActions();
-  ASSERT_TRUE(s_.LearnLabel(1, "adapter=a").ok());
-  JobSpec second = Job(2);
-  second.affinity = "adapter=a";
-  ASSERT_TRUE(s_.Submit(second, now_).ok());
-  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{2, 1}}))
-      << "the worker holding the adapter, though another is freer";
-  ASSERT_TRUE(s_.StageDone(2, 1, now_).ok());
-  s_.TakeActions();
-  for (std::size_t k = 0; k < Scheduler::kMaxLearnedLabels; ++k) {
-    ASSERT_TRUE(s_.LearnLabel(1, "adapter=x" + std::to_string(k)).ok());
-  }
-  JobSpec third = Job(3);
-  third.affinity = "adapter=a";
-  ASSERT_TRUE(s_.Submit(third, now_).ok());
-  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{3, 2}}))
-      << "forgotten after kMaxLearnedLabels newer ones";
-  ASSERT_TRUE(s_.StageDone(3, 2, now_).ok());
-  s_.TakeActions();
-  JobSpec fourth = Job(4);
-  fourth.affinity = "adapter=x0";
-  ASSERT_TRUE(s_.Submit(fourth, now_).ok());
-  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{4, 1}}));
-  ASSERT_TRUE(s_.StageDone(4, 1, now_).ok());
-  s_.TakeActions();
-  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());  // Rejoins: a new process.
-  JobSpec fifth = Job(5);
-  fifth.affinity = "adapter=x0";
-  ASSERT_TRUE(s_.Submit(fifth, now_).ok());
-  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{5, 2}}));
-  EXPECT_EQ(s_.LearnLabel(99, "adapter=a").code(), StatusCode::kNotFound);
 }
 
 // A policy that ignores classes (strict arrival order) and affinity.

@@ -1,0 +1,69 @@
+// Affinity: a free worker carrying a job's label (registered, or learned
+// as it ran the job's adapter) is preferred over the freest one.
+#include "orchestrator/core/scheduler_test_fixture.h"
+
+namespace sluice::orchestrator {
+namespace {
+
+using namespace scheduler_testing;
+
+TEST_P(SchedulerTest, AffinityPrefersTheWorkerNextToThePayload) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1, {"node=a"}), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("encode", 4, {"node=b"}), now_).ok());
+  JobSpec near = Job(1);
+  near.affinity = "node=a";
+  ASSERT_TRUE(s_.Submit(near, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 1}}));
+  JobSpec again = Job(2);
+  again.affinity = "node=a";  // Its node is busy: any free worker will do.
+  ASSERT_TRUE(s_.Submit(again, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{2, 2}}));
+}
+
+// A label learned at run time (a LoRA adapter a worker loaded) draws the
+// jobs naming it to that worker, as a registered one does; a worker keeps
+// the newest kMaxLearnedLabels, forgets older ones, and a rejoin forgets
+// them all.
+TEST_P(SchedulerTest, ALearnedLabelDrawsJobsToItsWorker) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("encode", 4), now_).ok());
+  JobSpec first = Job(1);
+  first.affinity = "adapter=a";
+  ASSERT_TRUE(s_.Submit(first, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{1, 2}})) << "the freest";
+  ASSERT_TRUE(s_.StageDone(1, 2, now_).ok());
+  s_.TakeActions();
+  ASSERT_TRUE(s_.LearnLabel(1, "adapter=a").ok());
+  JobSpec second = Job(2);
+  second.affinity = "adapter=a";
+  ASSERT_TRUE(s_.Submit(second, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{2, 1}}))
+      << "the worker holding the adapter, though another is freer";
+  ASSERT_TRUE(s_.StageDone(2, 1, now_).ok());
+  s_.TakeActions();
+  for (std::size_t k = 0; k < Scheduler::kMaxLearnedLabels; ++k) {
+    ASSERT_TRUE(s_.LearnLabel(1, "adapter=x" + std::to_string(k)).ok());
+  }
+  JobSpec third = Job(3);
+  third.affinity = "adapter=a";
+  ASSERT_TRUE(s_.Submit(third, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{3, 2}}))
+      << "forgotten after kMaxLearnedLabels newer ones";
+  ASSERT_TRUE(s_.StageDone(3, 2, now_).ok());
+  s_.TakeActions();
+  JobSpec fourth = Job(4);
+  fourth.affinity = "adapter=x0";
+  ASSERT_TRUE(s_.Submit(fourth, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{4, 1}}));
+  ASSERT_TRUE(s_.StageDone(4, 1, now_).ok());
+  s_.TakeActions();
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());  // Rejoins: a new process.
+  JobSpec fifth = Job(5);
+  fifth.affinity = "adapter=x0";
+  ASSERT_TRUE(s_.Submit(fifth, now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{5, 2}}));
+  EXPECT_EQ(s_.LearnLabel(99, "adapter=a").code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace sluice::orchestrator
