@@ -52,6 +52,23 @@ class Proc:
                 self.p.wait()
 
 
+class Procs:
+    """`sluice` role processes a test starts (each with --exit-on-stdin-eof),
+    closed last first."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, argv):
+        p = Proc([SLUICE_BIN, *argv, "--exit-on-stdin-eof"])
+        self.procs.append(p)
+        return p
+
+    def close(self):
+        for p in reversed(self.procs):
+            p.close()
+
+
 class Store:
     def __init__(self):
         self.master = Proc([SLUICE_BIN, "master", "--listen", "127.0.0.1:0", "--metrics-port", "0",

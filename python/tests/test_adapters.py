@@ -15,7 +15,7 @@ import sys
 import time
 import urllib.request
 
-from conftest import SLUICE_BIN, Proc, post_image
+from conftest import SLUICE_BIN, Procs, post_image
 
 sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
 from sluice_model import golden, png  # noqa: E402
@@ -35,21 +35,22 @@ def post_adapter(http, name, data):
         return e.code, json.loads(e.read())
 
 
+def mirror_dir(tmp_path):
+    """A directory holding the shipped mirror adapter."""
+    adapters = tmp_path / "adapters"
+    adapters.mkdir()
+    shutil.copy(golden.MIRROR_ADAPTER, adapters / "mirror.safetensors")
+    return adapters
+
+
 def picture(body):
     return png.decode(base64.b64decode(body["data"][0]["b64_json"]))
 
 
 def test_adapters_are_served_across_processes_and_bad_input_is_refused(tmp_path):
-    adapters = tmp_path / "adapters"
-    adapters.mkdir()
-    shutil.copy(golden.MIRROR_ADAPTER, adapters / "mirror.safetensors")
-    procs = []
-
-    def start(argv):
-        p = Proc([SLUICE_BIN, *argv, "--exit-on-stdin-eof"])
-        procs.append(p)
-        return p
-
+    adapters = mirror_dir(tmp_path)
+    procs = Procs()
+    start = procs.start
     try:
         store = start(["master", "--listen", "127.0.0.1:0"]).words[2]
         start(["store-node", "--master", store, "--memory", "64MiB"])
@@ -80,8 +81,7 @@ def test_adapters_are_served_across_processes_and_bad_input_is_refused(tmp_path)
         status, body = post_adapter(http, "bad", bad)
         assert status == 400 and "want [96, 2]" in body["error"]["message"], body
     finally:
-        for p in reversed(procs):
-            p.close()
+        procs.close()
 
     want = png.decode(open(golden.GOLDEN_MIRROR, "rb").read())
     assert golden.psnr(mirrored, want) >= 40.0
@@ -107,16 +107,9 @@ def test_an_adapter_lost_with_its_store_node_is_put_back(tmp_path):
     lost, the orchestrator puts the file again on the node left, and jobs
     naming the adapter succeed again (within the node timeout and a
     margin)."""
-    adapters = tmp_path / "adapters"
-    adapters.mkdir()
-    shutil.copy(golden.MIRROR_ADAPTER, adapters / "mirror.safetensors")
-    procs = []
-
-    def start(argv):
-        p = Proc([SLUICE_BIN, *argv, "--exit-on-stdin-eof"])
-        procs.append(p)
-        return p
-
+    adapters = mirror_dir(tmp_path)
+    procs = Procs()
+    start = procs.start
     try:
         store = start(["master", "--listen", "127.0.0.1:0", "--node-timeout-ms", "2000"]).words[2]
         first = start(["store-node", "--master", store, "--memory", "64MiB"])
@@ -150,5 +143,4 @@ def test_an_adapter_lost_with_its_store_node_is_put_back(tmp_path):
         assert status == 200, body
         assert (picture(body) == want).all()
     finally:
-        for p in reversed(procs):
-            p.close()
+        procs.close()

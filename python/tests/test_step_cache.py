@@ -9,7 +9,7 @@ import json
 import subprocess
 import urllib.request
 
-from conftest import SLUICE_BIN, Proc, post_image
+from conftest import SLUICE_BIN, Procs, post_image
 
 REQUEST = {"prompt": "a large red circle on the left on a blue background",
            "size": "128x128", "seed": 5, "steps": 12}
@@ -28,13 +28,8 @@ def denoise_counts(http, job):
 
 
 def test_a_workers_default_a_requests_own_and_bad_input():
-    procs = []
-
-    def start(argv):
-        p = Proc([SLUICE_BIN, *argv, "--exit-on-stdin-eof"])
-        procs.append(p)
-        return p
-
+    procs = Procs()
+    start = procs.start
     try:
         store = start(["master", "--listen", "127.0.0.1:0"]).words[2]
         start(["store-node", "--master", store, "--memory", "64MiB"])
@@ -55,8 +50,7 @@ def test_a_workers_default_a_requests_own_and_bad_input():
         assert status == 400 and body["error"]["param"] == "step_cache", body
         assert "0..1" in body["error"]["message"], body
     finally:
-        for p in reversed(procs):
-            p.close()
+        procs.close()
 
     # The worker's default is the request's 0.3: the same bytes, the same count.
     assert images["default"] == images["asked"]

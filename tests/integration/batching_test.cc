@@ -16,6 +16,7 @@
 #include "base64.h"
 #include "embedded_start.h"
 #include "media/png.h"
+#include "reference_bytes.h"
 #include "runtime/reference/adapter.h"
 #include "runtime/reference/pipeline.h"
 
@@ -23,15 +24,6 @@ namespace sluice::testing {
 namespace {
 
 using nlohmann::json;
-
-double Psnr(const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b) {
-  double se = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    se += d * d;
-  }
-  return se == 0 ? 1e9 : 10 * std::log10(255.0 * 255.0 / (se / static_cast<double>(a.size())));
-}
 
 // The picture of `body` alone in one process: its adapters (the shipped
 // mirror, by name) and step cache as it asks.

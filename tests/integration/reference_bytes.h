@@ -25,6 +25,16 @@ inline std::string ReferenceBytes(const nlohmann::json& body) {
   return out.ok() ? out->first : "failed: " + out.status().ToString();
 }
 
+// PSNR in dB of two pictures' bytes (1e9 when equal). REQUIRES equal sizes.
+inline double Psnr(const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b) {
+  double se = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    se += d * d;
+  }
+  return se == 0 ? 1e9 : 10 * std::log10(255.0 * 255.0 / (se / static_cast<double>(a.size())));
+}
+
 // Whether `got` (a PNG or a frames archive) is the reference pipeline's
 // picture for `body` within PSNR 40 dB, frame by frame: what a job whose
 // steps ran in a batch gives (within float32 rounding of it alone).
@@ -49,13 +59,7 @@ inline bool CloseToReference(const std::string& got, const nlohmann::json& body)
     if (!pa.ok() || !pb.ok() || pa->rgb.size() != pb->rgb.size()) {
       return false;
     }
-    double se = 0;
-    for (std::size_t k = 0; k < pa->rgb.size(); ++k) {
-      const double d = static_cast<double>(pa->rgb[k]) - pb->rgb[k];
-      se += d * d;
-    }
-    const double mse = se / static_cast<double>(pa->rgb.size());
-    if (mse > 0 && 10 * std::log10(255.0 * 255.0 / mse) < 40.0) {
+    if (Psnr(pa->rgb, pb->rgb) < 40.0) {
       return false;
     }
   }
