@@ -73,11 +73,8 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfig& confi
     }
     e->backend_ = *b;
   }
+  // In the order their paths are tried (the factory table's rank).
   SLUICE_ASSIGN_OR_RETURN(e->transports_, MakeTransports(config, e->backend_));
-  // Preference: a path that stays on this host before one over the network.
-  std::stable_sort(e->transports_.begin(), e->transports_.end(), [](const auto& a, const auto& b) {
-    return a->caps().same_host_only && !b->caps().same_host_only;
-  });
   std::string names;
   for (const auto& t : e->transports_) {
     if (!t->caps().completion_means_visible) {
@@ -141,9 +138,8 @@ Result<RegionKey> EngineImpl::RegisterMemory(void* addr, std::size_t len, Memory
   if (addr == nullptr || len == 0) {
     return InvalidArgumentError("RegisterMemory: address must be non-null and length > 0");
   }
-  RegionDevice dev;
   if (kind == MemoryKind::kDevice) {
-    SLUICE_ASSIGN_OR_RETURN(dev, DescribeDevice(addr, len, access, device));
+    SLUICE_ASSIGN_OR_RETURN(device, DescribeDevice(addr, len, device));
   } else {
     if (device != -1) {
       return InvalidArgumentError("RegisterMemory: host memory takes no device (got " +
@@ -158,16 +154,21 @@ Result<RegionKey> EngineImpl::RegisterMemory(void* addr, std::size_t len, Memory
       }
     }
   }
-  SLUICE_ASSIGN_OR_RETURN(RegionKey key,
-                          regions_.Add(addr, len, kind, access, allocator_.Find(addr, len), dev));
+  std::shared_ptr<SharedAllocation> shared = allocator_.Find(addr, len);
+  RegionPublished published;
+  if (access != Access::kLocalOnly) {
+    SLUICE_ASSIGN_OR_RETURN(published, Publish(RegionView{static_cast<char*>(addr), len, kind,
+                                                          access, device, shared.get()}));
+  }
+  SLUICE_ASSIGN_OR_RETURN(RegionKey key, regions_.Add(addr, len, kind, access, std::move(shared),
+                                                      device, std::move(published)));
   if (access != Access::kLocalOnly) {
     PushTable();
   }
   return key;
 }
 
-Result<RegionDevice> EngineImpl::DescribeDevice(void* addr, std::size_t len, Access access,
-                                                int device) const {
+Result<int> EngineImpl::DescribeDevice(void* addr, std::size_t len, int device) const {
   SLUICE_ASSIGN_OR_RETURN(device::PointerInfo info, backend_->Attributes(addr));
   const std::string backend(backend_->name());
   if (info.kind != MemoryKind::kDevice) {
@@ -179,29 +180,36 @@ Result<RegionDevice> EngineImpl::DescribeDevice(void* addr, std::size_t len, Acc
                                 std::to_string(info.device) + ", not device " +
                                 std::to_string(device));
   }
-  RegionDevice dev;
-  dev.device = info.device;
   const std::uint64_t offset =
       reinterpret_cast<std::uintptr_t>(addr) - reinterpret_cast<std::uintptr_t>(info.base);
-  if (info.length == 0) {
-    return dev;  // The backend does not know the allocation: not exported.
-  }
-  if (len > info.length - offset) {
+  if (info.length != 0 && len > info.length - offset) {  // 0: the backend cannot say.
     return InvalidArgumentError("RegisterMemory: " + std::to_string(len) + " bytes at offset " +
                                 std::to_string(offset) + " run past the " +
                                 std::to_string(info.length) + "-byte device allocation");
   }
-  if (access != Access::kLocalOnly) {
-    Result<device::IpcHandle> h = backend_->ExportIpc(const_cast<void*>(info.base));
-    if (h.ok()) {
-      dev.has_ipc = true;
-      std::memcpy(dev.ipc.data(), h->bytes.data(), dev.ipc.size());
-      dev.ipc_offset = offset;
-    } else {
-      SLUICE_LOG(info, "device region not exported to same-host peers: {}", h.status().ToString());
+  return info.device;
+}
+
+Result<RegionPublished> EngineImpl::Publish(const RegionView& region) const {
+  RegionPublished out;
+  for (const auto& t : transports_) {
+    Result<RegionAccess> a = t->PackRegion(region);
+    if (!a.ok()) {
+      return a.status().WithContext("RegisterMemory: transport " + std::string(t->name()));
+    }
+    if (a->bytes.size() > kMaxAccessBlob) {
+      return InternalError("RegisterMemory: transport " + std::string(t->name()) + " packed " +
+                           std::to_string(a->bytes.size()) + " bytes for a region (at most " +
+                           std::to_string(kMaxAccessBlob) + ")");
+    }
+    if (!a->bytes.empty()) {
+      out.access.push_back(AccessBlob{std::string(t->name()), std::move(a->bytes)});
+    }
+    if (a->hold != nullptr) {
+      out.holds.push_back(std::move(a->hold));
     }
   }
-  return dev;
+  return out;
 }
 
 Status EngineImpl::UnregisterMemory(RegionKey key) {
@@ -219,6 +227,11 @@ HelloOk EngineImpl::MakeHelloOk() {
   HelloOk ok;  // The session adds its MAC.
   ok.host = HostInfo::Self();
   ok.table = regions_.Snapshot();
+  for (const auto& t : transports_) {
+    if (std::string blob = t->LinkBlob(); !blob.empty()) {
+      ok.links.push_back(AccessBlob{std::string(t->name()), std::move(blob)});
+    }
+  }
   return ok;
 }
 
@@ -300,6 +313,7 @@ Status EngineImpl::Connect(Peer* peer) {
   auto link = std::make_shared<Link>();
   RegionTable table;
   HostInfo host;
+  std::vector<AccessBlob> links;
   std::vector<UniqueFd> fds;
   std::vector<std::unique_ptr<FrameSeal>> seals;
   for (int i = 0; i < config_.connections_per_peer; ++i) {
@@ -312,6 +326,7 @@ Status EngineImpl::Connect(Peer* peer) {
     if (i == 0) {
       table = std::move(hs->hello.table);
       host = hs->hello.host;
+      links = std::move(hs->hello.links);
     }
     fds.push_back(std::move(hs->fd));
     seals.push_back(std::move(hs->seal));
@@ -334,7 +349,10 @@ Status EngineImpl::Connect(Peer* peer) {
   }
   std::string names;
   for (const auto& t : transports_) {
-    if (auto path = t->Attach(PeerLinkInfo{peer->endpoint(), host, link->conns, link->alive})) {
+    const std::string* blob = FindBlob(links, t->name());
+    const PeerLinkInfo info{peer->endpoint(), host, blob != nullptr ? *blob : std::string_view(),
+                            link->conns, link->alive};
+    if (auto path = t->Attach(info)) {
       link->paths.push_back(std::move(path));
       names += (names.empty() ? "" : ",") + std::string(t->name());
     }
@@ -371,13 +389,13 @@ Result<PeerMemory> EngineImpl::MapPeerMemory(SegmentId segment, RegionKey key, s
         " cannot be mapped from here (no enabled transport that maps reaches it: it is on "
         "another host, or none is enabled); read its memory with Submit");
   }
-  WireRegion region;
-  if (!peer->FindRegion(key.value, &region)) {
+  std::shared_ptr<const WireRegion> region = peer->FindRegion(key.value);
+  if (region == nullptr) {
     return NotFoundError("no region " + std::to_string(key.value) + " on " + peer->endpoint());
   }
   SLUICE_RETURN_IF_ERROR(
-      CheckRange(region.info.length, region.info.access, offset, length, /*write=*/false));
-  return (*it)->Map(region, offset, length);
+      CheckRange(region->info.length, region->info.access, offset, length, /*write=*/false));
+  return (*it)->Map(*region, offset, length);
 }
 
 Status EngineImpl::PlanOp(const TransferRequest& op, MemoryKind local_kind, Peer* peer,
@@ -392,7 +410,7 @@ Status EngineImpl::PlanOp(const TransferRequest& op, MemoryKind local_kind, Peer
                                    " reaches " + peer->endpoint());
   }
   // The peer's table entry, looked up once and only for a path that reads it.
-  WireRegion region;
+  std::shared_ptr<const WireRegion> region;
   bool looked_up = false;
   bool known = false;
   bool kinds_ok = false;
@@ -403,13 +421,14 @@ Status EngineImpl::PlanOp(const TransferRequest& op, MemoryKind local_kind, Peer
     }
     if (caps.reads_peer_table && !looked_up) {
       looked_up = true;
-      known = peer->FindRegion(op.remote_key.value, &region);
+      region = peer->FindRegion(op.remote_key.value);
+      known = region != nullptr;
     }
-    if (known && (caps.remote_kinds & KindBit(region.info.kind)) == 0) {
+    if (known && (caps.remote_kinds & KindBit(region->info.kind)) == 0) {
       continue;
     }
     kinds_ok = true;
-    const OpQuery q{op, local_kind, caps.reads_peer_table && known ? &region : nullptr};
+    const OpQuery q{op, local_kind, caps.reads_peer_table && known ? region.get() : nullptr};
     Status failure;
     switch (path->Plan(q, route, &failure)) {
       case PlanVerdict::kTake:
@@ -426,14 +445,15 @@ Status EngineImpl::PlanOp(const TransferRequest& op, MemoryKind local_kind, Peer
   }
   // Failed through the batch, like a failure the target reports.
   if (!looked_up) {
-    known = peer->FindRegion(op.remote_key.value, &region);
+    region = peer->FindRegion(op.remote_key.value);
+    known = region != nullptr;
   }
   if (known && !kinds_ok) {
     plan->failure = FailedPreconditionError(
         "no enabled transport" + std::string(same_host_only ? " that stays on this host" : "") +
         " moves " + std::string(KindName(local_kind)) + " memory to " +
-        std::string(KindName(region.info.kind)) + " region " + std::to_string(op.remote_key.value) +
-        " on " + peer->endpoint());
+        std::string(KindName(region->info.kind)) + " region " +
+        std::to_string(op.remote_key.value) + " on " + peer->endpoint());
   } else {
     plan->failure = NotFoundError("no path to key " + std::to_string(op.remote_key.value) + " on " +
                                   peer->endpoint() +
@@ -539,7 +559,7 @@ std::vector<TransportStats> EngineImpl::TransportCounters() const {
   std::vector<TransportStats> out;
   for (const auto& t : transports_) {
     out.push_back(t->Stats());
-    if (out.back().name == "tcp") {
+    if (t->caps().served_on_connections) {
       out.back().bytes_served_read = served_read_.load(std::memory_order_relaxed);
       out.back().bytes_served_written = served_written_.load(std::memory_order_relaxed);
     }

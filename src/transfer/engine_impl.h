@@ -78,7 +78,11 @@ class EngineImpl final : public ServerHost {
   void PushTable();
   // Checks device memory against the backend and exports it for same-host
   // peers when it has remote access (RegisterMemory's contract).
-  Result<RegionDevice> DescribeDevice(void* addr, std::size_t len, Access access, int device) const;
+  // The device of `addr` (checked against `device`, -1 for any) and that
+  // [addr, addr + len) lies in one allocation the backend knows.
+  Result<int> DescribeDevice(void* addr, std::size_t len, int device) const;
+  // Each transport's RegionAccess for a region with remote access.
+  Result<RegionPublished> Publish(const RegionView& region) const;
 
   EngineConfig config_;
   device::DeviceBackend* backend_ = nullptr;  // The process's, per config.device; may be null.

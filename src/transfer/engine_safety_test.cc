@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 
 #include "common/net.h"
+#include "transfer/shm/shm_peer.h"
 #include "transfer/testing/engine_pair.h"
 #include "transfer/wire.h"
 
@@ -380,10 +381,10 @@ TEST(EngineMapTest, ARegionTablePointingOutsideItsAllocationIsRefused) {
   internal::WireRegion r;
   r.info =
       RegionInfo{RegionKey{7}, 0x10000, 64 << 10, MemoryKind::kHost, Access::kRemoteRead, true};
-  r.memfd = memfd.get();
-  r.memfd_offset = kSize - 4096;  // 64 KiB from here runs 60 KiB past the end.
-  r.memfd_size = kSize;
-  r.memfd_inode = st.st_ino;
+  internal::AccessBlob shm{"shm", {}};
+  // 64 KiB from kSize - 4096 runs 60 KiB past the end.
+  internal::AppendSharedRef({memfd.get(), kSize - 4096, kSize, st.st_ino}, &shm.bytes);
+  r.access.push_back(shm);
   const internal::HelloOk ok = ClaimingThisHost(r);
 
   std::uint16_t port = 0;

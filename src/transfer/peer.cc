@@ -68,7 +68,8 @@ void Peer::SetTableLocked(RegionTable table) {
   table_version_ = table.version;
   regions_.clear();
   for (WireRegion& r : table.regions) {
-    regions_[r.info.key.value] = r;
+    const std::uint64_t key = r.info.key.value;
+    regions_[key] = std::make_shared<const WireRegion>(std::move(r));
   }
 }
 
@@ -77,19 +78,15 @@ std::vector<RegionInfo> Peer::Regions() const {
   std::vector<RegionInfo> out;
   out.reserve(regions_.size());
   for (const auto& [key, r] : regions_) {
-    out.push_back(r.info);
+    out.push_back(r->info);
   }
   return out;
 }
 
-bool Peer::FindRegion(std::uint64_t key, WireRegion* out) const {
+std::shared_ptr<const WireRegion> Peer::FindRegion(std::uint64_t key) const {
   MutexLock lock(mu_);
   auto it = regions_.find(key);
-  if (it == regions_.end()) {
-    return false;
-  }
-  *out = it->second;
-  return true;
+  return it == regions_.end() ? nullptr : it->second;
 }
 
 }  // namespace sluice::internal

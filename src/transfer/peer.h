@@ -49,8 +49,9 @@ class Peer {
   // Applies a pushed table if newer than the one held.
   void UpdateTable(RegionTable table);
   std::vector<RegionInfo> Regions() const;
-  // Copies the table entry for `key` into `out`; false if unknown.
-  bool FindRegion(std::uint64_t key, WireRegion* out) const;
+  // The table entry for `key` (shared, not copied: its blobs stay as they
+  // were when the table came); null if unknown.
+  std::shared_ptr<const WireRegion> FindRegion(std::uint64_t key) const;
 
  private:
   void SetTableLocked(RegionTable table) SLUICE_REQUIRES(mu_);
@@ -62,7 +63,8 @@ class Peer {
   mutable Mutex mu_;
   std::shared_ptr<Link> link_ SLUICE_GUARDED_BY(mu_);
   std::uint64_t table_version_ SLUICE_GUARDED_BY(mu_) = 0;
-  std::unordered_map<std::uint64_t, WireRegion> regions_ SLUICE_GUARDED_BY(mu_);
+  std::unordered_map<std::uint64_t, std::shared_ptr<const WireRegion>> regions_
+      SLUICE_GUARDED_BY(mu_);
   WriteOrder order_;
 };
 

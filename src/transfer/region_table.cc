@@ -7,8 +7,8 @@
 namespace sluice::internal {
 
 Result<RegionKey> RegionTableLocal::Add(void* addr, std::size_t len, MemoryKind kind, Access access,
-                                        std::shared_ptr<SharedAllocation> shared,
-                                        RegionDevice dev) {
+                                        std::shared_ptr<SharedAllocation> shared, int device,
+                                        RegionPublished published) {
   if (addr == nullptr || len == 0) {
     return InvalidArgumentError("RegisterMemory: address must be non-null and length > 0");
   }
@@ -25,7 +25,8 @@ Result<RegionKey> RegionTableLocal::Add(void* addr, std::size_t len, MemoryKind 
   region->kind = kind;
   region->access = access;
   region->shared = std::move(shared);
-  region->dev = dev;
+  region->device = device;
+  region->published = std::move(published);
   WriterLock lock(mu_);
   auto next = by_addr_.lower_bound(start);
   if (next != by_addr_.end() && next->first < start + len) {
@@ -122,18 +123,10 @@ RegionTable RegionTableLocal::Snapshot() const {
       continue;
     }
     WireRegion w;
-    w.info = RegionInfo{r->key,       start, r->length, r->kind, r->access, r->shared != nullptr,
-                        r->dev.device};
-    w.has_ipc = r->dev.has_ipc;
-    w.ipc = r->dev.ipc;
-    w.ipc_offset = r->dev.ipc_offset;
-    if (r->shared != nullptr) {
-      w.memfd = r->shared->memfd;
-      w.memfd_offset = start - reinterpret_cast<std::uintptr_t>(r->shared->addr);
-      w.memfd_size = r->shared->size;
-      w.memfd_inode = r->shared->inode;
-    }
-    t.regions.push_back(w);
+    w.info =
+        RegionInfo{r->key, start, r->length, r->kind, r->access, r->shared != nullptr, r->device};
+    w.access = r->published.access;
+    t.regions.push_back(std::move(w));
   }
   return t;
 }

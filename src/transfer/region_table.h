@@ -5,12 +5,12 @@
 #ifndef SLUICE_TRANSFER_REGION_TABLE_H_
 #define SLUICE_TRANSFER_REGION_TABLE_H_
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "sluice/memory.h"
 #include "sluice/status.h"
@@ -21,12 +21,10 @@
 
 namespace sluice::internal {
 
-// Where a device region lives and how same-host peers reach it.
-struct RegionDevice {
-  int device = -1;       // -1: host memory.
-  bool has_ipc = false;  // Exported: `ipc` opens its allocation.
-  std::array<std::uint8_t, 96> ipc{};
-  std::uint64_t ipc_offset = 0;  // The region's start within that allocation.
+// What the transports publish for a region, and what they keep with it.
+struct RegionPublished {
+  std::vector<AccessBlob> access;            // Into the region table as is.
+  std::vector<std::shared_ptr<void>> holds;  // Dropped with the region.
 };
 
 struct LocalRegion {
@@ -36,7 +34,8 @@ struct LocalRegion {
   MemoryKind kind = MemoryKind::kHost;
   Access access = Access::kLocalOnly;
   std::shared_ptr<SharedAllocation> shared;  // Set when inside AllocateShared memory.
-  RegionDevice dev;                          // For kDevice memory.
+  int device = -1;                           // For kDevice memory; -1 for host memory.
+  RegionPublished published;
   std::atomic<std::int64_t> pins{0};
 };
 
@@ -52,7 +51,8 @@ Status CheckRange(std::uint64_t region_length, Access access, std::uint64_t offs
 class RegionTableLocal {
  public:
   Result<RegionKey> Add(void* addr, std::size_t len, MemoryKind kind, Access access,
-                        std::shared_ptr<SharedAllocation> shared, RegionDevice dev = {});
+                        std::shared_ptr<SharedAllocation> shared, int device = -1,
+                        RegionPublished published = {});
   Status Remove(RegionKey key);
 
   // Pins the region holding [addr, addr+len) for a local op.

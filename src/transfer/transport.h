@@ -5,6 +5,15 @@
 // each op from those capabilities, the two regions' kinds and the peer,
 // never from a transport's name (names are for logs and counters only).
 //
+// A transport owns what a peer needs to reach this engine's memory through
+// it: it packs a blob per registered region (PackRegion: a shared mapping's
+// file, an exported device handle, a remote key) and one per engine
+// (LinkBlob: an address to connect to), and reads only its own blobs back
+// from a peer's table and hello (WireRegion::Blob, PeerLinkInfo::link).
+// The engine moves the blobs and reads none, so adding a transport changes
+// neither the wire format nor the engine: one directory, one entry in the
+// factory table (transports.cc).
+//
 // The control plane is not a transport: the engine's pooled tcp connections
 // to a peer carry the handshake, region tables and notifies whatever moves
 // the bytes. A transport may carry data over them too (tcp does).
@@ -33,6 +42,7 @@ namespace sluice::internal {
 class BatchState;
 class ClientSession;
 class Transport;
+struct SharedAllocation;
 
 // A set of memory kinds, one bit per MemoryKind.
 using KindSet = std::uint8_t;
@@ -53,6 +63,10 @@ struct TransportCaps {
   // the target, so the engine's write-then-notify epochs (write_order.h)
   // hold without a fence. The engine refuses a transport without it.
   bool completion_means_visible = true;
+  // A target serves this transport's ops on the engine's own connections
+  // (the control plane's): the bytes it serves there count as this
+  // transport's (TransportStats::bytes_served_*).
+  bool served_on_connections = false;
 };
 
 // One op as a path is asked to carry it.
@@ -65,6 +79,26 @@ struct OpQuery {
 };
 
 class TransportPath;
+
+// A region being registered, as PackRegion sees it.
+struct RegionView {
+  char* addr = nullptr;
+  std::size_t length = 0;
+  MemoryKind kind = MemoryKind::kHost;
+  Access access = Access::kLocalOnly;
+  int device = -1;
+  // The AllocateShared allocation holding the region, or null.
+  const SharedAllocation* shared = nullptr;
+};
+
+// What a transport publishes for one region: `bytes` goes into the region
+// table under the transport's name (empty: nothing published); `hold` is
+// kept with the region and dropped after it is unregistered and its last
+// op ended (a registration with the transport's library, say).
+struct RegionAccess {
+  std::string bytes;
+  std::shared_ptr<void> hold;
+};
 
 // How a path carries one op: filled by Plan(), read back by Post().
 struct OpRoute {
@@ -124,7 +158,8 @@ class TransportPath {
 // What the engine knows of a peer when it opens a link to it.
 struct PeerLinkInfo {
   const std::string& endpoint;
-  const HostInfo& host;  // From the peer's hello.
+  const HostInfo& host;   // From the peer's hello.
+  std::string_view link;  // The peer's LinkBlob for this transport; empty when none.
   std::span<const std::shared_ptr<ClientSession>> conns;
   std::shared_ptr<const std::atomic<bool>> alive;  // Drops to false when the link goes down.
 };
@@ -140,6 +175,16 @@ class Transport {
   // reach it (another host for a same-host transport, say).
   virtual std::shared_ptr<TransportPath> Attach(const PeerLinkInfo& peer) = 0;
 
+  // What a peer needs to reach `region` through this transport (see
+  // RegionAccess). Called on the registering thread for each region with
+  // remote access, before it is published. An error fails the
+  // registration. The default publishes nothing.
+  virtual Result<RegionAccess> PackRegion(const RegionView& /*region*/) { return RegionAccess{}; }
+
+  // What a peer needs to open a path to this engine through this transport,
+  // sent in every hello-ok under name(); empty (the default) when nothing.
+  virtual std::string LinkBlob() const { return {}; }
+
   // Bytes posted through this transport, by direction. Thread-safe.
   void Count(OpKind kind, std::uint64_t bytes) {
     (kind == OpKind::kRead ? read_ : written_).fetch_add(bytes, std::memory_order_relaxed);
@@ -154,13 +199,37 @@ class Transport {
   std::atomic<std::uint64_t> written_{0};
 };
 
-// Most transports one engine runs.
-constexpr std::size_t kMaxTransports = 8;
+// Most transports one engine runs (and blobs a region carries).
+constexpr std::size_t kMaxTransports = kMaxAccessBlobs;
 
-// The transports `config.transports` enables, each made once per engine
-// (at most kMaxTransports), and "devipc" when `backend` (the engine's
-// device backend, may be null) is set and config.device_ipc allows it.
-// Errors: kInvalidArgument naming an unknown transport.
+// One entry of the factory table: how to make a transport and how it ranks.
+struct TransportFactory {
+  std::string_view name;
+  std::string_view summary;  // One line, for help and errors.
+  // Listed in EngineConfig::transports (false: made when `implied` says).
+  bool listed = true;
+  // Measured on the reference host (docs/benchmarks/transfer.md), host to
+  // host, 16 MiB ops: paths are tried in order of bandwidth, then latency.
+  double bandwidth_gbps = 0;
+  double latency_us = 0;
+  // For a transport not listed: whether this engine runs it.
+  bool (*implied)(const EngineConfig& config, const device::DeviceBackend* backend) = nullptr;
+  Result<std::unique_ptr<Transport>> (*make)(const EngineConfig& config,
+                                             device::DeviceBackend* backend) = nullptr;
+};
+
+// Every transport this build has, in no order.
+std::span<const TransportFactory> TransportFactories();
+
+// The names EngineConfig::transports may list, comma-separated, for errors
+// and help ("tcp, shm, ...").
+std::string ListedTransportNames();
+
+// The transports `config.transports` enables and those implied by the
+// configuration (devipc with a device backend), each made once per engine
+// (at most kMaxTransports), in the order their paths are tried (the
+// factory table's rank). Errors: kInvalidArgument naming an unknown
+// transport; what a factory refuses.
 Result<std::vector<std::unique_ptr<Transport>>> MakeTransports(const EngineConfig& config,
                                                                device::DeviceBackend* backend);
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -74,6 +75,46 @@ bool GetHost(Reader& r, HostInfo* h) {
          r.Get(&h->probe_addr) && r.Get(&h->probe) && r.GetString(&h->host_id, kMaxHostId);
 }
 
+bool ValidTransportName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxTransportName) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+void PutBlobs(Writer& w, const std::vector<AccessBlob>& blobs) {
+  w.Put<std::uint8_t>(static_cast<std::uint8_t>(blobs.size()));
+  for (const AccessBlob& b : blobs) {
+    w.PutString(b.transport);
+    w.PutString(b.bytes);
+  }
+}
+
+// At most kMaxAccessBlobs blobs of at most `max_bytes` each, with valid and
+// distinct names.
+bool GetBlobs(Reader& r, std::size_t max_bytes, std::vector<AccessBlob>* blobs) {
+  std::uint8_t n = 0;
+  if (!r.Get(&n) || n > kMaxAccessBlobs) {
+    return false;
+  }
+  blobs->resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    AccessBlob& b = (*blobs)[i];
+    if (!r.GetString(&b.transport, kMaxTransportName) || !ValidTransportName(b.transport) ||
+        !r.GetString(&b.bytes, max_bytes)) {
+      return false;
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if ((*blobs)[j].transport == b.transport) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 void PutTable(Writer& w, const RegionTable& t) {
   w.Put(t.version);
   w.Put<std::uint32_t>(static_cast<std::uint32_t>(t.regions.size()));
@@ -84,16 +125,8 @@ void PutTable(Writer& w, const RegionTable& t) {
     w.Put(static_cast<std::uint8_t>(r.info.kind));
     w.Put(static_cast<std::uint8_t>(r.info.access));
     w.Put(static_cast<std::uint8_t>(r.info.shared));
-    w.Put(r.memfd);
-    w.Put(r.memfd_offset);
-    w.Put(r.memfd_size);
-    w.Put(r.memfd_inode);
     w.Put<std::int32_t>(r.info.device);
-    w.Put(static_cast<std::uint8_t>(r.has_ipc));
-    if (r.has_ipc) {
-      w.Put(r.ipc);
-      w.Put(r.ipc_offset);
-    }
+    PutBlobs(w, r.access);
   }
 }
 
@@ -105,27 +138,20 @@ bool GetTable(Reader& r, RegionTable* t) {
   t->regions.resize(n);
   for (WireRegion& reg : t->regions) {
     std::uint8_t kind = 0, access = 0, shared = 0;
-    if (!r.Get(&reg.info.key.value) || !r.Get(&reg.info.addr) || !r.Get(&reg.info.length) ||
-        !r.Get(&kind) || !r.Get(&access) || !r.Get(&shared) || !r.Get(&reg.memfd) ||
-        !r.Get(&reg.memfd_offset) || !r.Get(&reg.memfd_size) || !r.Get(&reg.memfd_inode)) {
-      return false;
-    }
     std::int32_t device = -1;
-    std::uint8_t has_ipc = 0;
-    if (!r.Get(&device) || !r.Get(&has_ipc) || has_ipc > 1 ||
-        (has_ipc != 0 && (!r.Get(&reg.ipc) || !r.Get(&reg.ipc_offset)))) {
+    if (!r.Get(&reg.info.key.value) || !r.Get(&reg.info.addr) || !r.Get(&reg.info.length) ||
+        !r.Get(&kind) || !r.Get(&access) || !r.Get(&shared) || !r.Get(&device) ||
+        !GetBlobs(r, kMaxAccessBlob, &reg.access)) {
       return false;
     }
     if (kind > 1 || access > 3 || shared > 1) {
       return false;
     }
     // Host memory has no device; device memory names one (0..1023).
-    if ((kind == 0) != (device == -1) || device < -1 || device > 1023 ||
-        (has_ipc != 0 && kind == 0)) {
+    if ((kind == 0) != (device == -1) || device < -1 || device > 1023) {
       return false;
     }
     reg.info.device = device;
-    reg.has_ipc = has_ipc != 0;
     reg.info.kind = static_cast<MemoryKind>(kind);
     reg.info.access = static_cast<Access>(access);
     reg.info.shared = shared != 0;
@@ -222,6 +248,15 @@ const HostInfo& HostInfo::Self() {
   return self;
 }
 
+const std::string* FindBlob(const std::vector<AccessBlob>& blobs, std::string_view transport) {
+  for (const AccessBlob& b : blobs) {
+    if (b.transport == transport) {
+      return &b.bytes;
+    }
+  }
+  return nullptr;
+}
+
 std::string EncodeClientHello(const ClientHello& hello) {
   Writer w;
   w.Put(hello.mac);
@@ -246,13 +281,15 @@ std::string EncodeHelloOk(const HelloOk& ok) {
   w.Put(ok.mac);
   PutHost(w, ok.host);
   PutTable(w, ok.table);
+  PutBlobs(w, ok.links);
   return w.Take();
 }
 
 Result<HelloOk> DecodeHelloOk(std::string_view body) {
   Reader r(body);
   HelloOk ok;
-  if (!r.Get(&ok.mac) || !GetHost(r, &ok.host) || !GetTable(r, &ok.table) || !r.empty()) {
+  if (!r.Get(&ok.mac) || !GetHost(r, &ok.host) || !GetTable(r, &ok.table) ||
+      !GetBlobs(r, kMaxLinkBlob, &ok.links) || !r.empty()) {
     return Malformed("hello-ok");
   }
   return ok;

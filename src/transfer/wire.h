@@ -4,7 +4,8 @@
 // proves the secret to the other, over everything it says about itself):
 //   server -> kServerHello (body: 32-byte nonce)
 //   client -> kClientHello (body: MAC, client nonce, endpoint, host info)
-//   server -> kHelloOk (body: MAC, host info + region table) | kError (body: reason), then close
+//   server -> kHelloOk (body: MAC, host info, region table, link blobs)
+//             | kError (body: reason), then close
 // With a secret, every later frame carries a seal after its header
 // (frame_seal.h: a MAC, and the payload's tag when encrypted).
 // Data (client = initiator, server = target; responses come back in order):
@@ -41,7 +42,12 @@ inline constexpr std::uint32_t kWireMagic = 0x31554C53;  // "SLU1"
 // hello-ok a MAC (ClientHelloMac, HelloOkMac), each over the whole body.
 // 5: with a secret, every frame after the hello carries a seal
 // (frame_seal.h), and a client may ask for encrypted payload.
-inline constexpr std::uint8_t kWireVersion = 5;
+// 6: what a peer needs to reach a region, or the engine, through one
+// transport is that transport's own opaque blob (AccessBlob): a region
+// carries one per transport that published one, the hello-ok one per
+// transport with link information. No transport's fields are in the
+// format any more, so adding a transport changes no version.
+inline constexpr std::uint8_t kWireVersion = 6;
 inline constexpr std::size_t kMaxControlBody = 1 << 20;  // Hello, table, error.
 inline constexpr std::size_t kNonceBytes = 32;
 
@@ -90,19 +96,31 @@ struct HostInfo {
 // naming the variable.
 Status CheckHostIdEnvironment();
 
-// A published region, with what a same-host peer needs to map it.
+// One transport's remote-access information, packed and read only by that
+// transport (Transport::PackRegion, Transport::LinkBlob): a name of 1..16
+// characters [a-z0-9_-] and at most kMaxAccessBlob bytes (kMaxLinkBlob for
+// a link's). The engine moves them and reads none.
+struct AccessBlob {
+  std::string transport;
+  std::string bytes;
+
+  bool operator==(const AccessBlob&) const = default;
+};
+inline constexpr std::size_t kMaxTransportName = 16;
+inline constexpr std::size_t kMaxAccessBlob = 4096;
+inline constexpr std::size_t kMaxLinkBlob = 65536;
+inline constexpr std::size_t kMaxAccessBlobs = 8;  // Per region or hello; names distinct.
+
+// The blob named `transport` in `blobs`, or null.
+const std::string* FindBlob(const std::vector<AccessBlob>& blobs, std::string_view transport);
+
+// A published region, with what each transport publishes for a peer to
+// reach it (a same-host mapping, an exported device handle, a remote key).
 struct WireRegion {
   RegionInfo info;
-  std::int32_t memfd = -1;         // fd number in the owner (shared regions).
-  std::uint64_t memfd_offset = 0;  // Region start within the memfd.
-  std::uint64_t memfd_size = 0;
-  std::uint64_t memfd_inode = 0;  // Lets the peer check it opened the right file.
-  // Exported device memory (info.kind kDevice): the device backend's IPC
-  // handle of the allocation holding the region, and where in it the region
-  // starts. Same-host peers open it (transfer/device/devipc_transport.h).
-  bool has_ipc = false;
-  std::array<std::uint8_t, 96> ipc{};
-  std::uint64_t ipc_offset = 0;
+  std::vector<AccessBlob> access;
+
+  const std::string* Blob(std::string_view transport) const { return FindBlob(access, transport); }
 };
 
 struct RegionTable {
@@ -121,6 +139,7 @@ struct HelloOk {
   std::array<std::uint8_t, 32> mac{};  // HelloOkMac.
   HostInfo host;
   RegionTable table;
+  std::vector<AccessBlob> links;  // Per transport: what opens a path to this engine.
 };
 
 std::string EncodeClientHello(const ClientHello& hello);

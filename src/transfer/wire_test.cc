@@ -5,18 +5,16 @@
 namespace sluice::internal {
 namespace {
 
-TEST(WireTest, HelloOkRoundTrips) {
+TEST(WireTest, HelloOkRoundTripsWithEachTransportsBlobs) {
   HelloOk ok;
   ok.host = HostInfo::Self();
   ok.host.host_id = "rack-7.node-b";
   WireRegion r;
   r.info = RegionInfo{RegionKey{42}, 0x1000, 4096, MemoryKind::kHost, Access::kRemoteRead, true};
-  r.memfd = 7;
-  r.memfd_offset = 64;
-  r.memfd_size = 2 << 20;
-  r.memfd_inode = 99;
+  r.access = {{"shm", std::string("\x07\0\0\0 maps", 9)}, {"rdma-x", std::string(4096, 'k')}};
   ok.table.version = 3;
   ok.table.regions.push_back(r);
+  ok.links = {{"ucx", std::string(20000, 'a')}};
   Result<HelloOk> back = DecodeHelloOk(EncodeHelloOk(ok));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->host.pid, ok.host.pid);
@@ -27,43 +25,65 @@ TEST(WireTest, HelloOkRoundTrips) {
   EXPECT_EQ(back->table.regions[0].info.key, RegionKey{42});
   EXPECT_EQ(back->table.regions[0].info.access, Access::kRemoteRead);
   EXPECT_TRUE(back->table.regions[0].info.shared);
-  EXPECT_EQ(back->table.regions[0].memfd_inode, 99u);
+  EXPECT_EQ(back->table.regions[0].access, r.access);
+  ASSERT_NE(back->table.regions[0].Blob("shm"), nullptr);
+  EXPECT_EQ(*back->table.regions[0].Blob("shm"), r.access[0].bytes);
+  EXPECT_EQ(back->table.regions[0].Blob("tcp"), nullptr);
+  EXPECT_EQ(back->links, ok.links);
 }
 
-TEST(WireTest, ADeviceRegionCarriesItsDeviceAndIpcHandle) {
+TEST(WireTest, ADeviceRegionCarriesItsDevice) {
   RegionTable t;
   WireRegion host;
   host.info = RegionInfo{RegionKey{1}, 0x1000, 4096, MemoryKind::kHost, Access::kRemoteRead};
   WireRegion dev;
   dev.info = RegionInfo{RegionKey{2}, 0x2000, 8192, MemoryKind::kDevice, Access::kRemoteReadWrite,
                         false,        3};
-  dev.has_ipc = true;
-  for (std::size_t i = 0; i < dev.ipc.size(); ++i) {
-    dev.ipc[i] = static_cast<std::uint8_t>(i * 3);
-  }
-  dev.ipc_offset = 4096;
-  WireRegion unexported = dev;
-  unexported.info.key = RegionKey{3};
-  unexported.has_ipc = false;
-  t.regions = {host, dev, unexported};
+  dev.access = {{"devipc", std::string(105, 'h')}};
+  t.regions = {host, dev};
   Result<RegionTable> back = DecodeTable(EncodeTable(t));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  ASSERT_EQ(back->regions.size(), 3u);
+  ASSERT_EQ(back->regions.size(), 2u);
   EXPECT_EQ(back->regions[0].info.device, -1);
-  EXPECT_FALSE(back->regions[0].has_ipc);
+  EXPECT_TRUE(back->regions[0].access.empty());
   EXPECT_EQ(back->regions[1].info.kind, MemoryKind::kDevice);
   EXPECT_EQ(back->regions[1].info.device, 3);
-  EXPECT_TRUE(back->regions[1].has_ipc);
-  EXPECT_EQ(back->regions[1].ipc, dev.ipc);
-  EXPECT_EQ(back->regions[1].ipc_offset, 4096u);
-  EXPECT_FALSE(back->regions[2].has_ipc);
-  // A peer's table is input: host memory naming a device, device memory
-  // naming none, and a host region with a handle are malformed.
+  EXPECT_EQ(back->regions[1].access, dev.access);
+}
+
+// A peer's table is input: host memory naming a device, device memory
+// naming none, a blob too large, two blobs of one transport, too many
+// blobs, and a name outside [a-z0-9_-]{1,16} are malformed.
+TEST(WireTest, MalformedRegionsAndBlobsAreRefused) {
+  WireRegion host;
+  host.info = RegionInfo{RegionKey{1}, 0x1000, 4096, MemoryKind::kHost, Access::kRemoteRead};
   using Mutate = void (*)(WireRegion&);
   const Mutate bad_edits[] = {
       [](WireRegion& r) { r.info.device = 0; },
       [](WireRegion& r) { r.info.kind = MemoryKind::kDevice; },
-      [](WireRegion& r) { r.has_ipc = true; },
+      [](WireRegion& r) {
+        r.access = {{"shm", std::string(kMaxAccessBlob + 1, 'x')}};
+      },
+      [](WireRegion& r) {
+        r.access = {{"shm", "a"}, {"shm", "b"}};
+      },
+      [](WireRegion& r) {
+        for (int i = 0; i <= static_cast<int>(kMaxAccessBlobs); ++i) {
+          r.access.push_back({"t" + std::to_string(i), "x"});
+        }
+      },
+      [](WireRegion& r) {
+        r.access = {{"", "x"}};
+      },
+      [](WireRegion& r) {
+        r.access = {{"Shm", "x"}};
+      },
+      [](WireRegion& r) {
+        r.access = {{"a/b", "x"}};
+      },
+      [](WireRegion& r) {
+        r.access = {{std::string(kMaxTransportName + 1, 'a'), "x"}};
+      },
   };
   for (Mutate bad : bad_edits) {
     RegionTable one;
@@ -71,6 +91,13 @@ TEST(WireTest, ADeviceRegionCarriesItsDeviceAndIpcHandle) {
     bad(one.regions[0]);
     EXPECT_EQ(DecodeTable(EncodeTable(one)).status().code(), StatusCode::kInvalidArgument);
   }
+  RegionTable ok;
+  ok.regions = {host};
+  ok.regions[0].access = {{"shm", std::string(kMaxAccessBlob, 'x')}, {"a-b_9", ""}};
+  EXPECT_TRUE(DecodeTable(EncodeTable(ok)).ok());
+  HelloOk hello;
+  hello.links = {{"ucx", std::string(kMaxLinkBlob + 1, 'a')}};
+  EXPECT_EQ(DecodeHelloOk(EncodeHelloOk(hello)).status().code(), StatusCode::kInvalidArgument);
 }
 
 // One kernel (boot id) and one host id make a host; without a host id the
@@ -143,6 +170,12 @@ TEST(WireTest, HandshakeMacsCoverSecretNoncesAndBody) {
   HelloOk moved = ok;
   moved.table.regions[0].info.addr = 0x1000;
   EXPECT_FALSE(MacEquals(o, HelloOkMac("a", n1, n2, moved)));
+  HelloOk reblobbed = ok;
+  reblobbed.table.regions[0].access = {{"shm", "elsewhere"}};
+  EXPECT_FALSE(MacEquals(o, HelloOkMac("a", n1, n2, reblobbed)));
+  HelloOk relinked = ok;
+  relinked.links = {{"ucx", "another worker"}};
+  EXPECT_FALSE(MacEquals(o, HelloOkMac("a", n1, n2, relinked)));
   EXPECT_FALSE(MacEquals(o, ClientHelloMac("a", n1, hello)));
 }
 

@@ -22,6 +22,34 @@ using IpcBytes = std::array<std::uint8_t, 96>;
 // Ops are cut into chunks of this size, spread over the copy threads.
 constexpr std::uint64_t kDevipcChunk = std::uint64_t{4} << 20;
 static_assert(sizeof(IpcBytes) == sizeof(device::IpcHandle::bytes));
+constexpr std::string_view kDevipcName = "devipc";
+
+// This transport's blob of a device region: the IPC handle of the device
+// allocation holding it and the region's offset in it. A host region in a
+// shared allocation is reached through the SharedRef shm publishes.
+struct DevBlob {
+  IpcBytes ipc{};
+  std::uint64_t ipc_offset = 0;
+};
+
+std::string PackExported(const IpcBytes& ipc, std::uint64_t offset) {
+  std::string out(ipc.size() + 8, '\0');
+  std::memcpy(out.data(), ipc.data(), ipc.size());
+  std::memcpy(out.data() + ipc.size(), &offset, 8);
+  return out;
+}
+
+// False when the region has no blob of this transport or a malformed one.
+bool ReadBlob(const WireRegion& region, DevBlob* out) {
+  const std::string* blob = region.Blob(kDevipcName);
+  if (blob == nullptr || blob->size() != out->ipc.size() + 8 ||
+      region.info.kind != MemoryKind::kDevice) {
+    return false;
+  }
+  std::memcpy(out->ipc.data(), blob->data(), out->ipc.size());
+  std::memcpy(&out->ipc_offset, blob->data() + out->ipc.size(), 8);
+  return true;
+}
 
 // A peer's device allocation opened here; closed when the last route and
 // cache entry holding it let go.
@@ -181,9 +209,14 @@ class DevIpcPath final : public TransportPath {
     const TransferRequest& op = q.op;
     const WireRegion& region = *q.remote;
     if (region.info.kind == MemoryKind::kHost) {
-      return PlanHost(q, route, failure);
+      SharedRef ref;
+      if (!PublishedSharedRef(region, &ref)) {
+        return PlanVerdict::kPass;  // Not in a shared allocation: another path's.
+      }
+      return PlanHost(q, ref, route, failure);
     }
-    if (!region.has_ipc) {
+    DevBlob blob;
+    if (!ReadBlob(region, &blob)) {
       return PlanVerdict::kPass;  // Not exported device memory: another path's.
     }
     Status range = CheckRange(region.info.length, region.info.access, op.remote_offset, op.length,
@@ -192,16 +225,16 @@ class DevIpcPath final : public TransportPath {
       *failure = std::move(range);
       return PlanVerdict::kFail;
     }
-    Result<std::shared_ptr<OpenedAllocation>> opened = Open(region.ipc);
+    Result<std::shared_ptr<OpenedAllocation>> opened = Open(blob.ipc);
     if (!opened.ok()) {
       *failure = opened.status().WithContext("devipc to " + endpoint_);
       return PlanVerdict::kFail;
     }
     const OpenedAllocation& a = **opened;
     // A peer's table is input: its offset must land inside the allocation.
-    const std::uint64_t start = region.ipc_offset + op.remote_offset;
+    const std::uint64_t start = blob.ipc_offset + op.remote_offset;
     if (a.length != 0 &&
-        (start < region.ipc_offset || start > a.length || op.length > a.length - start)) {
+        (start < blob.ipc_offset || start > a.length || op.length > a.length - start)) {
       *failure = UnavailableError(
           "peer " + endpoint_ + "'s region table points outside its device allocation",
           FailureScope::kEndpoint);
@@ -243,13 +276,16 @@ class DevIpcPath final : public TransportPath {
   // copies using them are done.
   void OnTable(const RegionTable& table) override {
     std::set<IpcBytes> live;
+    std::set<std::uint64_t> live_shared;
     for (const WireRegion& r : table.regions) {
-      if (r.has_ipc) {
-        live.insert(r.ipc);
+      if (DevBlob b; ReadBlob(r, &b)) {
+        live.insert(b.ipc);
+      } else if (SharedRef ref; PublishedSharedRef(r, &ref)) {
+        live_shared.insert(ref.inode);
       }
     }
     if (shm_ != nullptr) {
-      shm_->Retain(table);
+      shm_->Retain(live_shared);
     }
     MutexLock lock(mu_);
     std::erase_if(opened_, [&](const auto& kv) { return live.count(kv.first) == 0; });
@@ -257,7 +293,7 @@ class DevIpcPath final : public TransportPath {
 
   void OnDown() override {
     if (shm_ != nullptr) {
-      shm_->Retain(RegionTable{});  // Unmapped as the copies still holding them end.
+      shm_->Retain({});  // Unmapped as the copies still holding them end.
     }
     MutexLock lock(mu_);
     down_.store(true, std::memory_order_release);
@@ -269,7 +305,7 @@ class DevIpcPath final : public TransportPath {
   // straight between the device and the peer's shared allocation mapped
   // here (no staging, no other host copy). Host memory at both ends, or an
   // allocation that cannot be mapped, is another path's (shm, tcp).
-  PlanVerdict PlanHost(const OpQuery& q, OpRoute* route, Status* failure) {
+  PlanVerdict PlanHost(const OpQuery& q, const SharedRef& ref, OpRoute* route, Status* failure) {
     const WireRegion& region = *q.remote;
     if (q.local_kind != MemoryKind::kDevice || shm_ == nullptr || !region.info.shared) {
       return PlanVerdict::kPass;
@@ -285,21 +321,20 @@ class DevIpcPath final : public TransportPath {
       *failure = UnavailableError("peer " + endpoint_ + " is down", FailureScope::kEndpoint);
       return PlanVerdict::kFail;
     }
-    Result<std::shared_ptr<PeerMapping>> m = shm_->Map(region);
+    Result<std::shared_ptr<PeerMapping>> m = shm_->Map(ref);
     if (!m.ok()) {
       return PlanVerdict::kPass;  // The kernel refused: tcp stages it instead.
     }
     const PeerMapping& mapping = **m;
-    if (region.memfd_offset > mapping.size ||
-        op.remote_offset > mapping.size - region.memfd_offset ||
-        op.length > mapping.size - region.memfd_offset - op.remote_offset) {
+    if (ref.offset > mapping.size || op.remote_offset > mapping.size - ref.offset ||
+        op.length > mapping.size - ref.offset - op.remote_offset) {
       *failure = UnavailableError(
           "peer " + endpoint_ + "'s region table points outside its shared allocation",
           FailureScope::kEndpoint);
       return PlanVerdict::kFail;
     }
     route->unit = kDevipcChunk;
-    route->mapped = mapping.addr + region.memfd_offset + op.remote_offset;
+    route->mapped = mapping.addr + ref.offset + op.remote_offset;
     route->keep = *std::move(m);
     return PlanVerdict::kTake;
   }
@@ -343,7 +378,7 @@ class DevIpcTransport final : public Transport {
 
   Status Start(int threads) { return pool_.Start(threads); }
 
-  std::string_view name() const override { return "devipc"; }
+  std::string_view name() const override { return kDevipcName; }
   const TransportCaps& caps() const override { return caps_; }
 
   std::shared_ptr<TransportPath> Attach(const PeerLinkInfo& peer) override {
@@ -355,6 +390,29 @@ class DevIpcTransport final : public Transport {
     }
     return std::make_shared<DevIpcPath>(this, backend_, &pool_, peer.endpoint,
                                         ShmPeer::Probe(peer.host));
+  }
+
+  // Device memory publishes its allocation's IPC handle (when the backend
+  // knows the allocation and exports it).
+  Result<RegionAccess> PackRegion(const RegionView& region) override {
+    RegionAccess out;
+    if (region.kind == MemoryKind::kHost) {
+      return out;
+    }
+    SLUICE_ASSIGN_OR_RETURN(device::PointerInfo info, backend_->Attributes(region.addr));
+    if (info.length == 0) {
+      return out;  // The backend does not know the allocation: not exported.
+    }
+    Result<device::IpcHandle> h = backend_->ExportIpc(const_cast<void*>(info.base));
+    if (!h.ok()) {
+      SLUICE_LOG(info, "device region not exported to same-host peers: {}", h.status().ToString());
+      return out;
+    }
+    IpcBytes ipc;
+    std::memcpy(ipc.data(), h->bytes.data(), ipc.size());
+    out.bytes = PackExported(ipc, reinterpret_cast<std::uintptr_t>(region.addr) -
+                                      reinterpret_cast<std::uintptr_t>(info.base));
+    return out;
   }
 
  private:

@@ -1,6 +1,6 @@
 // "devipc": device memory between processes (or engines) on one host. The
 // target publishes an IPC handle of each device allocation it registered
-// with remote access (WireRegion::ipc); the initiator opens it once with
+// with remote access (in its blob of the region); the initiator opens it once with
 // the same device backend (one mapping per peer allocation, kept until the
 // peer's table drops it and no copy still uses it) and moves bytes with the
 // backend's asynchronous copies -- host or device memory here, the peer's

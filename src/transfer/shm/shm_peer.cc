@@ -43,21 +43,59 @@ std::unique_ptr<ShmPeer> ShmPeer::Probe(const HostInfo& remote) {
   return peer;
 }
 
-Result<std::shared_ptr<PeerMapping>> ShmPeer::Map(const WireRegion& region) {
+SharedRef RefOf(const SharedAllocation& alloc, const char* addr) {
+  return SharedRef{alloc.memfd,
+                   static_cast<std::uint64_t>(addr - static_cast<const char*>(alloc.addr)),
+                   alloc.size, alloc.inode};
+}
+
+void AppendSharedRef(const SharedRef& ref, std::string* out) {
+  const std::size_t at = out->size();
+  out->resize(at + kSharedRefBytes);
+  char* p = out->data() + at;
+  std::memcpy(p, &ref.memfd, 4);
+  std::memcpy(p + 4, &ref.offset, 8);
+  std::memcpy(p + 12, &ref.size, 8);
+  std::memcpy(p + 20, &ref.inode, 8);
+}
+
+bool ReadSharedRef(std::string_view* in, SharedRef* ref) {
+  if (in->size() < kSharedRefBytes) {
+    return false;
+  }
+  const char* p = in->data();
+  std::memcpy(&ref->memfd, p, 4);
+  std::memcpy(&ref->offset, p + 4, 8);
+  std::memcpy(&ref->size, p + 12, 8);
+  std::memcpy(&ref->inode, p + 20, 8);
+  in->remove_prefix(kSharedRefBytes);
+  return true;
+}
+
+bool PublishedSharedRef(const WireRegion& region, SharedRef* ref) {
+  const std::string* blob = region.Blob(kShmTransportName);
+  if (blob == nullptr) {
+    return false;
+  }
+  std::string_view in = *blob;
+  return ReadSharedRef(&in, ref) && in.empty();
+}
+
+Result<std::shared_ptr<PeerMapping>> ShmPeer::Map(const SharedRef& ref) {
   MutexLock lock(mu_);
-  auto it = maps_.find(region.memfd_inode);
+  auto it = maps_.find(ref.inode);
   if (it != maps_.end()) {
     return it->second;
   }
-  auto f = failed_.find(region.memfd_inode);
+  auto f = failed_.find(ref.inode);
   if (f != failed_.end()) {
     return f->second;
   }
-  const std::string path = "/proc/" + std::to_string(pid_) + "/fd/" + std::to_string(region.memfd);
+  const std::string path = "/proc/" + std::to_string(pid_) + "/fd/" + std::to_string(ref.memfd);
   auto fail = [&](std::string why) SLUICE_REQUIRES(mu_) -> Status {
     Status s =
         UnavailableError("cannot map peer memory " + path + ": " + why, FailureScope::kTransport);
-    failed_[region.memfd_inode] = s;
+    failed_[ref.inode] = s;
     return s;
   };
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
@@ -65,29 +103,23 @@ Result<std::shared_ptr<PeerMapping>> ShmPeer::Map(const WireRegion& region) {
     return fail(strerror(errno));
   }
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || st.st_ino != region.memfd_inode ||
-      static_cast<std::uint64_t>(st.st_size) < region.memfd_size) {
+  if (::fstat(fd.get(), &st) != 0 || st.st_ino != ref.inode ||
+      static_cast<std::uint64_t>(st.st_size) < ref.size) {
     return fail("file is not the peer's shared allocation");
   }
-  void* p = ::mmap(nullptr, region.memfd_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-                   fd.get(), 0);
+  void* p =
+      ::mmap(nullptr, ref.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
   if (p == MAP_FAILED) {
     return fail(strerror(errno));
   }
   auto m = std::make_shared<PeerMapping>();
   m->addr = static_cast<char*>(p);
-  m->size = region.memfd_size;
-  maps_[region.memfd_inode] = m;
+  m->size = ref.size;
+  maps_[ref.inode] = m;
   return m;
 }
 
-void ShmPeer::Retain(const RegionTable& table) {
-  std::set<std::uint64_t> live;
-  for (const WireRegion& r : table.regions) {
-    if (r.info.shared) {
-      live.insert(r.memfd_inode);
-    }
-  }
+void ShmPeer::Retain(const std::set<std::uint64_t>& live) {
   MutexLock lock(mu_);
   for (auto it = maps_.begin(); it != maps_.end();) {
     it = live.count(it->first) != 0 ? std::next(it) : maps_.erase(it);

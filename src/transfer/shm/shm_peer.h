@@ -8,14 +8,42 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <string_view>
 
 #include "sluice/status.h"
 
 #include "common/mutex.h"
+#include "transfer/shm/shared_alloc.h"
 #include "transfer/wire.h"
 
 namespace sluice::internal {
+
+// Where a region lies in its owner's shared allocation: what a same-host
+// peer needs to map it. Packed into a transport's blob by the transports
+// that map shared allocations (shm, devipc).
+struct SharedRef {
+  std::int32_t memfd = -1;   // fd number in the owner.
+  std::uint64_t offset = 0;  // Region start within the memfd.
+  std::uint64_t size = 0;    // The whole allocation.
+  std::uint64_t inode = 0;   // Lets the peer check it opened the right file.
+};
+inline constexpr std::size_t kSharedRefBytes = 28;
+
+// The reference of the region at `addr` in `alloc`.
+SharedRef RefOf(const SharedAllocation& alloc, const char* addr);
+// Appends the kSharedRefBytes of `ref` to `out`.
+void AppendSharedRef(const SharedRef& ref, std::string* out);
+// Reads kSharedRefBytes from the front of `in` (and drops them); false when
+// too short. The values are a peer's: Map checks them.
+bool ReadSharedRef(std::string_view* in, SharedRef* ref);
+
+// The shm transport's name, under which it publishes a region's SharedRef.
+inline constexpr std::string_view kShmTransportName = "shm";
+// The SharedRef a peer running shm published for `region` (devipc maps the
+// same allocations); false when none or malformed.
+bool PublishedSharedRef(const WireRegion& region, SharedRef* ref);
 
 struct PeerMapping {
   char* addr = nullptr;
@@ -31,12 +59,12 @@ class ShmPeer {
   std::int32_t pid() const { return pid_; }
   bool vm_ok() const { return vm_ok_; }
 
-  // Maps the shared allocation behind `region` (once; cached by inode).
+  // Maps the shared allocation `ref` names (once; cached by inode).
   // Errors: kUnavailable when the kernel refuses (then use vm or tcp).
-  Result<std::shared_ptr<PeerMapping>> Map(const WireRegion& region);
+  Result<std::shared_ptr<PeerMapping>> Map(const SharedRef& ref);
 
-  // Drops cached mappings whose inode no table region uses any more.
-  void Retain(const RegionTable& table);
+  // Drops cached mappings whose inode is not in `live`.
+  void Retain(const std::set<std::uint64_t>& live);
 
  private:
   std::int32_t pid_ = 0;

@@ -1,6 +1,7 @@
 #include "transfer/shm/shm_transport.h"
 
 #include <algorithm>
+#include <set>
 #include <vector>
 
 #include "transfer/batch.h"
@@ -13,18 +14,18 @@ namespace {
 
 constexpr std::uint64_t kChunk = std::uint64_t{4} << 20;
 
-// Where [offset, offset + length) of `region` lies in `m`, the mapping of
-// its allocation; kUnavailable when the peer's table points outside it (a
-// peer's table is input: never trust its offsets).
-Result<char*> MappedRange(const PeerMapping& m, const WireRegion& region, std::uint64_t offset,
+// Where [offset, offset + length) of the region `ref` names lies in `m`,
+// the mapping of its allocation; kUnavailable when the peer's table points
+// outside it (a peer's table is input: never trust its offsets).
+Result<char*> MappedRange(const PeerMapping& m, const SharedRef& ref, std::uint64_t offset,
                           std::uint64_t length, const std::string& endpoint) {
-  if (region.memfd_offset > m.size || offset > m.size - region.memfd_offset ||
-      length > m.size - region.memfd_offset - offset) {
+  if (ref.offset > m.size || offset > m.size - ref.offset ||
+      length > m.size - ref.offset - offset) {
     return UnavailableError(
         "peer " + endpoint + "'s region table points outside its shared allocation",
         FailureScope::kEndpoint);
   }
-  return m.addr + region.memfd_offset + offset;
+  return m.addr + ref.offset + offset;
 }
 
 class ShmPath final : public TransportPath {
@@ -50,10 +51,10 @@ class ShmPath final : public TransportPath {
       return PlanVerdict::kFail;
     }
     route->unit = kChunk;
-    if (info.shared) {
-      Result<std::shared_ptr<PeerMapping>> m = peer_->Map(*q.remote);
+    if (SharedRef ref; info.shared && PublishedSharedRef(*q.remote, &ref)) {
+      Result<std::shared_ptr<PeerMapping>> m = peer_->Map(ref);
       if (m.ok()) {
-        Result<char*> at = MappedRange(**m, *q.remote, op.remote_offset, op.length, endpoint_);
+        Result<char*> at = MappedRange(**m, ref, op.remote_offset, op.length, endpoint_);
         if (!at.ok()) {
           *failure = at.status();
           return PlanVerdict::kFail;
@@ -101,13 +102,14 @@ class ShmPath final : public TransportPath {
 
   Result<PeerMemory> Map(const WireRegion& region, std::uint64_t offset,
                          std::uint64_t length) override {
-    if (!region.info.shared) {
+    SharedRef ref;
+    if (!region.info.shared || !PublishedSharedRef(region, &ref)) {
       return FailedPreconditionError("region " + std::to_string(region.info.key.value) + " on " +
                                      endpoint_ +
                                      " is not a shared allocation; read it with Submit");
     }
-    SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<PeerMapping> m, peer_->Map(region));
-    SLUICE_ASSIGN_OR_RETURN(const char* at, MappedRange(*m, region, offset, length, endpoint_));
+    SLUICE_ASSIGN_OR_RETURN(std::shared_ptr<PeerMapping> m, peer_->Map(ref));
+    SLUICE_ASSIGN_OR_RETURN(const char* at, MappedRange(*m, ref, offset, length, endpoint_));
     PeerMemory out;
     out.data = at;
     out.length = length;
@@ -115,7 +117,15 @@ class ShmPath final : public TransportPath {
     return out;
   }
 
-  void OnTable(const RegionTable& table) override { peer_->Retain(table); }
+  void OnTable(const RegionTable& table) override {
+    std::set<std::uint64_t> live;
+    for (const WireRegion& r : table.regions) {
+      if (SharedRef ref; PublishedSharedRef(r, &ref)) {
+        live.insert(ref.inode);
+      }
+    }
+    peer_->Retain(live);
+  }
 
  private:
   const std::shared_ptr<ShmPeer> peer_;
@@ -128,7 +138,7 @@ class ShmTransport final : public Transport {
  public:
   explicit ShmTransport(int copy_threads) : pool_(copy_threads) {}
 
-  std::string_view name() const override { return "shm"; }
+  std::string_view name() const override { return kShmTransportName; }
   const TransportCaps& caps() const override { return caps_; }
 
   std::shared_ptr<TransportPath> Attach(const PeerLinkInfo& peer) override {
@@ -137,6 +147,16 @@ class ShmTransport final : public Transport {
       return nullptr;
     }
     return std::make_shared<ShmPath>(this, std::move(shm), peer.endpoint, peer.alive, &pool_);
+  }
+
+  // A region in a shared allocation publishes where it lies in it; other
+  // memory is reached by process_vm at the address in the table.
+  Result<RegionAccess> PackRegion(const RegionView& region) override {
+    RegionAccess out;
+    if (region.shared != nullptr) {
+      AppendSharedRef(RefOf(*region.shared, region.addr), &out.bytes);
+    }
+    return out;
   }
 
  private:

@@ -58,6 +58,7 @@ class TcpTransport final : public Transport {
   TcpTransport(std::uint64_t slice_size, bool local_device) : slice_size_(slice_size) {
     caps_.remote_kinds = KindBit(MemoryKind::kHost) | KindBit(MemoryKind::kDevice);
     caps_.local_kinds = local_device ? caps_.remote_kinds : KindBit(MemoryKind::kHost);
+    caps_.served_on_connections = true;
   }
 
   std::string_view name() const override { return "tcp"; }
