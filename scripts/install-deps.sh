@@ -12,7 +12,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-  libssl-dev libxxhash-dev libsqlite3-dev
+  libssl-dev libxxhash-dev libsqlite3-dev libucx-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcpp-httplib-dev libboost1.81-dev
   libopenblas-pthread-dev libpng-dev libyaml-cpp-dev

@@ -200,12 +200,12 @@ Status ValidateTargetHost(const std::string& netns, const std::string& address,
     return InvalidArgumentError("--target-address '" + address + "' is not an IPv4 address");
   }
   if (!netns.empty() &&
-      (transport != "tcp" || netns.size() > 64 ||
+      ((transport != "tcp" && transport != "ucx") || netns.size() > 64 ||
        netns.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                "0123456789._-") != std::string::npos)) {
     return InvalidArgumentError(
         "--target-netns names a network namespace ([A-Za-z0-9._-], at most 64) and needs "
-        "--transport tcp");
+        "--transport tcp or ucx");
   }
   return Status::Ok();
 }

@@ -118,16 +118,18 @@ Status ValidateOptions(const TransferBenchOptions& o) {
     return InvalidArgumentError(
         "--encrypt-ab needs --transport tcp (same-host transports are not encrypted)");
   }
-  if (o.transport == "shm" && Involves(o, "device")) {
-    return InvalidArgumentError("shm moves host memory only: use --transport tcp or devipc");
+  if ((o.transport == "shm" || o.transport == "ucx") && Involves(o, "device")) {
+    return InvalidArgumentError(o.transport +
+                                " moves host memory only: use --transport tcp or devipc");
   }
   if (o.transport == "devipc" && !Involves(o, "device")) {
     return InvalidArgumentError(
         "devipc moves device memory (a peer's device memory, or device memory here to and from "
         "a peer's shared host memory): --src-kind or --dst-kind must be device");
   }
-  if (o.transport != "tcp" && o.transport != "shm" && o.transport != "devipc") {
-    return InvalidArgumentError("--transport must be tcp, shm or devipc");
+  if (o.transport != "tcp" && o.transport != "shm" && o.transport != "ucx" &&
+      o.transport != "devipc") {
+    return InvalidArgumentError("--transport must be tcp, shm, ucx or devipc");
   }
   if (o.block_size == 0 || o.block_size > (std::uint64_t{1} << 30)) {
     return InvalidArgumentError("--block-size must be in 1B..1GiB");
@@ -164,9 +166,12 @@ Result<std::string> SecretFromToken(const std::string& token_file) {
 
 int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
                       const std::string& token_file, const std::string& device,
-                      const std::string& listen_address, bool encrypt) {
+                      const std::string& listen_address, bool encrypt, bool ucx) {
   EngineConfig config;
   config.encrypt_data = encrypt;
+  if (ucx) {
+    config.transports = {"tcp", "shm", "ucx"};
+  }
   config.listen = listen_address + ":0";
   config.io_threads = io_threads;
   config.device = device;
@@ -268,6 +273,9 @@ Result<TransferSide> StartSide(const TransferBenchOptions& o, const std::string&
   }
   if (RemoteKind(o) == "device") {
     args.insert(args.end(), {"--device", o.device});
+  }
+  if (o.transport == "ucx") {
+    args.push_back("--ucx");
   }
   EngineConfig config;
   if (Involves(o, "device")) {

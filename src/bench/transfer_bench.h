@@ -20,7 +20,7 @@
 namespace sluice::bench {
 
 struct TransferBenchOptions {
-  // "tcp", "shm" (host memory) or "devipc" (to and from a same-host peer's
+  // "tcp", "shm", "ucx" (host memory) or "devipc" (to and from a same-host peer's
   // device memory). tcp with device memory stages it through pinned slots.
   std::string transport = "tcp";
   OpKind op = OpKind::kWrite;
@@ -87,10 +87,11 @@ Result<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o,
 // "READY <endpoint> <key> <baseline_port>" and runs until stdin closes.
 // With `token_file`, its engine's secret derives from that cluster token.
 // It listens on IPv4 `listen_address`; with `encrypt` (and a token) it
-// takes only encrypted payload.
+// takes only encrypted payload; with `ucx` it runs ucx beside tcp and shm.
 int RunTransferTarget(std::uint64_t region_size, bool shared, int io_threads,
                       const std::string& token_file, const std::string& device,
-                      const std::string& listen_address = "127.0.0.1", bool encrypt = false);
+                      const std::string& listen_address = "127.0.0.1", bool encrypt = false,
+                      bool ucx = false);
 
 std::string ToJson(const TransferBenchResult& r);
 std::string ToText(const TransferBenchResult& r);

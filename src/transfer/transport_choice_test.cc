@@ -1,8 +1,10 @@
 // The engine picks each op's path from the transports' capabilities and the
 // peer, never by name: a same-host peer with both transports enabled is
 // reached over shm, kSameHostOnly refuses a path over the network, and the
-// per-transport counters say which one moved the bytes.
+// per-transport counters say which one moved the bytes. Paths are tried in
+// the factory table's order of measured bandwidth.
 #include <chrono>
+#include <cstdlib>
 
 #include <gtest/gtest.h>
 
@@ -79,6 +81,55 @@ TEST(TransportChoiceTest, ANetworkOnlyEngineCarriesEverythingOverTcpAndRefusesSa
   EXPECT_EQ(Written(*pair->initiator, "shm"), ~std::uint64_t{0}) << "shm is not enabled";
   w.hint = TransportHint::kSameHostOnly;
   EXPECT_EQ(pair->initiator->Submit({&w, 1}).status().code(), StatusCode::kFailedPrecondition);
+}
+
+// The factory table's rank: with tcp, ucx and shm all reaching a
+// same-host peer, shm carries a shared region's ops, ucx (faster than tcp
+// in the table) a region only it and tcp can reach, and a key only the
+// target can check goes to tcp. ucx is refused with encrypt_data.
+TEST(TransportChoiceTest, PathsAreTriedInTheFactoryTablesOrderOfBandwidth) {
+  ::setenv("UCX_TLS", "sm", 1);
+  EngineConfig all = ConfigFor(Mode::kUcxShm, true);
+  all.transports = {"tcp", "ucx", "shm"};  // Listed slowest first: the order is not the rank.
+  auto pair = EnginePair::Make(Mode::kUcxShm, all);
+  ASSERT_NE(pair, nullptr);
+  RegionKey rkey;
+  RegionKey lkey;
+  TestBuffer remote = pair->TargetBuffer(1 << 20, Access::kRemoteReadWrite, &rkey);
+  TestBuffer local = pair->LocalBuffer(1 << 20, &lkey);
+  ASSERT_TRUE(pair->AwaitRemoteKey(rkey));
+  TransferRequest w{OpKind::kWrite, local.data(), pair->segment, rkey, 0, local.size()};
+  ASSERT_TRUE(pair->initiator->TransferSync({&w, 1}, 10s).ok());
+  // The target runs tcp and ucx, not shm: its plain memory is reached by
+  // process_vm (shm needs no blob for it), ranked first.
+  EXPECT_EQ(Written(*pair->initiator, "shm"), local.size());
+  EXPECT_EQ(Written(*pair->initiator, "ucx"), 0u);
+  EXPECT_EQ(Written(*pair->initiator, "tcp"), 0u);
+
+  EngineConfig no_shm = ConfigFor(Mode::kUcxShm, true);
+  no_shm.transports = {"tcp", "ucx"};
+  auto pair2 = EnginePair::Make(Mode::kUcxShm, no_shm);
+  ASSERT_NE(pair2, nullptr);
+  TestBuffer remote2 = pair2->TargetBuffer(1 << 20, Access::kRemoteReadWrite, &rkey);
+  TestBuffer local2 = pair2->LocalBuffer(1 << 20, &lkey);
+  ASSERT_TRUE(pair2->AwaitRemoteKey(rkey));
+  TransferRequest w2{OpKind::kWrite, local2.data(), pair2->segment, rkey, 0, local2.size()};
+  ASSERT_TRUE(pair2->initiator->TransferSync({&w2, 1}, 10s).ok());
+  EXPECT_EQ(Written(*pair2->initiator, "ucx"), local2.size());
+  EXPECT_EQ(Written(*pair2->initiator, "tcp"), 0u);
+  TransferRequest r{OpKind::kRead, local2.data(), pair2->segment, RegionKey{rkey.value + 1}, 0, 64};
+  EXPECT_EQ(pair2->initiator->TransferSync({&r, 1}, 10s).code(), StatusCode::kNotFound);
+  EXPECT_EQ(Read(*pair2->initiator, "tcp"), 64u) << "an unknown key is the target's to refuse";
+
+  EngineConfig sealed = ConfigFor(Mode::kTcp, true);
+  sealed.secret = "a-secret-of-enough-length-0123456789";
+  sealed.encrypt_data = true;
+  sealed.transports = {"tcp", "ucx"};
+  auto refused = TransferEngine::Create(sealed);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("encrypt_data"), std::string_view::npos)
+      << refused.status().ToString();
 }
 
 TEST(TransportChoiceTest, DeviceMemoryIsRefusedWhileNoTransportMovesIt) {

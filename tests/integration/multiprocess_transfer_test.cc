@@ -1,8 +1,10 @@
-// Two real processes on loopback: round trips over every transport, and a
-// peer killed or stopped mid-batch.
+// Two real processes on loopback: round trips over every transport (ucx
+// over UCX's tcp and its shared memory), and a peer killed or stopped
+// mid-batch.
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -47,7 +49,16 @@ struct Case {
   const char* peer_memory;
 };
 
-class MultiProcessTest : public ::testing::TestWithParam<Case> {};
+class MultiProcessTest : public ::testing::TestWithParam<Case> {
+ protected:
+  // ucx cases: which of UCX's transports, for the peer (inherited) and here.
+  void SetUp() override {
+    const Mode m = GetParam().mode;
+    if (m == Mode::kUcxTcp || m == Mode::kUcxShm) {
+      ::setenv("UCX_TLS", m == Mode::kUcxTcp ? "tcp" : "sm", 1);
+    }
+  }
+};
 
 TEST_P(MultiProcessTest, RoundTripBetweenTwoProcesses) {
   constexpr std::size_t kSize = 64 << 20;
@@ -91,7 +102,7 @@ TEST_P(MultiProcessTest, KilledPeerFailsOpsWithEndpointScope) {
     ops.push_back(
         {OpKind::kWrite, local.data() + off, *seg, peer.key(), off, 4 << 20, TransportHint::kAuto});
   }
-  if (GetParam().mode == Mode::kTcp) {
+  if (GetParam().mode == Mode::kTcp || GetParam().mode == Mode::kUcxTcp) {
     // Stopped, the peer stops reading: the batch is certainly mid-flight.
     peer.Signal(SIGSTOP);
     auto batch = (*e)->Submit(ops);
@@ -128,6 +139,42 @@ TEST_P(MultiProcessTest, KilledPeerFailsOpsWithEndpointScope) {
   EXPECT_EQ(up_front.code(), StatusCode::kUnavailable) << up_front.ToString();
   EXPECT_EQ(up_front.scope(), FailureScope::kEndpoint);
   EXPECT_TRUE((*e)->UnregisterMemory(*lkey).ok()) << "a failed op leaked its pin";
+}
+
+// ucx over UCX's tcp to a peer that stops (SIGSTOP: its engine's
+// connections stay open, so no link goes down): the ops in flight fail at
+// their deadline (op_timeout) with endpoint scope, none hangs, and no pin
+// leaks.
+TEST(MultiProcessUcxTest, OpsToAStalledPeerFailAtTheirDeadline) {
+  ::setenv("UCX_TLS", "tcp", 1);
+  constexpr std::size_t kSize = 64 << 20;
+  PeerProcess peer("ucx", kSize);
+  EngineConfig c = ConfigFor(Mode::kUcxTcp, true);
+  c.op_timeout = 1s;
+  auto e = TransferEngine::Create(c);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto seg = (*e)->OpenSegment(peer.endpoint());
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  TestBuffer local = TestBuffer::Anonymous(kSize);
+  auto lkey = (*e)->RegisterMemory(local.data(), kSize, MemoryKind::kHost, Access::kLocalOnly);
+  ASSERT_TRUE(lkey.ok());
+  TransferRequest write{OpKind::kWrite, local.data(),        *seg, peer.key(), 0,
+                        kSize,          TransportHint::kAuto};
+  ASSERT_TRUE((*e)->TransferSync({&write, 1}, 30s).ok()) << "the path works before the stall";
+  peer.Signal(SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  auto batch = (*e)->Submit({&write, 1});
+  ASSERT_TRUE(batch.ok());
+  Status s = (*batch)->Wait(20s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_EQ(s.scope(), FailureScope::kEndpoint);
+  EXPECT_NE(s.message().find("took longer than 1000 ms"), std::string_view::npos) << s.ToString();
+  EXPECT_GE(took, 1s);
+  EXPECT_LT(took, 10s);
+  EXPECT_TRUE((*e)->UnregisterMemory(*lkey).ok()) << "a failed op leaked its pin";
+  peer.Signal(SIGKILL);
+  peer.Reap();
 }
 
 // Lines of this process's memory map that map sim device memory (each sim
@@ -325,7 +372,8 @@ TEST(MultiProcessHostIdTest, APeerNamingAnotherHostIsReachedOverTcp) {
 INSTANTIATE_TEST_SUITE_P(Transports, MultiProcessTest,
                          ::testing::Values(Case{Mode::kTcp, "plain"},
                                            Case{Mode::kShmMapped, "shared"},
-                                           Case{Mode::kShmVm, "plain"}),
+                                           Case{Mode::kShmVm, "plain"}, Case{Mode::kUcxTcp, "ucx"},
+                                           Case{Mode::kUcxShm, "ucx"}),
                          [](const auto& info) { return ModeName(info.param.mode); });
 
 }  // namespace

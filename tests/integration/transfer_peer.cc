@@ -1,8 +1,8 @@
 // A target process for multi-process tests: registers one region (shared
-// or plain host memory, or sim device memory on device 1) filled with a
-// known pattern, prints "READY <endpoint> <key>" and serves until stdin
-// closes.
-// Usage: transfer_peer <shared|plain|device> <bytes> [secret]
+// or plain host memory, or sim device memory on device 1; "ucx": plain
+// host memory with ucx run beside tcp and shm) filled with a known
+// pattern, prints "READY <endpoint> <key>" and serves until stdin closes.
+// Usage: transfer_peer <shared|plain|ucx|device> <bytes> [secret]
 #include <unistd.h>
 
 #include <chrono>
@@ -43,7 +43,7 @@ void* DevicePattern(std::size_t size) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: transfer_peer <shared|plain|device> <bytes> [secret]\n";
+    std::cerr << "usage: transfer_peer <shared|plain|ucx|device> <bytes> [secret]\n";
     return 2;
   }
   const std::string mode = argv[1];
@@ -51,6 +51,9 @@ int main(int argc, char** argv) {
   sluice::EngineConfig config;
   if (mode == "device") {
     config.device = "sim";
+  }
+  if (mode == "ucx") {
+    config.transports = {"tcp", "shm", "ucx"};
   }
   if (argc > 3) {
     config.secret = argv[3];

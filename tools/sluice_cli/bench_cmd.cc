@@ -40,9 +40,10 @@ void AddTransfer(CLI::App& bench, std::vector<Command>* out) {
   CLI::App* cmd = bench.add_subcommand(
       "transfer", "transfer engine throughput between two processes on loopback");
   cmd->add_option("--transport", o->b.transport,
-                  "tcp, shm (host memory) or devipc (same host: a peer's device memory, or device "
-                  "memory here with a peer's host memory)")
-      ->check(CLI::IsMember({"tcp", "shm", "devipc"}))
+                  "tcp, shm, ucx (host memory; UCX_TLS picks UCX's own transports) or devipc "
+                  "(same host: a peer's device memory, or device memory here with a peer's host "
+                  "memory)")
+      ->check(CLI::IsMember({"tcp", "shm", "ucx", "devipc"}))
       ->capture_default_str();
   cmd->add_option("--op", o->op, "read or write")
       ->check(CLI::IsMember({"read", "write"}))
@@ -467,6 +468,7 @@ void AddTransferTarget(CLI::App& bench, std::vector<Command>* out) {
     std::string device;
     std::string listen_address = "127.0.0.1";
     bool encrypt = false;
+    bool ucx = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = bench.add_subcommand("transfer-target", "internal: the benchmark's target");
@@ -478,10 +480,11 @@ void AddTransferTarget(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_option("--device", o->device);
   cmd->add_option("--listen-address", o->listen_address);
   cmd->add_flag("--encrypt-data", o->encrypt);
+  cmd->add_flag("--ucx", o->ucx);
   out->push_back({cmd, [o] {
                     return bench::RunTransferTarget(o->region_size, o->shared, o->io_threads,
                                                     o->token_file, o->device, o->listen_address,
-                                                    o->encrypt);
+                                                    o->encrypt, o->ucx);
                   }});
 }
 

@@ -9,9 +9,12 @@
 // Transports: "tcp" (a per-peer pool of persistent connections, ops cut into
 // slices striped over the pool, payload read straight into the destination)
 // and "shm" (same host: memory from AllocateShared() is mapped by the peer and
-// moved with one memcpy; other memory with process_vm_readv/writev). The
-// engine picks shm for a peer on the same host when the kernel allows it, tcp
-// otherwise; a per-op hint forces one.
+// moved with one memcpy; other memory with process_vm_readv/writev), and
+// "ucx" (one-sided puts and gets by UCX over what it finds between the
+// engines -- RDMA, its shared memory or its tcp, as UCX_TLS allows; both
+// ends must run it). Per op the engine tries the paths that reach the peer
+// in the order of their measured bandwidth (shm, then ucx, then tcp); a
+// per-op hint keeps an op on this host.
 //
 // Device memory: an engine configured with a device backend
 // (EngineConfig::device) registers device memory (RegisterMemory with
@@ -25,7 +28,9 @@
 // Safety: a target checks every tcp op against its region table (key, bounds,
 // access) before touching memory. shm ops are checked by the initiator
 // against the table the target published; the kernel's same-user rule is the
-// boundary there (a shared allocation is mapped whole by peers).
+// boundary there (a shared allocation is mapped whole by peers). ucx ops
+// are checked by the initiator too, and UCX maps each region with its
+// access bits only.
 //
 // Ownership: the engine never owns registered memory; the caller keeps it
 // allocated until UnregisterMemory() succeeds. SharedBuffer owns its mapping.
@@ -65,7 +70,7 @@ struct EngineConfig {
   // "[v6]:port" (a missing port is the bound one). Empty: `listen` itself,
   // which then must not be a wildcard (0.0.0.0, ::).
   std::string advertise;
-  // Subset of {"tcp", "shm"}; at least one.
+  // Subset of {"tcp", "shm", "ucx"}; at least one.
   std::vector<std::string> transports = {"tcp", "shm"};
   // Event-loop threads for tcp and copy threads for shm (each), 1..64.
   int io_threads = 2;
@@ -85,7 +90,8 @@ struct EngineConfig {
   // Encrypt tcp payload too (AES-256-GCM, keyed per connection from the
   // secret, which it needs): as initiator, ask every target for it; as
   // target, refuse initiators that do not. Same-host transports (shm,
-  // devipc) move memory within the host and are not encrypted.
+  // devipc) move memory within the host and are not encrypted; ucx cannot
+  // be enabled with it.
   bool encrypt_data = false;
   // A peer with work outstanding that makes no progress for this long is
   // declared dead and every pending op to it fails.

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -29,8 +30,22 @@ std::string ModeName(Mode m) {
       return "tcp_sealed";
     case Mode::kTcpStagedSealed:
       return "tcp_staged_sealed";
+    case Mode::kUcxTcp:
+      return "ucx_tcp";
+    case Mode::kUcxShm:
+      return "ucx_shm";
   }
   return "unknown";
+}
+
+std::string ModeTransport(Mode m) {
+  if (TcpOnly(m)) {
+    return "tcp";
+  }
+  if (m == Mode::kUcxTcp || m == Mode::kUcxShm) {
+    return "ucx";
+  }
+  return m == Mode::kDevipc ? "devipc" : "shm";
 }
 
 TestBuffer TestBuffer::Anonymous(std::size_t size) {
@@ -184,9 +199,11 @@ EngineConfig ConfigFor(Mode mode, bool initiator) {
     c.secret = "engine-pair-secret-0123456789abcdef";
     c.encrypt_data = true;
   }
+  const bool ucx = mode == Mode::kUcxTcp || mode == Mode::kUcxShm;
   if (initiator) {
-    c.transports =
-        TcpOnly(mode) ? std::vector<std::string>{"tcp"} : std::vector<std::string>{"shm"};
+    c.transports = {ModeTransport(mode) == "devipc" ? std::string("shm") : ModeTransport(mode)};
+  } else if (ucx) {
+    c.transports = {"tcp", "ucx"};
   }
   return c;
 }
@@ -194,6 +211,12 @@ EngineConfig ConfigFor(Mode mode, bool initiator) {
 std::unique_ptr<EnginePair> EnginePair::Make(Mode mode, EngineConfig initiator_config) {
   auto p = std::make_unique<EnginePair>();
   p->mode = mode;
+  if (mode == Mode::kUcxTcp || mode == Mode::kUcxShm) {
+    // SLUICE_TEST_UCX_TLS runs the ucx cases over other UCX transports
+    // (the `rdma` run: verbs where the hardware exists).
+    const char* over = std::getenv("SLUICE_TEST_UCX_TLS");
+    ::setenv("UCX_TLS", over != nullptr ? over : mode == Mode::kUcxTcp ? "tcp" : "sm", 1);
+  }
   auto t = TransferEngine::Create(ConfigFor(mode, false));
   auto i = TransferEngine::Create(initiator_config);
   if (!t.ok() || !i.ok()) {

@@ -22,14 +22,30 @@ namespace sluice::testing {
 // without device IPC and the initiator may only use tcp, so device memory
 // at either end goes through the connections' pinned staging slots.
 // kTcpSealed / kTcpStagedSealed: kTcp / kTcpStaged with a shared secret and
-// encrypted payload (every frame sealed, frame_seal.h).
-enum class Mode { kTcp, kShmMapped, kShmVm, kDevipc, kTcpStaged, kTcpSealed, kTcpStagedSealed };
+// encrypted payload (every frame sealed, frame_seal.h). kUcxTcp / kUcxShm:
+// the initiator may only use ucx, with UCX's tcp transport (UCX_TLS=tcp)
+// or its shared-memory ones (UCX_TLS=sm), set in the process's
+// environment when the pair is made (SLUICE_TEST_UCX_TLS, when set, is
+// used for both instead).
+enum class Mode {
+  kTcp,
+  kShmMapped,
+  kShmVm,
+  kDevipc,
+  kTcpStaged,
+  kTcpSealed,
+  kTcpStagedSealed,
+  kUcxTcp,
+  kUcxShm,
+};
 // Whether the initiator of `m` may only use tcp.
 inline bool TcpOnly(Mode m) {
   return m == Mode::kTcp || m == Mode::kTcpStaged || m == Mode::kTcpSealed ||
          m == Mode::kTcpStagedSealed;
 }
 std::string ModeName(Mode m);
+// The one transport the initiator of `m` moves bytes with.
+std::string ModeTransport(Mode m);
 
 // The largest payload the size sweeps (1 byte up) move: 256 MiB in the
 // Release stage; 64 MiB under AddressSanitizer and 32 MiB under

@@ -1,8 +1,9 @@
 // The conformance suite every transport passes, for each memory kind it
-// carries at each end: host memory over tcp and shm, and (on the sim device
+// carries at each end: host memory over tcp, shm and ucx, and (on the sim device
 // backend) host and device memory to and from device memory over devipc and
 // tcp staging, and device memory to and from host memory. A new transport
-// adds its cases to INSTANTIATE_TEST_SUITE_P.
+// adds its cases to INSTANTIATE_TEST_SUITE_P (ucx: over UCX's tcp and its
+// shared memory).
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -53,8 +54,7 @@ class TransferConformanceTest : public ::testing::TestWithParam<Case> {
   }
   // Every byte the initiator moved went over the mode's transport.
   void CheckTransports() {
-    const Mode m = GetParam().mode;
-    const std::string want = TcpOnly(m) ? "tcp" : m == Mode::kDevipc ? "devipc" : "shm";
+    const std::string want = ModeTransport(GetParam().mode);
     for (const TransportStats& t : pair_->initiator->TransportCounters()) {
       if (t.name != want) {
         EXPECT_EQ(t.bytes_read + t.bytes_written, 0u) << t.name << " moved bytes, not " << want;
@@ -353,7 +353,8 @@ TEST_P(TransferConformanceTest, CallbackRunsExactlyOnceOffTheSubmittingThread) {
 
 INSTANTIATE_TEST_SUITE_P(HostMemory, TransferConformanceTest,
                          ::testing::Values(Case{Mode::kTcp}, Case{Mode::kShmMapped},
-                                           Case{Mode::kShmVm}, Case{Mode::kTcpSealed}),
+                                           Case{Mode::kShmVm}, Case{Mode::kTcpSealed},
+                                           Case{Mode::kUcxTcp}, Case{Mode::kUcxShm}),
                          [](const auto& info) { return CaseName(info.param); });
 
 // Device memory at one end or both (sim backend): devipc between same-host
