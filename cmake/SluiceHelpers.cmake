@@ -79,6 +79,7 @@ endfunction()
 # A test sees the internals of the layer it sits beside and of every layer
 # it links (it does not follow the layer rule).
 # Labels let CPU-only CI run `ctest -LE "gpu|rdma"`.
+include(GoogleTest)
 function(sluice_cc_test)
   cmake_parse_arguments(ARG "" "NAME;TIMEOUT;SHARDS;COST" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT SLUICE_BUILD_TESTS)
@@ -120,6 +121,15 @@ function(sluice_cc_test)
   if(ARG_COST)
     set_tests_properties(${tests} PROPERTIES COST ${ARG_COST})
   endif()
+  # Every case is a ctest test of its own as well (`ctest -R
+  # AutoscalerTest` runs those cases, one process each), labelled `case`
+  # beside the binary's labels. CI runs each binary whole instead
+  # (`-LE case`): one process per binary, as suites whose fixtures start a
+  # cluster once expect, and no process start per case. The cases are
+  # listed when ctest starts (the binary's --gtest_list_tests).
+  gtest_discover_tests(${ARG_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS "case;${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+               SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
 endfunction()
 
 # sluice_tsan_tests(<test> ...): tests of this directory (each built by the

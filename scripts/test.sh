@@ -46,7 +46,7 @@ fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${unity[@]}" >/dev/null
 cmake --build build -j "$jobs"
-run_ctest --test-dir build --output-on-failure -j "$jobs" -LE "gpu|rdma"
+run_ctest --test-dir build --output-on-failure -j "$jobs" -LE "gpu|rdma|case"
 
 if [ "${SLUICE_SKIP_SANITIZERS:-0}" != "1" ]; then
   # Clang-16 build 1 does three jobs: AddressSanitizer + UBSan for every
@@ -66,7 +66,7 @@ if [ "${SLUICE_SKIP_SANITIZERS:-0}" != "1" ]; then
   # Undefined behaviour halts (the build has -fno-sanitize-recover); the
   # canaries of tests/sanitizer prove each kind of error fails a test.
   UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1" \
-    run_ctest --test-dir build-san --output-on-failure -j "$jobs" -LE "gpu|rdma|nosan"
+    run_ctest --test-dir build-san --output-on-failure -j "$jobs" -LE "gpu|rdma|nosan|case"
 
   # Clang-16 build 2: ThreadSanitizer over the transfer, store, connector
   # and orchestrator suites (label `tsan`) and every process they start.
