@@ -165,9 +165,10 @@ TEST(EditTest, AServedEditIsThePipelinesAndBadPartsAreRefusedByName) {
   EXPECT_NE(r->body.find("at most 4 MiB"), std::string::npos) << r->body.substr(0, 200);
 }
 
-// Edits compose with the step cache (here the deployment's default): the
-// edit's steps go through it from the first one it samples, giving the
-// pipeline's cached bytes, not the uncached ones.
+// Edits compose with the step cache (the deployment's default, or the
+// request's own from the form): the edit's steps go through it from the
+// first one it samples, giving the pipeline's cached bytes, not the
+// uncached ones.
 TEST(EditTest, AnEditRunsThroughTheStepCache) {
   EmbeddedConfig c;
   c.workers = 3;
@@ -184,6 +185,28 @@ TEST(EditTest, AnEditRunsThroughTheStepCache) {
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_TRUE(Unbase64(json::parse(r->body)["data"][0]["b64_json"]) == cached)
       << "the served edit did not go through the step cache";
+
+  // The request's own threshold, as OpenAI's SDKs write a nested field in
+  // a form (and as JSON text), wins over the worker's; a bad one is
+  // refused by name.
+  const std::string own = OneProcess(picture, kEditRequest, 0.6f, 0.15f);
+  ASSERT_FALSE(own == cached);
+  for (const auto& field : std::vector<std::pair<std::string, std::string>>{
+           {"step_cache[threshold]", "0.15"}, {"step_cache", R"({"threshold":0.15})"}}) {
+    auto fields = kFields;
+    fields.push_back(field);
+    r = http.Post("/v1/images/edits", Form(fields, picture), kType);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << field.first << ": " << r->body;
+    EXPECT_TRUE(Unbase64(json::parse(r->body)["data"][0]["b64_json"]) == own)
+        << field.first << " did not reach the denoise stage";
+  }
+  auto fields = kFields;
+  fields.push_back({"step_cache[threshold]", "7"});
+  r = http.Post("/v1/images/edits", Form(fields, picture), kType);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find(R"("param":"step_cache")"), std::string::npos) << r->body;
 }
 
 // A video from a reference picture (OpenAI's input_reference, multipart):

@@ -15,6 +15,7 @@
 #include "media/resize.h"
 #include "orchestrator/service/http_access.h"
 #include "orchestrator/service/http_console.h"
+#include "orchestrator/service/http_form.h"
 #include "orchestrator/service/http_views.h"
 #include "orchestrator/service/video_mux.h"
 
@@ -345,65 +346,15 @@ class Mp4Cache {
 
 // Image edits' bounds: the picture as uploaded, and the output (the
 // picture rides with the request, scaled to the output's size).
-constexpr std::size_t kMaxEditUploadBytes = 4 << 20;
 constexpr std::int64_t kMaxEditUploadPixels = std::int64_t{2048} * 2048;
 constexpr int kMaxEditSide = 512;
 
-// A multipart/form-data body (OpenAI's SDKs: images.edit, videos.create)
-// as the JSON body it stands for: every field is text; sluice's integer
-// fields, strength and guidance are converted, async to a boolean. The
-// one file part named `picture_field` (images.edit also sends it as
-// "image[]"), if any, goes to `*picture`, at most kMaxEditUploadBytes;
-// `job` names what the body asks for in errors ("edit", "video").
-Result<std::string> FormAsJson(const Request& req, const std::string& picture_field,
-                               const std::string& job, std::string* picture) {
+// A multipart request's form as its JSON body (http_form.h).
+Result<std::string> FormBody(const Request& req, const std::string& picture_field,
+                             const std::string& job, std::string* picture) {
   SLUICE_ASSIGN_OR_RETURN(std::vector<http::FormPart> parts,
                           http::ParseMultipartForm(req.Header("content-type"), req.body));
-  static const std::set<std::string> kIntegers = {"n",    "frames",      "fps",          "steps",
-                                                  "seed", "deadline_ms", "preview_every"};
-  static const std::set<std::string> kNumbers = {"strength", "guidance"};
-  json j = json::object();
-  bool have_picture = false;
-  for (http::FormPart& p : parts) {
-    if (p.name == "mask") {
-      return InvalidArgumentError(
-          "mask: not served (the whole picture is redrawn, as much as strength says)");
-    }
-    if (p.name == picture_field || p.name == picture_field + "[]") {
-      if (have_picture) {
-        return InvalidArgumentError(picture_field + ": one picture per " + job);
-      }
-      if (p.data.size() > kMaxEditUploadBytes) {
-        return InvalidArgumentError(picture_field + ": " + std::to_string(p.data.size()) +
-                                    " bytes; at most 4 MiB");
-      }
-      have_picture = true;
-      *picture = std::move(p.data);
-      continue;
-    }
-    if (p.is_file()) {
-      return InvalidArgumentError(p.name + ": a file where a text field is expected");
-    }
-    if (j.contains(p.name)) {
-      return InvalidArgumentError(p.name + ": given twice");
-    }
-    const char* b = p.data.data();
-    const char* e = b + p.data.size();
-    std::int64_t n = 0;
-    double d = 0;
-    if (auto [end, ec] = std::from_chars(b, e, n);
-        kIntegers.count(p.name) != 0 && ec == std::errc() && end == e) {
-      j[p.name] = n;
-    } else if (auto [dend, dec] = std::from_chars(b, e, d);
-               kNumbers.count(p.name) != 0 && dec == std::errc() && dend == e) {
-      j[p.name] = d;
-    } else if (p.name == "async") {
-      j[p.name] = p.data == "true" ? json(true) : p.data == "false" ? json(false) : json(p.data);
-    } else {
-      j[p.name] = std::move(p.data);
-    }
-  }
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return FormAsJson(std::move(parts), picture_field, job, picture);
 }
 
 // The edit's picture decoded (bounded), scaled to the job's size and
@@ -461,7 +412,7 @@ void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
       return ex->Respond(BadRequest(
           InvalidArgumentError("body: multipart/form-data with the image and the prompt")));
     }
-    Result<std::string> body = FormAsJson(req, "image", "edit", &picture);
+    Result<std::string> body = FormBody(req, "image", "edit", &picture);
     if (!body.ok()) {
       return ex->Respond(BadRequest(body.status()));
     }
@@ -533,7 +484,7 @@ void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
                  const ExchangePtr& ex, const Caller& caller) {
   std::string form, picture;
   if (http::IsMultipartForm(req.Header("content-type"))) {
-    Result<std::string> body = FormAsJson(req, "input_reference", "video", &picture);
+    Result<std::string> body = FormBody(req, "input_reference", "video", &picture);
     if (!body.ok()) {
       return ex->Respond(BadRequest(body.status()));
     }
