@@ -54,23 +54,31 @@ int main(int argc, char** argv) {
   r.info.key.value = 0x1234;
   r.info.length = 1 << 20;
   r.info.access = Access::kRemoteReadWrite;
-  r.memfd = 7;
-  r.memfd_size = 1 << 20;
-  r.memfd_inode = 99;
-  WireRegion dev;  // Exported device memory (wire version 2).
+  r.info.shared = true;
+  // shm's blob: memfd 7 at offset 0 of a 1 MiB allocation, inode 99.
+  std::string shm(28, '\0');
+  const std::int32_t fd = 7;
+  const std::uint64_t size = 1 << 20, inode = 99;
+  std::memcpy(shm.data(), &fd, 4);
+  std::memcpy(shm.data() + 12, &size, 8);
+  std::memcpy(shm.data() + 20, &inode, 8);
+  r.access = {{"shm", shm}, {"ucx", std::string(12, 'k')}};
+  WireRegion dev;  // Exported device memory: devipc's IPC handle and offset.
   dev.info.key.value = 0x9abc;
   dev.info.length = 1 << 20;
   dev.info.kind = MemoryKind::kDevice;
   dev.info.device = 1;
   dev.info.access = Access::kRemoteRead;
-  dev.has_ipc = true;
-  dev.ipc.fill(0x42);
-  dev.ipc_offset = 4096;
+  std::string ipc(104, '\x42');
+  const std::uint64_t ipc_offset = 4096;
+  std::memcpy(ipc.data() + 96, &ipc_offset, 8);
+  dev.access = {{"devipc", ipc}};
   table.regions = {r, r, dev};
   table.regions[1].info.key.value = 0x5678;
   HelloOk hok;
   hok.host = HostInfo::Self();
   hok.table = table;
+  hok.links = {{"ucx", std::string(200, 'a')}};
   ok &= Write(dir + "/wire_fuzz/client_hello", std::string(1, '\0') + EncodeClientHello(hello));
   ok &= Write(dir + "/wire_fuzz/hello_ok", std::string(1, '\1') + EncodeHelloOk(hok));
   ok &= Write(dir + "/wire_fuzz/table", std::string(1, '\2') + EncodeTable(table));
