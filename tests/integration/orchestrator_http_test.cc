@@ -391,5 +391,26 @@ TEST(GenerationRequestTest, AStepCacheIsPassedToTheStages) {
   }
 }
 
+// A request's batch key names what a denoise batch shares: the latent's
+// size, frames and steps; prompts, seeds and priorities do not enter it.
+TEST(GenerationRequestTest, ABatchKeyNamesTheShapeAndSteps) {
+  orchestrator::HttpOptions o;
+  bool async = false;
+  auto key = [&](const char* body, const char* kind = "image") {
+    auto r = orchestrator::ParseGenerationRequest(body, kind, o, &async);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->batch_key : std::string();
+  };
+  EXPECT_EQ(key(R"({"prompt":"x","size":"256x256","steps":12})"), "size=256x256,frames=1,steps=12");
+  EXPECT_EQ(key(R"({"prompt":"x","size":"256x256","steps":12})"),
+            key(R"({"prompt":"y","size":"256x256","steps":12,"seed":3,"priority":"batch"})"));
+  EXPECT_NE(key(R"({"prompt":"x","size":"256x256","steps":12})"),
+            key(R"({"prompt":"x","size":"128x128","steps":12})"));
+  EXPECT_NE(key(R"({"prompt":"x","size":"256x256","steps":12})"),
+            key(R"({"prompt":"x","size":"256x256","steps":20})"));
+  EXPECT_NE(key(R"({"prompt":"x","size":"256x256","frames":5})", "video"),
+            key(R"({"prompt":"x","size":"256x256","frames":9})", "video"));
+}
+
 }  // namespace
 }  // namespace sluice::testing

@@ -348,9 +348,38 @@ Scheduler::Worker* Scheduler::PickWorker(Pool& pool, const Job& job) {
   if (near.has_value() && near->id == job.avoid && std::get<2>(*first) != job.avoid) {
     near.reset();
   }
-  const WorkerView freest = view(std::get<2>(*first));
+  const Worker* compatible = BatchCompatible(pool, job, std::get<2>(*first));
+  const WorkerView freest = view(compatible != nullptr ? compatible->id : std::get<2>(*first));
   const WorkerId chosen = policy_->ChooseWorker(View(job), near ? &*near : nullptr, freest);
   return &workers_.at(chosen == (near ? near->id : 0) ? near->id : freest.id);
+}
+
+const Scheduler::Worker* Scheduler::BatchCompatible(const Pool& pool, const Job& job,
+                                                    WorkerId freest) const {
+  if (job.spec.batch_key.empty()) {
+    return nullptr;
+  }
+  const Worker& f = workers_.at(freest);
+  if (f.free == f.capacity) {
+    return nullptr;  // Idle: a batch of one.
+  }
+  auto runs_key = [&](const Worker& w) {
+    return std::any_of(w.assigned.begin(), w.assigned.end(), [&](JobId id) {
+      auto it = jobs_.find(id);
+      return it != jobs_.end() && it->second.pool() == job.pool() &&
+             it->second.spec.batch_key == job.spec.batch_key;
+    });
+  };
+  if (runs_key(f)) {
+    return nullptr;  // The freest already is.
+  }
+  for (const auto& entry : pool.free) {
+    const Worker& w = workers_.at(std::get<2>(entry));
+    if (w.id != job.avoid && runs_key(w)) {
+      return &w;
+    }
+  }
+  return nullptr;
 }
 
 std::optional<PoolId> Scheduler::ReservationFor(const Job& job) const {

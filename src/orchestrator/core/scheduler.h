@@ -73,6 +73,12 @@ struct JobSpec {
   // Preferred worker label (e.g. "node=a", where the job's input payload
   // lives); a free worker carrying it is chosen over others.
   std::string affinity;
+  // Jobs of one key can run in one batch (the same model, shape and step
+  // schedule; "" : none). With no idle worker in its pool, a free worker
+  // already running jobs of the job's key at this stage is chosen over
+  // one that is not, so a batching worker's batch fills with compatible
+  // jobs; an idle worker still goes first (a batch of one steps fastest).
+  std::string batch_key;
   std::string tenant;  // Fair share within its class ("": the one tenant).
   // A job taken back after an orchestrator restart: the index in its
   // pipeline of the first stage to run (the earlier ones' outputs survived),
@@ -340,6 +346,10 @@ class Scheduler {
   bool DispatchBest(const std::vector<PoolId>& pools, std::vector<bool>& blocked, TimePoint now);
   bool DispatchOne(PoolId pool, Job& job, TimePoint now);
   Job* PickNext(const Pool& pool, TimePoint now);
+  // A free worker of `pool` (other than the job's `avoid`) running jobs of
+  // `job`'s batch key at its stage, when `freest` (the freest free one) is
+  // neither idle nor running one of them; null otherwise.
+  const Worker* BatchCompatible(const Pool& pool, const Job& job, WorkerId freest) const;
   // A job queued in `pool` that already holds the downstream slot its
   // admission needs (re-queued after its worker was lost), best class
   // first; null when none.

@@ -1,5 +1,6 @@
 // Affinity: a free worker carrying a job's label (registered, or learned
-// as it ran the job's adapter) is preferred over the freest one.
+// as it ran the job's adapter) is preferred over the freest one; a
+// batching worker fills with jobs of its batch key.
 #include "orchestrator/core/scheduler_test_fixture.h"
 
 namespace sluice::orchestrator {
@@ -63,6 +64,35 @@ TEST_P(SchedulerTest, ALearnedLabelDrawsJobsToItsWorker) {
   ASSERT_TRUE(s_.Submit(fifth, now_).ok());
   EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{5, 2}}));
   EXPECT_EQ(s_.LearnLabel(99, "adapter=a").code(), StatusCode::kNotFound);
+}
+
+// Batching workers fill with compatible jobs: an idle worker first (a
+// batch of one), then, with none idle, the worker already running jobs of
+// the job's batch key, though another is as free and registered first.
+TEST_P(SchedulerTest, ABatchFillsWithJobsOfItsKeyOnceNoWorkerIsIdle) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 2), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("encode", 2), now_).ok());
+  auto submit = [&](JobId id, const std::string& key) {
+    JobSpec j = Job(id);
+    j.batch_key = key;
+    EXPECT_TRUE(s_.Submit(j, now_).ok());
+    return Dispatched();
+  };
+  using D = std::vector<std::pair<JobId, WorkerId>>;
+  EXPECT_EQ(submit(1, "128x128"), (D{{1, 1}}));
+  EXPECT_EQ(submit(2, "256x256"), (D{{2, 2}})) << "an idle worker first";
+  EXPECT_EQ(submit(3, "256x256"), (D{{3, 2}})) << "joins the batch of its key";
+  EXPECT_EQ(submit(4, "64x64"), (D{{4, 1}})) << "no batch of its key: the freest";
+  ASSERT_TRUE(s_.StageDone(1, 1, now_).ok());
+  ASSERT_TRUE(s_.StageDone(2, 2, now_).ok());
+  s_.TakeActions();
+  EXPECT_EQ(submit(5, "256x256"), (D{{5, 2}})) << "job 3 still runs there";
+  ASSERT_TRUE(s_.StageDone(5, 2, now_).ok());
+  s_.TakeActions();
+  EXPECT_EQ(submit(6, "64x64"), (D{{6, 1}})) << "as free as worker 2, and runs its key";
+  JobSpec keyless = Job(7);
+  ASSERT_TRUE(s_.Submit(keyless, now_).ok());
+  EXPECT_EQ(Dispatched(), (D{{7, 2}})) << "no key: the freest";
 }
 
 }  // namespace

@@ -298,6 +298,10 @@ Result<JobRequest> ParseGenerationRequest(std::string_view body, std::string_vie
   j.erase("async");
   j.erase("resume_from");       // Submission resolves it (resume_checkpoint).
   j.erase("keep_checkpoints");  // Submission writes it back with its retention.
+  // What a denoise batch needs its members to share: the latent's shape
+  // and the step schedule (the model is the pool's).
+  r.batch_key = "size=" + size + ",frames=" + std::to_string(j.value("frames", 1)) +
+                ",steps=" + std::to_string(j.value("steps", 0));
   r.request_json = j.dump();
   return r;
 }

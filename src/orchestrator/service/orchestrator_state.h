@@ -118,6 +118,10 @@ struct JobRequest {
   // kAdapterAffinity + a digest for a job with LoRA adapters, which the
   // workers it is dispatched to then carry (Scheduler::LearnLabel).
   std::string affinity;
+  // Jobs of one key may share a batch (Scheduler JobSpec::batch_key): the
+  // request's size, frames and steps, as the HTTP front sets it. Not
+  // journaled: a job taken back after a restart has none.
+  std::string batch_key;
   // Its denoise keeps a checkpoint of every step for checkpoint_retention
   // (the request JSON carries keep_checkpoints and keep_checkpoints_s).
   bool keep_checkpoints = false;

@@ -150,6 +150,7 @@ Result<JobId> OrchestratorState::SubmitLocked(JobId id, const JobRequest& r, Tim
     spec.deadline = now + *r.deadline;
   }
   spec.affinity = r.affinity;
+  spec.batch_key = r.batch_key;
   spec.tenant = r.tenant;
   if (from != nullptr && from->done.has_value()) {
     const auto at = std::find(req.pipeline.begin(), req.pipeline.end(), *from->done);

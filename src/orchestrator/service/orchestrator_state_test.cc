@@ -76,10 +76,11 @@ class OrchestratorStateTest : public ::testing::Test {
     return state_->Heartbeat(h);
   }
 
-  JobId Submit(const std::string& affinity = "") {
+  JobId Submit(const std::string& affinity = "", const std::string& batch_key = "") {
     JobRequest r;
     r.request_json = R"({"prompt":"a red circle"})";
     r.affinity = affinity;
+    r.batch_key = batch_key;
     Result<JobId> id = state_->Submit(r);
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     return id.ok() ? *id : 0;
@@ -233,6 +234,32 @@ TEST_F(OrchestratorStateTest, AnAdaptersJobsGoWhereItWasLoaded) {
   EXPECT_EQ(denoised_on(second), d1) << "where the adapter was loaded, though d2 is freer";
   const JobId third = Submit();
   EXPECT_EQ(denoised_on(third), d2);
+}
+
+// A batching denoise worker (capacity 2) fills with jobs of the shape it
+// runs once no denoise worker is idle, though another is as free and
+// registered first.
+TEST_F(OrchestratorStateTest, ABatchingWorkerFillsWithJobsOfItsShape) {
+  const WorkerId e = Worker("encode", 0ms, 6), d1 = Worker("denoise", 0ms, 2),
+                 d2 = Worker("denoise", 0ms, 2), v = Worker("decode", 0ms, 6);
+  (void)v;
+  auto denoised_on = [&](JobId job) -> WorkerId {
+    EXPECT_TRUE(Done(e, job, "cond").ok());
+    for (WorkerId w : {d1, d2}) {
+      for (const AssignmentOrder& a : sent_[w]) {
+        if (a.job == job && a.kind == Kind::kRun) {
+          return w;
+        }
+      }
+    }
+    return 0;
+  };
+  const std::string small = "size=128x128,frames=1,steps=12";
+  const std::string large = "size=256x256,frames=1,steps=12";
+  EXPECT_EQ(denoised_on(Submit("", small)), d1);
+  EXPECT_EQ(denoised_on(Submit("", large)), d2) << "an idle worker first";
+  EXPECT_EQ(denoised_on(Submit("", large)), d2) << "beside the job of its shape";
+  EXPECT_EQ(denoised_on(Submit("", small)), d1);
 }
 
 // A finished job answers for result_ttl (an hour by default) and is
