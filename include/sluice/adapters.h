@@ -35,6 +35,10 @@ bool ValidAdapterDigest(std::string_view digest);
 // The store key of the adapter file whose digest is `digest`.
 std::string AdapterStoreKey(std::string_view digest);
 
+// The worker label, and a job's affinity, of an adapter: this prefix and
+// its digest (a denoise worker that holds the adapter carries it).
+inline constexpr std::string_view kAdapterLabelPrefix = "adapter=";
+
 }  // namespace sluice
 
 #endif  // SLUICE_ADAPTERS_H_

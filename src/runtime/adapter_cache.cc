@@ -65,6 +65,16 @@ Result<std::shared_ptr<const reference::Adapter>> AdapterCache::Get(const std::s
   return *a;
 }
 
+std::vector<std::string> AdapterCache::Resident() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  out.reserve(lru_.size());
+  for (const auto& [digest, adapter] : lru_) {
+    out.push_back(digest);
+  }
+  return out;
+}
+
 AdapterCache::Stats AdapterCache::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   Stats s = stats_;

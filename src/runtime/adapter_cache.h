@@ -53,6 +53,8 @@ class AdapterCache {
                                                         const std::string& name,
                                                         bool* loaded = nullptr);
   Stats stats() const;
+  // The digests of the resident adapters, most recently used first.
+  std::vector<std::string> Resident() const;
 
  private:
   using Lru = std::list<std::pair<std::string, std::shared_ptr<const reference::Adapter>>>;

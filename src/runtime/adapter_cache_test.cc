@@ -83,9 +83,17 @@ TEST(AdapterCacheTest, LoadsOnceDropsTheLeastRecentlyUsedAndRefusesByName) {
   EXPECT_EQ(small.stats().resident, 1u);
   EXPECT_EQ(small.stats().evictions, 1u);
   EXPECT_EQ(small.stats().resident_bytes, other_file.size());
+  EXPECT_EQ(small.Resident(), std::vector<std::string>{second}) << "what the worker holds now";
   EXPECT_EQ((*first)->rank(), 8) << "a dropped adapter stays valid for its holder";
   ASSERT_TRUE(small.Get(digest, "mirror", &loaded).ok());
   EXPECT_TRUE(loaded) << "dropped, so read again";
+  EXPECT_EQ(small.Resident(), std::vector<std::string>{digest});
+  AdapterCache both(load, 1 << 20);
+  ASSERT_TRUE(both.Get(digest, "mirror").ok());
+  ASSERT_TRUE(both.Get(second, "other").ok());
+  EXPECT_EQ(both.Resident(), (std::vector<std::string>{second, digest})) << "newest first";
+  ASSERT_TRUE(both.Get(digest, "mirror").ok());
+  EXPECT_EQ(both.Resident(), (std::vector<std::string>{digest, second}));
   // A budget smaller than one file still keeps the one its job needs.
   AdapterCache tiny(load, 10);
   ASSERT_TRUE(tiny.Get(digest, "mirror").ok());

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "sluice/adapters.h"
+
 #include "common/log.h"
 #include "runtime/adapter_cache.h"
 #include "runtime/payload_io.h"
@@ -323,6 +325,14 @@ Status ResolveAdapters(StageContext& ctx, const Request& r, internal::AdapterCac
   }
   if (!r.lora.empty()) {
     ctx.AddCount("adapter_loads", loads);
+    // What the worker holds now (loading may have dropped others): the
+    // orchestrator draws the adapters' jobs here, and no longer for those
+    // it dropped.
+    std::vector<std::string> labels;
+    for (const std::string& digest : cache->Resident()) {
+      labels.push_back(std::string(kAdapterLabelPrefix) + digest);
+    }
+    ctx.SetHeld(std::move(labels));
   }
   return Status::Ok();
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <list>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "common/call_mac.h"
@@ -55,6 +56,8 @@ struct RunState {
   std::map<std::string, double, std::less<>> timings_ms SLUICE_GUARDED_BY(mu);
   // The run's counts (StageContext::AddCount).
   std::map<std::string, std::int64_t, std::less<>> counts SLUICE_GUARDED_BY(mu);
+  // What the worker holds after the run (StageContext::SetHeld).
+  std::optional<std::vector<std::string>> held SLUICE_GUARDED_BY(mu);
   int preview_step SLUICE_GUARDED_BY(mu) = 0;
   // Sends the next heartbeat now (the worker's; it outlives its runs):
   // a first output reaches the orchestrator at once, not a beat later.
@@ -598,6 +601,12 @@ class StageWorkerImpl {
           d.set_first_output(unsent.first_output_size() > 0);
           d.mutable_timings_ms()->insert(s->timings_ms.begin(), s->timings_ms.end());
           d.mutable_counts()->insert(s->counts.begin(), s->counts.end());
+          if (s->held.has_value()) {
+            d.set_reports_held(true);
+            for (const std::string& l : *s->held) {
+              d.add_held(l);
+            }
+          }
         }
         const auto [id, secret] = CountReport(*s);
         {
@@ -941,6 +950,17 @@ void StageContext::AddCount(std::string_view name, std::int64_t n) {
     it = s_->counts.emplace(std::string(name), 0).first;
   }
   it->second = std::min(it->second + n, orchestrator::kMaxCount);
+}
+
+void StageContext::SetHeld(std::vector<std::string> labels) {
+  std::erase_if(labels, [](const std::string& l) {
+    return l.empty() || l.size() > orchestrator::kMaxHeldLabelBytes;
+  });
+  if (labels.size() > orchestrator::kMaxHeldLabels) {
+    labels.resize(orchestrator::kMaxHeldLabels);
+  }
+  MutexLock lock(s_->mu);
+  s_->held = std::move(labels);
 }
 
 bool StageContext::ShouldStop() const {

@@ -84,6 +84,12 @@ class StageContext {
   // the step cache skipped. Names as AddTiming's; at most 8 per run;
   // others, and negative n, are dropped.
   void AddCount(std::string_view name, std::int64_t n);
+  // What this worker holds after the run that later jobs may name as their
+  // affinity, newest first (e.g. "adapter=DIGEST" for each LoRA adapter
+  // resident): reported with the stage's Done, it replaces what the
+  // orchestrator learned of the worker before, so jobs stop being drawn
+  // to what it dropped. At most 16 labels of at most 128 bytes are sent.
+  void SetHeld(std::vector<std::string> labels);
   // The job was cancelled: stop at the next step boundary and return any
   // status (it is discarded).
   bool ShouldStop() const;

@@ -57,6 +57,12 @@ bool IsTimingName(std::string_view name);
 // dropped by the worker and by the orchestrator.
 inline constexpr std::size_t kMaxCounts = 8;
 inline constexpr std::int64_t kMaxCount = 1'000'000'000'000;
+// What a worker holds after a run (DoneRequest.held): at most
+// kMaxHeldLabels labels (the scheduler's learned labels per worker) of
+// 1..kMaxHeldLabelBytes. Others are dropped by the worker and by the
+// orchestrator.
+inline constexpr std::size_t kMaxHeldLabels = 16;
+inline constexpr std::size_t kMaxHeldLabelBytes = 128;
 
 // encode (work) -> denoise (admission) -> decode (work): the pipeline of
 // the reference and profile models, and of a worker that declares none.

@@ -249,6 +249,38 @@ Status Scheduler::LearnLabel(WorkerId worker, const std::string& label) {
   return Status::Ok();
 }
 
+Status Scheduler::SetLearnedLabels(WorkerId worker, const std::vector<std::string>& held) {
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) {
+    return NotFoundError("worker " + std::to_string(worker));
+  }
+  Worker& w = it->second;
+  const int free = w.free;
+  SetFree(w, 0);  // Out of the free sets under the old labels.
+  for (const std::string& old : w.learned) {
+    auto at = std::find(w.labels.begin(), w.labels.end(), old);
+    if (at != w.labels.end()) {
+      w.labels.erase(at);
+    }
+  }
+  w.learned.clear();
+  // `held` is newest first; learned keeps the oldest first.
+  for (auto l = held.rbegin(); l != held.rend(); ++l) {
+    const bool registered = std::find(w.labels.begin(), w.labels.end(), *l) != w.labels.end();
+    const bool repeated = std::find(w.learned.begin(), w.learned.end(), *l) != w.learned.end();
+    if (!registered && !repeated && !l->empty()) {
+      w.learned.push_back(*l);
+      w.labels.push_back(*l);
+    }
+  }
+  while (w.learned.size() > kMaxLearnedLabels) {
+    w.labels.erase(std::find(w.labels.begin(), w.labels.end(), w.learned.front()));
+    w.learned.pop_front();
+  }
+  SetFree(w, free);
+  return Status::Ok();
+}
+
 void Scheduler::SetFree(Worker& w, int free) {
   for (PoolId p : w.pools) {
     Pool& pool = *pools_[p];

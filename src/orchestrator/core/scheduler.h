@@ -213,6 +213,11 @@ class Scheduler {
   // it has already becomes the newest. Errors: kNotFound.
   static constexpr std::size_t kMaxLearnedLabels = 16;
   Status LearnLabel(WorkerId worker, const std::string& label);
+  // The worker says what it holds now (`held`, newest first, e.g. after a
+  // run): its learned labels become exactly these (the newest
+  // kMaxLearnedLabels), so jobs stop being drawn to what it dropped; its
+  // registered labels stay. Errors: kNotFound.
+  Status SetLearnedLabels(WorkerId worker, const std::vector<std::string>& held);
 
   // `job`'s current stage finished on `worker`; the next stage is queued.
   // Errors: kNotFound (unknown job/worker); kFailedPrecondition (the job is

@@ -66,6 +66,43 @@ TEST_P(SchedulerTest, ALearnedLabelDrawsJobsToItsWorker) {
   EXPECT_EQ(s_.LearnLabel(99, "adapter=a").code(), StatusCode::kNotFound);
 }
 
+// What a worker says it holds replaces what dispatches taught: a dropped
+// adapter no longer draws jobs, a reported one does; registered labels
+// stay; at most kMaxLearnedLabels, the newest.
+TEST_P(SchedulerTest, WhatAWorkerSaysItHoldsReplacesWhatItLearned) {
+  ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1, {"node=a"}), now_).ok());
+  ASSERT_TRUE(s_.WorkerUp(2, W("encode", 4), now_).ok());
+  ASSERT_TRUE(s_.LearnLabel(1, "adapter=a").ok());
+  ASSERT_TRUE(s_.SetLearnedLabels(1, {"adapter=b"}).ok());  // It dropped a, loaded b.
+  using D = std::vector<std::pair<JobId, WorkerId>>;
+  auto run = [&](JobId id, const std::string& affinity) {
+    JobSpec j = Job(id);
+    j.affinity = affinity;
+    EXPECT_TRUE(s_.Submit(j, now_).ok());
+    D d = Dispatched();
+    for (const auto& [job, worker] : d) {
+      EXPECT_TRUE(s_.StageDone(job, worker, now_).ok());
+    }
+    s_.TakeActions();
+    return d;
+  };
+  EXPECT_EQ(run(1, "adapter=a"), (D{{1, 2}})) << "a was dropped: the freest";
+  EXPECT_EQ(run(2, "adapter=b"), (D{{2, 1}}));
+  EXPECT_EQ(run(3, "node=a"), (D{{3, 1}})) << "a registered label stays";
+  ASSERT_TRUE(s_.SetLearnedLabels(1, {}).ok());
+  EXPECT_EQ(run(4, "adapter=b"), (D{{4, 2}})) << "it holds nothing now";
+  EXPECT_EQ(run(5, "node=a"), (D{{5, 1}}));
+  std::vector<std::string> many;
+  for (std::size_t k = 0; k <= Scheduler::kMaxLearnedLabels; ++k) {
+    many.push_back("adapter=n" + std::to_string(k));  // Newest first.
+  }
+  ASSERT_TRUE(s_.SetLearnedLabels(1, many).ok());
+  EXPECT_EQ(run(6, "adapter=n0"), (D{{6, 1}}));
+  EXPECT_EQ(run(7, "adapter=n" + std::to_string(Scheduler::kMaxLearnedLabels)), (D{{7, 2}}))
+      << "the oldest beyond kMaxLearnedLabels is not kept";
+  EXPECT_EQ(s_.SetLearnedLabels(99, {}).code(), StatusCode::kNotFound);
+}
+
 // Batching workers fill with compatible jobs: an idle worker first (a
 // batch of one), then, with none idle, the worker already running jobs of
 // the job's batch key, though another is as free and registered first.

@@ -74,6 +74,9 @@ struct DoneReport {
   bool first_output = false;
   std::map<std::string, double> timings_ms;    // As sent; the state checks them.
   std::map<std::string, std::int64_t> counts;  // As sent; the state checks them.
+  // What the worker holds after the run, when it reported it (DoneRequest
+  // held / reports_held); as sent, the state checks them.
+  std::optional<std::vector<std::string>> held;
 };
 
 // Whether a stage failure with `code` may succeed on another attempt (the

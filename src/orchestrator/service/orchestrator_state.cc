@@ -404,6 +404,17 @@ Status OrchestratorState::Done(const DoneReport& r) {
     FirstOutputLocked(r.job, now);
   }
   CountReportLocked(r.worker);
+  if (r.held.has_value()) {
+    // What the worker holds now replaces what dispatches taught the
+    // scheduler (true even when the report itself is stale).
+    std::vector<std::string> held;
+    for (const std::string& l : *r.held) {
+      if (!l.empty() && l.size() <= kMaxHeldLabelBytes && held.size() < kMaxHeldLabels) {
+        held.push_back(l);
+      }
+    }
+    (void)scheduler_.SetLearnedLabels(r.worker, held);
+  }
   auto j = jobs_.find(r.job);
   if (!bad.ok() && j != jobs_.end()) {
     // StageFailed refuses it if the job moved on meanwhile (a stale report).

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sluice/adapters.h"
 #include "sluice/cache/cache.h"
 #include "sluice/cache/condition.h"
 #include "sluice/orchestrator/server.h"
@@ -99,7 +100,7 @@ struct ResumeFrom {
 
 // The affinity of a job naming LoRA adapters: this and its first
 // adapter's digest.
-inline constexpr std::string_view kAdapterAffinity = "adapter=";
+inline constexpr std::string_view kAdapterAffinity = kAdapterLabelPrefix;
 
 struct JobRequest {
   std::string kind = "image";  // "image" | "video".

@@ -262,6 +262,47 @@ TEST_F(OrchestratorStateTest, ABatchingWorkerFillsWithJobsOfItsShape) {
   EXPECT_EQ(denoised_on(Submit("", small)), d1);
 }
 
+// A worker's Done says what it holds now: an adapter it dropped stops
+// drawing jobs to it, though the scheduler learned it at dispatch; a
+// report without `held` changes nothing.
+TEST_F(OrchestratorStateTest, ADoneSayingWhatTheWorkerHoldsReplacesWhatWasLearned) {
+  const WorkerId e = Worker("encode", 0ms, 3), d1 = Worker("denoise", 0ms, 1),
+                 d2 = Worker("denoise", 0ms, 2), v = Worker("decode", 0ms, 6);
+  (void)v;
+  const std::string a = std::string(kAdapterAffinity) + "0123456789abcdef";
+  const std::string b = std::string(kAdapterAffinity) + "fedcba9876543210";
+  auto denoised_on = [&](JobId job) -> WorkerId {
+    EXPECT_TRUE(Done(e, job, "cond").ok());
+    for (WorkerId w : {d1, d2}) {
+      for (const AssignmentOrder& o : sent_[w]) {
+        if (o.job == job && o.kind == Kind::kRun) {
+          return w;
+        }
+      }
+    }
+    return 0;
+  };
+  auto done_holding = [&](WorkerId w, JobId job, std::optional<std::vector<std::string>> held) {
+    DoneReport r;
+    r.worker = w;
+    r.job = job;
+    r.output = "latent";
+    r.held = std::move(held);
+    ASSERT_TRUE(state_->Done(r).ok());
+  };
+  const JobId plain = Submit();
+  EXPECT_EQ(denoised_on(plain), d2);
+  const JobId first = Submit(a);
+  EXPECT_EQ(denoised_on(first), d1);
+  done_holding(d2, plain, std::nullopt);
+  done_holding(d1, first, std::vector<std::string>{a});
+  const JobId second = Submit(a);
+  EXPECT_EQ(denoised_on(second), d1) << "it holds a";
+  done_holding(d1, second, std::vector<std::string>{b, std::string(200, 'x')});
+  const JobId third = Submit(a);
+  EXPECT_EQ(denoised_on(third), d2) << "d1 dropped a for b: the freest";
+}
+
 // A finished job answers for result_ttl (an hour by default) and is
 // forgotten at the first Tick after: a test of real time could not wait.
 TEST_F(OrchestratorStateTest, AFinishedJobIsForgottenOnceItsResultTtlPasses) {

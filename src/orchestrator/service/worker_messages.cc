@@ -46,6 +46,9 @@ DoneReport FromWire(const v1::DoneRequest& m) {
   r.first_output = m.first_output();
   r.timings_ms.insert(m.timings_ms().begin(), m.timings_ms().end());
   r.counts.insert(m.counts().begin(), m.counts().end());
+  if (m.reports_held()) {
+    r.held.emplace(m.held().begin(), m.held().end());
+  }
   return r;
 }
 

@@ -88,6 +88,13 @@ TEST(WorkerMessagesTest, ADoneReportViewsTheOutputItCameWith) {
   EXPECT_EQ(r.progress[0].job, 9u);
   EXPECT_TRUE(r.first_output);
   EXPECT_EQ(r.timings_ms, (std::map<std::string, double>{{"denoise", 12.5}}));
+  EXPECT_FALSE(r.held.has_value()) << "no report of what it holds";
+
+  m.set_reports_held(true);
+  EXPECT_EQ(FromWire(m).held, std::vector<std::string>{}) << "it holds nothing now";
+  m.add_held("adapter=a");
+  m.add_held("adapter=b");
+  EXPECT_EQ(FromWire(m).held, (std::vector<std::string>{"adapter=a", "adapter=b"}));
 }
 
 TEST(WorkerMessagesTest, AFailuresCodeDecidesWhetherItIsRetried) {
