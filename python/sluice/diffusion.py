@@ -110,7 +110,7 @@ class TransferEngineConfig:
     threads, handshake secret and device backend (unset: the defaults)."""
 
     listen: Optional[str] = None  # "host:port"; port 0 picks one.
-    transports: Optional[List[str]] = None  # Subset of ["tcp", "shm"].
+    transports: Optional[List[str]] = None  # Subset of ["tcp", "shm", "ucx"].
     io_threads: Optional[int] = None
     secret: Optional[str] = None
     device: Optional[str] = None  # Device backend for device tensors: "cuda" or "sim".
