@@ -73,8 +73,8 @@ Status ValidateStoreOptions(const StoreBenchOptions& o) {
   if (o.op != "put" && o.op != "get") {
     return InvalidArgumentError("--op must be put or get");
   }
-  if (o.transport != "tcp" && o.transport != "shm") {
-    return InvalidArgumentError("--transport must be tcp or shm");
+  if (o.transport != "tcp" && o.transport != "shm" && o.transport != "ucx") {
+    return InvalidArgumentError("--transport must be tcp, shm or ucx");
   }
   if (o.value_size == 0 || o.value_size > (std::uint64_t{256} << 20)) {
     return InvalidArgumentError("--value-size must be in 1B..256MiB");
@@ -131,6 +131,9 @@ Result<StoreUnderTest> StartStore(const StoreBenchOptions& o, const std::string&
                                     std::to_string(node_memory),
                                     "--exit-on-stdin-eof"};
   nargs.insert(nargs.end(), auth.begin(), auth.end());
+  if (transport == "ucx") {
+    nargs.insert(nargs.end(), {"--transports", "tcp,shm,ucx"});
+  }
   SLUICE_ASSIGN_OR_RETURN(s.node, BenchChild::Spawn(OnTargetHost(o.target_netns, nargs)));
   EngineConfig ec;
   ec.transports = {transport};
@@ -203,6 +206,9 @@ Result<StoreBenchResult> RunStoreBench(const StoreBenchOptions& o, const std::st
                                        o.target_address};
   if (o.transport == "shm") {
     raw_args.push_back("--shared");
+  }
+  if (o.transport == "ucx") {
+    raw_args.push_back("--ucx");
   }
   SLUICE_ASSIGN_OR_RETURN(auto raw, BenchChild::Spawn(OnTargetHost(o.target_netns, raw_args)));
   TransferEngine* engine = stores[0].engine.get();

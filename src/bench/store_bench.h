@@ -13,9 +13,10 @@ namespace sluice::bench {
 
 struct StoreBenchOptions {
   std::uint64_t value_size = std::uint64_t{16} << 20;
-  std::string op = "put";         // "put" or "get".
-  std::string transport = "shm";  // The client's engine: "shm" (same host) or "tcp".
-  int clients = 1;                // Client threads.
+  std::string op = "put";  // "put" or "get".
+  // The client's engine: "shm" (same host), "tcp" or "ucx" (the node runs it too).
+  std::string transport = "shm";
+  int clients = 1;  // Client threads.
   double duration_s = 3;
   // Also run a second store whose master, node and client carry a cluster
   // credential (a token made for the run), alternating rounds with the

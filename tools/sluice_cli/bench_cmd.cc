@@ -122,8 +122,8 @@ void AddStore(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_option("--op", o->b.op, "put or get")
       ->check(CLI::IsMember({"put", "get"}))
       ->capture_default_str();
-  cmd->add_option("--transport", o->b.transport, "the client's transport: shm or tcp")
-      ->check(CLI::IsMember({"tcp", "shm"}))
+  cmd->add_option("--transport", o->b.transport, "the client's transport: shm, tcp or ucx")
+      ->check(CLI::IsMember({"tcp", "shm", "ucx"}))
       ->capture_default_str();
   cmd->add_option("--clients", o->b.clients, "client threads")
       ->check(CLI::Range(1, 64))

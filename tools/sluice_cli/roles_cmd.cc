@@ -83,7 +83,8 @@ int RunMaster(MasterConfig config, bool exit_on_eof, const EtcdOptions& eo) {
 }
 
 int RunStoreNode(const std::string& listen, const std::string& advertise, StoreNodeConfig config,
-                 bool exit_on_eof, const EtcdOptions& eo, int metrics_port) {
+                 bool exit_on_eof, const EtcdOptions& eo, int metrics_port,
+                 const std::vector<std::string>& transports) {
   BlockStopSignals();
   bool failed = false;
   std::unique_ptr<discovery::EtcdClient> etcd = ConnectEtcd("sluice store-node", eo, &failed);
@@ -101,6 +102,7 @@ int RunStoreNode(const std::string& listen, const std::string& advertise, StoreN
   EngineConfig ec;
   ec.listen = listen;
   ec.advertise = advertise;
+  ec.transports = transports;
   ec.secret = TransferSecret(config.security);
   ec.encrypt_data = config.security.encrypt_data;
   auto engine = TransferEngine::Create(ec);
@@ -325,6 +327,7 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
     EtcdOptions etcd;
     bool exit_on_eof = false;
     int metrics_port = -1;
+    std::vector<std::string> transports = {"tcp", "shm"};
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd =
@@ -339,6 +342,12 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--listen", o->listen, "transfer-engine endpoint host:port")
       ->capture_default_str();
   cmd->add_option("--advertise", o->advertise, kAdvertiseHelp);
+  cmd->add_option("--transports", o->transports,
+                  "the transfer engine's transports, comma-separated: tcp, shm, ucx (UCX: its "
+                  "clients must run it too; UCX_TLS picks its fabric)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"tcp", "shm", "ucx"}))
+      ->capture_default_str();
   AddHostIdFlag(cmd, &o->host_id);
   cmd->add_option("--node-id", o->config.node_id, "default: the engine endpoint");
   cmd->add_option("--disk", o->config.disk_dir,
@@ -373,7 +382,7 @@ void AddStoreNode(CLI::App& app, std::vector<Command>* out) {
                       return 2;
                     }
                     return RunStoreNode(o->listen, o->advertise, o->config, o->exit_on_eof, o->etcd,
-                                        o->metrics_port);
+                                        o->metrics_port, o->transports);
                   }});
 }
 
