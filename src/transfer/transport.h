@@ -80,6 +80,12 @@ struct OpQuery {
 
 class TransportPath;
 
+// The initiator's check of `q.op` against the peer's table entry
+// `q.remote` (not null): range and access bits (CheckRange). False, with
+// the reason in `*failure`, when the op is wrong for the region: the path
+// answers PlanVerdict::kFail.
+bool OpFitsPeerRegion(const OpQuery& q, Status* failure);
+
 // A region being registered, as PackRegion sees it.
 struct RegionView {
   char* addr = nullptr;

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "transfer/device/devipc_transport.h"
+#include "transfer/region_table.h"
 #include "transfer/shm/shm_transport.h"
 #include "transfer/tcp/tcp_transport.h"
 #include "transfer/transport.h"
@@ -78,6 +79,17 @@ const TransportFactory* FindFactory(std::string_view name) {
 Result<PeerMemory> TransportPath::Map(const WireRegion& /*region*/, std::uint64_t /*offset*/,
                                       std::uint64_t /*length*/) {
   return UnimplementedError(std::string(transport().name()) + " does not map peer memory");
+}
+
+bool OpFitsPeerRegion(const OpQuery& q, Status* failure) {
+  const RegionInfo& info = q.remote->info;
+  Status range = CheckRange(info.length, info.access, q.op.remote_offset, q.op.length,
+                            q.op.kind == OpKind::kWrite);
+  if (!range.ok()) {
+    *failure = std::move(range);
+    return false;
+  }
+  return true;
 }
 
 std::span<const TransportFactory> TransportFactories() {

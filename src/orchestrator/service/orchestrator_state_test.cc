@@ -76,6 +76,20 @@ class OrchestratorStateTest : public ::testing::Test {
     return state_->Heartbeat(h);
   }
 
+  // Finishes `job`'s encode on `encode` and returns which of `denoisers`
+  // was then sent its denoise (0: none).
+  WorkerId DenoisedOn(WorkerId encode, JobId job, std::initializer_list<WorkerId> denoisers) {
+    EXPECT_TRUE(Done(encode, job, "cond").ok());
+    for (WorkerId w : denoisers) {
+      for (const AssignmentOrder& a : sent_[w]) {
+        if (a.job == job && a.kind == Kind::kRun) {
+          return w;
+        }
+      }
+    }
+    return 0;
+  }
+
   JobId Submit(const std::string& affinity = "", const std::string& batch_key = "") {
     JobRequest r;
     r.request_json = R"({"prompt":"a red circle"})";
@@ -213,17 +227,7 @@ TEST_F(OrchestratorStateTest, AnAdaptersJobsGoWhereItWasLoaded) {
                  d2 = Worker("denoise", 0ms, 2), v = Worker("decode", 0ms, 6);
   (void)v;
   const std::string adapter = std::string(kAdapterAffinity) + "0123456789abcdef";
-  auto denoised_on = [&](JobId job) -> WorkerId {
-    EXPECT_TRUE(Done(e, job, "cond").ok());
-    for (WorkerId w : {d1, d2}) {
-      for (const AssignmentOrder& a : sent_[w]) {
-        if (a.job == job && a.kind == Kind::kRun) {
-          return w;
-        }
-      }
-    }
-    return 0;
-  };
+  auto denoised_on = [&](JobId job) { return DenoisedOn(e, job, {d1, d2}); };
   const JobId plain = Submit();
   EXPECT_EQ(denoised_on(plain), d2) << "the freest";
   const JobId first = Submit(adapter);
@@ -243,17 +247,7 @@ TEST_F(OrchestratorStateTest, ABatchingWorkerFillsWithJobsOfItsShape) {
   const WorkerId e = Worker("encode", 0ms, 6), d1 = Worker("denoise", 0ms, 2),
                  d2 = Worker("denoise", 0ms, 2), v = Worker("decode", 0ms, 6);
   (void)v;
-  auto denoised_on = [&](JobId job) -> WorkerId {
-    EXPECT_TRUE(Done(e, job, "cond").ok());
-    for (WorkerId w : {d1, d2}) {
-      for (const AssignmentOrder& a : sent_[w]) {
-        if (a.job == job && a.kind == Kind::kRun) {
-          return w;
-        }
-      }
-    }
-    return 0;
-  };
+  auto denoised_on = [&](JobId job) { return DenoisedOn(e, job, {d1, d2}); };
   const std::string small = "size=128x128,frames=1,steps=12";
   const std::string large = "size=256x256,frames=1,steps=12";
   EXPECT_EQ(denoised_on(Submit("", small)), d1);
@@ -271,17 +265,7 @@ TEST_F(OrchestratorStateTest, ADoneSayingWhatTheWorkerHoldsReplacesWhatWasLearne
   (void)v;
   const std::string a = std::string(kAdapterAffinity) + "0123456789abcdef";
   const std::string b = std::string(kAdapterAffinity) + "fedcba9876543210";
-  auto denoised_on = [&](JobId job) -> WorkerId {
-    EXPECT_TRUE(Done(e, job, "cond").ok());
-    for (WorkerId w : {d1, d2}) {
-      for (const AssignmentOrder& o : sent_[w]) {
-        if (o.job == job && o.kind == Kind::kRun) {
-          return w;
-        }
-      }
-    }
-    return 0;
-  };
+  auto denoised_on = [&](JobId job) { return DenoisedOn(e, job, {d1, d2}); };
   auto done_holding = [&](WorkerId w, JobId job, std::optional<std::vector<std::string>> held) {
     DoneReport r;
     r.worker = w;

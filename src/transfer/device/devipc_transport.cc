@@ -219,10 +219,7 @@ class DevIpcPath final : public TransportPath {
     if (!ReadBlob(region, &blob)) {
       return PlanVerdict::kPass;  // Not exported device memory: another path's.
     }
-    Status range = CheckRange(region.info.length, region.info.access, op.remote_offset, op.length,
-                              op.kind == OpKind::kWrite);
-    if (!range.ok()) {
-      *failure = std::move(range);
+    if (!OpFitsPeerRegion(q, failure)) {
       return PlanVerdict::kFail;
     }
     Result<std::shared_ptr<OpenedAllocation>> opened = Open(blob.ipc);
@@ -311,10 +308,7 @@ class DevIpcPath final : public TransportPath {
       return PlanVerdict::kPass;
     }
     const TransferRequest& op = q.op;
-    Status range = CheckRange(region.info.length, region.info.access, op.remote_offset, op.length,
-                              op.kind == OpKind::kWrite);
-    if (!range.ok()) {
-      *failure = std::move(range);
+    if (!OpFitsPeerRegion(q, failure)) {
       return PlanVerdict::kFail;
     }
     if (down_.load(std::memory_order_acquire)) {

@@ -44,10 +44,7 @@ class ShmPath final : public TransportPath {
     }
     const TransferRequest& op = q.op;
     const RegionInfo& info = q.remote->info;
-    Status range = CheckRange(info.length, info.access, op.remote_offset, op.length,
-                              op.kind == OpKind::kWrite);
-    if (!range.ok()) {
-      *failure = std::move(range);
+    if (!OpFitsPeerRegion(q, failure)) {
       return PlanVerdict::kFail;
     }
     route->unit = kChunk;
