@@ -15,9 +15,11 @@ class Planner {
  public:
   explicit Planner(const PlanRequest& r) : r_(r) {}
 
-  // The trial of `model` on `gpus` per stage; whether it met the SLO.
-  Result<bool> Try(const ModelProfile& model, const std::vector<int>& gpus, SimResult* out) {
-    const SimConfig c = OneModel(model, gpus, r_.priority, r_.rate_per_s, r_.hours, r_.seed);
+  // The trial of `model` on `gpus` per stage, batches of `batch` in its
+  // admission pool; whether it met the SLO.
+  Result<bool> Try(const ModelProfile& model, const std::vector<int>& gpus, int batch,
+                   SimResult* out) {
+    const SimConfig c = OneModel(model, gpus, r_.priority, r_.rate_per_s, r_.hours, r_.seed, batch);
     SLUICE_ASSIGN_OR_RETURN(*out, Simulate(c));
     ++simulations_;
     const ClassResult& k = out->classes.front();
@@ -30,11 +32,64 @@ class Planner {
            (r_.slo_on_ttff ? k.ttff_s.p99 : k.latency_s.p99) <= r_.slo_p99_s;
   }
 
-  // The fewest GPUs per stage of `model` meeting the SLO (see Plan).
-  Result<std::vector<int>> Search(const ModelProfile& model, SimResult* at) {
-    std::vector<int> g;
+  // The batch sizes worth a search for `model`: 1, and each size whose
+  // gain its admission stage's curve raises, up to max_batch.
+  std::vector<int> BatchSizes(const ModelProfile& model) const {
+    std::vector<int> sizes = {1};
+    const std::size_t a = AdmissionStage(model);
+    if (a == model.stages.size()) {
+      return sizes;
+    }
+    const std::vector<double>& gain = model.stages[a].batch_gain;
+    for (int b = 2; b <= r_.max_batch && b <= static_cast<int>(gain.size()); ++b) {
+      if (BatchGain(gain, b) > BatchGain(gain, sizes.back()) + 1e-9) {
+        sizes.push_back(b);
+      }
+    }
+    return sizes;
+  }
+
+  // The fewest GPUs per stage of `model` meeting the SLO, and the batch
+  // size of its admission pool they take: the fewest over BatchSizes, the
+  // smaller batch on a tie. Errors: kResourceExhausted when no size meets
+  // it within max_gpus.
+  Result<std::pair<std::vector<int>, int>> Best(const ModelProfile& model, SimResult* at) {
+    std::pair<std::vector<int>, int> best;
+    Status last;
+    for (int b : BatchSizes(model)) {
+      SimResult r;
+      Result<std::vector<int>> g = Search(model, b, &r);
+      if (!g.ok()) {
+        if (g.status().code() != StatusCode::kResourceExhausted) {
+          return g.status();
+        }
+        last = g.status();
+        continue;
+      }
+      if (best.first.empty() || Total(*g) < Total(best.first)) {
+        best = {std::move(*g), b};
+        *at = std::move(r);
+      }
+    }
+    if (best.first.empty()) {
+      return last;
+    }
+    return best;
+  }
+
+  // The fewest GPUs per stage of `model` meeting the SLO with batches of
+  // `batch` in its admission pool (see Plan).
+  Result<std::vector<int>> Search(const ModelProfile& model, int batch, SimResult* at) {
+    // Each stage's demand in GPUs (rate x service, over the batch's gain).
+    std::vector<double> demand;
     for (const StageProfile& s : model.stages) {
-      g.push_back(std::max(1, static_cast<int>(std::ceil(r_.rate_per_s * s.service.mean_s / 0.8))));
+      const bool batches = s.kind == orch::StageKind::kAdmission && !s.batch_gain.empty();
+      demand.push_back(r_.rate_per_s * s.service.mean_s /
+                       (batches ? BatchGain(s.batch_gain, batch) : 1.0));
+    }
+    std::vector<int> g;
+    for (double d : demand) {
+      g.push_back(std::max(1, static_cast<int>(std::ceil(d / 0.8))));
     }
     SimResult r;
     while (true) {
@@ -42,7 +97,7 @@ class Planner {
         return ResourceExhaustedError("plan: the SLO is not met within " +
                                       std::to_string(r_.max_gpus) + " GPUs");
       }
-      SLUICE_ASSIGN_OR_RETURN(bool ok, Try(model, g, &r));
+      SLUICE_ASSIGN_OR_RETURN(bool ok, Try(model, g, batch, &r));
       if (ok) {
         break;
       }
@@ -57,14 +112,13 @@ class Planner {
     }
     // Trim each pool to the fewest GPUs that still meet it.
     for (std::size_t s = 0; s < g.size(); ++s) {
-      int lo =
-          std::max(1, static_cast<int>(std::ceil(r_.rate_per_s * model.stages[s].service.mean_s)));
+      int lo = std::max(1, static_cast<int>(std::ceil(demand[s])));
       int hi = g[s];  // Meets it.
       while (lo < hi) {
         std::vector<int> t = g;
         t[s] = (lo + hi) / 2;
         SimResult tr;
-        SLUICE_ASSIGN_OR_RETURN(bool ok, Try(model, t, &tr));
+        SLUICE_ASSIGN_OR_RETURN(bool ok, Try(model, t, batch, &tr));
         if (ok) {
           hi = t[s];
         } else {
@@ -73,7 +127,7 @@ class Planner {
       }
       g[s] = hi;
     }
-    SLUICE_ASSIGN_OR_RETURN(bool ok, Try(model, g, at));
+    SLUICE_ASSIGN_OR_RETURN(bool ok, Try(model, g, batch, at));
     if (!ok) {
       return InternalError("plan: the trimmed plan no longer meets the SLO");
     }
@@ -104,6 +158,9 @@ Result<PlanResult> Plan(const PlanRequest& request) {
   if (!(request.max_utilization > 0 && request.max_utilization <= 1)) {
     return InvalidArgumentError("plan: the utilization cap must be in (0, 1]");
   }
+  if (request.max_batch < 1 || request.max_batch > 1024) {
+    return InvalidArgumentError("plan: max_batch must be in [1, 1024]");
+  }
   double service = 0;  // Until the result, or the first frame.
   for (const StageProfile& s : request.model.stages) {
     const bool last = &s == &request.model.stages.back();
@@ -116,15 +173,19 @@ Result<PlanResult> Plan(const PlanRequest& request) {
   }
   Planner p(request);
   PlanResult out;
-  SLUICE_ASSIGN_OR_RETURN(std::vector<int> g, p.Search(request.model, &out.disaggregated));
+  SLUICE_ASSIGN_OR_RETURN(auto plan, p.Best(request.model, &out.disaggregated));
+  const auto& [g, batch] = plan;
   for (std::size_t s = 0; s < g.size(); ++s) {
-    out.pools.push_back({request.model.name, request.model.stages[s].name, g[s], 1, {}});
+    const bool admission = s == AdmissionStage(request.model);
+    out.pools.push_back(
+        {request.model.name, request.model.stages[s].name, g[s], admission ? batch : 1, {}});
   }
   out.gpus = Planner::Total(g);
   const ModelProfile colocated =
       Colocated(request.model, ColocatedDecodePenalty(request.model, request.gpu_memory_gb));
-  SLUICE_ASSIGN_OR_RETURN(std::vector<int> c, p.Search(colocated, &out.colocated));
-  out.colocated_gpus = c.front();
+  SLUICE_ASSIGN_OR_RETURN(auto c, p.Best(colocated, &out.colocated));
+  out.colocated_gpus = c.first.front();
+  out.colocated_batch = c.second;
   out.simulations = p.simulations();
   return out;
 }
@@ -132,7 +193,7 @@ Result<PlanResult> Plan(const PlanRequest& request) {
 std::string ToJson(const PlanResult& r) {
   nlohmann::json j;
   for (const PoolSize& p : r.pools) {
-    j["pools"].push_back({{"stage", p.stage}, {"gpus", p.gpus}});
+    j["pools"].push_back({{"stage", p.stage}, {"gpus", p.gpus}, {"batch", p.capacity}});
   }
   auto run = [](const SimResult& s) {
     const ClassResult& k = s.classes.front();
@@ -150,6 +211,7 @@ std::string ToJson(const PlanResult& r) {
   j["gpus"] = r.gpus;
   j["disaggregated"] = run(r.disaggregated);
   j["colocated_gpus"] = r.colocated_gpus;
+  j["colocated_batch"] = r.colocated_batch;
   j["colocated"] = run(r.colocated);
   j["gpu_ratio"] = r.colocated_gpus > 0 ? static_cast<double>(r.gpus) / r.colocated_gpus : 0.0;
   j["simulations"] = r.simulations;

@@ -30,13 +30,19 @@ struct PlanRequest {
   // over-memory factor where its colocated peak exceeds it
   // (ColocatedDecodePenalty).
   double gpu_memory_gb = ::sluice::kDefaultGpuMemoryGb;
+  // The largest batch planned for the admission pool where the model's
+  // admission stage has a batch_gain curve (1: none). [1, 1024].
+  int max_batch = 16;
 };
 
 struct PlanResult {
-  std::vector<PoolSize> pools;  // Disaggregated: one per stage.
+  // Disaggregated: one per stage; the admission pool's capacity is its
+  // batch size (1 without batching).
+  std::vector<PoolSize> pools;
   int gpus = 0;
   SimResult disaggregated;  // The run at `pools`.
-  int colocated_gpus = 0;   // One pool running every stage (Colocated).
+  int colocated_gpus = 0;   // One pool running every stage (Colocated),
+  int colocated_batch = 1;  // in batches of this many.
   SimResult colocated;
   int simulations = 0;  // Trials run.
 };
@@ -46,9 +52,13 @@ struct PlanResult {
 // max_utilization. Searches up from the demand
 // (rate x service time per stage), growing the busiest pool by a tenth
 // until the SLO holds, then trims each pool to the fewest GPUs that still
-// hold it; likewise for the colocated pool. Deterministic for a seed.
+// hold it; likewise for the colocated pool. Where the admission stage
+// batches (StageProfile::batch_gain), each batch size its curve gains at
+// (up to max_batch) is searched so, and the one needing the fewest GPUs
+// is planned (a larger batch serves more per GPU but slows each job, so
+// a tight SLO may pick a smaller one). Deterministic for a seed.
 // Errors: kInvalidArgument (a rate, SLO, span or GPU memory not > 0, a
-// utilization cap outside (0, 1]; an SLO below the
+// utilization cap outside (0, 1], max_batch outside [1, 1024]; an SLO below the
 // model's own service time, which no pool size can meet);
 // kResourceExhausted (no plan within max_gpus).
 Result<PlanResult> Plan(const PlanRequest& request);

@@ -78,6 +78,59 @@ TEST(PlannerTest, ATighterSloNeedsAtLeastAsManyGpus) {
   EXPECT_GE(tight->gpus, loose->gpus);
 }
 
+// Qwen-Image's published batch curve at 512x512 on an H200 (SGLang PR
+// #22183: 1.82x at 2, 2.69x at 3, 2.77x at 4), put on FLUX's denoise.
+std::vector<double> Qwen512Gain() {
+  return {1.0, 1.82, 2.69, 2.77};
+}
+
+TEST(PlannerTest, ABatchingDenoisePlansFewerGpusAtTheBatchItsSloAllows) {
+  Result<PlanResult> alone = Plan(Images(10, 12));
+  PlanRequest r = Images(10, 12);
+  r.model.stages[1].batch_gain = Qwen512Gain();
+  Result<PlanResult> batched = Plan(r);
+  ASSERT_TRUE(alone.ok() && batched.ok()) << batched.status().ToString();
+  EXPECT_EQ(alone->pools[1].capacity, 1);
+  EXPECT_GE(batched->pools[1].capacity, 3);
+  // 39 GPUs of demand alone; at 2.69x or more, under 15.
+  EXPECT_GE(alone->pools[1].gpus, 39);
+  EXPECT_LT(batched->pools[1].gpus, 16);
+  EXPECT_LE(batched->disaggregated.classes.front().latency_s.p99, 12);
+  EXPECT_EQ(batched->disaggregated.classes.front().unfinished, 0u);
+  // Colocated batches too (its encode and decode do not): fewer GPUs than
+  // colocated alone.
+  EXPECT_GT(batched->colocated_batch, 1);
+  EXPECT_LT(batched->colocated_gpus, alone->colocated_gpus);
+
+  // A batch of 4 takes each job's denoise to 3.9 x 4 / 2.77 = 5.6 s: a
+  // 5 s SLO plans a smaller one.
+  r.slo_p99_s = 5;
+  Result<PlanResult> tight = Plan(r);
+  ASSERT_TRUE(tight.ok()) << tight.status().ToString();
+  EXPECT_LT(tight->pools[1].capacity, 4);
+  EXPECT_LE(tight->disaggregated.classes.front().latency_s.p99, 5);
+  // max_batch 1 plans without batching.
+  r.slo_p99_s = 12;
+  r.max_batch = 1;
+  Result<PlanResult> off = Plan(r);
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(off->pools[1].capacity, 1);
+  EXPECT_EQ(off->pools[1].gpus, alone->pools[1].gpus);
+  r.max_batch = 0;
+  EXPECT_EQ(Plan(r).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PlannerTest, ACurveThatGainsLittlePlansNoBatchUnderATightSlo) {
+  // Qwen-Image at 1024x1024 gains 1.03x at 2 (same source): a batch of 2
+  // nearly doubles each job's denoise, past a 6 s SLO.
+  PlanRequest r = Images(10, 6);
+  r.model.stages[1].batch_gain = {1.0, 1.027};
+  Result<PlanResult> p = Plan(r);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->pools[1].capacity, 1);
+  EXPECT_EQ(p->colocated_batch, 1);
+}
+
 TEST(PlannerTest, AnSloBelowTheServiceTimeIsRefused) {
   Status s = Plan(Images(10, 3)).status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);

@@ -22,12 +22,13 @@ using orch::Action;
 constexpr double kTickS = 1.0;  // Scheduler ticks (aging, dispatch) on the virtual clock.
 
 struct Event {
-  enum class Kind : std::uint8_t { kArrival, kTraced, kStageEnd, kFail, kRepair, kTick };
+  enum class Kind : std::uint8_t { kArrival, kTraced, kJoin, kStageEnd, kFail, kRepair, kTick };
   double t = 0;
   std::uint64_t seq = 0;  // Ties run in the order scheduled.
   Kind kind = Kind::kTick;
-  std::uint64_t a = 0;  // Arrival: stream; traced: its index; stage end: job; fail/repair: worker.
-  std::uint64_t b = 0;  // Stage end: the assignment's token.
+  // Arrival: stream; traced: its index; join, stage end: job; fail/repair: worker.
+  std::uint64_t a = 0;
+  std::uint64_t b = 0;  // Join, stage end: the assignment's token.
   bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
 };
 
@@ -35,7 +36,9 @@ struct PoolState {
   std::vector<std::size_t> models;  // Served by its workers.
   std::string stage;
   int gpus = 0, capacity = 1;
+  const std::vector<double>* gain = nullptr;  // Its stage's batch_gain, when it batches.
   double busy_slot_s = 0;
+  double busy_work = 0;  // Batching: the integral of BatchGain(running batch) over the window.
   std::size_t max_queued = 0;
   int running = 0;             // Assignments holding a slot now.
   double interval_busy = 0;    // Sum of `running` over this interval's ticks.
@@ -45,9 +48,14 @@ struct PoolState {
 struct WorkerState {
   std::size_t pool = 0;
   bool alive = true;
+  // A batching pool's worker: the jobs stepping in its batch, and when
+  // their work left was last brought up to date.
+  std::vector<std::uint64_t> batch;
+  double since = 0;
 };
 
 struct JobState {
+  std::uint64_t id = 0;
   std::size_t stream = 0;  // Its (model, class).
   std::size_t model = 0;
   std::size_t stage = 0;  // Of its current assignment, in its model.
@@ -59,6 +67,10 @@ struct JobState {
   double service_at = 0;      // When its transfer ends and service begins.
   double end = 0;             // Planned end.
   double step_s = 0;          // Service time per step (admission stages).
+  // A batching stage's job: its service alone (from its resume step), what
+  // is left of it as of its worker's `since`, and whether it is in the batch.
+  double work_total = 0, work_left = 0;
+  bool in_batch = false;
   int resume_step = 0;
   double first_output = -1;     // Time to first frame, once its last stage runs.
   double held_bytes = 0;        // Its payload in the store (the last stage's output).
@@ -109,6 +121,18 @@ Status Validate(const SimConfig& c) {
         return InvalidArgumentError("sim: model " + m.name + " stage " + s.name +
                                     ": mean_s > 0, cv >= 0, steps >= 1, input_chunks >= 1, "
                                     "first_output_fraction in (0, 1]");
+      }
+      if (!s.batch_gain.empty()) {
+        bool good = s.batch_gain.size() <= 1024 && std::abs(s.batch_gain[0] - 1) < 1e-9;
+        for (double g : s.batch_gain) {
+          good = good && g > 0 && std::isfinite(g);
+        }
+        if (!good || s.kind != orch::StageKind::kAdmission || s.input_chunks != 1) {
+          return InvalidArgumentError(
+              "sim: model " + m.name + " stage " + s.name +
+              ": batch_gain is for an admission stage without chunked input, starts at 1, "
+              "holds gains > 0 and at most 1024 of them");
+        }
       }
       if (c.store_bytes > 0 && &s != &m.stages.back() &&
           static_cast<double>(s.output_bytes) > c.store_bytes) {
@@ -181,8 +205,17 @@ class Simulation {
       ps.stage = p.stage;
       ps.gpus = p.gpus;
       ps.capacity = p.capacity;
+      const StageProfile& first =
+          c_.models[ps.models.front()].stages[Stage(ps.models.front(), p.stage)];
+      if (!first.batch_gain.empty()) {
+        if (ps.models.size() > 1) {
+          return InvalidArgumentError("sim: pool " + p.model + "/" + p.stage +
+                                      ": a batching stage's pool serves one model");
+        }
+        ps.gain = &first.batch_gain;
+      }
       for (int g = 0; g < p.gpus; ++g) {
-        workers_.push_back({pools_.size() - 1, true});
+        workers_.push_back({pools_.size() - 1, true, {}, 0});
         const orch::WorkerId id = workers_.size();
         SLUICE_RETURN_IF_ERROR(Call(scheduler_->WorkerUp(id, Spec(pools_.back()), Now())));
         if (c_.mtbf_s > 0) {
@@ -240,8 +273,11 @@ class Simulation {
           }
           Arrive(trace_stream_[e.a], c_.trace[e.a].counted);
           break;
+        case Event::Kind::kJoin:
+          Join(e.a, e.b);
+          break;
         case Event::Kind::kStageEnd:
-          StageEnd(e.a, e.b);
+          StageEnd(e.a, e.b, e.t);
           break;
         case Event::Kind::kFail:
           Fail(e.a);
@@ -284,7 +320,11 @@ class Simulation {
       }
       pr.stage = p.stage;
       pr.gpus = p.gpus;
-      pr.utilization = p.busy_slot_s / (c_.duration_s * p.gpus * p.capacity);
+      pr.capacity = p.capacity;
+      pr.utilization =
+          p.gain == nullptr
+              ? p.busy_slot_s / (c_.duration_s * p.gpus * p.capacity)
+              : p.busy_work / (c_.duration_s * p.gpus * BatchGain(*p.gain, p.capacity));
       pr.max_queued = p.max_queued;
       pr.utilization_series = p.series;
       r.pools.push_back(std::move(pr));
@@ -386,6 +426,7 @@ class Simulation {
     spec.model = st.model;
     spec.priority = st.priority;
     JobState& job = jobs_[spec.id];
+    job.id = spec.id;
     job.stream = stream;
     job.model = st.model_index;
     job.counted = counted;
@@ -477,6 +518,17 @@ class Simulation {
     job.step_s = full / sp.steps;
     job.resume_step = resume;
     job.store_wait_from = -1;
+    if (pool.gain != nullptr) {
+      // It joins its worker's batch once its input is in; its end (and a
+      // last stage's first output) then follows the batch's size.
+      job.work_total = job.work_left = service;
+      job.end = -1;
+      if (stage + 1 == m.stages.size()) {
+        job.first_output = -1;
+      }
+      events_.push({job.service_at, ++seq_, Event::Kind::kJoin, a.job, job.token});
+      return;
+    }
     if (stage + 1 == m.stages.size()) {
       job.first_output = job.service_at + service * sp.first_output_fraction;
     }
@@ -486,25 +538,121 @@ class Simulation {
   // The step a running admission stage has reached (its latest checkpoint).
   int StepReached(const JobState& job) const {
     const int steps = c_.models[job.model].stages[job.stage].steps;
-    const int done = job.step_s > 0 ? static_cast<int>((now_ - job.service_at) / job.step_s) : 0;
+    const double worked = pools_[workers_[job.worker - 1].pool].gain != nullptr
+                              ? job.work_total - WorkLeftNow(job)
+                              : now_ - job.service_at;
+    const int done = job.step_s > 0 ? static_cast<int>(worked / job.step_s) : 0;
     return std::clamp(job.resume_step + std::max(0, done), 0, steps - 1);
   }
 
-  // The assignment stops now: its slot's busy time is counted.
+  // A batching stage's job: its service left as of now.
+  double WorkLeftNow(const JobState& job) const {
+    if (!job.in_batch) {
+      return job.work_left;
+    }
+    const WorkerState& w = workers_[job.worker - 1];
+    const int n = static_cast<int>(w.batch.size());
+    const double rate = BatchGain(*pools_[w.pool].gain, n) / n;
+    return std::max(0.0, job.work_left - (now_ - w.since) * rate);
+  }
+
+  // Brings `w`'s batch up to now: each member moved at BatchGain(n) / n
+  // of its speed alone since `since`; the pool's busy work is counted, and
+  // a last stage's first output passed meanwhile is dated.
+  void Advance(WorkerState& w) {
+    const double dt = now_ - w.since;
+    if (!w.batch.empty() && dt > 0) {
+      PoolState& p = pools_[w.pool];
+      const int n = static_cast<int>(w.batch.size());
+      const double gain = BatchGain(*p.gain, n);
+      const double rate = gain / n;
+      p.busy_work += gain * (std::min(now_, c_.duration_s) - std::min(w.since, c_.duration_s));
+      for (std::uint64_t id : w.batch) {
+        JobState& job = jobs_.at(id);
+        const double before = job.work_total - job.work_left;
+        job.work_left = std::max(0.0, job.work_left - dt * rate);
+        const ModelProfile& m = c_.models[job.model];
+        const double first = m.stages[job.stage].first_output_fraction * job.work_total;
+        if (job.stage + 1 == m.stages.size() && job.first_output < 0 &&
+            job.work_total - job.work_left >= first) {
+          job.first_output = w.since + (first - before) / rate;
+        }
+      }
+    }
+    w.since = now_;
+  }
+
+  // Dates each member of `w`'s batch's end at its size now (an end pushed
+  // before is stale: StageEnd skips an event not at the job's `end`).
+  void Reschedule(WorkerState& w) {
+    if (w.batch.empty()) {
+      return;
+    }
+    const int n = static_cast<int>(w.batch.size());
+    const double rate = BatchGain(*pools_[w.pool].gain, n) / n;
+    for (std::uint64_t id : w.batch) {
+      JobState& job = jobs_.at(id);
+      job.end = now_ + job.work_left / rate;
+      events_.push({job.end, ++seq_, Event::Kind::kStageEnd, id, job.token});
+    }
+  }
+
+  void Join(orch::JobId id, std::uint64_t token) {
+    auto j = jobs_.find(id);
+    if (j == jobs_.end() || j->second.token != token) {
+      return;  // Taken back during its transfer.
+    }
+    WorkerState& w = workers_[j->second.worker - 1];
+    Advance(w);
+    j->second.in_batch = true;
+    w.batch.push_back(id);
+    Reschedule(w);
+  }
+
+  // `job` leaves its worker's batch (done, stopped or lost); the rest go
+  // on at the batch's new size.
+  void Leave(JobState& job) {
+    if (!job.in_batch) {
+      return;
+    }
+    WorkerState& w = workers_[job.worker - 1];
+    Advance(w);
+    w.batch.erase(std::find(w.batch.begin(), w.batch.end(), job.id));
+    job.in_batch = false;
+    Reschedule(w);
+  }
+
+  // The assignment stops now: its slot's busy time is counted (a batching
+  // pool counts its batches' work instead).
   void EndAssignment(JobState& job) {
     if (job.token == 0) {
       return;
     }
     PoolState& p = pools_[workers_[job.worker - 1].pool];
-    p.busy_slot_s += std::max(0.0, std::min(now_, c_.duration_s) - job.start);
+    if (p.gain != nullptr) {
+      Leave(job);
+    } else {
+      p.busy_slot_s += std::max(0.0, std::min(now_, c_.duration_s) - job.start);
+    }
     --p.running;
     job.token = 0;
   }
 
-  void StageEnd(orch::JobId id, std::uint64_t token) {
+  void StageEnd(orch::JobId id, std::uint64_t token, double at) {
     auto j = jobs_.find(id);
     if (j == jobs_.end() || j->second.token != token) {
       return;  // Taken back meanwhile (failure, preemption).
+    }
+    if (pools_[workers_[j->second.worker - 1].pool].gain != nullptr) {
+      if (!j->second.in_batch || at != j->second.end) {
+        return;  // Its batch changed size since this end was dated, or it ended.
+      }
+      Leave(j->second);
+      j->second.work_left = 0;
+      if (j->second.first_output < 0 &&
+          j->second.stage + 1 == c_.models[j->second.model].stages.size()) {
+        j->second.first_output = now_;
+      }
     }
     if (!Publish(j->second)) {
       j->second.store_wait_from = now_;  // Holds its GPU until the store has room.
@@ -663,6 +811,16 @@ class Simulation {
 };
 
 }  // namespace
+
+double BatchGain(const std::vector<double>& gain, int n) {
+  if (n <= 0) {
+    return 0;
+  }
+  if (gain.empty()) {
+    return n;
+  }
+  return gain[std::min(static_cast<std::size_t>(n), gain.size()) - 1];
+}
 
 double QuantileOf(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) {

@@ -48,7 +48,21 @@ struct StageProfile {
   // works on slice j once it has arrived, so the rest of the transfer
   // overlaps its service. 1: the whole input first.
   int input_chunks = 1;
+  // Batching (an admission stage only): batch_gain[k] is the throughput of
+  // k + 1 jobs stepping together as one batch, relative to one job alone
+  // (batch_gain[0] = 1; past the last entry the gain stays at it). A
+  // worker of the stage's pool then runs up to its pool's `capacity` jobs
+  // as one batch: with n running, each moves at batch_gain[n - 1] / n of
+  // its speed alone, so a job joining or leaving changes every member's
+  // end. Empty: the pool's slots run independently, each at full speed.
+  // Jobs join at once (a real batch takes them at its next step boundary,
+  // at most one step later).
+  std::vector<double> batch_gain;
 };
+
+// The gain of a batch of `n` jobs on `gain` (see StageProfile::batch_gain):
+// 0 for none; n when `gain` is empty (independent slots).
+double BatchGain(const std::vector<double>& gain, int n);
 
 struct ModelProfile {
   std::string name;
@@ -63,7 +77,7 @@ struct ModelProfile {
 struct PoolSize {
   std::string model, stage;
   int gpus = 1;      // Workers, one GPU each.
-  int capacity = 1;  // Slots per worker.
+  int capacity = 1;  // Slots per worker (a batching stage: its largest batch).
   // Further models the same workers serve at this stage (one slot for
   // any of them, as a profile worker registered for every model does).
   std::vector<std::string> more_models;
@@ -148,7 +162,11 @@ double ShareWithin(const std::vector<double>& sorted, double limit);
 struct PoolResult {
   std::string model, stage;  // model: its models joined by '+'.
   int gpus = 0;
-  double utilization = 0;  // Busy slot-seconds over slot-seconds of the arrival window.
+  int capacity = 1;
+  // Busy slot-seconds over slot-seconds of the arrival window; for a
+  // batching stage, the work its batches did (batch_gain of their size,
+  // per second) over what full batches would have done.
+  double utilization = 0;
   std::size_t max_queued = 0;
   // Busy slots over slots, per series_interval_s from time 0 to the end
   // of the run.
@@ -175,7 +193,10 @@ struct SimResult {
 // order they first appear there. Errors: kInvalidArgument naming the bad
 // field (an unknown model or stage in a pool, arrival or trace, a stage
 // without a pool, non-positive sizes, rates or times, a cv below 0, a
-// trace out of order or past duration_s).
+// trace out of order or past duration_s; a batch gain curve on a stage
+// that is not an admission stage, with chunked input, not starting at 1,
+// with a gain not > 0 or past 1024 entries, or whose pool serves more
+// than one model).
 Result<SimResult> Simulate(const SimConfig& config);
 
 std::string ToJson(const SimResult& r);

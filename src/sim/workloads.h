@@ -50,7 +50,10 @@ double ColocatedDecodePenalty(const ModelProfile& m, double gpu_memory_gb);
 // the job from encode to decode) whose service is every stage's in turn,
 // the decode's times `decode_penalty` (without it: ColocatedDecodePenalty
 // on a GPU of kDefaultGpuMemoryGb); its first output comes once the
-// decode has produced its first frames.
+// decode has produced its first frames. Where `m`'s admission stage
+// batches, so does the colocated stage, its other stages' work not: n
+// jobs gain S / (S_other + S_admission / g(n)) over one alone (S their
+// service in all, g the admission stage's curve).
 ModelProfile Colocated(const ModelProfile& m);
 ModelProfile Colocated(const ModelProfile& m, double decode_penalty);
 
@@ -58,14 +61,18 @@ ModelProfile Colocated(const ModelProfile& m, double decode_penalty);
 // each (the admission pool takes what rounding leaves); one slot per GPU.
 std::vector<PoolSize> SplitPools(const ModelProfile& m, int gpus);
 
-// `m` alone: gpus[s] GPUs for stage s (one slot each; a Colocated profile
-// has one stage), Poisson arrivals of `priority` at `rate_per_s` for
-// `hours`. Every GPU of the admission pool may hold a reservation in the
-// next pool (admission_overcommit). Not validated here: Simulate refuses
-// a stage without GPUs or a rate not > 0.
+// `m` alone: gpus[s] GPUs for stage s (one slot each, but batches of
+// `admission_batch` in the admission pool; a Colocated profile has one
+// stage), Poisson arrivals of `priority` at `rate_per_s` for `hours`.
+// Every slot of the admission pool may hold a reservation in the next
+// pool (admission_overcommit). Not validated here: Simulate refuses a
+// stage without GPUs or a rate not > 0.
 SimConfig OneModel(const ModelProfile& m, const std::vector<int>& gpus,
                    orchestrator::PriorityClass priority, double rate_per_s, double hours,
-                   std::uint64_t seed);
+                   std::uint64_t seed, int admission_batch = 1);
+
+// The admission stage of `m` (its index), or m.stages.size() when none.
+std::size_t AdmissionStage(const ModelProfile& m);
 
 // `gpus` GPUs for `workload`: "image" (FLUX, interactive), "video" (Wan,
 // standard) or "mixed" (half the GPUs each; images interactive, videos

@@ -7,6 +7,7 @@
 // `sluice sim report CONFIG -o DIR`: the report of src/sim/report.h.
 // `sluice sim overlap`: benchmark (b) at real sizes (src/sim/overlap.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -113,6 +114,8 @@ struct PlanOptions {
   int max_gpus = 100000;
   double max_utilization = 0.95;
   double gpu_memory_gb = kDefaultGpuMemoryGb;
+  std::vector<double> batch_gain;  // Empty: the model's own curve.
+  int max_batch = 16;
   bool json = false;
 };
 
@@ -122,8 +125,21 @@ int RunPlan(const PlanOptions& o) {
     std::cerr << "sluice plan: --model: " << m.status().message() << "\n";
     return 2;
   }
+  if (!o.batch_gain.empty()) {
+    bool good = o.batch_gain.size() <= 1024 && o.batch_gain.front() == 1;
+    for (double g : o.batch_gain) {
+      good = good && g > 0 && std::isfinite(g);
+    }
+    if (!good) {
+      std::cerr << "sluice plan: --batch-gain: the throughput of batches of 1, 2, ... over one "
+                   "job alone: starts at 1, each > 0, at most 1024 of them\n";
+      return 2;
+    }
+    m->stages[sim::AdmissionStage(*m)].batch_gain = o.batch_gain;
+  }
   sim::PlanRequest r;
   r.model = std::move(*m);
+  r.max_batch = o.max_batch;
   r.rate_per_s = o.rate;
   r.slo_p99_s = o.slo_p99_s;
   // --priority allows only the class names.
@@ -146,13 +162,15 @@ int RunPlan(const PlanOptions& o) {
   const sim::ClassResult& c = p->colocated.classes.front();
   std::printf("%s at %.3f jobs/s, p99 within %.2f s:\n", o.model.c_str(), o.rate, o.slo_p99_s);
   for (std::size_t i = 0; i < p->pools.size(); ++i) {
-    std::printf("  %-8s %6d GPUs  utilization %.3f\n", p->pools[i].stage.c_str(), p->pools[i].gpus,
+    std::printf("  %-8s %6d GPUs  utilization %.3f", p->pools[i].stage.c_str(), p->pools[i].gpus,
                 p->disaggregated.pools[i].utilization);
+    std::printf(p->pools[i].capacity > 1 ? "  batches of %d\n" : "\n", p->pools[i].capacity);
   }
   std::printf("  disaggregated %d GPUs: p50 %.2f s, p99 %.2f s\n", p->gpus, d.latency_s.p50,
               d.latency_s.p99);
-  std::printf("  colocated     %d GPUs: p50 %.2f s, p99 %.2f s\n", p->colocated_gpus,
-              c.latency_s.p50, c.latency_s.p99);
+  std::printf("  colocated     %d GPUs: p50 %.2f s, p99 %.2f s", p->colocated_gpus, c.latency_s.p50,
+              c.latency_s.p99);
+  std::printf(p->colocated_batch > 1 ? ", batches of %d\n" : "\n", p->colocated_batch);
   std::printf("  (%d simulations)\n", p->simulations);
   return 0;
 }
@@ -278,6 +296,14 @@ void AddSimCommand(CLI::App& app, std::vector<Command>* out) {
                    "each GPU's memory: a colocated model that does not fit it pays its decode "
                    "penalty")
       ->check(CLI::Range(1.0, 4096.0))
+      ->capture_default_str();
+  plan->add_option("--batch-gain", po->batch_gain,
+                   "the denoise pool's batching: throughput of batches of 1, 2, ... jobs over one "
+                   "alone, comma-separated (e.g. 1,1.82,2.69,2.77); default: the model's published "
+                   "curve, if any; 1: no batching")
+      ->delimiter(',');
+  plan->add_option("--max-batch", po->max_batch, "the largest batch planned")
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   plan->add_flag("--json", po->json, "print one JSON object");
   out->push_back({plan, [po] { return RunPlan(*po); }});
