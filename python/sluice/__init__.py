@@ -23,12 +23,14 @@ from .errors import (
     UnimplementedError,
 )
 
+from .batching import StepBatcher
 from .engine import Store, TransferEngine
 from .tensors import SimTensor
 from .worker import StageOutput, StageWorker
 
 __all__ = [
     "SimTensor",
+    "StepBatcher",
     "Store",
     "TransferEngine",
     "StageOutput",

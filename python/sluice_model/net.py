@@ -311,10 +311,12 @@ class Model:
         return layer_norm(X) * (1 + sc1) + sh1
 
     def blocks(self, X: torch.Tensor, c2: torch.Tensor, cond: torch.Tensor,
-               lora: "Lora" = ()) -> torch.Tensor:
+               lora: "Lora" = (), row_lora=()) -> torch.Tensor:
         """Every block over X [B, n, DIT_DIM] given text [B, 64, 64]. `lora`:
         (adapter tensors, scale) pairs; each adapted layer computes
-        h @ w + sum(scale (h @ lora_a) @ lora_b) (+ its bias)."""
+        h @ w + sum(scale (h @ lora_a) @ lora_b) (+ its bias). `row_lora`:
+        (first, end, lora) triples, each adding its adapters to samples
+        [first, end) only (a batch of jobs with their own adapters)."""
         w, d = self.w, DIT_DIM
 
         def lin(h, q, name, bias=True):
@@ -323,6 +325,12 @@ class Model:
                 a = tensors.get(q + name + ".lora_a")
                 if a is not None:
                     out = out + scale * ((h @ a) @ tensors[q + name + ".lora_b"])
+            for first, end, terms in row_lora:
+                for tensors, scale in terms:
+                    a = tensors.get(q + name + ".lora_a")
+                    if a is not None:
+                        out[first:end] += scale * ((h[first:end] @ a)
+                                                   @ tensors[q + name + ".lora_b"])
             return out + w[q + name + "_b"] if bias else out
 
         for b in range(DIT_DEPTH):
@@ -426,6 +434,15 @@ class StepCache:
              cond: torch.Tensor, lora: Lora = ()) -> torch.Tensor:
         """model.denoise(x, sigma, cond) for a batch of guidance's branches
         of one latent (the same x and sigma in each), through the cache."""
+        X, c2, cached = self.begin(model, x, sigma)
+        if cached is not None:
+            return cached
+        return self.end(model, X, c2, model.blocks(X, c2, cond, lora), x.shape)
+
+    def begin(self, model: "Model", x: torch.Tensor, sigma: torch.Tensor):
+        """A step's first half: (X, c2, the prediction when the cache skips
+        the blocks, else None). A step that runs the blocks (alone or in a
+        batch with other jobs') finishes with end()."""
         X, c2 = model.embed(x, sigma)
         if self.threshold > 0:
             m = model.modulated_input(X[:1], c2[:1])
@@ -433,13 +450,17 @@ class StepCache:
                     and float((m - self.anchor).abs().double().sum()
                               / self.anchor.abs().double().sum()) < self.threshold):
                 self.skipped += 1
-                return model.head(X + self.residual, c2, x.shape)
+                return X, c2, model.head(X + self.residual, c2, x.shape)
             self.anchor = m
-        out = model.blocks(X, c2, cond, lora)
+        return X, c2, None
+
+    def end(self, model: "Model", X: torch.Tensor, c2: torch.Tensor, out: torch.Tensor,
+            shape) -> torch.Tensor:
+        """The prediction from the blocks' output `out` for X; keeps its residual."""
         if self.threshold > 0:
             self.residual = out - X
         self.computed += 1
-        return model.head(out, c2, x.shape)
+        return model.head(out, c2, shape)
 
 
 @torch.no_grad()

@@ -17,6 +17,12 @@ A job's LoRA adapters ("lora", each with the digest the orchestrator adds)
 are read from the store (sluice/adapter/DIGEST) by the denoise worker on
 first use and kept, the newest MAX_ADAPTERS.
 
+With --denoise-batch K a denoise worker takes up to K jobs and runs their
+steps as one forward (sluice.StepBatcher): each job keeps its own sampler
+loop, jobs of one latent shape that step together go through the blocks
+as one batch (each with its own adapters and step cache), and the job's
+stage_done counts steps_batched.
+
 Run one stage as a worker process:
 
     PYTHONPATH=build/python:python /usr/bin/python3 -m sluice_model.stages \\
@@ -28,6 +34,7 @@ It prints "READY worker STAGE" once registered and runs until stdin closes.
 import argparse
 import base64
 import collections
+import contextlib
 import io
 import json
 import sys
@@ -122,8 +129,11 @@ class TorchStages:
     with the cache."""
 
     def __init__(self, model: net.Model, conn: DiffusionConnector, store=None,
-                 step_cache_threshold: float = 0.0):
+                 step_cache_threshold: float = 0.0, denoise_batch: int = 1):
         self.model = model
+        # Denoise: the steps of up to denoise_batch jobs run as one forward.
+        self.batcher = (sluice.StepBatcher(self.forward_batch, max_batch=denoise_batch)
+                        if denoise_batch > 1 else None)
         self.conn = conn
         # Denoise: the step cache's threshold for a request naming none.
         self.step_cache_threshold = step_cache_threshold
@@ -206,29 +216,76 @@ class TorchStages:
         start = 0
         if r.picture is not None:
             x, start = self.edit_start(r, x)
-        c, u = cond[0:1], cond[1:2]
         step_cache = net.StepCache(
             self.step_cache_threshold if r.step_cache is None else r.step_cache)
         lora = self._adapters(ctx, r)
-        for i in range(start, r.steps):
-            if ctx.should_stop():
-                raise sluice.CancelledError(f"stopped at step {i}")
-            # The C++ sampler's float32 arithmetic: sigma, next and their ratio.
-            sigma = np.float32(1) - np.float32(i) / np.float32(r.steps)
-            nxt = np.float32(1) - np.float32(i + 1) / np.float32(r.steps)
-            sig = torch.full((2,), float(sigma))
-            both = step_cache.step(self.model, torch.cat([x, x]), sig, torch.cat([c, u]), lora)
-            x0 = both[1:2] + np.float32(r.guidance) * (both[0:1] - both[1:2])
-            x = x + float(np.float32((nxt - sigma) / sigma)) * (x - x0)
-            done = i + 1
-            if r.preview_every > 0 and (done % r.preview_every == 0 or done == r.steps):
-                ctx.preview(done, self.preview_png(x0[0, :, 0]))
-            ctx.progress(done, r.steps)
+        # Batching: a member of its shape's batches from its first step to
+        # its last (or its stop), counting the steps it shared.
+        key = tuple(shape)
+        batched = 0
+        with self.batcher.member(key) if self.batcher else contextlib.nullcontext():
+            for i in range(start, r.steps):
+                if ctx.should_stop():
+                    raise sluice.CancelledError(f"stopped at step {i}")
+                # The C++ sampler's float32 arithmetic: sigma, next and their ratio.
+                sigma = np.float32(1) - np.float32(i) / np.float32(r.steps)
+                nxt = np.float32(1) - np.float32(i + 1) / np.float32(r.steps)
+                item = (torch.cat([x, x]), torch.full((2,), float(sigma)), cond[0:2], lora,
+                        step_cache)
+                if self.batcher is not None:
+                    both, n = self.batcher.step(key, item)
+                    batched += n > 1
+                else:
+                    both = self.forward_batch([item])[0]
+                x0 = both[1:2] + np.float32(r.guidance) * (both[0:1] - both[1:2])
+                x = x + float(np.float32((nxt - sigma) / sigma)) * (x - x0)
+                done = i + 1
+                if r.preview_every > 0 and (done % r.preview_every == 0 or done == r.steps):
+                    ctx.preview(done, self.preview_png(x0[0, :, 0]))
+                ctx.progress(done, r.steps)
         ctx.add_count("steps", step_cache.computed + step_cache.skipped)
+        if self.batcher is not None:
+            ctx.add_count("steps_batched", batched)
         if step_cache.threshold > 0:
             ctx.add_count("steps_skipped", step_cache.skipped)
         latent = np.ascontiguousarray(x[0].numpy().astype(np.float32))
         return self._publish(ctx, "denoise", "latent", latent, shape[1] if shape[1] > 1 else 1)
+
+    @torch.no_grad()
+    def forward_batch(self, items):
+        """The denoiser's predictions for one step of each of several jobs
+        (a StepBatcher's run): each item is (x, sigma, cond, lora,
+        step_cache) for one job's guidance branches. Each job's step cache
+        may skip its blocks; the others' go through them as one batch, each
+        job's adapters on its own rows. A lone job runs StepCache.step's
+        arithmetic exactly; in a batch a job's prediction is within float32
+        rounding of that."""
+        out = [None] * len(items)
+        run = []  # (item index, X, c2) of the jobs running the blocks.
+        for i, (x, sigma, _, _, step_cache) in enumerate(items):
+            X, c2, cached = step_cache.begin(self.model, x, sigma)
+            if cached is None:
+                run.append((i, X, c2))
+            else:
+                out[i] = cached
+        if len(run) == 1:
+            i, X, c2 = run[0]
+            blocks = [self.model.blocks(X, c2, items[i][2], items[i][3])]
+        elif run:
+            rows, row_lora, first = [], [], 0
+            for i, X, _ in run:
+                rows.append(X.shape[0])
+                if items[i][3]:
+                    row_lora.append((first, first + X.shape[0], items[i][3]))
+                first += X.shape[0]
+            together = self.model.blocks(torch.cat([X for _, X, _ in run]),
+                                         torch.cat([c2 for _, _, c2 in run]),
+                                         torch.cat([items[i][2] for i, _, _ in run]),
+                                         row_lora=row_lora)
+            blocks = together.split(rows)
+        for (i, X, c2), b in zip(run, blocks if run else ()):
+            out[i] = items[i][4].end(self.model, X, c2, b, items[i][0].shape)
+        return out
 
     @torch.no_grad()
     def decode(self, ctx) -> StageOutput:
@@ -295,20 +352,28 @@ def frames_archive(pngs) -> bytes:
 
 
 def serve(stage: str, orchestrator: str, master: Optional[str], weights: str = golden.WEIGHTS,
-          name: str = "", step_cache_threshold: float = 0.0) -> StageWorker:
+          name: str = "", step_cache_threshold: float = 0.0,
+          denoise_batch: int = 1) -> StageWorker:
     """A worker serving `stage` of the reference model from torch;
-    `step_cache_threshold` (denoise, 0..1): for requests naming none."""
+    `step_cache_threshold` (denoise, 0..1): for requests naming none;
+    `denoise_batch` (denoise, 1..64): jobs taken at once, their steps run
+    as one forward (1: one job at a time)."""
     if not 0 <= step_cache_threshold <= 1:
         raise sluice.InvalidArgumentError("step_cache_threshold: must be in 0..1 (0: off)")
+    if isinstance(denoise_batch, bool) or not isinstance(denoise_batch, int) or \
+            not 1 <= denoise_batch <= 64 or (denoise_batch > 1 and stage != "denoise"):
+        raise sluice.InvalidArgumentError(
+            f"denoise_batch: an int in 1..64 for a denoise worker, not {denoise_batch!r}")
     torch.set_num_threads(1)
     model = golden.load(weights)
     store_cfg = StoreConfig(master=master) if master else None
     conn = DiffusionConnector(stage, "store" if master else "p2p", store_config=store_cfg)
     conn.warm()
     store = sluice.Store(master) if master and stage == "denoise" else None
-    stages = TorchStages(model, conn, store, step_cache_threshold)
-    return StageWorker(stage, orchestrator, getattr(stages, stage), model="sluice-reference",
-                       name=name or f"torch-{stage}", assignment_timeout=120.0)
+    stages = TorchStages(model, conn, store, step_cache_threshold, denoise_batch)
+    return StageWorker(stage, orchestrator, getattr(stages, stage), capacity=denoise_batch,
+                       model="sluice-reference", name=name or f"torch-{stage}",
+                       assignment_timeout=120.0)
 
 
 def main(argv=None) -> int:
@@ -319,11 +384,16 @@ def main(argv=None) -> int:
     ap.add_argument("--weights", default=golden.WEIGHTS)
     ap.add_argument("--step-cache-threshold", type=float, default=0.0,
                     help="denoise: the step cache's threshold for requests naming none (0..1)")
+    ap.add_argument("--denoise-batch", type=int, default=1,
+                    help="denoise: jobs taken at once, their steps run as one forward (1..64)")
     args = ap.parse_args(argv)
     if not 0 <= args.step_cache_threshold <= 1:
         ap.error("--step-cache-threshold: must be in 0..1 (0: off)")
+    if not 1 <= args.denoise_batch <= 64 or (args.denoise_batch > 1 and args.stage != "denoise"):
+        ap.error("--denoise-batch: 1..64, for --stage denoise")
     worker = serve(args.stage, args.orchestrator, args.master or None, args.weights,
-                   step_cache_threshold=args.step_cache_threshold)
+                   step_cache_threshold=args.step_cache_threshold,
+                   denoise_batch=args.denoise_batch)
     if not worker.wait_registered(30):
         print("torch worker: not registered within 30 s", file=sys.stderr)
         return 1
