@@ -14,6 +14,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "sluice/adapters.h"
 #include "sluice/connector/connector.h"
 #include "sluice/logging.h"
 #include "sluice/runtime/reference_stages.h"
@@ -337,6 +338,11 @@ class Context {
     }
     c_->AddCount(name, n);
   }
+  // What the worker holds after the run (StageContext::SetHeld).
+  void set_held(std::vector<std::string> labels) {
+    Check(CheckHeldLabels(labels));
+    c_->SetHeld(std::move(labels));
+  }
   void keep_alive() { c_->KeepAlive(); }
   bool should_stop() const { return c_->ShouldStop(); }
   bool should_checkpoint() const { return c_->ShouldCheckpoint(); }
@@ -483,6 +489,7 @@ PYBIND11_MODULE(_sluice, m) {
   }
   g_status_error = PyErr_NewException("_sluice.StatusError", PyExc_RuntimeError, nullptr);
   m.attr("StatusError") = py::handle(g_status_error);
+  m.attr("ADAPTER_LABEL_PREFIX") = std::string(sluice::kAdapterLabelPrefix);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) {
@@ -543,6 +550,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def("first_output", &Context::first_output)
       .def("add_timing", &Context::add_timing, py::arg("phase"), py::arg("seconds"))
       .def("add_count", &Context::add_count, py::arg("name"), py::arg("n"))
+      .def("set_held", &Context::set_held, py::arg("labels"))
       .def("keep_alive", &Context::keep_alive)
       .def("should_stop", &Context::should_stop)
       .def("should_checkpoint", &Context::should_checkpoint);

@@ -50,6 +50,13 @@ ctx.add_count(name, n) adds n (>= 0) to what the run counted under `name`
 shows on the job's stage_done event (counts). A bad name or a negative n
 raises InvalidArgumentError.
 
+ctx.set_held(labels) says what the worker holds after the run that later
+jobs may prefer it for, newest first: ADAPTER_LABEL_PREFIX + digest for
+each LoRA adapter resident (at most 16 labels of 1..128 bytes; more, or an
+empty or longer one, raise InvalidArgumentError). It replaces what the
+orchestrator learned of the worker, so jobs stop being drawn to an
+adapter it dropped.
+
 The handler runs on a sluice thread (holding the GIL while it runs Python),
 up to `capacity` at once. Returning bytes is shorthand for
 StageOutput(output=bytes). Raising fails the assignment; UnavailableError and
@@ -66,6 +73,10 @@ from .errors import InvalidArgumentError, translated
 # A handler's context raises typed errors, as the rest of the package does.
 _sluice.StageContext.add_timing = translated(_sluice.StageContext.add_timing)
 _sluice.StageContext.add_count = translated(_sluice.StageContext.add_count)
+_sluice.StageContext.set_held = translated(_sluice.StageContext.set_held)
+
+# A held label naming a LoRA adapter: this prefix and the adapter's digest.
+ADAPTER_LABEL_PREFIX = _sluice.ADAPTER_LABEL_PREFIX
 
 
 

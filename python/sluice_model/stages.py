@@ -46,6 +46,7 @@ import torch
 
 import sluice
 from sluice import StageOutput, StageWorker, cache
+from sluice.worker import ADAPTER_LABEL_PREFIX
 from sluice.diffusion import DiffusionConnector, StagePayload, StoreConfig, descriptor_to_json
 
 from . import golden, net, png
@@ -198,6 +199,10 @@ class TorchStages:
             terms.append((tensors, scale))
         if r.lora:
             ctx.add_count("adapter_loads", loads)
+            # What this worker holds now (loading may have dropped others):
+            # the orchestrator draws their jobs here, and no longer those
+            # of the dropped ones.
+            ctx.set_held([ADAPTER_LABEL_PREFIX + d for d in reversed(self.adapters)])
         return terms
 
     # -- the stages ----------------------------------------------------------

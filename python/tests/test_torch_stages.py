@@ -140,6 +140,38 @@ def test_cpp_and_torch_workers_serve_one_model(store, tmp_path):
         orch.close()
 
 
+def test_the_denoise_worker_says_which_adapters_it_holds_newest_first():
+    class Ctx:
+        held, counts = None, {}
+
+        def add_count(self, name, n):
+            self.counts[name] = n
+
+        def set_held(self, labels):
+            self.held = labels
+
+    class Store:
+        def get(self, key):
+            return open(golden.MIRROR_ADAPTER, "rb").read()
+
+    torch_stages = stages.TorchStages(None, None)
+    torch_stages.store = Store()  # Where adapters are read from.
+    digests = [f"{i:016x}" for i in range(stages.MAX_ADAPTERS + 2)]
+    ctx = Ctx()
+    for d in digests:  # One job per adapter: the oldest two are dropped.
+        torch_stages._adapters(ctx, stages.Request(json.dumps(
+            {"prompt": "a", "lora": [{"name": "m", "digest": d}]})))
+    assert ctx.held == ["adapter=" + d for d in reversed(digests[2:])]
+    # A job naming one again makes it the newest; a job without adapters
+    # says nothing.
+    torch_stages._adapters(ctx, stages.Request(json.dumps(
+        {"prompt": "a", "lora": [{"name": "m", "digest": digests[5]}]})))
+    assert ctx.held[0] == "adapter=" + digests[5] and len(ctx.held) == stages.MAX_ADAPTERS
+    ctx.held = None
+    torch_stages._adapters(ctx, stages.Request(json.dumps({"prompt": "a"})))
+    assert ctx.held is None
+
+
 def test_request_defaults_and_frames_archive_match_the_cpp_stages():
     r = stages.Request(json.dumps({"prompt": "a", "size": "96x64", "frames": 17}))
     assert r.latent_shape() == (4, 5, 16, 24)

@@ -10,6 +10,7 @@ import pytest
 
 import sluice
 from sluice import StageOutput, StageWorker
+from sluice.worker import ADAPTER_LABEL_PREFIX
 
 from conftest import SLUICE_BIN, Proc, post_image
 
@@ -58,7 +59,7 @@ def test_python_handlers_run_every_stage(orchestrator):
 
 def test_a_handlers_timings_and_counts_show_on_its_stage_done_event(orchestrator):
     grpc, http = orchestrator
-    refused = []
+    refused, held_refused = [], []
 
     def denoise(ctx):
         ctx.add_timing("input", 0.002)
@@ -76,6 +77,12 @@ def test_a_handlers_timings_and_counts_show_on_its_stage_done_event(orchestrator
                 ctx.add_count(name, n)
             except sluice.InvalidArgumentError as e:
                 refused.append(str(e))
+        ctx.set_held([ADAPTER_LABEL_PREFIX + "0123456789abcdef"] * 16)
+        for labels in ([""], ["x" * 129], ["x"] * 17, ["ok", ""]):
+            try:
+                ctx.set_held(labels)
+            except sluice.InvalidArgumentError as e:
+                held_refused.append(str(e))
         return StageOutput(output=b"latent")
 
     workers = [StageWorker("encode", grpc, lambda ctx: b"cond"),
@@ -100,6 +107,11 @@ def test_a_handlers_timings_and_counts_show_on_its_stage_done_event(orchestrator
         assert len(refused) == 6, refused
         assert "phase 'Input'" in refused[0] and "finite" in refused[3], refused
         assert "name 'Steps'" in refused[4] and ">= 0" in refused[5], refused
+        assert len(held_refused) == 4, held_refused
+        assert "held label 0: 1..128 bytes, not 0" in held_refused[0], held_refused
+        assert "not 129" in held_refused[1] and "17 of them, at most 16" in held_refused[2], \
+            held_refused
+        assert "held label 1" in held_refused[3], held_refused
     finally:
         for w in workers:
             w.close()

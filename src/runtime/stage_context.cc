@@ -100,6 +100,22 @@ bool IsCountName(std::string_view name) {
   return orchestrator::IsTimingName(name);
 }
 
+Status CheckHeldLabels(const std::vector<std::string>& labels) {
+  if (labels.size() > orchestrator::kMaxHeldLabels) {
+    return InvalidArgumentError("held labels: " + std::to_string(labels.size()) +
+                                " of them, at most " +
+                                std::to_string(orchestrator::kMaxHeldLabels));
+  }
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i].empty() || labels[i].size() > orchestrator::kMaxHeldLabelBytes) {
+      return InvalidArgumentError("held label " + std::to_string(i) + ": 1.." +
+                                  std::to_string(orchestrator::kMaxHeldLabelBytes) +
+                                  " bytes, not " + std::to_string(labels[i].size()));
+    }
+  }
+  return Status::Ok();
+}
+
 void StageContext::AddCount(std::string_view name, std::int64_t n) {
   if (!IsCountName(name) || n < 0) {
     return;

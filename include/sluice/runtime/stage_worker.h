@@ -108,6 +108,10 @@ class StageContext {
 bool IsTimingPhase(std::string_view phase);
 // Whether `name` may name a count (StageContext::AddCount): 1..32 of [a-z_].
 bool IsCountName(std::string_view name);
+// Whether StageContext::SetHeld sends `labels` whole: kInvalidArgument
+// naming the first label that is empty or over 128 bytes, or the count
+// when there are more than 16.
+Status CheckHeldLabels(const std::vector<std::string>& labels);
 
 struct StageOutput {
   std::string output;  // Descriptor for the next stage, or the final result bytes.
