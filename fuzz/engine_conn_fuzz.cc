@@ -29,8 +29,8 @@
 
 #include "common/net.h"
 #include "loopback.h"
+#include "transfer/control/handshake.h"
 #include "transfer/frame_seal.h"
-#include "transfer/tcp/handshake.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 #include "transfer/batch.h"
 
 #include "common/mutex.h"
-#include "transfer/tcp/event_loop.h"
+#include "transfer/control/event_loop.h"
 #include "transfer/write_order.h"
 
 namespace sluice::internal {

@@ -9,8 +9,9 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "device/backends.h"
-#include "transfer/tcp/acceptor.h"
-#include "transfer/tcp/handshake.h"
+#include "transfer/batch.h"
+#include "transfer/control/acceptor.h"
+#include "transfer/control/handshake.h"
 
 namespace sluice::internal {
 namespace {
@@ -75,6 +76,15 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfig& confi
   }
   // In the order their paths are tried (the factory table's rank).
   SLUICE_ASSIGN_OR_RETURN(e->transports_, MakeTransports(config, e->backend_));
+  for (const TransportFactory& f : TransportFactories()) {
+    if (f.serve != nullptr) {
+      auto& s = e->served_.emplace_back(std::make_unique<Served>());
+      s->factory = &f;
+      s->ctx =
+          ServeContext{&e->regions_,      e->backend_, config.slice_size, config.max_frame_payload,
+                       config.op_timeout, &s->read,    &s->written};
+    }
+  }
   std::string names;
   for (const auto& t : e->transports_) {
     if (!t->caps().completion_means_visible) {
@@ -121,7 +131,15 @@ void EngineImpl::Accept(UniqueFd fd, std::string peer) {
   }
   pending_handshakes_.fetch_add(1);
   EventLoop* loop = loops_[next_loop_.fetch_add(1) % loops_.size()].get();
-  ServerSession::Start(std::move(fd), loop, std::move(peer), config_.op_timeout, this);
+  ServerConn::Start(std::move(fd), loop, std::move(peer), config_.op_timeout, this);
+}
+
+std::vector<std::unique_ptr<ConnHalf>> EngineImpl::ServedHalves(ConnPort* conn) {
+  std::vector<std::unique_ptr<ConnHalf>> halves;
+  for (const auto& s : served_) {
+    halves.push_back(s->factory->serve(conn, s->ctx));
+  }
+  return halves;
 }
 
 Result<RegionKey> EngineImpl::RegisterMemory(void* addr, std::size_t len, MemoryKind kind,
@@ -248,16 +266,16 @@ void EngineImpl::PushTable() {
   }
 }
 
-void EngineImpl::Subscribe(const std::shared_ptr<ServerSession>& s) {
+void EngineImpl::Subscribe(const std::shared_ptr<ServerConn>& c) {
   MutexLock lock(subs_mu_);
-  subscribers_.push_back(s);
+  subscribers_.push_back(c);
 }
 
-void EngineImpl::Unsubscribe(ServerSession* s) {
+void EngineImpl::Unsubscribe(ServerConn* c) {
   MutexLock lock(subs_mu_);
-  std::erase_if(subscribers_, [s](const std::weak_ptr<ServerSession>& w) {
+  std::erase_if(subscribers_, [c](const std::weak_ptr<ServerConn>& w) {
     auto p = w.lock();
-    return p == nullptr || p.get() == s;
+    return p == nullptr || p.get() == c;
   });
 }
 
@@ -332,8 +350,11 @@ Status EngineImpl::Connect(Peer* peer) {
     seals.push_back(std::move(hs->seal));
   }
   std::weak_ptr<Link> weak = link;
+  // The halves of the transport riding the connections (at most one).
+  const Transport* riding = nullptr;
+  std::vector<ConnHalf*> halves;
   for (std::size_t i = 0; i < fds.size(); ++i) {
-    ClientSession::Callbacks cb;
+    ClientConn::Callbacks cb;
     cb.on_closed = [peer, weak](const Status& why) {
       if (auto l = weak.lock()) {
         peer->LinkDown(l, why);
@@ -343,15 +364,29 @@ Status EngineImpl::Connect(Peer* peer) {
       cb.on_table = [peer](RegionTable t) { peer->UpdateTable(std::move(t)); };
     }
     EventLoop* loop = loops_[(peer->id().value + i) % loops_.size()].get();
-    link->conns.push_back(std::make_shared<ClientSession>(
-        std::move(fds[i]), loop, peer->endpoint(), config_.op_timeout, std::move(cb), backend_,
-        config_.slice_size, std::move(seals[i])));
+    auto conn =
+        std::make_shared<ClientConn>(std::move(fds[i]), loop, peer->endpoint(), config_.op_timeout,
+                                     std::move(cb), std::move(seals[i]));
+    for (const auto& t : transports_) {
+      if (std::unique_ptr<ConnHalf> half = t->ClientHalf(conn.get())) {
+        if (riding != nullptr && riding != t.get()) {
+          return InternalError("transports " + std::string(riding->name()) + " and " +
+                               std::string(t->name()) + " both ride the connections");
+        }
+        riding = t.get();
+        halves.push_back(half.get());
+        conn->SetHalf(std::move(half));
+      }
+    }
+    link->conns.push_back(std::move(conn));
   }
   std::string names;
   for (const auto& t : transports_) {
     const std::string* blob = FindBlob(links, t->name());
-    const PeerLinkInfo info{peer->endpoint(), host, blob != nullptr ? *blob : std::string_view(),
-                            link->conns, link->alive};
+    const PeerLinkInfo info{
+        peer->endpoint(), host, blob != nullptr ? *blob : std::string_view(),
+        t.get() == riding ? std::span<ConnHalf* const>(halves) : std::span<ConnHalf* const>(),
+        link->alive};
     if (auto path = t->Attach(info)) {
       link->paths.push_back(std::move(path));
       names += (names.empty() ? "" : ",") + std::string(t->name());
@@ -559,9 +594,11 @@ std::vector<TransportStats> EngineImpl::TransportCounters() const {
   std::vector<TransportStats> out;
   for (const auto& t : transports_) {
     out.push_back(t->Stats());
-    if (t->caps().served_on_connections) {
-      out.back().bytes_served_read = served_read_.load(std::memory_order_relaxed);
-      out.back().bytes_served_written = served_written_.load(std::memory_order_relaxed);
+    for (const auto& s : served_) {
+      if (s->factory->name == t->name()) {
+        out.back().bytes_served_read = s->read.load(std::memory_order_relaxed);
+        out.back().bytes_served_written = s->written.load(std::memory_order_relaxed);
+      }
     }
   }
   return out;

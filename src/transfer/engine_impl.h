@@ -14,11 +14,11 @@
 #include "common/mutex.h"
 #include "common/security_keys.h"
 #include "device/backend.h"
+#include "transfer/control/event_loop.h"
+#include "transfer/control/server_conn.h"
 #include "transfer/peer.h"
 #include "transfer/region_table.h"
 #include "transfer/shm/shared_alloc.h"
-#include "transfer/tcp/event_loop.h"
-#include "transfer/tcp/server_session.h"
 #include "transfer/transport.h"
 
 namespace sluice::internal {
@@ -44,24 +44,17 @@ class EngineImpl final : public ServerHost {
   std::vector<TransportStats> TransportCounters() const;
 
   // ServerHost.
-  RegionTableLocal& regions() override { return regions_; }
   const std::string& secret() const override { return config_.secret; }
   bool requires_encryption() const override { return config_.encrypt_data; }
-  std::uint64_t max_frame_payload() const override { return config_.max_frame_payload; }
   std::uint64_t max_notify_bytes() const override { return config_.max_notify_bytes; }
   HelloOk MakeHelloOk() override;
   void DeliverNotify(const std::string& sender, std::span<const std::byte> data) override;
-  device::DeviceBackend* device_backend() const override { return backend_; }
-  std::uint64_t staging_slot_size() const override { return config_.slice_size; }
-  void Subscribe(const std::shared_ptr<ServerSession>& s) override;
-  void Unsubscribe(ServerSession* s) override;
+  void Subscribe(const std::shared_ptr<ServerConn>& c) override;
+  void Unsubscribe(ServerConn* c) override;
   std::chrono::milliseconds handshake_timeout() const override { return config_.handshake_timeout; }
   void HandshakeEnded() override { pending_handshakes_.fetch_sub(1); }
   RefusalLog& refusals() override { return refusals_; }
-  void CountServed(std::uint64_t read, std::uint64_t written) override {
-    served_read_.fetch_add(read, std::memory_order_relaxed);
-    served_written_.fetch_add(written, std::memory_order_relaxed);
-  }
+  std::vector<std::unique_ptr<ConnHalf>> ServedHalves(ConnPort* conn) override;
 
   // Accepts a connection (called by the acceptor on loop 0).
   void Accept(UniqueFd fd, std::string peer);
@@ -94,7 +87,7 @@ class EngineImpl final : public ServerHost {
   SharedAllocator allocator_;
 
   Mutex subs_mu_;
-  std::vector<std::weak_ptr<ServerSession>> subscribers_ SLUICE_GUARDED_BY(subs_mu_);
+  std::vector<std::weak_ptr<ServerConn>> subscribers_ SLUICE_GUARDED_BY(subs_mu_);
 
   Mutex handler_mu_;
   std::shared_ptr<NotifyHandler> notify_handler_ SLUICE_GUARDED_BY(handler_mu_);
@@ -105,8 +98,15 @@ class EngineImpl final : public ServerHost {
       SLUICE_GUARDED_BY(peers_mu_);  // By endpoint.
 
   RefusalLog refusals_{"transfer engine"};
-  std::atomic<int> pending_handshakes_{0};                         // Accepted, handshake not ended.
-  std::atomic<std::uint64_t> served_read_{0}, served_written_{0};  // Over tcp.
+  std::atomic<int> pending_handshakes_{0};  // Accepted, handshake not ended.
+  // The transports served on every accepted connection (their factories'
+  // `serve`), with what they touch and the bytes they served.
+  struct Served {
+    const TransportFactory* factory = nullptr;
+    std::atomic<std::uint64_t> read{0}, written{0};
+    ServeContext ctx;
+  };
+  std::vector<std::unique_ptr<Served>> served_;
   std::vector<std::unique_ptr<EventLoop>> loops_;
   std::atomic<std::uint64_t> next_loop_{0};
 };

@@ -1,5 +1,5 @@
 // The initiator's record of one peer segment: its current link (pooled tcp
-// connections for the control plane, a path per transport that reaches the
+// control-plane connections, a path per transport that reaches the
 // peer; replaced on reconnect), its region table as last pushed, and
 // write-then-notify ordering.
 #ifndef SLUICE_TRANSFER_PEER_H_
@@ -13,7 +13,7 @@
 
 #include "common/mutex.h"
 #include "common/net.h"
-#include "transfer/tcp/client_session.h"
+#include "transfer/control/client_conn.h"
 #include "transfer/transport.h"
 #include "transfer/wire.h"
 #include "transfer/write_order.h"
@@ -23,7 +23,7 @@ namespace sluice::internal {
 // One generation of connections to a peer. Immutable once published, except
 // `alive`, which drops to false (never back) when any connection closes.
 struct Link {
-  std::vector<std::shared_ptr<ClientSession>> conns;  // conns[0] carries notifies.
+  std::vector<std::shared_ptr<ClientConn>> conns;  // conns[0] carries notifies.
   // The paths of the transports that reach the peer, in the engine's order
   // of preference.
   std::vector<std::shared_ptr<TransportPath>> paths;

@@ -14,13 +14,17 @@
 // neither the wire format nor the engine: one directory, one entry in the
 // factory table (transports.cc).
 //
-// The control plane is not a transport: the engine's pooled tcp connections
-// to a peer carry the handshake, region tables and notifies whatever moves
-// the bytes. A transport may carry data over them too (tcp does).
+// The control plane is not a transport (control/): the engine's pooled
+// connections to a peer carry the handshake, region tables and notifies
+// whatever moves the bytes. A transport may carry its ops over them too
+// (tcp does), as a half of each connection (control/conn_half.h): the
+// initiator's from Transport::ClientHalf, the target's from its factory's
+// `serve`; the engine hands each transport only its own halves.
 #ifndef SLUICE_TRANSFER_TRANSPORT_H_
 #define SLUICE_TRANSFER_TRANSPORT_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -31,6 +35,8 @@
 #include "sluice/status.h"
 #include "sluice/transfer/engine.h"
 
+#include "transfer/control/conn_half.h"
+#include "transfer/region_table.h"
 #include "transfer/wire.h"
 
 namespace sluice::device {
@@ -40,7 +46,6 @@ class DeviceBackend;
 namespace sluice::internal {
 
 class BatchState;
-class ClientSession;
 class Transport;
 struct SharedAllocation;
 
@@ -63,10 +68,6 @@ struct TransportCaps {
   // the target, so the engine's write-then-notify epochs (write_order.h)
   // hold without a fence. The engine refuses a transport without it.
   bool completion_means_visible = true;
-  // A target serves this transport's ops on the engine's own connections
-  // (the control plane's): the bytes it serves there count as this
-  // transport's (TransportStats::bytes_served_*).
-  bool served_on_connections = false;
 };
 
 // One op as a path is asked to carry it.
@@ -166,8 +167,26 @@ struct PeerLinkInfo {
   const std::string& endpoint;
   const HostInfo& host;   // From the peer's hello.
   std::string_view link;  // The peer's LinkBlob for this transport; empty when none.
-  std::span<const std::shared_ptr<ClientSession>> conns;
+  // This transport's halves of the link's connections (ClientHalf), one per
+  // connection; empty when it made none. They live as long as the link.
+  std::span<ConnHalf* const> halves;
   std::shared_ptr<const std::atomic<bool>> alive;  // Drops to false when the link goes down.
+};
+
+// What a transport serving ops on the control plane's connections touches
+// on the target's side (TransportFactory::serve). Its pointers outlive
+// every connection.
+struct ServeContext {
+  RegionTableLocal* regions = nullptr;
+  device::DeviceBackend* backend = nullptr;  // Of the device regions; null: none.
+  // The most bytes one frame to or from device memory carries (staging slots).
+  std::uint64_t slot_size = 0;
+  std::uint64_t max_frame_payload = 0;
+  std::chrono::milliseconds timeout{0};  // Bounds a staging copy.
+  // Payload bytes peers' ops read from and wrote to this engine's memory
+  // through the transport (its TransportStats::bytes_served_*).
+  std::atomic<std::uint64_t>* served_read = nullptr;
+  std::atomic<std::uint64_t>* served_written = nullptr;
 };
 
 class Transport {
@@ -190,6 +209,13 @@ class Transport {
   // What a peer needs to open a path to this engine through this transport,
   // sent in every hello-ok under name(); empty (the default) when nothing.
   virtual std::string LinkBlob() const { return {}; }
+
+  // For a transport carrying its ops on the control plane's connections:
+  // its half of a new connection to a peer (`conn` owns it), made before
+  // the connection starts; Attach then gets the link's halves. Null (the
+  // default): it does not ride connections. At most one transport of an
+  // engine does.
+  virtual std::unique_ptr<ConnHalf> ClientHalf(ConnPort* /*conn*/) { return nullptr; }
 
   // Bytes posted through this transport, by direction. Thread-safe.
   void Count(OpKind kind, std::uint64_t bytes) {
@@ -222,6 +248,11 @@ struct TransportFactory {
   bool (*implied)(const EngineConfig& config, const device::DeviceBackend* backend) = nullptr;
   Result<std::unique_ptr<Transport>> (*make)(const EngineConfig& config,
                                              device::DeviceBackend* backend) = nullptr;
+  // For a transport carrying ops on the control plane's connections: its
+  // target half of an accepted connection (`conn` owns it). Every engine
+  // serves it on every connection, whether or not it runs the transport
+  // itself (a peer may send its ops whatever this engine initiates with).
+  std::unique_ptr<ConnHalf> (*serve)(ConnPort* conn, const ServeContext& ctx) = nullptr;
 };
 
 // Every transport this build has, in no order.

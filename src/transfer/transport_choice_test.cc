@@ -4,7 +4,11 @@
 // per-transport counters say which one moved the bytes. Paths are tried in
 // the factory table's order of measured bandwidth.
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
+#include <span>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -130,6 +134,56 @@ TEST(TransportChoiceTest, PathsAreTriedInTheFactoryTablesOrderOfBandwidth) {
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.status().message().find("encrypt_data"), std::string_view::npos)
       << refused.status().ToString();
+}
+
+// The control plane (handshake, tables, notifies) is not tcp's: a target
+// running only shm still serves a tcp initiator's ops on its connections
+// (tcp's served half is made on every accepted connection), delivers its
+// notifies after them, and counts nothing under a transport it does not run.
+TEST(TransportChoiceTest, ATargetWithoutTcpServesATcpPeersOpsAndNotifies) {
+  EngineConfig tc = ConfigFor(Mode::kTcp, false);
+  tc.transports = {"shm"};
+  auto target = TransferEngine::Create(tc);
+  auto initiator = TransferEngine::Create(ConfigFor(Mode::kTcp, true));
+  ASSERT_TRUE(target.ok() && initiator.ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string heard;
+  (*target)->SetNotifyHandler([&](const NotifyMessage& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    heard.assign(reinterpret_cast<const char*>(m.data.data()), m.data.size());
+    cv.notify_all();
+  });
+  TestBuffer remote = TestBuffer::Anonymous(1 << 20);
+  TestBuffer local = TestBuffer::Anonymous(1 << 20);
+  auto rkey = (*target)->RegisterMemory(remote.data(), remote.size(), MemoryKind::kHost,
+                                        Access::kRemoteReadWrite);
+  auto lkey =
+      (*initiator)
+          ->RegisterMemory(local.data(), local.size(), MemoryKind::kHost, Access::kLocalOnly);
+  ASSERT_TRUE(rkey.ok() && lkey.ok());
+  auto seg = (*initiator)->OpenSegment((*target)->endpoint());
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  local.Fill(9);
+  TransferRequest w{OpKind::kWrite, local.data(), *seg, *rkey, 0, local.size()};
+  ASSERT_TRUE((*initiator)->TransferSync({&w, 1}, 10s).ok());
+  EXPECT_TRUE(remote.Holds(0, remote.size(), 9, 0));
+  const std::string note = "written";
+  ASSERT_TRUE((*initiator)->Notify(*seg, std::as_bytes(std::span(note))).ok());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return !heard.empty(); }));
+    EXPECT_EQ(heard, note);
+  }
+  local.Zero();
+  TransferRequest r{OpKind::kRead, local.data(), *seg, *rkey, 0, local.size()};
+  ASSERT_TRUE((*initiator)->TransferSync({&r, 1}, 10s).ok());
+  EXPECT_TRUE(local.Holds(0, local.size(), 9, 0));
+  EXPECT_EQ(Written(**initiator, "tcp"), local.size());
+  EXPECT_EQ(Read(**initiator, "tcp"), local.size());
+  for (const TransportStats& st : (*target)->TransportCounters()) {
+    EXPECT_EQ(st.name, "shm");
+  }
 }
 
 TEST(TransportChoiceTest, DeviceMemoryIsRefusedWhileNoTransportMovesIt) {

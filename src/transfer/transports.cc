@@ -60,8 +60,9 @@ const std::array<TransportFactory, 4> kFactories{{
         .latency_us = 51,
         .make = [](const EngineConfig& c,
                    device::DeviceBackend* backend) -> Result<std::unique_ptr<Transport>> {
-          return MakeTcpTransport(c.slice_size, backend != nullptr);
+          return MakeTcpTransport(c.slice_size, backend != nullptr, backend, c.op_timeout);
         },
+        .serve = ServeTcp,
     },
 }};
 

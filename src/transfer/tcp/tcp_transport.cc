@@ -4,16 +4,16 @@
 #include <vector>
 
 #include "transfer/batch.h"
-#include "transfer/tcp/client_session.h"
+#include "transfer/tcp/op_client.h"
+#include "transfer/tcp/op_server.h"
 
 namespace sluice::internal {
 namespace {
 
 class TcpPath final : public TransportPath {
  public:
-  TcpPath(Transport* t, std::span<const std::shared_ptr<ClientSession>> conns,
-          std::uint64_t slice_size)
-      : TransportPath(t), conns_(conns.begin(), conns.end()), slice_size_(slice_size) {}
+  TcpPath(Transport* t, std::vector<TcpOpClient*> conns, std::uint64_t slice_size)
+      : TransportPath(t), conns_(std::move(conns)), slice_size_(slice_size) {}
 
   PlanVerdict Plan(const OpQuery& q, OpRoute* route, Status* /*failure*/) override {
     route->unit = slice_size_;  // The target checks key, range and access.
@@ -48,38 +48,55 @@ class TcpPath final : public TransportPath {
   }
 
  private:
-  const std::vector<std::shared_ptr<ClientSession>> conns_;
+  const std::vector<TcpOpClient*> conns_;  // Its halves; they live as long as the link.
   const std::uint64_t slice_size_;
   std::atomic<std::uint64_t> next_{0};
 };
 
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(std::uint64_t slice_size, bool local_device) : slice_size_(slice_size) {
+  TcpTransport(std::uint64_t slice_size, bool local_device, device::DeviceBackend* device,
+               std::chrono::milliseconds timeout)
+      : slice_size_(slice_size), device_(device), timeout_(timeout) {
     caps_.remote_kinds = KindBit(MemoryKind::kHost) | KindBit(MemoryKind::kDevice);
     caps_.local_kinds = local_device ? caps_.remote_kinds : KindBit(MemoryKind::kHost);
-    caps_.served_on_connections = true;
   }
 
   std::string_view name() const override { return "tcp"; }
   const TransportCaps& caps() const override { return caps_; }
 
   std::shared_ptr<TransportPath> Attach(const PeerLinkInfo& peer) override {
-    if (peer.conns.empty()) {
+    if (peer.halves.empty()) {
       return nullptr;
     }
-    return std::make_shared<TcpPath>(this, peer.conns, slice_size_);
+    std::vector<TcpOpClient*> conns;
+    for (ConnHalf* h : peer.halves) {
+      conns.push_back(static_cast<TcpOpClient*>(h));  // Made by ClientHalf.
+    }
+    return std::make_shared<TcpPath>(this, std::move(conns), slice_size_);
+  }
+
+  std::unique_ptr<ConnHalf> ClientHalf(ConnPort* conn) override {
+    return std::make_unique<TcpOpClient>(conn, device_, slice_size_, timeout_);
   }
 
  private:
   TransportCaps caps_;  // Any peer, no mapping; kinds as constructed.
   const std::uint64_t slice_size_;
+  device::DeviceBackend* const device_;
+  const std::chrono::milliseconds timeout_;
 };
 
 }  // namespace
 
-std::unique_ptr<Transport> MakeTcpTransport(std::uint64_t slice_size, bool local_device) {
-  return std::make_unique<TcpTransport>(slice_size, local_device);
+std::unique_ptr<Transport> MakeTcpTransport(std::uint64_t slice_size, bool local_device,
+                                            device::DeviceBackend* device,
+                                            std::chrono::milliseconds timeout) {
+  return std::make_unique<TcpTransport>(slice_size, local_device, device, timeout);
+}
+
+std::unique_ptr<ConnHalf> ServeTcp(ConnPort* conn, const ServeContext& ctx) {
+  return std::make_unique<TcpOpServer>(conn, ctx);
 }
 
 }  // namespace sluice::internal

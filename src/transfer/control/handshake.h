@@ -1,9 +1,10 @@
 // The initiator's half of the handshake, done with blocking I/O on a fresh
 // socket before the socket joins an event loop (see wire.h for the frames).
-#ifndef SLUICE_TRANSFER_TCP_HANDSHAKE_H_
-#define SLUICE_TRANSFER_TCP_HANDSHAKE_H_
+#ifndef SLUICE_TRANSFER_CONTROL_HANDSHAKE_H_
+#define SLUICE_TRANSFER_CONTROL_HANDSHAKE_H_
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -13,8 +14,14 @@
 
 namespace sluice::internal {
 
+// ClientHello header `key` flags.
+inline constexpr std::uint64_t kHelloWantsTable = 1;
+// Encrypted payload, asked for (and bound into the session keys: a flag
+// stripped in transit leaves the two ends unable to read each other).
+inline constexpr std::uint64_t kHelloWantsEncryption = 2;
+
 struct HandshakeResult {
-  UniqueFd fd;  // Non-blocking, ready for a ClientSession.
+  UniqueFd fd;  // Non-blocking, ready for a ClientConn.
   HelloOk hello;
   std::unique_ptr<FrameSeal> seal;  // The session's, with a secret; else null.
 };
@@ -32,4 +39,4 @@ Result<HandshakeResult> ClientHandshake(const HostPort& peer, const std::string&
 
 }  // namespace sluice::internal
 
-#endif  // SLUICE_TRANSFER_TCP_HANDSHAKE_H_
+#endif  // SLUICE_TRANSFER_CONTROL_HANDSHAKE_H_

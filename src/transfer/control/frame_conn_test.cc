@@ -1,7 +1,7 @@
 // FrameConn's read side on a socket that already holds a whole frame: the
 // frame completes however its bytes fall across the bounded reads of one
 // readiness event.
-#include "transfer/tcp/frame_conn.h"
+#include "transfer/control/frame_conn.h"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>

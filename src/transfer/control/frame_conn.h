@@ -5,9 +5,9 @@
 // gathered with sendmsg over up to 64 iovecs: header, body and payload of
 // several frames in one call, payloads sent from where they live.
 //
-// Subclasses (client and server sessions) decide per header where the
-// following bytes go, and act on whole frames. Everything runs on the loop
-// thread.
+// Subclasses (the control plane's client and server connections) decide per
+// header where the following bytes go, and act on whole frames. Everything
+// runs on the loop thread.
 //
 // Once the handshake gives it a FrameSeal (StartSealing), every frame is
 // sealed on its way out and checked on its way in (frame_seal.h): a body
@@ -15,8 +15,8 @@
 // encrypted payload, decrypted in place where it landed, before OnFrame.
 // Encrypted payload from memory this end does not own goes out through one
 // of two reused send buffers (grown to the largest frame, pre-faulted).
-#ifndef SLUICE_TRANSFER_TCP_FRAME_CONN_H_
-#define SLUICE_TRANSFER_TCP_FRAME_CONN_H_
+#ifndef SLUICE_TRANSFER_CONTROL_FRAME_CONN_H_
+#define SLUICE_TRANSFER_CONTROL_FRAME_CONN_H_
 
 #include <array>
 #include <chrono>
@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "common/net.h"
+#include "transfer/control/event_loop.h"
 #include "transfer/frame_seal.h"
-#include "transfer/tcp/event_loop.h"
 #include "transfer/wire.h"
 
 namespace sluice::internal {
@@ -53,7 +53,6 @@ class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameCon
   EventLoop* loop() const { return loop_; }
   const std::string& peer() const { return peer_; }
 
- protected:
   // Where the bytes that follow a header go.
   struct Sink {
     enum class Kind : std::uint8_t { kBody, kMemory, kDrain };
@@ -65,7 +64,10 @@ class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameCon
     std::string body;
     const char* payload = nullptr;
     std::uint64_t payload_len = 0;
-    void* cookie = nullptr;  // For the subclass, in OnFrameReleased.
+    void* cookie = nullptr;  // For whoever queued it, in OnFrameReleased.
+    // The transport half that queued it (conn_half.h); null: the
+    // connection's own frame.
+    const void* owner = nullptr;
     // The payload is not in host memory yet: FillPayload() stages it just
     // before the frame's first byte is written (device memory).
     bool fill = false;
@@ -77,6 +79,7 @@ class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameCon
     char* cipher = nullptr;  // Encrypted payload in a send buffer, if any.
   };
 
+ protected:
   // Validates `h` and says how many bytes follow it (`*follow`) and where
   // they go. A non-OK status closes the connection with that reason.
   virtual Status OnHeader(const WireHeader& h, Sink* sink, std::uint64_t* follow) = 0;
@@ -167,4 +170,4 @@ class FrameConn : public IoHandler, public std::enable_shared_from_this<FrameCon
 
 }  // namespace sluice::internal
 
-#endif  // SLUICE_TRANSFER_TCP_FRAME_CONN_H_
+#endif  // SLUICE_TRANSFER_CONTROL_FRAME_CONN_H_

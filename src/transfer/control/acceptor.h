@@ -1,12 +1,12 @@
 // Accepts connections on the engine's listening socket (on one loop) and
 // hands each to a callback.
-#ifndef SLUICE_TRANSFER_TCP_ACCEPTOR_H_
-#define SLUICE_TRANSFER_TCP_ACCEPTOR_H_
+#ifndef SLUICE_TRANSFER_CONTROL_ACCEPTOR_H_
+#define SLUICE_TRANSFER_CONTROL_ACCEPTOR_H_
 
 #include <functional>
 #include <string>
 
-#include "transfer/tcp/event_loop.h"
+#include "transfer/control/event_loop.h"
 
 namespace sluice::internal {
 
@@ -26,4 +26,4 @@ class Acceptor final : public IoHandler {
 
 }  // namespace sluice::internal
 
-#endif  // SLUICE_TRANSFER_TCP_ACCEPTOR_H_
+#endif  // SLUICE_TRANSFER_CONTROL_ACCEPTOR_H_

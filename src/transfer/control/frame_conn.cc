@@ -1,4 +1,4 @@
-#include "transfer/tcp/frame_conn.h"
+#include "transfer/control/frame_conn.h"
 
 #include <errno.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 // One epoll event-loop thread. Handlers (sockets) are owned by the loop once
 // added and touched only on its thread; other threads reach them by Post().
 // Every handler gets OnTick() about every 50 ms, for progress timeouts.
-#ifndef SLUICE_TRANSFER_TCP_EVENT_LOOP_H_
-#define SLUICE_TRANSFER_TCP_EVENT_LOOP_H_
+#ifndef SLUICE_TRANSFER_CONTROL_EVENT_LOOP_H_
+#define SLUICE_TRANSFER_CONTROL_EVENT_LOOP_H_
 
 #include <chrono>
 #include <cstdint>
@@ -76,4 +76,4 @@ class EventLoop {
 
 }  // namespace sluice::internal
 
-#endif  // SLUICE_TRANSFER_TCP_EVENT_LOOP_H_
+#endif  // SLUICE_TRANSFER_CONTROL_EVENT_LOOP_H_

@@ -1,4 +1,4 @@
-#include "transfer/tcp/acceptor.h"
+#include "transfer/control/acceptor.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

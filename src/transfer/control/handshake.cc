@@ -1,6 +1,4 @@
-#include "transfer/tcp/handshake.h"
-
-#include "transfer/tcp/server_session.h"
+#include "transfer/control/handshake.h"
 
 namespace sluice::internal {
 namespace {

@@ -1,4 +1,4 @@
-#include "transfer/tcp/event_loop.h"
+#include "transfer/control/event_loop.h"
 
 #include <errno.h>
 #include <pthread.h>
