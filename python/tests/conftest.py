@@ -70,13 +70,13 @@ class Procs:
 
 
 class Store:
-    def __init__(self):
+    def __init__(self, node_args=()):
         self.master = Proc([SLUICE_BIN, "master", "--listen", "127.0.0.1:0", "--metrics-port", "0",
                             "--exit-on-stdin-eof"])
         self.endpoint = self.master.words[2]
         self.metrics = self.master.words[3]
         self.node = Proc([SLUICE_BIN, "store-node", "--master", self.endpoint, "--memory",
-                          "128MiB", "--exit-on-stdin-eof"])
+                          "128MiB", *node_args, "--exit-on-stdin-eof"])
         deadline = time.time() + 10
         while self.metric("sluice_store_nodes") < 1:
             assert time.time() < deadline, "the store node did not register"

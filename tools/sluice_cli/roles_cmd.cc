@@ -607,6 +607,12 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
   cmd->add_option("--mode", w.mode, "transfer mode: store, p2p or auto")->capture_default_str();
   cmd->add_option("--listen", w.listen, "transfer engine endpoint")->capture_default_str();
   cmd->add_option("--advertise", w.advertise, kAdvertiseHelp);
+  cmd->add_option("--transports", w.transports,
+                  "the transfer engine's transports, comma-separated: tcp, shm, ucx (its peers "
+                  "and store nodes must run one it does; UCX_TLS picks UCX's fabric) [default: "
+                  "tcp,shm]")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"tcp", "shm", "ucx"}));
   AddHostIdFlag(cmd, &o->host_id);
   cmd->add_option("--assignment-timeout-ms", w.assignment_timeout_ms,
                   "an assignment with no progress this long goes to another worker (default: "

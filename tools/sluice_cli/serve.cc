@@ -356,6 +356,9 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   cc.store.resolve_master = o.resolve_master;
   cc.engine.listen = o.listen;
   cc.engine.advertise = o.advertise;
+  if (!o.transports.empty()) {
+    cc.engine.transports = o.transports;
+  }
   cc.security = o.security;
   auto mode = ParseTransferMode(o.mode);
   if (!mode.ok()) {

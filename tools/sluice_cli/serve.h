@@ -33,6 +33,8 @@ int RunGenerate(const GenerateOptions& o);
 struct WorkerOptions {
   std::string stage, orchestrator, master, mode = "store", listen = "127.0.0.1:0";
   std::string advertise;  // The engine's, for peers (empty: listen).
+  // The engine's transports (checked names); empty: the connector's default.
+  std::vector<std::string> transports;
   // Where the orchestrator is now (etcd's leader), asked when it is away.
   std::function<std::string()> resolve_orchestrator;
   std::function<std::string()> resolve_master;  // Where the store master is now.
