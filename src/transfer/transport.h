@@ -244,6 +244,9 @@ struct TransportFactory {
   // host, 16 MiB ops: paths are tried in order of bandwidth, then latency.
   double bandwidth_gbps = 0;
   double latency_us = 0;
+  // For a transport whose fabric the environment picks: its measured
+  // figures for the one this process will use, instead of the two above.
+  void (*rank)(double* gbps, double* latency_us) = nullptr;
   // For a transport not listed: whether this engine runs it.
   bool (*implied)(const EngineConfig& config, const device::DeviceBackend* backend) = nullptr;
   Result<std::unique_ptr<Transport>> (*make)(const EngineConfig& config,
