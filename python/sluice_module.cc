@@ -393,10 +393,11 @@ class Worker {
          int capacity, std::vector<std::string> labels, const std::string& name, double heartbeat_s,
          std::vector<std::string> models, const std::string& pipeline, const py::dict& security,
          double assignment_timeout_s, const py::object& encoder, const py::list& caches,
-         std::string image_size, std::string video_size) {
+         std::string image_size, std::string video_size, bool takes_picture) {
     StageWorkerConfig c;
     c.image_size = std::move(image_size);  // Checked by StageWorker::Start.
     c.video_size = std::move(video_size);
+    c.takes_picture = takes_picture;
     if (!encoder.is_none()) {  // (id, version, params_json, text_fields)
       const auto e =
           encoder
@@ -558,7 +559,7 @@ PYBIND11_MODULE(_sluice, m) {
       .def(py::init<const std::string&, const std::string&, py::function, int,
                     std::vector<std::string>, const std::string&, double, std::vector<std::string>,
                     const std::string&, const py::dict&, double, const py::object&, const py::list&,
-                    std::string, std::string>())
+                    std::string, std::string, bool>())
       .def("drain", &Worker::drain)
       .def("wait_registered", &Worker::wait_registered)
       .def_property_readonly("completed", &Worker::completed)

@@ -110,7 +110,7 @@ class StageWorker:
                  condition_encoder: Optional["cache.ConditionEncoder"] = None,
                  caches: Sequence["cache.Cache"] = (),
                  role_credential_file: Optional[str] = None,
-                 image_size: str = "", video_size: str = ""):
+                 image_size: str = "", video_size: str = "", takes_picture: bool = False):
         """Registers with the orchestrator and serves `handler`.
 
         `assignment_timeout` (seconds): an assignment with no progress
@@ -132,7 +132,12 @@ class StageWorker:
 
         `image_size` / `video_size` ("WIDTHxHEIGHT", each 64..2048 and a
         multiple of 8): the sizes its models were trained at; requests for
-        its models without a `size` get them. Empty: the front's defaults."""
+        its models without a `size` get them. Empty: the front's defaults.
+
+        `takes_picture`: its models read a request's picture (an edit's
+        image, a video's input_reference, in ctx.request_json); requests
+        with one for a model none of whose workers says so are refused
+        (400)."""
         if not callable(handler):
             raise InvalidArgumentError("handler must be callable")
         models = [model] if isinstance(model, str) else list(model or [])
@@ -143,6 +148,8 @@ class StageWorker:
         for field, value in (("image_size", image_size), ("video_size", video_size)):
             if not isinstance(value, str):
                 raise InvalidArgumentError(f"{field} must be a string like '128x128'")
+        if not isinstance(takes_picture, bool):
+            raise InvalidArgumentError("takes_picture must be True or False")
 
         def call(ctx):
             out = handler(ctx)
@@ -160,7 +167,8 @@ class StageWorker:
                                     float(assignment_timeout),
                                     None if condition_encoder is None
                                     else condition_encoder._declaration(),
-                                    [c._core for c in caches], image_size, video_size)
+                                    [c._core for c in caches], image_size, video_size,
+                                    takes_picture)
 
     @property
     def completed(self) -> int:

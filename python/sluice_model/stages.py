@@ -378,7 +378,7 @@ def serve(stage: str, orchestrator: str, master: Optional[str], weights: str = g
     stages = TorchStages(model, conn, store, step_cache_threshold, denoise_batch)
     return StageWorker(stage, orchestrator, getattr(stages, stage), capacity=denoise_batch,
                        model="sluice-reference", name=name or f"torch-{stage}",
-                       assignment_timeout=120.0)
+                       assignment_timeout=120.0, takes_picture=True)
 
 
 def main(argv=None) -> int:

@@ -167,6 +167,8 @@ def test_bad_worker_arguments_are_typed_errors():
         StageWorker("encode", "127.0.0.1:1", None)
     with pytest.raises(sluice.InvalidArgumentError):
         StageWorker("encode", "no-port", lambda c: b"")
+    with pytest.raises(sluice.InvalidArgumentError, match="takes_picture"):
+        StageWorker("encode", "127.0.0.1:1", lambda c: b"", takes_picture="yes")
 
 
 def get(http, path):

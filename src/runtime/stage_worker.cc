@@ -236,6 +236,7 @@ class StageWorkerImpl {
     req.set_name(config_.name.empty() ? config_.stage : config_.name);
     req.set_image_size(config_.image_size);
     req.set_video_size(config_.video_size);
+    req.set_takes_picture(config_.takes_picture);
     req.set_instance(instance_);
     req.set_attempt(++attempts_);
     if (config_.condition_encoder.has_value()) {

@@ -90,6 +90,7 @@ Status EmbeddedClusterImpl::AddWorker(const std::vector<std::string>& stages) {
     if (config.stages == "reference") {
       wc.models = {std::string(kReferenceModelName)};
       wc.image_size = wc.video_size = std::string(kReferenceTrainedSize);
+      wc.takes_picture = true;  // Edits and videos from a reference picture.
     } else if (stage == roles.condition && w.conditions != nullptr) {
       wc.models = {config.stages};  // Its declared encoder is this profile's.
     } else {

@@ -1,7 +1,8 @@
 // Image edits on the embedded deployment (`POST /v1/images/edits`,
 // reference stages, the condition cache on): a served edit gives the
 // pipeline's bytes in one process, a repeated one finds its encoded
-// picture in the cache, and every malformed part is refused by name.
+// picture in the cache, and every malformed part is refused by name; a
+// model whose workers read no picture refuses one.
 #include <httplib.h>
 
 #include <fstream>
@@ -249,6 +250,45 @@ TEST(EditTest, AVideoFromAReferencePictureIsThePipelines) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
   EXPECT_EQ(json::parse(r->body)["error"]["param"], "strength") << r->body;
+}
+
+// A model whose workers read no picture (the profile stand-ins) refuses an
+// edit and a video's input_reference by name, and still takes a request
+// without one.
+TEST(EditTest, AModelThatTakesNoPictureRefusesOne) {
+  EmbeddedConfig c;
+  c.workers = 3;
+  c.stages = "flux-1024";
+  auto cluster = StartEmbedded(c);
+  ASSERT_NE(cluster, nullptr);
+  httplib::Client http("http://" + cluster->http_endpoint());
+  http.set_read_timeout(60, 0);
+  const std::string picture = Golden("reference_torch_128.png");
+  std::vector<std::pair<std::string, std::string>> fields = kFields;
+  fields.emplace_back("model", "flux-1024");
+  auto r = http.Post("/v1/images/edits", Form(fields, picture), kType);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  json error = json::parse(r->body)["error"];
+  EXPECT_EQ(error["param"], "image") << r->body;
+  EXPECT_EQ(error["code"], "picture_not_supported") << r->body;
+  EXPECT_NE(error["message"].get<std::string>().find("model 'flux-1024' does not take a picture"),
+            std::string::npos)
+      << r->body;
+
+  fields = {{"prompt", "a river"}, {"model", "wan2.1-480p"}, {"size", "128x128"}};
+  r = http.Post("/v1/videos", Form(fields, picture, "input_reference"), kType);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  error = json::parse(r->body)["error"];
+  EXPECT_EQ(error["param"], "input_reference") << r->body;
+  EXPECT_NE(error["message"].get<std::string>().find("'wan2.1-480p'"), std::string::npos)
+      << r->body;
+
+  r = http.Post("/v1/images/generations",
+                R"({"prompt":"a heron","model":"flux-1024","size":"128x128"})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
 }
 
 }  // namespace

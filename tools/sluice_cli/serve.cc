@@ -454,8 +454,9 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
   if (wc.models.empty()) {
     wc.models = {o.profile.empty() ? std::string(kReferenceModelName) : o.profile};
   }
-  if (o.profile.empty()) {  // The reference stages.
+  if (o.profile.empty()) {  // The reference stages: they read edits' pictures too.
     wc.image_size = wc.video_size = std::string(kReferenceTrainedSize);
+    wc.takes_picture = true;
   }
   wc.capacity = std::max(o.capacity, o.denoise_batch);  // A batch needs its jobs at once.
   wc.name = o.stage + "@" + (*conn)->engine().endpoint();

@@ -150,6 +150,10 @@ struct StageWorkerConfig {
   // multiple of 8; what they were trained at): the orchestrator gives them
   // to requests for its models without a size. Empty: the front's defaults.
   std::string image_size, video_size;
+  // Its models read a request's picture (an edit's image, a video's
+  // input_reference): the orchestrator refuses requests with one (400) for
+  // a model none of whose workers declared it.
+  bool takes_picture = false;
   std::chrono::milliseconds heartbeat_interval{200};
   // The lease of its assignments: no progress (a step, KeepAlive) for this
   // long and the orchestrator gives the work to another worker. Set it from

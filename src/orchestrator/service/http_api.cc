@@ -403,6 +403,16 @@ Response AdapterNotFound(const Status& s) {
                              "adapter_not_found");
 }
 
+// A picture sent to a model that reads none (no worker of it declared
+// StageWorkerConfig::takes_picture): 400 naming the model and the field.
+Response NoPicture(OrchestratorState& state, const JobRequest& r, const std::string& field) {
+  const std::string model = r.model.empty() ? state.default_model() : r.model;
+  return http::ErrorResponse(
+      400, "invalid_request_error",
+      field + ": model '" + model + "' does not take a picture (none of its workers reads one)",
+      field, "picture_not_supported");
+}
+
 void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
                   const ExchangePtr& ex, const Caller& caller, bool edit = false) {
   bool async = false;
@@ -429,6 +439,9 @@ void SubmitImages(OrchestratorState& state, const HttpOptions& o, Request& req,
   }
   if (Status s = ResolveAdapters(o, *r); !s.ok()) {
     return ex->Respond(AdapterNotFound(s));
+  }
+  if (edit && !state.TakesPicture(r->model)) {
+    return ex->Respond(NoPicture(state, *r, "image"));
   }
   if (edit) {
     json with_picture = json::parse(r->request_json);
@@ -499,6 +512,9 @@ void SubmitVideo(OrchestratorState& state, const HttpOptions& o, Request& req,
   }
   if (Status s = ResolveAdapters(o, *r); !s.ok()) {
     return ex->Respond(AdapterNotFound(s));
+  }
+  if (!picture.empty() && !state.TakesPicture(r->model)) {
+    return ex->Respond(NoPicture(state, *r, "input_reference"));
   }
   if (!picture.empty()) {
     json with_picture = json::parse(r->request_json);

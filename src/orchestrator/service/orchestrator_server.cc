@@ -350,6 +350,7 @@ class OrchestratorServerImpl final : public pb::Orchestrator::CallbackService {
     r.attempt = req->attempt();
     r.image_size = req->image_size();
     r.video_size = req->video_size();
+    r.takes_picture = req->takes_picture();
     // At most a day: a lease is a liveness bound, not a way to pin work.
     r.assignment_timeout = std::chrono::milliseconds(
         std::min<std::uint64_t>(req->assignment_timeout_ms(), 24ull * 3600 * 1000));

@@ -163,6 +163,12 @@ std::string OrchestratorState::DefaultSize(const std::string& model, bool video)
   return video ? it->second.video : it->second.image;
 }
 
+bool OrchestratorState::TakesPicture(const std::string& model) {
+  MutexLock lock(mu_);
+  auto it = model_sizes_.find(model.empty() ? options_.default_model : model);
+  return it != model_sizes_.end() && it->second.picture;
+}
+
 Result<WorkerId> OrchestratorState::Register(Registration r, std::string* session_secret) {
   const JournalFlush flush(this);  // After the lock is released.
   SLUICE_RETURN_IF_ERROR(ValidateStageName(r.stage));
@@ -225,6 +231,7 @@ Result<WorkerId> OrchestratorState::Register(Registration r, std::string* sessio
     ModelSizes& sizes = model_sizes_[m];
     sizes.image = r.image_size.empty() ? sizes.image : r.image_size;
     sizes.video = r.video_size.empty() ? sizes.video : r.video_size;
+    sizes.picture = sizes.picture || r.takes_picture;
   }
   registry_.Add(id, r.stage, r.capacity, r.instance, now);
   w.session = std::make_shared<internal::CallVerifier>(secret, std::chrono::seconds(60),

@@ -390,6 +390,9 @@ class OrchestratorState {
   // gets: what its latest registered worker declared for images (`video`
   // false) or videos; "" when none did.
   std::string DefaultSize(const std::string& model, bool video);
+  // Whether a worker of `model` ("": the default model) declared reading a
+  // request's picture (Registration::takes_picture; once one has, it holds).
+  bool TakesPicture(const std::string& model);
   struct Registration {
     std::vector<std::string> models;  // Empty: the default model.
     std::string stage;
@@ -412,6 +415,8 @@ class OrchestratorState {
     // The sizes its models draw best ("WIDTHxHEIGHT", what they were
     // trained at; empty: none): requests for them without a size get these.
     std::string image_size, video_size;
+    // Its models read a request's picture (TakesPicture).
+    bool takes_picture = false;
   };
   // Errors: kInvalidArgument naming the field (stage, capacity, model,
   // pipeline, or a pipeline that differs from its model's declaration);
@@ -689,9 +694,11 @@ class OrchestratorState {
   std::map<WorkerId, WorkerRecord> workers_ SLUICE_GUARDED_BY(mu_);  // Their links; same ids.
   PayloadLedger payloads_ SLUICE_GUARDED_BY(mu_);                    // Stage outputs' store keys.
   std::map<std::string, std::int64_t> model_declared_unix_s_ SLUICE_GUARDED_BY(mu_);
-  // Per model: the default sizes its workers declared ("": none).
+  // Per model: the default sizes its workers declared ("": none), and
+  // whether one declared reading a request's picture.
   struct ModelSizes {
     std::string image, video;
+    bool picture = false;
   };
   std::map<std::string, ModelSizes> model_sizes_ SLUICE_GUARDED_BY(mu_);
   std::map<std::string, EncoderDecl> encoders_ SLUICE_GUARDED_BY(mu_);  // Per model.
