@@ -116,7 +116,26 @@ Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r
   } else {
     body["async"] = true;
   }
-  auto res = http.Post(path, Auth(r.api_key), body.dump(), "application/json");
+  if (!r.picture.empty() && r.video) {
+    return InvalidArgumentError("submit: a picture to edit is for images");
+  }
+  auto post = [&]() {
+    if (r.picture.empty()) {
+      return http.Post(path, Auth(r.api_key), body.dump(), "application/json");
+    }
+    if (r.strength.has_value()) {
+      body["strength"] = *r.strength;
+    }
+    // The form OpenAI's images.edit sends: each field as text (JSON text
+    // for the adapters), the picture as the file part "image".
+    httplib::MultipartFormDataItems form;
+    for (const auto& [name, value] : body.items()) {
+      form.push_back({name, value.is_string() ? value.get<std::string>() : value.dump(), "", ""});
+    }
+    form.push_back({"image", r.picture, "picture.png", "image/png"});
+    return http.Post("/v1/images/edits", Auth(r.api_key), form);
+  };
+  auto res = post();
   if (!res || (res->status != 200 && res->status != 202)) {
     return HttpStatus(res, "submit");
   }

@@ -3,9 +3,15 @@
 // sluice server's HTTP API (--server, or an embedded deployment it starts),
 // scores every output with the analyser that inverts the scene generator,
 // and prints the mean of each attribute (--json: one object). A PNG grid of
-// the first outputs (--grid) shows them beside their prompts.
+// the first outputs (--grid) shows them beside their prompts. With --edit
+// STRENGTH it scores image edits instead: each scene, rendered, is edited
+// to the caption with its first object in another colour, and the output
+// is scored against that caption (the colour changed) and against the
+// picture it started from (kept_psnr_db: what it kept of the rest).
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
@@ -67,7 +73,61 @@ struct EvalOptions {
   std::vector<std::pair<std::string, double>> lora;
   std::string adapters;
   bool mirrored = false;
+  // Image edits of this strength instead of generations.
+  std::optional<double> edit;
 };
+
+// An edit's target: `s` with its first object in the next palette colour
+// (after its own) that is neither the background nor another object's.
+ref::Scene Recoloured(const ref::Scene& s) {
+  const std::vector<std::string>& colours = ref::SceneColours();
+  ref::Scene t = s;
+  const auto at = std::find(colours.begin(), colours.end(), s.objects[0].colour) - colours.begin();
+  for (std::size_t k = 1; k < colours.size(); ++k) {
+    const std::string& c = colours[(static_cast<std::size_t>(at) + k) % colours.size()];
+    bool taken = c == s.background;
+    for (const ref::SceneObject& o : s.objects) {
+      taken = taken || o.colour == c;
+    }
+    if (!taken) {
+      t.objects[0].colour = c;
+      break;
+    }
+  }
+  return t;
+}
+
+// How much of the picture an edit started from it kept: the PSNR (dB, at
+// most 99) of `out` against `source` over the source's background pixels
+// (those of its border's median colour: everything but its objects).
+double KeptPsnr(const std::vector<std::uint8_t>& source, const std::vector<std::uint8_t>& out) {
+  std::array<std::vector<std::uint8_t>, 3> border;
+  for (int i = 0; i < kSize; ++i) {
+    for (const int px : {i, (kSize - 1) * kSize + i, i * kSize, i * kSize + kSize - 1}) {
+      for (int c = 0; c < 3; ++c) {
+        border[c].push_back(source[static_cast<std::size_t>(px) * 3 + c]);
+      }
+    }
+  }
+  std::array<std::uint8_t, 3> bg{};
+  for (int c = 0; c < 3; ++c) {
+    std::nth_element(border[c].begin(), border[c].begin() + border[c].size() / 2, border[c].end());
+    bg[c] = border[c][border[c].size() / 2];
+  }
+  double sum = 0;
+  std::size_t n = 0;
+  for (std::size_t px = 0; px < static_cast<std::size_t>(kSize) * kSize; ++px) {
+    if (std::equal(bg.begin(), bg.end(), source.begin() + static_cast<std::ptrdiff_t>(px * 3))) {
+      for (int c = 0; c < 3; ++c) {
+        const double d = static_cast<double>(out[px * 3 + c]) - source[px * 3 + c];
+        sum += d * d;
+      }
+      n += 3;
+    }
+  }
+  const double mse = n > 0 ? sum / static_cast<double>(n) : 0;
+  return mse <= 0 ? 99.0 : std::min(99.0, 10 * std::log10(255.0 * 255.0 / mse));
+}
 
 // Mirrors each row of an RGB picture of kSize x kSize, in place.
 void MirrorRows(std::vector<std::uint8_t>& rgb) {
@@ -133,6 +193,7 @@ Status WriteGrid(const std::string& path, const std::vector<std::vector<std::uin
 struct Tally {
   double color = 0, shape = 0, background = 0, position = 0, direction = 0;
   int images = 0, videos = 0;
+  double kept_psnr = 0;  // Edits: KeptPsnr, summed.
   void Add(const ref::SceneMarks& m) {
     color += m.color;
     shape += m.shape;
@@ -152,6 +213,10 @@ int RunEval(const EvalOptions& o) {
   auto split = ref::ParseSceneSplit(o.split);
   if (!split.ok()) {
     std::cerr << "sluice eval: --" << split.status().message() << "\n";
+    return 2;
+  }
+  if (o.edit.has_value() && (o.videos > 0 || o.mirrored)) {
+    std::cerr << "sluice eval: --edit scores image edits: drop --videos and --mirrored\n";
     return 2;
   }
   std::unique_ptr<EmbeddedCluster> cluster;
@@ -192,6 +257,24 @@ int RunEval(const EvalOptions& o) {
   for (ref::Scene& v : ref::DrawScenes(o.seed + 1, o.videos, *split, true)) {
     scenes.push_back(std::move(v));
   }
+  // Edits: each scene's target (recoloured), and the picture it starts
+  // from (the scene as the generator renders it) with its analysis.
+  std::vector<ref::Scene> targets;
+  std::vector<std::string> sources;
+  std::vector<std::vector<std::uint8_t>> source_rgb;
+  if (o.edit.has_value()) {
+    for (const ref::Scene& s : scenes) {
+      targets.push_back(Recoloured(s));
+      const std::vector<std::uint8_t> rgb = ref::RenderScene(s, kSize);
+      auto png = media::EncodePng(rgb.data(), kSize, kSize);
+      if (!png.ok()) {
+        std::cerr << "sluice eval: " << png.status().ToString() << "\n";
+        return 1;
+      }
+      sources.push_back(std::move(*png));
+      source_rgb.push_back(rgb);
+    }
+  }
   const Clock::time_point start = Clock::now();
   struct Pending {
     std::size_t index;
@@ -206,7 +289,11 @@ int RunEval(const EvalOptions& o) {
   while (next < scenes.size() || !pending.empty()) {
     while (next < scenes.size() && static_cast<int>(pending.size()) < o.concurrency) {
       GenerateRequest r;
-      r.prompt = scenes[next].Caption();
+      r.prompt = o.edit.has_value() ? targets[next].Caption() : scenes[next].Caption();
+      if (o.edit.has_value()) {
+        r.picture = sources[next];
+        r.strength = o.edit;
+      }
       r.video = scenes[next].video();
       r.frames = kFrames;
       r.size = std::to_string(kSize) + "x" + std::to_string(kSize);
@@ -226,7 +313,7 @@ int RunEval(const EvalOptions& o) {
     }
     const Pending p = pending.front();
     pending.pop_front();
-    const ref::Scene& s = scenes[p.index];
+    const ref::Scene& s = o.edit.has_value() ? targets[p.index] : scenes[p.index];
     auto outcome = WaitAndFetch(*url, p.id, false, p.at, std::chrono::seconds(o.timeout_s),
                                 client::WaitOptions{o.api_key, nullptr, nullptr, {}});
     if (!outcome.ok() || outcome->status != "succeeded") {
@@ -253,6 +340,9 @@ int RunEval(const EvalOptions& o) {
                   : ref::AnalyseImage(frames->front().data(), kSize, kSize,
                                       std::max(2, static_cast<int>(s.objects.size())));
     tally.Add(ref::ScoreScene(s, a));
+    if (o.edit.has_value()) {
+      tally.kept_psnr += KeptPsnr(source_rgb[p.index], frames->front());
+    }
     if (!o.grid.empty() && static_cast<int>(grid.size()) < kGridTiles) {
       grid.push_back(std::move(frames->front()));
       std::cerr << "grid " << grid.size() << ": " << s.Caption() << "\n";
@@ -279,6 +369,8 @@ int RunEval(const EvalOptions& o) {
             {"mode", o.server.empty() ? o.mode : std::string("server")},
             {"lora", json(o.lora)},
             {"mirrored", o.mirrored},
+            {"edit", o.edit ? json(*o.edit) : json(nullptr)},
+            {"kept_psnr_db", o.edit ? mean(tally.kept_psnr, tally.images) : json(nullptr)},
             {"seconds", seconds},
             {"color_accuracy", mean(tally.color, scored)},
             {"shape_accuracy", mean(tally.shape, scored)},
@@ -289,7 +381,7 @@ int RunEval(const EvalOptions& o) {
     std::cout << j.dump() << std::endl;
   } else {
     for (const char* k : {"color_accuracy", "shape_accuracy", "position_accuracy",
-                          "background_accuracy", "direction_accuracy"}) {
+                          "background_accuracy", "direction_accuracy", "kept_psnr_db"}) {
       std::printf("%-20s %s\n", k,
                   j[k].is_null() ? "-" : std::to_string(j[k].get<double>()).c_str());
     }
@@ -344,6 +436,11 @@ void AddEvalCommand(CLI::App& app, std::vector<Command>* out) {
   cmd->add_flag("--mirrored", o->mirrored,
                 "mirror each output left to right before scoring it (for the mirror adapter: "
                 "position then scores the mirrored layout)");
+  cmd->add_option("--edit", o->edit,
+                  "score image edits of this strength instead: each scene rendered, edited to "
+                  "its first object in another colour; scored against that caption, and "
+                  "against the picture outside its objects (kept_psnr_db)")
+      ->check(CLI::Range(0.01, 1.0));
   cmd->add_flag("--json", o->json, "print one JSON object");
   out->push_back({cmd, [o, api_key, lora] {
                     for (Status s : {api_key(), lora()}) {

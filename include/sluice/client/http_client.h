@@ -33,7 +33,12 @@ struct GenerateRequest {
   std::vector<std::pair<std::string, double>> lora;
   std::int64_t seed = 0;
   std::string priority = "standard";
-  std::string model;    // Empty: the server's default.
+  std::string model;  // Empty: the server's default.
+  // An image edit: the PNG to start from (POST /v1/images/edits, a
+  // multipart form) and how much of it is redrawn ((0, 1]; empty: the
+  // server's default). Images only.
+  std::string picture;
+  std::optional<double> strength;
   std::string api_key;  // Sent as "Authorization: Bearer KEY" when set.
   // With an https:// server: PEM CA file its certificate must chain to
   // (empty: the system's roots). The certificate must name the host dialed.
@@ -54,9 +59,10 @@ struct JobOutcome {
 // httplib accepts. Errors: kInvalidArgument naming the server.
 Result<std::string> BaseUrl(const std::string& server);
 
-// Submits asynchronously and returns the job id. Errors: kInvalidArgument
-// (the server's 400, with its message), kResourceExhausted (429),
-// kUnavailable (no answer).
+// Submits asynchronously (an image with a picture: as an edit) and returns
+// the job id. Errors: kInvalidArgument (the server's 400, with its
+// message; a video with a picture), kResourceExhausted (429), kUnavailable
+// (no answer).
 Result<std::string> Submit(const std::string& base_url, const GenerateRequest& r);
 
 // Where a waiting job is, as the client last saw it.
