@@ -1,9 +1,10 @@
 // The web console in a real browser: Debian's headless Chromium driven by
 // playwright-core (tests/browser/package.json; no browser download) against
 // `sluice serve` clusters this test starts. The console loads and lists the
-// pools, the playground submits a job whose preview and result appear, a
-// job is cancelled from its view, and with API keys the console refuses to
-// show anything until it is given a key the server accepts.
+// pools, the playground submits a job whose preview and result appear (and
+// edits a picture), a job is cancelled from its view, and with API keys the
+// console refuses to show anything until it is given a key the server
+// accepts.
 //
 // Run: SLUICE_BIN=build/bin/sluice node --test tests/browser/console_test.mjs
 // SLUICE_SCREENSHOTS=DIR also writes the console's screenshots there.
@@ -28,6 +29,8 @@ const SHOTS = process.env.SLUICE_SCREENSHOTS || '';
 const KEY = 'sk-console-test-0123456789';
 // The shipped LoRA adapters (the playground offers them; read in place).
 const ADAPTERS = new URL('../../models/adapters', import.meta.url).pathname;
+// The golden picture (a red circle on the left), edited by the playground.
+const PICTURE = new URL('../golden/reference_torch_128.png', import.meta.url).pathname;
 assert.ok(SLUICE, 'SLUICE_BIN must name the sluice binary');
 const startServe = (args) => start(SLUICE, args);
 
@@ -139,6 +142,46 @@ describe('an open API', () => {
     await page.locator('#store tr[data-class="condition"]').waitFor({ timeout: 10000 });
     assert.ok(Number(await page.locator('#store tr[data-class="condition"] td.objects').textContent()) >= 1);
     await shot(page, 'console-cluster');
+  });
+
+  test('the playground edits a picture', async () => {
+    await page.click('nav button[data-view="playground"]');
+    await page.fill('#play-prompt', 'a large green circle on the left on a blue background');
+    await page.fill('#play-seed', '2');
+    await page.fill('#play-step-cache', '');
+    await page.selectOption('#play-lora', '');
+    await page.setInputFiles('#play-picture', PICTURE);
+    await page.fill('#play-strength', '0.6');
+    const curl = await page.locator('#snippet-curl').textContent();
+    assert.match(curl, /\/v1\/images\/edits/);
+    assert.match(curl, /-F 'image=@reference_torch_128\.png'/);
+    assert.match(curl, /-F 'strength=0\.6'/);
+    const sdk = await page.locator('#snippet-sdk').textContent();
+    assert.match(sdk, /client\.images\.edit\(\n {4}image=open\("reference_torch_128\.png", "rb"\),/);
+    await page.click('#play-submit');
+    const title = page.locator('#job-title');
+    await page.locator('#job-status.succeeded').waitFor({ timeout: 60000 });
+    const id = await title.textContent();
+    const job = await (await fetch(serve.url + '/v1/jobs/' + id)).json();
+    assert.equal(job.status, 'succeeded');
+    // The edit redrew the red circle green where it was (pixel (28, 64)).
+    const png = Buffer.from(await (await fetch(serve.url + '/v1/jobs/' + id + '/content')).arrayBuffer());
+    const [r, g] = await page.evaluate(async (b64) => {
+      const img = new Image();
+      img.src = 'data:image/png;base64,' + b64;
+      await img.decode();
+      const c = document.createElement('canvas');
+      c.width = img.width;
+      c.height = img.height;
+      const ctx = c.getContext('2d');
+      ctx.drawImage(img, 0, 0);
+      return Array.from(ctx.getImageData(28, 64, 1, 1).data);
+    }, png.toString('base64'));
+    assert.ok(g > 120 && r < 100, `pixel (28, 64) is ${r},${g}: not green`);
+    // Without a picture the form is a plain generation again.
+    await page.click('nav button[data-view="playground"]');
+    await page.setInputFiles('#play-picture', []);
+    assert.match(await page.locator('#snippet-curl').textContent(), /\/v1\/images\/generations/);
   });
 
   test('the page raised no script error', () => {

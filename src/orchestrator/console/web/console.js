@@ -345,9 +345,12 @@ $('job-cancel').addEventListener('click', async () => {
 
 // --- Playground ----------------------------------------------------------
 
-// The request body the form describes (what curl and the SDK would send).
+// The request body the form describes (what curl and the SDK would send),
+// and the picture to start from (a File; null: none): an image edit, or a
+// video's reference picture, sent as a multipart form.
 function playBody() {
   const video = $('play-kind').value === 'video';
+  const picture = $('play-picture').files[0] || null;
   const b = { prompt: $('play-prompt').value };
   if ($('play-model').value) b.model = $('play-model').value;
   if ($('play-size').value.trim()) b.size = $('play-size').value.trim();
@@ -362,9 +365,28 @@ function playBody() {
     fields.lora = [scale === undefined ? { name: $('play-lora').value }
       : { name: $('play-lora').value, scale }];
   }
+  if (picture) fields.strength = num('play-strength');
   for (const [k, v] of Object.entries(fields)) if (v !== undefined) b[k] = v;
   b.priority = $('play-priority').value;
-  return { video, body: b };
+  return { video, body: b, picture };
+}
+
+// Where the form goes, and the form's file field for its picture.
+function playTarget(video, picture) {
+  if (video) return { path: '/v1/videos', field: 'input_reference' };
+  return picture ? { path: '/v1/images/edits', field: 'image' }
+    : { path: '/v1/images/generations', field: '' };
+}
+
+// `body` with `picture` as multipart form data: each field as text (JSON
+// text for objects), the picture as the file part `field`.
+function playForm(body, picture, field) {
+  const form = new FormData();
+  for (const [k, v] of Object.entries(body)) {
+    form.append(k, typeof v === 'object' ? JSON.stringify(v) : String(v));
+  }
+  form.append(field, picture, picture.name || 'picture.png');
+  return form;
 }
 
 function shellQuote(s) {
@@ -376,20 +398,30 @@ function pyValue(v) {
 }
 
 function renderSnippets() {
-  const { video, body } = playBody();
-  const path = video ? '/v1/videos' : '/v1/images/generations';
+  const { video, body, picture } = playBody();
+  const { path, field } = playTarget(video, picture);
   const auth = state.key ? ' \\\n  -H "Authorization: Bearer $SLUICE_API_KEY"' : '';
-  $('snippet-curl').textContent = 'curl ' + location.origin + path + auth +
-    ' \\\n  -H "Content-Type: application/json" \\\n  -d ' + shellQuote(JSON.stringify(body));
+  if (picture) {
+    const name = picture.name || 'picture.png';
+    const parts = Object.entries(body).map(([k, v]) =>
+      ' \\\n  -F ' + shellQuote(k + '=' + (typeof v === 'object' ? JSON.stringify(v) : String(v))));
+    $('snippet-curl').textContent = 'curl ' + location.origin + path + auth +
+      ' \\\n  -F ' + shellQuote(field + '=@' + name) + parts.join('');
+  } else {
+    $('snippet-curl').textContent = 'curl ' + location.origin + path + auth +
+      ' \\\n  -H "Content-Type: application/json" \\\n  -d ' + shellQuote(JSON.stringify(body));
+  }
   const openai = ['prompt', 'model', 'size'];
   const args = openai.filter((k) => k in body).map((k) => '    ' + k + '=' + pyValue(body[k]) + ',');
+  if (picture) args.unshift('    ' + field + '=open(' + JSON.stringify(picture.name || 'picture.png') + ', "rb"),');
   const extra = Object.entries(body).filter(([k]) => !openai.includes(k))
     .map(([k, v]) => JSON.stringify(k) + ': ' + pyValue(v));
   if (extra.length) args.push('    extra_body={' + extra.join(', ') + '},');
   $('snippet-sdk').textContent = (state.key ? 'import os\n' : '') +
     'from openai import OpenAI\n\nclient = OpenAI(base_url="' +
     location.origin + '/v1", api_key=' + (state.key ? 'os.environ["SLUICE_API_KEY"]' : '"none"') +
-    ')\n' + (video ? 'video = client.videos.create(\n' : 'image = client.images.generate(\n') +
+    ')\n' + (video ? 'video = client.videos.create(\n'
+      : picture ? 'image = client.images.edit(\n' : 'image = client.images.generate(\n') +
     args.join('\n') + '\n)\n';
 }
 
@@ -398,12 +430,13 @@ $('play-form').addEventListener('input', renderSnippets);
 $('play-form').addEventListener('submit', async (ev) => {
   ev.preventDefault();
   $('play-error').textContent = '';
-  const { video, body } = playBody();
+  const { video, body, picture } = playBody();
   if (!video) body.async = true;  // 202 at once; the job view follows it.
+  const { path, field } = playTarget(video, picture);
   try {
-    const r = await api(video ? '/v1/videos' : '/v1/images/generations', {
-      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
-    });
+    const r = await api(path, picture
+      ? { method: 'POST', body: playForm(body, picture, field) }  // The browser sets the boundary.
+      : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
     const job = await r.json();
     show('jobs');
     openJob(job.id);
