@@ -3,11 +3,14 @@
 // steps — with different adapters and the step cache on some (batching,
 // adapters and step caching compose) — each job's picture is its
 // pipeline's within float32 rounding (PSNR >= 40 dB against the job
-// alone), and a cancelled member leaves while the others go on.
+// alone), a cancelled member leaves while the others go on, and an
+// interactive job takes a batch member's slot (it yields at a checkpoint
+// and resumes).
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -113,6 +116,92 @@ TEST(BatchingTest, ConcurrentJobsShareStepsAndEachIsItsPipelines) {
   auto job = http.Get("/v1/jobs/" + cancelled);
   ASSERT_TRUE(job);
   EXPECT_EQ(json::parse(job->body)["status"], "cancelled") << job->body;
+}
+
+// Priorities inside a batch: a denoise worker taking two jobs runs two
+// batch-class jobs as one batch; an interactive job arriving takes a slot
+// from one of them (it checkpoints and yields: `preempted`), joins the
+// batch and finishes first; the preempted one resumes from its checkpoint
+// and ends with its pipeline's picture, as the other does.
+TEST(BatchingTest, AnInteractiveJobPreemptsABatchMemberAndEveryJobKeepsItsBytes) {
+  EmbeddedConfig c;
+  c.workers = 3;  // One encode, one denoise (taking two), one decode.
+  c.denoise_batch = 2;
+  auto cluster = StartEmbedded(c);
+  ASSERT_NE(cluster, nullptr);
+  httplib::Client http("http://" + cluster->http_endpoint());
+  http.set_read_timeout(120, 0);
+  auto submit = [&](const json& body) {
+    auto r = http.Post("/v1/images/generations", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 202) << (r ? r->body : "no answer");
+    return r ? json::parse(r->body).value("id", "") : "";
+  };
+  std::vector<std::string> bodies;
+  std::vector<std::string> ids;
+  for (int k = 0; k < 2; ++k) {
+    const json body = {{"prompt", k == 0 ? "a large red circle on the left on a blue background"
+                                         : "a small green square at the top on a black background"},
+                       {"size", "128x128"},
+                       {"seed", k},
+                       {"steps", 80},
+                       {"priority", "batch"},
+                       {"async", true}};
+    bodies.push_back(body.dump());
+    ids.push_back(submit(body));
+  }
+  // Both denoising (their denoise stage_started seen), then the interactive one.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (const std::string& id : ids) {
+    for (;;) {
+      auto j = http.Get("/v1/jobs/" + id);
+      ASSERT_TRUE(j);
+      const json job = json::parse(j->body);
+      if (job.value("stage", "") == "denoise" && job["progress"].value("step", 0) > 0) {
+        break;
+      }
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "job " << id << " never denoised";
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  const json interactive = {
+      {"prompt", "a large yellow triangle on the right on a white background"},
+      {"size", "128x128"},
+      {"seed", 5},
+      {"steps", 12},
+      {"priority", "interactive"},
+      {"async", true}};
+  bodies.push_back(interactive.dump());
+  ids.push_back(submit(interactive));
+
+  // The interactive job ends (its event stream with it) while both batch
+  // jobs still run.
+  auto events = http.Get("/v1/jobs/" + ids[2] + "/events");
+  ASSERT_TRUE(events);
+  for (int k = 0; k < 2; ++k) {
+    auto j = http.Get("/v1/jobs/" + ids[k]);
+    ASSERT_TRUE(j);
+    EXPECT_NE(json::parse(j->body)["status"], "succeeded")
+        << "batch job " << k << " finished before the interactive one";
+  }
+  int preempted = 0;
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    events = http.Get("/v1/jobs/" + ids[k] + "/events");  // Ends with the job.
+    ASSERT_TRUE(events);
+    std::istringstream lines(events->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("data: ", 0) == 0 && json::parse(line.substr(6))["type"] == "preempted") {
+        ++preempted;
+      }
+    }
+    auto content = http.Get("/v1/jobs/" + ids[k] + "/content");
+    ASSERT_TRUE(content);
+    ASSERT_EQ(content->status, 200) << content->body.substr(0, 200);
+    auto got = media::DecodePng(content->body);
+    auto want = media::DecodePng(Alone(bodies[k]));
+    ASSERT_TRUE(got.ok() && want.ok());
+    EXPECT_GE(Psnr(got->rgb, want->rgb), 40.0) << "job " << k;
+  }
+  EXPECT_GE(preempted, 1) << "no batch member yielded its slot to the interactive job";
 }
 
 }  // namespace
