@@ -85,8 +85,10 @@ std::vector<double> Qwen512Gain() {
 }
 
 TEST(PlannerTest, ABatchingDenoisePlansFewerGpusAtTheBatchItsSloAllows) {
-  Result<PlanResult> alone = Plan(Images(10, 12));
+  // Trials of 6 minutes: each batch size is a search of its own.
   PlanRequest r = Images(10, 12);
+  r.hours = 0.1;
+  Result<PlanResult> alone = Plan(r);
   r.model.stages[1].batch_gain = Qwen512Gain();
   Result<PlanResult> batched = Plan(r);
   ASSERT_TRUE(alone.ok() && batched.ok()) << batched.status().ToString();
@@ -124,6 +126,7 @@ TEST(PlannerTest, ACurveThatGainsLittlePlansNoBatchUnderATightSlo) {
   // Qwen-Image at 1024x1024 gains 1.03x at 2 (same source): a batch of 2
   // nearly doubles each job's denoise, past a 6 s SLO.
   PlanRequest r = Images(10, 6);
+  r.hours = 0.1;
   r.model.stages[1].batch_gain = {1.0, 1.027};
   Result<PlanResult> p = Plan(r);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
