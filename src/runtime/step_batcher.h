@@ -16,16 +16,18 @@
 // ReferenceModelsTest.ABatchOfJobsSamplesEachAsItWouldAlone), so a job's
 // bytes may depend on which jobs it shared steps with.
 //
+// The batching itself is the public sluice::StepBatcher
+// (sluice/runtime/step_batcher.h), keyed here by latent shape and running
+// reference::DenoiseSteps.
+//
 // Thread safety: every method may be called from any thread.
-#ifndef SLUICE_RUNTIME_STEP_BATCHER_H_
-#define SLUICE_RUNTIME_STEP_BATCHER_H_
+#ifndef SLUICE_RUNTIME_STEP_BATCHER_H_INTERNAL_
+#define SLUICE_RUNTIME_STEP_BATCHER_H_INTERNAL_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <vector>
+
+#include "sluice/runtime/step_batcher.h"
 
 #include "runtime/reference/pipeline.h"
 
@@ -33,34 +35,21 @@ namespace sluice::internal {
 
 class StepBatcher {
  public:
-  struct Options {
-    int max_batch = 8;  // Jobs whose steps run as one batch, 2..64.
-    // How long the first step to arrive waits for the other members'
-    // (those between steps: saving a checkpoint, making a preview).
-    std::chrono::microseconds gather{5000};
-  };
-  struct Stats {
-    std::uint64_t batches = 0, steps = 0;  // Batches run, job-steps in them.
-    int largest = 0;                       // The most job-steps in one batch.
-  };
+  using Batcher = sluice::StepBatcher<const reference::SampleStep>;
+  using Options = Batcher::Options;  // max_batch: jobs whose steps run as one batch.
+  using Stats = Batcher::Stats;
 
-  explicit StepBatcher(Options o) : o_(o) {}
+  explicit StepBatcher(Options o);
 
   // A job's membership: from before its first step to after its last, for
   // its latent shape. While it is a member, a batch of its shape waits (up
   // to the gather window) for its next step before running without it.
   class Member {
    public:
-    Member(StepBatcher* b, const reference::LatentShape& s) : b_(b), key_(Key(s)) {
-      b_->Join(key_);
-    }
-    ~Member() { b_->Leave(key_); }
-    Member(const Member&) = delete;
-    Member& operator=(const Member&) = delete;
+    Member(StepBatcher* b, const reference::LatentShape& s) : m_(&b->batcher_, Key(s)) {}
 
    private:
-    StepBatcher* b_;
-    std::uint64_t key_;
+    Batcher::Member m_;
   };
 
   // Runs `item` (one step of a member's job; its pointers must stay valid
@@ -68,34 +57,17 @@ class StepBatcher {
   // shape hand in within the gather window, and returns the number of
   // job-steps that batch held (1: alone).
   int Step(const reference::SampleStep& item);
-  Stats stats() const;
+  Stats stats() const { return batcher_.stats(); }
 
  private:
-  struct Pending {
-    reference::SampleStep item;
-    bool done = false;
-    int batch = 0;
-  };
-  // One latent shape's jobs.
-  struct Group {
-    int members = 0;
-    std::vector<Pending*> waiting;  // Handed in, not yet taken, in arrival order.
-    bool leading = false;           // A step is gathering or running a batch.
-  };
   static std::uint64_t Key(const reference::LatentShape& s) {
     return (static_cast<std::uint64_t>(s.t) << 40) | (static_cast<std::uint64_t>(s.h) << 20) |
            static_cast<std::uint64_t>(s.w);
   }
-  void Join(std::uint64_t key);
-  void Leave(std::uint64_t key);
 
-  Options o_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::uint64_t, Group> groups_;  // A shape's, while it has members or steps.
-  Stats stats_;
+  Batcher batcher_;
 };
 
 }  // namespace sluice::internal
 
-#endif  // SLUICE_RUNTIME_STEP_BATCHER_H_
+#endif  // SLUICE_RUNTIME_STEP_BATCHER_H_INTERNAL_
