@@ -15,7 +15,7 @@ Status PeerError(const std::string& peer, const WireHeader& h, std::string_view 
 ClientConn::ClientConn(UniqueFd fd, EventLoop* loop, std::string peer,
                        std::chrono::milliseconds timeout, Callbacks callbacks,
                        std::unique_ptr<FrameSeal> seal)
-    : FrameConn(std::move(fd), loop, std::move(peer), timeout), callbacks_(std::move(callbacks)) {
+    : ControlConn(std::move(fd), loop, std::move(peer), timeout), callbacks_(std::move(callbacks)) {
   if (seal != nullptr) {
     StartSealing(std::move(seal));
   }
@@ -23,14 +23,6 @@ ClientConn::ClientConn(UniqueFd fd, EventLoop* loop, std::string peer,
 
 void ClientConn::Begin() {
   Watch(EPOLLIN);
-}
-
-void ClientConn::Post(std::function<void()> fn) {
-  loop()->Post([w = std::weak_ptr<FrameConn>(shared_from_this()), fn = std::move(fn)] {
-    if (auto s = w.lock()) {
-      fn();
-    }
-  });
 }
 
 Status ClientConn::EnqueueNotify(std::string message) {

@@ -17,7 +17,7 @@
 
 namespace sluice::internal {
 
-class ClientConn final : public FrameConn, public ConnPort {
+class ClientConn final : public ControlConn {
  public:
   struct Callbacks {
     std::function<void(RegionTable)> on_table;  // A pushed table (loop thread).
@@ -39,13 +39,6 @@ class ClientConn final : public FrameConn, public ConnPort {
   Status EnqueueNotify(std::string message);
   // Thread-safe; closes from the loop thread.
   void CloseAsync(const Status& why);
-
-  // ConnPort.
-  const std::string& peer() const override { return FrameConn::peer(); }
-  bool closed() const override { return FrameConn::closed(); }
-  void Queue(OutFrame frame) override { FrameConn::Queue(std::move(frame)); }
-  void Flush() override { FrameConn::Flush(); }
-  void Post(std::function<void()> fn) override;
 
  protected:
   Status OnHeader(const WireHeader& h, Sink* sink, std::uint64_t* follow) override;

@@ -43,6 +43,25 @@ class ConnPort {
   virtual void Post(std::function<void()> fn) = 0;
 };
 
+// A control-plane connection (ClientConn, ServerConn): a FrameConn whose
+// halves reach it through ConnPort.
+class ControlConn : public FrameConn, public ConnPort {
+ public:
+  using FrameConn::FrameConn;
+
+  const std::string& peer() const override { return FrameConn::peer(); }
+  bool closed() const override { return FrameConn::closed(); }
+  void Queue(OutFrame frame) override { FrameConn::Queue(std::move(frame)); }
+  void Flush() override { FrameConn::Flush(); }
+  void Post(std::function<void()> fn) override {
+    loop()->Post([w = std::weak_ptr<FrameConn>(shared_from_this()), fn = std::move(fn)] {
+      if (auto s = w.lock()) {
+        fn();
+      }
+    });
+  }
+};
+
 class ConnHalf {
  public:
   virtual ~ConnHalf() = default;

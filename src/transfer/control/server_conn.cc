@@ -11,21 +11,13 @@ namespace sluice::internal {
 
 ServerConn::ServerConn(UniqueFd fd, EventLoop* loop, std::string peer,
                        std::chrono::milliseconds timeout, ServerHost* host)
-    : FrameConn(std::move(fd), loop, std::move(peer), timeout), host_(host) {}
+    : ControlConn(std::move(fd), loop, std::move(peer), timeout), host_(host) {}
 
 void ServerConn::Start(UniqueFd fd, EventLoop* loop, std::string peer,
                        std::chrono::milliseconds timeout, ServerHost* host) {
   auto c = std::make_shared<ServerConn>(std::move(fd), loop, std::move(peer), timeout, host);
   c->Watch(EPOLLIN);
   loop->Post([c] { c->SendHello(); });
-}
-
-void ServerConn::Post(std::function<void()> fn) {
-  loop()->Post([w = std::weak_ptr<FrameConn>(shared_from_this()), fn = std::move(fn)] {
-    if (auto s = w.lock()) {
-      fn();
-    }
-  });
 }
 
 void ServerConn::SendHello() {

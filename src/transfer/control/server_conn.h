@@ -47,7 +47,7 @@ class ServerHost {
   virtual std::vector<std::unique_ptr<ConnHalf>> ServedHalves(ConnPort* conn) = 0;
 };
 
-class ServerConn final : public FrameConn, public ConnPort {
+class ServerConn final : public ControlConn {
  public:
   static void Start(UniqueFd fd, EventLoop* loop, std::string peer,
                     std::chrono::milliseconds timeout, ServerHost* host);
@@ -60,13 +60,6 @@ class ServerConn final : public FrameConn, public ConnPort {
   // The handshake deadline (host's handshake_timeout from the accept),
   // then FrameConn's progress timeout.
   void OnTick(Clock::time_point now) override;
-
-  // ConnPort.
-  const std::string& peer() const override { return FrameConn::peer(); }
-  bool closed() const override { return FrameConn::closed(); }
-  void Queue(OutFrame frame) override { FrameConn::Queue(std::move(frame)); }
-  void Flush() override { FrameConn::Flush(); }
-  void Post(std::function<void()> fn) override;
 
  protected:
   Status OnHeader(const WireHeader& h, Sink* sink, std::uint64_t* follow) override;
