@@ -93,6 +93,15 @@ function(sluice_cc_test)
     target_include_directories(${ARG_NAME} PRIVATE ${root})
   endif()
   target_compile_options(${ARG_NAME} PRIVATE ${SLUICE_WARNING_FLAGS} ${SLUICE_TEST_FLAGS})
+  # A sanitized build runs no test labelled nosan or gpu (scripts/test.sh:
+  # -LE "gpu|rdma|nosan"), so such a binary is left out of its `all` and
+  # lists no cases there (`cmake --build build-san --target X` still
+  # builds it): CI compiles none of them under the sanitizers.
+  set(sanitized_out FALSE)
+  if(NOT SLUICE_SANITIZE STREQUAL "" AND "${ARG_LABELS}" MATCHES "(^|;)(nosan|gpu)(;|$)")
+    set(sanitized_out TRUE)
+    set_target_properties(${ARG_NAME} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+  endif()
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
@@ -127,6 +136,9 @@ function(sluice_cc_test)
   # (`-LE case`): one process per binary, as suites whose fixtures start a
   # cluster once expect, and no process start per case. The cases are
   # listed when ctest starts (the binary's --gtest_list_tests).
+  if(sanitized_out)
+    return()
+  endif()
   gtest_discover_tests(${ARG_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
     PROPERTIES LABELS "case;${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
                SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")

@@ -17,7 +17,7 @@ PACKAGES=(
   libcpp-httplib-dev libboost1.81-dev
   libopenblas-pthread-dev libpng-dev libyaml-cpp-dev
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest libdlpack-dev
-  clang-format-16 clang-16 libclang-rt-16-dev libfuzzer-16-dev llvm-16
+  clang-format-16 clang-16 libclang-rt-16-dev libfuzzer-16-dev llvm-16 lld
   ffmpeg nodejs
   iproute2 iptables libnetfilter-queue-dev gdb mmdebstrap etcd-server gnuplot-nox prometheus
   chromium

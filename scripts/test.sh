@@ -45,35 +45,81 @@ if [ -n "$unformatted" ]; then
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${unity[@]}" >/dev/null
-cmake --build build -j "$jobs"
-run_ctest --test-dir build --output-on-failure -j "$jobs" -LE "gpu|rdma|case"
 
-if [ "${SLUICE_SKIP_SANITIZERS:-0}" != "1" ]; then
+sanitizers=1
+[ "${SLUICE_SKIP_SANITIZERS:-0}" = "1" ] && sanitizers=0
+if [ "$sanitizers" = 1 ]; then
   # Clang-16 build 1 does three jobs: AddressSanitizer + UBSan for every
   # test, -Werror=thread-safety over the whole tree (the annotated locks of
   # src/common/mutex.h), and the libFuzzer targets of fuzz/, which run as
   # tests labelled `fuzz` (10 s each, SLUICE_FUZZ_SECONDS). -O0 -g1 (line tables)
   # builds in half the time of -O1; the data-path and compute libraries
   # (sluice_hot_path() in CMake) get -O1 so tests moving real sizes keep
-  # their pace.
+  # their pace. A binary whose tests are all nosan or gpu is not built
+  # there (sluice_cc_test).
   san_flags=(-G Ninja "${unity[@]}" -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=RelWithDebInfo
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1 -DNDEBUG" -DSLUICE_HOT_PATH_FLAGS=-O1)
   # 10 s per fuzz target here: a smoke run of each (with its invariants)
   # that fits CI's time; longer campaigns run the targets by hand.
   cmake -S . -B build-san "${san_flags[@]}" -DSLUICE_SANITIZE=address -DSLUICE_FUZZ=ON \
     -DSLUICE_FUZZ_SECONDS=10 >/dev/null
-  cmake --build build-san -j "$jobs"
+  # Clang-16 build 2: ThreadSanitizer over the transfer, store, connector
+  # and orchestrator suites (label `tsan`) and every process they start.
+  cmake -S . -B build-tsan "${san_flags[@]}" -DSLUICE_SANITIZE=thread >/dev/null
+
+  # The two sanitized builds compile one after the other in the background
+  # at idle priority (SCHED_IDLE; nice 19 where that is refused) while the
+  # Release build and the tests before each run: about a third of the two
+  # cores sits idle while tests' processes wait on one another, sockets
+  # and timers, and the compiler takes only that — a test's thread
+  # preempts it whenever it wakes. Each build's output is printed when a
+  # run needs it; a failed build fails the run.
+  idle=(nice -n 19)
+  if chrt --idle 0 true 2>/dev/null; then
+    idle=(chrt --idle 0)
+  fi
+  rm -f build-san/build.rc build-tsan/build.rc
+  (
+    rc=0
+    "${idle[@]}" ninja -C build-san -j "$jobs" >build-san/build.log 2>&1 || rc=$?
+    echo "$rc" >build-san/build.rc
+    rc=0
+    "${idle[@]}" ninja -C build-tsan -j "$jobs" tsan_tests >build-tsan/build.log 2>&1 || rc=$?
+    echo "$rc" >build-tsan/build.rc
+  ) &
+  builds=$!
+  # Whatever ends the run stops the builds (ninja stops its compilers).
+  trap 'pkill -P "$builds" 2>/dev/null || true; kill "$builds" 2>/dev/null || true' EXIT
+fi
+
+# sanitized_build DIR: waits for DIR's background build, prints its output,
+# and fails when it failed.
+sanitized_build() {
+  while [ ! -e "$1/build.rc" ] && kill -0 "$builds" 2>/dev/null; do
+    sleep 1
+  done
+  cat "$1/build.log"
+  local rc
+  rc=$(cat "$1/build.rc" 2>/dev/null || echo "none")
+  if [ "$rc" != 0 ]; then
+    echo "the build in $1 failed (exit $rc)" >&2
+    return 1
+  fi
+}
+
+cmake --build build -j "$jobs"
+run_ctest --test-dir build --output-on-failure -j "$jobs" -LE "gpu|rdma|case"
+
+if [ "$sanitizers" = 1 ]; then
+  sanitized_build build-san
   # Undefined behaviour halts (the build has -fno-sanitize-recover); the
   # canaries of tests/sanitizer prove each kind of error fails a test.
   UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1" \
     run_ctest --test-dir build-san --output-on-failure -j "$jobs" -LE "gpu|rdma|nosan|case"
 
-  # Clang-16 build 2: ThreadSanitizer over the transfer, store, connector
-  # and orchestrator suites (label `tsan`) and every process they start.
-  # Each report lands in build-tsan/tsan-reports and fails the run; the
-  # suppressions in scripts/tsan.supp say why each is benign.
-  cmake -S . -B build-tsan "${san_flags[@]}" -DSLUICE_SANITIZE=thread >/dev/null
-  cmake --build build-tsan -j "$jobs" --target tsan_tests
+  # Each ThreadSanitizer report lands in build-tsan/tsan-reports and fails
+  # the run; the suppressions in scripts/tsan.supp say why each is benign.
+  sanitized_build build-tsan
   reports="$PWD/build-tsan/tsan-reports"
   rm -rf "$reports" && mkdir -p "$reports"
   tsan_ok=1
