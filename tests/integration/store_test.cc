@@ -454,6 +454,35 @@ TEST_F(StoreTest, MasterExportsPrometheusMetrics) {
   EXPECT_EQ(body.find("sluice_master_rpc_seconds_count{method=\"GetStart\"} 0\n"),
             std::string::npos)
       << "the Get was counted";
+  // The histogram's buckets are cumulative: its +Inf bucket is its count,
+  // and no bucket holds fewer than the one below it.
+  auto value = [&](const std::string& name) {
+    const std::size_t at = body.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(body.substr(at + name.size() + 2));
+  };
+  const double puts = value("sluice_master_rpc_seconds_count{method=\"PutStart\"}");
+  EXPECT_GE(puts, 1);
+  EXPECT_EQ(value("sluice_master_rpc_seconds_bucket{method=\"PutStart\",le=\"+Inf\"}"), puts);
+  double below = 0;
+  for (const char* le :
+       {"2.5e-05", "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.01", "0.1"}) {
+    const double n = value("sluice_master_rpc_seconds_bucket{method=\"PutStart\",le=\"" +
+                           std::string(le) + "\"}");
+    EXPECT_GE(n, below) << "le=" << le << body;
+    below = n;
+  }
+  EXPECT_LE(below, puts);
+
+  // A scrape that asks for OpenMetrics (as Prometheus does) gets it: a
+  // counter's family is named without its _total, and `# EOF` ends it.
+  auto om = http.Get("/metrics", {{"Accept", "application/openmetrics-text;version=1.0.0"}});
+  ASSERT_TRUE(om);
+  EXPECT_EQ(om->get_header_value("Content-Type"),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8");
+  EXPECT_NE(om->body.find("# TYPE sluice_store_spills counter\nsluice_store_spills_total 0\n"),
+            std::string::npos)
+      << om->body;
+  EXPECT_TRUE(om->body.ends_with("# EOF\n")) << om->body;
 }
 
 TEST_F(StoreTest, FastLaneAndGrpcClientsShareOneStore) {

@@ -72,7 +72,8 @@ class MasterCore {
   MasterMetrics Metrics();
   // Transfer endpoints of the registered store nodes (Describe).
   std::vector<std::string> NodeEndpoints();
-  void WriteRpcStats(std::ostringstream& out) { rpc_stats_.Write(out); }
+  // Appends the per-method RPC latency histograms to `out`.
+  void WriteRpcStats(MetricsText& out) { rpc_stats_.Write(out); }
 
  private:
   static constexpr std::chrono::seconds kParkedGetTimeout{30};

@@ -4,12 +4,12 @@
 #include <deque>
 #include <functional>
 #include <set>
-#include <sstream>
 
 #include "sluice/store/master.h"
 
 #include "common/log.h"
 #include "common/metrics_endpoint.h"
+#include "common/metrics_text.h"
 #include "common/mutex.h"
 #include "common/net.h"
 #include "common/protobuf_log.h"
@@ -474,76 +474,73 @@ class MasterServerImpl final : public pb::Master::CallbackService {
       return Status::Ok();
     }
     SLUICE_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(listen, true));
-    SLUICE_ASSIGN_OR_RETURN(metrics_, MetricsEndpoint::Start("master", hp.host, metrics_port,
-                                                             [this] { return MetricsText(); }));
+    SLUICE_ASSIGN_OR_RETURN(
+        metrics_, MetricsEndpoint::Start("master", hp.host, metrics_port, [this](bool openmetrics) {
+          return Exposition(openmetrics);
+        }));
     metrics_endpoint_ = metrics_->endpoint();
     return Status::Ok();
   }
   void StopMetrics() { metrics_.reset(); }
   const std::string& metrics_endpoint() const { return metrics_endpoint_; }
 
-  std::string MetricsText() {
+  // The master's exposition: Prometheus text, or OpenMetrics when the
+  // scrape asks for it.
+  std::string Exposition(bool openmetrics) {
     const MasterMetrics m = core_.Metrics();
-    std::ostringstream out;
-    auto gauge = [&](const char* name, const char* help, const char* type, std::uint64_t v) {
-      out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
-          << name << " " << v << "\n";
-    };
-    gauge("sluice_store_nodes", "Registered store nodes.", "gauge", m.nodes);
-    gauge("sluice_store_objects", "Committed objects.", "gauge", m.objects);
-    gauge("sluice_store_objects_cached", "Committed cache and soft-pin objects (evictable).",
-          "gauge", m.objects_cached);
-    gauge("sluice_store_objects_writing", "Objects with an open put.", "gauge", m.objects_writing);
-    out << "# HELP sluice_store_bytes Store bytes per tier.\n# TYPE sluice_store_bytes gauge\n"
-        << "sluice_store_bytes{tier=\"memory\",state=\"capacity\"} " << m.capacity_bytes << "\n"
-        << "sluice_store_bytes{tier=\"memory\",state=\"used\"} " << m.used_bytes << "\n"
-        << "sluice_store_bytes{tier=\"disk\",state=\"capacity\"} " << m.disk_capacity_bytes << "\n"
-        << "sluice_store_bytes{tier=\"disk\",state=\"used\"} " << m.disk_used_bytes << "\n";
-    gauge("sluice_store_free_extents", "Free memory ranges over all segments.", "gauge",
-          m.free_extents);
-    out << "# HELP sluice_store_fragmentation 1 - largest free extents / free bytes.\n"
-        << "# TYPE sluice_store_fragmentation gauge\nsluice_store_fragmentation " << m.fragmentation
-        << "\n";
-    gauge("sluice_store_spills_total", "Objects moved from memory to the disk tier.", "counter",
-          m.spills);
-    gauge("sluice_store_loads_total", "Spilled objects loaded back for readers.", "counter",
-          m.loads);
-    gauge("sluice_store_evictions_total", "Objects evicted under memory pressure.", "counter",
-          m.evictions);
-    gauge("sluice_store_lease_expiries_total", "Put and read leases that timed out.", "counter",
-          m.lease_expiries);
-    gauge("sluice_store_reservations", "Space held for clients' next puts.", "gauge",
-          m.reservations);
-    gauge("sluice_store_reserved_puts_total",
-          "Puts committed in one round trip over a reservation.", "counter", m.reserved_puts);
-    gauge("sluice_store_objects_lost_total", "Objects that lost their last replica.", "counter",
-          m.objects_lost);
-    gauge("sluice_store_soft_pins_total", "Cache objects soft-pinned by their reads.", "counter",
-          m.soft_pins);
-    gauge("sluice_store_unacked_changes",
-          "Directory changes store nodes have not acknowledged yet.", "gauge", m.unacked_changes);
-    gauge("sluice_store_waiters", "Calls waiting for a key to be put (WaitFor, gets with a wait).",
-          "gauge", m.waiters);
+    MetricsText out(openmetrics);
+    out.Gauge("sluice_store_nodes", "Registered store nodes.", m.nodes);
+    out.Gauge("sluice_store_objects", "Committed objects.", m.objects);
+    out.Gauge("sluice_store_objects_cached", "Committed cache and soft-pin objects (evictable).",
+              m.objects_cached);
+    out.Gauge("sluice_store_objects_writing", "Objects with an open put.", m.objects_writing);
+    out.Family("sluice_store_bytes", "Store bytes per tier.", "gauge");
+    out.Sample("sluice_store_bytes", {{"tier", "memory"}, {"state", "capacity"}}, m.capacity_bytes);
+    out.Sample("sluice_store_bytes", {{"tier", "memory"}, {"state", "used"}}, m.used_bytes);
+    out.Sample("sluice_store_bytes", {{"tier", "disk"}, {"state", "capacity"}},
+               m.disk_capacity_bytes);
+    out.Sample("sluice_store_bytes", {{"tier", "disk"}, {"state", "used"}}, m.disk_used_bytes);
+    out.Gauge("sluice_store_free_extents", "Free memory ranges over all segments.", m.free_extents);
+    out.Gauge("sluice_store_fragmentation", "1 - largest free extents / free bytes.",
+              m.fragmentation);
+    out.Counter("sluice_store_spills_total", "Objects moved from memory to the disk tier.",
+                m.spills);
+    out.Counter("sluice_store_loads_total", "Spilled objects loaded back for readers.", m.loads);
+    out.Counter("sluice_store_evictions_total", "Objects evicted under memory pressure.",
+                m.evictions);
+    out.Counter("sluice_store_lease_expiries_total", "Put and read leases that timed out.",
+                m.lease_expiries);
+    out.Gauge("sluice_store_reservations", "Space held for clients' next puts.", m.reservations);
+    out.Counter("sluice_store_reserved_puts_total",
+                "Puts committed in one round trip over a reservation.", m.reserved_puts);
+    out.Counter("sluice_store_objects_lost_total", "Objects that lost their last replica.",
+                m.objects_lost);
+    out.Counter("sluice_store_soft_pins_total", "Cache objects soft-pinned by their reads.",
+                m.soft_pins);
+    out.Gauge("sluice_store_unacked_changes",
+              "Directory changes store nodes have not acknowledged yet.", m.unacked_changes);
+    out.Gauge("sluice_store_waiters",
+              "Calls waiting for a key to be put (WaitFor, gets with a wait).", m.waiters);
     const std::pair<const char*, std::uint64_t CacheClassMetrics::*> per_class[] = {
         {"sluice_store_cache_objects", &CacheClassMetrics::objects},
         {"sluice_store_cache_bytes", &CacheClassMetrics::bytes},
         {"sluice_store_cache_budget_bytes", &CacheClassMetrics::budget_bytes},
         {"sluice_store_cache_evictions_total", &CacheClassMetrics::evictions}};
     for (const auto& [name, member] : per_class) {
-      out << "# HELP " << name << " Per cache class (0 budget: none).\n# TYPE " << name
-          << (std::string_view(name).ends_with("_total") ? " counter\n" : " gauge\n");
+      out.Family(name, "Per cache class (0 budget: none).",
+                 std::string_view(name).ends_with("_total") ? "counter" : "gauge");
       for (const auto& [c, cm] : m.cache_classes) {
-        out << name << "{class=\"" << c << "\"} " << cm.*member << "\n";
+        out.Sample(name, {{"class", c}}, static_cast<double>(cm.*member));
       }
     }
     core_.WriteRpcStats(out);
     if (fast_lane_) {
-      gauge("sluice_master_fast_lane_connections", "Open fast-lane connections.", "gauge",
-            fast_lane_->connections());
-      gauge("sluice_master_fast_lane_requests_total", "Calls served over the fast lane.", "counter",
-            fast_lane_->requests());
+      out.Gauge("sluice_master_fast_lane_connections", "Open fast-lane connections.",
+                fast_lane_->connections());
+      out.Counter("sluice_master_fast_lane_requests_total", "Calls served over the fast lane.",
+                  fast_lane_->requests());
     }
-    return out.str();
+    return out.text();
   }
 };
 

@@ -5,8 +5,8 @@
 
 #include <array>
 #include <cstdint>
-#include <sstream>
 
+#include "common/metrics_text.h"
 #include "common/mutex.h"
 #include "store/master/master_state.h"
 
@@ -41,24 +41,22 @@ class RpcStats {
     ++h.count;
     h.sum += s;
     for (std::size_t b = 0; b < kBuckets.size(); ++b) {
-      h.buckets[b] += s <= kBuckets[b] ? 1 : 0;
+      if (s <= kBuckets[b]) {
+        ++h.buckets[b];  // Its own bucket; the exposition sums them.
+        break;
+      }
     }
   }
 
-  void Write(std::ostringstream& out) {
+  // Appends the `sluice_master_rpc_seconds` histogram family, a sample set
+  // per method.
+  void Write(MetricsText& out) {
     MutexLock lock(mu_);
-    out << "# HELP sluice_master_rpc_seconds Master RPC handling time.\n"
-        << "# TYPE sluice_master_rpc_seconds histogram\n";
+    out.Family("sluice_master_rpc_seconds", "Master RPC handling time.", "histogram");
     for (int m = 0; m < kCount; ++m) {
       const Hist& h = hist_[m];
-      for (std::size_t b = 0; b < kBuckets.size(); ++b) {
-        out << "sluice_master_rpc_seconds_bucket{method=\"" << kNames[m] << "\",le=\""
-            << kBuckets[b] << "\"} " << h.buckets[b] << "\n";
-      }
-      out << "sluice_master_rpc_seconds_bucket{method=\"" << kNames[m] << "\",le=\"+Inf\"} "
-          << h.count << "\n";
-      out << "sluice_master_rpc_seconds_sum{method=\"" << kNames[m] << "\"} " << h.sum << "\n";
-      out << "sluice_master_rpc_seconds_count{method=\"" << kNames[m] << "\"} " << h.count << "\n";
+      out.Histogram("sluice_master_rpc_seconds", {{"method", kNames[m]}}, kBuckets, h.buckets,
+                    h.count, h.sum);
     }
   }
 
