@@ -311,6 +311,7 @@ class Context {
   std::string request_json() const { return c_->request_json(); }
   py::bytes input() const { return py::bytes(c_->input()); }
   int resume_step() const { return c_->resume_step(); }
+  bool interactive() const { return c_->interactive(); }
   int reported_checkpoint() const { return c_->ReportedCheckpoint(); }
   void progress(int step, int steps, bool checkpointed) { c_->Progress(step, steps, checkpointed); }
   void preview(int step, const py::bytes& png) { c_->Preview(step, std::string(png)); }
@@ -544,6 +545,10 @@ PYBIND11_MODULE(_sluice, m) {
       .def_property_readonly("request_json", &Context::request_json)
       .def_property_readonly("input", &Context::input)
       .def_property_readonly("resume_step", &Context::resume_step)
+      .def_property_readonly("interactive", &Context::interactive,
+                             "The job is of the interactive class (a person waits on it): a "
+                             "handler may trade throughput for its latency, e.g. step it "
+                             "outside a batch.")
       .def_property_readonly("reported_checkpoint", &Context::reported_checkpoint)
       .def("progress", &Context::progress, py::arg("step"), py::arg("steps"),
            py::arg("checkpointed") = false)

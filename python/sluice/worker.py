@@ -57,6 +57,10 @@ empty or longer one, raise InvalidArgumentError). It replaces what the
 orchestrator learned of the worker, so jobs stop being drawn to an
 adapter it dropped.
 
+ctx.interactive is True for a job of the interactive class (a person waits
+on it): a handler may trade throughput for its latency, e.g. step it
+outside a StepBatcher's batch.
+
 The handler runs on a sluice thread (holding the GIL while it runs Python),
 up to `capacity` at once. Returning bytes is shorthand for
 StageOutput(output=bytes). Raising fails the assignment; UnavailableError and

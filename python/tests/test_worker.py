@@ -117,6 +117,27 @@ def test_a_handlers_timings_and_counts_show_on_its_stage_done_event(orchestrator
             w.close()
 
 
+def test_a_handler_sees_whether_its_job_is_interactive(orchestrator):
+    grpc, http = orchestrator
+    seen = []
+
+    def denoise(ctx):
+        seen.append((json.loads(ctx.request_json)["prompt"], ctx.interactive))
+        return StageOutput(output=b"latent")
+
+    workers = [StageWorker("encode", grpc, lambda ctx: b"cond"),
+               StageWorker("denoise", grpc, denoise),
+               StageWorker("decode", grpc, lambda ctx: StageOutput(output=b"png"))]
+    try:
+        for priority in ("interactive", "standard", "batch"):
+            status, body = post(http, {"prompt": priority, "priority": priority})
+            assert status == 200, body
+        assert seen == [("interactive", True), ("standard", False), ("batch", False)], seen
+    finally:
+        for w in workers:
+            w.close()
+
+
 def test_a_checkpointed_step_is_acknowledged_by_a_later_heartbeat(orchestrator):
     grpc, http = orchestrator
     seen = []

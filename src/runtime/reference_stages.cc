@@ -413,7 +413,7 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
   // Batching: a member of the worker's batch from its first step to its
   // last (or its stop), counting the steps it shared with other jobs.
   std::optional<internal::StepBatcher::Member> member;
-  if (shared.batcher != nullptr) {
+  if (shared.batcher != nullptr && !(o.interactive_alone && ctx.interactive())) {
     member.emplace(shared.batcher.get(), r.latent());
   }
   int batched = 0;
@@ -481,8 +481,8 @@ Result<SamplerRun> RunSampler(StageContext& ctx, const Request& r, const std::ve
   // What this run sampled, and of it what the step cache skipped and what
   // ran in a batch with other jobs.
   ctx.AddCount("steps", step_cache.computed + step_cache.skipped);
-  if (member.has_value()) {
-    ctx.AddCount("steps_batched", batched);
+  if (shared.batcher != nullptr) {
+    ctx.AddCount("steps_batched", batched);  // 0 for a job that stepped alone.
   }
   if (step_cache.threshold > 0) {
     ctx.AddCount("steps_skipped", step_cache.skipped);

@@ -29,6 +29,7 @@ struct RunState {
   std::string session_secret;
   std::string job_name, stage, model, request_json, input;
   int resume_step = 0;
+  bool interactive = false;  // The job's class is interactive.
   std::atomic<bool> stop{false}, checkpoint{false};
   std::atomic<bool> reported{false};  // Done/Failed sent (by the runner or by Drain).
   Mutex mu;

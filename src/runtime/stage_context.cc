@@ -24,6 +24,9 @@ const std::string& StageContext::job_name() const {
 const std::string& StageContext::request_json() const {
   return s_->request_json;
 }
+bool StageContext::interactive() const {
+  return s_->interactive;
+}
 const std::string& StageContext::input() const {
   return s_->input;
 }

@@ -402,6 +402,7 @@ class StageWorkerImpl {
     s->request_json = a.request_json();
     s->input = a.input();
     s->resume_step = static_cast<int>(a.resume_step());
+    s->interactive = a.priority() == pb::Assignment::INTERACTIVE;
     if (draining_ || run != running_.end()) {
       // Refused unrun: a draining worker's refusal is not the job's failed
       // attempt (reported as a yield).

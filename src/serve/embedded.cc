@@ -56,6 +56,7 @@ Status EmbeddedClusterImpl::AddWorker(const std::vector<std::string>& stages) {
       ro.checkpoint_every = config.checkpoint_every;
       ro.step_cache_threshold = config.step_cache_threshold;
       ro.denoise_batch = config.denoise_batch;
+      ro.interactive_alone = config.interactive_alone;
       ro.store = w.checkpoints.get();
       if (stage == roles.condition && config.condition_cache) {
         SLUICE_ASSIGN_OR_RETURN(w.conditions,

@@ -5,7 +5,7 @@
 // pipeline's within float32 rounding (PSNR >= 40 dB against the job
 // alone), a cancelled member leaves while the others go on, and an
 // interactive job takes a batch member's slot (it yields at a checkpoint
-// and resumes).
+// and resumes) or, where the worker says so, steps alone.
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
@@ -202,6 +202,77 @@ TEST(BatchingTest, AnInteractiveJobPreemptsABatchMemberAndEveryJobKeepsItsBytes)
     EXPECT_GE(Psnr(got->rgb, want->rgb), 40.0) << "job " << k;
   }
   EXPECT_GE(preempted, 1) << "no batch member yielded its slot to the interactive job";
+}
+
+// `interactive_alone`: on a worker batching three jobs, two batch-class
+// jobs share their steps while an interactive one arriving beside them
+// steps alone — none of its steps batched, and its picture its
+// pipeline's byte for byte (a step alone is DenoiseStep's bits).
+TEST(BatchingTest, AnInteractiveJobStepsAloneWhenTheWorkerSaysSo) {
+  EmbeddedConfig c;
+  c.workers = 3;  // One encode, one denoise (taking three), one decode.
+  c.denoise_batch = 3;
+  c.interactive_alone = true;
+  auto cluster = StartEmbedded(c);
+  ASSERT_NE(cluster, nullptr);
+  httplib::Client http("http://" + cluster->http_endpoint());
+  http.set_read_timeout(120, 0);
+  auto submit = [&](const json& body) {
+    auto r = http.Post("/v1/images/generations", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 202) << (r ? r->body : "no answer");
+    return r ? json::parse(r->body).value("id", "") : "";
+  };
+  std::vector<std::string> bodies, ids;
+  for (int k = 0; k < 2; ++k) {
+    const json body = {{"prompt", k == 0 ? "a large red circle on the left on a blue background"
+                                         : "a small green square at the top on a black background"},
+                       {"size", "128x128"},
+                       {"seed", k},
+                       {"steps", 40},
+                       {"priority", "batch"},
+                       {"async", true}};
+    bodies.push_back(body.dump());
+    ids.push_back(submit(body));
+  }
+  const json interactive = {
+      {"prompt", "a large yellow triangle on the right on a white background"},
+      {"size", "128x128"},
+      {"seed", 5},
+      {"steps", 12},
+      {"priority", "interactive"},
+      {"async", true}};
+  bodies.push_back(interactive.dump());
+  ids.push_back(submit(interactive));
+
+  int batch_jobs_batched = 0;
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    auto events = http.Get("/v1/jobs/" + ids[k] + "/events");  // Ends with the job.
+    ASSERT_TRUE(events);
+    int batched = -1;
+    std::istringstream lines(events->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("data: ", 0) == 0 && line.find("\"stage_done\"") != std::string::npos) {
+        const json e = json::parse(line.substr(6));
+        if (e["stage"] == "denoise") {
+          batched = e["counts"].value("steps_batched", -1);
+        }
+      }
+    }
+    auto content = http.Get("/v1/jobs/" + ids[k] + "/content");
+    ASSERT_TRUE(content);
+    ASSERT_EQ(content->status, 200) << content->body.substr(0, 200);
+    auto got = media::DecodePng(content->body);
+    auto want = media::DecodePng(Alone(bodies[k]));
+    ASSERT_TRUE(got.ok() && want.ok());
+    if (k == 2) {
+      EXPECT_EQ(batched, 0) << "the interactive job shared a batch";
+      EXPECT_TRUE(got->rgb == want->rgb) << "not its pipeline's pixels";
+    } else {
+      batch_jobs_batched += batched;
+      EXPECT_GE(Psnr(got->rgb, want->rgb), 40.0) << "job " << k;
+    }
+  }
+  EXPECT_GT(batch_jobs_batched, 0) << "the two batch-class jobs never shared a step";
 }
 
 }  // namespace

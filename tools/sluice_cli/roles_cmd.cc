@@ -585,6 +585,9 @@ void AddWorker(CLI::App& app, std::vector<Command>* out) {
                   "batch (raises --capacity to it; 1: each job alone)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  cmd->add_flag("--interactive-alone", w.interactive_alone,
+                "reference denoise with --denoise-batch: interactive jobs step alone, outside the "
+                "batch (where a batch costs each member more than a step alone, as on a CPU)");
   cmd->add_option("--adapter-cache", w.adapter_cache,
                   "reference denoise: LoRA adapters kept in memory (read from the store on first "
                   "use) up to this size; beyond, the least recently used is dropped")

@@ -427,6 +427,7 @@ int RunWorker(const WorkerOptions& o, bool exit_on_eof) {
     ro.step_cache_threshold = o.step_cache_threshold;
     ro.adapter_cache_bytes = static_cast<std::size_t>(*ParseByteSize(o.adapter_cache));
     ro.denoise_batch = o.denoise_batch;
+    ro.interactive_alone = o.interactive_alone;
     if (store != nullptr) {
       ro.store = store.get();
       ro.checkpoint_every = o.checkpoint_every;

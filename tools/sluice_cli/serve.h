@@ -51,6 +51,9 @@ struct WorkerOptions {
   // Reference denoise: step-level batching of up to this many of its
   // concurrent jobs (ReferenceStageOptions::denoise_batch); 1: off.
   int denoise_batch = 1;
+  // With batching: interactive jobs step alone
+  // (ReferenceStageOptions::interactive_alone).
+  bool interactive_alone = false;
   // Encode with --master: cache each text's embedding in the store
   // (condition cache) and let jobs whose conditions are all cached skip
   // encode. Reference stages: on unless turned off. Profile stages: only

@@ -81,6 +81,9 @@ void AddServe(CLI::App& app, std::vector<Command>* out) {
                   "as one batch (each worker then takes as many jobs; 1: each job alone)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  cmd->add_flag("--interactive-alone", c.interactive_alone,
+                "reference denoise with --denoise-batch: interactive jobs step alone, outside the "
+                "batch (where a batch costs each member more than a step alone, as on a CPU)");
   cmd->add_option("--adapters", c.adapters_dir,
                   "reference stages: directory of LoRA adapters served by name "
                   "(NAME.safetensors; POST /v1/adapters writes there too; the shipped ones: "

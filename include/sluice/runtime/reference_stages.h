@@ -97,6 +97,13 @@ struct ReferenceStageOptions {
   // "steps_batched" (its steps that shared a batch). 1: every job alone;
   // 1..64.
   int denoise_batch = 1;
+  // Denoise with denoise_batch > 1: an interactive job
+  // (StageContext::interactive) steps outside the batch, alone — its steps
+  // are DenoiseStep's bit for bit and wait on no other job's — for
+  // hardware where a batch costs each member more than a step alone does
+  // (a CPU: a batch of n costs about n steps; a GPU: about one). Its Done
+  // counts "steps_batched" 0.
+  bool interactive_alone = false;
   // Checkpoints of jobs nobody resumes expire after this.
   std::chrono::seconds checkpoint_ttl{600};
 };

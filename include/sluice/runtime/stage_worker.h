@@ -51,6 +51,10 @@ class StageContext {
   const std::string& request_json() const;  // The job's request, as submitted.
   const std::string& input() const;         // The previous stage's output (a descriptor), or empty.
   int resume_step() const;                  // Denoise: continue after this checkpointed step.
+  // The job is of the interactive class (a person waits on it; the
+  // orchestrator preempts batch work for it): a handler may trade
+  // throughput for its latency, e.g. step it outside a batch.
+  bool interactive() const;
 
   // Step `step` of `steps` is done; `checkpointed` if a checkpoint of it is
   // stored (a lost or preempted job resumes from it). Sent with the next

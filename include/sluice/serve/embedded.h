@@ -72,6 +72,9 @@ struct EmbeddedConfig {
   // worker (ReferenceStageOptions::denoise_batch; the workers take as many
   // at once), 1..64; 1: each job alone.
   int denoise_batch = 1;
+  // Reference denoise with batching: interactive jobs step alone, outside
+  // the batch (ReferenceStageOptions::interactive_alone).
+  bool interactive_alone = false;
   // Reference stages: the directory of LoRA adapters served by name
   // (OrchestratorConfig::AdapterConfig; POST /v1/adapters writes there
   // too). Empty: adapters registered by POST live as long as the process.

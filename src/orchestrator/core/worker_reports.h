@@ -106,10 +106,11 @@ struct AssignmentOrder {
   JobId job = 0;
   std::string stage;
   std::string model;
-  std::uint32_t resume_step = 0;  // kRun: continue from this checkpointed step.
-  std::string job_name;           // kRun: the job's public id.
-  std::string request_json;       // kRun: the job's request.
-  std::string input;              // kRun: the previous stage's output, if any.
+  std::uint32_t resume_step = 0;                      // kRun: continue from this checkpointed step.
+  std::string job_name;                               // kRun: the job's public id.
+  PriorityClass priority = PriorityClass::kStandard;  // kRun: the job's class.
+  std::string request_json;                           // kRun: the job's request.
+  std::string input;                                  // kRun: the previous stage's output, if any.
 };
 
 }  // namespace sluice::orchestrator

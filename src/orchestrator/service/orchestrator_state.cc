@@ -628,6 +628,7 @@ void OrchestratorState::ApplyLocked(TimePoint now) {
         rec.view.events.back().worker = a.worker;
         out.job = a.job;
         out.job_name = rec.view.name;
+        out.priority = rec.request.priority;
         out.stage = rec.view.stage;
         out.model = rec.request.model;
         out.resume_step = static_cast<std::uint32_t>(a.resume_step);

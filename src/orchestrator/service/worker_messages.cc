@@ -87,6 +87,17 @@ v1::Assignment ToWire(const AssignmentOrder& a) {
   out.set_model(a.model);
   out.set_resume_step(a.resume_step);
   out.set_job_name(a.job_name);
+  switch (a.priority) {
+    case PriorityClass::kInteractive:
+      out.set_priority(v1::Assignment::INTERACTIVE);
+      break;
+    case PriorityClass::kStandard:
+      out.set_priority(v1::Assignment::STANDARD);
+      break;
+    case PriorityClass::kBatch:
+      out.set_priority(v1::Assignment::BATCH);
+      break;
+  }
   out.set_request_json(a.request_json);
   out.set_input(a.input);
   return out;

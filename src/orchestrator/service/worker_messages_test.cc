@@ -155,6 +155,11 @@ TEST(WorkerMessagesTest, AnOrderOfEachKindGoesOnTheWire) {
   EXPECT_EQ(m.resume_step(), 8u);
   EXPECT_EQ(m.request_json(), a.request_json);
   EXPECT_EQ(m.input(), "descriptor");
+  EXPECT_EQ(m.priority(), v1::Assignment::STANDARD);
+  a.priority = PriorityClass::kInteractive;
+  EXPECT_EQ(ToWire(a).priority(), v1::Assignment::INTERACTIVE);
+  a.priority = PriorityClass::kBatch;
+  EXPECT_EQ(ToWire(a).priority(), v1::Assignment::BATCH);
 
   a.kind = AssignmentOrder::Kind::kStop;
   EXPECT_EQ(ToWire(a).kind(), v1::Assignment::STOP);
