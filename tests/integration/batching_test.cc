@@ -51,6 +51,36 @@ std::string Alone(const std::string& body) {
   return dec.Output();
 }
 
+// Submits `body` (async); the job's id, or "" (and a test failure) when
+// it is refused.
+std::string Submit(httplib::Client& http, const json& body) {
+  auto r = http.Post("/v1/images/generations", body.dump(), "application/json");
+  EXPECT_TRUE(r && r->status == 202) << (r ? r->body : "no answer");
+  return r ? json::parse(r->body).value("id", "") : "";
+}
+
+// Batch-class job k (0 or 1) of `steps` steps at 128x128: the two jobs
+// the priority tests start a batch with.
+json BatchClassJob(int k, int steps) {
+  return {{"prompt", k == 0 ? "a large red circle on the left on a blue background"
+                            : "a small green square at the top on a black background"},
+          {"size", "128x128"},
+          {"seed", k},
+          {"steps", steps},
+          {"priority", "batch"},
+          {"async", true}};
+}
+
+// The interactive job (12 steps at 128x128) arriving beside them.
+json InteractiveJob() {
+  return {{"prompt", "a large yellow triangle on the right on a white background"},
+          {"size", "128x128"},
+          {"seed", 5},
+          {"steps", 12},
+          {"priority", "interactive"},
+          {"async", true}};
+}
+
 TEST(BatchingTest, ConcurrentJobsShareStepsAndEachIsItsPipelines) {
   EmbeddedConfig c;
   c.workers = 3;
@@ -131,23 +161,12 @@ TEST(BatchingTest, AnInteractiveJobPreemptsABatchMemberAndEveryJobKeepsItsBytes)
   ASSERT_NE(cluster, nullptr);
   httplib::Client http("http://" + cluster->http_endpoint());
   http.set_read_timeout(120, 0);
-  auto submit = [&](const json& body) {
-    auto r = http.Post("/v1/images/generations", body.dump(), "application/json");
-    EXPECT_TRUE(r && r->status == 202) << (r ? r->body : "no answer");
-    return r ? json::parse(r->body).value("id", "") : "";
-  };
   std::vector<std::string> bodies;
   std::vector<std::string> ids;
   for (int k = 0; k < 2; ++k) {
-    const json body = {{"prompt", k == 0 ? "a large red circle on the left on a blue background"
-                                         : "a small green square at the top on a black background"},
-                       {"size", "128x128"},
-                       {"seed", k},
-                       {"steps", 80},
-                       {"priority", "batch"},
-                       {"async", true}};
+    const json body = BatchClassJob(k, 80);
     bodies.push_back(body.dump());
-    ids.push_back(submit(body));
+    ids.push_back(Submit(http, body));
   }
   // Both denoising (their denoise stage_started seen), then the interactive one.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -163,15 +182,9 @@ TEST(BatchingTest, AnInteractiveJobPreemptsABatchMemberAndEveryJobKeepsItsBytes)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  const json interactive = {
-      {"prompt", "a large yellow triangle on the right on a white background"},
-      {"size", "128x128"},
-      {"seed", 5},
-      {"steps", 12},
-      {"priority", "interactive"},
-      {"async", true}};
+  const json interactive = InteractiveJob();
   bodies.push_back(interactive.dump());
-  ids.push_back(submit(interactive));
+  ids.push_back(Submit(http, interactive));
 
   // The interactive job ends (its event stream with it) while both batch
   // jobs still run.
@@ -217,32 +230,15 @@ TEST(BatchingTest, AnInteractiveJobStepsAloneWhenTheWorkerSaysSo) {
   ASSERT_NE(cluster, nullptr);
   httplib::Client http("http://" + cluster->http_endpoint());
   http.set_read_timeout(120, 0);
-  auto submit = [&](const json& body) {
-    auto r = http.Post("/v1/images/generations", body.dump(), "application/json");
-    EXPECT_TRUE(r && r->status == 202) << (r ? r->body : "no answer");
-    return r ? json::parse(r->body).value("id", "") : "";
-  };
   std::vector<std::string> bodies, ids;
   for (int k = 0; k < 2; ++k) {
-    const json body = {{"prompt", k == 0 ? "a large red circle on the left on a blue background"
-                                         : "a small green square at the top on a black background"},
-                       {"size", "128x128"},
-                       {"seed", k},
-                       {"steps", 40},
-                       {"priority", "batch"},
-                       {"async", true}};
+    const json body = BatchClassJob(k, 40);
     bodies.push_back(body.dump());
-    ids.push_back(submit(body));
+    ids.push_back(Submit(http, body));
   }
-  const json interactive = {
-      {"prompt", "a large yellow triangle on the right on a white background"},
-      {"size", "128x128"},
-      {"seed", 5},
-      {"steps", 12},
-      {"priority", "interactive"},
-      {"async", true}};
+  const json interactive = InteractiveJob();
   bodies.push_back(interactive.dump());
-  ids.push_back(submit(interactive));
+  ids.push_back(Submit(http, interactive));
 
   int batch_jobs_batched = 0;
   for (std::size_t k = 0; k < ids.size(); ++k) {
