@@ -21,7 +21,10 @@ With --denoise-batch K a denoise worker takes up to K jobs and runs their
 steps as one forward (sluice.StepBatcher): each job keeps its own sampler
 loop, jobs of one latent shape that step together go through the blocks
 as one batch (each with its own adapters and step cache), and the job's
-stage_done counts steps_batched.
+stage_done counts steps_batched. With --interactive-alone too, jobs of the
+interactive class (ctx.interactive) step alone, outside the batch, as the
+C++ worker's flag of that name does: where a batch costs each member more
+than a step alone (a CPU), a person waiting is not slowed by other jobs.
 
 Run one stage as a worker process:
 
@@ -130,11 +133,14 @@ class TorchStages:
     with the cache."""
 
     def __init__(self, model: net.Model, conn: DiffusionConnector, store=None,
-                 step_cache_threshold: float = 0.0, denoise_batch: int = 1):
+                 step_cache_threshold: float = 0.0, denoise_batch: int = 1,
+                 interactive_alone: bool = False):
         self.model = model
-        # Denoise: the steps of up to denoise_batch jobs run as one forward.
+        # Denoise: the steps of up to denoise_batch jobs run as one forward;
+        # with interactive_alone, an interactive job's run outside it.
         self.batcher = (sluice.StepBatcher(self.forward_batch, max_batch=denoise_batch)
                         if denoise_batch > 1 else None)
+        self.interactive_alone = interactive_alone
         self.conn = conn
         # Denoise: the step cache's threshold for a request naming none.
         self.step_cache_threshold = step_cache_threshold
@@ -225,10 +231,14 @@ class TorchStages:
             self.step_cache_threshold if r.step_cache is None else r.step_cache)
         lora = self._adapters(ctx, r)
         # Batching: a member of its shape's batches from its first step to
-        # its last (or its stop), counting the steps it shared.
+        # its last (or its stop), counting the steps it shared; an
+        # interactive job alone where the worker says so.
         key = tuple(shape)
         batched = 0
-        with self.batcher.member(key) if self.batcher else contextlib.nullcontext():
+        batcher = self.batcher
+        if batcher is not None and self.interactive_alone and ctx.interactive:
+            batcher = None
+        with batcher.member(key) if batcher else contextlib.nullcontext():
             for i in range(start, r.steps):
                 if ctx.should_stop():
                     raise sluice.CancelledError(f"stopped at step {i}")
@@ -237,8 +247,8 @@ class TorchStages:
                 nxt = np.float32(1) - np.float32(i + 1) / np.float32(r.steps)
                 item = (torch.cat([x, x]), torch.full((2,), float(sigma)), cond[0:2], lora,
                         step_cache)
-                if self.batcher is not None:
-                    both, n = self.batcher.step(key, item)
+                if batcher is not None:
+                    both, n = batcher.step(key, item)
                     batched += n > 1
                 else:
                     both = self.forward_batch([item])[0]
@@ -358,24 +368,30 @@ def frames_archive(pngs) -> bytes:
 
 def serve(stage: str, orchestrator: str, master: Optional[str], weights: str = golden.WEIGHTS,
           name: str = "", step_cache_threshold: float = 0.0,
-          denoise_batch: int = 1) -> StageWorker:
+          denoise_batch: int = 1, interactive_alone: bool = False) -> StageWorker:
     """A worker serving `stage` of the reference model from torch;
     `step_cache_threshold` (denoise, 0..1): for requests naming none;
     `denoise_batch` (denoise, 1..64): jobs taken at once, their steps run
-    as one forward (1: one job at a time)."""
+    as one forward (1: one job at a time); `interactive_alone` (with
+    denoise_batch > 1): interactive jobs step alone, outside the batch."""
     if not 0 <= step_cache_threshold <= 1:
         raise sluice.InvalidArgumentError("step_cache_threshold: must be in 0..1 (0: off)")
     if isinstance(denoise_batch, bool) or not isinstance(denoise_batch, int) or \
             not 1 <= denoise_batch <= 64 or (denoise_batch > 1 and stage != "denoise"):
         raise sluice.InvalidArgumentError(
             f"denoise_batch: an int in 1..64 for a denoise worker, not {denoise_batch!r}")
+    if not isinstance(interactive_alone, bool) or (interactive_alone and denoise_batch == 1):
+        raise sluice.InvalidArgumentError(
+            f"interactive_alone: a bool, True only with denoise_batch > 1, not "
+            f"{interactive_alone!r}")
     torch.set_num_threads(1)
     model = golden.load(weights)
     store_cfg = StoreConfig(master=master) if master else None
     conn = DiffusionConnector(stage, "store" if master else "p2p", store_config=store_cfg)
     conn.warm()
     store = sluice.Store(master) if master and stage == "denoise" else None
-    stages = TorchStages(model, conn, store, step_cache_threshold, denoise_batch)
+    stages = TorchStages(model, conn, store, step_cache_threshold, denoise_batch,
+                         interactive_alone)
     return StageWorker(stage, orchestrator, getattr(stages, stage), capacity=denoise_batch,
                        model="sluice-reference", name=name or f"torch-{stage}",
                        assignment_timeout=120.0, takes_picture=True)
@@ -391,14 +407,20 @@ def main(argv=None) -> int:
                     help="denoise: the step cache's threshold for requests naming none (0..1)")
     ap.add_argument("--denoise-batch", type=int, default=1,
                     help="denoise: jobs taken at once, their steps run as one forward (1..64)")
+    ap.add_argument("--interactive-alone", action="store_true",
+                    help="denoise with --denoise-batch: interactive jobs step alone, outside "
+                         "the batch")
     args = ap.parse_args(argv)
     if not 0 <= args.step_cache_threshold <= 1:
         ap.error("--step-cache-threshold: must be in 0..1 (0: off)")
     if not 1 <= args.denoise_batch <= 64 or (args.denoise_batch > 1 and args.stage != "denoise"):
         ap.error("--denoise-batch: 1..64, for --stage denoise")
+    if args.interactive_alone and args.denoise_batch == 1:
+        ap.error("--interactive-alone: only with --denoise-batch above 1")
     worker = serve(args.stage, args.orchestrator, args.master or None, args.weights,
                    step_cache_threshold=args.step_cache_threshold,
-                   denoise_batch=args.denoise_batch)
+                   denoise_batch=args.denoise_batch,
+                   interactive_alone=args.interactive_alone)
     if not worker.wait_registered(30):
         print("torch worker: not registered within 30 s", file=sys.stderr)
         return 1

@@ -89,6 +89,97 @@ def test_a_batch_mixing_adapters_and_step_caches_samples_each_as_it_would_alone(
             assert torch.equal(torch_stages.forward_batch([item])[0], want)
 
 
+class FakeContext:
+    """What TorchStages.denoise reads of a sluice stage context, and the
+    counts it adds."""
+
+    def __init__(self, request, interactive):
+        self.job_id = 0
+        self.request_json = json.dumps(request)
+        self.interactive = interactive
+        self.counts = {}
+        self.latent = None
+
+    def should_stop(self):
+        return False
+
+    def progress(self, done, total):
+        pass
+
+    def preview(self, step, png_bytes):
+        pass
+
+    def add_count(self, name, n):
+        self.counts[name] = self.counts.get(name, 0) + n
+
+
+def without_connector(torch_stages):
+    """`torch_stages` with its condition encoded here and its latent kept on
+    the context (ctx.latent) instead of read and published."""
+    def condition(ctx):
+        r = stages.Request(ctx.request_json)
+        return torch_stages.model.encode_text([r.prompt, r.negative]).float()
+
+    def publish(ctx, stage, kind, tensor, chunks):
+        ctx.latent = tensor
+
+    torch_stages._condition = condition
+    torch_stages._publish = publish
+    return torch_stages
+
+
+def test_an_interactive_job_steps_alone_when_the_worker_says_so():
+    torch.set_num_threads(1)
+    model = golden.load()
+    interactive = {**REQUEST, "prompt": "a small green square on the right", "seed": 4}
+    jobs = [(REQUEST, False), ({**REQUEST, "seed": 2}, False), (interactive, True)]
+    # Each job alone: its pipeline's latent, bit for bit.
+    alone = []
+    for r, i in jobs:
+        ctx = FakeContext(r, i)
+        without_connector(stages.TorchStages(model, None)).denoise(ctx)
+        alone.append(ctx.latent)
+    for interactive_alone in (True, False):
+        ts = without_connector(stages.TorchStages(model, None, denoise_batch=3,
+                                                  interactive_alone=interactive_alone))
+        # A wide gather: a step waits for every member's, so members share.
+        ts.batcher = sluice.StepBatcher(ts.forward_batch, max_batch=3, gather=2.0)
+        ctxs = [FakeContext(r, i) for r, i in jobs]
+        threads = [threading.Thread(target=ts.denoise, args=(c,)) for c in ctxs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        latents = [c.latent for c in ctxs]
+        assert all(x is not None for x in latents)
+        shared = [c.counts["steps_batched"] for c in ctxs]
+        assert shared[0] > 0 and shared[1] > 0, shared
+        if interactive_alone:
+            assert shared[2] == 0, shared
+            assert np.array_equal(latents[2], alone[2])
+        else:
+            assert shared[2] > 0, shared
+        for got, want in zip(latents, alone):
+            assert float(np.abs(got - want).max()) < 1e-4
+    for bad in ("yes", 1):
+        try:
+            stages.serve("denoise", "127.0.0.1:1", None, denoise_batch=2, interactive_alone=bad)
+            assert False, f"interactive_alone {bad!r} is refused"
+        except sluice.InvalidArgumentError as e:
+            assert "interactive_alone" in str(e)
+    try:
+        stages.serve("denoise", "127.0.0.1:1", None, interactive_alone=True)
+        assert False, "interactive_alone without batching is refused"
+    except sluice.InvalidArgumentError as e:
+        assert "denoise_batch" in str(e)
+    try:
+        stages.main(["--stage", "denoise", "--orchestrator", "127.0.0.1:1",
+                     "--interactive-alone"])
+        assert False, "--interactive-alone without --denoise-batch is refused"
+    except SystemExit as e:
+        assert e.code == 2
+
+
 def test_a_batching_torch_denoise_worker_serves_jobs_together(store, tmp_path):
     adapters = tmp_path / "adapters"
     adapters.mkdir()
