@@ -756,10 +756,11 @@ class Simulation {
     ++calls_;
     scheduler_->Tick(Now());
     HandleActions();
-    const orch::SchedulerStats st = scheduler_->Stats();
+    // The pools' figures alone: Stats() walks every job, each tick.
+    const std::vector<orch::PoolStats> pools = scheduler_->PoolsNow();
     for (PoolState& p : pools_) {
       std::size_t queued = 0;
-      for (const orch::PoolStats& ps : st.pools) {
+      for (const orch::PoolStats& ps : pools) {
         if (ps.stage != p.stage) {
           continue;
         }

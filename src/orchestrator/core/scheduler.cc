@@ -318,11 +318,19 @@ void Scheduler::Enqueue(Job& job, bool at_head, TimePoint now) {
   job.running = false;
   job.retry_at.reset();
   pool.queues[cls].insert(*job.key);
+  // Its reservation and stage stay as they are while it is queued; only
+  // Unreserve (which drops it here) and dispatch (after Dequeue) change it.
+  if (job.reserved_in.has_value() && job.reserved_in == ReservationFor(job)) {
+    pool.holders[cls].insert(*job.key);
+  }
 }
 
 void Scheduler::Dequeue(Job& job) {
   if (job.key.has_value()) {
-    pools_[job.pool()]->queues[static_cast<int>(job.spec.priority)].erase(*job.key);
+    Pool& pool = *pools_[job.pool()];
+    const int cls = static_cast<int>(job.spec.priority);
+    pool.queues[cls].erase(*job.key);
+    pool.holders[cls].erase(*job.key);
     job.key.reset();
   }
 }
@@ -347,11 +355,8 @@ Scheduler::Job* Scheduler::PickNext(const Pool& pool, TimePoint now) {
 
 Scheduler::Job* Scheduler::QueuedHolder(const Pool& pool) {
   for (int c = 0; c < kClassCount; ++c) {
-    for (const QueueKey& k : pool.queues[c]) {
-      Job& job = jobs_.at(k.job);
-      if (job.reserved_in.has_value() && job.reserved_in == ReservationFor(job)) {
-        return &job;
-      }
+    if (!pool.holders[c].empty()) {
+      return &jobs_.at(pool.holders[c].begin()->job);
     }
   }
   return nullptr;
@@ -424,6 +429,9 @@ std::optional<PoolId> Scheduler::ReservationFor(const Job& job) const {
 
 void Scheduler::Unreserve(Job& job) {
   if (job.reserved_in.has_value()) {
+    if (job.key.has_value()) {  // Queued: no longer a holder.
+      pools_[job.pool()]->holders[static_cast<int>(job.spec.priority)].erase(*job.key);
+    }
     --pools_[*job.reserved_in]->reserved;
     --reserved_;
     job.reserved_in.reset();

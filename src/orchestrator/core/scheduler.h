@@ -292,6 +292,10 @@ class Scheduler {
     StageKind kind = StageKind::kWork;
     std::size_t distance_to_end = 0;  // 0: the model's last stage.
     Queue queues[kClassCount];
+    // The queued jobs that already hold the downstream slot their
+    // admission here needs (re-queued after their worker was lost), keyed
+    // as in `queues`: QueuedHolder finds the best without walking a queue.
+    Queue holders[kClassCount];
     FairClock fair[kClassCount];
     FreeSet free;  // Its workers with free slots.
     int total_free = 0;
@@ -357,7 +361,7 @@ class Scheduler {
   const Worker* BatchCompatible(const Pool& pool, const Job& job, WorkerId freest) const;
   // A job queued in `pool` that already holds the downstream slot its
   // admission needs (re-queued after its worker was lost), best class
-  // first; null when none.
+  // first, then queue order; null when none. O(classes).
   Job* QueuedHolder(const Pool& pool);
   Worker* PickWorker(Pool& pool, const Job& job);
   // The pool `job` reserves a slot in when admitted at its current stage.

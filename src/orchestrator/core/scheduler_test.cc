@@ -143,6 +143,41 @@ TEST_P(SchedulerTest, AQueuedJobHoldingItsDecodeSlotIsNotStuckBehindTheHead) {
   EXPECT_EQ(s_.Stats().reserved, 1u);
 }
 
+// Several queued holders behind a blocked head go best class first, each
+// once, and one cancelled while queued is forgotten (its job is gone: the
+// scheduler must not hand it out or look it up).
+TEST_P(SchedulerTest, QueuedHoldersGoBestClassFirstAndACancelledOneIsForgotten) {
+  ASSERT_TRUE(s_.WorkerUp(2, W("decode", 3), now_).ok());
+  const std::vector<std::string> pipeline = {"denoise", "decode"};
+  const std::pair<JobId, PriorityClass> first[] = {
+      {1, PriorityClass::kBatch}, {2, PriorityClass::kStandard}, {5, PriorityClass::kBatch}};
+  for (const auto& [id, cls] : first) {
+    ASSERT_TRUE(s_.WorkerUp(10 + id, W("denoise", 1), now_).ok());
+    ASSERT_TRUE(s_.Submit(Job(id, cls, pipeline), now_).ok());
+  }
+  EXPECT_EQ(DispatchedJobs(), (std::vector<JobId>{1, 2, 5}));
+  for (const auto& [id, cls] : first) {
+    ASSERT_TRUE(s_.WorkerLost(10 + id, now_).ok());  // Re-queued, each with its decode slot.
+  }
+  EXPECT_EQ(s_.Stats().reserved, 3u);
+  ASSERT_TRUE(s_.Submit(Job(3, PriorityClass::kInteractive, pipeline), now_).ok());
+  ASSERT_TRUE(s_.Cancel(1, now_).ok());  // A queued holder: its slot is free again.
+  EXPECT_EQ(s_.Stats().reserved, 2u);
+  ASSERT_TRUE(s_.Submit(Job(4, PriorityClass::kInteractive, pipeline), now_).ok());
+  Dispatched();
+  ASSERT_TRUE(s_.WorkerUp(20, W("denoise", 1), now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{3, 20}}))
+      << "the head, with the cancelled holder's slot";
+  ASSERT_TRUE(s_.WorkerUp(21, W("denoise", 1), now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{2, 21}}))
+      << "the head waits for decode room; the standard holder goes before the batch one";
+  ASSERT_TRUE(s_.WorkerUp(22, W("denoise", 1), now_).ok());
+  EXPECT_EQ(Dispatched(), (std::vector<std::pair<JobId, WorkerId>>{{5, 22}}));
+  ASSERT_TRUE(s_.WorkerUp(23, W("denoise", 1), now_).ok());
+  EXPECT_TRUE(Dispatched().empty()) << "no holder is left; the head still waits";
+  EXPECT_EQ(s_.Stats().reserved, 3u);
+}
+
 TEST_P(SchedulerTest, LostWorkerItemsGoBackToTheHead) {
   ASSERT_TRUE(s_.WorkerUp(1, W("encode", 1), now_).ok());
   ASSERT_TRUE(s_.Submit(Job(1), now_).ok());
