@@ -1,5 +1,6 @@
 #include "bench/orchestrator_bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -9,13 +10,9 @@
 
 namespace sluice::bench {
 
-Result<OrchestratorBenchResult> RunOrchestratorBench(const OrchestratorBenchOptions& o) {
-  if (o.jobs < 1 || o.jobs > 10'000'000) {
-    return InvalidArgumentError("--jobs must be in 1..10000000");
-  }
-  if (o.workers < 3 || o.workers > 100'000) {
-    return InvalidArgumentError("--workers must be in 3..100000 (at least one per stage)");
-  }
+namespace {
+
+Result<OrchestratorBenchResult> RunOnce(const OrchestratorBenchOptions& o) {
   using namespace orchestrator;
   using BenchClock = std::chrono::steady_clock;
   SchedulerOptions so;
@@ -67,8 +64,17 @@ Result<OrchestratorBenchResult> RunOrchestratorBench(const OrchestratorBenchOpti
     spec.model = "bench";
     spec.priority = classes[j % 3];
     SLUICE_RETURN_IF_ERROR(timed([&] { return s.Submit(spec, now); }));
-    // Workers finish what they were given, keeping the system busy.
-    while (pending.size() > static_cast<std::size_t>(o.workers) * 2) {
+    if (o.backlog > 0 && j % 64 == 0) {
+      std::uint64_t queued = 0;
+      for (const PoolStats& p : s.PoolsNow()) {
+        queued += p.queued;
+      }
+      r.max_queued = std::max(r.max_queued, queued);
+    }
+    // Workers finish what they were given, keeping the system busy (and,
+    // with a backlog, the jobs in it at about that many).
+    while (!pending.empty() && (pending.size() > static_cast<std::size_t>(o.workers) * 2 ||
+                                (o.backlog > 0 && s.JobCount() > o.backlog))) {
       Action a = pending.back();
       pending.pop_back();
       SLUICE_RETURN_IF_ERROR(timed([&] { return s.StageDone(a.job, a.worker, now); }));
@@ -90,6 +96,28 @@ Result<OrchestratorBenchResult> RunOrchestratorBench(const OrchestratorBenchOpti
   return r;
 }
 
+}  // namespace
+
+Result<OrchestratorBenchResult> RunOrchestratorBench(const OrchestratorBenchOptions& o) {
+  if (o.jobs < 1 || o.jobs > 10'000'000) {
+    return InvalidArgumentError("--jobs must be in 1..10000000");
+  }
+  if (o.workers < 3 || o.workers > 100'000) {
+    return InvalidArgumentError("--workers must be in 3..100000 (at least one per stage)");
+  }
+  if (o.backlog > 1'000'000) {
+    return InvalidArgumentError("--backlog must be in 0..1000000");
+  }
+  SLUICE_ASSIGN_OR_RETURN(OrchestratorBenchResult r, RunOnce(o));
+  if (o.backlog > 0) {
+    OrchestratorBenchOptions base = o;
+    base.backlog = 0;
+    SLUICE_ASSIGN_OR_RETURN(OrchestratorBenchResult b, RunOnce(base));
+    r.baseline_decisions_per_s = b.decisions_per_s;
+  }
+  return r;
+}
+
 std::string ToJson(const OrchestratorBenchResult& r) {
   nlohmann::json j;
   j["jobs"] = r.options.jobs;
@@ -100,6 +128,12 @@ std::string ToJson(const OrchestratorBenchResult& r) {
   j["decisions_per_s"] = r.decisions_per_s;
   j["p50_event_us"] = r.p50_event_us;
   j["p99_decision_us"] = r.p99_decision_us;
+  if (r.options.backlog > 0) {
+    j["backlog"] = r.options.backlog;
+    j["max_queued"] = r.max_queued;
+    j["baseline_decisions_per_s"] = r.baseline_decisions_per_s;
+    j["decisions_per_s_vs_baseline"] = r.decisions_per_s / r.baseline_decisions_per_s;
+  }
   return j.dump();
 }
 

@@ -317,6 +317,11 @@ void AddOrchestratorBench(CLI::App& bench, std::vector<Command>* out) {
   cmd->add_option("--workers", o->b.workers, "workers, split over the stages")
       ->check(CLI::Range(3, 100000))
       ->capture_default_str();
+  cmd->add_option("--backlog", o->b.backlog,
+                  "jobs kept in the system while the rest are submitted (a deep queue; the same "
+                  "run without one is the baseline); 0: as many as the slots keep busy")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1000000}))
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object (the only output format)");
   out->push_back({cmd, [o] { return Report("orchestrator", bench::RunOrchestratorBench(o->b)); }});
 }
